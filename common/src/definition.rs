@@ -1,0 +1,286 @@
+//! The workflow definition format (YAML or JSON) and its validation.
+//!
+//! A definition that passes [`WorkflowDef::parse`] has unique task names, known task
+//! types, dependencies that exist and no cycle, so the master can build its DAG without
+//! checking again.
+
+use crate::types::{FailureStrategy, Priority, TaskType};
+use petgraph::algo::tarjan_scc;
+use petgraph::graph::DiGraph;
+use serde::{Deserialize, Deserializer, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+pub const DEFAULT_PROJECT: &str = "default";
+pub const DEFAULT_WORKER_GROUP: &str = "default";
+/// Definitions larger than this are refused before parsing.
+pub const MAX_DEFINITION_BYTES: usize = 4 * 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowDef {
+    pub name: String,
+    #[serde(default = "default_project")]
+    pub project: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// Global parameters, referenced as `${name}`.
+    #[serde(default, deserialize_with = "scalar_map")]
+    pub params: BTreeMap<String, String>,
+    #[serde(default)]
+    pub failure_strategy: FailureStrategy,
+    #[serde(default)]
+    pub priority: Priority,
+    pub tasks: Vec<TaskDef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskDef {
+    pub name: String,
+    /// Kept as text so that an unknown type is reported with the task's name.
+    #[serde(rename = "type")]
+    pub task_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+    #[serde(default)]
+    pub priority: Priority,
+    #[serde(default = "default_worker_group")]
+    pub worker_group: String,
+    /// Task-local parameters; they win over the workflow's global ones.
+    #[serde(default, deserialize_with = "scalar_map", skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
+}
+
+impl TaskDef {
+    /// The parsed type; valid for any definition that passed validation.
+    pub fn kind(&self) -> TaskType {
+        self.task_type.parse().unwrap_or(TaskType::Noop)
+    }
+}
+
+fn default_project() -> String {
+    DEFAULT_PROJECT.to_string()
+}
+
+fn default_worker_group() -> String {
+    DEFAULT_WORKER_GROUP.to_string()
+}
+
+/// Accepts YAML scalars of any kind (`dt: 2026-01-01`, `n: 3`, `on: true`) as strings.
+fn scalar_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Scalar {
+        S(String),
+        I(i64),
+        F(f64),
+        B(bool),
+    }
+    let raw = Option::<BTreeMap<String, Scalar>>::deserialize(d)?.unwrap_or_default();
+    Ok(raw
+        .into_iter()
+        .map(|(k, v)| {
+            let v = match v {
+                Scalar::S(s) => s,
+                Scalar::I(i) => i.to_string(),
+                Scalar::F(f) => f.to_string(),
+                Scalar::B(b) => b.to_string(),
+            };
+            (k, v)
+        })
+        .collect())
+}
+
+/// Why a definition was refused. The message names the offending part.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DefinitionError {
+    #[error("definition is not valid YAML or JSON: {0}")]
+    Syntax(String),
+    #[error("definition is {0} bytes; the limit is {MAX_DEFINITION_BYTES}")]
+    TooLarge(usize),
+    #[error("invalid {what} '{value}': use letters, digits, '_', '-' or '.' (1-128 characters)")]
+    BadName { what: &'static str, value: String },
+    #[error("workflow '{0}' has no tasks")]
+    Empty(String),
+    #[error("task name '{0}' is used more than once")]
+    DuplicateTask(String),
+    #[error("task '{task}' has unknown type '{task_type}' (known: {known})")]
+    UnknownType { task: String, task_type: String, known: String },
+    #[error("task '{task}' of type shell needs a 'command'")]
+    MissingCommand { task: String },
+    #[error("task '{task}' depends on '{dependency}', which is not a task of this workflow")]
+    UnknownDependency { task: String, dependency: String },
+    #[error("tasks form a cycle: {}", .0.join(" -> "))]
+    Cycle(Vec<String>),
+    #[error("project '{given}' in the definition does not match '{expected}' in the URL")]
+    ProjectMismatch { given: String, expected: String },
+}
+
+fn valid_name(s: &str) -> bool {
+    (1..=128).contains(&s.len())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+impl WorkflowDef {
+    /// Parses YAML (a superset of JSON) and validates the result.
+    pub fn parse(text: &str) -> Result<WorkflowDef, DefinitionError> {
+        if text.len() > MAX_DEFINITION_BYTES {
+            return Err(DefinitionError::TooLarge(text.len()));
+        }
+        let def: WorkflowDef =
+            serde_yaml::from_str(text).map_err(|e| DefinitionError::Syntax(e.to_string()))?;
+        def.validate()?;
+        Ok(def)
+    }
+
+    pub fn validate(&self) -> Result<(), DefinitionError> {
+        for (what, value) in [("workflow name", &self.name), ("project name", &self.project)] {
+            if !valid_name(value) {
+                return Err(DefinitionError::BadName { what, value: value.clone() });
+            }
+        }
+        if self.tasks.is_empty() {
+            return Err(DefinitionError::Empty(self.name.clone()));
+        }
+        let mut index = HashMap::with_capacity(self.tasks.len());
+        for (i, t) in self.tasks.iter().enumerate() {
+            if !valid_name(&t.name) {
+                return Err(DefinitionError::BadName { what: "task name", value: t.name.clone() });
+            }
+            if index.insert(t.name.as_str(), i).is_some() {
+                return Err(DefinitionError::DuplicateTask(t.name.clone()));
+            }
+            let kind = t.task_type.parse::<TaskType>().map_err(|_| DefinitionError::UnknownType {
+                task: t.name.clone(),
+                task_type: t.task_type.clone(),
+                known: TaskType::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", "),
+            })?;
+            if kind == TaskType::Shell && t.command.as_deref().is_none_or(|c| c.trim().is_empty()) {
+                return Err(DefinitionError::MissingCommand { task: t.name.clone() });
+            }
+        }
+        for t in &self.tasks {
+            for d in &t.depends_on {
+                if !index.contains_key(d.as_str()) {
+                    return Err(DefinitionError::UnknownDependency {
+                        task: t.name.clone(),
+                        dependency: d.clone(),
+                    });
+                }
+            }
+        }
+        if let Some(cycle) = self.find_cycle(&index) {
+            return Err(DefinitionError::Cycle(cycle));
+        }
+        Ok(())
+    }
+
+    /// Upstream task indices of every task, in task order. Assumes a validated definition.
+    pub fn upstream_indices(&self) -> Vec<Vec<usize>> {
+        let index: HashMap<&str, usize> =
+            self.tasks.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
+        self.tasks
+            .iter()
+            .map(|t| t.depends_on.iter().filter_map(|d| index.get(d.as_str()).copied()).collect())
+            .collect()
+    }
+
+    /// Returns the task names of one cycle, first name repeated at the end.
+    fn find_cycle(&self, index: &HashMap<&str, usize>) -> Option<Vec<String>> {
+        let mut g = DiGraph::<usize, ()>::with_capacity(self.tasks.len(), self.tasks.len());
+        let nodes: Vec<_> = (0..self.tasks.len()).map(|i| g.add_node(i)).collect();
+        for (i, t) in self.tasks.iter().enumerate() {
+            for d in &t.depends_on {
+                g.add_edge(nodes[index[d.as_str()]], nodes[i], ());
+            }
+        }
+        for scc in tarjan_scc(&g) {
+            let self_loop = scc.len() == 1 && g.contains_edge(scc[0], scc[0]);
+            if scc.len() > 1 || self_loop {
+                // Walk the component along its edges so the names read as a cycle.
+                let members: std::collections::HashSet<_> = scc.iter().copied().collect();
+                let start = *scc.iter().min_by_key(|n| g[**n]).expect("non-empty scc");
+                let mut path = vec![start];
+                let mut cur = start;
+                loop {
+                    let next = g
+                        .neighbors(cur)
+                        .filter(|n| members.contains(n))
+                        .min_by_key(|n| if *n == start { 0 } else { 1 + g[*n] })
+                        .expect("a node in a cycle has a successor in it");
+                    if next == start || path.contains(&next) {
+                        path.push(next);
+                        break;
+                    }
+                    path.push(next);
+                    cur = next;
+                }
+                return Some(path.into_iter().map(|n| self.tasks[g[n]].name.clone()).collect());
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIAMOND: &str = r#"
+name: etl_daily
+params: { dt: 2026-01-01, n: 3 }
+tasks:
+  - { name: a, type: shell, command: "echo ${dt}", priority: high }
+  - { name: b, type: noop, depends_on: [a] }
+  - { name: c, type: noop, depends_on: [a] }
+  - { name: d, type: noop, depends_on: [b, c] }
+"#;
+
+    #[test]
+    fn parses_a_valid_diamond_with_defaults() {
+        let def = WorkflowDef::parse(DIAMOND).unwrap();
+        assert_eq!(def.project, "default");
+        assert_eq!(def.params["dt"], "2026-01-01");
+        assert_eq!(def.params["n"], "3");
+        assert_eq!(def.tasks[0].priority, Priority::High);
+        assert_eq!(def.tasks[1].worker_group, "default");
+        assert_eq!(def.upstream_indices(), vec![vec![], vec![0], vec![0], vec![1, 2]]);
+    }
+
+    #[test]
+    fn json_is_accepted_too() {
+        let json = r#"{"name":"j","tasks":[{"name":"x","type":"noop"}]}"#;
+        assert_eq!(WorkflowDef::parse(json).unwrap().tasks.len(), 1);
+    }
+
+    fn err(yaml: &str) -> String {
+        WorkflowDef::parse(yaml).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_cycle_is_named() {
+        let e = err(
+            "name: w\ntasks:\n- {name: a, type: noop, depends_on: [c]}\n- {name: b, type: noop, depends_on: [a]}\n- {name: c, type: noop, depends_on: [b]}\n- {name: z, type: noop}\n",
+        );
+        assert_eq!(e, "tasks form a cycle: a -> b -> c -> a");
+        let e = err("name: w\ntasks:\n- {name: a, type: noop, depends_on: [a]}\n");
+        assert_eq!(e, "tasks form a cycle: a -> a");
+    }
+
+    #[test]
+    fn bad_definitions_name_the_offender() {
+        assert!(err("name: w\ntasks: []\n").contains("'w' has no tasks"));
+        assert!(err("name: w\ntasks:\n- {name: a, type: noop}\n- {name: a, type: noop}\n")
+            .contains("'a' is used more than once"));
+        let e = err("name: w\ntasks:\n- {name: a, type: spark}\n");
+        assert!(e.contains("task 'a' has unknown type 'spark'") && e.contains("shell"), "{e}");
+        assert!(err("name: w\ntasks:\n- {name: a, type: noop, depends_on: [ghost]}\n")
+            .contains("task 'a' depends on 'ghost'"));
+        assert!(err("name: w\ntasks:\n- {name: a, type: shell}\n").contains("needs a 'command'"));
+        assert!(err("name: 'bad name'\ntasks:\n- {name: a, type: noop}\n").contains("bad name"));
+        assert!(err("name: w\ntasks:\n- {name: a, type: noop, colour: red}\n").contains("colour"));
+        assert!(err("{{{").starts_with("definition is not valid"));
+    }
+}

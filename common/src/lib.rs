@@ -1,0 +1,15 @@
+//! Shared layer of shoal: domain types, the definition format, the store, the registry and
+//! the generated master/worker protocol.
+
+pub mod definition;
+pub mod error;
+pub mod params;
+pub mod registry;
+pub mod store;
+pub mod types;
+
+pub mod proto {
+    tonic::include_proto!("shoal.v1");
+}
+
+pub use error::{Error, Result};

@@ -1,0 +1,334 @@
+//! Cluster membership: who is alive, where it listens and how loaded it is.
+//!
+//! A cluster keeps members in etcd (a lease per node, kept alive while the node runs);
+//! `shoal standalone` keeps them in memory. Both look the same to masters and workers.
+
+use crate::error::{Error, Result};
+use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+const PREFIX: &str = "/shoal/nodes/";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Master,
+    Worker,
+}
+
+impl Role {
+    fn as_str(self) -> &'static str {
+        match self {
+            Role::Master => "master",
+            Role::Worker => "worker",
+        }
+    }
+}
+
+/// What a node publishes about itself; the payload of its registry entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub role: Role,
+    /// host:port of the node's gRPC server; unique per node.
+    pub addr: String,
+    pub groups: Vec<String>,
+    pub slots: u32,
+    pub running: u32,
+    pub weight: u32,
+    pub started_at: i64,
+}
+
+impl NodeInfo {
+    fn key(&self) -> String {
+        format!("{PREFIX}{}/{}", self.role.as_str(), self.addr)
+    }
+}
+
+type Members = BTreeMap<String, NodeInfo>;
+
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+enum Inner {
+    Local(watch::Sender<Members>),
+    Etcd { client: Client, ttl_secs: i64 },
+}
+
+/// A registered node's handle to publish a new heartbeat payload.
+pub struct Membership {
+    payload: watch::Sender<NodeInfo>,
+}
+
+impl Membership {
+    pub fn update(&self, f: impl FnOnce(&mut NodeInfo)) {
+        self.payload.send_modify(f);
+    }
+}
+
+/// The live nodes of one role, kept current in the background.
+#[derive(Clone)]
+pub struct NodeWatch {
+    role: Role,
+    members: watch::Receiver<Members>,
+}
+
+impl NodeWatch {
+    pub fn current(&self) -> Vec<NodeInfo> {
+        self.members.borrow().values().filter(|n| n.role == self.role).cloned().collect()
+    }
+
+    /// Waits until the membership changes. Cancellation-safe.
+    pub async fn changed(&mut self) -> Result<()> {
+        self.members
+            .changed()
+            .await
+            .map_err(|_| Error::Registry("membership watch ended".into()))
+    }
+}
+
+impl Registry {
+    /// The in-process registry of `shoal standalone`.
+    pub fn local() -> Registry {
+        Registry { inner: Arc::new(Inner::Local(watch::Sender::new(Members::new()))) }
+    }
+
+    /// An etcd-backed registry; a node's entry disappears `ttl_secs` after it stops
+    /// renewing its lease.
+    pub async fn etcd(endpoints: &[String], ttl_secs: i64) -> Result<Registry> {
+        let client = Client::connect(endpoints, None).await.map_err(|e| {
+            Error::Registry(format!("cannot connect to etcd at {}: {e}", endpoints.join(",")))
+        })?;
+        Ok(Registry { inner: Arc::new(Inner::Etcd { client, ttl_secs: ttl_secs.max(2) }) })
+    }
+
+    /// Registers the node and keeps its entry alive until `shutdown` is cancelled, when
+    /// the entry is removed.
+    pub async fn register(&self, node: NodeInfo, shutdown: CancellationToken) -> Result<Membership> {
+        let (payload, rx) = watch::channel(node);
+        match &*self.inner {
+            Inner::Local(members) => {
+                let members = members.clone();
+                tokio::spawn(keep_local(members, rx, shutdown));
+            }
+            Inner::Etcd { client, ttl_secs } => {
+                let node = rx.borrow().clone();
+                let lease = put_with_lease(&mut client.clone(), &node, *ttl_secs).await?;
+                tokio::spawn(keep_etcd(client.clone(), *ttl_secs, lease, rx, shutdown));
+            }
+        }
+        Ok(Membership { payload })
+    }
+
+    /// Live nodes of `role`.
+    pub async fn watch(&self, role: Role, shutdown: CancellationToken) -> Result<NodeWatch> {
+        let members = match &*self.inner {
+            Inner::Local(members) => members.subscribe(),
+            Inner::Etcd { client, .. } => {
+                let (tx, rx) = watch::channel(Members::new());
+                let rev = load_members(&mut client.clone(), &tx).await?;
+                tokio::spawn(follow_etcd(client.clone(), tx, rev, shutdown));
+                rx
+            }
+        };
+        Ok(NodeWatch { role, members })
+    }
+}
+
+async fn keep_local(
+    members: watch::Sender<Members>,
+    mut payload: watch::Receiver<NodeInfo>,
+    shutdown: CancellationToken,
+) {
+    let key = payload.borrow().key();
+    loop {
+        let node = payload.borrow_and_update().clone();
+        members.send_modify(|m| {
+            m.insert(key.clone(), node);
+        });
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            r = payload.changed() => if r.is_err() { break },
+        }
+    }
+    members.send_modify(|m| {
+        m.remove(&key);
+    });
+}
+
+async fn put_with_lease(client: &mut Client, node: &NodeInfo, ttl: i64) -> Result<i64> {
+    let lease = client.lease_grant(ttl, None).await?.id();
+    let value = serde_json::to_vec(node).map_err(|e| Error::Registry(e.to_string()))?;
+    client.put(node.key(), value, Some(PutOptions::new().with_lease(lease))).await?;
+    Ok(lease)
+}
+
+/// Renews the lease every third of its TTL and republishes the payload when it changes
+/// (at most once a second). A lost lease is re-granted: the node registers again.
+async fn keep_etcd(
+    mut client: Client,
+    ttl: i64,
+    mut lease: i64,
+    mut payload: watch::Receiver<NodeInfo>,
+    shutdown: CancellationToken,
+) {
+    let renew = Duration::from_millis((ttl as u64 * 1000) / 3);
+    let mut tick = tokio::time::interval(renew);
+    let mut publish = tokio::time::interval(Duration::from_secs(1));
+    let mut dirty = false;
+    loop {
+        // All arms are cancellation-safe: ticks and watch changes lose nothing when dropped.
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tick.tick() => {
+                if let Err(e) = renew_once(&mut client, lease).await {
+                    warn!(error = %e, "registry lease lost, registering again");
+                    let node = payload.borrow().clone();
+                    match put_with_lease(&mut client, &node, ttl).await {
+                        Ok(l) => lease = l,
+                        Err(e) => warn!(error = %e, "registry re-registration failed"),
+                    }
+                }
+            }
+            r = payload.changed() => {
+                if r.is_err() { break }
+                dirty = true;
+            }
+            _ = publish.tick(), if dirty => {
+                let node = payload.borrow_and_update().clone();
+                let value = serde_json::to_vec(&node).unwrap_or_default();
+                match client.put(node.key(), value, Some(PutOptions::new().with_lease(lease))).await {
+                    Ok(_) => dirty = false,
+                    Err(e) => warn!(error = %e, "registry heartbeat publish failed"),
+                }
+            }
+        }
+    }
+    if let Err(e) = client.lease_revoke(lease).await {
+        warn!(error = %e, "registry lease revoke failed on shutdown");
+    }
+    let addr = payload.borrow().addr.clone();
+    info!(%addr, "node left the registry");
+}
+
+async fn renew_once(client: &mut Client, lease: i64) -> Result<()> {
+    let (mut keeper, mut stream) = client.lease_keep_alive(lease).await?;
+    keeper.keep_alive().await?;
+    match stream.message().await? {
+        Some(resp) if resp.ttl() > 0 => Ok(()),
+        _ => Err(Error::Registry(format!("lease {lease} expired"))),
+    }
+}
+
+/// Loads every member and returns the revision to watch from.
+async fn load_members(client: &mut Client, tx: &watch::Sender<Members>) -> Result<i64> {
+    let resp = client.get(PREFIX, Some(GetOptions::new().with_prefix())).await?;
+    let mut members = Members::new();
+    for kv in resp.kvs() {
+        if let (Ok(key), Ok(node)) = (kv.key_str(), serde_json::from_slice::<NodeInfo>(kv.value())) {
+            members.insert(key.to_string(), node);
+        }
+    }
+    tx.send_replace(members);
+    Ok(resp.header().map(|h| h.revision()).unwrap_or(0))
+}
+
+/// Applies etcd watch events to the member map; reloads and re-watches after an error.
+async fn follow_etcd(mut client: Client, tx: watch::Sender<Members>, mut rev: i64, shutdown: CancellationToken) {
+    loop {
+        let opts = WatchOptions::new().with_prefix().with_start_revision(rev + 1);
+        let stream = client.watch(PREFIX, Some(opts)).await;
+        if let Ok(mut stream) = stream {
+            loop {
+                let msg = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    m = stream.message() => m,
+                };
+                let Ok(Some(resp)) = msg else { break };
+                tx.send_modify(|m| {
+                    for ev in resp.events() {
+                        let Some(kv) = ev.kv() else { continue };
+                        let Ok(key) = kv.key_str() else { continue };
+                        rev = rev.max(kv.mod_revision());
+                        match ev.event_type() {
+                            EventType::Put => {
+                                if let Ok(node) = serde_json::from_slice(kv.value()) {
+                                    m.insert(key.to_string(), node);
+                                }
+                            }
+                            EventType::Delete => {
+                                m.remove(key);
+                            }
+                        }
+                    }
+                });
+            }
+        }
+        warn!("registry watch interrupted, reloading members");
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+        if let Ok(r) = load_members(&mut client, &tx).await {
+            rev = r;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn worker(addr: &str) -> NodeInfo {
+        NodeInfo {
+            role: Role::Worker,
+            addr: addr.into(),
+            groups: vec!["default".into()],
+            slots: 4,
+            running: 0,
+            weight: 100,
+            started_at: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn local_members_come_and_go() {
+        let reg = Registry::local();
+        let stop = CancellationToken::new();
+        let mut workers = reg.watch(Role::Worker, stop.clone()).await.unwrap();
+        let masters = reg.watch(Role::Master, stop.clone()).await.unwrap();
+        let node_stop = CancellationToken::new();
+        let m = reg.register(worker("w1:1"), node_stop.clone()).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while workers.current().is_empty() {
+                workers.changed().await.unwrap();
+            }
+        })
+        .await
+        .unwrap();
+        assert!(masters.current().is_empty());
+        m.update(|n| n.running = 3);
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while workers.current()[0].running != 3 {
+                workers.changed().await.unwrap();
+            }
+        })
+        .await
+        .unwrap();
+        node_stop.cancel();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while !workers.current().is_empty() {
+                workers.changed().await.unwrap();
+            }
+        })
+        .await
+        .unwrap();
+    }
+}

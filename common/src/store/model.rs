@@ -1,0 +1,175 @@
+//! Rows and batches exchanged with the store. Timestamps are milliseconds since the epoch.
+
+use crate::definition::WorkflowDef;
+use crate::types::{CommandKind, Priority, TaskState, WorkflowState};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub type Params = BTreeMap<String, String>;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredDefinition {
+    pub project: String,
+    pub name: String,
+    pub version: i32,
+    pub definition: WorkflowDef,
+    pub created_at: i64,
+}
+
+/// One line per workflow in a project listing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DefinitionSummary {
+    pub project: String,
+    pub name: String,
+    pub latest_version: i32,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewCommand {
+    pub kind: CommandKind,
+    pub project: String,
+    pub workflow: String,
+    /// The definition version the run pins.
+    pub version: i32,
+    /// Startup parameters; they win over every other parameter source.
+    pub params: Params,
+    /// Overrides the definition's priority when set.
+    pub priority: Option<Priority>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum CommandStatus {
+    /// Written, not yet claimed by a master.
+    Pending,
+    /// Claimed and turned into a workflow instance.
+    Done { workflow_instance_id: i64 },
+    /// Could not be turned into an instance; kept in the error-command table.
+    Error { error: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceRow {
+    pub id: i64,
+    pub command_id: i64,
+    pub project: String,
+    pub workflow: String,
+    pub version: i32,
+    pub state: WorkflowState,
+    pub priority: Priority,
+    pub params: Params,
+    /// Address of the master that drives the instance.
+    pub owner: Option<String>,
+    pub owner_epoch: i64,
+    pub run: i32,
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub ended_at: Option<i64>,
+}
+
+/// An instance a master just claimed, with the definition version it pins.
+#[derive(Debug, Clone)]
+pub struct ClaimedInstance {
+    pub instance: InstanceRow,
+    pub definition: WorkflowDef,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskInstanceRow {
+    pub id: i64,
+    pub workflow_instance_id: i64,
+    pub name: String,
+    pub task_type: String,
+    pub state: TaskState,
+    pub attempt: i32,
+    pub priority: Priority,
+    pub worker_group: String,
+    /// gRPC address of the worker the attempt went to.
+    pub worker: Option<String>,
+    pub submitted_at: i64,
+    pub started_at: Option<i64>,
+    pub ended_at: Option<i64>,
+    pub exit_code: Option<i32>,
+    pub output: Params,
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTaskInstance {
+    pub workflow_instance_id: i64,
+    pub name: String,
+    pub task_type: String,
+    pub attempt: i32,
+    pub priority: Priority,
+    pub worker_group: String,
+    pub state: TaskState,
+    pub submitted_at: i64,
+}
+
+/// A change to one task instance; `None` fields are left as they are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskUpdate {
+    pub id: i64,
+    pub state: TaskState,
+    pub worker: Option<String>,
+    pub started_at: Option<i64>,
+    pub ended_at: Option<i64>,
+    pub exit_code: Option<i32>,
+    pub output: Option<Params>,
+    pub message: Option<String>,
+}
+
+impl TaskUpdate {
+    pub fn state(id: i64, state: TaskState) -> Self {
+        TaskUpdate {
+            id,
+            state,
+            worker: None,
+            started_at: None,
+            ended_at: None,
+            exit_code: None,
+            output: None,
+            message: None,
+        }
+    }
+}
+
+/// A change to one instance, applied only while the writer still holds `owner_epoch`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceUpdate {
+    pub id: i64,
+    pub owner_epoch: i64,
+    pub state: WorkflowState,
+    pub ended_at: Option<i64>,
+}
+
+/// Everything one engine cycle of a master writes, committed in one transaction.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WriteBatch {
+    pub new_tasks: Vec<NewTaskInstance>,
+    pub task_updates: Vec<TaskUpdate>,
+    pub instance_updates: Vec<InstanceUpdate>,
+}
+
+impl WriteBatch {
+    pub fn is_empty(&self) -> bool {
+        self.new_tasks.is_empty() && self.task_updates.is_empty() && self.instance_updates.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WriteResult {
+    /// Ids of `new_tasks`, in the same order.
+    pub new_task_ids: Vec<i64>,
+    /// Instances whose update was refused because the epoch moved on: the writer lost them.
+    pub fenced_instances: Vec<i64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct InstanceFilter {
+    pub project: Option<String>,
+    pub workflow: Option<String>,
+    pub state: Option<WorkflowState>,
+    pub limit: Option<i64>,
+}

@@ -1,0 +1,189 @@
+//! Domain enums shared by every role. They are stored and sent as lowercase snake case.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// Declares a string-backed enum: serde, `Display`, `FromStr` and `as_str` all agree on
+/// the snake-case names, which are also what the database stores.
+macro_rules! string_enum {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
+        }
+        impl FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(format!(
+                        "unknown {} '{}' (expected one of: {})",
+                        stringify!($name), other, [$($text),+].join(", ")
+                    )),
+                }
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// Lifecycle of a workflow instance.
+    WorkflowState {
+        Submitted => "submitted",
+        Running => "running",
+        ReadyPause => "ready_pause",
+        Paused => "paused",
+        ReadyStop => "ready_stop",
+        Stopped => "stopped",
+        Failure => "failure",
+        Success => "success",
+        SerialWait => "serial_wait",
+    }
+);
+
+impl WorkflowState {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Stopped | Self::Failure | Self::Success | Self::Paused)
+    }
+}
+
+string_enum!(
+    /// Lifecycle of one task attempt.
+    TaskState {
+        Submitted => "submitted",
+        Dispatched => "dispatched",
+        Running => "running",
+        Success => "success",
+        Failure => "failure",
+        Killed => "killed",
+        Paused => "paused",
+        NeedFaultTolerance => "need_fault_tolerance",
+        Delayed => "delayed",
+        ForcedSuccess => "forced_success",
+        Skipped => "skipped",
+    }
+);
+
+impl TaskState {
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            Self::Success
+                | Self::Failure
+                | Self::Killed
+                | Self::Paused
+                | Self::NeedFaultTolerance
+                | Self::ForcedSuccess
+                | Self::Skipped
+        )
+    }
+
+    /// Downstream tasks may start after an upstream task in this state.
+    pub fn lets_downstream_run(self) -> bool {
+        matches!(self, Self::Success | Self::ForcedSuccess | Self::Skipped)
+    }
+}
+
+string_enum!(
+    /// Scheduling priority of instances and tasks; `Highest` goes first.
+    Priority {
+        Highest => "highest",
+        High => "high",
+        Medium => "medium",
+        Low => "low",
+        Lowest => "lowest",
+    }
+);
+
+impl Default for Priority {
+    fn default() -> Self {
+        Priority::Medium
+    }
+}
+
+impl Priority {
+    /// 0 for highest .. 4 for lowest: smaller ranks are dispatched first.
+    pub fn rank(self) -> u8 {
+        self as u8
+    }
+}
+
+string_enum!(
+    /// What happens to the rest of an instance when a task fails.
+    FailureStrategy {
+        End => "end",
+        Continue => "continue",
+    }
+);
+
+impl Default for FailureStrategy {
+    fn default() -> Self {
+        FailureStrategy::End
+    }
+}
+
+string_enum!(
+    /// Why a command was written; the vocabulary follows DolphinScheduler's command types.
+    CommandKind {
+        Start => "start",
+        StartFromNode => "start_from_node",
+        ResubmitFailed => "resubmit_failed",
+        Resume => "resume",
+        Rerun => "rerun",
+        Backfill => "backfill",
+        Scheduled => "scheduled",
+        RecoverFailover => "recover_failover",
+    }
+);
+
+string_enum!(
+    /// Task types known to the workflow definition format.
+    TaskType {
+        Shell => "shell",
+        Noop => "noop",
+    }
+);
+
+/// Milliseconds since the Unix epoch: the one timestamp format in the store and on the wire.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Formats stored milliseconds as RFC 3339 for the API.
+pub fn ms_to_rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip_through_their_names() {
+        for s in TaskState::ALL {
+            assert_eq!(s.as_str().parse::<TaskState>().unwrap(), *s);
+            assert_eq!(serde_json::to_string(s).unwrap(), format!("\"{}\"", s.as_str()));
+        }
+        let err = "bogus".parse::<WorkflowState>().unwrap_err();
+        assert!(err.contains("bogus") && err.contains("running"), "{err}");
+    }
+
+    #[test]
+    fn priorities_rank_highest_first() {
+        assert!(Priority::Highest.rank() < Priority::Medium.rank());
+        assert!(Priority::Medium.rank() < Priority::Lowest.rank());
+    }
+}
