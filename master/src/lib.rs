@@ -1,1 +1,116 @@
+//! The master: claims commands, drives workflow runtimes, queues and dispatches tasks to
+//! workers, and applies the events they report.
+
+mod clients;
+pub mod dispatch;
+pub mod engine;
+pub mod intake;
+pub mod queue;
 pub mod runtime;
+mod service;
+
+use clients::WorkerClients;
+use dispatch::Dispatcher;
+use engine::Engine;
+use intake::Intake;
+use service::MasterService;
+use shoal_common::proto::master_server::MasterServer;
+use shoal_common::registry::{NodeInfo, Registry, Role};
+use shoal_common::store::Store;
+use shoal_common::types::now_ms;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Common(#[from] shoal_common::Error),
+    #[error("cannot listen on {0}: {1}")]
+    Listen(SocketAddr, std::io::Error),
+    #[error("invalid address '{0}': {1}")]
+    BadAddress(String, String),
+    #[error("master task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, Clone)]
+pub struct MasterConfig {
+    /// Where the gRPC server listens; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// Host part of the address workers report to.
+    pub advertise_host: String,
+    /// Commands claimed per transaction.
+    pub claim_batch: usize,
+    /// Fallback command poll when no notification arrives.
+    pub poll: Duration,
+}
+
+pub struct MasterHandle {
+    /// host:port workers report to; also the owner name of this master's instances.
+    pub addr: String,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl MasterHandle {
+    pub async fn join(self) -> Result<()> {
+        for t in self.tasks {
+            t.await?;
+        }
+        Ok(())
+    }
+}
+
+pub async fn start(config: MasterConfig, store: Store, registry: Registry, shutdown: CancellationToken) -> Result<MasterHandle> {
+    let listener = tokio::net::TcpListener::bind(config.listen).await.map_err(|e| Error::Listen(config.listen, e))?;
+    let port = listener.local_addr().map_err(|e| Error::Listen(config.listen, e))?.port();
+    let addr = format!("{}:{port}", config.advertise_host);
+
+    let (engine_tx, engine_rx) = mpsc::unbounded_channel();
+    let (dispatch_tx, dispatch_rx) = mpsc::unbounded_channel();
+    let clients = WorkerClients::default();
+    let workers = registry.watch(Role::Worker, shutdown.clone()).await?;
+
+    let engine = Engine::new(store.clone(), addr.clone(), dispatch_tx, engine_tx.clone(), clients.clone());
+    let dispatcher = Dispatcher::new(workers, clients, engine_tx.clone());
+    let intake = Intake { store, owner: addr.clone(), batch: config.claim_batch, poll: config.poll };
+
+    let server = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(MasterServer::new(MasterService { engine: engine_tx.clone() }))
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown.clone().cancelled_owned(),
+        );
+    let tasks = vec![
+        tokio::spawn(engine.run(engine_rx, shutdown.clone())),
+        tokio::spawn(dispatcher.run(dispatch_rx, shutdown.clone())),
+        tokio::spawn(intake.run(engine_tx, shutdown.clone())),
+        tokio::spawn(async move {
+            if let Err(e) = server.await {
+                tracing::error!(error = %e, "master grpc server failed");
+            }
+        }),
+    ];
+    registry
+        .register(
+            NodeInfo {
+                role: Role::Master,
+                addr: addr.clone(),
+                groups: vec![],
+                slots: 0,
+                running: 0,
+                weight: 100,
+                started_at: now_ms(),
+            },
+            shutdown,
+        )
+        .await?;
+    info!(%addr, "master started");
+    Ok(MasterHandle { addr, tasks })
+}

@@ -1,0 +1,147 @@
+//! Commands: the api-server's only way to make something run. A master claims each command
+//! and turns it into a workflow instance.
+
+use crate::Ctx;
+use crate::error::{Error, Result};
+use crate::extract::{ApiPath, Body};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use shoal_common::store::{CommandStatus, NewCommand, Params};
+use shoal_common::types::{CommandKind, Priority};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartRequest {
+    /// Startup parameters; values may be strings, numbers or booleans.
+    #[serde(default)]
+    params: BTreeMap<String, Value>,
+    /// Overrides the definition's priority for this run.
+    #[serde(default)]
+    priority: Option<Priority>,
+}
+
+/// `POST /projects/{project}/workflows/{name}/start` with an optional JSON body
+/// `{"params": {...}, "priority": "high"}`. Pins the latest version and answers 202 with
+/// the command id; `GET /commands/{id}` tells when it became an instance.
+pub async fn start(
+    State(ctx): State<Ctx>,
+    ApiPath((project, name)): ApiPath<(String, String)>,
+    body: Body,
+) -> Result<(StatusCode, Json<Value>)> {
+    let req: StartRequest = body.json_or_default()?;
+    let params = startup_params(req.params)?;
+    let def = ctx.store.get_definition(&project, &name, None).await?.ok_or_else(|| {
+        Error::NotFound(format!(
+            "workflow '{project}/{name}' does not exist; apply it first with `shoal apply -f FILE`"
+        ))
+    })?;
+    let cmd = NewCommand {
+        kind: CommandKind::Start,
+        project,
+        workflow: name,
+        version: def.version,
+        params,
+        priority: req.priority,
+    };
+    let command_id = ctx.store.insert_command(&cmd).await?;
+    tracing::info!(
+        command_id,
+        kind = %cmd.kind,
+        project = %cmd.project,
+        workflow = %cmd.workflow,
+        version = cmd.version,
+        params = cmd.params.len(),
+        "command written"
+    );
+    let answer = json!({ "command_id": command_id, "version": cmd.version });
+    Ok((StatusCode::ACCEPTED, Json(answer)))
+}
+
+/// Checks startup parameter names and turns scalar values into the strings tasks see.
+fn startup_params(raw: BTreeMap<String, Value>) -> Result<Params> {
+    raw.into_iter()
+        .map(|(k, v)| {
+            let valid = (1..=128).contains(&k.len())
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+            if !valid {
+                return Err(Error::BadRequest(format!(
+                    "invalid parameter name '{k}': use letters, digits, '_', '.' or '-' (1-128 characters)"
+                )));
+            }
+            let v = match v {
+                Value::String(s) => s,
+                Value::Number(n) => n.to_string(),
+                Value::Bool(b) => b.to_string(),
+                other => {
+                    return Err(Error::BadRequest(format!(
+                        "parameter '{k}' must be a string, number or boolean, not {other}"
+                    )));
+                }
+            };
+            Ok((k, v))
+        })
+        .collect()
+}
+
+/// `GET /commands/{id}`: pending until a master claims it, then done with the instance id
+/// (or error with the reason it could not become an instance).
+pub async fn status(State(ctx): State<Ctx>, ApiPath(id): ApiPath<i64>) -> Result<Json<Value>> {
+    let status = ctx
+        .store
+        .command_status(id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("command {id} does not exist")))?;
+    let (status, instance, error) = match status {
+        CommandStatus::Pending => ("pending", None, None),
+        CommandStatus::Done {
+            workflow_instance_id,
+        } => ("done", Some(workflow_instance_id), None),
+        CommandStatus::Error { error } => ("error", None, Some(error)),
+    };
+    Ok(Json(json!({
+        "id": id,
+        "status": status,
+        "workflow_instance_id": instance,
+        "error": error,
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scalar_params_become_strings() {
+        let raw = serde_json::from_str(r#"{"dt":"2026-01-01","n":3,"x.y-z":true,"f":1.5}"#);
+        let p = startup_params(raw.unwrap()).unwrap();
+        assert_eq!(p["dt"], "2026-01-01");
+        assert_eq!(p["n"], "3");
+        assert_eq!(p["x.y-z"], "true");
+        assert_eq!(p["f"], "1.5");
+    }
+
+    #[test]
+    fn bad_params_are_named() {
+        let bad = |j: &str| startup_params(serde_json::from_str(j).unwrap()).unwrap_err();
+        assert!(
+            bad(r#"{"":"v"}"#)
+                .to_string()
+                .contains("invalid parameter name ''")
+        );
+        assert!(bad(r#"{"a b":"v"}"#).to_string().contains("'a b'"));
+        assert!(
+            bad(r#"{"k":[1]}"#)
+                .to_string()
+                .contains("parameter 'k' must be")
+        );
+        assert!(
+            bad(r#"{"k":null}"#)
+                .to_string()
+                .contains("parameter 'k' must be")
+        );
+    }
+}

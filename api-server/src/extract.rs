@@ -1,0 +1,80 @@
+//! Extractors that report their rejections as the crate's JSON errors instead of axum's
+//! plain-text ones.
+
+use crate::error::Error;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+use shoal_common::definition::MAX_DEFINITION_BYTES;
+
+/// The largest request body accepted by any route (a workflow definition is the largest).
+pub const MAX_BODY_BYTES: usize = MAX_DEFINITION_BYTES;
+
+pub struct ApiPath<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Error> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(v)) => Ok(ApiPath(v)),
+            Err(e) => Err(Error::BadRequest(e.body_text())),
+        }
+    }
+}
+
+pub struct ApiQuery<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiQuery<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Error> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(v)) => Ok(ApiQuery(v)),
+            Err(e) => Err(Error::BadRequest(e.body_text())),
+        }
+    }
+}
+
+/// The raw request body, any content type, at most [`MAX_BODY_BYTES`].
+pub struct Body(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for Body {
+    type Rejection = Error;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Error> {
+        match Bytes::from_request(req, state).await {
+            Ok(b) => Ok(Body(b)),
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(Error::PayloadTooLarge {
+                limit: MAX_BODY_BYTES,
+            }),
+            Err(e) => Err(Error::BadRequest(e.body_text())),
+        }
+    }
+}
+
+impl Body {
+    pub fn text(&self) -> Result<&str, Error> {
+        std::str::from_utf8(&self.0)
+            .map_err(|e| Error::BadRequest(format!("request body is not valid UTF-8: {e}")))
+    }
+
+    /// Parses a JSON body; an empty body is `T::default()`.
+    pub fn json_or_default<T: DeserializeOwned + Default>(&self) -> Result<T, Error> {
+        if self.0.iter().all(u8::is_ascii_whitespace) {
+            return Ok(T::default());
+        }
+        serde_json::from_slice(&self.0)
+            .map_err(|e| Error::BadRequest(format!("invalid JSON body: {e}")))
+    }
+}

@@ -1,0 +1,106 @@
+//! shoal's REST API.
+//!
+//! The api-server validates input, stores definitions and writes commands; it never changes
+//! the state of a run itself (the owning master does). Everything lives under `/api/v1`,
+//! leaving `/` free for the web UI. Errors are JSON `{"error": "..."}` bodies, produced in
+//! one place ([`error::Error`]'s `IntoResponse`).
+
+mod auth;
+mod commands;
+pub mod error;
+mod extract;
+mod instances;
+mod logs;
+mod workflows;
+
+pub use error::{Error, Result};
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::Method;
+use axum::routing::{get, post};
+use shoal_common::store::Store;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+use tower_http::trace::TraceLayer;
+
+/// What the api-server is started with.
+#[derive(Clone)]
+pub struct ApiState {
+    pub store: Store,
+    /// When set, mutating requests need `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+}
+
+/// The state handlers see: the public [`ApiState`] plus what the server keeps for itself.
+#[derive(Clone)]
+pub(crate) struct Ctx {
+    pub store: Store,
+    pub workers: Arc<logs::WorkerChannels>,
+}
+
+/// The whole HTTP surface: `/api/v1/...` plus JSON 404/405 answers for anything else.
+pub fn router(state: ApiState) -> Router {
+    let ctx = Ctx {
+        store: state.store,
+        workers: Arc::new(logs::WorkerChannels::default()),
+    };
+    let token: Option<Arc<str>> = state.token.filter(|t| !t.is_empty()).map(Arc::from);
+
+    let api = Router::new()
+        .route("/health", get(health))
+        .route(
+            "/projects/{project}/workflows",
+            post(workflows::apply).get(workflows::list),
+        )
+        .route("/projects/{project}/workflows/{name}", get(workflows::get))
+        .route(
+            "/projects/{project}/workflows/{name}/start",
+            post(commands::start),
+        )
+        .route("/commands/{id}", get(commands::status))
+        .route("/instances", get(instances::list))
+        .route("/instances/{id}", get(instances::get))
+        .route("/task-instances/{id}", get(instances::task))
+        .route("/task-instances/{id}/log", get(logs::task_log))
+        .method_not_allowed_fallback(method_not_allowed)
+        .route_layer(axum::middleware::from_fn_with_state(
+            token,
+            auth::require_token,
+        ))
+        .with_state(ctx);
+
+    Router::new()
+        .nest("/api/v1", api)
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
+        .layer(TraceLayer::new_for_http())
+}
+
+/// Serves `router(state)` on `listener` until `shutdown` is cancelled, then finishes the
+/// requests in flight and returns.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: ApiState,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, auth = state.token.is_some(), "api-server listening");
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await?;
+    tracing::info!(%addr, "api-server stopped");
+    Ok(())
+}
+
+async fn health() -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({ "status": "ok" }))
+}
+
+async fn not_found(uri: axum::http::Uri) -> Error {
+    Error::NotFound(format!("no such endpoint: {}", uri.path()))
+}
+
+async fn method_not_allowed(method: Method) -> Error {
+    Error::MethodNotAllowed(method.to_string())
+}

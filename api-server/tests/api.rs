@@ -1,0 +1,591 @@
+//! The REST API against a real SQLite store, through the router (no network), except the
+//! log endpoint, which talks gRPC to a fake worker on a real port.
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use serde_json::{Value, json};
+use shoal_api_server::{ApiState, router};
+use shoal_common::proto::worker_server::{Worker, WorkerServer};
+use shoal_common::proto::{
+    DispatchRequest, DispatchResponse, KillRequest, KillResponse, ReadLogRequest, ReadLogResponse,
+};
+use shoal_common::store::{NewTaskInstance, Store, TaskUpdate, WriteBatch};
+use shoal_common::types::{Priority, TaskState};
+use tempfile::TempDir;
+use tower::ServiceExt;
+
+const DIAMOND: &str = "\
+name: etl
+params: { dt: 2026-01-01 }
+tasks:
+  - { name: a, type: shell, command: 'echo ${dt}' }
+  - { name: b, type: noop, depends_on: [a] }
+  - { name: c, type: noop, depends_on: [a] }
+  - { name: d, type: noop, depends_on: [b, c] }
+";
+
+struct Api {
+    app: Router,
+    store: Store,
+    _dir: TempDir,
+}
+
+struct Answer {
+    status: StatusCode,
+    content_type: String,
+    text: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", self.status, self.text))
+    }
+
+    fn error(&self) -> String {
+        self.json()["error"]
+            .as_str()
+            .expect("an error message")
+            .to_string()
+    }
+}
+
+async fn api(token: Option<&str>) -> Api {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let store = Store::connect(&url).await.unwrap();
+    let state = ApiState {
+        store: store.clone(),
+        token: token.map(Into::into),
+    };
+    Api {
+        app: router(state),
+        store,
+        _dir: dir,
+    }
+}
+
+impl Api {
+    async fn call(&self, method: &str, uri: &str, bearer: Option<&str>, body: &str) -> Answer {
+        let mut req = Request::builder().method(method).uri(uri);
+        if let Some(t) = bearer {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        let req = req.body(Body::from(body.to_string())).unwrap();
+        let resp = self.app.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let content_type = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        Answer {
+            status,
+            content_type,
+            text: String::from_utf8(bytes.to_vec()).unwrap(),
+        }
+    }
+
+    async fn get(&self, uri: &str) -> Answer {
+        self.call("GET", uri, None, "").await
+    }
+
+    async fn post(&self, uri: &str, body: &str) -> Answer {
+        self.call("POST", uri, None, body).await
+    }
+}
+
+#[tokio::test]
+async fn applying_creates_a_version_only_when_the_definition_changes() {
+    let api = api(None).await;
+    let url = "/api/v1/projects/default/workflows";
+
+    let a = api.post(url, DIAMOND).await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.text);
+    assert_eq!(
+        a.json(),
+        json!({"project": "default", "name": "etl", "version": 1, "created": true})
+    );
+
+    let a = api.post(url, DIAMOND).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert_eq!(a.json()["version"], 1);
+    assert_eq!(a.json()["created"], false);
+
+    let changed = DIAMOND.replace("echo ${dt}", "echo changed ${dt}");
+    let a = api.post(url, &changed).await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.text);
+    assert_eq!(a.json()["version"], 2);
+
+    let latest = api.get("/api/v1/projects/default/workflows/etl").await;
+    assert_eq!(latest.status, StatusCode::OK, "{}", latest.text);
+    let latest = latest.json();
+    assert_eq!(latest["version"], 2);
+    assert_eq!(
+        latest["definition"]["tasks"][0]["command"],
+        "echo changed ${dt}"
+    );
+    assert_eq!(latest["definition"]["tasks"].as_array().unwrap().len(), 4);
+    assert!(
+        latest["created_at"].as_str().unwrap().ends_with('Z'),
+        "{latest}"
+    );
+
+    let v1 = api
+        .get("/api/v1/projects/default/workflows/etl?version=1")
+        .await
+        .json();
+    assert_eq!(v1["version"], 1);
+    assert_eq!(v1["definition"]["tasks"][0]["command"], "echo ${dt}");
+
+    let v9 = api
+        .get("/api/v1/projects/default/workflows/etl?version=9")
+        .await;
+    assert_eq!(v9.status, StatusCode::NOT_FOUND);
+    assert!(v9.error().contains("no version 9"), "{}", v9.text);
+
+    let list = api.get(url).await.json();
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list[0]["name"], "etl");
+    assert_eq!(list[0]["latest_version"], 2);
+
+    let missing = api.get("/api/v1/projects/default/workflows/nope").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert!(
+        missing.error().contains("'default/nope' does not exist"),
+        "{}",
+        missing.text
+    );
+}
+
+#[tokio::test]
+async fn json_definitions_take_the_project_from_the_url() {
+    let api = api(None).await;
+    let def = json!({"name": "j", "tasks": [{"name": "x", "type": "noop"}]}).to_string();
+    let a = api.post("/api/v1/projects/analytics/workflows", &def).await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.text);
+    assert_eq!(a.json()["project"], "analytics");
+    assert_eq!(
+        api.get("/api/v1/projects/analytics/workflows/j")
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        api.get("/api/v1/projects/default/workflows/j").await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    let other = format!("project: sales\n{DIAMOND}");
+    let a = api
+        .post("/api/v1/projects/analytics/workflows", &other)
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(
+        a.error().contains("'sales'") && a.error().contains("'analytics'"),
+        "{}",
+        a.text
+    );
+}
+
+#[tokio::test]
+async fn invalid_definitions_are_refused_and_nothing_is_stored() {
+    let api = api(None).await;
+    let url = "/api/v1/projects/default/workflows";
+
+    let cycle = "name: loop\ntasks:\n- {name: a, type: noop, depends_on: [b]}\n- {name: b, type: noop, depends_on: [a]}\n";
+    let a = api.post(url, cycle).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text);
+    assert_eq!(a.error(), "tasks form a cycle: a -> b -> a");
+    assert_eq!(
+        api.get("/api/v1/projects/default/workflows/loop")
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+
+    let unknown = "name: dangling\ntasks:\n- {name: a, type: noop, depends_on: [ghost]}\n";
+    let a = api.post(url, unknown).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(
+        a.error().contains("task 'a' depends on 'ghost'"),
+        "{}",
+        a.text
+    );
+
+    let a = api.post(url, "{{{ not yaml").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(
+        a.error()
+            .starts_with("definition is not valid YAML or JSON"),
+        "{}",
+        a.text
+    );
+
+    assert_eq!(api.get(url).await.json(), json!([]));
+}
+
+#[tokio::test]
+async fn starting_writes_a_pending_command() {
+    let api = api(None).await;
+    let a = api
+        .post("/api/v1/projects/default/workflows/etl/start", "")
+        .await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    assert!(a.error().contains("apply it first"), "{}", a.text);
+
+    api.post("/api/v1/projects/default/workflows", DIAMOND)
+        .await;
+    let body = json!({"params": {"dt": "2026-02-01", "n": 3}, "priority": "high"}).to_string();
+    let a = api
+        .post("/api/v1/projects/default/workflows/etl/start", &body)
+        .await;
+    assert_eq!(a.status, StatusCode::ACCEPTED, "{}", a.text);
+    let id = a.json()["command_id"].as_i64().unwrap();
+
+    let c = api.get(&format!("/api/v1/commands/{id}")).await;
+    assert_eq!(c.status, StatusCode::OK, "{}", c.text);
+    assert_eq!(
+        c.json(),
+        json!({"id": id, "status": "pending", "workflow_instance_id": null, "error": null})
+    );
+
+    // The command carries the parameters (stringified) and the priority to the master.
+    let claimed = api.store.claim_commands("m1:5678", 1, 10).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let inst = &claimed[0].instance;
+    assert_eq!(inst.params["dt"], "2026-02-01");
+    assert_eq!(inst.params["n"], "3");
+    assert_eq!(inst.priority, Priority::High);
+    assert_eq!(inst.version, 1);
+
+    let c = api.get(&format!("/api/v1/commands/{id}")).await.json();
+    assert_eq!(c["status"], "done");
+    assert_eq!(c["workflow_instance_id"], inst.id);
+
+    // An empty body and a bare `{}` both mean "no parameters".
+    let a = api
+        .post("/api/v1/projects/default/workflows/etl/start", "{}")
+        .await;
+    assert_eq!(a.status, StatusCode::ACCEPTED, "{}", a.text);
+
+    assert_eq!(
+        api.get("/api/v1/commands/999999").await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn bad_start_requests_are_refused() {
+    let api = api(None).await;
+    api.post("/api/v1/projects/default/workflows", DIAMOND)
+        .await;
+    let start = "/api/v1/projects/default/workflows/etl/start";
+
+    let a = api.post(start, "{\"params\": {\"dt\": ").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(
+        a.error()
+            .starts_with("invalid JSON body: EOF while parsing"),
+        "{}",
+        a.text
+    );
+
+    let a = api.post(start, r#"{"params": {"bad key": "v"}}"#).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.error().contains("'bad key'"), "{}", a.text);
+
+    let a = api.post(start, r#"{"params": {"k": {"nested": 1}}}"#).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.error().contains("parameter 'k'"), "{}", a.text);
+
+    let a = api.post(start, r#"{"priority": "urgent"}"#).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.error().contains("urgent"), "{}", a.text);
+
+    let a = api.post(start, r#"{"param": {"k": "v"}}"#).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.error().contains("unknown field `param`"), "{}", a.text);
+
+    let a = api.get("/api/v1/commands/abc").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.content_type.starts_with("application/json"));
+
+    // Nothing was written by any of them.
+    assert!(
+        api.store
+            .claim_commands("m1:5678", 1, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_token_guards_writes_but_not_reads() {
+    let api = api(Some("s3cret")).await;
+    let url = "/api/v1/projects/default/workflows";
+
+    let a = api.call("POST", url, None, DIAMOND).await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        a.json(),
+        json!({"error": "missing or invalid bearer token"})
+    );
+    let a = api.call("POST", url, Some("guess"), DIAMOND).await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+    let a = api
+        .call(
+            "POST",
+            "/api/v1/projects/default/workflows/etl/start",
+            None,
+            "",
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+
+    let a = api.call("POST", url, Some("s3cret"), DIAMOND).await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.text);
+
+    assert_eq!(api.get(url).await.status, StatusCode::OK);
+    assert_eq!(api.get("/api/v1/instances").await.status, StatusCode::OK);
+    let h = api.get("/api/v1/health").await;
+    assert_eq!(
+        (h.status, h.json()),
+        (StatusCode::OK, json!({"status": "ok"}))
+    );
+}
+
+#[tokio::test]
+async fn oversized_bodies_and_unknown_routes_get_json_errors() {
+    let api = api(None).await;
+    let big = format!(
+        "name: big\ndescription: '{}'\ntasks: []\n",
+        "x".repeat(5 * 1024 * 1024)
+    );
+    let a = api.post("/api/v1/projects/default/workflows", &big).await;
+    assert_eq!(a.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(a.error().contains("larger than the limit"), "{}", a.text);
+
+    let a = api.get("/api/v1/nope").await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    assert!(a.error().contains("/api/v1/nope"), "{}", a.text);
+
+    let a = api.call("DELETE", "/api/v1/instances", None, "").await;
+    assert_eq!(a.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(a.error().contains("DELETE"), "{}", a.text);
+}
+
+#[tokio::test]
+async fn instances_are_listed_filtered_and_shown_with_their_tasks() {
+    let api = api(None).await;
+    assert_eq!(api.get("/api/v1/instances").await.json(), json!([]));
+    let a = api.get("/api/v1/instances?state=done").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(
+        a.error().contains("running") && a.error().contains("success"),
+        "{}",
+        a.text
+    );
+    let a = api.get("/api/v1/instances?limit=0").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        api.get("/api/v1/instances/42").await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    api.post("/api/v1/projects/default/workflows", DIAMOND)
+        .await;
+    api.post(
+        "/api/v1/projects/default/workflows/etl/start",
+        r#"{"params":{"dt":"x"}}"#,
+    )
+    .await;
+    let claimed = api.store.claim_commands("m1:5678", 1, 10).await.unwrap();
+    let inst = &claimed[0].instance;
+    let (a_id, b_id) = add_tasks(&api.store, inst.id, Some("w1:1234")).await;
+
+    let list = api
+        .get("/api/v1/instances?workflow=etl&limit=5")
+        .await
+        .json();
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list[0]["id"], inst.id);
+    assert_eq!(list[0]["workflow"], "etl");
+    assert_eq!(list[0]["state"], inst.state.as_str());
+    let none = api.get("/api/v1/instances?workflow=other").await.json();
+    assert_eq!(none, json!([]));
+    let none = api.get("/api/v1/instances?state=success").await.json();
+    assert_eq!(none, json!([]), "the instance is not finished");
+
+    let shown = api.get(&format!("/api/v1/instances/{}", inst.id)).await;
+    assert_eq!(shown.status, StatusCode::OK, "{}", shown.text);
+    let shown = shown.json();
+    assert_eq!(shown["project"], "default");
+    assert_eq!(shown["version"], 1);
+    assert_eq!(shown["params"], json!({"dt": "x"}));
+    assert_eq!(shown["priority"], "medium");
+    let tasks = shown["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2, "{shown}");
+    assert_eq!(tasks[0]["id"], a_id);
+    assert_eq!(tasks[0]["name"], "a");
+    assert_eq!(tasks[0]["type"], "shell");
+    assert_eq!(tasks[0]["state"], "success");
+    assert_eq!(tasks[0]["worker"], "w1:1234");
+    assert_eq!(tasks[0]["exit_code"], 0);
+    assert!(
+        tasks[0]["ended_at"].as_str().unwrap().starts_with("20"),
+        "{shown}"
+    );
+    assert_eq!(tasks[1]["state"], "submitted");
+    assert_eq!(tasks[1]["worker"], Value::Null);
+    assert_eq!(tasks[1]["started_at"], Value::Null);
+
+    let t = api
+        .get(&format!("/api/v1/task-instances/{b_id}"))
+        .await
+        .json();
+    assert_eq!(
+        (t["name"].clone(), t["workflow_instance_id"].clone()),
+        (json!("b"), json!(inst.id))
+    );
+    assert_eq!(
+        api.get("/api/v1/task-instances/777").await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+/// Adds task `a` (finished on `worker`) and task `b` (not dispatched yet) to an instance.
+async fn add_tasks(store: &Store, instance: i64, worker: Option<&str>) -> (i64, i64) {
+    let new = |name: &str, task_type: &str| NewTaskInstance {
+        workflow_instance_id: instance,
+        name: name.into(),
+        task_type: task_type.into(),
+        attempt: 1,
+        priority: Priority::Medium,
+        worker_group: "default".into(),
+        state: TaskState::Submitted,
+        submitted_at: 1_767_225_600_000,
+    };
+    let batch = WriteBatch {
+        new_tasks: vec![new("a", "shell"), new("b", "noop")],
+        ..Default::default()
+    };
+    let ids = store.write_batch(&batch).await.unwrap().new_task_ids;
+    let done = TaskUpdate {
+        worker: worker.map(Into::into),
+        started_at: Some(1_767_225_601_000),
+        ended_at: Some(1_767_225_602_000),
+        exit_code: Some(0),
+        ..TaskUpdate::state(ids[0], TaskState::Success)
+    };
+    let batch = WriteBatch {
+        task_updates: vec![done],
+        ..Default::default()
+    };
+    store.write_batch(&batch).await.unwrap();
+    (ids[0], ids[1])
+}
+
+/// Answers `ReadLog` with a fixed text for attempt 1 of any task and "not found" otherwise.
+struct FakeWorker;
+
+const LOG: &str = "line 1\nline 2\n";
+
+#[tonic::async_trait]
+impl Worker for FakeWorker {
+    async fn dispatch(
+        &self,
+        _: tonic::Request<DispatchRequest>,
+    ) -> Result<tonic::Response<DispatchResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("not in this test"))
+    }
+
+    async fn kill(
+        &self,
+        _: tonic::Request<KillRequest>,
+    ) -> Result<tonic::Response<KillResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("not in this test"))
+    }
+
+    async fn read_log(
+        &self,
+        req: tonic::Request<ReadLogRequest>,
+    ) -> Result<tonic::Response<ReadLogResponse>, tonic::Status> {
+        let req = req.into_inner();
+        let found = req.attempt == 1;
+        let start = (req.offset as usize).min(LOG.len());
+        let end = (start + req.limit as usize).min(LOG.len());
+        let content = if found {
+            LOG.as_bytes()[start..end].to_vec()
+        } else {
+            Vec::new()
+        };
+        Ok(tonic::Response::new(ReadLogResponse { content, found }))
+    }
+}
+
+#[tokio::test]
+async fn logs_are_read_from_the_worker_that_ran_the_task() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let worker_addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(WorkerServer::new(FakeWorker))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+
+    let api = api(None).await;
+    api.post("/api/v1/projects/default/workflows", DIAMOND)
+        .await;
+    api.post("/api/v1/projects/default/workflows/etl/start", "")
+        .await;
+    api.post("/api/v1/projects/default/workflows/etl/start", "")
+        .await;
+    let claimed = api.store.claim_commands("m1:5678", 1, 10).await.unwrap();
+    let (i1, i2) = (&claimed[0].instance, &claimed[1].instance);
+    let (ran, waiting) = add_tasks(&api.store, i1.id, Some(&worker_addr)).await;
+    // A worker address where nothing listens.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap().to_string();
+    drop(dead);
+    let (on_dead, _) = add_tasks(&api.store, i2.id, Some(&dead_addr)).await;
+
+    let log = api.get(&format!("/api/v1/task-instances/{ran}/log")).await;
+    assert_eq!(log.status, StatusCode::OK, "{}", log.text);
+    assert!(
+        log.content_type.starts_with("text/plain"),
+        "{}",
+        log.content_type
+    );
+    assert_eq!(log.text, LOG);
+
+    let log = api
+        .get(&format!("/api/v1/task-instances/{ran}/log?offset=7"))
+        .await;
+    assert_eq!(log.text, "line 2\n");
+
+    let a = api
+        .get(&format!("/api/v1/task-instances/{waiting}/log"))
+        .await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    assert!(
+        a.error()
+            .contains(&format!("task instance {waiting} has not started")),
+        "{}",
+        a.text
+    );
+
+    let a = api
+        .get(&format!("/api/v1/task-instances/{on_dead}/log"))
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_GATEWAY, "{}", a.text);
+    assert!(a.error().contains(&dead_addr), "{}", a.text);
+
+    let a = api.get("/api/v1/task-instances/999/log").await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+}

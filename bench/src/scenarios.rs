@@ -1,0 +1,222 @@
+//! The benchmark scenarios. Each run applies a workflow under a name of its own (so runs
+//! never see each other's instances), starts it and computes its figures from the
+//! server's timestamps, never from the bench's clock.
+
+use crate::api::{Api, Instance};
+use anyhow::{Context, Result, bail};
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
+
+/// Requests in flight at once when the diamonds are started.
+pub const START_CONCURRENCY: usize = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// One instance of a chain of 1,000 noop tasks: overhead per task.
+    Chain,
+    /// One instance of a root fanning out to 10,000 noop tasks: tasks per second.
+    Fanout,
+    /// 200 single-task instances one after another: command written -> task running.
+    Latency,
+    /// 1,000 instances of a 5-task diamond started at once: instances per second.
+    Diamonds,
+}
+
+/// A design target a figure is held against.
+#[derive(Clone, Copy, Debug)]
+pub enum Target {
+    AtMost(f64),
+    AtLeast(f64),
+}
+
+pub struct Metric {
+    pub name: &'static str,
+    pub target: Option<Target>,
+}
+
+/// How big each scenario is; `--scale` shrinks them for quick trials.
+#[derive(Clone, Copy, Debug)]
+pub struct Sizes {
+    pub chain: usize,
+    pub fanout: usize,
+    pub latency: usize,
+    pub diamonds: usize,
+}
+
+impl Sizes {
+    pub fn scaled(scale: f64) -> Sizes {
+        let s = |n: f64| ((n * scale).round() as usize).max(1);
+        Sizes {
+            chain: s(1000.0),
+            fanout: s(10_000.0),
+            latency: s(200.0),
+            diamonds: s(1000.0),
+        }
+    }
+}
+
+impl Scenario {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Chain => "chain",
+            Scenario::Fanout => "fanout",
+            Scenario::Latency => "latency",
+            Scenario::Diamonds => "diamonds",
+        }
+    }
+
+    /// What one run of the scenario measures, in the order [`Scenario::run`] returns it.
+    pub fn metrics(self) -> &'static [Metric] {
+        match self {
+            Scenario::Chain => &[Metric {
+                name: "overhead per task (ms)",
+                target: Some(Target::AtMost(2.0)),
+            }],
+            Scenario::Fanout => &[Metric {
+                name: "tasks/s",
+                target: Some(Target::AtLeast(5000.0)),
+            }],
+            Scenario::Latency => &[
+                Metric {
+                    name: "command → running p50 (ms)",
+                    target: Some(Target::AtMost(5.0)),
+                },
+                Metric {
+                    name: "command → running p99 (ms)",
+                    target: None,
+                },
+            ],
+            Scenario::Diamonds => &[Metric {
+                name: "instances/s",
+                target: None,
+            }],
+        }
+    }
+
+    /// One run under the workflow name `name`; every wait ends by `timeout`.
+    pub async fn run(
+        self,
+        api: &Api,
+        name: &str,
+        sizes: Sizes,
+        timeout: Duration,
+    ) -> Result<Vec<f64>> {
+        let deadline = Instant::now() + timeout;
+        match self {
+            Scenario::Chain => chain(api, name, sizes.chain, deadline).await,
+            Scenario::Fanout => fanout(api, name, sizes.fanout, deadline).await,
+            Scenario::Latency => latency(api, name, sizes.latency, deadline).await,
+            Scenario::Diamonds => diamonds(api, name, sizes.diamonds, deadline).await,
+        }
+    }
+}
+
+fn noop(name: String, depends_on: &[String]) -> Value {
+    json!({ "name": name, "type": "noop", "depends_on": depends_on })
+}
+
+/// Applies `tasks` as workflow `name`, starts one instance and waits for it to succeed.
+async fn run_one(api: &Api, name: &str, tasks: Vec<Value>, deadline: Instant) -> Result<Instance> {
+    api.apply(&json!({ "name": name, "tasks": tasks })).await?;
+    let command = api.start(name).await?;
+    api.wait_command(command, deadline).await?;
+    let mut list = api.wait_workflow(name, 1, deadline).await?;
+    list.pop().context("instance list is empty")
+}
+
+fn ms(d: chrono::TimeDelta) -> f64 {
+    d.num_microseconds().unwrap_or(i64::MAX) as f64 / 1000.0
+}
+
+async fn chain(api: &Api, name: &str, n: usize, deadline: Instant) -> Result<Vec<f64>> {
+    let names: Vec<String> = (0..n).map(|i| format!("t{i}")).collect();
+    let tasks = (0..n)
+        .map(|i| noop(names[i].clone(), &names[i.saturating_sub(1)..i]))
+        .collect();
+    let inst = run_one(api, name, tasks, deadline).await?;
+    Ok(vec![inst.run_time()?.as_secs_f64() * 1000.0 / n as f64])
+}
+
+async fn fanout(api: &Api, name: &str, n: usize, deadline: Instant) -> Result<Vec<f64>> {
+    let root = vec!["root".to_string()];
+    let tasks = std::iter::once(noop("root".into(), &[]))
+        .chain((0..n).map(|i| noop(format!("f{i}"), &root)))
+        .collect();
+    let inst = run_one(api, name, tasks, deadline).await?;
+    Ok(vec![(n + 1) as f64 / inst.run_time()?.as_secs_f64()])
+}
+
+async fn latency(api: &Api, name: &str, n: usize, deadline: Instant) -> Result<Vec<f64>> {
+    api.apply(&json!({ "name": name, "tasks": [noop("only".into(), &[])] }))
+        .await?;
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let command = api.start(name).await?;
+        let id = api.wait_command(command, deadline).await?;
+        let inst = api.wait_instance(id, deadline).await?;
+        let task = inst.tasks.iter().find(|t| t.name == "only");
+        let Some(started) = task.and_then(|t| t.started_at) else {
+            bail!("instance {id} succeeded without a started task 'only'");
+        };
+        samples.push(ms(started - inst.created_at));
+    }
+    let p = |q| crate::stats::percentile(&samples, q).unwrap_or(f64::NAN);
+    Ok(vec![p(50.0), p(99.0)])
+}
+
+async fn diamonds(api: &Api, name: &str, n: usize, deadline: Instant) -> Result<Vec<f64>> {
+    let deps = |d: &[&str]| d.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let tasks = json!([
+        noop("a".into(), &[]),
+        noop("b".into(), &deps(&["a"])),
+        noop("c".into(), &deps(&["a"])),
+        noop("d".into(), &deps(&["a"])),
+        noop("e".into(), &deps(&["b", "c", "d"])),
+    ]);
+    api.apply(&json!({ "name": name, "tasks": tasks })).await?;
+
+    // START_CONCURRENCY senders share the n starts between them.
+    let mut senders = JoinSet::new();
+    for first in 0..START_CONCURRENCY.min(n) {
+        let (api, name) = (api.clone(), name.to_string());
+        senders.spawn(async move {
+            for _ in (first..n).step_by(START_CONCURRENCY) {
+                api.start(&name).await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(sent) = senders.join_next().await {
+        sent??;
+    }
+
+    let list = api.wait_workflow(name, n, deadline).await?;
+    let first: DateTime<Utc> = list
+        .iter()
+        .map(|i| i.created_at)
+        .min()
+        .context("no instances")?;
+    let last = list
+        .iter()
+        .filter_map(|i| i.ended_at)
+        .max()
+        .context("no ended_at")?;
+    Ok(vec![n as f64 / (ms(last - first) / 1000.0)])
+}
+
+/// One single-task instance, so that the first measured run does not pay for start-up
+/// (connections, workers registering, caches).
+pub async fn warm_up(api: &Api, timeout: Duration) -> Result<()> {
+    let name = "bench-warm-up";
+    api.apply(&json!({ "name": name, "tasks": [noop("only".into(), &[])] }))
+        .await?;
+    let deadline = Instant::now() + timeout;
+    let command = api.start(name).await?;
+    let id = api.wait_command(command, deadline).await?;
+    api.wait_instance(id, deadline)
+        .await
+        .context("warm-up instance")?;
+    Ok(())
+}

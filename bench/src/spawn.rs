@@ -1,0 +1,260 @@
+//! Starting a shoal for the bench to drive: `standalone` (one process, SQLite) or
+//! `cluster` (etcd, a fresh Postgres database, an api-server, two masters, two workers).
+//! Every process logs to a file in a temporary directory, kept when the bench fails.
+
+use anyhow::{Context, Result, bail};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::process::{Child, Command};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    Standalone,
+    Cluster,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Standalone => "standalone",
+            Mode::Cluster => "cluster",
+        }
+    }
+}
+
+/// Where the cluster's Postgres lives (trust auth, user postgres).
+const PG_HOST: &str = "127.0.0.1";
+const PG_PORT: u16 = 5432;
+const ETCD_BIN: &str = "/usr/bin/etcd";
+
+/// The processes the bench started, killed (and the database dropped) on [`Spawned::stop`].
+pub struct Spawned {
+    pub api_url: String,
+    dir: tempfile::TempDir,
+    children: Vec<(String, Child)>,
+    database: Option<String>,
+}
+
+pub async fn spawn(mode: Mode, shoal: &Path) -> Result<Spawned> {
+    let shoal = std::fs::canonicalize(shoal).with_context(|| {
+        format!(
+            "no shoal binary at {} (build it with `cargo build --release -p shoal` or pass --shoal-bin)",
+            shoal.display()
+        )
+    })?;
+    let dir = tempfile::Builder::new().prefix("shoal-bench-").tempdir()?;
+    let mut s = Spawned {
+        api_url: String::new(),
+        dir,
+        children: Vec::new(),
+        database: None,
+    };
+    let started = match mode {
+        Mode::Standalone => s.standalone(&shoal).await,
+        Mode::Cluster => s.cluster(&shoal).await,
+    };
+    if let Err(e) = started {
+        let logs = s.stop(false).await;
+        return Err(e.context(format!("starting {} shoal (logs in {logs})", mode.name())));
+    }
+    Ok(s)
+}
+
+impl Spawned {
+    async fn standalone(&mut self, shoal: &Path) -> Result<()> {
+        let port = free_port()?;
+        let data = self.path("data");
+        self.start(
+            "standalone",
+            shoal,
+            &[
+                "standalone".into(),
+                "--data-dir".into(),
+                data,
+                "--port".into(),
+                port.to_string(),
+            ],
+        )?;
+        self.api_url = format!("http://127.0.0.1:{port}");
+        self.wait_healthy(&format!("{}/api/v1/health", self.api_url))
+            .await
+    }
+
+    async fn cluster(&mut self, shoal: &Path) -> Result<()> {
+        let (client, peer) = (free_port()?, free_port()?);
+        let etcd_url = format!("http://127.0.0.1:{client}");
+        self.start(
+            "etcd",
+            Path::new(ETCD_BIN),
+            &[
+                "--data-dir".into(),
+                self.path("etcd"),
+                "--listen-client-urls".into(),
+                etcd_url.clone(),
+                "--advertise-client-urls".into(),
+                etcd_url.clone(),
+                "--listen-peer-urls".into(),
+                format!("http://127.0.0.1:{peer}"),
+            ],
+        )?;
+        self.wait_healthy(&format!("{etcd_url}/health")).await?;
+
+        let db = format!("shoal_bench_{}", std::process::id());
+        psql(&format!("CREATE DATABASE {db}")).await?;
+        self.database = Some(db.clone());
+        let db_url = format!("postgres://postgres@{PG_HOST}:{PG_PORT}/{db}");
+
+        let port = free_port()?;
+        self.api_url = format!("http://127.0.0.1:{port}");
+        self.start(
+            "api-server",
+            shoal,
+            &[
+                "api-server".into(),
+                "--database-url".into(),
+                db_url.clone(),
+                "--port".into(),
+                port.to_string(),
+                "--bind".into(),
+                "127.0.0.1".into(),
+            ],
+        )?;
+        // The api-server runs the migrations; masters start once it answers.
+        self.wait_healthy(&format!("{}/api/v1/health", self.api_url))
+            .await?;
+        for i in 1..=2 {
+            self.start(
+                &format!("master-{i}"),
+                shoal,
+                &[
+                    "master".into(),
+                    "--database-url".into(),
+                    db_url.clone(),
+                    "--etcd".into(),
+                    etcd_url.clone(),
+                    "--port".into(),
+                    free_port()?.to_string(),
+                    "--bind".into(),
+                    "127.0.0.1".into(),
+                ],
+            )?;
+        }
+        for i in 1..=2 {
+            self.start(
+                &format!("worker-{i}"),
+                shoal,
+                &[
+                    "worker".into(),
+                    "--etcd".into(),
+                    etcd_url.clone(),
+                    "--port".into(),
+                    free_port()?.to_string(),
+                    "--bind".into(),
+                    "127.0.0.1".into(),
+                    "--data-dir".into(),
+                    self.path(&format!("worker-{i}")),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    fn start(&mut self, name: &str, bin: &Path, args: &[String]) -> Result<()> {
+        let log = std::fs::File::create(self.dir.path().join(format!("{name}.log")))?;
+        let child = Command::new(bin)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot run {}", bin.display()))?;
+        eprintln!("started {name} (pid {})", child.id().unwrap_or(0));
+        self.children.push((name.to_string(), child));
+        Ok(())
+    }
+
+    /// Waits until `url` answers 2xx, failing early if a process the bench started exited.
+    async fn wait_healthy(&mut self, url: &str) -> Result<()> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let answer = http.get(url).send().await;
+            if answer.is_ok_and(|r| r.status().is_success()) {
+                return Ok(());
+            }
+            for (name, child) in &mut self.children {
+                if let Some(status) = child.try_wait()? {
+                    bail!("{name} exited with {status}");
+                }
+            }
+            if Instant::now() >= deadline {
+                bail!("{url} did not answer within 60 s");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Kills every process and drops the database. Keeps the directory of logs and data
+    /// unless `clean`; returns where it is.
+    pub async fn stop(mut self, clean: bool) -> String {
+        for (name, child) in self.children.iter_mut().rev() {
+            if let Ok(Some(status)) = child.try_wait() {
+                eprintln!("warning: {name} had already exited ({status})");
+            }
+            let _ = child.kill().await;
+        }
+        if let Some(db) = self.database.take()
+            && let Err(e) = psql(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)")).await
+        {
+            eprintln!("warning: {e:#}");
+        }
+        if clean {
+            return "(removed)".into();
+        }
+        let kept: PathBuf = self.dir.keep();
+        kept.display().to_string()
+    }
+}
+
+/// A port nobody listens on right now (the OS picks it; a race with other processes is
+/// possible but harmless for a benchmark, which then fails to start and says so).
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+async fn psql(sql: &str) -> Result<()> {
+    let port = PG_PORT.to_string();
+    let out = Command::new("psql")
+        .args([
+            "-h",
+            PG_HOST,
+            "-p",
+            &port,
+            "-U",
+            "postgres",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            sql,
+        ])
+        .output()
+        .await
+        .context("cannot run psql")?;
+    if !out.status.success() {
+        bail!(
+            "psql `{sql}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,217 @@
+//! The one HTTP helper of the client commands: builds `/api/v1` URLs, adds the token and
+//! turns transport failures and error answers into messages that say what to do.
+
+use super::Connection;
+use anyhow::{Context, anyhow, bail};
+use reqwest::{Method, Response, StatusCode, Url};
+use serde::de::DeserializeOwned;
+use std::time::Duration;
+
+pub struct Api {
+    http: reqwest::Client,
+    base: Url,
+    /// The address as the user gave it, for messages.
+    shown: String,
+    token: Option<String>,
+}
+
+/// A request body and its content type.
+pub struct Body {
+    pub content_type: &'static str,
+    pub bytes: Vec<u8>,
+}
+
+impl Body {
+    pub fn json(value: &serde_json::Value) -> Body {
+        Body {
+            content_type: "application/json",
+            bytes: value.to_string().into_bytes(),
+        }
+    }
+}
+
+impl Api {
+    pub fn new(conn: &Connection) -> anyhow::Result<Api> {
+        let base = Url::parse(&conn.api).map_err(|e| {
+            anyhow!(
+                "invalid api address '{}': {e} (expected e.g. http://127.0.0.1:12345)",
+                conn.api
+            )
+        })?;
+        if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
+            bail!(
+                "invalid api address '{}': use an http:// or https:// URL",
+                conn.api
+            );
+        }
+        // reqwest is built without a TLS crypto provider; main installs ring at start-up,
+        // this covers any other entry (tests). A second install is a harmless no-op.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(60))
+            .build()
+            .context("cannot set up the HTTP client")?;
+        let token = conn.token.clone().filter(|t| !t.is_empty());
+        Ok(Api {
+            http,
+            base,
+            shown: conn.api.clone(),
+            token,
+        })
+    }
+
+    /// `base/api/v1/<segments...>?<query>`; segments are percent-encoded.
+    fn url(&self, segments: &[&str], query: &[(&str, String)]) -> Url {
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .expect("checked in Api::new")
+            .pop_if_empty()
+            .extend(["api", "v1"])
+            .extend(segments);
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        url
+    }
+
+    /// Sends a request and returns the answer if it is a success; otherwise an error with
+    /// the server's message.
+    pub async fn send(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, String)],
+        body: Option<Body>,
+    ) -> anyhow::Result<Response> {
+        let url = self.url(segments, query);
+        let mut req = self.http.request(method, url.clone());
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req
+                .header(reqwest::header::CONTENT_TYPE, b.content_type)
+                .body(b.bytes);
+        }
+        let resp = req.send().await.map_err(|e| self.transport_error(e))?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
+        let text = resp.text().await.unwrap_or_default();
+        let message = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v["error"].as_str().map(str::to_string))
+            .or_else(|| Some(text.trim().to_string()).filter(|t| !t.is_empty()))
+            .unwrap_or_else(|| format!("the api answered {status} to {url}"));
+        Err(match status {
+            StatusCode::UNAUTHORIZED => anyhow!("{message} (pass --token or set SHOAL_TOKEN)"),
+            _ => anyhow!(message),
+        })
+    }
+
+    pub async fn get<T: DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        query: &[(&str, String)],
+    ) -> anyhow::Result<T> {
+        let resp = self.send(Method::GET, segments, query, None).await?;
+        self.read_json(resp).await
+    }
+
+    pub async fn post<T: DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        body: Body,
+    ) -> anyhow::Result<T> {
+        let resp = self.send(Method::POST, segments, &[], Some(body)).await?;
+        self.read_json(resp).await
+    }
+
+    async fn read_json<T: DeserializeOwned>(&self, resp: Response) -> anyhow::Result<T> {
+        let url = resp.url().clone();
+        let bytes = resp.bytes().await.map_err(|e| self.transport_error(e))?;
+        serde_json::from_slice(&bytes).with_context(|| {
+            format!(
+                "unexpected answer from {url}: is {} a shoal api of this version?",
+                self.shown
+            )
+        })
+    }
+
+    fn transport_error(&self, e: reqwest::Error) -> anyhow::Error {
+        if e.is_connect() {
+            anyhow!(
+                "cannot reach the shoal api at {}: is `shoal standalone` or the api-server \
+                 running? (set --api or SHOAL_API)",
+                self.shown
+            )
+        } else if e.is_timeout() {
+            anyhow!("the shoal api at {} did not answer in time", self.shown)
+        } else {
+            anyhow!("request to the shoal api at {} failed: {e}", self.shown)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(addr: &str) -> anyhow::Result<Api> {
+        Api::new(&Connection {
+            api: addr.into(),
+            token: None,
+        })
+    }
+
+    #[test]
+    fn urls_are_built_under_api_v1_with_encoded_segments() {
+        let a = api("http://h:1").unwrap();
+        assert_eq!(
+            a.url(&["commands", "7"], &[]).as_str(),
+            "http://h:1/api/v1/commands/7"
+        );
+        let a = api("http://h:1/shoal/").unwrap();
+        let url = a.url(
+            &["projects", "a b", "workflows"],
+            &[("state", "running".into())],
+        );
+        assert_eq!(
+            url.as_str(),
+            "http://h:1/shoal/api/v1/projects/a%20b/workflows?state=running"
+        );
+    }
+
+    #[test]
+    fn bad_addresses_are_refused() {
+        assert!(
+            api("127.0.0.1:12345")
+                .err()
+                .unwrap()
+                .to_string()
+                .contains("http://")
+        );
+        assert!(
+            api("ftp://h")
+                .err()
+                .unwrap()
+                .to_string()
+                .contains("http://")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_says_how_to_fix_it() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = format!("http://{}", l.local_addr().unwrap());
+        drop(l);
+        let err = api(&addr)
+            .unwrap()
+            .get::<serde_json::Value>(&["health"], &[])
+            .await;
+        let msg = err.unwrap_err().to_string();
+        assert!(msg.contains(&addr) && msg.contains("SHOAL_API"), "{msg}");
+    }
+}

@@ -1,0 +1,176 @@
+//! Read-only commands: `shoal instances`, `shoal status ID`, `shoal logs ID`.
+
+use super::http::Api;
+use super::table::{cell, render, time};
+use super::{Connection, Output, print_out};
+use reqwest::Method;
+use serde_json::Value;
+
+#[derive(clap::Args, Debug)]
+pub struct InstancesArgs {
+    /// Only instances of this workflow.
+    #[arg(long)]
+    workflow: Option<String>,
+    /// Only instances of this project.
+    #[arg(long, env = "SHOAL_PROJECT")]
+    project: Option<String>,
+    /// Only instances in this state (running, success, failure, ...).
+    #[arg(long)]
+    state: Option<String>,
+    /// At most this many instances.
+    #[arg(long)]
+    limit: Option<u32>,
+    #[arg(long, short = 'o', value_enum, default_value_t)]
+    output: Output,
+    #[command(flatten)]
+    conn: Connection,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct StatusArgs {
+    /// Workflow instance id.
+    id: i64,
+    #[arg(long, short = 'o', value_enum, default_value_t)]
+    output: Output,
+    #[command(flatten)]
+    conn: Connection,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct LogsArgs {
+    /// Task instance id (see `shoal status ID`).
+    task_instance_id: i64,
+    #[command(flatten)]
+    conn: Connection,
+}
+
+pub async fn instances(args: InstancesArgs) -> anyhow::Result<i32> {
+    let api = Api::new(&args.conn)?;
+    let query: Vec<(&str, String)> = [
+        ("workflow", args.workflow),
+        ("project", args.project),
+        ("state", args.state),
+        ("limit", args.limit.map(|n| n.to_string())),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.map(|v| (k, v)))
+    .collect();
+    let list: Vec<Value> = api.get(&["instances"], &query).await?;
+    if args.output == Output::Json {
+        return json_out(&list);
+    }
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|i| {
+            vec![
+                cell(&i["id"]),
+                workflow_name(i),
+                cell(&i["version"]),
+                cell(&i["state"]),
+                time(&i["started_at"]),
+                time(&i["ended_at"]),
+            ]
+        })
+        .collect();
+    let headers = ["id", "workflow", "version", "state", "started", "ended"];
+    print_out(render(&headers, &rows))?;
+    Ok(0)
+}
+
+/// `name`, or `project/name` outside the default project.
+fn workflow_name(i: &Value) -> String {
+    match i["project"].as_str() {
+        Some(p) if p != shoal_common::definition::DEFAULT_PROJECT => {
+            format!("{p}/{}", cell(&i["workflow"]))
+        }
+        _ => cell(&i["workflow"]),
+    }
+}
+
+pub async fn status(args: StatusArgs) -> anyhow::Result<i32> {
+    let api = Api::new(&args.conn)?;
+    let i: Value = api.get(&["instances", &args.id.to_string()], &[]).await?;
+    if args.output == Output::Json {
+        return json_out(&i);
+    }
+    let params = match i["params"].as_object() {
+        Some(m) if !m.is_empty() => m
+            .iter()
+            .map(|(k, v)| format!("{k}={}", cell(v)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => "-".to_string(),
+    };
+    let mut out = format!(
+        "instance {}  {}/{} version {}\n\
+         state     {}  (priority {}, run {})\n\
+         params    {params}\n\
+         created   {}\nstarted   {}\nended     {}\n\n",
+        cell(&i["id"]),
+        cell(&i["project"]),
+        cell(&i["workflow"]),
+        cell(&i["version"]),
+        cell(&i["state"]),
+        cell(&i["priority"]),
+        cell(&i["run"]),
+        time(&i["created_at"]),
+        time(&i["started_at"]),
+        time(&i["ended_at"]),
+    );
+    let tasks = i["tasks"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let rows: Vec<Vec<String>> = tasks
+        .iter()
+        .map(|t| {
+            vec![
+                cell(&t["id"]),
+                cell(&t["name"]),
+                cell(&t["state"]),
+                cell(&t["attempt"]),
+                cell(&t["worker"]),
+                time(&t["started_at"]),
+                time(&t["ended_at"]),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        out.push_str("no tasks yet\n");
+    } else {
+        let headers = [
+            "id", "name", "state", "attempt", "worker", "started", "ended",
+        ];
+        out.push_str(&render(&headers, &rows));
+    }
+    print_out(out)?;
+    Ok(0)
+}
+
+/// Prints the whole log, following the server's paging for very long logs.
+pub async fn logs(args: LogsArgs) -> anyhow::Result<i32> {
+    let api = Api::new(&args.conn)?;
+    let id = args.task_instance_id.to_string();
+    let mut offset: Option<String> = None;
+    loop {
+        let query: Vec<(&str, String)> = offset.iter().map(|o| ("offset", o.clone())).collect();
+        let resp = api
+            .send(Method::GET, &["task-instances", &id, "log"], &query, None)
+            .await?;
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let more = header("x-shoal-log-more").as_deref() == Some("true");
+        let next = header("x-shoal-log-next-offset");
+        print_out(resp.bytes().await?)?;
+        match next {
+            Some(next) if more => offset = Some(next),
+            _ => return Ok(0),
+        }
+    }
+}
+
+fn json_out(v: &impl serde::Serialize) -> anyhow::Result<i32> {
+    print_out(serde_json::to_string_pretty(v)? + "\n")?;
+    Ok(0)
+}

@@ -1,0 +1,238 @@
+//! The server roles of the `shoal` binary: standalone, api-server, master and worker.
+
+use anyhow::Context;
+use clap::Args;
+use serde::Serialize;
+use shoal_api_server::ApiState;
+use shoal_common::registry::Registry;
+use shoal_common::store::Store;
+use shoal_master::MasterConfig;
+use shoal_worker::WorkerConfig;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+#[derive(Args, Serialize, Debug)]
+pub struct Common {
+    /// TOML file with any of these settings (keys are the long flag names).
+    #[arg(long, env = "SHOAL_CONFIG")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Print the effective configuration and exit.
+    #[arg(long)]
+    #[serde(skip)]
+    pub dump_config: bool,
+}
+
+#[derive(Args, Serialize, Debug)]
+pub struct StandaloneArgs {
+    /// Where the SQLite database, task logs and work files live.
+    #[arg(long, env = "SHOAL_DATA_DIR", default_value = "./shoal-data")]
+    pub data_dir: PathBuf,
+    /// Port of the REST API and web UI.
+    #[arg(long, env = "SHOAL_PORT", default_value_t = 12345)]
+    pub port: u16,
+    #[arg(long, env = "SHOAL_BIND", default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Bearer token required by every mutating API call.
+    #[arg(long, env = "SHOAL_TOKEN")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// Tasks the embedded worker runs at once.
+    #[arg(long, env = "SHOAL_SLOTS", default_value_t = 100)]
+    pub slots: u32,
+    #[command(flatten)]
+    #[serde(skip)]
+    pub common: Common,
+}
+
+#[derive(Args, Serialize, Debug)]
+pub struct ApiServerArgs {
+    /// Postgres URL, e.g. postgres://postgres@127.0.0.1:5432/shoal
+    #[arg(long, env = "SHOAL_DATABASE_URL")]
+    pub database_url: String,
+    #[arg(long, env = "SHOAL_PORT", default_value_t = 12345)]
+    pub port: u16,
+    #[arg(long, env = "SHOAL_BIND", default_value = "0.0.0.0")]
+    pub bind: IpAddr,
+    #[arg(long, env = "SHOAL_TOKEN")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    #[command(flatten)]
+    #[serde(skip)]
+    pub common: Common,
+}
+
+#[derive(Args, Serialize, Debug)]
+pub struct ClusterArgs {
+    /// etcd endpoints, comma separated.
+    #[arg(long, env = "SHOAL_ETCD", default_value = "http://127.0.0.1:2379", value_delimiter = ',')]
+    pub etcd: Vec<String>,
+    /// Seconds a node's registration outlives its last heartbeat.
+    #[arg(long, env = "SHOAL_LEASE_TTL", default_value_t = 10)]
+    pub lease_ttl: i64,
+    #[arg(long, env = "SHOAL_BIND", default_value = "0.0.0.0")]
+    pub bind: IpAddr,
+    /// Host other nodes use to reach this one.
+    #[arg(long, env = "SHOAL_ADVERTISE_HOST", default_value = "127.0.0.1")]
+    pub advertise_host: String,
+}
+
+#[derive(Args, Serialize, Debug)]
+pub struct MasterArgs {
+    #[arg(long, env = "SHOAL_DATABASE_URL")]
+    pub database_url: String,
+    /// gRPC port workers report to.
+    #[arg(long, env = "SHOAL_PORT", default_value_t = 5678)]
+    pub port: u16,
+    /// Commands claimed per transaction.
+    #[arg(long, env = "SHOAL_CLAIM_BATCH", default_value_t = 200)]
+    pub claim_batch: usize,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    #[command(flatten)]
+    #[serde(skip)]
+    pub common: Common,
+}
+
+#[derive(Args, Serialize, Debug)]
+pub struct WorkerArgs {
+    /// gRPC port masters dispatch to.
+    #[arg(long, env = "SHOAL_PORT", default_value_t = 1234)]
+    pub port: u16,
+    /// Worker groups this worker serves, comma separated.
+    #[arg(long, env = "SHOAL_GROUPS", default_value = "default", value_delimiter = ',')]
+    pub groups: Vec<String>,
+    #[arg(long, env = "SHOAL_SLOTS", default_value_t = 100)]
+    pub slots: u32,
+    /// Where task logs and work files live.
+    #[arg(long, env = "SHOAL_DATA_DIR", default_value = "./shoal-worker-data")]
+    pub data_dir: PathBuf,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    #[command(flatten)]
+    #[serde(skip)]
+    pub common: Common,
+}
+
+/// Prints the effective configuration when `--dump-config` was given; true if it did.
+pub fn dump_config<T: Serialize>(args: &T, common: &Common) -> anyhow::Result<bool> {
+    if common.dump_config {
+        print!("{}", toml::to_string(args)?);
+    }
+    Ok(common.dump_config)
+}
+
+/// Cancels `shutdown` on Ctrl-C or SIGTERM.
+fn cancel_on_signal(shutdown: CancellationToken) {
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+        }
+        info!("shutting down");
+        shutdown.cancel();
+    });
+}
+
+fn master_config(bind: IpAddr, port: u16, advertise_host: &str, claim_batch: usize) -> MasterConfig {
+    MasterConfig {
+        listen: SocketAddr::new(bind, port),
+        advertise_host: advertise_host.to_string(),
+        claim_batch,
+        poll: Duration::from_secs(1),
+    }
+}
+
+pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
+    let db = args.data_dir.join("shoal.db");
+    let store = Store::connect(&format!("sqlite://{}", db.display())).await?;
+    let registry = Registry::local();
+    let shutdown = CancellationToken::new();
+    cancel_on_signal(shutdown.clone());
+    let loopback = IpAddr::from([127, 0, 0, 1]);
+    let worker = shoal_worker::start(
+        WorkerConfig {
+            listen: SocketAddr::new(loopback, 0),
+            advertise_host: loopback.to_string(),
+            groups: vec![shoal_common::definition::DEFAULT_WORKER_GROUP.to_string()],
+            slots: args.slots,
+            data_dir: args.data_dir.clone(),
+        },
+        registry.clone(),
+        shutdown.clone(),
+    )
+    .await?;
+    let master = shoal_master::start(
+        master_config(loopback, 0, &loopback.to_string(), 200),
+        store.clone(),
+        registry,
+        shutdown.clone(),
+    )
+    .await?;
+    let listen = SocketAddr::new(args.bind, args.port);
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}: is another shoal running? pick another --port"))?;
+    info!(url = %format!("http://{listen}"), data_dir = %args.data_dir.display(), "shoal standalone ready");
+    shoal_api_server::serve(listener, ApiState { store, token: args.token }, shutdown.clone()).await?;
+    shutdown.cancel();
+    master.join().await?;
+    worker.join().await?;
+    Ok(())
+}
+
+pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
+    let store = Store::connect(&args.database_url).await?;
+    let shutdown = CancellationToken::new();
+    cancel_on_signal(shutdown.clone());
+    let listen = SocketAddr::new(args.bind, args.port);
+    let listener =
+        tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+    info!(%listen, "api-server ready");
+    shoal_api_server::serve(listener, ApiState { store, token: args.token }, shutdown).await?;
+    Ok(())
+}
+
+pub async fn master(args: MasterArgs) -> anyhow::Result<()> {
+    let store = Store::connect(&args.database_url).await?;
+    let registry = Registry::etcd(&args.cluster.etcd, args.cluster.lease_ttl).await?;
+    let shutdown = CancellationToken::new();
+    cancel_on_signal(shutdown.clone());
+    let c = &args.cluster;
+    let handle = shoal_master::start(
+        master_config(c.bind, args.port, &c.advertise_host, args.claim_batch),
+        store,
+        registry,
+        shutdown,
+    )
+    .await?;
+    handle.join().await?;
+    Ok(())
+}
+
+pub async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
+    let registry = Registry::etcd(&args.cluster.etcd, args.cluster.lease_ttl).await?;
+    let shutdown = CancellationToken::new();
+    cancel_on_signal(shutdown.clone());
+    let c = &args.cluster;
+    let handle = shoal_worker::start(
+        WorkerConfig {
+            listen: SocketAddr::new(c.bind, args.port),
+            advertise_host: c.advertise_host.clone(),
+            groups: args.groups,
+            slots: args.slots,
+            data_dir: args.data_dir,
+        },
+        registry,
+        shutdown,
+    )
+    .await?;
+    handle.join().await?;
+    Ok(())
+}

@@ -1,0 +1,353 @@
+//! The command queue: the API writes commands, masters claim them and turn each into
+//! exactly one workflow instance.
+
+use super::codec::{from_json, parse, to_json};
+use super::db::{Db, Tx, insert_rows};
+use super::definitions::decode_spec;
+use super::schema::{
+    Command as Cmd, ErrorCommand as ErrCmd, WorkflowDefinition as Def, WorkflowInstance as Inst,
+};
+use super::signal::{COMMAND_CHANNEL, CommandSignal};
+use super::{Backend, ClaimedInstance, CommandStatus, InstanceRow, NewCommand, Params, Store};
+use crate::definition::WorkflowDef;
+use crate::error::{Error, Result};
+use crate::types::{Priority, WorkflowState, now_ms};
+use sea_query::{Expr, ExprTrait, Func, LockBehavior, LockType, Order, Query};
+use sqlx::postgres::PgListener;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
+#[derive(sqlx::FromRow)]
+struct CommandRecord {
+    id: i64,
+    kind: String,
+    project: String,
+    workflow: String,
+    version: i32,
+    params: String,
+    priority: Option<String>,
+    created_at: i64,
+}
+
+/// A definition version as a claim sees it: missing, unreadable, or usable.
+type DefinitionLookup = std::result::Result<WorkflowDef, String>;
+
+impl Store {
+    /// Writes a command and wakes the masters.
+    pub async fn insert_command(&self, cmd: &NewCommand) -> Result<i64> {
+        let mut insert = insert_rows(
+            Cmd::Table,
+            [
+                Cmd::Kind,
+                Cmd::Project,
+                Cmd::Workflow,
+                Cmd::Version,
+                Cmd::Params,
+                Cmd::Priority,
+                Cmd::CreatedAt,
+            ],
+            [[
+                cmd.kind.as_str().into(),
+                cmd.project.as_str().into(),
+                cmd.workflow.as_str().into(),
+                cmd.version.into(),
+                to_json(&cmd.params)?.into(),
+                cmd.priority.map(Priority::as_str).into(),
+                now_ms().into(),
+            ]],
+        );
+        insert.returning_col(Cmd::Id);
+        let mut tx = self.db.begin().await?;
+        let (id,): (i64,) = tx.fetch_one(&insert).await?;
+        if tx.backend() == Backend::Postgres {
+            // Delivered on commit, and only if the command was committed.
+            tx.execute(
+                Query::select().expr(Func::cust("pg_notify").arg(COMMAND_CHANNEL).arg("")),
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        if let Db::Sqlite { commands, .. } = &self.db {
+            commands.wake();
+        }
+        Ok(id)
+    }
+
+    pub async fn command_status(&self, id: i64) -> Result<Option<CommandStatus>> {
+        // In this order: a claim deletes the command and writes its instance or error row
+        // in one transaction, so once the command is gone the outcome is visible.
+        let pending: Option<(i64,)> = self
+            .db
+            .fetch_optional(
+                Query::select()
+                    .column(Cmd::Id)
+                    .from(Cmd::Table)
+                    .and_where(Expr::col(Cmd::Id).eq(id)),
+            )
+            .await?;
+        if pending.is_some() {
+            return Ok(Some(CommandStatus::Pending));
+        }
+        let instance: Option<(i64,)> = self
+            .db
+            .fetch_optional(
+                Query::select()
+                    .column(Inst::Id)
+                    .from(Inst::Table)
+                    .and_where(Expr::col(Inst::CommandId).eq(id)),
+            )
+            .await?;
+        if let Some((workflow_instance_id,)) = instance {
+            return Ok(Some(CommandStatus::Done {
+                workflow_instance_id,
+            }));
+        }
+        let error: Option<(String,)> = self
+            .db
+            .fetch_optional(
+                Query::select()
+                    .column(ErrCmd::Error)
+                    .from(ErrCmd::Table)
+                    .and_where(Expr::col(ErrCmd::Id).eq(id)),
+            )
+            .await?;
+        Ok(error.map(|(error,)| CommandStatus::Error { error }))
+    }
+
+    pub async fn command_signal(&self) -> Result<CommandSignal> {
+        match &self.db {
+            Db::Postgres(pool) => {
+                let mut listener = PgListener::connect_with(pool).await?;
+                listener.listen(COMMAND_CHANNEL).await?;
+                Ok(CommandSignal::postgres(listener))
+            }
+            Db::Sqlite { commands, .. } => Ok(CommandSignal::local(commands.clone())),
+        }
+    }
+
+    /// Claims up to `limit` commands and turns each into a running workflow instance owned
+    /// by `owner` at `owner_epoch`, in one transaction that also deletes the claimed
+    /// commands. A command whose definition version is gone moves to the error-command
+    /// table with the reason.
+    pub async fn claim_commands(
+        &self,
+        owner: &str,
+        owner_epoch: i64,
+        limit: usize,
+    ) -> Result<Vec<ClaimedInstance>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut select = Query::select();
+        select
+            .columns([
+                Cmd::Id,
+                Cmd::Kind,
+                Cmd::Project,
+                Cmd::Workflow,
+                Cmd::Version,
+                Cmd::Params,
+                Cmd::Priority,
+                Cmd::CreatedAt,
+            ])
+            .from(Cmd::Table)
+            .order_by(Cmd::Id, Order::Asc)
+            .limit(u64::try_from(limit).unwrap_or(u64::MAX))
+            // FOR UPDATE SKIP LOCKED on Postgres: concurrent masters take disjoint batches.
+            // The SQLite builder renders no lock clause; its write transaction is exclusive.
+            .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+
+        let mut tx = self.db.begin().await?;
+        let commands: Vec<CommandRecord> = tx.fetch_all(&select).await?;
+        if commands.is_empty() {
+            return Ok(Vec::new());
+        }
+
+        let now = now_ms();
+        let mut definitions: HashMap<(String, String, i32), DefinitionLookup> = HashMap::new();
+        let mut accepted: Vec<(InstanceRow, WorkflowDef)> = Vec::new();
+        let mut rejected: Vec<(&CommandRecord, String)> = Vec::new();
+        for command in &commands {
+            let key = (
+                command.project.clone(),
+                command.workflow.clone(),
+                command.version,
+            );
+            let definition = match definitions.entry(key) {
+                Entry::Occupied(entry) => entry.into_mut(),
+                Entry::Vacant(entry) => {
+                    let lookup = load_definition(&mut tx, command).await?;
+                    entry.insert(lookup)
+                }
+            };
+            match plan_instance(command, definition, owner, owner_epoch, now) {
+                Ok(planned) => accepted.push(planned),
+                Err(reason) => {
+                    tracing::warn!(command_id = command.id, %reason, "command rejected");
+                    rejected.push((command, reason));
+                }
+            }
+        }
+
+        for chunk in rejected.chunks(tx.rows_per_statement(9)) {
+            tx.execute(&insert_rows(
+                ErrCmd::Table,
+                [
+                    ErrCmd::Id,
+                    ErrCmd::Kind,
+                    ErrCmd::Project,
+                    ErrCmd::Workflow,
+                    ErrCmd::Version,
+                    ErrCmd::Params,
+                    ErrCmd::Error,
+                    ErrCmd::CreatedAt,
+                    ErrCmd::FailedAt,
+                ],
+                chunk.iter().map(|(command, reason)| {
+                    [
+                        command.id.into(),
+                        command.kind.as_str().into(),
+                        command.project.as_str().into(),
+                        command.workflow.as_str().into(),
+                        command.version.into(),
+                        command.params.as_str().into(),
+                        reason.as_str().into(),
+                        command.created_at.into(),
+                        now.into(),
+                    ]
+                }),
+            ))
+            .await?;
+        }
+
+        let mut ids: HashMap<i64, i64> = HashMap::with_capacity(accepted.len());
+        for chunk in accepted.chunks(tx.rows_per_statement(12)) {
+            let mut insert = insert_rows(
+                Inst::Table,
+                [
+                    Inst::CommandId,
+                    Inst::Project,
+                    Inst::Workflow,
+                    Inst::Version,
+                    Inst::State,
+                    Inst::Priority,
+                    Inst::Params,
+                    Inst::Owner,
+                    Inst::OwnerEpoch,
+                    Inst::Run,
+                    Inst::CreatedAt,
+                    Inst::StartedAt,
+                ],
+                chunk
+                    .iter()
+                    .map(|(row, _)| -> Result<_> {
+                        Ok([
+                            row.command_id.into(),
+                            row.project.as_str().into(),
+                            row.workflow.as_str().into(),
+                            row.version.into(),
+                            row.state.as_str().into(),
+                            row.priority.as_str().into(),
+                            to_json(&row.params)?.into(),
+                            row.owner.as_deref().into(),
+                            row.owner_epoch.into(),
+                            row.run.into(),
+                            row.created_at.into(),
+                            row.started_at.into(),
+                        ])
+                    })
+                    .collect::<Result<Vec<_>>>()?,
+            );
+            // Matched by command_id (unique) rather than by the order RETURNING happens
+            // to produce.
+            insert.returning(Query::returning().columns([Inst::Id, Inst::CommandId]));
+            let returned: Vec<(i64, i64)> = tx.fetch_all(&insert).await?;
+            ids.extend(returned.into_iter().map(|(id, command_id)| (command_id, id)));
+        }
+
+        let claimed: Vec<i64> = commands.iter().map(|c| c.id).collect();
+        for chunk in claimed.chunks(tx.rows_per_statement(1)) {
+            tx.execute(
+                Query::delete()
+                    .from_table(Cmd::Table)
+                    .and_where(Expr::col(Cmd::Id).is_in(chunk.iter().copied())),
+            )
+            .await?;
+        }
+
+        let claimed = accepted
+            .into_iter()
+            .map(|(mut instance, definition)| {
+                instance.id = *ids.get(&instance.command_id).ok_or_else(|| {
+                    Error::Corrupt(format!(
+                        "no workflow_instance returned for command {}",
+                        instance.command_id
+                    ))
+                })?;
+                Ok(ClaimedInstance {
+                    instance,
+                    definition,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        tx.commit().await?;
+        Ok(claimed)
+    }
+}
+
+async fn load_definition(tx: &mut Tx, command: &CommandRecord) -> Result<DefinitionLookup> {
+    let spec: Option<(String,)> = tx
+        .fetch_optional(
+            Query::select()
+                .column(Def::Spec)
+                .from(Def::Table)
+                .and_where(Expr::col(Def::Project).eq(command.project.as_str()))
+                .and_where(Expr::col(Def::Name).eq(command.workflow.as_str()))
+                .and_where(Expr::col(Def::Version).eq(command.version)),
+        )
+        .await?;
+    Ok(match spec {
+        None => Err(format!(
+            "workflow '{}/{}' version {} does not exist",
+            command.project, command.workflow, command.version
+        )),
+        Some((spec,)) => decode_spec(&command.project, &command.workflow, command.version, &spec)
+            .map_err(|e| e.to_string()),
+    })
+}
+
+/// The instance a command becomes (id not yet known), or why it cannot become one. Bad
+/// stored text rejects the one command instead of failing the claim, which would wedge
+/// the queue behind it.
+fn plan_instance(
+    command: &CommandRecord,
+    definition: &DefinitionLookup,
+    owner: &str,
+    owner_epoch: i64,
+    now: i64,
+) -> std::result::Result<(InstanceRow, WorkflowDef), String> {
+    let definition = definition.clone()?;
+    let row = format!("command {}", command.id);
+    let params: Params = from_json(&row, "params", &command.params).map_err(|e| e.to_string())?;
+    let priority = match &command.priority {
+        Some(text) => parse::<Priority>(&row, text).map_err(|e| e.to_string())?,
+        None => definition.priority,
+    };
+    let instance = InstanceRow {
+        id: 0,
+        command_id: command.id,
+        project: command.project.clone(),
+        workflow: command.workflow.clone(),
+        version: command.version,
+        state: WorkflowState::Running,
+        priority,
+        params,
+        owner: Some(owner.to_string()),
+        owner_epoch,
+        run: 1,
+        created_at: command.created_at,
+        started_at: Some(now),
+        ended_at: None,
+    };
+    Ok((instance, definition))
+}

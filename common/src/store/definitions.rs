@@ -1,0 +1,145 @@
+//! Versioned workflow definitions.
+
+use super::codec::{from_json, to_json};
+use super::db::insert_rows;
+use super::schema::WorkflowDefinition as Def;
+use super::{Backend, DefinitionSummary, Store, StoredDefinition};
+use crate::definition::WorkflowDef;
+use crate::error::Result;
+use crate::types::now_ms;
+use sea_query::{Expr, ExprTrait, Func, Order, Query};
+
+#[derive(sqlx::FromRow)]
+struct DefinitionRecord {
+    project: String,
+    name: String,
+    version: i32,
+    spec: String,
+    created_at: i64,
+}
+
+impl DefinitionRecord {
+    fn decode(self) -> Result<StoredDefinition> {
+        let definition = decode_spec(&self.project, &self.name, self.version, &self.spec)?;
+        Ok(StoredDefinition {
+            project: self.project,
+            name: self.name,
+            version: self.version,
+            definition,
+            created_at: self.created_at,
+        })
+    }
+}
+
+pub(super) fn decode_spec(project: &str, name: &str, version: i32, spec: &str) -> Result<WorkflowDef> {
+    from_json(
+        &format!("workflow_definition {project}/{name} version {version}"),
+        "spec",
+        spec,
+    )
+}
+
+impl Store {
+    /// Stores `def` as the next version of its workflow, unless it equals the latest
+    /// version, which is then returned unchanged. Returns (version, created).
+    pub async fn put_definition(&self, def: &WorkflowDef) -> Result<(i32, bool)> {
+        let spec = to_json(def)?;
+        let mut tx = self.db.begin().await?;
+        if tx.backend() == Backend::Postgres {
+            // Serializes writers of one workflow, so two puts never both pick version N+1
+            // (SQLite's write transaction is already exclusive). A hash collision only
+            // makes two unrelated workflows wait for each other.
+            let key = format!("{}/{}", def.project, def.name);
+            tx.execute(Query::select().expr(
+                Func::cust("pg_advisory_xact_lock")
+                    .arg(Func::cust("hashtextextended").arg(key).arg(0i64)),
+            ))
+            .await?;
+        }
+        let latest: Option<(i32, String)> = tx
+            .fetch_optional(
+                Query::select()
+                    .columns([Def::Version, Def::Spec])
+                    .from(Def::Table)
+                    .and_where(Expr::col(Def::Project).eq(def.project.as_str()))
+                    .and_where(Expr::col(Def::Name).eq(def.name.as_str()))
+                    .order_by(Def::Version, Order::Desc)
+                    .limit(1),
+            )
+            .await?;
+        let version = match latest {
+            Some((version, stored)) => {
+                match decode_spec(&def.project, &def.name, version, &stored) {
+                    Ok(stored) if stored == *def => return Ok((version, false)),
+                    Ok(_) => {}
+                    // Writing a new version is how an operator repairs a corrupt one.
+                    Err(error) => tracing::warn!(%error, "latest definition unreadable"),
+                }
+                version + 1
+            }
+            None => 1,
+        };
+        tx.execute(
+            &insert_rows(
+                Def::Table,
+                [Def::Project, Def::Name, Def::Version, Def::Spec, Def::CreatedAt],
+                [[
+                    def.project.as_str().into(),
+                    def.name.as_str().into(),
+                    version.into(),
+                    spec.into(),
+                    now_ms().into(),
+                ]],
+            ),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok((version, true))
+    }
+
+    /// A given version, or the latest when `version` is None.
+    pub async fn get_definition(
+        &self,
+        project: &str,
+        name: &str,
+        version: Option<i32>,
+    ) -> Result<Option<StoredDefinition>> {
+        let mut select = Query::select();
+        select
+            .columns([Def::Project, Def::Name, Def::Version, Def::Spec, Def::CreatedAt])
+            .from(Def::Table)
+            .and_where(Expr::col(Def::Project).eq(project))
+            .and_where(Expr::col(Def::Name).eq(name));
+        match version {
+            Some(version) => select.and_where(Expr::col(Def::Version).eq(version)),
+            None => select.order_by(Def::Version, Order::Desc).limit(1),
+        };
+        let record: Option<DefinitionRecord> = self.db.fetch_optional(&select).await?;
+        record.map(DefinitionRecord::decode).transpose()
+    }
+
+    pub async fn list_definitions(&self, project: &str) -> Result<Vec<DefinitionSummary>> {
+        let rows: Vec<(String, String, i32, i64)> = self
+            .db
+            .fetch_all(
+                Query::select()
+                    .columns([Def::Project, Def::Name])
+                    .expr(Func::max(Expr::col(Def::Version)))
+                    .expr(Func::max(Expr::col(Def::CreatedAt)))
+                    .from(Def::Table)
+                    .and_where(Expr::col(Def::Project).eq(project))
+                    .group_by_columns([Def::Project, Def::Name])
+                    .order_by(Def::Name, Order::Asc),
+            )
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(project, name, latest_version, updated_at)| DefinitionSummary {
+                project,
+                name,
+                latest_version,
+                updated_at,
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,430 @@
+//! Run state: the master's per-cycle write batch and the reads of instances and tasks.
+
+use super::codec::{from_json, parse, to_json};
+use super::db::{Tx, insert_rows};
+use super::schema::{TaskInstance as Task, WorkflowInstance as Inst};
+use super::{
+    InstanceFilter, InstanceRow, InstanceUpdate, NewTaskInstance, Store, TaskInstanceRow,
+    TaskUpdate, WriteBatch, WriteResult,
+};
+use crate::error::Result;
+use sea_query::{
+    Expr, ExprTrait, Func, Iden, IntoColumnRef, IntoIden, Order, Query, SelectStatement, TableRef, ValueTuple,
+};
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
+
+const DEFAULT_LIST_LIMIT: i64 = 100;
+const MAX_LIST_LIMIT: i64 = 1000;
+
+const INSTANCE_COLUMNS: [Inst; 14] = [
+    Inst::Id,
+    Inst::CommandId,
+    Inst::Project,
+    Inst::Workflow,
+    Inst::Version,
+    Inst::State,
+    Inst::Priority,
+    Inst::Params,
+    Inst::Owner,
+    Inst::OwnerEpoch,
+    Inst::Run,
+    Inst::CreatedAt,
+    Inst::StartedAt,
+    Inst::EndedAt,
+];
+
+const TASK_COLUMNS: [Task; 15] = [
+    Task::Id,
+    Task::WorkflowInstanceId,
+    Task::Name,
+    Task::TaskType,
+    Task::State,
+    Task::Attempt,
+    Task::Priority,
+    Task::WorkerGroup,
+    Task::Worker,
+    Task::SubmittedAt,
+    Task::StartedAt,
+    Task::EndedAt,
+    Task::ExitCode,
+    Task::Output,
+    Task::Message,
+];
+
+#[derive(sqlx::FromRow)]
+struct InstanceRecord {
+    id: i64,
+    command_id: i64,
+    project: String,
+    workflow: String,
+    version: i32,
+    state: String,
+    priority: String,
+    params: String,
+    owner: Option<String>,
+    owner_epoch: i64,
+    run: i32,
+    created_at: i64,
+    started_at: Option<i64>,
+    ended_at: Option<i64>,
+}
+
+impl InstanceRecord {
+    fn decode(self) -> Result<InstanceRow> {
+        let row = format!("workflow_instance {}", self.id);
+        Ok(InstanceRow {
+            state: parse(&row, &self.state)?,
+            priority: parse(&row, &self.priority)?,
+            params: from_json(&row, "params", &self.params)?,
+            id: self.id,
+            command_id: self.command_id,
+            project: self.project,
+            workflow: self.workflow,
+            version: self.version,
+            owner: self.owner,
+            owner_epoch: self.owner_epoch,
+            run: self.run,
+            created_at: self.created_at,
+            started_at: self.started_at,
+            ended_at: self.ended_at,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct TaskRecord {
+    id: i64,
+    workflow_instance_id: i64,
+    name: String,
+    task_type: String,
+    state: String,
+    attempt: i32,
+    priority: String,
+    worker_group: String,
+    worker: Option<String>,
+    submitted_at: i64,
+    started_at: Option<i64>,
+    ended_at: Option<i64>,
+    exit_code: Option<i32>,
+    output: Option<String>,
+    message: Option<String>,
+}
+
+impl TaskRecord {
+    fn decode(self) -> Result<TaskInstanceRow> {
+        let row = format!("task_instance {}", self.id);
+        Ok(TaskInstanceRow {
+            state: parse(&row, &self.state)?,
+            priority: parse(&row, &self.priority)?,
+            output: match &self.output {
+                Some(text) => from_json(&row, "output", text)?,
+                None => Default::default(),
+            },
+            id: self.id,
+            workflow_instance_id: self.workflow_instance_id,
+            name: self.name,
+            task_type: self.task_type,
+            attempt: self.attempt,
+            worker_group: self.worker_group,
+            worker: self.worker,
+            submitted_at: self.submitted_at,
+            started_at: self.started_at,
+            ended_at: self.ended_at,
+            exit_code: self.exit_code,
+            message: self.message,
+        })
+    }
+}
+
+impl Store {
+    /// Commits one engine cycle's writes in one transaction.
+    pub async fn write_batch(&self, batch: &WriteBatch) -> Result<WriteResult> {
+        if batch.is_empty() {
+            return Ok(WriteResult::default());
+        }
+        let mut tx = self.db.begin().await?;
+        let new_task_ids = insert_tasks(&mut tx, &batch.new_tasks).await?;
+        update_tasks(&mut tx, &batch.task_updates).await?;
+        let fenced_instances = update_instances(&mut tx, &batch.instance_updates).await?;
+        tx.commit().await?;
+        Ok(WriteResult {
+            new_task_ids,
+            fenced_instances,
+        })
+    }
+
+    pub async fn list_instances(&self, filter: &InstanceFilter) -> Result<Vec<InstanceRow>> {
+        let limit = filter
+            .limit
+            .unwrap_or(DEFAULT_LIST_LIMIT)
+            .clamp(1, MAX_LIST_LIMIT);
+        let mut select = Query::select();
+        select
+            .columns(INSTANCE_COLUMNS)
+            .from(Inst::Table)
+            .and_where_option(filter.project.as_deref().map(|p| Expr::col(Inst::Project).eq(p)))
+            .and_where_option(filter.workflow.as_deref().map(|w| Expr::col(Inst::Workflow).eq(w)))
+            .and_where_option(filter.state.map(|s| Expr::col(Inst::State).eq(s.as_str())))
+            .order_by(Inst::Id, Order::Desc)
+            .limit(limit.unsigned_abs());
+        let records: Vec<InstanceRecord> = self.db.fetch_all(&select).await?;
+        records.into_iter().map(InstanceRecord::decode).collect()
+    }
+
+    pub async fn get_instance(&self, id: i64) -> Result<Option<InstanceRow>> {
+        let record: Option<InstanceRecord> = self
+            .db
+            .fetch_optional(
+                Query::select()
+                    .columns(INSTANCE_COLUMNS)
+                    .from(Inst::Table)
+                    .and_where(Expr::col(Inst::Id).eq(id)),
+            )
+            .await?;
+        record.map(InstanceRecord::decode).transpose()
+    }
+
+    /// Every attempt of every task of an instance, ordered by id.
+    pub async fn list_task_instances(
+        &self,
+        workflow_instance_id: i64,
+    ) -> Result<Vec<TaskInstanceRow>> {
+        let records: Vec<TaskRecord> = self
+            .db
+            .fetch_all(
+                select_tasks()
+                    .and_where(Expr::col(Task::WorkflowInstanceId).eq(workflow_instance_id))
+                    .order_by(Task::Id, Order::Asc),
+            )
+            .await?;
+        records.into_iter().map(TaskRecord::decode).collect()
+    }
+
+    pub async fn get_task_instance(&self, id: i64) -> Result<Option<TaskInstanceRow>> {
+        let record: Option<TaskRecord> = self
+            .db
+            .fetch_optional(select_tasks().and_where(Expr::col(Task::Id).eq(id)))
+            .await?;
+        record.map(TaskRecord::decode).transpose()
+    }
+}
+
+fn select_tasks() -> SelectStatement {
+    Query::select()
+        .columns(TASK_COLUMNS)
+        .from(Task::Table)
+        .to_owned()
+}
+
+/// The `VALUES` list that carries a batch of updates into one `UPDATE ... FROM`. Its
+/// columns keep their default names, column1.., which Postgres and SQLite share (SQLite
+/// cannot rename them in the alias).
+#[derive(Iden, Clone, Copy)]
+enum Batch {
+    Table,
+    #[iden = "column1"]
+    C1,
+    #[iden = "column2"]
+    C2,
+    #[iden = "column3"]
+    C3,
+    #[iden = "column4"]
+    C4,
+    #[iden = "column5"]
+    C5,
+    #[iden = "column6"]
+    C6,
+    #[iden = "column7"]
+    C7,
+    #[iden = "column8"]
+    C8,
+}
+
+fn batch(column: Batch) -> Expr {
+    Expr::col((Batch::Table, column))
+}
+
+/// The batch's value, or the column's current value where the batch has NULL (`None`).
+fn batch_or_keep(column: Batch, current: impl IntoColumnRef) -> Expr {
+    Func::coalesce([batch(column), Expr::col(current)]).into()
+}
+
+/// One multi-row `INSERT ... RETURNING id` per chunk; ids come back in input order.
+async fn insert_tasks(tx: &mut Tx, tasks: &[NewTaskInstance]) -> Result<Vec<i64>> {
+    let mut ids = Vec::with_capacity(tasks.len());
+    for chunk in tasks.chunks(tx.rows_per_statement(8)) {
+        let mut insert = insert_rows(
+            Task::Table,
+            [
+                Task::WorkflowInstanceId,
+                Task::Name,
+                Task::TaskType,
+                Task::State,
+                Task::Attempt,
+                Task::Priority,
+                Task::WorkerGroup,
+                Task::SubmittedAt,
+            ],
+            chunk.iter().map(|t| {
+                [
+                    t.workflow_instance_id.into(),
+                    t.name.as_str().into(),
+                    t.task_type.as_str().into(),
+                    t.state.as_str().into(),
+                    t.attempt.into(),
+                    t.priority.as_str().into(),
+                    t.worker_group.as_str().into(),
+                    t.submitted_at.into(),
+                ]
+            }),
+        );
+        insert.returning_col(Task::Id);
+        let returned: Vec<(i64,)> = tx.fetch_all(&insert).await?;
+        // Ids are drawn in VALUES order, but neither backend promises RETURNING rows in
+        // that order: sorting lines them up with the input.
+        let mut chunk_ids: Vec<i64> = returned.into_iter().map(|(id,)| id).collect();
+        chunk_ids.sort_unstable();
+        ids.extend(chunk_ids);
+    }
+    Ok(ids)
+}
+
+/// One `UPDATE task_instance ... FROM (VALUES ...)` per chunk; a `None` field is sent as
+/// NULL and keeps the stored value.
+async fn update_tasks(tx: &mut Tx, updates: &[TaskUpdate]) -> Result<()> {
+    let updates = merge_task_updates(updates);
+    for chunk in updates.chunks(tx.rows_per_statement(8)) {
+        let rows = chunk
+            .iter()
+            .map(|u| -> Result<ValueTuple> {
+                let output = u.output.as_ref().map(to_json).transpose()?;
+                Ok(ValueTuple::Many(vec![
+                    u.id.into(),
+                    u.state.as_str().into(),
+                    u.worker.clone().into(),
+                    u.started_at.into(),
+                    u.ended_at.into(),
+                    u.exit_code.into(),
+                    output.into(),
+                    u.message.clone().into(),
+                ]))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        tx.execute(
+            Query::update()
+                .table(Task::Table)
+                .value(Task::State, batch(Batch::C2))
+                .value(Task::Worker, batch_or_keep(Batch::C3, (Task::Table, Task::Worker)))
+                .value(
+                    Task::StartedAt,
+                    batch_or_keep(Batch::C4, (Task::Table, Task::StartedAt)),
+                )
+                .value(Task::EndedAt, batch_or_keep(Batch::C5, (Task::Table, Task::EndedAt)))
+                .value(
+                    Task::ExitCode,
+                    batch_or_keep(Batch::C6, (Task::Table, Task::ExitCode)),
+                )
+                .value(Task::Output, batch_or_keep(Batch::C7, (Task::Table, Task::Output)))
+                .value(
+                    Task::Message,
+                    batch_or_keep(Batch::C8, (Task::Table, Task::Message)),
+                )
+                .from(TableRef::ValuesList(rows, Batch::Table.into_iden()))
+                .and_where(Expr::col((Task::Table, Task::Id)).eq(batch(Batch::C1))),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Applies instance updates where `owner_epoch` still matches, one statement per chunk;
+/// returns the ids that did not match (fenced).
+async fn update_instances(tx: &mut Tx, updates: &[InstanceUpdate]) -> Result<Vec<i64>> {
+    let updates = merge_instance_updates(updates);
+    let mut fenced = Vec::new();
+    for chunk in updates.chunks(tx.rows_per_statement(4)) {
+        let rows = chunk
+            .iter()
+            .map(|u| {
+                ValueTuple::Many(vec![
+                    u.id.into(),
+                    u.owner_epoch.into(),
+                    u.state.as_str().into(),
+                    u.ended_at.into(),
+                ])
+            })
+            .collect();
+        let mut update = Query::update();
+        update
+            .table(Inst::Table)
+            .value(Inst::State, batch(Batch::C3))
+            .value(Inst::EndedAt, batch_or_keep(Batch::C4, (Inst::Table, Inst::EndedAt)))
+            .from(TableRef::ValuesList(rows, Batch::Table.into_iden()))
+            .and_where(Expr::col((Inst::Table, Inst::Id)).eq(batch(Batch::C1)))
+            .and_where(Expr::col((Inst::Table, Inst::OwnerEpoch)).eq(batch(Batch::C2)))
+            .returning_col(Inst::Id);
+        let applied: HashSet<i64> = tx
+            .fetch_all::<(i64,)>(&update)
+            .await?
+            .into_iter()
+            .map(|(id,)| id)
+            .collect();
+        fenced.extend(chunk.iter().map(|u| u.id).filter(|id| !applied.contains(id)));
+    }
+    Ok(fenced)
+}
+
+/// One update per task, in first-seen order; a later update's fields win and its `None`s
+/// keep the earlier values. (Two VALUES rows for one id would leave it to the database
+/// which one applies.)
+fn merge_task_updates(updates: &[TaskUpdate]) -> Vec<TaskUpdate> {
+    let mut merged: Vec<TaskUpdate> = Vec::with_capacity(updates.len());
+    let mut position: HashMap<i64, usize> = HashMap::with_capacity(updates.len());
+    for update in updates {
+        match position.entry(update.id) {
+            Entry::Vacant(entry) => {
+                entry.insert(merged.len());
+                merged.push(update.clone());
+            }
+            Entry::Occupied(entry) => {
+                let into = &mut merged[*entry.get()];
+                into.state = update.state;
+                keep_latest(&mut into.worker, &update.worker);
+                keep_latest(&mut into.started_at, &update.started_at);
+                keep_latest(&mut into.ended_at, &update.ended_at);
+                keep_latest(&mut into.exit_code, &update.exit_code);
+                keep_latest(&mut into.output, &update.output);
+                keep_latest(&mut into.message, &update.message);
+            }
+        }
+    }
+    merged
+}
+
+/// Like `merge_task_updates`, for instances: the last state and epoch win.
+fn merge_instance_updates(updates: &[InstanceUpdate]) -> Vec<InstanceUpdate> {
+    let mut merged: Vec<InstanceUpdate> = Vec::with_capacity(updates.len());
+    let mut position: HashMap<i64, usize> = HashMap::with_capacity(updates.len());
+    for update in updates {
+        match position.entry(update.id) {
+            Entry::Vacant(entry) => {
+                entry.insert(merged.len());
+                merged.push(update.clone());
+            }
+            Entry::Occupied(entry) => {
+                let into = &mut merged[*entry.get()];
+                into.owner_epoch = update.owner_epoch;
+                into.state = update.state;
+                keep_latest(&mut into.ended_at, &update.ended_at);
+            }
+        }
+    }
+    merged
+}
+
+fn keep_latest<T: Clone>(into: &mut Option<T>, later: &Option<T>) {
+    if later.is_some() {
+        into.clone_from(later);
+    }
+}

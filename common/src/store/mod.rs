@@ -1,0 +1,46 @@
+//! The one store API over Postgres (cluster) and SQLite (standalone).
+//!
+//! Statements are built once with sea-query and rendered for the backend in use; values
+//! are always bound. Migrations in `sql/postgres` and `sql/sqlite` run in `connect`.
+//! The methods live by subject: `definitions`, `commands` (intake and claim), `instances`
+//! (the master's write batch and the run-state reads).
+
+mod codec;
+mod commands;
+mod db;
+mod definitions;
+mod instances;
+mod model;
+mod schema;
+mod signal;
+
+pub use model::*;
+pub use signal::CommandSignal;
+
+use crate::error::Result;
+use db::Db;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+/// Cheap to clone: clones share the pools (and, on SQLite, the command signal).
+#[derive(Clone)]
+pub struct Store {
+    db: Db,
+}
+
+impl Store {
+    /// `postgres://...` or `sqlite://PATH` (the file is created). Runs the migrations.
+    pub async fn connect(url: &str) -> Result<Store> {
+        Ok(Store {
+            db: Db::connect(url).await?,
+        })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.db.backend()
+    }
+}

@@ -1,0 +1,79 @@
+//! Table and column names, as created by the migrations in `sql/`.
+
+use sea_query::Iden;
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum WorkflowDefinition {
+    Table,
+    Project,
+    Name,
+    Version,
+    Spec,
+    CreatedAt,
+}
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum Command {
+    Table,
+    Id,
+    Kind,
+    Project,
+    Workflow,
+    Version,
+    Params,
+    Priority,
+    CreatedAt,
+}
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum ErrorCommand {
+    Table,
+    Id,
+    Kind,
+    Project,
+    Workflow,
+    Version,
+    Params,
+    Error,
+    CreatedAt,
+    FailedAt,
+}
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum WorkflowInstance {
+    Table,
+    Id,
+    CommandId,
+    Project,
+    Workflow,
+    Version,
+    State,
+    Priority,
+    Params,
+    Owner,
+    OwnerEpoch,
+    Run,
+    CreatedAt,
+    StartedAt,
+    EndedAt,
+}
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum TaskInstance {
+    Table,
+    Id,
+    WorkflowInstanceId,
+    Name,
+    TaskType,
+    State,
+    Attempt,
+    Priority,
+    WorkerGroup,
+    Worker,
+    SubmittedAt,
+    StartedAt,
+    EndedAt,
+    ExitCode,
+    Output,
+    Message,
+}

@@ -1,0 +1,93 @@
+//! Waking masters when commands are written: LISTEN/NOTIFY on Postgres, an in-process
+//! signal on SQLite (standalone runs the API and the master in one process).
+
+use sqlx::postgres::PgListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// The Postgres channel `insert_command` notifies.
+pub(super) const COMMAND_CHANNEL: &str = "shoal_command";
+
+/// Counts command writes; a receiver remembers the count it last saw, so a write that
+/// happens while nobody is waiting is still seen by the next `recv`.
+#[derive(Default)]
+pub(super) struct LocalSignal {
+    generation: AtomicU64,
+    notify: Notify,
+}
+
+impl LocalSignal {
+    pub(super) fn wake(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+}
+
+/// Wakes a master when commands were written (NOTIFY `shoal_command` on Postgres, an
+/// in-process signal on SQLite).
+pub struct CommandSignal {
+    inner: Inner,
+}
+
+enum Inner {
+    Postgres(Box<PgListener>),
+    Local {
+        signal: Arc<LocalSignal>,
+        seen: u64,
+    },
+}
+
+impl CommandSignal {
+    pub(super) fn postgres(listener: PgListener) -> Self {
+        CommandSignal {
+            inner: Inner::Postgres(Box::new(listener)),
+        }
+    }
+
+    pub(super) fn local(signal: Arc<LocalSignal>) -> Self {
+        let seen = signal.generation();
+        CommandSignal {
+            inner: Inner::Local { signal, seen },
+        }
+    }
+
+    /// Returns when a command may have been written since the last call. Cancellation-safe.
+    pub async fn recv(&mut self) {
+        match &mut self.inner {
+            // `try_recv` is cancellation-safe (sqlx buffers notifications on the connection).
+            Inner::Postgres(listener) => match listener.try_recv().await {
+                Ok(Some(_)) => {
+                    // A burst of inserts sends one notification each; one wake-up covers them.
+                    while listener.next_buffered().is_some() {}
+                }
+                // The connection dropped and notifications sent meanwhile are lost: return
+                // so the caller looks at the table; the listener reconnects on the next call.
+                Ok(None) => tracing::warn!("command listener lost its connection"),
+                Err(error) => {
+                    tracing::warn!(%error, "command listener failed");
+                    // Keeps a persistent failure from turning the caller's loop into a busy loop.
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            },
+            Inner::Local { signal, seen } => loop {
+                // Register interest before reading the counter, so a wake between the read
+                // and the await is not missed. `seen` only moves on return: cancel-safe.
+                let notified = signal.notify.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                let now = signal.generation();
+                if now != *seen {
+                    *seen = now;
+                    return;
+                }
+                notified.await;
+            },
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! Sends queued tasks to live workers of their group over gRPC.
+//!
+//! The dispatcher owns the priority queue. It counts the tasks it has out on each worker
+//! so that it only offers a worker what fits its slots; a worker that still rejects
+//! (another master filled it) is rested briefly and the tasks keep their queue place.
+
+use crate::clients::WorkerClients;
+use crate::engine::EngineMsg;
+use crate::queue::{Popped, QueuedTask, TaskQueue};
+use shoal_common::proto::DispatchRequest;
+use shoal_common::registry::{NodeInfo, NodeWatch};
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+/// How long a worker that refused tasks or failed an RPC is left alone.
+const REST: Duration = Duration::from_millis(200);
+/// Most tasks sent to one worker in one RPC.
+const MAX_BATCH: usize = 512;
+
+pub enum DispatchMsg {
+    Push(QueuedTask),
+    /// Take the task out of the queue if it has not gone to a worker yet.
+    Cancel(i64),
+    /// A task that was out on `worker` ended: one slot is free again.
+    Finished { worker: String },
+}
+
+struct BatchResult {
+    worker: String,
+    sent: Vec<Popped>,
+    /// Ids the worker accepted; `None` when the RPC itself failed.
+    accepted: Option<HashSet<i64>>,
+}
+
+pub struct Dispatcher {
+    queue: TaskQueue,
+    workers: NodeWatch,
+    clients: WorkerClients,
+    engine: mpsc::UnboundedSender<EngineMsg>,
+    /// Tasks this master has on each worker (sent and not yet finished).
+    outstanding: HashMap<String, u32>,
+    resting: HashMap<String, Instant>,
+    /// Round-robin position per group.
+    cursor: HashMap<String, usize>,
+    in_flight: HashSet<i64>,
+    cancelled: HashSet<i64>,
+    results_tx: mpsc::UnboundedSender<BatchResult>,
+    results_rx: mpsc::UnboundedReceiver<BatchResult>,
+}
+
+impl Dispatcher {
+    pub fn new(workers: NodeWatch, clients: WorkerClients, engine: mpsc::UnboundedSender<EngineMsg>) -> Self {
+        let (results_tx, results_rx) = mpsc::unbounded_channel();
+        Dispatcher {
+            queue: TaskQueue::default(),
+            workers,
+            clients,
+            engine,
+            outstanding: HashMap::new(),
+            resting: HashMap::new(),
+            cursor: HashMap::new(),
+            in_flight: HashSet::new(),
+            cancelled: HashSet::new(),
+            results_tx,
+            results_rx,
+        }
+    }
+
+    pub async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<DispatchMsg>, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(REST);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            // Every arm is cancellation-safe: mpsc receives and watch changes lose nothing
+            // when another arm wins, and the tick only triggers a retry of rested workers.
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                msg = inbox.recv() => {
+                    let Some(msg) = msg else { break };
+                    self.handle(msg);
+                    while let Ok(msg) = inbox.try_recv() {
+                        self.handle(msg);
+                    }
+                }
+                Some(result) = self.results_rx.recv() => self.on_result(result),
+                r = self.workers.changed() => if r.is_err() { break },
+                _ = tick.tick(), if !self.queue.is_empty() => {}
+            }
+            self.dispatch_pass();
+        }
+    }
+
+    fn handle(&mut self, msg: DispatchMsg) {
+        match msg {
+            DispatchMsg::Push(task) => self.queue.push(task),
+            DispatchMsg::Cancel(id) => {
+                // Queued tasks are dropped lazily when popped; in-flight ones when the
+                // worker's answer comes back. Anything else already reached a worker.
+                self.cancelled.insert(id);
+            }
+            DispatchMsg::Finished { worker } => {
+                if let Some(n) = self.outstanding.get_mut(&worker) {
+                    *n = n.saturating_sub(1);
+                }
+            }
+        }
+    }
+
+    fn on_result(&mut self, r: BatchResult) {
+        let count = r.sent.len() as u32;
+        let accepted = r.accepted.unwrap_or_default();
+        let mut refused = 0;
+        for p in r.sent {
+            let id = p.task.spec.task_instance_id;
+            self.in_flight.remove(&id);
+            if accepted.contains(&id) {
+                // A cancel that raced the RPC is the engine's to finish: it kills on the worker.
+                self.cancelled.remove(&id);
+                let _ = self.engine.send(EngineMsg::Dispatched { id, worker: r.worker.clone() });
+            } else {
+                refused += 1;
+                self.requeue_or_cancel(p);
+            }
+        }
+        if refused > 0 {
+            self.resting.insert(r.worker.clone(), Instant::now() + REST);
+            if let Some(n) = self.outstanding.get_mut(&r.worker) {
+                *n = n.saturating_sub(refused);
+            }
+            debug!(worker = %r.worker, refused, sent = count, "worker refused tasks");
+        }
+    }
+
+    fn requeue_or_cancel(&mut self, p: Popped) {
+        let id = p.task.spec.task_instance_id;
+        if self.cancelled.remove(&id) {
+            let _ = self.engine.send(EngineMsg::Cancelled { id });
+        } else {
+            self.queue.requeue(p);
+        }
+    }
+
+    /// Hands out as many queued tasks as live workers have room for.
+    fn dispatch_pass(&mut self) {
+        if self.queue.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        self.resting.retain(|_, until| *until > now);
+        let live = self.workers.current();
+        let mut batches: HashMap<String, Vec<Popped>> = HashMap::new();
+        for group in self.queue.waiting_groups() {
+            let members: Vec<&NodeInfo> = live
+                .iter()
+                .filter(|w| w.groups.iter().any(|g| *g == group) && !self.resting.contains_key(&w.addr))
+                .collect();
+            if members.is_empty() {
+                continue;
+            }
+            let mut cursor = self.cursor.get(&group).copied().unwrap_or(0);
+            let mut full_in_a_row = 0;
+            while full_in_a_row < members.len() {
+                let w = members[cursor % members.len()];
+                cursor += 1;
+                let out = self.outstanding.entry(w.addr.clone()).or_insert(0);
+                let batch = batches.entry(w.addr.clone()).or_default();
+                if *out >= w.slots || batch.len() >= MAX_BATCH {
+                    full_in_a_row += 1;
+                    continue;
+                }
+                let Some(p) = self.queue.pop(&group) else { break };
+                let id = p.task.spec.task_instance_id;
+                if self.cancelled.remove(&id) {
+                    let _ = self.engine.send(EngineMsg::Cancelled { id });
+                    continue;
+                }
+                full_in_a_row = 0;
+                *out += 1;
+                self.in_flight.insert(id);
+                batch.push(p);
+            }
+            self.cursor.insert(group, cursor);
+        }
+        for (worker, sent) in batches {
+            if !sent.is_empty() {
+                self.send(worker, sent);
+            }
+        }
+    }
+
+    fn send(&self, worker: String, sent: Vec<Popped>) {
+        let client = self.clients.get(&worker);
+        let results = self.results_tx.clone();
+        let tasks = sent.iter().map(|p| p.task.spec.clone()).collect();
+        tokio::spawn(async move {
+            let accepted = match client {
+                Ok(mut c) => match c.dispatch(DispatchRequest { tasks }).await {
+                    Ok(resp) => Some(resp.into_inner().accepted.into_iter().collect()),
+                    Err(status) => {
+                        warn!(%worker, error = %status, "dispatch to worker failed");
+                        None
+                    }
+                },
+                Err(e) => {
+                    warn!(%worker, error = %e, "cannot reach worker");
+                    None
+                }
+            };
+            let _ = results.send(BatchResult { worker, sent, accepted });
+        });
+    }
+}

@@ -1,0 +1,369 @@
+//! Drives every workflow runtime this master owns.
+//!
+//! One loop takes whatever arrived (claimed instances, worker events, dispatch results),
+//! applies it to the runtimes, commits all resulting writes in ONE transaction, and only
+//! then acknowledges the events and performs the actions: queueing tasks, killing tasks,
+//! dropping finished instances. Batching a whole cycle into one commit is what keeps the
+//! per-task overhead low under load.
+
+mod spec;
+
+use crate::clients::WorkerClients;
+use crate::dispatch::DispatchMsg;
+use crate::runtime::{Action, Event, Node, Outcome, WorkflowRuntime};
+use shoal_common::proto::{KillRequest, TaskEvent, TaskEventKind};
+use shoal_common::store::{
+    ClaimedInstance, InstanceUpdate, NewTaskInstance, Params, Store, TaskUpdate, WriteBatch, WriteResult,
+};
+use shoal_common::types::{Priority, TaskState, now_ms};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+/// Most messages folded into one cycle, to bound a transaction's size.
+const MAX_CYCLE_MSGS: usize = 4096;
+
+pub enum EngineMsg {
+    Claimed(Vec<ClaimedInstance>),
+    WorkerEvents { worker: String, events: Vec<TaskEvent>, ack: oneshot::Sender<Vec<u64>> },
+    /// The dispatcher handed the task to `worker`.
+    Dispatched { id: i64, worker: String },
+    /// The dispatcher dropped a cancelled task before it reached a worker.
+    Cancelled { id: i64 },
+    /// The master itself ended a task (e.g. an undefined parameter).
+    Failed { id: i64, message: String },
+}
+
+/// An instance this master drives.
+struct Run {
+    instance_id: i64,
+    started_at: i64,
+    rt: WorkflowRuntime,
+    epoch: i64,
+    priority: Priority,
+    start_params: Params,
+    /// Current attempt's task-instance id per node.
+    task_ids: Vec<Option<i64>>,
+}
+
+/// What the engine knows about a task attempt it has out.
+struct TaskRef {
+    instance: i64,
+    node: Node,
+    attempt: i32,
+    worker: Option<String>,
+    kill_requested: bool,
+}
+
+struct PendingCreate {
+    instance: i64,
+    node: Node,
+    attempt: i32,
+}
+
+/// Writes and follow-ups collected during one cycle.
+#[derive(Default)]
+struct Cycle {
+    batch: WriteBatch,
+    updates: HashMap<i64, usize>,
+    creates: Vec<PendingCreate>,
+    acks: Vec<(oneshot::Sender<Vec<u64>>, Vec<u64>)>,
+    kills: Vec<(i64, Node)>,
+    finished: Vec<i64>,
+    ended_tasks: Vec<i64>,
+}
+
+impl Cycle {
+    /// Folds a task update into the batch; several events for one task in a cycle become
+    /// one row update (the batch must not name a row twice).
+    fn update(&mut self, u: TaskUpdate) {
+        if let Some(&i) = self.updates.get(&u.id) {
+            let cur = &mut self.batch.task_updates[i];
+            cur.state = u.state;
+            cur.worker = u.worker.or(cur.worker.take());
+            cur.started_at = cur.started_at.or(u.started_at);
+            cur.ended_at = u.ended_at.or(cur.ended_at);
+            cur.exit_code = u.exit_code.or(cur.exit_code);
+            cur.output = u.output.or(cur.output.take());
+            cur.message = u.message.or(cur.message.take());
+        } else {
+            self.updates.insert(u.id, self.batch.task_updates.len());
+            self.batch.task_updates.push(u);
+        }
+    }
+}
+
+pub struct Engine {
+    store: Store,
+    master_addr: String,
+    runs: HashMap<i64, Run>,
+    tasks: HashMap<i64, TaskRef>,
+    dispatcher: mpsc::UnboundedSender<DispatchMsg>,
+    me: mpsc::UnboundedSender<EngineMsg>,
+    clients: WorkerClients,
+}
+
+impl Engine {
+    pub fn new(
+        store: Store,
+        master_addr: String,
+        dispatcher: mpsc::UnboundedSender<DispatchMsg>,
+        me: mpsc::UnboundedSender<EngineMsg>,
+        clients: WorkerClients,
+    ) -> Self {
+        Engine { store, master_addr, runs: HashMap::new(), tasks: HashMap::new(), dispatcher, me, clients }
+    }
+
+    pub async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<EngineMsg>, shutdown: CancellationToken) {
+        loop {
+            // Cancellation-safe: a message is either received whole or left in the channel.
+            let first = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                m = inbox.recv() => match m { Some(m) => m, None => break },
+            };
+            let mut cycle = Cycle::default();
+            self.handle(first, &mut cycle);
+            let mut n = 1;
+            while n < MAX_CYCLE_MSGS {
+                let Ok(m) = inbox.try_recv() else { break };
+                self.handle(m, &mut cycle);
+                n += 1;
+            }
+            let Some(result) = self.commit(&cycle.batch, &shutdown).await else { break };
+            self.after_commit(cycle, result);
+        }
+        info!(instances = self.runs.len(), "engine stopped");
+    }
+
+    fn handle(&mut self, msg: EngineMsg, cycle: &mut Cycle) {
+        let now = now_ms();
+        match msg {
+            EngineMsg::Claimed(list) => {
+                for c in list {
+                    let id = c.instance.id;
+                    info!(instance_id = id, workflow = %c.instance.workflow, "instance started");
+                    let n = c.definition.tasks.len();
+                    let run = Run {
+                        instance_id: id,
+                        started_at: c.instance.started_at.unwrap_or(c.instance.created_at),
+                        rt: WorkflowRuntime::new(Arc::new(c.definition)),
+                        epoch: c.instance.owner_epoch,
+                        priority: c.instance.priority,
+                        start_params: c.instance.params,
+                        task_ids: vec![None; n],
+                    };
+                    self.runs.insert(id, run);
+                    self.apply(id, Event::Start, cycle, now);
+                }
+            }
+            EngineMsg::WorkerEvents { worker, events, ack } => {
+                let mut seqs = Vec::with_capacity(events.len());
+                for ev in events {
+                    seqs.push(ev.seq);
+                    self.on_worker_event(&worker, ev, cycle);
+                }
+                cycle.acks.push((ack, seqs));
+            }
+            EngineMsg::Dispatched { id, worker } => {
+                let Some(t) = self.tasks.get_mut(&id) else { return };
+                t.worker = Some(worker.clone());
+                if t.kill_requested {
+                    cycle.kills.push((t.instance, t.node));
+                }
+                let mut u = TaskUpdate::state(id, TaskState::Dispatched);
+                u.worker = Some(worker);
+                self.task_event(id, u, Params::new(), cycle, now);
+            }
+            EngineMsg::Cancelled { id } => {
+                let mut u = TaskUpdate::state(id, TaskState::Killed);
+                u.ended_at = Some(now);
+                u.message = Some("cancelled before it reached a worker".into());
+                self.task_event(id, u, Params::new(), cycle, now);
+            }
+            EngineMsg::Failed { id, message } => {
+                let mut u = TaskUpdate::state(id, TaskState::Failure);
+                u.ended_at = Some(now);
+                u.message = Some(message);
+                self.task_event(id, u, Params::new(), cycle, now);
+            }
+        }
+    }
+
+    fn on_worker_event(&mut self, worker: &str, ev: TaskEvent, cycle: &mut Cycle) {
+        let state = match ev.kind() {
+            TaskEventKind::Running => TaskState::Running,
+            TaskEventKind::Success => TaskState::Success,
+            TaskEventKind::Failure => TaskState::Failure,
+            TaskEventKind::Killed => TaskState::Killed,
+            TaskEventKind::Unspecified => return,
+        };
+        match self.tasks.get_mut(&ev.task_instance_id) {
+            // Events can overtake the dispatcher's notice: remember the worker either way,
+            // so its slot is given back when the task ends.
+            Some(t) if t.attempt == ev.attempt => t.worker = Some(worker.to_string()),
+            // Not ours (any more), or another attempt: acknowledged and ignored.
+            _ => return,
+        }
+        let mut u = TaskUpdate::state(ev.task_instance_id, state);
+        u.worker = Some(worker.to_string());
+        if state == TaskState::Running {
+            u.started_at = Some(ev.at_ms);
+        } else {
+            u.ended_at = Some(ev.at_ms);
+            u.exit_code = Some(ev.exit_code);
+            u.output = (!ev.output.is_empty()).then(|| ev.output.clone().into_iter().collect());
+            u.message = (!ev.message.is_empty()).then(|| ev.message.clone());
+        }
+        self.task_event(ev.task_instance_id, u, ev.output.into_iter().collect(), cycle, ev.at_ms);
+    }
+
+    /// Applies a task's state change to its runtime and records it if accepted.
+    fn task_event(&mut self, id: i64, mut u: TaskUpdate, output: Params, cycle: &mut Cycle, at: i64) {
+        let Some(t) = self.tasks.get(&id) else { return };
+        let (instance, node, attempt) = (t.instance, t.node, t.attempt);
+        let state = u.state;
+        let event = Event::Task { node, attempt, state, output };
+        let Some(outcome) = self.apply(instance, event, cycle, at) else { return };
+        if !outcome.accepted {
+            return;
+        }
+        if state.is_terminal() {
+            if !outcome.was_running {
+                // It never reported running (e.g. a noop): it started when it ended.
+                u.started_at = u.started_at.or(u.ended_at);
+            }
+            cycle.ended_tasks.push(id);
+        }
+        cycle.update(u);
+    }
+
+    fn apply(&mut self, instance: i64, event: Event, cycle: &mut Cycle, now: i64) -> Option<Outcome> {
+        let run = self.runs.get_mut(&instance)?;
+        let outcome = run.rt.apply(event);
+        for action in &outcome.actions {
+            match *action {
+                Action::CreateTask { node, attempt } => {
+                    let t = &run.rt.definition().tasks[node];
+                    cycle.batch.new_tasks.push(NewTaskInstance {
+                        workflow_instance_id: instance,
+                        name: t.name.clone(),
+                        task_type: t.task_type.clone(),
+                        attempt,
+                        priority: t.priority,
+                        worker_group: t.worker_group.clone(),
+                        state: TaskState::Submitted,
+                        submitted_at: now,
+                    });
+                    cycle.creates.push(PendingCreate { instance, node, attempt });
+                }
+                Action::KillTask { node, .. } => cycle.kills.push((instance, node)),
+                Action::Finish { state } => {
+                    info!(instance_id = instance, %state, "instance finished");
+                    cycle.batch.instance_updates.push(InstanceUpdate {
+                        id: instance,
+                        owner_epoch: run.epoch,
+                        state,
+                        ended_at: Some(now),
+                    });
+                    cycle.finished.push(instance);
+                }
+            }
+        }
+        Some(outcome)
+    }
+
+    /// Commits the cycle's writes, retrying while the database is unreachable. Returns
+    /// None when shutdown interrupted the retries.
+    async fn commit(&self, batch: &WriteBatch, shutdown: &CancellationToken) -> Option<WriteResult> {
+        if batch.is_empty() {
+            return Some(WriteResult::default());
+        }
+        let mut delay = Duration::from_millis(100);
+        loop {
+            match self.store.write_batch(batch).await {
+                Ok(r) => return Some(r),
+                Err(e) => {
+                    error!(error = %e, retry_in_ms = delay.as_millis() as u64, "cannot commit engine writes");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return None,
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    fn after_commit(&mut self, cycle: Cycle, result: WriteResult) {
+        for (ack, seqs) in cycle.acks {
+            let _ = ack.send(seqs);
+        }
+        for instance in result.fenced_instances {
+            warn!(instance_id = instance, "instance was taken over by another master; dropping it");
+            self.drop_run(instance);
+        }
+        for id in cycle.ended_tasks {
+            if let Some(t) = self.tasks.remove(&id)
+                && let Some(worker) = t.worker
+            {
+                let _ = self.dispatcher.send(DispatchMsg::Finished { worker });
+            }
+        }
+        for (pc, id) in cycle.creates.into_iter().zip(result.new_task_ids) {
+            let Some(run) = self.runs.get_mut(&pc.instance) else { continue };
+            run.task_ids[pc.node] = Some(id);
+            self.tasks.insert(
+                id,
+                TaskRef { instance: pc.instance, node: pc.node, attempt: pc.attempt, worker: None, kill_requested: false },
+            );
+            match spec::build(run, pc.node, id, pc.attempt, &self.master_addr) {
+                Ok(task) => {
+                    let _ = self.dispatcher.send(DispatchMsg::Push(task));
+                }
+                Err(message) => {
+                    let _ = self.me.send(EngineMsg::Failed { id, message });
+                }
+            }
+        }
+        for (instance, node) in cycle.kills {
+            self.kill(instance, node);
+        }
+        for instance in cycle.finished {
+            self.drop_run(instance);
+        }
+    }
+
+    /// Kills the current attempt of a task: on its worker if it reached one, otherwise by
+    /// taking it out of the queue.
+    fn kill(&mut self, instance: i64, node: Node) {
+        let Some(id) = self.runs.get(&instance).and_then(|r| r.task_ids[node]) else { return };
+        let Some(t) = self.tasks.get_mut(&id) else { return };
+        t.kill_requested = true;
+        let Some(worker) = t.worker.clone() else {
+            let _ = self.dispatcher.send(DispatchMsg::Cancel(id));
+            return;
+        };
+        let attempt = t.attempt;
+        let client = self.clients.get(&worker);
+        tokio::spawn(async move {
+            let result = match client {
+                Ok(mut c) => c.kill(KillRequest { task_instance_id: id, attempt }).await.map(|_| ()),
+                Err(e) => Err(tonic::Status::unavailable(e.to_string())),
+            };
+            if let Err(e) = result {
+                warn!(task_instance_id = id, %worker, error = %e, "kill request failed");
+            }
+        });
+    }
+
+    fn drop_run(&mut self, instance: i64) {
+        if let Some(run) = self.runs.remove(&instance) {
+            for id in run.task_ids.into_iter().flatten() {
+                self.tasks.remove(&id);
+            }
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! Claims commands and hands the instances they became to the engine.
+
+use crate::engine::EngineMsg;
+use shoal_common::store::Store;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error};
+
+pub struct Intake {
+    pub store: Store,
+    pub owner: String,
+    pub batch: usize,
+    /// Fallback poll while no signal arrives; a signal can be lost when the listener
+    /// reconnects.
+    pub poll: Duration,
+}
+
+impl Intake {
+    pub async fn run(self, engine: mpsc::UnboundedSender<EngineMsg>, shutdown: CancellationToken) {
+        let mut signal = match self.store.command_signal().await {
+            Ok(s) => Some(s),
+            Err(e) => {
+                error!(error = %e, "cannot listen for commands; polling only");
+                None
+            }
+        };
+        let mut tick = tokio::time::interval(self.poll);
+        loop {
+            // Cancellation-safe: a signal or tick that loses the race only causes one more
+            // claim pass, which is harmless.
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = async { signal.as_mut().expect("guarded").recv().await }, if signal.is_some() => {}
+                _ = tick.tick() => {}
+            }
+            // Drain: keep claiming while full batches come back.
+            loop {
+                match self.store.claim_commands(&self.owner, 1, self.batch).await {
+                    Ok(claimed) => {
+                        let full = claimed.len() == self.batch;
+                        if !claimed.is_empty() {
+                            debug!(count = claimed.len(), "commands claimed");
+                            if engine.send(EngineMsg::Claimed(claimed)).is_err() {
+                                return;
+                            }
+                        }
+                        if !full {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        error!(error = %e, "claiming commands failed");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}

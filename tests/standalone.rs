@@ -1,0 +1,129 @@
+//! `shoal standalone` end to end, driven through the CLI as a user would.
+
+mod support;
+
+use serde_json::Value;
+use std::time::Duration;
+use support::{Standalone, cli, text};
+
+fn apply(s: &Standalone, name: &str, yaml: &str) {
+    let path = s.dir.path().join(format!("{name}.yaml"));
+    std::fs::write(&path, yaml).unwrap();
+    let out = cli(&s.api, &["apply", "-f", path.to_str().unwrap()]);
+    assert!(out.status.success(), "apply {name}: {}", text(&out.stderr));
+}
+
+fn task<'a>(inst: &'a Value, name: &str) -> &'a Value {
+    inst["tasks"].as_array().unwrap().iter().find(|t| t["name"] == name).unwrap_or_else(|| panic!("no task {name} in {inst}"))
+}
+
+fn ms(t: &Value, field: &str) -> i64 {
+    let s = t[field].as_str().unwrap_or_else(|| panic!("{field} missing in {t}"));
+    chrono::DateTime::parse_from_rfc3339(s).unwrap().timestamp_millis()
+}
+
+#[test]
+fn diamond_and_fan_in_respect_dependencies() {
+    let s = Standalone::start();
+    let marks = s.dir.path().join("marks");
+    let yaml = format!(
+        r#"
+name: shapes
+params: {{ dt: "2026-01-01" }}
+tasks:
+  - {{ name: a, type: shell, command: "echo a-${{dt}} >> {m}" }}
+  - {{ name: b, type: shell, command: "sleep 0.4; echo b >> {m}", depends_on: [a] }}
+  - {{ name: c, type: shell, command: "sleep 0.2; echo c >> {m}", depends_on: [a] }}
+  - {{ name: d, type: shell, command: "echo d >> {m}", depends_on: [b, c] }}
+  - {{ name: x1, type: noop }}
+  - {{ name: x2, type: shell, command: "sleep 0.3" }}
+  - {{ name: x3, type: noop }}
+  - {{ name: y, type: shell, command: "echo y >> {m}", depends_on: [x1, x2, x3] }}
+"#,
+        m = marks.display()
+    );
+    apply(&s, "shapes", &yaml);
+    let out = cli(&s.api, &["start", "shapes", "--param", "dt=2026-02-03", "--wait"]);
+    assert!(out.status.success(), "start --wait failed: {}", text(&out.stderr));
+    let id: i64 = text(&out.stdout).trim().parse().expect("start prints the instance id");
+
+    let inst = s.api.get(&format!("/instances/{id}"));
+    assert_eq!(inst["state"], "success");
+    let tasks = inst["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 8, "each task ran once: {inst}");
+    assert!(tasks.iter().all(|t| t["state"] == "success" && t["attempt"] == 1));
+    let d_start = ms(task(&inst, "d"), "started_at");
+    assert!(d_start >= ms(task(&inst, "b"), "ended_at"), "d started before b ended");
+    assert!(d_start >= ms(task(&inst, "c"), "ended_at"), "d started before c ended");
+    let y_start = ms(task(&inst, "y"), "started_at");
+    assert!(y_start >= ms(task(&inst, "x2"), "ended_at"), "fan-in started before x2 ended");
+
+    let lines = std::fs::read_to_string(&marks).unwrap();
+    let lines: Vec<&str> = lines.lines().collect();
+    assert_eq!(lines[0], "a-2026-02-03", "start params win over global params");
+    let pos = |n: &str| lines.iter().position(|l| *l == n).unwrap_or_else(|| panic!("{n} never ran"));
+    assert!(pos("d") > pos("b") && pos("d") > pos("c"));
+
+    let out = cli(&s.api, &["status", &id.to_string(), "--output", "json"]);
+    assert!(out.status.success());
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["state"], "success");
+}
+
+#[test]
+fn a_failing_task_fails_the_instance_and_its_log_is_readable() {
+    let s = Standalone::start();
+    apply(
+        &s,
+        "breaks",
+        r#"
+name: breaks
+tasks:
+  - { name: ok, type: shell, command: "echo fine" }
+  - { name: boom, type: shell, command: "echo about to fail; echo oops >&2; exit 3", depends_on: [ok] }
+  - { name: after, type: shell, command: "echo never", depends_on: [boom] }
+  - { name: slow, type: shell, command: "sleep 30", depends_on: [ok] }
+"#,
+    );
+    let out = cli(&s.api, &["start", "breaks", "--wait"]);
+    assert_eq!(out.status.code(), Some(1), "a failed instance exits 1: {}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("boom"), "the failed task is named: {}", text(&out.stderr));
+    let id: i64 = text(&out.stdout).trim().parse().unwrap();
+
+    let inst = s.api.wait_instance(id, Duration::from_secs(20));
+    assert_eq!(inst["state"], "failure");
+    assert_eq!(task(&inst, "boom")["state"], "failure");
+    assert_eq!(task(&inst, "boom")["exit_code"], 3);
+    assert_eq!(task(&inst, "slow")["state"], "killed", "failure strategy end kills running tasks");
+    assert!(inst["tasks"].as_array().unwrap().iter().all(|t| t["name"] != "after"), "nothing starts after a failure");
+
+    let boom = task(&inst, "boom")["id"].as_i64().unwrap();
+    let out = cli(&s.api, &["logs", &boom.to_string()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = text(&out.stdout);
+    assert!(log.contains("about to fail") && log.contains("oops"), "log: {log}");
+
+    let out = cli(&s.api, &["instances", "--state", "failure", "--output", "json"]);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(list.as_array().unwrap().iter().any(|i| i["id"] == id));
+}
+
+#[test]
+fn invalid_definitions_are_refused_with_the_offender_named() {
+    let s = Standalone::start();
+    let path = s.dir.path().join("cycle.yaml");
+    std::fs::write(
+        &path,
+        "name: loop\ntasks:\n- {name: a, type: noop, depends_on: [b]}\n- {name: b, type: noop, depends_on: [a]}\n",
+    )
+    .unwrap();
+    let out = cli(&s.api, &["apply", "-f", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("a -> b -> a"), "{}", text(&out.stderr));
+    let (status, _) = s.api.post("/projects/default/workflows/loop/start", "{}");
+    assert_eq!(status, 404, "nothing was stored");
+
+    let out = cli(&s.api, &["start", "nope"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("nope"), "{}", text(&out.stderr));
+}

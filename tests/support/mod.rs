@@ -1,0 +1,220 @@
+//! Helpers for end-to-end tests: real `shoal` processes, a real etcd, real Postgres.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use serde_json::Value;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A child process killed when dropped; its output goes to a log file that is printed
+/// when a test fails.
+pub struct Proc {
+    pub name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    pub fn spawn(name: &str, dir: &Path, program: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
+        let log = dir.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let mut cmd = Command::new(program);
+        cmd.args(args).stdout(file.try_clone().unwrap()).stderr(file).stdin(Stdio::null());
+        cmd.env("RUST_LOG", "info,sqlx=warn,h2=warn,hyper=warn,tower=warn");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {name} ({program}): {e}"));
+        Proc { name: name.to_string(), child, log }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            let text = self.log_text();
+            let tail: Vec<&str> = text.lines().rev().take(60).collect();
+            eprintln!("----- last lines of {} -----", self.name);
+            for l in tail.into_iter().rev() {
+                eprintln!("{l}");
+            }
+        }
+    }
+}
+
+/// Polls `f` until it returns Some, or panics with `what` after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A blocking JSON client for the REST API.
+pub struct Api {
+    pub base: String,
+    http: reqwest::blocking::Client,
+}
+
+impl Api {
+    pub fn new(port: u16) -> Api {
+        Api {
+            base: format!("http://127.0.0.1:{port}"),
+            http: reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap(),
+        }
+    }
+
+    pub fn get(&self, path: &str) -> Value {
+        let resp = self.http.get(format!("{}/api/v1{path}", self.base)).send().unwrap();
+        assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
+        resp.json().unwrap()
+    }
+
+    pub fn post(&self, path: &str, body: &str) -> (u16, Value) {
+        let resp = self.http.post(format!("{}/api/v1{path}", self.base)).body(body.to_string()).send().unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().unwrap_or(Value::Null))
+    }
+
+    pub fn healthy(&self) -> bool {
+        self.http.get(format!("{}/api/v1/health", self.base)).send().is_ok_and(|r| r.status().is_success())
+    }
+
+    pub fn wait_healthy(&self, procs: &[&Proc]) {
+        wait_for("the api to answer /health", Duration::from_secs(60), || {
+            for p in procs {
+                assert!(p.log_text().lines().count() < 100_000);
+            }
+            self.healthy().then_some(())
+        });
+    }
+
+    /// Waits until the instance is in a terminal state and returns it.
+    pub fn wait_instance(&self, id: i64, timeout: Duration) -> Value {
+        wait_for(&format!("instance {id} to end"), timeout, || {
+            let inst = self.get(&format!("/instances/{id}"));
+            matches!(inst["state"].as_str(), Some("success" | "failure" | "stopped")).then_some(inst)
+        })
+    }
+}
+
+/// Runs a client command of the `shoal` binary against `api`.
+pub fn cli(api: &Api, args: &[&str]) -> Output {
+    Command::new(SHOAL).args(args).env("SHOAL_API", &api.base).output().unwrap()
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `shoal standalone` on a free port with its own data dir.
+pub struct Standalone {
+    pub dir: tempfile::TempDir,
+    pub api: Api,
+    pub proc: Proc,
+}
+
+impl Standalone {
+    pub fn start() -> Standalone {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let data = dir.path().join("data");
+        let proc = Proc::spawn(
+            "standalone",
+            dir.path(),
+            SHOAL,
+            &["standalone", "--data-dir", data.to_str().unwrap(), "--port", &port.to_string()],
+            &[],
+        );
+        let api = Api::new(port);
+        api.wait_healthy(&[&proc]);
+        Standalone { dir, api, proc }
+    }
+}
+
+/// A real etcd on free loopback ports with a temporary data dir.
+pub fn start_etcd(dir: &Path) -> (Proc, String) {
+    let (client, peer) = (free_port(), free_port());
+    let url = format!("http://127.0.0.1:{client}");
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    let data = dir.join("etcd");
+    let etcd = Proc::spawn(
+        "etcd",
+        dir,
+        "etcd",
+        &[
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--listen-client-urls",
+            &url,
+            "--advertise-client-urls",
+            &url,
+            "--listen-peer-urls",
+            &peer_url,
+            "--initial-advertise-peer-urls",
+            &peer_url,
+            "--initial-cluster",
+            &format!("default={peer_url}"),
+        ],
+        &[],
+    );
+    (etcd, url)
+}
+
+/// A fresh Postgres database for one test; dropped (best effort) with the guard.
+pub struct TestDb {
+    pub name: String,
+    pub url: String,
+}
+
+const PG_ADMIN: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+impl TestDb {
+    pub fn create(prefix: &str) -> TestDb {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let name = format!("{prefix}_{}_{nanos}", std::process::id());
+        psql(&format!("CREATE DATABASE {name}"));
+        TestDb { url: format!("postgres://postgres@127.0.0.1:5432/{name}"), name }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let _ = Command::new("psql")
+            .args([PG_ADMIN, "-q", "-c", &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)])
+            .output();
+    }
+}
+
+fn psql(sql: &str) {
+    let out = Command::new("psql")
+        .args([PG_ADMIN, "-v", "ON_ERROR_STOP=1", "-q", "-c", sql])
+        .output()
+        .expect("psql must be installed (PostgreSQL client)");
+    assert!(
+        out.status.success(),
+        "Postgres at 127.0.0.1:5432 is needed for this test ({sql}): {}",
+        text(&out.stderr)
+    );
+}

@@ -1,0 +1,85 @@
+//! Task log files: where they live and how they are read back.
+//!
+//! A log path is built from the integer ids only
+//! (`logs/<workflow_instance_id>/<task_instance_id>_<attempt>.log`), so no request can name
+//! a file outside the log directory.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// Bytes returned by a read when the caller asks for 0 (no limit given).
+pub(crate) const DEFAULT_READ_LIMIT: u32 = 1024 * 1024;
+/// Upper bound for one read, well under gRPC's default 4 MiB message limit.
+pub(crate) const MAX_READ_LIMIT: u32 = 2 * 1024 * 1024;
+
+/// The directory holding the logs of one workflow instance.
+pub(crate) fn instance_dir(logs: &Path, workflow_instance_id: i64) -> PathBuf {
+    logs.join(workflow_instance_id.to_string())
+}
+
+/// The log file of one task attempt.
+pub(crate) fn log_path(
+    logs: &Path,
+    workflow_instance_id: i64,
+    task_instance_id: i64,
+    attempt: i32,
+) -> PathBuf {
+    instance_dir(logs, workflow_instance_id).join(format!("{task_instance_id}_{attempt}.log"))
+}
+
+/// Reads up to `limit` bytes (0 = [`DEFAULT_READ_LIMIT`], capped at [`MAX_READ_LIMIT`])
+/// starting at `offset`. `None` when the log does not exist; an offset past the end gives
+/// an empty read.
+pub(crate) async fn read(
+    path: PathBuf,
+    offset: u64,
+    limit: u32,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let limit = match limit {
+        0 => DEFAULT_READ_LIMIT,
+        n => n.min(MAX_READ_LIMIT),
+    };
+    tokio::task::spawn_blocking(move || {
+        let mut file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        file.seek(SeekFrom::Start(offset))?;
+        let mut content = Vec::with_capacity((limit as usize).min(64 * 1024));
+        file.take(u64::from(limit)).read_to_end(&mut content)?;
+        Ok(Some(content))
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_built_from_ids_only() {
+        let p = log_path(Path::new("/data/logs"), 7, 42, 2);
+        assert_eq!(p, Path::new("/data/logs/7/42_2.log"));
+        let p = log_path(Path::new("/data/logs"), -1, -2, -3);
+        assert_eq!(p, Path::new("/data/logs/-1/-2_-3.log"));
+    }
+
+    #[tokio::test]
+    async fn reads_windows_and_reports_missing_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = log_path(dir.path(), 1, 2, 1);
+        assert_eq!(read(path.clone(), 0, 0).await.unwrap(), None);
+
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, b"hello world").unwrap();
+        assert_eq!(
+            read(path.clone(), 0, 0).await.unwrap().unwrap(),
+            b"hello world"
+        );
+        assert_eq!(read(path.clone(), 6, 3).await.unwrap().unwrap(), b"wor");
+        assert_eq!(read(path.clone(), 6, 100).await.unwrap().unwrap(), b"world");
+        assert_eq!(read(path.clone(), 100, 10).await.unwrap().unwrap(), b"");
+    }
+}
