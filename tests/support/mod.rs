@@ -79,6 +79,8 @@ pub struct Api {
 
 impl Api {
     pub fn new(port: u16) -> Api {
+        // reqwest is built without a default TLS provider; the binary installs ring too.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         Api {
             base: format!("http://127.0.0.1:{port}"),
             http: reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap(),
