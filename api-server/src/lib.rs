@@ -85,7 +85,8 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<()> {
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, auth = state.token.is_some(), "api-server listening");
+    let auth = state.token.as_deref().is_some_and(|t| !t.is_empty());
+    tracing::info!(%addr, auth, "api-server listening");
     axum::serve(listener, router(state))
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await?;

@@ -150,7 +150,9 @@ where
             // FORCE ends the connections the store's pool still holds.
             let mut admin = admin_connection(&server).await;
             let drop = format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)");
-            let _ = sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&mut admin).await;
+            let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
+                .execute(&mut admin)
+                .await;
         }
     }
     if let Err(e) = outcome {
@@ -183,8 +185,14 @@ fn command(project: &str, workflow: &str, version: i32) -> NewCommand {
 
 /// A running instance of a fresh workflow, owned by "m1" at epoch 7.
 async fn running_instance(store: &Store, name: &str) -> InstanceRow {
-    let (version, _) = store.put_definition(&workflow("p", name, "")).await.unwrap();
-    store.insert_command(&command("p", name, version)).await.unwrap();
+    let (version, _) = store
+        .put_definition(&workflow("p", name, ""))
+        .await
+        .unwrap();
+    store
+        .insert_command(&command("p", name, version))
+        .await
+        .unwrap();
     let mut claimed = store.claim_commands("m1", 7, 10).await.unwrap();
     assert_eq!(claimed.len(), 1);
     claimed.remove(0).instance
@@ -214,21 +222,35 @@ async fn definitions_are_versioned(ctx: Ctx) {
     let v1 = workflow("p", "w", "first");
     let v2 = workflow("p", "w", "second");
     assert_eq!(store.put_definition(&v1).await.unwrap(), (1, true));
-    assert_eq!(store.put_definition(&v1).await.unwrap(), (1, false), "same spec, same version");
+    assert_eq!(
+        store.put_definition(&v1).await.unwrap(),
+        (1, false),
+        "same spec, same version"
+    );
     assert_eq!(store.put_definition(&v2).await.unwrap(), (2, true));
     // Only the latest version counts as "unchanged".
     assert_eq!(store.put_definition(&v1).await.unwrap(), (3, true));
 
     let latest = store.get_definition("p", "w", None).await.unwrap().unwrap();
     assert_eq!((latest.version, &latest.definition), (3, &v1));
-    let second = store.get_definition("p", "w", Some(2)).await.unwrap().unwrap();
+    let second = store
+        .get_definition("p", "w", Some(2))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((second.project.as_str(), second.name.as_str()), ("p", "w"));
     assert_eq!((second.version, &second.definition), (2, &v2));
     assert!(second.created_at > 0);
     assert_eq!(store.get_definition("p", "w", Some(4)).await.unwrap(), None);
-    assert_eq!(store.get_definition("p", "ghost", None).await.unwrap(), None);
+    assert_eq!(
+        store.get_definition("p", "ghost", None).await.unwrap(),
+        None
+    );
 
-    store.put_definition(&workflow("p", "another", "")).await.unwrap();
+    store
+        .put_definition(&workflow("p", "another", ""))
+        .await
+        .unwrap();
     store.put_definition(&workflow("q", "w", "")).await.unwrap();
     let listed = store.list_definitions("p").await.unwrap();
     let summary: Vec<_> = listed
@@ -278,10 +300,14 @@ async fn a_command_becomes_exactly_one_instance(ctx: Ctx) {
     let def = workflow("p", "w", "");
     let (version, _) = store.put_definition(&def).await.unwrap();
     let mut cmd = command("p", "w", version);
-    cmd.params.insert("dt".to_string(), "2026-02-02".to_string());
+    cmd.params
+        .insert("dt".to_string(), "2026-02-02".to_string());
     let before = now_ms();
     let id = store.insert_command(&cmd).await.unwrap();
-    assert_eq!(store.command_status(id).await.unwrap(), Some(CommandStatus::Pending));
+    assert_eq!(
+        store.command_status(id).await.unwrap(),
+        Some(CommandStatus::Pending)
+    );
 
     let claimed = store.claim_commands("master-1:5678", 7, 10).await.unwrap();
     assert_eq!(claimed.len(), 1);
@@ -291,10 +317,17 @@ async fn a_command_becomes_exactly_one_instance(ctx: Ctx) {
     } = &claimed[0];
     assert_eq!(definition, &def);
     assert_eq!(instance.command_id, id);
-    assert_eq!((instance.project.as_str(), instance.workflow.as_str()), ("p", "w"));
+    assert_eq!(
+        (instance.project.as_str(), instance.workflow.as_str()),
+        ("p", "w")
+    );
     assert_eq!(instance.version, version);
     assert_eq!(instance.state, WorkflowState::Running);
-    assert_eq!(instance.priority, Priority::Low, "the definition's priority");
+    assert_eq!(
+        instance.priority,
+        Priority::Low,
+        "the definition's priority"
+    );
     assert_eq!(instance.params, cmd.params);
     assert_eq!(instance.owner.as_deref(), Some("master-1:5678"));
     assert_eq!((instance.owner_epoch, instance.run), (7, 1));
@@ -307,9 +340,25 @@ async fn a_command_becomes_exactly_one_instance(ctx: Ctx) {
             workflow_instance_id: instance.id
         })
     );
-    assert!(store.claim_commands("master-2:5678", 1, 10).await.unwrap().is_empty());
-    assert_eq!(store.get_instance(instance.id).await.unwrap().as_ref(), Some(instance));
-    assert_eq!(store.list_instances(&InstanceFilter::default()).await.unwrap().len(), 1);
+    assert!(
+        store
+            .claim_commands("master-2:5678", 1, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.get_instance(instance.id).await.unwrap().as_ref(),
+        Some(instance)
+    );
+    assert_eq!(
+        store
+            .list_instances(&InstanceFilter::default())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     assert!(store.claim_commands("m", 1, 0).await.unwrap().is_empty());
 }
 
@@ -350,8 +399,15 @@ async fn concurrent_claimers_take_disjoint_commands(ctx: Ctx) {
     let mut claimed_commands = HashSet::new();
     for claimer in claimers {
         for instance in claimer.await.unwrap() {
-            assert!(instance_ids.insert(instance.id), "instance {} twice", instance.id);
-            assert!(claimed_commands.insert(instance.command_id), "command claimed twice");
+            assert!(
+                instance_ids.insert(instance.id),
+                "instance {} twice",
+                instance.id
+            );
+            assert!(
+                claimed_commands.insert(instance.command_id),
+                "command claimed twice"
+            );
         }
     }
     assert_eq!(claimed_commands, command_ids);
@@ -376,7 +432,10 @@ async fn a_missing_definition_version_becomes_an_error_command(ctx: Ctx) {
     store.put_definition(&workflow("p", "w", "")).await.unwrap();
     let good = store.insert_command(&command("p", "w", 1)).await.unwrap();
     let bad = store.insert_command(&command("p", "w", 3)).await.unwrap();
-    let ghost = store.insert_command(&command("p", "ghost", 1)).await.unwrap();
+    let ghost = store
+        .insert_command(&command("p", "ghost", 1))
+        .await
+        .unwrap();
 
     let claimed = store.claim_commands("m", 1, 10).await.unwrap();
     assert_eq!(claimed.len(), 1);
@@ -390,8 +449,18 @@ async fn a_missing_definition_version_becomes_an_error_command(ctx: Ctx) {
             other => panic!("command {id}: expected an error status, got {other:?}"),
         }
     }
-    assert!(store.claim_commands("m", 1, 10).await.unwrap().is_empty(), "all commands gone");
-    assert_eq!(store.list_instances(&InstanceFilter::default()).await.unwrap().len(), 1);
+    assert!(
+        store.claim_commands("m", 1, 10).await.unwrap().is_empty(),
+        "all commands gone"
+    );
+    assert_eq!(
+        store
+            .list_instances(&InstanceFilter::default())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     assert_eq!(store.command_status(ghost + 1000).await.unwrap(), None);
 }
 
@@ -413,8 +482,14 @@ async fn new_task_ids_come_back_in_input_order(ctx: Ctx) {
         let task = store.get_task_instance(*id).await.unwrap().unwrap();
         assert_eq!(task.name, name);
         assert_eq!(task.workflow_instance_id, instance.id);
-        assert_eq!((task.state, task.attempt, task.submitted_at), (TaskState::Submitted, 1, 1_000));
-        assert_eq!((task.worker, task.started_at, task.exit_code), (None, None, None));
+        assert_eq!(
+            (task.state, task.attempt, task.submitted_at),
+            (TaskState::Submitted, 1, 1_000)
+        );
+        assert_eq!(
+            (task.worker, task.started_at, task.exit_code),
+            (None, None, None)
+        );
         assert!(task.output.is_empty());
     }
     let listed = store.list_task_instances(instance.id).await.unwrap();
@@ -423,7 +498,9 @@ async fn new_task_ids_come_back_in_input_order(ctx: Ctx) {
     assert_eq!(listed, written, "listed by id, which follows input order");
 
     // More rows than one statement may bind on SQLite (8 values per row): several chunks.
-    let many: Vec<_> = (0..5_000).map(|i| new_task(&instance, &format!("t{i}"))).collect();
+    let many: Vec<_> = (0..5_000)
+        .map(|i| new_task(&instance, &format!("t{i}")))
+        .collect();
     let result = write(
         &store,
         WriteBatch {
@@ -434,7 +511,11 @@ async fn new_task_ids_come_back_in_input_order(ctx: Ctx) {
     .await;
     assert_eq!(result.new_task_ids.len(), 5_000);
     for i in [0, 4_095, 4_096, 4_999] {
-        let task = store.get_task_instance(result.new_task_ids[i]).await.unwrap().unwrap();
+        let task = store
+            .get_task_instance(result.new_task_ids[i])
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(task.name, format!("t{i}"));
     }
     assert!(result.new_task_ids.windows(2).all(|w| w[0] < w[1]));
@@ -462,7 +543,11 @@ async fn task_updates_keep_the_fields_they_leave_out(ctx: Ctx) {
         &store,
         WriteBatch {
             // Two updates of one task in one batch: both apply, in order.
-            task_updates: vec![dispatched, running, TaskUpdate::state(b, TaskState::Delayed)],
+            task_updates: vec![
+                dispatched,
+                running,
+                TaskUpdate::state(b, TaskState::Delayed),
+            ],
             ..Default::default()
         },
     )
@@ -471,7 +556,10 @@ async fn task_updates_keep_the_fields_they_leave_out(ctx: Ctx) {
     assert_eq!(task.state, TaskState::Running);
     assert_eq!(task.worker.as_deref(), Some("worker-1:1234"));
     assert_eq!(task.started_at, Some(2_000));
-    assert_eq!(store.get_task_instance(b).await.unwrap().unwrap().state, TaskState::Delayed);
+    assert_eq!(
+        store.get_task_instance(b).await.unwrap().unwrap().state,
+        TaskState::Delayed
+    );
 
     let mut done = TaskUpdate::state(a, TaskState::Success);
     done.ended_at = Some(3_000);
@@ -544,8 +632,15 @@ async fn instance_updates_are_fenced_by_epoch(ctx: Ctx) {
     assert_eq!(result.fenced_instances, [lost.id]);
     assert_eq!(result.new_task_ids.len(), 1);
     let updated = store.get_instance(mine.id).await.unwrap().unwrap();
-    assert_eq!((updated.state, updated.ended_at), (WorkflowState::Success, Some(9_000)));
-    assert_eq!(store.get_instance(lost.id).await.unwrap().unwrap(), lost, "unchanged");
+    assert_eq!(
+        (updated.state, updated.ended_at),
+        (WorkflowState::Success, Some(9_000))
+    );
+    assert_eq!(
+        store.get_instance(lost.id).await.unwrap().unwrap(),
+        lost,
+        "unchanged"
+    );
 
     // ended_at None keeps the stored value.
     let result = write(
@@ -563,16 +658,25 @@ async fn instance_updates_are_fenced_by_epoch(ctx: Ctx) {
     .await;
     assert!(result.fenced_instances.is_empty());
     let updated = store.get_instance(mine.id).await.unwrap().unwrap();
-    assert_eq!((updated.state, updated.ended_at), (WorkflowState::Failure, Some(9_000)));
+    assert_eq!(
+        (updated.state, updated.ended_at),
+        (WorkflowState::Failure, Some(9_000))
+    );
 }
 
 async fn list_instances_filters_and_orders_newest_first(ctx: Ctx) {
     let store = ctx.store;
     for (project, name) in [("p", "etl"), ("p", "report"), ("q", "etl")] {
-        store.put_definition(&workflow(project, name, "")).await.unwrap();
+        store
+            .put_definition(&workflow(project, name, ""))
+            .await
+            .unwrap();
     }
     for (project, name) in [("p", "etl"), ("p", "report"), ("q", "etl"), ("p", "etl")] {
-        store.insert_command(&command(project, name, 1)).await.unwrap();
+        store
+            .insert_command(&command(project, name, 1))
+            .await
+            .unwrap();
     }
     let claimed = store.claim_commands("m", 7, 10).await.unwrap();
     let ids: Vec<i64> = claimed.iter().map(|c| c.instance.id).collect();
@@ -597,7 +701,10 @@ async fn list_instances_filters_and_orders_newest_first(ctx: Ctx) {
             rows.into_iter().map(|r| r.id).collect::<Vec<_>>()
         }
     };
-    assert_eq!(list(InstanceFilter::default()).await, [ids[3], ids[2], ids[1], ids[0]]);
+    assert_eq!(
+        list(InstanceFilter::default()).await,
+        [ids[3], ids[2], ids[1], ids[0]]
+    );
     let by_project = InstanceFilter {
         project: Some("p".into()),
         ..Default::default()
@@ -672,7 +779,8 @@ async fn corrupt_rows_are_errors_not_panics(ctx: Ctx) {
     .await
     .new_task_ids[0];
 
-    ctx.exec_raw("UPDATE workflow_instance SET state = 'melted'").await;
+    ctx.exec_raw("UPDATE workflow_instance SET state = 'melted'")
+        .await;
     match store.get_instance(instance.id).await {
         Err(Error::Corrupt(what)) => assert!(what.contains("melted"), "{what}"),
         other => panic!("expected a corrupt-data error, got {other:?}"),
@@ -682,13 +790,15 @@ async fn corrupt_rows_are_errors_not_panics(ctx: Ctx) {
         Err(Error::Corrupt(_))
     ));
 
-    ctx.exec_raw("UPDATE task_instance SET output = 'not json'").await;
+    ctx.exec_raw("UPDATE task_instance SET output = 'not json'")
+        .await;
     match store.get_task_instance(task).await {
         Err(Error::Corrupt(what)) => assert!(what.contains("output"), "{what}"),
         other => panic!("expected a corrupt-data error, got {other:?}"),
     }
 
-    ctx.exec_raw("UPDATE workflow_definition SET spec = '{'").await;
+    ctx.exec_raw("UPDATE workflow_definition SET spec = '{'")
+        .await;
     assert!(matches!(
         store.get_definition("p", "w", None).await,
         Err(Error::Corrupt(_))
@@ -701,7 +811,10 @@ async fn corrupt_rows_are_errors_not_panics(ctx: Ctx) {
         Some(CommandStatus::Error { .. })
     ));
     // Putting a definition again repairs it with a new version.
-    assert_eq!(store.put_definition(&workflow("p", "w", "")).await.unwrap(), (2, true));
+    assert_eq!(
+        store.put_definition(&workflow("p", "w", "")).await.unwrap(),
+        (2, true)
+    );
 }
 
 async fn unknown_ids_read_as_none(ctx: Ctx) {

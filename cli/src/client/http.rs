@@ -141,19 +141,33 @@ impl Api {
     }
 
     fn transport_error(&self, e: reqwest::Error) -> anyhow::Error {
-        if e.is_connect() {
-            anyhow!(
+        let message = if e.is_connect() {
+            format!(
                 "cannot reach the shoal api at {}: is `shoal standalone` or the api-server \
                  running? (set --api or SHOAL_API)",
                 self.shown
             )
         } else if e.is_timeout() {
-            anyhow!("the shoal api at {} did not answer in time", self.shown)
+            format!("the shoal api at {} did not answer in time", self.shown)
         } else {
-            anyhow!("request to the shoal api at {} failed: {e}", self.shown)
-        }
+            format!("request to the shoal api at {} failed: {e}", self.shown)
+        };
+        Unreachable(message).into()
     }
 }
+
+/// The api could not be asked (refused, timed out, connection lost), as opposed to an
+/// answer saying no. Worth retrying while following a run.
+#[derive(Debug)]
+pub struct Unreachable(String);
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unreachable {}
 
 #[cfg(test)]
 mod tests {
@@ -211,7 +225,9 @@ mod tests {
             .unwrap()
             .get::<serde_json::Value>(&["health"], &[])
             .await;
-        let msg = err.unwrap_err().to_string();
+        let err = err.unwrap_err();
+        assert!(err.is::<Unreachable>(), "{err:?}");
+        let msg = err.to_string();
         assert!(msg.contains(&addr) && msg.contains("SHOAL_API"), "{msg}");
     }
 }

@@ -1,6 +1,6 @@
 //! `shoal start NAME [--param k=v]... [--wait]`
 
-use super::http::{Api, Body};
+use super::http::{Api, Body, Unreachable};
 use super::{Connection, print_out};
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -122,6 +122,7 @@ async fn wait_for_instance(api: &Api, command_id: i64) -> anyhow::Result<i64> {
 struct Progress {
     done: u64,
     failed: Vec<String>,
+    killed: Vec<String>,
 }
 
 impl Progress {
@@ -135,13 +136,31 @@ impl Progress {
             }
         }
         let done = latest.values().filter(|t| t.state.is_terminal()).count() as u64;
-        let mut failed: Vec<String> = latest
-            .values()
-            .filter(|t| matches!(t.state, TaskState::Failure | TaskState::Killed))
-            .map(|t| t.name.clone())
-            .collect();
-        failed.sort();
-        Progress { done, failed }
+        let names = |state: TaskState| {
+            let mut names: Vec<String> = latest
+                .values()
+                .filter(|t| t.state == state)
+                .map(|t| t.name.clone())
+                .collect();
+            names.sort();
+            names
+        };
+        Progress {
+            done,
+            failed: names(TaskState::Failure),
+            killed: names(TaskState::Killed),
+        }
+    }
+
+    /// `; failed tasks: a, b; killed tasks: c`, or nothing.
+    fn problems(&self) -> String {
+        let mut out = String::new();
+        for (what, names) in [("failed", &self.failed), ("killed", &self.killed)] {
+            if !names.is_empty() {
+                out.push_str(&format!("; {what} tasks: {}", names.join(", ")));
+            }
+        }
+        out
     }
 }
 
@@ -158,9 +177,11 @@ async fn follow(api: &Api, project: &str, name: &str, instance: i64) -> anyhow::
     let total = def["definition"]["tasks"].as_array().map_or(0, Vec::len) as u64;
 
     let bar = ProgressBar::new(total).with_style(
-        ProgressStyle::with_template("{spinner} {prefix} [{bar:30}] {pos}/{len} tasks done {msg}")
-            .expect("valid template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{spinner} {prefix} [{bar:30}] {pos}/{len} tasks done {wide_msg}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
     );
     bar.set_prefix(format!("instance {instance}"));
     bar.enable_steady_tick(Duration::from_millis(120));
@@ -171,41 +192,31 @@ async fn follow(api: &Api, project: &str, name: &str, instance: i64) -> anyhow::
     loop {
         let p = Progress::of(&view.tasks);
         bar.set_position(p.done.min(total));
-        let failed = if p.failed.is_empty() {
-            String::new()
-        } else {
-            format!("; failed: {}", p.failed.join(", "))
-        };
-        bar.set_message(format!("({}{failed})", view.state));
+        bar.set_message(format!("({}{})", view.state, p.problems()));
         if view.state.is_terminal() {
-            bar.finish();
-            if view.state == WorkflowState::Success {
-                eprintln!("instance {instance} ended success");
-                return Ok(0);
-            }
-            let failed = if p.failed.is_empty() {
-                String::new()
+            bar.finish_and_clear();
+            eprintln!("instance {instance} ended {}{}", view.state, p.problems());
+            return Ok(if view.state == WorkflowState::Success {
+                0
             } else {
-                format!("; failed tasks: {}", p.failed.join(", "))
-            };
-            eprintln!("instance {instance} ended {}{failed}", view.state);
-            return Ok(1);
+                1
+            });
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(1));
-        // A restarting api-server should not end a long wait; a few failures in a row do.
+        // A restarting api-server should not end a long wait; many failures in a row do.
         match api.get(&["instances", &id], &[]).await {
             Ok(v) => {
                 view = v;
                 errors = 0;
             }
-            Err(e) if errors < 10 => {
+            Err(e) if errors < 30 && e.is::<Unreachable>() => {
                 errors += 1;
                 bar.println(format!("warning: {e:#} (retrying)"));
                 delay = Duration::from_secs(2);
             }
             Err(e) => {
-                bar.abandon();
+                bar.finish_and_clear();
                 return Err(e);
             }
         }
@@ -248,6 +259,9 @@ mod tests {
         ];
         let p = Progress::of(&tasks);
         assert_eq!(p.done, 3, "a, c and d ended; b is retrying");
-        assert_eq!(p.failed, vec!["c".to_string(), "d".to_string()]);
+        assert_eq!(p.failed, vec!["c".to_string()]);
+        assert_eq!(p.killed, vec!["d".to_string()]);
+        assert_eq!(p.problems(), "; failed tasks: c; killed tasks: d");
+        assert_eq!(Progress::of(&tasks[..1]).problems(), "");
     }
 }

@@ -15,5 +15,6 @@ pub(super) fn from_json<T: DeserializeOwned>(row: &str, column: &str, text: &str
 }
 
 pub(super) fn parse<T: FromStr<Err = String>>(row: &str, text: &str) -> Result<T> {
-    text.parse().map_err(|e| Error::Corrupt(format!("{row}: {e}")))
+    text.parse()
+        .map_err(|e| Error::Corrupt(format!("{row}: {e}")))
 }

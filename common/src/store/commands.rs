@@ -61,10 +61,8 @@ impl Store {
         let (id,): (i64,) = tx.fetch_one(&insert).await?;
         if tx.backend() == Backend::Postgres {
             // Delivered on commit, and only if the command was committed.
-            tx.execute(
-                Query::select().expr(Func::cust("pg_notify").arg(COMMAND_CHANNEL).arg("")),
-            )
-            .await?;
+            tx.execute(Query::select().expr(Func::cust("pg_notify").arg(COMMAND_CHANNEL).arg("")))
+                .await?;
         }
         tx.commit().await?;
         if let Db::Sqlite { commands, .. } = &self.db {
@@ -114,6 +112,7 @@ impl Store {
         Ok(error.map(|(error,)| CommandStatus::Error { error }))
     }
 
+    /// On Postgres the signal keeps one of the pool's connections for its LISTEN.
     pub async fn command_signal(&self) -> Result<CommandSignal> {
         match &self.db {
             Db::Postgres(pool) => {
@@ -262,7 +261,11 @@ impl Store {
             // to produce.
             insert.returning(Query::returning().columns([Inst::Id, Inst::CommandId]));
             let returned: Vec<(i64, i64)> = tx.fetch_all(&insert).await?;
-            ids.extend(returned.into_iter().map(|(id, command_id)| (command_id, id)));
+            ids.extend(
+                returned
+                    .into_iter()
+                    .map(|(id, command_id)| (command_id, id)),
+            );
         }
 
         let claimed: Vec<i64> = commands.iter().map(|c| c.id).collect();

@@ -56,7 +56,10 @@ pub(super) enum Db {
 impl Db {
     pub(super) async fn connect(url: &str) -> Result<Db> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let pool = PgPoolOptions::new().max_connections(16).connect(url).await?;
+            let pool = PgPoolOptions::new()
+                .max_connections(16)
+                .connect(url)
+                .await?;
             POSTGRES_MIGRATIONS.run(&pool).await?;
             Ok(Db::Postgres(pool))
         } else if url.starts_with("sqlite:") {
@@ -193,9 +196,17 @@ impl Tx {
     ) -> Result<Option<T>> {
         match self {
             Tx::Postgres(tx) => {
-                run!(fetch_optional, &mut **tx, stmt.build_sqlx(PostgresQueryBuilder))
+                run!(
+                    fetch_optional,
+                    &mut **tx,
+                    stmt.build_sqlx(PostgresQueryBuilder)
+                )
             }
-            Tx::Sqlite(tx) => run!(fetch_optional, &mut **tx, stmt.build_sqlx(SqliteQueryBuilder)),
+            Tx::Sqlite(tx) => run!(
+                fetch_optional,
+                &mut **tx,
+                stmt.build_sqlx(SqliteQueryBuilder)
+            ),
         }
     }
 
@@ -214,12 +225,16 @@ impl Tx {
 macro_rules! run {
     (execute, $exec:expr, $built:expr) => {{
         let (sql, values) = $built;
-        sqlx::query_with(AssertSqlSafe(sql), values).execute($exec).await?;
+        sqlx::query_with(AssertSqlSafe(sql), values)
+            .execute($exec)
+            .await?;
         Ok(())
     }};
     ($method:ident, $exec:expr, $built:expr) => {{
         let (sql, values) = $built;
-        Ok(sqlx::query_as_with(AssertSqlSafe(sql), values).$method($exec).await?)
+        Ok(sqlx::query_as_with(AssertSqlSafe(sql), values)
+            .$method($exec)
+            .await?)
     }};
 }
 use run;

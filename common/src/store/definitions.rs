@@ -31,7 +31,12 @@ impl DefinitionRecord {
     }
 }
 
-pub(super) fn decode_spec(project: &str, name: &str, version: i32, spec: &str) -> Result<WorkflowDef> {
+pub(super) fn decode_spec(
+    project: &str,
+    name: &str,
+    version: i32,
+    spec: &str,
+) -> Result<WorkflowDef> {
     from_json(
         &format!("workflow_definition {project}/{name} version {version}"),
         "spec",
@@ -50,10 +55,12 @@ impl Store {
             // (SQLite's write transaction is already exclusive). A hash collision only
             // makes two unrelated workflows wait for each other.
             let key = format!("{}/{}", def.project, def.name);
-            tx.execute(Query::select().expr(
-                Func::cust("pg_advisory_xact_lock")
-                    .arg(Func::cust("hashtextextended").arg(key).arg(0i64)),
-            ))
+            tx.execute(
+                Query::select().expr(
+                    Func::cust("pg_advisory_xact_lock")
+                        .arg(Func::cust("hashtextextended").arg(key).arg(0i64)),
+                ),
+            )
             .await?;
         }
         let latest: Option<(i32, String)> = tx
@@ -79,19 +86,23 @@ impl Store {
             }
             None => 1,
         };
-        tx.execute(
-            &insert_rows(
-                Def::Table,
-                [Def::Project, Def::Name, Def::Version, Def::Spec, Def::CreatedAt],
-                [[
-                    def.project.as_str().into(),
-                    def.name.as_str().into(),
-                    version.into(),
-                    spec.into(),
-                    now_ms().into(),
-                ]],
-            ),
-        )
+        tx.execute(&insert_rows(
+            Def::Table,
+            [
+                Def::Project,
+                Def::Name,
+                Def::Version,
+                Def::Spec,
+                Def::CreatedAt,
+            ],
+            [[
+                def.project.as_str().into(),
+                def.name.as_str().into(),
+                version.into(),
+                spec.into(),
+                now_ms().into(),
+            ]],
+        ))
         .await?;
         tx.commit().await?;
         Ok((version, true))
@@ -106,7 +117,13 @@ impl Store {
     ) -> Result<Option<StoredDefinition>> {
         let mut select = Query::select();
         select
-            .columns([Def::Project, Def::Name, Def::Version, Def::Spec, Def::CreatedAt])
+            .columns([
+                Def::Project,
+                Def::Name,
+                Def::Version,
+                Def::Spec,
+                Def::CreatedAt,
+            ])
             .from(Def::Table)
             .and_where(Expr::col(Def::Project).eq(project))
             .and_where(Expr::col(Def::Name).eq(name));
@@ -134,12 +151,14 @@ impl Store {
             .await?;
         Ok(rows
             .into_iter()
-            .map(|(project, name, latest_version, updated_at)| DefinitionSummary {
-                project,
-                name,
-                latest_version,
-                updated_at,
-            })
+            .map(
+                |(project, name, latest_version, updated_at)| DefinitionSummary {
+                    project,
+                    name,
+                    latest_version,
+                    updated_at,
+                },
+            )
             .collect())
     }
 }

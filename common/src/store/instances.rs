@@ -9,7 +9,8 @@ use super::{
 };
 use crate::error::Result;
 use sea_query::{
-    Expr, ExprTrait, Func, Iden, IntoColumnRef, IntoIden, Order, Query, SelectStatement, TableRef, ValueTuple,
+    Expr, ExprTrait, Func, Iden, IntoColumnRef, IntoIden, Order, Query, SelectStatement, TableRef,
+    ValueTuple,
 };
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
@@ -163,8 +164,18 @@ impl Store {
         select
             .columns(INSTANCE_COLUMNS)
             .from(Inst::Table)
-            .and_where_option(filter.project.as_deref().map(|p| Expr::col(Inst::Project).eq(p)))
-            .and_where_option(filter.workflow.as_deref().map(|w| Expr::col(Inst::Workflow).eq(w)))
+            .and_where_option(
+                filter
+                    .project
+                    .as_deref()
+                    .map(|p| Expr::col(Inst::Project).eq(p)),
+            )
+            .and_where_option(
+                filter
+                    .workflow
+                    .as_deref()
+                    .map(|w| Expr::col(Inst::Workflow).eq(w)),
+            )
             .and_where_option(filter.state.map(|s| Expr::col(Inst::State).eq(s.as_str())))
             .order_by(Inst::Id, Order::Desc)
             .limit(limit.unsigned_abs());
@@ -315,17 +326,26 @@ async fn update_tasks(tx: &mut Tx, updates: &[TaskUpdate]) -> Result<()> {
             Query::update()
                 .table(Task::Table)
                 .value(Task::State, batch(Batch::C2))
-                .value(Task::Worker, batch_or_keep(Batch::C3, (Task::Table, Task::Worker)))
+                .value(
+                    Task::Worker,
+                    batch_or_keep(Batch::C3, (Task::Table, Task::Worker)),
+                )
                 .value(
                     Task::StartedAt,
                     batch_or_keep(Batch::C4, (Task::Table, Task::StartedAt)),
                 )
-                .value(Task::EndedAt, batch_or_keep(Batch::C5, (Task::Table, Task::EndedAt)))
+                .value(
+                    Task::EndedAt,
+                    batch_or_keep(Batch::C5, (Task::Table, Task::EndedAt)),
+                )
                 .value(
                     Task::ExitCode,
                     batch_or_keep(Batch::C6, (Task::Table, Task::ExitCode)),
                 )
-                .value(Task::Output, batch_or_keep(Batch::C7, (Task::Table, Task::Output)))
+                .value(
+                    Task::Output,
+                    batch_or_keep(Batch::C7, (Task::Table, Task::Output)),
+                )
                 .value(
                     Task::Message,
                     batch_or_keep(Batch::C8, (Task::Table, Task::Message)),
@@ -359,7 +379,10 @@ async fn update_instances(tx: &mut Tx, updates: &[InstanceUpdate]) -> Result<Vec
         update
             .table(Inst::Table)
             .value(Inst::State, batch(Batch::C3))
-            .value(Inst::EndedAt, batch_or_keep(Batch::C4, (Inst::Table, Inst::EndedAt)))
+            .value(
+                Inst::EndedAt,
+                batch_or_keep(Batch::C4, (Inst::Table, Inst::EndedAt)),
+            )
             .from(TableRef::ValuesList(rows, Batch::Table.into_iden()))
             .and_where(Expr::col((Inst::Table, Inst::Id)).eq(batch(Batch::C1)))
             .and_where(Expr::col((Inst::Table, Inst::OwnerEpoch)).eq(batch(Batch::C2)))
@@ -370,7 +393,12 @@ async fn update_instances(tx: &mut Tx, updates: &[InstanceUpdate]) -> Result<Vec
             .into_iter()
             .map(|(id,)| id)
             .collect();
-        fenced.extend(chunk.iter().map(|u| u.id).filter(|id| !applied.contains(id)));
+        fenced.extend(
+            chunk
+                .iter()
+                .map(|u| u.id)
+                .filter(|id| !applied.contains(id)),
+        );
     }
     Ok(fenced)
 }

@@ -36,17 +36,14 @@ pub struct CommandSignal {
 }
 
 enum Inner {
-    Postgres(Box<PgListener>),
-    Local {
-        signal: Arc<LocalSignal>,
-        seen: u64,
-    },
+    Postgres(PgListener),
+    Local { signal: Arc<LocalSignal>, seen: u64 },
 }
 
 impl CommandSignal {
     pub(super) fn postgres(listener: PgListener) -> Self {
         CommandSignal {
-            inner: Inner::Postgres(Box::new(listener)),
+            inner: Inner::Postgres(listener),
         }
     }
 
@@ -60,7 +57,7 @@ impl CommandSignal {
     /// Returns when a command may have been written since the last call. Cancellation-safe.
     pub async fn recv(&mut self) {
         match &mut self.inner {
-            // `try_recv` is cancellation-safe (sqlx buffers notifications on the connection).
+            // Cancellation-safe: sqlx consumes a message only once it has been read whole.
             Inner::Postgres(listener) => match listener.try_recv().await {
                 Ok(Some(_)) => {
                     // A burst of inserts sends one notification each; one wake-up covers them.
