@@ -122,7 +122,7 @@ async fn open(backend: Backend) -> (Ctx, Cleanup) {
             );
             let mut admin = admin_connection(&server).await;
             // A generated identifier, not a value: CREATE DATABASE cannot take a parameter.
-            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
+            sqlx::query(&format!("CREATE DATABASE {database}"))
                 .execute(&mut admin)
                 .await
                 .unwrap();
@@ -150,7 +150,7 @@ where
             // FORCE ends the connections the store's pool still holds.
             let mut admin = admin_connection(&server).await;
             let drop = format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)");
-            let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
+            let _ = sqlx::query(&drop)
                 .execute(&mut admin)
                 .await;
         }

@@ -12,7 +12,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{AssertSqlSafe, FromRow, Postgres, Sqlite, Transaction};
+use sqlx::{FromRow, Postgres, Sqlite, Transaction};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -225,14 +225,14 @@ impl Tx {
 macro_rules! run {
     (execute, $exec:expr, $built:expr) => {{
         let (sql, values) = $built;
-        sqlx::query_with(AssertSqlSafe(sql), values)
+        sqlx::query_with(&sql, values)
             .execute($exec)
             .await?;
         Ok(())
     }};
     ($method:ident, $exec:expr, $built:expr) => {{
         let (sql, values) = $built;
-        Ok(sqlx::query_as_with(AssertSqlSafe(sql), values)
+        Ok(sqlx::query_as_with(&sql, values)
             .$method($exec)
             .await?)
     }};
