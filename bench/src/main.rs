@@ -91,7 +91,9 @@ async fn bench(args: &Args, url: &str) -> Result<Vec<Row>> {
     let timeout = Duration::from_secs(args.timeout_secs);
     let sizes = Sizes::scaled(args.scale);
     eprintln!("warming up {url}");
-    scenarios::warm_up(&api, timeout).await?;
+    scenarios::warm_up(&api, timeout)
+        .await
+        .context("warm-up instance")?;
 
     // Names of their own per bench invocation and run: runs never see each other's instances.
     let stamp = chrono::Utc::now().format("%Y%m%d%H%M%S");
@@ -105,6 +107,7 @@ async fn bench(args: &Args, url: &str) -> Result<Vec<Row>> {
             let figures = scenario
                 .run(&api, &name, sizes, timeout)
                 .await
+                .inspect_err(|_| eprintln!(" failed"))
                 .with_context(|| format!("{} run {i}/{} ({name})", scenario.name(), args.runs))?;
             for ((m, v), s) in metrics.iter().zip(figures).zip(&mut samples) {
                 eprint!(" {} = {v:.2};", m.name);
