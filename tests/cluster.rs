@@ -14,21 +14,45 @@ fn fifty_instances_started_at_once_all_succeed_across_both_workers() {
     let db = TestDb::create("shoal_cluster");
     let (_etcd, etcd_url) = start_etcd(dir.path());
     let api_port = free_port();
-    let env = [("SHOAL_DATABASE_URL", db.url.as_str()), ("SHOAL_ETCD", etcd_url.as_str()), ("SHOAL_LEASE_TTL", "5")];
-    let api_server = Proc::spawn("api-server", dir.path(), SHOAL, &["api-server", "--port", &api_port.to_string()], &env);
+    let env = [
+        ("SHOAL_DATABASE_URL", db.url.as_str()),
+        ("SHOAL_ETCD", etcd_url.as_str()),
+        ("SHOAL_LEASE_TTL", "5"),
+    ];
+    let api_server = Proc::spawn(
+        "api-server",
+        dir.path(),
+        SHOAL,
+        &["api-server", "--port", &api_port.to_string()],
+        &env,
+    );
     let api = Api::new(api_port);
     api.wait_healthy(&[&api_server]);
     let mut nodes = vec![];
     for i in 0..2 {
         let port = free_port().to_string();
-        nodes.push(Proc::spawn(&format!("master{i}"), dir.path(), SHOAL, &["master", "--port", &port], &env));
+        nodes.push(Proc::spawn(
+            &format!("master{i}"),
+            dir.path(),
+            SHOAL,
+            &["master", "--port", &port],
+            &env,
+        ));
         let port = free_port().to_string();
         let data = dir.path().join(format!("worker{i}"));
         nodes.push(Proc::spawn(
             &format!("worker{i}"),
             dir.path(),
             SHOAL,
-            &["worker", "--port", &port, "--slots", "4", "--data-dir", data.to_str().unwrap()],
+            &[
+                "worker",
+                "--port",
+                &port,
+                "--slots",
+                "4",
+                "--data-dir",
+                data.to_str().unwrap(),
+            ],
             &env,
         ));
     }
@@ -54,14 +78,22 @@ fn fifty_instances_started_at_once_all_succeed_across_both_workers() {
     let instances: Vec<i64> = commands
         .iter()
         .map(|c| {
-            wait_for(&format!("command {c} to become an instance"), Duration::from_secs(60), || {
-                let cmd = api.get(&format!("/commands/{c}"));
-                assert_ne!(cmd["status"], "error", "command {c} failed: {cmd}");
-                cmd["workflow_instance_id"].as_i64()
-            })
+            wait_for(
+                &format!("command {c} to become an instance"),
+                Duration::from_secs(60),
+                || {
+                    let cmd = api.get(&format!("/commands/{c}"));
+                    assert_ne!(cmd["status"], "error", "command {c} failed: {cmd}");
+                    cmd["workflow_instance_id"].as_i64()
+                },
+            )
         })
         .collect();
-    assert_eq!(instances.iter().collect::<HashSet<_>>().len(), 50, "each command became its own instance");
+    assert_eq!(
+        instances.iter().collect::<HashSet<_>>().len(),
+        50,
+        "each command became its own instance"
+    );
 
     let mut workers = HashSet::new();
     for id in &instances {
@@ -74,7 +106,11 @@ fn fifty_instances_started_at_once_all_succeed_across_both_workers() {
         }
     }
     let all: Value = api.get("/instances?workflow=fifty&limit=1000");
-    assert_eq!(all.as_array().unwrap().len(), 50, "no command was turned into two instances");
+    assert_eq!(
+        all.as_array().unwrap().len(),
+        50,
+        "no command was turned into two instances"
+    );
     assert_eq!(workers.len(), 2, "tasks ran on both workers: {workers:?}");
     drop(nodes);
 }

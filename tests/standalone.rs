@@ -14,12 +14,21 @@ fn apply(s: &Standalone, name: &str, yaml: &str) {
 }
 
 fn task<'a>(inst: &'a Value, name: &str) -> &'a Value {
-    inst["tasks"].as_array().unwrap().iter().find(|t| t["name"] == name).unwrap_or_else(|| panic!("no task {name} in {inst}"))
+    inst["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no task {name} in {inst}"))
 }
 
 fn ms(t: &Value, field: &str) -> i64 {
-    let s = t[field].as_str().unwrap_or_else(|| panic!("{field} missing in {t}"));
-    chrono::DateTime::parse_from_rfc3339(s).unwrap().timestamp_millis()
+    let s = t[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("{field} missing in {t}"));
+    chrono::DateTime::parse_from_rfc3339(s)
+        .unwrap()
+        .timestamp_millis()
 }
 
 #[test]
@@ -43,25 +52,56 @@ tasks:
         m = marks.display()
     );
     apply(&s, "shapes", &yaml);
-    let out = cli(&s.api, &["start", "shapes", "--param", "dt=2026-02-03", "--wait"]);
-    assert!(out.status.success(), "start --wait failed: {}", text(&out.stderr));
-    let id: i64 = text(&out.stdout).trim().parse().expect("start prints the instance id");
+    let out = cli(
+        &s.api,
+        &["start", "shapes", "--param", "dt=2026-02-03", "--wait"],
+    );
+    assert!(
+        out.status.success(),
+        "start --wait failed: {}",
+        text(&out.stderr)
+    );
+    let id: i64 = text(&out.stdout)
+        .trim()
+        .parse()
+        .expect("start prints the instance id");
 
     let inst = s.api.get(&format!("/instances/{id}"));
     assert_eq!(inst["state"], "success");
     let tasks = inst["tasks"].as_array().unwrap();
     assert_eq!(tasks.len(), 8, "each task ran once: {inst}");
-    assert!(tasks.iter().all(|t| t["state"] == "success" && t["attempt"] == 1));
+    assert!(
+        tasks
+            .iter()
+            .all(|t| t["state"] == "success" && t["attempt"] == 1)
+    );
     let d_start = ms(task(&inst, "d"), "started_at");
-    assert!(d_start >= ms(task(&inst, "b"), "ended_at"), "d started before b ended");
-    assert!(d_start >= ms(task(&inst, "c"), "ended_at"), "d started before c ended");
+    assert!(
+        d_start >= ms(task(&inst, "b"), "ended_at"),
+        "d started before b ended"
+    );
+    assert!(
+        d_start >= ms(task(&inst, "c"), "ended_at"),
+        "d started before c ended"
+    );
     let y_start = ms(task(&inst, "y"), "started_at");
-    assert!(y_start >= ms(task(&inst, "x2"), "ended_at"), "fan-in started before x2 ended");
+    assert!(
+        y_start >= ms(task(&inst, "x2"), "ended_at"),
+        "fan-in started before x2 ended"
+    );
 
     let lines = std::fs::read_to_string(&marks).unwrap();
     let lines: Vec<&str> = lines.lines().collect();
-    assert_eq!(lines[0], "a-2026-02-03", "start params win over global params");
-    let pos = |n: &str| lines.iter().position(|l| *l == n).unwrap_or_else(|| panic!("{n} never ran"));
+    assert_eq!(
+        lines[0], "a-2026-02-03",
+        "start params win over global params"
+    );
+    let pos = |n: &str| {
+        lines
+            .iter()
+            .position(|l| *l == n)
+            .unwrap_or_else(|| panic!("{n} never ran"))
+    };
     assert!(pos("d") > pos("b") && pos("d") > pos("c"));
 
     let out = cli(&s.api, &["status", &id.to_string(), "--output", "json"]);
@@ -86,24 +126,50 @@ tasks:
 "#,
     );
     let out = cli(&s.api, &["start", "breaks", "--wait"]);
-    assert_eq!(out.status.code(), Some(1), "a failed instance exits 1: {}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("boom"), "the failed task is named: {}", text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a failed instance exits 1: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("boom"),
+        "the failed task is named: {}",
+        text(&out.stderr)
+    );
     let id: i64 = text(&out.stdout).trim().parse().unwrap();
 
     let inst = s.api.wait_instance(id, Duration::from_secs(20));
     assert_eq!(inst["state"], "failure");
     assert_eq!(task(&inst, "boom")["state"], "failure");
     assert_eq!(task(&inst, "boom")["exit_code"], 3);
-    assert_eq!(task(&inst, "slow")["state"], "killed", "failure strategy end kills running tasks");
-    assert!(inst["tasks"].as_array().unwrap().iter().all(|t| t["name"] != "after"), "nothing starts after a failure");
+    assert_eq!(
+        task(&inst, "slow")["state"],
+        "killed",
+        "failure strategy end kills running tasks"
+    );
+    assert!(
+        inst["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["name"] != "after"),
+        "nothing starts after a failure"
+    );
 
     let boom = task(&inst, "boom")["id"].as_i64().unwrap();
     let out = cli(&s.api, &["logs", &boom.to_string()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let log = text(&out.stdout);
-    assert!(log.contains("about to fail") && log.contains("oops"), "log: {log}");
+    assert!(
+        log.contains("about to fail") && log.contains("oops"),
+        "log: {log}"
+    );
 
-    let out = cli(&s.api, &["instances", "--state", "failure", "--output", "json"]);
+    let out = cli(
+        &s.api,
+        &["instances", "--state", "failure", "--output", "json"],
+    );
     let list: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(list.as_array().unwrap().iter().any(|i| i["id"] == id));
 }
@@ -119,7 +185,11 @@ fn invalid_definitions_are_refused_with_the_offender_named() {
     .unwrap();
     let out = cli(&s.api, &["apply", "-f", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("a -> b -> a"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("a -> b -> a"),
+        "{}",
+        text(&out.stderr)
+    );
     let (status, _) = s.api.post("/projects/default/workflows/loop/start", "{}");
     assert_eq!(status, 404, "nothing was stored");
 

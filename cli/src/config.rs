@@ -18,9 +18,14 @@ pub fn apply_config_file(args: &[String]) -> anyhow::Result<()> {
             path = Some(p.to_string());
         }
     }
-    let Some(path) = path.or_else(|| std::env::var("SHOAL_CONFIG").ok()) else { return Ok(()) };
-    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read config file {path}"))?;
-    let table: toml::Table = text.parse().with_context(|| format!("config file {path} is not valid TOML"))?;
+    let Some(path) = path.or_else(|| std::env::var("SHOAL_CONFIG").ok()) else {
+        return Ok(());
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read config file {path}"))?;
+    let table: toml::Table = text
+        .parse()
+        .with_context(|| format!("config file {path} is not valid TOML"))?;
     for (key, value) in table {
         let var = format!("SHOAL_{}", key.to_uppercase().replace('-', "_"));
         let value = match value {
@@ -30,7 +35,11 @@ pub fn apply_config_file(args: &[String]) -> anyhow::Result<()> {
             toml::Value::Boolean(b) => b.to_string(),
             toml::Value::Array(items) => items
                 .iter()
-                .map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string())
+                })
                 .collect::<Vec<_>>()
                 .join(","),
             other => bail!("config file {path}: key '{key}' has an unsupported value {other}"),

@@ -9,7 +9,11 @@ use roles::{ApiServerArgs, MasterArgs, StandaloneArgs, WorkerArgs};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
-#[command(name = "shoal", version, about = "A master/worker batch workflow scheduler")]
+#[command(
+    name = "shoal",
+    version,
+    about = "A master/worker batch workflow scheduler"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -31,7 +35,10 @@ enum Cmd {
 
 fn init_logs(default: &str) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 #[tokio::main]

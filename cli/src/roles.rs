@@ -68,7 +68,12 @@ pub struct ApiServerArgs {
 #[derive(Args, Serialize, Debug)]
 pub struct ClusterArgs {
     /// etcd endpoints, comma separated.
-    #[arg(long, env = "SHOAL_ETCD", default_value = "http://127.0.0.1:2379", value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "SHOAL_ETCD",
+        default_value = "http://127.0.0.1:2379",
+        value_delimiter = ','
+    )]
     pub etcd: Vec<String>,
     /// Seconds a node's registration outlives its last heartbeat.
     #[arg(long, env = "SHOAL_LEASE_TTL", default_value_t = 10)]
@@ -103,7 +108,12 @@ pub struct WorkerArgs {
     #[arg(long, env = "SHOAL_PORT", default_value_t = 1234)]
     pub port: u16,
     /// Worker groups this worker serves, comma separated.
-    #[arg(long, env = "SHOAL_GROUPS", default_value = "default", value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "SHOAL_GROUPS",
+        default_value = "default",
+        value_delimiter = ','
+    )]
     pub groups: Vec<String>,
     #[arg(long, env = "SHOAL_SLOTS", default_value_t = 100)]
     pub slots: u32,
@@ -128,7 +138,8 @@ pub fn dump_config<T: Serialize>(args: &T, common: &Common) -> anyhow::Result<bo
 /// Cancels `shutdown` on Ctrl-C or SIGTERM.
 fn cancel_on_signal(shutdown: CancellationToken) {
     tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
@@ -138,7 +149,12 @@ fn cancel_on_signal(shutdown: CancellationToken) {
     });
 }
 
-fn master_config(bind: IpAddr, port: u16, advertise_host: &str, claim_batch: usize) -> MasterConfig {
+fn master_config(
+    bind: IpAddr,
+    port: u16,
+    advertise_host: &str,
+    claim_batch: usize,
+) -> MasterConfig {
     MasterConfig {
         listen: SocketAddr::new(bind, port),
         advertise_host: advertise_host.to_string(),
@@ -178,9 +194,19 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
     let listen = SocketAddr::new(args.bind, args.port);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
-        .with_context(|| format!("cannot listen on {listen}: is another shoal running? pick another --port"))?;
+        .with_context(|| {
+            format!("cannot listen on {listen}: is another shoal running? pick another --port")
+        })?;
     info!(url = %format!("http://{listen}"), data_dir = %args.data_dir.display(), "shoal standalone ready");
-    shoal_api_server::serve(listener, ApiState { store, token: args.token }, shutdown.clone()).await?;
+    shoal_api_server::serve(
+        listener,
+        ApiState {
+            store,
+            token: args.token,
+        },
+        shutdown.clone(),
+    )
+    .await?;
     shutdown.cancel();
     master.join().await?;
     worker.join().await?;
@@ -192,10 +218,19 @@ pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
     let listen = SocketAddr::new(args.bind, args.port);
-    let listener =
-        tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
     info!(%listen, "api-server ready");
-    shoal_api_server::serve(listener, ApiState { store, token: args.token }, shutdown).await?;
+    shoal_api_server::serve(
+        listener,
+        ApiState {
+            store,
+            token: args.token,
+        },
+        shutdown,
+    )
+    .await?;
     Ok(())
 }
 

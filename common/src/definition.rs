@@ -49,7 +49,11 @@ pub struct TaskDef {
     #[serde(default = "default_worker_group")]
     pub worker_group: String,
     /// Task-local parameters; they win over the workflow's global ones.
-    #[serde(default, deserialize_with = "scalar_map", skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "scalar_map",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub params: BTreeMap<String, String>,
 }
 
@@ -107,7 +111,11 @@ pub enum DefinitionError {
     #[error("task name '{0}' is used more than once")]
     DuplicateTask(String),
     #[error("task '{task}' has unknown type '{task_type}' (known: {known})")]
-    UnknownType { task: String, task_type: String, known: String },
+    UnknownType {
+        task: String,
+        task_type: String,
+        known: String,
+    },
     #[error("task '{task}' of type shell needs a 'command'")]
     MissingCommand { task: String },
     #[error("task '{task}' depends on '{dependency}', which is not a task of this workflow")]
@@ -120,7 +128,8 @@ pub enum DefinitionError {
 
 fn valid_name(s: &str) -> bool {
     (1..=128).contains(&s.len())
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
 impl WorkflowDef {
@@ -136,9 +145,15 @@ impl WorkflowDef {
     }
 
     pub fn validate(&self) -> Result<(), DefinitionError> {
-        for (what, value) in [("workflow name", &self.name), ("project name", &self.project)] {
+        for (what, value) in [
+            ("workflow name", &self.name),
+            ("project name", &self.project),
+        ] {
             if !valid_name(value) {
-                return Err(DefinitionError::BadName { what, value: value.clone() });
+                return Err(DefinitionError::BadName {
+                    what,
+                    value: value.clone(),
+                });
             }
         }
         if self.tasks.is_empty() {
@@ -147,18 +162,30 @@ impl WorkflowDef {
         let mut index = HashMap::with_capacity(self.tasks.len());
         for (i, t) in self.tasks.iter().enumerate() {
             if !valid_name(&t.name) {
-                return Err(DefinitionError::BadName { what: "task name", value: t.name.clone() });
+                return Err(DefinitionError::BadName {
+                    what: "task name",
+                    value: t.name.clone(),
+                });
             }
             if index.insert(t.name.as_str(), i).is_some() {
                 return Err(DefinitionError::DuplicateTask(t.name.clone()));
             }
-            let kind = t.task_type.parse::<TaskType>().map_err(|_| DefinitionError::UnknownType {
-                task: t.name.clone(),
-                task_type: t.task_type.clone(),
-                known: TaskType::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", "),
-            })?;
+            let kind =
+                t.task_type
+                    .parse::<TaskType>()
+                    .map_err(|_| DefinitionError::UnknownType {
+                        task: t.name.clone(),
+                        task_type: t.task_type.clone(),
+                        known: TaskType::ALL
+                            .iter()
+                            .map(|k| k.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    })?;
             if kind == TaskType::Shell && t.command.as_deref().is_none_or(|c| c.trim().is_empty()) {
-                return Err(DefinitionError::MissingCommand { task: t.name.clone() });
+                return Err(DefinitionError::MissingCommand {
+                    task: t.name.clone(),
+                });
             }
         }
         for t in &self.tasks {
@@ -179,11 +206,20 @@ impl WorkflowDef {
 
     /// Upstream task indices of every task, in task order. Assumes a validated definition.
     pub fn upstream_indices(&self) -> Vec<Vec<usize>> {
-        let index: HashMap<&str, usize> =
-            self.tasks.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
+        let index: HashMap<&str, usize> = self
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.as_str(), i))
+            .collect();
         self.tasks
             .iter()
-            .map(|t| t.depends_on.iter().filter_map(|d| index.get(d.as_str()).copied()).collect())
+            .map(|t| {
+                t.depends_on
+                    .iter()
+                    .filter_map(|d| index.get(d.as_str()).copied())
+                    .collect()
+            })
             .collect()
     }
 
@@ -217,7 +253,11 @@ impl WorkflowDef {
                     path.push(next);
                     cur = next;
                 }
-                return Some(path.into_iter().map(|n| self.tasks[g[n]].name.clone()).collect());
+                return Some(
+                    path.into_iter()
+                        .map(|n| self.tasks[g[n]].name.clone())
+                        .collect(),
+                );
             }
         }
         None
@@ -246,7 +286,10 @@ tasks:
         assert_eq!(def.params["n"], "3");
         assert_eq!(def.tasks[0].priority, Priority::High);
         assert_eq!(def.tasks[1].worker_group, "default");
-        assert_eq!(def.upstream_indices(), vec![vec![], vec![0], vec![0], vec![1, 2]]);
+        assert_eq!(
+            def.upstream_indices(),
+            vec![vec![], vec![0], vec![0], vec![1, 2]]
+        );
     }
 
     #[test]
@@ -272,12 +315,19 @@ tasks:
     #[test]
     fn bad_definitions_name_the_offender() {
         assert!(err("name: w\ntasks: []\n").contains("'w' has no tasks"));
-        assert!(err("name: w\ntasks:\n- {name: a, type: noop}\n- {name: a, type: noop}\n")
-            .contains("'a' is used more than once"));
+        assert!(
+            err("name: w\ntasks:\n- {name: a, type: noop}\n- {name: a, type: noop}\n")
+                .contains("'a' is used more than once")
+        );
         let e = err("name: w\ntasks:\n- {name: a, type: spark}\n");
-        assert!(e.contains("task 'a' has unknown type 'spark'") && e.contains("shell"), "{e}");
-        assert!(err("name: w\ntasks:\n- {name: a, type: noop, depends_on: [ghost]}\n")
-            .contains("task 'a' depends on 'ghost'"));
+        assert!(
+            e.contains("task 'a' has unknown type 'spark'") && e.contains("shell"),
+            "{e}"
+        );
+        assert!(
+            err("name: w\ntasks:\n- {name: a, type: noop, depends_on: [ghost]}\n")
+                .contains("task 'a' depends on 'ghost'")
+        );
         assert!(err("name: w\ntasks:\n- {name: a, type: shell}\n").contains("needs a 'command'"));
         assert!(err("name: 'bad name'\ntasks:\n- {name: a, type: noop}\n").contains("bad name"));
         assert!(err("name: w\ntasks:\n- {name: a, type: noop, colour: red}\n").contains("colour"));

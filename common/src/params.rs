@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 /// A `${name}` whose name no parameter source defines.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("undefined parameter ${{{0}}}: define it in the workflow's params, the task's params or pass it at start with --param {0}=VALUE")]
+#[error(
+    "undefined parameter ${{{0}}}: define it in the workflow's params, the task's params or pass it at start with --param {0}=VALUE"
+)]
 pub struct UndefinedParam(pub String);
 
 /// Replaces every `${name}` in `text` with its value. `${setValue(...)}` is left alone:
@@ -39,15 +41,26 @@ mod tests {
     use super::*;
 
     fn params(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
-        kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn expands_known_and_rejects_unknown() {
         let p = params(&[("dt", "2026-01-01"), ("system.workflow.instance.id", "7")]);
-        assert_eq!(expand("echo ${dt} ${ system.workflow.instance.id }", &p).unwrap(), "echo 2026-01-01 7");
-        assert_eq!(expand("echo '${setValue(x=1)}'", &p).unwrap(), "echo '${setValue(x=1)}'");
+        assert_eq!(
+            expand("echo ${dt} ${ system.workflow.instance.id }", &p).unwrap(),
+            "echo 2026-01-01 7"
+        );
+        assert_eq!(
+            expand("echo '${setValue(x=1)}'", &p).unwrap(),
+            "echo '${setValue(x=1)}'"
+        );
         assert_eq!(expand("plain $HOME ${", &p).unwrap(), "plain $HOME ${");
-        assert_eq!(expand("${nope}", &p).unwrap_err(), UndefinedParam("nope".into()));
+        assert_eq!(
+            expand("${nope}", &p).unwrap_err(),
+            UndefinedParam("nope".into())
+        );
     }
 }

@@ -82,7 +82,12 @@ pub struct NodeWatch {
 
 impl NodeWatch {
     pub fn current(&self) -> Vec<NodeInfo> {
-        self.members.borrow().values().filter(|n| n.role == self.role).cloned().collect()
+        self.members
+            .borrow()
+            .values()
+            .filter(|n| n.role == self.role)
+            .cloned()
+            .collect()
     }
 
     /// Waits until the membership changes. Cancellation-safe.
@@ -97,21 +102,35 @@ impl NodeWatch {
 impl Registry {
     /// The in-process registry of `shoal standalone`.
     pub fn local() -> Registry {
-        Registry { inner: Arc::new(Inner::Local(watch::Sender::new(Members::new()))) }
+        Registry {
+            inner: Arc::new(Inner::Local(watch::Sender::new(Members::new()))),
+        }
     }
 
     /// An etcd-backed registry; a node's entry disappears `ttl_secs` after it stops
     /// renewing its lease.
     pub async fn etcd(endpoints: &[String], ttl_secs: i64) -> Result<Registry> {
         let client = Client::connect(endpoints, None).await.map_err(|e| {
-            Error::Registry(format!("cannot connect to etcd at {}: {e}", endpoints.join(",")))
+            Error::Registry(format!(
+                "cannot connect to etcd at {}: {e}",
+                endpoints.join(",")
+            ))
         })?;
-        Ok(Registry { inner: Arc::new(Inner::Etcd { client, ttl_secs: ttl_secs.max(2) }) })
+        Ok(Registry {
+            inner: Arc::new(Inner::Etcd {
+                client,
+                ttl_secs: ttl_secs.max(2),
+            }),
+        })
     }
 
     /// Registers the node and keeps its entry alive until `shutdown` is cancelled, when
     /// the entry is removed.
-    pub async fn register(&self, node: NodeInfo, shutdown: CancellationToken) -> Result<Membership> {
+    pub async fn register(
+        &self,
+        node: NodeInfo,
+        shutdown: CancellationToken,
+    ) -> Result<Membership> {
         let (payload, rx) = watch::channel(node);
         match &*self.inner {
             Inner::Local(members) => {
@@ -166,7 +185,9 @@ async fn keep_local(
 async fn put_with_lease(client: &mut Client, node: &NodeInfo, ttl: i64) -> Result<i64> {
     let lease = client.lease_grant(ttl, None).await?.id();
     let value = serde_json::to_vec(node).map_err(|e| Error::Registry(e.to_string()))?;
-    client.put(node.key(), value, Some(PutOptions::new().with_lease(lease))).await?;
+    client
+        .put(node.key(), value, Some(PutOptions::new().with_lease(lease)))
+        .await?;
     Ok(lease)
 }
 
@@ -229,10 +250,13 @@ async fn renew_once(client: &mut Client, lease: i64) -> Result<()> {
 
 /// Loads every member and returns the revision to watch from.
 async fn load_members(client: &mut Client, tx: &watch::Sender<Members>) -> Result<i64> {
-    let resp = client.get(PREFIX, Some(GetOptions::new().with_prefix())).await?;
+    let resp = client
+        .get(PREFIX, Some(GetOptions::new().with_prefix()))
+        .await?;
     let mut members = Members::new();
     for kv in resp.kvs() {
-        if let (Ok(key), Ok(node)) = (kv.key_str(), serde_json::from_slice::<NodeInfo>(kv.value())) {
+        if let (Ok(key), Ok(node)) = (kv.key_str(), serde_json::from_slice::<NodeInfo>(kv.value()))
+        {
             members.insert(key.to_string(), node);
         }
     }
@@ -241,9 +265,16 @@ async fn load_members(client: &mut Client, tx: &watch::Sender<Members>) -> Resul
 }
 
 /// Applies etcd watch events to the member map; reloads and re-watches after an error.
-async fn follow_etcd(mut client: Client, tx: watch::Sender<Members>, mut rev: i64, shutdown: CancellationToken) {
+async fn follow_etcd(
+    mut client: Client,
+    tx: watch::Sender<Members>,
+    mut rev: i64,
+    shutdown: CancellationToken,
+) {
     loop {
-        let opts = WatchOptions::new().with_prefix().with_start_revision(rev + 1);
+        let opts = WatchOptions::new()
+            .with_prefix()
+            .with_start_revision(rev + 1);
         let stream = client.watch(PREFIX, Some(opts)).await;
         if let Ok(mut stream) = stream {
             loop {
@@ -305,7 +336,10 @@ mod tests {
         let mut workers = reg.watch(Role::Worker, stop.clone()).await.unwrap();
         let masters = reg.watch(Role::Master, stop.clone()).await.unwrap();
         let node_stop = CancellationToken::new();
-        let m = reg.register(worker("w1:1"), node_stop.clone()).await.unwrap();
+        let m = reg
+            .register(worker("w1:1"), node_stop.clone())
+            .await
+            .unwrap();
         tokio::time::timeout(Duration::from_secs(5), async {
             while workers.current().is_empty() {
                 workers.changed().await.unwrap();

@@ -54,7 +54,10 @@ string_enum!(
 
 impl WorkflowState {
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Stopped | Self::Failure | Self::Success | Self::Paused)
+        matches!(
+            self,
+            Self::Stopped | Self::Failure | Self::Success | Self::Paused
+        )
     }
 }
 
@@ -175,7 +178,10 @@ mod tests {
     fn states_round_trip_through_their_names() {
         for s in TaskState::ALL {
             assert_eq!(s.as_str().parse::<TaskState>().unwrap(), *s);
-            assert_eq!(serde_json::to_string(s).unwrap(), format!("\"{}\"", s.as_str()));
+            assert_eq!(
+                serde_json::to_string(s).unwrap(),
+                format!("\"{}\"", s.as_str())
+            );
         }
         let err = "bogus".parse::<WorkflowState>().unwrap_err();
         assert!(err.contains("bogus") && err.contains("running"), "{err}");

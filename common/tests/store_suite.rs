@@ -150,9 +150,7 @@ where
             // FORCE ends the connections the store's pool still holds.
             let mut admin = admin_connection(&server).await;
             let drop = format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)");
-            let _ = sqlx::query(&drop)
-                .execute(&mut admin)
-                .await;
+            let _ = sqlx::query(&drop).execute(&mut admin).await;
         }
     }
     if let Err(e) = outcome {

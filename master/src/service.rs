@@ -14,13 +14,22 @@ pub struct MasterService {
 impl Master for MasterService {
     /// Answers once the engine has committed the events, so a worker drops an event from
     /// its outbox only when it is durable.
-    async fn report_events(&self, req: Request<ReportEventsRequest>) -> Result<Response<ReportEventsResponse>, Status> {
+    async fn report_events(
+        &self,
+        req: Request<ReportEventsRequest>,
+    ) -> Result<Response<ReportEventsResponse>, Status> {
         let req = req.into_inner();
         let (ack, acked) = oneshot::channel();
         self.engine
-            .send(EngineMsg::WorkerEvents { worker: req.worker, events: req.events, ack })
+            .send(EngineMsg::WorkerEvents {
+                worker: req.worker,
+                events: req.events,
+                ack,
+            })
             .map_err(|_| Status::unavailable("master is shutting down"))?;
-        let acked = acked.await.map_err(|_| Status::unavailable("master is shutting down"))?;
+        let acked = acked
+            .await
+            .map_err(|_| Status::unavailable("master is shutting down"))?;
         Ok(Response::new(ReportEventsResponse { acked }))
     }
 }

@@ -10,7 +10,11 @@ use std::time::{Duration, Instant};
 pub const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A child process killed when dropped; its output goes to a log file that is printed
@@ -22,17 +26,32 @@ pub struct Proc {
 }
 
 impl Proc {
-    pub fn spawn(name: &str, dir: &Path, program: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
+    pub fn spawn(
+        name: &str,
+        dir: &Path,
+        program: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Proc {
         let log = dir.join(format!("{name}.log"));
         let file = std::fs::File::create(&log).unwrap();
         let mut cmd = Command::new(program);
-        cmd.args(args).stdout(file.try_clone().unwrap()).stderr(file).stdin(Stdio::null());
+        cmd.args(args)
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .stdin(Stdio::null());
         cmd.env("RUST_LOG", "info,sqlx=warn,h2=warn,hyper=warn,tower=warn");
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {name} ({program}): {e}"));
-        Proc { name: name.to_string(), child, log }
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name} ({program}): {e}"));
+        Proc {
+            name: name.to_string(),
+            child,
+            log,
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -66,7 +85,10 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<
         if let Some(v) = f() {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -83,24 +105,39 @@ impl Api {
         let _ = rustls::crypto::ring::default_provider().install_default();
         Api {
             base: format!("http://127.0.0.1:{port}"),
-            http: reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap(),
+            http: reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .unwrap(),
         }
     }
 
     pub fn get(&self, path: &str) -> Value {
-        let resp = self.http.get(format!("{}/api/v1{path}", self.base)).send().unwrap();
+        let resp = self
+            .http
+            .get(format!("{}/api/v1{path}", self.base))
+            .send()
+            .unwrap();
         assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
         resp.json().unwrap()
     }
 
     pub fn post(&self, path: &str, body: &str) -> (u16, Value) {
-        let resp = self.http.post(format!("{}/api/v1{path}", self.base)).body(body.to_string()).send().unwrap();
+        let resp = self
+            .http
+            .post(format!("{}/api/v1{path}", self.base))
+            .body(body.to_string())
+            .send()
+            .unwrap();
         let status = resp.status().as_u16();
         (status, resp.json().unwrap_or(Value::Null))
     }
 
     pub fn healthy(&self) -> bool {
-        self.http.get(format!("{}/api/v1/health", self.base)).send().is_ok_and(|r| r.status().is_success())
+        self.http
+            .get(format!("{}/api/v1/health", self.base))
+            .send()
+            .is_ok_and(|r| r.status().is_success())
     }
 
     pub fn wait_healthy(&self, procs: &[&Proc]) {
@@ -116,14 +153,22 @@ impl Api {
     pub fn wait_instance(&self, id: i64, timeout: Duration) -> Value {
         wait_for(&format!("instance {id} to end"), timeout, || {
             let inst = self.get(&format!("/instances/{id}"));
-            matches!(inst["state"].as_str(), Some("success" | "failure" | "stopped")).then_some(inst)
+            matches!(
+                inst["state"].as_str(),
+                Some("success" | "failure" | "stopped")
+            )
+            .then_some(inst)
         })
     }
 }
 
 /// Runs a client command of the `shoal` binary against `api`.
 pub fn cli(api: &Api, args: &[&str]) -> Output {
-    Command::new(SHOAL).args(args).env("SHOAL_API", &api.base).output().unwrap()
+    Command::new(SHOAL)
+        .args(args)
+        .env("SHOAL_API", &api.base)
+        .output()
+        .unwrap()
 }
 
 pub fn text(bytes: &[u8]) -> String {
@@ -146,7 +191,13 @@ impl Standalone {
             "standalone",
             dir.path(),
             SHOAL,
-            &["standalone", "--data-dir", data.to_str().unwrap(), "--port", &port.to_string()],
+            &[
+                "standalone",
+                "--data-dir",
+                data.to_str().unwrap(),
+                "--port",
+                &port.to_string(),
+            ],
             &[],
         );
         let api = Api::new(port);
@@ -194,17 +245,28 @@ const PG_ADMIN: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 impl TestDb {
     pub fn create(prefix: &str) -> TestDb {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
         let name = format!("{prefix}_{}_{nanos}", std::process::id());
         psql(&format!("CREATE DATABASE {name}"));
-        TestDb { url: format!("postgres://postgres@127.0.0.1:5432/{name}"), name }
+        TestDb {
+            url: format!("postgres://postgres@127.0.0.1:5432/{name}"),
+            name,
+        }
     }
 }
 
 impl Drop for TestDb {
     fn drop(&mut self) {
         let _ = Command::new("psql")
-            .args([PG_ADMIN, "-q", "-c", &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)])
+            .args([
+                PG_ADMIN,
+                "-q",
+                "-c",
+                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+            ])
             .output();
     }
 }

@@ -460,9 +460,9 @@ mod tests {
         assert_eq!(outbox.pending(), 3);
 
         outbox.reroute(8, 1, "127.0.0.1:11").unwrap();
-        let queues = outbox.inner.queues.lock().unwrap();
         let seqs = |m: &str| {
-            queues[m]
+            let queue = outbox.inner.queues.lock().unwrap()[m].clone();
+            queue
                 .state
                 .lock()
                 .unwrap()
@@ -474,7 +474,6 @@ mod tests {
         assert_eq!(seqs("127.0.0.1:9"), [a]);
         assert!(seqs("127.0.0.1:10").is_empty());
         assert_eq!(seqs("127.0.0.1:11"), [b, c]);
-        drop(queues);
         assert_eq!(outbox.pending(), 3);
         assert!(!outbox.flush(Duration::from_millis(10)).await);
         outbox.stop().await;

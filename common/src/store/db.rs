@@ -225,16 +225,12 @@ impl Tx {
 macro_rules! run {
     (execute, $exec:expr, $built:expr) => {{
         let (sql, values) = $built;
-        sqlx::query_with(&sql, values)
-            .execute($exec)
-            .await?;
+        sqlx::query_with(&sql, values).execute($exec).await?;
         Ok(())
     }};
     ($method:ident, $exec:expr, $built:expr) => {{
         let (sql, values) = $built;
-        Ok(sqlx::query_as_with(&sql, values)
-            .$method($exec)
-            .await?)
+        Ok(sqlx::query_as_with(&sql, values).$method($exec).await?)
     }};
 }
 use run;

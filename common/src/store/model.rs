@@ -154,7 +154,9 @@ pub struct WriteBatch {
 
 impl WriteBatch {
     pub fn is_empty(&self) -> bool {
-        self.new_tasks.is_empty() && self.task_updates.is_empty() && self.instance_updates.is_empty()
+        self.new_tasks.is_empty()
+            && self.task_updates.is_empty()
+            && self.instance_updates.is_empty()
     }
 }
 

@@ -25,7 +25,9 @@ pub enum DispatchMsg {
     /// Take the task out of the queue if it has not gone to a worker yet.
     Cancel(i64),
     /// A task that was out on `worker` ended: one slot is free again.
-    Finished { worker: String },
+    Finished {
+        worker: String,
+    },
 }
 
 struct BatchResult {
@@ -52,7 +54,11 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    pub fn new(workers: NodeWatch, clients: WorkerClients, engine: mpsc::UnboundedSender<EngineMsg>) -> Self {
+    pub fn new(
+        workers: NodeWatch,
+        clients: WorkerClients,
+        engine: mpsc::UnboundedSender<EngineMsg>,
+    ) -> Self {
         let (results_tx, results_rx) = mpsc::unbounded_channel();
         Dispatcher {
             queue: TaskQueue::default(),
@@ -69,7 +75,11 @@ impl Dispatcher {
         }
     }
 
-    pub async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<DispatchMsg>, shutdown: CancellationToken) {
+    pub async fn run(
+        mut self,
+        mut inbox: mpsc::UnboundedReceiver<DispatchMsg>,
+        shutdown: CancellationToken,
+    ) {
         let mut tick = tokio::time::interval(REST);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -118,7 +128,10 @@ impl Dispatcher {
             if accepted.contains(&id) {
                 // A cancel that raced the RPC is the engine's to finish: it kills on the worker.
                 self.cancelled.remove(&id);
-                let _ = self.engine.send(EngineMsg::Dispatched { id, worker: r.worker.clone() });
+                let _ = self.engine.send(EngineMsg::Dispatched {
+                    id,
+                    worker: r.worker.clone(),
+                });
             } else {
                 refused += 1;
                 self.requeue_or_cancel(p);
@@ -154,7 +167,9 @@ impl Dispatcher {
         for group in self.queue.waiting_groups() {
             let members: Vec<&NodeInfo> = live
                 .iter()
-                .filter(|w| w.groups.iter().any(|g| *g == group) && !self.resting.contains_key(&w.addr))
+                .filter(|w| {
+                    w.groups.iter().any(|g| *g == group) && !self.resting.contains_key(&w.addr)
+                })
                 .collect();
             if members.is_empty() {
                 continue;
@@ -170,7 +185,9 @@ impl Dispatcher {
                     full_in_a_row += 1;
                     continue;
                 }
-                let Some(p) = self.queue.pop(&group) else { break };
+                let Some(p) = self.queue.pop(&group) else {
+                    break;
+                };
                 let id = p.task.spec.task_instance_id;
                 if self.cancelled.remove(&id) {
                     let _ = self.engine.send(EngineMsg::Cancelled { id });
@@ -208,7 +225,11 @@ impl Dispatcher {
                     None
                 }
             };
-            let _ = results.send(BatchResult { worker, sent, accepted });
+            let _ = results.send(BatchResult {
+                worker,
+                sent,
+                accepted,
+            });
         });
     }
 }

@@ -13,7 +13,8 @@ use crate::dispatch::DispatchMsg;
 use crate::runtime::{Action, Event, Node, Outcome, WorkflowRuntime};
 use shoal_common::proto::{KillRequest, TaskEvent, TaskEventKind};
 use shoal_common::store::{
-    ClaimedInstance, InstanceUpdate, NewTaskInstance, Params, Store, TaskUpdate, WriteBatch, WriteResult,
+    ClaimedInstance, InstanceUpdate, NewTaskInstance, Params, Store, TaskUpdate, WriteBatch,
+    WriteResult,
 };
 use shoal_common::types::{Priority, TaskState, now_ms};
 use std::collections::HashMap;
@@ -28,13 +29,25 @@ const MAX_CYCLE_MSGS: usize = 4096;
 
 pub enum EngineMsg {
     Claimed(Vec<ClaimedInstance>),
-    WorkerEvents { worker: String, events: Vec<TaskEvent>, ack: oneshot::Sender<Vec<u64>> },
+    WorkerEvents {
+        worker: String,
+        events: Vec<TaskEvent>,
+        ack: oneshot::Sender<Vec<u64>>,
+    },
     /// The dispatcher handed the task to `worker`.
-    Dispatched { id: i64, worker: String },
+    Dispatched {
+        id: i64,
+        worker: String,
+    },
     /// The dispatcher dropped a cancelled task before it reached a worker.
-    Cancelled { id: i64 },
+    Cancelled {
+        id: i64,
+    },
     /// The master itself ended a task (e.g. an undefined parameter).
-    Failed { id: i64, message: String },
+    Failed {
+        id: i64,
+        message: String,
+    },
 }
 
 /// An instance this master drives.
@@ -114,10 +127,22 @@ impl Engine {
         me: mpsc::UnboundedSender<EngineMsg>,
         clients: WorkerClients,
     ) -> Self {
-        Engine { store, master_addr, runs: HashMap::new(), tasks: HashMap::new(), dispatcher, me, clients }
+        Engine {
+            store,
+            master_addr,
+            runs: HashMap::new(),
+            tasks: HashMap::new(),
+            dispatcher,
+            me,
+            clients,
+        }
     }
 
-    pub async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<EngineMsg>, shutdown: CancellationToken) {
+    pub async fn run(
+        mut self,
+        mut inbox: mpsc::UnboundedReceiver<EngineMsg>,
+        shutdown: CancellationToken,
+    ) {
         loop {
             // Cancellation-safe: a message is either received whole or left in the channel.
             let first = tokio::select! {
@@ -132,7 +157,9 @@ impl Engine {
                 self.handle(m, &mut cycle);
                 n += 1;
             }
-            let Some(result) = self.commit(&cycle.batch, &shutdown).await else { break };
+            let Some(result) = self.commit(&cycle.batch, &shutdown).await else {
+                break;
+            };
             self.after_commit(cycle, result);
         }
         info!(instances = self.runs.len(), "engine stopped");
@@ -159,7 +186,11 @@ impl Engine {
                     self.apply(id, Event::Start, cycle, now);
                 }
             }
-            EngineMsg::WorkerEvents { worker, events, ack } => {
+            EngineMsg::WorkerEvents {
+                worker,
+                events,
+                ack,
+            } => {
                 let mut seqs = Vec::with_capacity(events.len());
                 for ev in events {
                     seqs.push(ev.seq);
@@ -168,7 +199,9 @@ impl Engine {
                 cycle.acks.push((ack, seqs));
             }
             EngineMsg::Dispatched { id, worker } => {
-                let Some(t) = self.tasks.get_mut(&id) else { return };
+                let Some(t) = self.tasks.get_mut(&id) else {
+                    return;
+                };
                 t.worker = Some(worker.clone());
                 if t.kill_requested {
                     cycle.kills.push((t.instance, t.node));
@@ -217,16 +250,36 @@ impl Engine {
             u.output = (!ev.output.is_empty()).then(|| ev.output.clone().into_iter().collect());
             u.message = (!ev.message.is_empty()).then(|| ev.message.clone());
         }
-        self.task_event(ev.task_instance_id, u, ev.output.into_iter().collect(), cycle, ev.at_ms);
+        self.task_event(
+            ev.task_instance_id,
+            u,
+            ev.output.into_iter().collect(),
+            cycle,
+            ev.at_ms,
+        );
     }
 
     /// Applies a task's state change to its runtime and records it if accepted.
-    fn task_event(&mut self, id: i64, mut u: TaskUpdate, output: Params, cycle: &mut Cycle, at: i64) {
+    fn task_event(
+        &mut self,
+        id: i64,
+        mut u: TaskUpdate,
+        output: Params,
+        cycle: &mut Cycle,
+        at: i64,
+    ) {
         let Some(t) = self.tasks.get(&id) else { return };
         let (instance, node, attempt) = (t.instance, t.node, t.attempt);
         let state = u.state;
-        let event = Event::Task { node, attempt, state, output };
-        let Some(outcome) = self.apply(instance, event, cycle, at) else { return };
+        let event = Event::Task {
+            node,
+            attempt,
+            state,
+            output,
+        };
+        let Some(outcome) = self.apply(instance, event, cycle, at) else {
+            return;
+        };
         if !outcome.accepted {
             return;
         }
@@ -240,7 +293,13 @@ impl Engine {
         cycle.update(u);
     }
 
-    fn apply(&mut self, instance: i64, event: Event, cycle: &mut Cycle, now: i64) -> Option<Outcome> {
+    fn apply(
+        &mut self,
+        instance: i64,
+        event: Event,
+        cycle: &mut Cycle,
+        now: i64,
+    ) -> Option<Outcome> {
         let run = self.runs.get_mut(&instance)?;
         let outcome = run.rt.apply(event);
         for action in &outcome.actions {
@@ -257,7 +316,11 @@ impl Engine {
                         state: TaskState::Submitted,
                         submitted_at: now,
                     });
-                    cycle.creates.push(PendingCreate { instance, node, attempt });
+                    cycle.creates.push(PendingCreate {
+                        instance,
+                        node,
+                        attempt,
+                    });
                 }
                 Action::KillTask { node, .. } => cycle.kills.push((instance, node)),
                 Action::Finish { state } => {
@@ -277,7 +340,11 @@ impl Engine {
 
     /// Commits the cycle's writes, retrying while the database is unreachable. Returns
     /// None when shutdown interrupted the retries.
-    async fn commit(&self, batch: &WriteBatch, shutdown: &CancellationToken) -> Option<WriteResult> {
+    async fn commit(
+        &self,
+        batch: &WriteBatch,
+        shutdown: &CancellationToken,
+    ) -> Option<WriteResult> {
         if batch.is_empty() {
             return Some(WriteResult::default());
         }
@@ -302,7 +369,10 @@ impl Engine {
             let _ = ack.send(seqs);
         }
         for instance in result.fenced_instances {
-            warn!(instance_id = instance, "instance was taken over by another master; dropping it");
+            warn!(
+                instance_id = instance,
+                "instance was taken over by another master; dropping it"
+            );
             self.drop_run(instance);
         }
         for id in cycle.ended_tasks {
@@ -313,11 +383,19 @@ impl Engine {
             }
         }
         for (pc, id) in cycle.creates.into_iter().zip(result.new_task_ids) {
-            let Some(run) = self.runs.get_mut(&pc.instance) else { continue };
+            let Some(run) = self.runs.get_mut(&pc.instance) else {
+                continue;
+            };
             run.task_ids[pc.node] = Some(id);
             self.tasks.insert(
                 id,
-                TaskRef { instance: pc.instance, node: pc.node, attempt: pc.attempt, worker: None, kill_requested: false },
+                TaskRef {
+                    instance: pc.instance,
+                    node: pc.node,
+                    attempt: pc.attempt,
+                    worker: None,
+                    kill_requested: false,
+                },
             );
             match spec::build(run, pc.node, id, pc.attempt, &self.master_addr) {
                 Ok(task) => {
@@ -339,8 +417,12 @@ impl Engine {
     /// Kills the current attempt of a task: on its worker if it reached one, otherwise by
     /// taking it out of the queue.
     fn kill(&mut self, instance: i64, node: Node) {
-        let Some(id) = self.runs.get(&instance).and_then(|r| r.task_ids[node]) else { return };
-        let Some(t) = self.tasks.get_mut(&id) else { return };
+        let Some(id) = self.runs.get(&instance).and_then(|r| r.task_ids[node]) else {
+            return;
+        };
+        let Some(t) = self.tasks.get_mut(&id) else {
+            return;
+        };
         t.kill_requested = true;
         let Some(worker) = t.worker.clone() else {
             let _ = self.dispatcher.send(DispatchMsg::Cancel(id));
@@ -350,7 +432,13 @@ impl Engine {
         let client = self.clients.get(&worker);
         tokio::spawn(async move {
             let result = match client {
-                Ok(mut c) => c.kill(KillRequest { task_instance_id: id, attempt }).await.map(|_| ()),
+                Ok(mut c) => c
+                    .kill(KillRequest {
+                        task_instance_id: id,
+                        attempt,
+                    })
+                    .await
+                    .map(|_| ()),
                 Err(e) => Err(tonic::Status::unavailable(e.to_string())),
             };
             if let Err(e) = result {

@@ -65,20 +65,34 @@ impl TaskQueue {
     }
 
     fn insert(&mut self, task: QueuedTask, seq: u64) {
-        let key = (task.instance_priority.rank(), task.task_priority.rank(), seq);
-        self.groups.entry(task.group.clone()).or_default().push(Reverse(Entry { key, task }));
+        let key = (
+            task.instance_priority.rank(),
+            task.task_priority.rank(),
+            seq,
+        );
+        self.groups
+            .entry(task.group.clone())
+            .or_default()
+            .push(Reverse(Entry { key, task }));
         self.len += 1;
     }
 
     pub fn pop(&mut self, group: &str) -> Option<Popped> {
         let Reverse(e) = self.groups.get_mut(group)?.pop()?;
         self.len -= 1;
-        Some(Popped { task: e.task, seq: e.key.2 })
+        Some(Popped {
+            task: e.task,
+            seq: e.key.2,
+        })
     }
 
     /// Groups that have tasks waiting.
     pub fn waiting_groups(&self) -> Vec<String> {
-        self.groups.iter().filter(|(_, h)| !h.is_empty()).map(|(g, _)| g.clone()).collect()
+        self.groups
+            .iter()
+            .filter(|(_, h)| !h.is_empty())
+            .map(|(g, _)| g.clone())
+            .collect()
     }
 
     pub fn len(&self) -> usize {
@@ -96,7 +110,10 @@ mod tests {
 
     fn task(id: i64, group: &str, inst: Priority, prio: Priority) -> QueuedTask {
         QueuedTask {
-            spec: TaskSpec { task_instance_id: id, ..Default::default() },
+            spec: TaskSpec {
+                task_instance_id: id,
+                ..Default::default()
+            },
             group: group.into(),
             instance_priority: inst,
             task_priority: prio,
@@ -110,7 +127,9 @@ mod tests {
         q.push(task(2, "g", Priority::Medium, Priority::High));
         q.push(task(3, "g", Priority::High, Priority::Lowest));
         q.push(task(4, "g", Priority::Medium, Priority::Medium));
-        let order: Vec<i64> = std::iter::from_fn(|| q.pop("g")).map(|p| p.task.spec.task_instance_id).collect();
+        let order: Vec<i64> = std::iter::from_fn(|| q.pop("g"))
+            .map(|p| p.task.spec.task_instance_id)
+            .collect();
         assert_eq!(order, vec![3, 2, 1, 4]);
     }
 

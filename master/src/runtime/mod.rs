@@ -21,7 +21,12 @@ pub enum Event {
     /// The instance was claimed: release the root tasks.
     Start,
     /// A task attempt moved to `state` (dispatched, running or a terminal state).
-    Task { node: Node, attempt: i32, state: TaskState, output: Params },
+    Task {
+        node: Node,
+        attempt: i32,
+        state: TaskState,
+        output: Params,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -90,7 +95,10 @@ impl WorkflowRuntime {
             }
         }
         let waiting_on = (0..n)
-            .map(|i| dag.neighbors_directed(NodeIndex::new(i), Direction::Incoming).count())
+            .map(|i| {
+                dag.neighbors_directed(NodeIndex::new(i), Direction::Incoming)
+                    .count()
+            })
             .collect();
         WorkflowRuntime {
             def,
@@ -119,23 +127,39 @@ impl WorkflowRuntime {
         }
         match event {
             Event::Start => {
-                let mut out = Outcome { accepted: true, ..Outcome::default() };
+                let mut out = Outcome {
+                    accepted: true,
+                    ..Outcome::default()
+                };
                 let roots: Vec<Node> = (0..self.slots.len()).collect();
                 self.release(roots, &mut out.actions);
                 out
             }
-            Event::Task { node, attempt, state, output } => self.on_task(node, attempt, state, output),
+            Event::Task {
+                node,
+                attempt,
+                state,
+                output,
+            } => self.on_task(node, attempt, state, output),
         }
     }
 
     fn on_task(&mut self, node: Node, attempt: i32, state: TaskState, output: Params) -> Outcome {
-        let Some(Slot::Active { attempt: current, state: was }) = self.slots.get(node).copied() else {
+        let Some(Slot::Active {
+            attempt: current,
+            state: was,
+        }) = self.slots.get(node).copied()
+        else {
             return Outcome::default();
         };
         if attempt != current || rank(state) <= rank(was) {
             return Outcome::default();
         }
-        let mut out = Outcome { accepted: true, was_running: was == TaskState::Running, actions: vec![] };
+        let mut out = Outcome {
+            accepted: true,
+            was_running: was == TaskState::Running,
+            actions: vec![],
+        };
         if !state.is_terminal() {
             self.slots[node] = Slot::Active { attempt, state };
             return out;
@@ -146,7 +170,10 @@ impl WorkflowRuntime {
         if state.lets_downstream_run() {
             self.passed += 1;
             self.outputs[node] = output;
-            for d in self.dag.neighbors_directed(NodeIndex::new(node), Direction::Outgoing) {
+            for d in self
+                .dag
+                .neighbors_directed(NodeIndex::new(node), Direction::Outgoing)
+            {
                 self.waiting_on[d.index()] -= 1;
                 candidates.push(d.index());
             }
@@ -156,7 +183,10 @@ impl WorkflowRuntime {
             self.stopping = true;
             for (other, slot) in self.slots.iter().enumerate() {
                 if let Slot::Active { attempt, .. } = slot {
-                    out.actions.push(Action::KillTask { node: other, attempt: *attempt });
+                    out.actions.push(Action::KillTask {
+                        node: other,
+                        attempt: *attempt,
+                    });
                 }
             }
         }
@@ -170,7 +200,10 @@ impl WorkflowRuntime {
         if !self.stopping {
             for node in candidates {
                 if self.slots[node] == Slot::NotStarted && self.waiting_on[node] == 0 {
-                    self.slots[node] = Slot::Active { attempt: 1, state: TaskState::Submitted };
+                    self.slots[node] = Slot::Active {
+                        attempt: 1,
+                        state: TaskState::Submitted,
+                    };
                     self.active += 1;
                     actions.push(Action::CreateTask { node, attempt: 1 });
                 }
@@ -180,7 +213,11 @@ impl WorkflowRuntime {
             return;
         }
         let all_passed = self.passed == self.slots.len();
-        self.state = if all_passed { WorkflowState::Success } else { WorkflowState::Failure };
+        self.state = if all_passed {
+            WorkflowState::Success
+        } else {
+            WorkflowState::Failure
+        };
         actions.push(Action::Finish { state: self.state });
     }
 
@@ -188,10 +225,22 @@ impl WorkflowRuntime {
     /// outputs > workflow global, plus built-ins.
     pub fn task_params(&self, node: Node, start: &Params, builtins: &Params) -> Params {
         let mut p = self.def.params.clone();
-        for u in self.dag.neighbors_directed(NodeIndex::new(node), Direction::Incoming) {
-            p.extend(self.outputs[u.index()].iter().map(|(k, v)| (k.clone(), v.clone())));
+        for u in self
+            .dag
+            .neighbors_directed(NodeIndex::new(node), Direction::Incoming)
+        {
+            p.extend(
+                self.outputs[u.index()]
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
         }
-        p.extend(self.def.tasks[node].params.iter().map(|(k, v)| (k.clone(), v.clone())));
+        p.extend(
+            self.def.tasks[node]
+                .params
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
         p.extend(start.iter().map(|(k, v)| (k.clone(), v.clone())));
         p.extend(builtins.iter().map(|(k, v)| (k.clone(), v.clone())));
         p

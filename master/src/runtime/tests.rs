@@ -8,7 +8,12 @@ fn runtime(yaml: &str) -> WorkflowRuntime {
 const DIAMOND: &str = "name: d\ntasks:\n- {name: a, type: noop}\n- {name: b, type: noop, depends_on: [a]}\n- {name: c, type: noop, depends_on: [a]}\n- {name: d, type: noop, depends_on: [b, c]}\n";
 
 fn task(node: Node, state: TaskState) -> Event {
-    Event::Task { node, attempt: 1, state, output: Params::new() }
+    Event::Task {
+        node,
+        attempt: 1,
+        state,
+        output: Params::new(),
+    }
 }
 
 fn created(out: &Outcome) -> Vec<Node> {
@@ -27,10 +32,18 @@ fn diamond_releases_the_join_only_after_both_branches() {
     assert_eq!(created(&rt.apply(Event::Start)), vec![0]);
     assert!(rt.apply(task(0, TaskState::Running)).actions.is_empty());
     assert_eq!(created(&rt.apply(task(0, TaskState::Success))), vec![1, 2]);
-    assert!(created(&rt.apply(task(1, TaskState::Success))).is_empty(), "d waits for c");
+    assert!(
+        created(&rt.apply(task(1, TaskState::Success))).is_empty(),
+        "d waits for c"
+    );
     assert_eq!(created(&rt.apply(task(2, TaskState::Success))), vec![3]);
     let out = rt.apply(task(3, TaskState::Success));
-    assert_eq!(out.actions, vec![Action::Finish { state: WorkflowState::Success }]);
+    assert_eq!(
+        out.actions,
+        vec![Action::Finish {
+            state: WorkflowState::Success
+        }]
+    );
     assert_eq!(rt.state(), WorkflowState::Success);
 }
 
@@ -40,9 +53,21 @@ fn failure_with_strategy_end_kills_the_rest_and_starts_nothing() {
     rt.apply(Event::Start);
     rt.apply(task(0, TaskState::Success));
     let out = rt.apply(task(1, TaskState::Failure));
-    assert_eq!(out.actions, vec![Action::KillTask { node: 2, attempt: 1 }]);
+    assert_eq!(
+        out.actions,
+        vec![Action::KillTask {
+            node: 2,
+            attempt: 1
+        }]
+    );
     let out = rt.apply(task(2, TaskState::Success));
-    assert_eq!(out.actions, vec![Action::Finish { state: WorkflowState::Failure }], "d never starts");
+    assert_eq!(
+        out.actions,
+        vec![Action::Finish {
+            state: WorkflowState::Failure
+        }],
+        "d never starts"
+    );
 }
 
 #[test]
@@ -53,7 +78,12 @@ fn failure_with_strategy_continue_runs_independent_branches() {
     assert!(rt.apply(task(0, TaskState::Failure)).actions.is_empty());
     assert_eq!(created(&rt.apply(task(2, TaskState::Success))), vec![3]);
     let out = rt.apply(task(3, TaskState::Success));
-    assert_eq!(out.actions, vec![Action::Finish { state: WorkflowState::Failure }]);
+    assert_eq!(
+        out.actions,
+        vec![Action::Finish {
+            state: WorkflowState::Failure
+        }]
+    );
 }
 
 #[test]
@@ -63,8 +93,16 @@ fn stale_duplicate_and_backward_events_are_ignored() {
     assert!(rt.apply(task(0, TaskState::Success)).accepted);
     assert!(!rt.apply(task(0, TaskState::Success)).accepted, "duplicate");
     assert!(!rt.apply(task(0, TaskState::Running)).accepted, "backwards");
-    assert!(!rt.apply(task(3, TaskState::Success)).accepted, "not started yet");
-    let old = Event::Task { node: 1, attempt: 7, state: TaskState::Failure, output: Params::new() };
+    assert!(
+        !rt.apply(task(3, TaskState::Success)).accepted,
+        "not started yet"
+    );
+    let old = Event::Task {
+        node: 1,
+        attempt: 7,
+        state: TaskState::Failure,
+        output: Params::new(),
+    };
     assert!(!rt.apply(old).accepted, "another attempt");
     assert_eq!(rt.state(), WorkflowState::Running);
 }
@@ -75,7 +113,9 @@ fn stale_duplicate_and_backward_events_are_ignored() {
 fn scrambled_and_repeated_events_still_finish_once() {
     let mut seed: u64 = 0x5eed;
     let mut next = move || {
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (seed >> 33) as usize
     };
     for _ in 0..200 {
@@ -86,7 +126,11 @@ fn scrambled_and_repeated_events_still_finish_once() {
             for a in out.actions {
                 match a {
                     Action::CreateTask { node, .. } => {
-                        for s in [TaskState::Dispatched, TaskState::Running, TaskState::Success] {
+                        for s in [
+                            TaskState::Dispatched,
+                            TaskState::Running,
+                            TaskState::Success,
+                        ] {
                             pending.push(task(node, s));
                         }
                     }
@@ -101,7 +145,11 @@ fn scrambled_and_repeated_events_still_finish_once() {
         handle(rt.apply(Event::Start), &mut pending);
         while !pending.is_empty() {
             let i = next() % pending.len();
-            let ev = if next() % 4 == 0 { pending[i].clone() } else { pending.swap_remove(i) };
+            let ev = if next() % 4 == 0 {
+                pending[i].clone()
+            } else {
+                pending.swap_remove(i)
+            };
             handle(rt.apply(ev), &mut pending);
         }
         assert_eq!(finishes, 1);
@@ -114,9 +162,21 @@ fn task_params_follow_precedence() {
     let yaml = "name: p\nparams: {a: global, b: global, c: global}\ntasks:\n- {name: up, type: noop}\n- {name: t, type: noop, depends_on: [up], params: {b: local, c: local}}\n";
     let mut rt = runtime(yaml);
     rt.apply(Event::Start);
-    let out: Params = [("a".to_string(), "upstream".to_string()), ("b".into(), "upstream".into())].into();
-    rt.apply(Event::Task { node: 0, attempt: 1, state: TaskState::Success, output: out });
+    let out: Params = [
+        ("a".to_string(), "upstream".to_string()),
+        ("b".into(), "upstream".into()),
+    ]
+    .into();
+    rt.apply(Event::Task {
+        node: 0,
+        attempt: 1,
+        state: TaskState::Success,
+        output: out,
+    });
     let start: Params = [("c".to_string(), "start".to_string())].into();
     let p = rt.task_params(1, &start, &Params::new());
-    assert_eq!((p["a"].as_str(), p["b"].as_str(), p["c"].as_str()), ("upstream", "local", "start"));
+    assert_eq!(
+        (p["a"].as_str(), p["b"].as_str(), p["c"].as_str()),
+        ("upstream", "local", "start")
+    );
 }

@@ -15,10 +15,7 @@ const MARKERS: [&str; 2] = ["${setValue(", "#{setValue("];
 pub(crate) fn parse_line(line: &str) -> Vec<(String, String)> {
     let mut rest = line.trim();
     let mut pairs = Vec::new();
-    loop {
-        let Some(marker) = MARKERS.iter().find(|m| rest.starts_with(**m)) else {
-            break;
-        };
+    while let Some(marker) = MARKERS.iter().find(|m| rest.starts_with(**m)) {
         let body = &rest[marker.len()..];
         let Some(end) = body.find(")}") else { break };
         if let Some((key, value)) = body[..end].split_once('=') {

@@ -7,8 +7,9 @@ use super::set_value::OutputScanner;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, ChildStdout, Command};
@@ -34,6 +35,26 @@ pub(crate) struct ShellExit {
     pub(crate) output: HashMap<String, String>,
     /// Some setValue parameters were dropped because the output grew too large.
     pub(crate) output_truncated: bool,
+}
+
+/// The bash executable, looked up in `PATH` once: spawning by bare name makes every spawn
+/// try each `PATH` entry in turn.
+fn bash() -> &'static Path {
+    static BASH: OnceLock<PathBuf> = OnceLock::new();
+    BASH.get_or_init(|| {
+        std::env::var_os("PATH")
+            .and_then(|path| {
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join("bash"))
+                    .find(|candidate| is_executable(candidate))
+            })
+            .unwrap_or_else(|| PathBuf::from("bash"))
+    })
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// True for names a shell accepts as variable names (`[A-Za-z_][A-Za-z0-9_]*`).
@@ -66,7 +87,7 @@ pub(crate) fn spawn(
         .try_clone()
         .map_err(|e| format!("cannot share the task log with the task: {e}"))?;
 
-    let mut cmd = Command::new("bash");
+    let mut cmd = Command::new(bash());
     cmd.arg(SCRIPT)
         .current_dir(work_dir)
         .process_group(0)
@@ -159,6 +180,11 @@ impl ShellProcess {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bash_is_found() {
+        assert!(bash().is_absolute(), "{}", bash().display());
+    }
 
     #[test]
     fn shell_identifiers() {
