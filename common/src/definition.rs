@@ -9,6 +9,7 @@ use petgraph::algo::tarjan_scc;
 use petgraph::graph::DiGraph;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 pub const DEFAULT_PROJECT: &str = "default";
 pub const DEFAULT_WORKER_GROUP: &str = "default";
@@ -55,6 +56,111 @@ pub struct TaskDef {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub params: BTreeMap<String, String>,
+    /// `false` skips the task; downstream tasks treat it as passed.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub enabled: bool,
+    /// Further attempts after a failure, each its own task instance.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
+    /// Wait between attempts (a master timer; no worker slot is held).
+    #[serde(
+        default,
+        with = "crate::duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub retry_interval: Option<Duration>,
+    /// Wait before the first attempt starts.
+    #[serde(
+        default,
+        with = "crate::duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub delay: Option<Duration>,
+    /// Longest an attempt may run; what happens then is `timeout_strategy`.
+    #[serde(
+        default,
+        with = "crate::duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub timeout: Option<Duration>,
+    #[serde(default)]
+    pub timeout_strategy: TimeoutStrategy,
+    /// `python`: the script, run by the worker's configured interpreter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+    /// `http`: the request and what counts as success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpSpec>,
+    /// `sql`: a query against a datasource named in the worker's configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sql: Option<SqlSpec>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeoutStrategy {
+    /// Log a warning and let the attempt run on.
+    #[default]
+    Warn,
+    /// Kill the attempt's process group; the attempt fails.
+    Fail,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSpec {
+    pub url: String,
+    #[serde(default = "default_method")]
+    pub method: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// Status codes that mean success; default: any 2xx.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected_status: Vec<u16>,
+    /// Output parameters taken from the JSON response: name -> JSONPath (`$.data.id`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SqlSpec {
+    /// Name of a datasource configured on the worker (`--datasource NAME=URL`).
+    pub datasource: String,
+    pub query: String,
+    /// Which rows become output parameters.
+    #[serde(default)]
+    pub output: SqlOutput,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SqlOutput {
+    /// No output parameters.
+    #[default]
+    None,
+    /// Each column of the first row becomes a parameter named after the column.
+    FirstRow,
+    /// Each column becomes a parameter holding a JSON array of that column's values.
+    AllRows,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn default_method() -> String {
+    "GET".to_string()
 }
 
 impl TaskDef {
@@ -116,8 +222,12 @@ pub enum DefinitionError {
         task_type: String,
         known: String,
     },
-    #[error("task '{task}' of type shell needs a 'command'")]
-    MissingCommand { task: String },
+    #[error("task '{task}' of type {task_type} needs '{field}'")]
+    MissingField {
+        task: String,
+        task_type: &'static str,
+        field: &'static str,
+    },
     #[error("task '{task}' depends on '{dependency}', which is not a task of this workflow")]
     UnknownDependency { task: String, dependency: String },
     #[error("tasks form a cycle: {}", .0.join(" -> "))]
@@ -182,9 +292,19 @@ impl WorkflowDef {
                             .collect::<Vec<_>>()
                             .join(", "),
                     })?;
-            if kind == TaskType::Shell && t.command.as_deref().is_none_or(|c| c.trim().is_empty()) {
-                return Err(DefinitionError::MissingCommand {
+            let blank = |v: &Option<String>| v.as_deref().is_none_or(|c| c.trim().is_empty());
+            let missing = match kind {
+                TaskType::Shell => blank(&t.command).then_some("command"),
+                TaskType::Python => blank(&t.script).then_some("script"),
+                TaskType::Http => t.http.is_none().then_some("http"),
+                TaskType::Sql => t.sql.is_none().then_some("sql"),
+                TaskType::Noop => None,
+            };
+            if let Some(field) = missing {
+                return Err(DefinitionError::MissingField {
                     task: t.name.clone(),
+                    task_type: kind.as_str(),
+                    field,
                 });
             }
         }
@@ -328,7 +448,10 @@ tasks:
             err("name: w\ntasks:\n- {name: a, type: noop, depends_on: [ghost]}\n")
                 .contains("task 'a' depends on 'ghost'")
         );
-        assert!(err("name: w\ntasks:\n- {name: a, type: shell}\n").contains("needs a 'command'"));
+        assert!(
+            err("name: w\ntasks:\n- {name: a, type: shell}\n")
+                .contains("task 'a' of type shell needs 'command'")
+        );
         assert!(err("name: 'bad name'\ntasks:\n- {name: a, type: noop}\n").contains("bad name"));
         assert!(err("name: w\ntasks:\n- {name: a, type: noop, colour: red}\n").contains("colour"));
         assert!(err("{{{").starts_with("definition is not valid"));

@@ -2,6 +2,7 @@
 //! the generated master/worker protocol.
 
 pub mod definition;
+pub mod duration;
 pub mod error;
 pub mod params;
 pub mod registry;

@@ -154,6 +154,9 @@ string_enum!(
     /// Task types known to the workflow definition format.
     TaskType {
         Shell => "shell",
+        Python => "python",
+        Http => "http",
+        Sql => "sql",
         Noop => "noop",
     }
 );
