@@ -15,6 +15,9 @@ pub enum Error {
     NotFound(String),
     #[error("invalid input: {0}")]
     Invalid(String),
+    /// The request clashes with the current state (e.g. an action already pending).
+    #[error("{0}")]
+    Conflict(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
 }

@@ -8,10 +8,14 @@ use super::schema::{
     Command as Cmd, ErrorCommand as ErrCmd, WorkflowDefinition as Def, WorkflowInstance as Inst,
 };
 use super::signal::{COMMAND_CHANNEL, CommandSignal};
-use super::{Backend, ClaimedInstance, CommandStatus, InstanceRow, NewCommand, Params, Store};
+use super::instances::{INSTANCE_COLUMNS, InstanceRecord, TaskRecord, select_tasks};
+use super::schema::TaskInstance as Task;
+use super::{
+    Backend, ClaimedInstance, CommandStatus, InstanceRow, NewCommand, Params, StartOptions, Store,
+};
 use crate::definition::WorkflowDef;
 use crate::error::{Error, Result};
-use crate::types::{Priority, WorkflowState, now_ms};
+use crate::types::{CommandKind, Priority, WorkflowState, now_ms};
 use sea_query::{Expr, ExprTrait, Func, LockBehavior, LockType, Order, Query};
 use sqlx::postgres::PgListener;
 use std::collections::HashMap;
@@ -27,6 +31,8 @@ struct CommandRecord {
     params: String,
     priority: Option<String>,
     created_at: i64,
+    workflow_instance_id: Option<i64>,
+    options: String,
 }
 
 /// A definition version as a claim sees it: missing, unreadable, or usable.
@@ -45,6 +51,8 @@ impl Store {
                 Cmd::Params,
                 Cmd::Priority,
                 Cmd::CreatedAt,
+                Cmd::WorkflowInstanceId,
+                Cmd::Options,
             ],
             [[
                 cmd.kind.as_str().into(),
@@ -54,11 +62,21 @@ impl Store {
                 to_json(&cmd.params)?.into(),
                 cmd.priority.map(Priority::as_str).into(),
                 now_ms().into(),
+                cmd.workflow_instance_id.into(),
+                to_json(&cmd.options)?.into(),
             ]],
         );
         insert.returning_col(Cmd::Id);
         let mut tx = self.db.begin().await?;
-        let (id,): (i64,) = tx.fetch_one(&insert).await?;
+        let (id,): (i64,) = match tx.fetch_one(&insert).await {
+            Err(Error::Database(sqlx::Error::Database(e))) if e.is_unique_violation() => {
+                let instance = cmd.workflow_instance_id.unwrap_or_default();
+                return Err(Error::Conflict(format!(
+                    "an action on workflow instance {instance} is already pending; wait for it to be picked up"
+                )));
+            }
+            other => other?,
+        };
         if tx.backend() == Backend::Postgres {
             // Delivered on commit, and only if the command was committed.
             tx.execute(Query::select().expr(Func::cust("pg_notify").arg(COMMAND_CHANNEL).arg("")))
@@ -148,6 +166,8 @@ impl Store {
                 Cmd::Params,
                 Cmd::Priority,
                 Cmd::CreatedAt,
+                Cmd::WorkflowInstanceId,
+                Cmd::Options,
             ])
             .from(Cmd::Table)
             .order_by(Cmd::Id, Order::Asc)
@@ -165,6 +185,7 @@ impl Store {
         let now = now_ms();
         let mut definitions: HashMap<(String, String, i32), DefinitionLookup> = HashMap::new();
         let mut accepted: Vec<(InstanceRow, WorkflowDef)> = Vec::new();
+        let mut recovered: Vec<ClaimedInstance> = Vec::new();
         let mut rejected: Vec<(&CommandRecord, String)> = Vec::new();
         for command in &commands {
             let key = (
@@ -179,8 +200,17 @@ impl Store {
                     entry.insert(lookup)
                 }
             };
-            match plan_instance(command, definition, owner, owner_epoch, now) {
-                Ok(planned) => accepted.push(planned),
+            let outcome = match command.workflow_instance_id {
+                Some(instance) => {
+                    recover_instance(&mut tx, command, instance, definition, owner)
+                        .await?
+                        .map(|claimed| recovered.push(claimed))
+                }
+                None => plan_instance(command, definition, owner, owner_epoch, now)
+                    .map(|planned| accepted.push(planned)),
+            };
+            match outcome {
+                Ok(()) => {}
                 Err(reason) => {
                     tracing::warn!(command_id = command.id, %reason, "command rejected");
                     rejected.push((command, reason));
@@ -188,10 +218,11 @@ impl Store {
             }
         }
 
-        for chunk in rejected.chunks(tx.rows_per_statement(9)) {
+        for chunk in rejected.chunks(tx.rows_per_statement(10)) {
             tx.execute(&insert_rows(
                 ErrCmd::Table,
                 [
+                    ErrCmd::WorkflowInstanceId,
                     ErrCmd::Id,
                     ErrCmd::Kind,
                     ErrCmd::Project,
@@ -204,6 +235,7 @@ impl Store {
                 ],
                 chunk.iter().map(|(command, reason)| {
                     [
+                        command.workflow_instance_id.into(),
                         command.id.into(),
                         command.kind.as_str().into(),
                         command.project.as_str().into(),
@@ -220,10 +252,11 @@ impl Store {
         }
 
         let mut ids: HashMap<i64, i64> = HashMap::with_capacity(accepted.len());
-        for chunk in accepted.chunks(tx.rows_per_statement(12)) {
+        for chunk in accepted.chunks(tx.rows_per_statement(13)) {
             let mut insert = insert_rows(
                 Inst::Table,
                 [
+                    Inst::Options,
                     Inst::CommandId,
                     Inst::Project,
                     Inst::Workflow,
@@ -241,6 +274,7 @@ impl Store {
                     .iter()
                     .map(|(row, _)| -> Result<_> {
                         Ok([
+                            to_json(&row.options)?.into(),
                             row.command_id.into(),
                             row.project.as_str().into(),
                             row.workflow.as_str().into(),
@@ -288,10 +322,13 @@ impl Store {
                     ))
                 })?;
                 Ok(ClaimedInstance {
+                    kind: CommandKind::Start,
                     instance,
                     definition,
+                    tasks: Vec::new(),
                 })
             })
+            .chain(recovered.into_iter().map(Ok))
             .collect::<Result<Vec<_>>>()?;
         tx.commit().await?;
         Ok(claimed)
@@ -336,6 +373,8 @@ fn plan_instance(
         Some(text) => parse::<Priority>(&row, text).map_err(|e| e.to_string())?,
         None => definition.priority,
     };
+    let options: StartOptions =
+        from_json(&row, "options", &command.options).map_err(|e| e.to_string())?;
     let instance = InstanceRow {
         id: 0,
         command_id: command.id,
@@ -351,6 +390,97 @@ fn plan_instance(
         created_at: command.created_at,
         started_at: Some(now),
         ended_at: None,
+        options,
     };
     Ok((instance, definition))
+}
+
+/// Takes over a finished or paused instance for a resume, rerun or resubmit-failed
+/// command: the instance gets this command's id, a new owner epoch (fencing out whoever
+/// drove it before) and, for a rerun, a new run. Returns why not if its state does not
+/// allow the command.
+async fn recover_instance(
+    tx: &mut Tx,
+    command: &CommandRecord,
+    instance_id: i64,
+    definition: &DefinitionLookup,
+    owner: &str,
+) -> Result<std::result::Result<ClaimedInstance, String>> {
+    let Ok(definition) = definition.clone() else {
+        return Ok(Err(definition.clone().err().unwrap_or_default()));
+    };
+    let kind: CommandKind = match parse(&format!("command {}", command.id), &command.kind) {
+        Ok(kind) => kind,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let record: Option<InstanceRecord> = tx
+        .fetch_optional(
+            Query::select()
+                .columns(INSTANCE_COLUMNS)
+                .from(Inst::Table)
+                .and_where(Expr::col(Inst::Id).eq(instance_id))
+                .lock(LockType::Update),
+        )
+        .await?;
+    let Some(record) = record else {
+        return Ok(Err(format!("workflow instance {instance_id} does not exist")));
+    };
+    let mut instance = record.decode()?;
+    if let Err(reason) = recovery_allowed(kind, instance.state) {
+        return Ok(Err(format!("workflow instance {instance_id} is {}: {reason}", instance.state)));
+    }
+    instance.command_id = command.id;
+    instance.state = WorkflowState::Running;
+    instance.owner = Some(owner.to_string());
+    instance.owner_epoch += 1;
+    instance.ended_at = None;
+    if kind == CommandKind::Rerun {
+        instance.run += 1;
+    }
+    tx.execute(
+        Query::update()
+            .table(Inst::Table)
+            .value(Inst::CommandId, instance.command_id)
+            .value(Inst::State, instance.state.as_str())
+            .value(Inst::Owner, owner)
+            .value(Inst::OwnerEpoch, instance.owner_epoch)
+            .value(Inst::Run, instance.run)
+            .value(Inst::EndedAt, Option::<i64>::None)
+            .and_where(Expr::col(Inst::Id).eq(instance_id)),
+    )
+    .await?;
+    let tasks = if kind == CommandKind::Rerun {
+        Vec::new()
+    } else {
+        let records: Vec<TaskRecord> = tx
+            .fetch_all(
+                select_tasks()
+                    .and_where(Expr::col(Task::WorkflowInstanceId).eq(instance_id))
+                    .and_where(Expr::col(Task::Run).eq(instance.run))
+                    .order_by(Task::Id, Order::Asc),
+            )
+            .await?;
+        records.into_iter().map(TaskRecord::decode).collect::<Result<Vec<_>>>()?
+    };
+    Ok(Ok(ClaimedInstance { kind, instance, definition, tasks }))
+}
+
+/// Which instance states each recovery command applies to.
+pub fn recovery_allowed(kind: CommandKind, state: WorkflowState) -> std::result::Result<(), &'static str> {
+    use WorkflowState::*;
+    let ok = match kind {
+        CommandKind::Resume => state == Paused,
+        CommandKind::ResubmitFailed => matches!(state, Failure | Stopped),
+        CommandKind::Rerun => matches!(state, Success | Failure | Stopped | Paused),
+        _ => false,
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(match kind {
+        CommandKind::Resume => "only a paused instance can be resumed",
+        CommandKind::ResubmitFailed => "only a failed or stopped instance can be resubmitted",
+        CommandKind::Rerun => "only a finished instance can be rerun",
+        _ => "this command does not act on an existing instance",
+    })
 }

@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 const DEFAULT_LIST_LIMIT: i64 = 100;
 const MAX_LIST_LIMIT: i64 = 1000;
 
-const INSTANCE_COLUMNS: [Inst; 14] = [
+pub(super) const INSTANCE_COLUMNS: [Inst; 15] = [
     Inst::Id,
     Inst::CommandId,
     Inst::Project,
@@ -33,9 +33,10 @@ const INSTANCE_COLUMNS: [Inst; 14] = [
     Inst::CreatedAt,
     Inst::StartedAt,
     Inst::EndedAt,
+    Inst::Options,
 ];
 
-const TASK_COLUMNS: [Task; 15] = [
+const TASK_COLUMNS: [Task; 16] = [
     Task::Id,
     Task::WorkflowInstanceId,
     Task::Name,
@@ -51,10 +52,11 @@ const TASK_COLUMNS: [Task; 15] = [
     Task::ExitCode,
     Task::Output,
     Task::Message,
+    Task::Run,
 ];
 
 #[derive(sqlx::FromRow)]
-struct InstanceRecord {
+pub(super) struct InstanceRecord {
     id: i64,
     command_id: i64,
     project: String,
@@ -69,15 +71,17 @@ struct InstanceRecord {
     created_at: i64,
     started_at: Option<i64>,
     ended_at: Option<i64>,
+    options: String,
 }
 
 impl InstanceRecord {
-    fn decode(self) -> Result<InstanceRow> {
+    pub(super) fn decode(self) -> Result<InstanceRow> {
         let row = format!("workflow_instance {}", self.id);
         Ok(InstanceRow {
             state: parse(&row, &self.state)?,
             priority: parse(&row, &self.priority)?,
             params: from_json(&row, "params", &self.params)?,
+            options: from_json(&row, "options", &self.options)?,
             id: self.id,
             command_id: self.command_id,
             project: self.project,
@@ -94,7 +98,7 @@ impl InstanceRecord {
 }
 
 #[derive(sqlx::FromRow)]
-struct TaskRecord {
+pub(super) struct TaskRecord {
     id: i64,
     workflow_instance_id: i64,
     name: String,
@@ -110,10 +114,11 @@ struct TaskRecord {
     exit_code: Option<i32>,
     output: Option<String>,
     message: Option<String>,
+    run: i32,
 }
 
 impl TaskRecord {
-    fn decode(self) -> Result<TaskInstanceRow> {
+    pub(super) fn decode(self) -> Result<TaskInstanceRow> {
         let row = format!("task_instance {}", self.id);
         Ok(TaskInstanceRow {
             state: parse(&row, &self.state)?,
@@ -124,6 +129,7 @@ impl TaskRecord {
             },
             id: self.id,
             workflow_instance_id: self.workflow_instance_id,
+            run: self.run,
             name: self.name,
             task_type: self.task_type,
             attempt: self.attempt,
@@ -221,7 +227,7 @@ impl Store {
     }
 }
 
-fn select_tasks() -> SelectStatement {
+pub(super) fn select_tasks() -> SelectStatement {
     Query::select()
         .columns(TASK_COLUMNS)
         .from(Task::Table)
@@ -264,11 +270,12 @@ fn batch_or_keep(column: Batch, current: impl IntoColumnRef) -> Expr {
 /// One multi-row `INSERT ... RETURNING id` per chunk; ids come back in input order.
 async fn insert_tasks(tx: &mut Tx, tasks: &[NewTaskInstance]) -> Result<Vec<i64>> {
     let mut ids = Vec::with_capacity(tasks.len());
-    for chunk in tasks.chunks(tx.rows_per_statement(8)) {
+    for chunk in tasks.chunks(tx.rows_per_statement(9)) {
         let mut insert = insert_rows(
             Task::Table,
             [
                 Task::WorkflowInstanceId,
+                Task::Run,
                 Task::Name,
                 Task::TaskType,
                 Task::State,
@@ -280,6 +287,7 @@ async fn insert_tasks(tx: &mut Tx, tasks: &[NewTaskInstance]) -> Result<Vec<i64>
             chunk.iter().map(|t| {
                 [
                     t.workflow_instance_id.into(),
+                    t.run.into(),
                     t.name.as_str().into(),
                     t.task_type.as_str().into(),
                     t.state.as_str().into(),

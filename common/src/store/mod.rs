@@ -15,6 +15,7 @@ mod schema;
 mod signal;
 
 pub use model::*;
+pub use commands::recovery_allowed;
 pub use signal::CommandSignal;
 
 use crate::error::Result;

@@ -36,6 +36,34 @@ pub struct NewCommand {
     pub params: Params,
     /// Overrides the definition's priority when set.
     pub priority: Option<Priority>,
+    /// The instance a resume, rerun or resubmit-failed command acts on.
+    pub workflow_instance_id: Option<i64>,
+    pub options: StartOptions,
+}
+
+/// How a run starts, beyond its parameters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartOptions {
+    /// Tasks succeed without executing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+    /// Start from this task instead of the DAG's roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_task: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Scope>,
+}
+
+/// Which tasks a start from a task runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// The task alone.
+    Only,
+    /// The task and everything it depends on.
+    Upstream,
+    /// The task and everything that depends on it (the default).
+    Downstream,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -66,19 +94,26 @@ pub struct InstanceRow {
     pub created_at: i64,
     pub started_at: Option<i64>,
     pub ended_at: Option<i64>,
+    pub options: StartOptions,
 }
 
 /// An instance a master just claimed, with the definition version it pins.
 #[derive(Debug, Clone)]
 pub struct ClaimedInstance {
+    /// What the command asked for: a new run, or a recovery of `instance`.
+    pub kind: CommandKind,
     pub instance: InstanceRow,
     pub definition: WorkflowDef,
+    /// For resume and resubmit-failed: the attempts of the instance's current run, to
+    /// rebuild its state from. Empty otherwise.
+    pub tasks: Vec<TaskInstanceRow>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskInstanceRow {
     pub id: i64,
     pub workflow_instance_id: i64,
+    pub run: i32,
     pub name: String,
     pub task_type: String,
     pub state: TaskState,
@@ -98,6 +133,7 @@ pub struct TaskInstanceRow {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewTaskInstance {
     pub workflow_instance_id: i64,
+    pub run: i32,
     pub name: String,
     pub task_type: String,
     pub attempt: i32,

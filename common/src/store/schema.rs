@@ -23,6 +23,8 @@ pub(super) enum Command {
     Params,
     Priority,
     CreatedAt,
+    WorkflowInstanceId,
+    Options,
 }
 
 #[derive(Iden, Clone, Copy)]
@@ -37,6 +39,7 @@ pub(super) enum ErrorCommand {
     Error,
     CreatedAt,
     FailedAt,
+    WorkflowInstanceId,
 }
 
 #[derive(Iden, Clone, Copy)]
@@ -56,6 +59,7 @@ pub(super) enum WorkflowInstance {
     CreatedAt,
     StartedAt,
     EndedAt,
+    Options,
 }
 
 #[derive(Iden, Clone, Copy)]
@@ -76,4 +80,5 @@ pub(super) enum TaskInstance {
     ExitCode,
     Output,
     Message,
+    Run,
 }

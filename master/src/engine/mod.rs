@@ -1,22 +1,22 @@
 //! Drives every workflow runtime this master owns.
 //!
-//! One loop takes whatever arrived (claimed instances, worker events, dispatch results),
-//! applies it to the runtimes, commits all resulting writes in ONE transaction, and only
-//! then acknowledges the events and performs the actions: queueing tasks, killing tasks,
-//! dropping finished instances. Batching a whole cycle into one commit is what keeps the
-//! per-task overhead low under load.
+//! One loop takes whatever arrived (claimed instances, worker events, dispatch results,
+//! timers, operator requests), applies it to the runtimes, commits all resulting writes in
+//! ONE transaction, and only then acknowledges the events and performs the actions:
+//! queueing tasks, killing tasks, starting timers, dropping finished instances. Batching a
+//! whole cycle into one commit is what keeps the per-task overhead low under load.
 
 mod spec;
 
 use crate::clients::WorkerClients;
 use crate::dispatch::DispatchMsg;
-use crate::runtime::{Action, Event, Node, Outcome, WorkflowRuntime};
+use crate::runtime::{Action, Event, Node, Outcome, Refused, WorkflowRuntime};
 use shoal_common::proto::{KillRequest, TaskEvent, TaskEventKind};
 use shoal_common::store::{
-    ClaimedInstance, InstanceUpdate, NewTaskInstance, Params, Store, TaskUpdate, WriteBatch,
+    ClaimedInstance, InstanceUpdate, NewTaskInstance, Params, StartOptions, Store, TaskUpdate, WriteBatch,
     WriteResult,
 };
-use shoal_common::types::{Priority, TaskState, now_ms};
+use shoal_common::types::{CommandKind, Priority, TaskState, WorkflowState, now_ms};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,37 +27,47 @@ use tracing::{error, info, warn};
 /// Most messages folded into one cycle, to bound a transaction's size.
 const MAX_CYCLE_MSGS: usize = 4096;
 
+/// An operator request for an instance this master drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    Stop,
+    Pause,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("this master does not drive workflow instance {0}")]
+    NotHere(i64),
+    #[error(transparent)]
+    Refused(#[from] Refused),
+}
+
+pub type ControlReply = oneshot::Sender<Result<WorkflowState, ControlError>>;
+
 pub enum EngineMsg {
     Claimed(Vec<ClaimedInstance>),
-    WorkerEvents {
-        worker: String,
-        events: Vec<TaskEvent>,
-        ack: oneshot::Sender<Vec<u64>>,
-    },
+    WorkerEvents { worker: String, events: Vec<TaskEvent>, ack: oneshot::Sender<Vec<u64>> },
     /// The dispatcher handed the task to `worker`.
-    Dispatched {
-        id: i64,
-        worker: String,
-    },
-    /// The dispatcher dropped a cancelled task before it reached a worker.
-    Cancelled {
-        id: i64,
-    },
-    /// The master itself ended a task (e.g. an undefined parameter).
-    Failed {
-        id: i64,
-        message: String,
-    },
+    Dispatched { id: i64, worker: String },
+    /// The task left the queue without reaching a worker (kill or pause).
+    Cancelled { id: i64 },
+    /// The master itself settles a task: a dry run, or an undefined parameter.
+    Settle { id: i64, state: TaskState, message: Option<String> },
+    /// A task's delay or retry interval is over.
+    Ready { instance: i64, node: Node, attempt: i32 },
+    Control { instance: i64, control: Control, reply: ControlReply },
 }
 
 /// An instance this master drives.
 struct Run {
     instance_id: i64,
+    run_no: i32,
     started_at: i64,
     rt: WorkflowRuntime,
     epoch: i64,
     priority: Priority,
     start_params: Params,
+    options: StartOptions,
     /// Current attempt's task-instance id per node.
     task_ids: Vec<Option<i64>>,
 }
@@ -68,6 +78,8 @@ struct TaskRef {
     node: Node,
     attempt: i32,
     worker: Option<String>,
+    /// Waiting out a delay or retry interval: in no queue, on no worker.
+    delayed: bool,
     kill_requested: bool,
 }
 
@@ -75,6 +87,8 @@ struct PendingCreate {
     instance: i64,
     node: Node,
     attempt: i32,
+    /// None: a skipped task, recorded only.
+    start: Option<Option<Duration>>,
 }
 
 /// Writes and follow-ups collected during one cycle.
@@ -84,7 +98,10 @@ struct Cycle {
     updates: HashMap<i64, usize>,
     creates: Vec<PendingCreate>,
     acks: Vec<(oneshot::Sender<Vec<u64>>, Vec<u64>)>,
+    replies: Vec<(ControlReply, Result<WorkflowState, ControlError>)>,
     kills: Vec<(i64, Node)>,
+    withdraws: Vec<(i64, Node)>,
+    enqueues: Vec<(i64, Node)>,
     finished: Vec<i64>,
     ended_tasks: Vec<i64>,
 }
@@ -127,22 +144,10 @@ impl Engine {
         me: mpsc::UnboundedSender<EngineMsg>,
         clients: WorkerClients,
     ) -> Self {
-        Engine {
-            store,
-            master_addr,
-            runs: HashMap::new(),
-            tasks: HashMap::new(),
-            dispatcher,
-            me,
-            clients,
-        }
+        Engine { store, master_addr, runs: HashMap::new(), tasks: HashMap::new(), dispatcher, me, clients }
     }
 
-    pub async fn run(
-        mut self,
-        mut inbox: mpsc::UnboundedReceiver<EngineMsg>,
-        shutdown: CancellationToken,
-    ) {
+    pub async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<EngineMsg>, shutdown: CancellationToken) {
         loop {
             // Cancellation-safe: a message is either received whole or left in the channel.
             let first = tokio::select! {
@@ -157,9 +162,7 @@ impl Engine {
                 self.handle(m, &mut cycle);
                 n += 1;
             }
-            let Some(result) = self.commit(&cycle.batch, &shutdown).await else {
-                break;
-            };
+            let Some(result) = self.commit(&cycle.batch, &shutdown).await else { break };
             self.after_commit(cycle, result);
         }
         info!(instances = self.runs.len(), "engine stopped");
@@ -170,27 +173,10 @@ impl Engine {
         match msg {
             EngineMsg::Claimed(list) => {
                 for c in list {
-                    let id = c.instance.id;
-                    info!(instance_id = id, workflow = %c.instance.workflow, "instance started");
-                    let n = c.definition.tasks.len();
-                    let run = Run {
-                        instance_id: id,
-                        started_at: c.instance.started_at.unwrap_or(c.instance.created_at),
-                        rt: WorkflowRuntime::new(Arc::new(c.definition)),
-                        epoch: c.instance.owner_epoch,
-                        priority: c.instance.priority,
-                        start_params: c.instance.params,
-                        task_ids: vec![None; n],
-                    };
-                    self.runs.insert(id, run);
-                    self.apply(id, Event::Start, cycle, now);
+                    self.adopt(c, cycle, now);
                 }
             }
-            EngineMsg::WorkerEvents {
-                worker,
-                events,
-                ack,
-            } => {
+            EngineMsg::WorkerEvents { worker, events, ack } => {
                 let mut seqs = Vec::with_capacity(events.len());
                 for ev in events {
                     seqs.push(ev.seq);
@@ -199,9 +185,7 @@ impl Engine {
                 cycle.acks.push((ack, seqs));
             }
             EngineMsg::Dispatched { id, worker } => {
-                let Some(t) = self.tasks.get_mut(&id) else {
-                    return;
-                };
+                let Some(t) = self.tasks.get_mut(&id) else { return };
                 t.worker = Some(worker.clone());
                 if t.kill_requested {
                     cycle.kills.push((t.instance, t.node));
@@ -211,18 +195,75 @@ impl Engine {
                 self.task_event(id, u, Params::new(), cycle, now);
             }
             EngineMsg::Cancelled { id } => {
-                let mut u = TaskUpdate::state(id, TaskState::Killed);
-                u.ended_at = Some(now);
-                u.message = Some("cancelled before it reached a worker".into());
-                self.task_event(id, u, Params::new(), cycle, now);
+                let Some(t) = self.tasks.get(&id) else { return };
+                let pausing = self.runs.get(&t.instance).is_some_and(|r| r.rt.pausing());
+                let (state, why) = if pausing && !t.kill_requested {
+                    (TaskState::Paused, "paused before it reached a worker")
+                } else {
+                    (TaskState::Killed, "cancelled before it reached a worker")
+                };
+                self.settle(id, state, Some(why.to_string()), cycle, now);
             }
-            EngineMsg::Failed { id, message } => {
-                let mut u = TaskUpdate::state(id, TaskState::Failure);
-                u.ended_at = Some(now);
-                u.message = Some(message);
-                self.task_event(id, u, Params::new(), cycle, now);
+            EngineMsg::Settle { id, state, message } => self.settle(id, state, message, cycle, now),
+            EngineMsg::Ready { instance, node, attempt } => {
+                self.apply(instance, Event::Ready { node, attempt }, cycle, now);
+            }
+            EngineMsg::Control { instance, control, reply } => {
+                let result = self.control(instance, control, cycle, now);
+                cycle.replies.push((reply, result));
             }
         }
+    }
+
+    /// Builds the runtime of a claimed instance and starts it.
+    fn adopt(&mut self, c: ClaimedInstance, cycle: &mut Cycle, now: i64) {
+        let id = c.instance.id;
+        let def = Arc::new(c.definition);
+        let from = c.instance.options.from_task.as_deref().map(|t| (t, c.instance.options.scope.unwrap_or(shoal_common::store::Scope::Downstream)));
+        let rt = match c.kind {
+            CommandKind::Resume | CommandKind::ResubmitFailed => Ok(WorkflowRuntime::restore(def, &c.tasks)),
+            _ => WorkflowRuntime::new(def, from),
+        };
+        let rt = match rt {
+            Ok(rt) => rt,
+            Err(Refused(reason)) => {
+                warn!(instance_id = id, %reason, "instance cannot start");
+                cycle.batch.instance_updates.push(InstanceUpdate {
+                    id,
+                    owner_epoch: c.instance.owner_epoch,
+                    state: WorkflowState::Failure,
+                    ended_at: Some(now),
+                });
+                return;
+            }
+        };
+        info!(instance_id = id, workflow = %c.instance.workflow, kind = %c.kind, run = c.instance.run, "instance started");
+        let n = rt.definition().tasks.len();
+        let run = Run {
+            instance_id: id,
+            run_no: c.instance.run,
+            started_at: c.instance.started_at.unwrap_or(c.instance.created_at),
+            rt,
+            epoch: c.instance.owner_epoch,
+            priority: c.instance.priority,
+            start_params: c.instance.params,
+            options: c.instance.options,
+            task_ids: vec![None; n],
+        };
+        self.runs.insert(id, run);
+        self.apply(id, Event::Start, cycle, now);
+    }
+
+    fn control(&mut self, instance: i64, control: Control, cycle: &mut Cycle, now: i64) -> Result<WorkflowState, ControlError> {
+        let run = self.runs.get_mut(&instance).ok_or(ControlError::NotHere(instance))?;
+        let actions = match control {
+            Control::Stop => run.rt.stop()?,
+            Control::Pause => run.rt.pause()?,
+        };
+        info!(instance_id = instance, ?control, "operator request accepted");
+        let state = run.rt.state();
+        self.perform(instance, actions, cycle, now);
+        Ok(state)
     }
 
     fn on_worker_event(&mut self, worker: &str, ev: TaskEvent, cycle: &mut Cycle) {
@@ -250,36 +291,23 @@ impl Engine {
             u.output = (!ev.output.is_empty()).then(|| ev.output.clone().into_iter().collect());
             u.message = (!ev.message.is_empty()).then(|| ev.message.clone());
         }
-        self.task_event(
-            ev.task_instance_id,
-            u,
-            ev.output.into_iter().collect(),
-            cycle,
-            ev.at_ms,
-        );
+        self.task_event(ev.task_instance_id, u, ev.output.into_iter().collect(), cycle, ev.at_ms);
+    }
+
+    fn settle(&mut self, id: i64, state: TaskState, message: Option<String>, cycle: &mut Cycle, now: i64) {
+        let mut u = TaskUpdate::state(id, state);
+        u.ended_at = Some(now);
+        u.message = message;
+        self.task_event(id, u, Params::new(), cycle, now);
     }
 
     /// Applies a task's state change to its runtime and records it if accepted.
-    fn task_event(
-        &mut self,
-        id: i64,
-        mut u: TaskUpdate,
-        output: Params,
-        cycle: &mut Cycle,
-        at: i64,
-    ) {
+    fn task_event(&mut self, id: i64, mut u: TaskUpdate, output: Params, cycle: &mut Cycle, at: i64) {
         let Some(t) = self.tasks.get(&id) else { return };
         let (instance, node, attempt) = (t.instance, t.node, t.attempt);
         let state = u.state;
-        let event = Event::Task {
-            node,
-            attempt,
-            state,
-            output,
-        };
-        let Some(outcome) = self.apply(instance, event, cycle, at) else {
-            return;
-        };
+        let event = Event::Task { node, attempt, state, output };
+        let Some(outcome) = self.apply(instance, event, cycle, at) else { return };
         if !outcome.accepted {
             return;
         }
@@ -293,36 +321,39 @@ impl Engine {
         cycle.update(u);
     }
 
-    fn apply(
-        &mut self,
-        instance: i64,
-        event: Event,
-        cycle: &mut Cycle,
-        now: i64,
-    ) -> Option<Outcome> {
+    fn apply(&mut self, instance: i64, event: Event, cycle: &mut Cycle, now: i64) -> Option<Outcome> {
         let run = self.runs.get_mut(&instance)?;
-        let outcome = run.rt.apply(event);
-        for action in &outcome.actions {
-            match *action {
-                Action::CreateTask { node, attempt } => {
-                    let t = &run.rt.definition().tasks[node];
-                    cycle.batch.new_tasks.push(NewTaskInstance {
-                        workflow_instance_id: instance,
-                        name: t.name.clone(),
-                        task_type: t.task_type.clone(),
-                        attempt,
-                        priority: t.priority,
-                        worker_group: t.worker_group.clone(),
-                        state: TaskState::Submitted,
-                        submitted_at: now,
-                    });
-                    cycle.creates.push(PendingCreate {
-                        instance,
-                        node,
-                        attempt,
-                    });
+        let mut outcome = run.rt.apply(event);
+        let actions = std::mem::take(&mut outcome.actions);
+        self.perform(instance, actions, cycle, now);
+        Some(outcome)
+    }
+
+    /// Turns a runtime's actions into this cycle's writes and follow-ups.
+    fn perform(&mut self, instance: i64, actions: Vec<Action>, cycle: &mut Cycle, now: i64) {
+        let Some(run) = self.runs.get(&instance) else { return };
+        for action in actions {
+            match action {
+                Action::CreateTask { node, attempt, delay } => {
+                    let state = if delay.is_some() { TaskState::Delayed } else { TaskState::Submitted };
+                    cycle.batch.new_tasks.push(new_task(run, node, attempt, state, now));
+                    cycle.creates.push(PendingCreate { instance, node, attempt, start: Some(delay) });
+                }
+                Action::Skip { node } => {
+                    cycle.batch.new_tasks.push(new_task(run, node, 1, TaskState::Skipped, now));
+                    cycle.creates.push(PendingCreate { instance, node, attempt: 1, start: None });
+                }
+                Action::Enqueue { node, .. } => {
+                    if let Some(id) = run.task_ids[node] {
+                        cycle.update(TaskUpdate::state(id, TaskState::Submitted));
+                        cycle.enqueues.push((instance, node));
+                    }
                 }
                 Action::KillTask { node, .. } => cycle.kills.push((instance, node)),
+                Action::Withdraw { node, .. } => cycle.withdraws.push((instance, node)),
+                Action::SetState { state } => {
+                    cycle.batch.instance_updates.push(InstanceUpdate { id: instance, owner_epoch: run.epoch, state, ended_at: None });
+                }
                 Action::Finish { state } => {
                     info!(instance_id = instance, %state, "instance finished");
                     cycle.batch.instance_updates.push(InstanceUpdate {
@@ -335,16 +366,11 @@ impl Engine {
                 }
             }
         }
-        Some(outcome)
     }
 
     /// Commits the cycle's writes, retrying while the database is unreachable. Returns
     /// None when shutdown interrupted the retries.
-    async fn commit(
-        &self,
-        batch: &WriteBatch,
-        shutdown: &CancellationToken,
-    ) -> Option<WriteResult> {
+    async fn commit(&self, batch: &WriteBatch, shutdown: &CancellationToken) -> Option<WriteResult> {
         if batch.is_empty() {
             return Some(WriteResult::default());
         }
@@ -368,11 +394,11 @@ impl Engine {
         for (ack, seqs) in cycle.acks {
             let _ = ack.send(seqs);
         }
+        for (reply, outcome) in cycle.replies {
+            let _ = reply.send(outcome);
+        }
         for instance in result.fenced_instances {
-            warn!(
-                instance_id = instance,
-                "instance was taken over by another master; dropping it"
-            );
+            warn!(instance_id = instance, "instance was taken over by another master; dropping it");
             self.drop_run(instance);
         }
         for id in cycle.ended_tasks {
@@ -383,47 +409,72 @@ impl Engine {
             }
         }
         for (pc, id) in cycle.creates.into_iter().zip(result.new_task_ids) {
-            let Some(run) = self.runs.get_mut(&pc.instance) else {
-                continue;
-            };
+            let Some(run) = self.runs.get_mut(&pc.instance) else { continue };
+            let Some(delay) = pc.start else { continue };
             run.task_ids[pc.node] = Some(id);
+            let delayed = delay.is_some();
             self.tasks.insert(
                 id,
-                TaskRef {
-                    instance: pc.instance,
-                    node: pc.node,
-                    attempt: pc.attempt,
-                    worker: None,
-                    kill_requested: false,
-                },
+                TaskRef { instance: pc.instance, node: pc.node, attempt: pc.attempt, worker: None, delayed, kill_requested: false },
             );
-            match spec::build(run, pc.node, id, pc.attempt, &self.master_addr) {
-                Ok(task) => {
-                    let _ = self.dispatcher.send(DispatchMsg::Push(task));
+            match delay {
+                Some(delay) => {
+                    let (me, instance, node, attempt) = (self.me.clone(), pc.instance, pc.node, pc.attempt);
+                    // A timer holds no thread and no worker slot; the runtime ignores it if
+                    // the attempt was cancelled meanwhile.
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        let _ = me.send(EngineMsg::Ready { instance, node, attempt });
+                    });
                 }
-                Err(message) => {
-                    let _ = self.me.send(EngineMsg::Failed { id, message });
-                }
+                None => self.enqueue(pc.instance, pc.node),
             }
+        }
+        for (instance, node) in cycle.enqueues {
+            self.enqueue(instance, node);
         }
         for (instance, node) in cycle.kills {
             self.kill(instance, node);
+        }
+        for (instance, node) in cycle.withdraws {
+            self.withdraw(instance, node);
         }
         for instance in cycle.finished {
             self.drop_run(instance);
         }
     }
 
+    /// Hands a recorded attempt to the dispatcher (or, in a dry run, settles it at once).
+    fn enqueue(&mut self, instance: i64, node: Node) {
+        let Some(run) = self.runs.get(&instance) else { return };
+        let Some(id) = run.task_ids[node] else { return };
+        let Some(t) = self.tasks.get_mut(&id) else { return };
+        t.delayed = false;
+        if run.options.dry_run {
+            let message = Some("dry run: not executed".to_string());
+            let _ = self.me.send(EngineMsg::Settle { id, state: TaskState::Success, message });
+            return;
+        }
+        match spec::build(run, node, id, t.attempt, &self.master_addr) {
+            Ok(task) => {
+                let _ = self.dispatcher.send(DispatchMsg::Push(task));
+            }
+            Err(message) => {
+                let _ = self.me.send(EngineMsg::Settle { id, state: TaskState::Failure, message: Some(message) });
+            }
+        }
+    }
+
     /// Kills the current attempt of a task: on its worker if it reached one, otherwise by
-    /// taking it out of the queue.
+    /// taking it out of the queue (or cancelling its wait).
     fn kill(&mut self, instance: i64, node: Node) {
-        let Some(id) = self.runs.get(&instance).and_then(|r| r.task_ids[node]) else {
-            return;
-        };
-        let Some(t) = self.tasks.get_mut(&id) else {
-            return;
-        };
+        let Some(id) = self.runs.get(&instance).and_then(|r| r.task_ids[node]) else { return };
+        let Some(t) = self.tasks.get_mut(&id) else { return };
         t.kill_requested = true;
+        if t.delayed {
+            let _ = self.me.send(EngineMsg::Cancelled { id });
+            return;
+        }
         let Some(worker) = t.worker.clone() else {
             let _ = self.dispatcher.send(DispatchMsg::Cancel(id));
             return;
@@ -432,13 +483,7 @@ impl Engine {
         let client = self.clients.get(&worker);
         tokio::spawn(async move {
             let result = match client {
-                Ok(mut c) => c
-                    .kill(KillRequest {
-                        task_instance_id: id,
-                        attempt,
-                    })
-                    .await
-                    .map(|_| ()),
+                Ok(mut c) => c.kill(KillRequest { task_instance_id: id, attempt }).await.map(|_| ()),
                 Err(e) => Err(tonic::Status::unavailable(e.to_string())),
             };
             if let Err(e) = result {
@@ -447,11 +492,38 @@ impl Engine {
         });
     }
 
+    /// Takes an attempt that has not reached a worker out of the queue; one that has
+    /// keeps running.
+    fn withdraw(&mut self, instance: i64, node: Node) {
+        let Some(id) = self.runs.get(&instance).and_then(|r| r.task_ids[node]) else { return };
+        let Some(t) = self.tasks.get(&id) else { return };
+        if t.delayed {
+            let _ = self.me.send(EngineMsg::Cancelled { id });
+        } else if t.worker.is_none() {
+            let _ = self.dispatcher.send(DispatchMsg::Cancel(id));
+        }
+    }
+
     fn drop_run(&mut self, instance: i64) {
         if let Some(run) = self.runs.remove(&instance) {
             for id in run.task_ids.into_iter().flatten() {
                 self.tasks.remove(&id);
             }
         }
+    }
+}
+
+fn new_task(run: &Run, node: Node, attempt: i32, state: TaskState, now: i64) -> NewTaskInstance {
+    let t = &run.rt.definition().tasks[node];
+    NewTaskInstance {
+        workflow_instance_id: run.instance_id,
+        run: run.run_no,
+        name: t.name.clone(),
+        task_type: t.task_type.clone(),
+        attempt,
+        priority: t.priority,
+        worker_group: t.worker_group.clone(),
+        state,
+        submitted_at: now,
     }
 }

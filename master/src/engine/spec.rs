@@ -1,27 +1,34 @@
-//! Turns a runtime's task into what a worker receives: parameters resolved, the command
-//! expanded.
+//! Turns a runtime's task into what a worker receives: parameters resolved, every text
+//! field the task runs expanded.
 
 use super::Run;
 use crate::queue::QueuedTask;
 use crate::runtime::Node;
-use shoal_common::params::expand;
+use shoal_common::params::{Context, builtins, expand};
 use shoal_common::proto::TaskSpec;
-use shoal_common::store::Params;
 
-pub(super) fn build(
-    run: &Run,
-    node: Node,
-    id: i64,
-    attempt: i32,
-    master_addr: &str,
-) -> Result<QueuedTask, String> {
+pub(super) fn build(run: &Run, node: Node, id: i64, attempt: i32, master_addr: &str) -> Result<QueuedTask, String> {
     let def = &run.rt.definition().tasks[node];
-    let params = run
-        .rt
-        .task_params(node, &run.start_params, &builtins(run, id));
+    // Manual runs are "scheduled" at their start time; cron runs will carry theirs.
+    let schedule_time = chrono::DateTime::from_timestamp_millis(run.started_at).unwrap_or_default().naive_utc();
+    let params = run.rt.task_params(node, &run.start_params, &builtins(run.instance_id, id, schedule_time));
+    let ctx = Context { params: &params, schedule_time };
+    let expand = |text: &mut String| -> Result<(), String> {
+        *text = expand(text, &ctx).map_err(|e| format!("task '{}': {e}", def.name))?;
+        Ok(())
+    };
     let mut task = def.clone();
-    if let Some(cmd) = &def.command {
-        task.command = Some(expand(cmd, &params).map_err(|e| format!("task '{}': {e}", def.name))?);
+    for text in [task.command.as_mut(), task.script.as_mut()].into_iter().flatten() {
+        expand(text)?;
+    }
+    if let Some(http) = task.http.as_mut() {
+        expand(&mut http.url)?;
+        for v in http.headers.values_mut().chain(http.body.as_mut()) {
+            expand(v)?;
+        }
+    }
+    if let Some(sql) = task.sql.as_mut() {
+        expand(&mut sql.query)?;
     }
     let definition_json = serde_json::to_string(&task).map_err(|e| e.to_string())?;
     Ok(QueuedTask {
@@ -40,34 +47,4 @@ pub(super) fn build(
         instance_priority: run.priority,
         task_priority: def.priority,
     })
-}
-
-/// Built-in parameters, DolphinScheduler's names; dates from the instance's start time.
-fn builtins(run: &Run, task_instance_id: i64) -> Params {
-    let start = chrono::DateTime::from_timestamp_millis(run.started_at)
-        .unwrap_or_default()
-        .naive_utc();
-    let biz = start - chrono::Duration::days(1);
-    Params::from([
-        (
-            "system.workflow.instance.id".to_string(),
-            run.instance_id.to_string(),
-        ),
-        (
-            "system.task.instance.id".to_string(),
-            task_instance_id.to_string(),
-        ),
-        (
-            "system.datetime".to_string(),
-            start.format("%Y%m%d%H%M%S").to_string(),
-        ),
-        (
-            "system.biz.date".to_string(),
-            biz.format("%Y%m%d").to_string(),
-        ),
-        (
-            "system.biz.curdate".to_string(),
-            start.format("%Y%m%d").to_string(),
-        ),
-    ])
 }

@@ -1,40 +1,51 @@
 //! One workflow instance's run as a pure state machine.
 //!
 //! `apply(event)` returns the actions the caller must perform; it does no IO and reads no
-//! clock (times arrive inside events). The caller persists what was accepted, commits,
-//! and only then performs the actions (dispatch, kill), so state is durable before it is
-//! acted on. Events for an old attempt or that would move a task backwards are ignored,
-//! which makes late, duplicate and reordered worker events harmless.
+//! clock (waits are actions; the caller's timers come back as `Ready` events). The caller
+//! persists what was accepted, commits, and only then performs the actions (dispatch,
+//! kill), so state is durable before it is acted on. Events for an old attempt or that
+//! would move a task backwards are ignored, which makes late, duplicate and reordered
+//! worker events harmless.
+
+mod scope;
 
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
 use shoal_common::definition::WorkflowDef;
-use shoal_common::store::Params;
+use shoal_common::store::{Params, Scope, TaskInstanceRow};
 use shoal_common::types::{FailureStrategy, TaskState, WorkflowState};
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Index of a task in its definition's `tasks` list (and of its DAG node).
 pub type Node = usize;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    /// The instance was claimed: release the root tasks.
+    /// The instance was claimed: release what may run.
     Start,
     /// A task attempt moved to `state` (dispatched, running or a terminal state).
-    Task {
-        node: Node,
-        attempt: i32,
-        state: TaskState,
-        output: Params,
-    },
+    Task { node: Node, attempt: i32, state: TaskState, output: Params },
+    /// The wait before an attempt (task delay or retry interval) is over.
+    Ready { node: Node, attempt: i32 },
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    /// Record a new attempt of the task, then queue it for dispatch.
-    CreateTask { node: Node, attempt: i32 },
-    /// Kill (or cancel, if still queued) the active attempt of the task.
+    /// Record a new attempt of the task. Without a delay it is queued for dispatch at
+    /// once; with one it is recorded as `delayed` and a timer brings `Ready` later.
+    CreateTask { node: Node, attempt: i32, delay: Option<Duration> },
+    /// A delayed attempt may be queued now.
+    Enqueue { node: Node, attempt: i32 },
+    /// Record the task as skipped (`enabled: false`); downstream treats it as passed.
+    Skip { node: Node },
+    /// Kill the attempt, or take it out of the queue if it has not reached a worker.
     KillTask { node: Node, attempt: i32 },
+    /// Take the attempt out of the queue if it has not reached a worker (pause).
+    Withdraw { node: Node, attempt: i32 },
+    /// The instance moved to a non-final state (`ready_stop`, `ready_pause`).
+    SetState { state: WorkflowState },
     /// The instance is over.
     Finish { state: WorkflowState },
 }
@@ -48,9 +59,16 @@ pub struct Outcome {
     pub actions: Vec<Action>,
 }
 
+/// An operator request the runtime refused, with the reason.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Slot {
     NotStarted,
+    /// Not part of this run (start from a task): counts as passed, never runs.
+    OutOfScope,
     Active { attempt: i32, state: TaskState },
     Done { attempt: i32, state: TaskState },
 }
@@ -58,13 +76,15 @@ enum Slot {
 /// Progress order of an active attempt; an event may only move a task forward.
 fn rank(state: TaskState) -> u8 {
     match state {
-        TaskState::Submitted | TaskState::Delayed => 0,
-        TaskState::Dispatched => 1,
-        TaskState::Running => 2,
-        _ => 3,
+        TaskState::Delayed => 0,
+        TaskState::Submitted => 1,
+        TaskState::Dispatched => 2,
+        TaskState::Running => 3,
+        _ => 4,
     }
 }
 
+#[derive(Debug)]
 pub struct WorkflowRuntime {
     def: Arc<WorkflowDef>,
     dag: DiGraph<Node, ()>,
@@ -72,18 +92,69 @@ pub struct WorkflowRuntime {
     outputs: Vec<Params>,
     /// Upstream tasks of each node that have not passed yet; zero means it may start.
     waiting_on: Vec<usize>,
+    /// Attempt number of each node's latest attempt (0: none yet).
+    last_attempt: Vec<i32>,
+    /// Retries each node may still use in this run.
+    retries_left: Vec<u32>,
     state: WorkflowState,
-    /// Set once a task failed under failure strategy `end`: nothing new starts.
-    stopping: bool,
-    /// Attempts in flight; the instance finishes when this drops to zero.
+    /// A task failed for good: under strategy `end` nothing new starts.
+    failed: bool,
+    stop_requested: bool,
+    pause_requested: bool,
+    /// Attempts in flight (delayed, queued, on a worker).
     active: usize,
-    /// Tasks done in a state that lets downstream run; all of them means success.
+    /// Nodes done in a state that lets downstream run, or out of scope.
     passed: usize,
 }
 
 impl WorkflowRuntime {
-    /// Builds the DAG of a validated definition.
-    pub fn new(def: Arc<WorkflowDef>) -> Self {
+    /// A fresh run of a validated definition; with `from`, only the tasks of that scope.
+    pub fn new(def: Arc<WorkflowDef>, from: Option<(&str, Scope)>) -> Result<Self, Refused> {
+        let mut rt = Self::empty(def);
+        if let Some((task, scope)) = from {
+            let start = rt
+                .def
+                .tasks
+                .iter()
+                .position(|t| t.name == task)
+                .ok_or_else(|| Refused(format!("task '{task}' is not part of workflow '{}'", rt.def.name)))?;
+            let keep = scope::nodes(&rt.dag, start, scope);
+            for node in 0..rt.slots.len() {
+                if !keep.contains(&node) {
+                    rt.slots[node] = Slot::OutOfScope;
+                    rt.mark_passed(node);
+                }
+            }
+        }
+        Ok(rt)
+    }
+
+    /// Rebuilds a run from its stored attempts, for resume and resubmit-failed: tasks
+    /// whose latest attempt passed keep their state and outputs; everything else (failed,
+    /// killed, paused, never run) runs again as a new attempt.
+    pub fn restore(def: Arc<WorkflowDef>, attempts: &[TaskInstanceRow]) -> Self {
+        let mut rt = Self::empty(def);
+        let index: HashMap<&str, Node> = rt.def.tasks.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
+        let mut latest: Vec<Option<&TaskInstanceRow>> = vec![None; rt.slots.len()];
+        for row in attempts {
+            if let Some(&node) = index.get(row.name.as_str()) {
+                rt.last_attempt[node] = rt.last_attempt[node].max(row.attempt);
+                if latest[node].is_none_or(|l| l.attempt <= row.attempt) {
+                    latest[node] = Some(row);
+                }
+            }
+        }
+        for (node, row) in latest.into_iter().enumerate() {
+            if let Some(row) = row.filter(|r| r.state.lets_downstream_run()) {
+                rt.slots[node] = Slot::Done { attempt: row.attempt, state: row.state };
+                rt.outputs[node] = row.output.clone();
+                rt.mark_passed(node);
+            }
+        }
+        rt
+    }
+
+    fn empty(def: Arc<WorkflowDef>) -> Self {
         let n = def.tasks.len();
         let mut dag = DiGraph::with_capacity(n, n);
         for i in 0..n {
@@ -94,20 +165,20 @@ impl WorkflowRuntime {
                 dag.add_edge(NodeIndex::new(u), NodeIndex::new(i), ());
             }
         }
-        let waiting_on = (0..n)
-            .map(|i| {
-                dag.neighbors_directed(NodeIndex::new(i), Direction::Incoming)
-                    .count()
-            })
-            .collect();
+        let waiting_on = (0..n).map(|i| dag.neighbors_directed(NodeIndex::new(i), Direction::Incoming).count()).collect();
+        let retries_left = def.tasks.iter().map(|t| t.retries).collect();
         WorkflowRuntime {
             def,
-            waiting_on,
             dag,
             slots: vec![Slot::NotStarted; n],
             outputs: vec![Params::new(); n],
+            waiting_on,
+            last_attempt: vec![0; n],
+            retries_left,
             state: WorkflowState::Running,
-            stopping: false,
+            failed: false,
+            stop_requested: false,
+            pause_requested: false,
             active: 0,
             passed: 0,
         }
@@ -121,45 +192,96 @@ impl WorkflowRuntime {
         self.state
     }
 
+    /// True while a pause is settling: what is withdrawn from the queue becomes `paused`.
+    pub fn pausing(&self) -> bool {
+        self.pause_requested
+    }
+
+    fn mark_passed(&mut self, node: Node) {
+        self.passed += 1;
+        for d in self.dag.neighbors_directed(NodeIndex::new(node), Direction::Outgoing) {
+            self.waiting_on[d.index()] -= 1;
+        }
+    }
+
     pub fn apply(&mut self, event: Event) -> Outcome {
         if self.state.is_terminal() {
             return Outcome::default();
         }
         match event {
             Event::Start => {
-                let mut out = Outcome {
-                    accepted: true,
-                    ..Outcome::default()
-                };
-                let roots: Vec<Node> = (0..self.slots.len()).collect();
-                self.release(roots, &mut out.actions);
+                let mut out = Outcome { accepted: true, ..Outcome::default() };
+                let all: Vec<Node> = (0..self.slots.len()).collect();
+                self.release(all, &mut out.actions);
                 out
             }
-            Event::Task {
-                node,
-                attempt,
-                state,
-                output,
-            } => self.on_task(node, attempt, state, output),
+            Event::Task { node, attempt, state, output } => self.on_task(node, attempt, state, output),
+            Event::Ready { node, attempt } => {
+                let mut out = Outcome::default();
+                if self.slots.get(node) == Some(&Slot::Active { attempt, state: TaskState::Delayed }) {
+                    out.accepted = true;
+                    self.slots[node] = Slot::Active { attempt, state: TaskState::Submitted };
+                    out.actions.push(Action::Enqueue { node, attempt });
+                }
+                out
+            }
         }
     }
 
+    /// Stop: kill what runs, start nothing new; the instance ends `stopped`.
+    pub fn stop(&mut self) -> Result<Vec<Action>, Refused> {
+        match self.state {
+            WorkflowState::ReadyStop => return Ok(vec![]),
+            WorkflowState::Running | WorkflowState::ReadyPause => {}
+            other => return Err(Refused(format!("instance is {other}; only a running or pausing instance can be stopped"))),
+        }
+        self.stop_requested = true;
+        self.state = WorkflowState::ReadyStop;
+        let mut actions = vec![Action::SetState { state: WorkflowState::ReadyStop }];
+        actions.extend(self.active_attempts().map(|(node, attempt)| Action::KillTask { node, attempt }));
+        self.finish_if_settled(&mut actions);
+        Ok(actions)
+    }
+
+    /// Pause: running tasks finish, queued ones are withdrawn, nothing new starts; the
+    /// instance ends `paused` and can be resumed.
+    pub fn pause(&mut self) -> Result<Vec<Action>, Refused> {
+        match self.state {
+            WorkflowState::ReadyPause => return Ok(vec![]),
+            WorkflowState::Running => {}
+            other => return Err(Refused(format!("instance is {other}; only a running instance can be paused"))),
+        }
+        self.pause_requested = true;
+        self.state = WorkflowState::ReadyPause;
+        let mut actions = vec![Action::SetState { state: WorkflowState::ReadyPause }];
+        actions.extend(self.active_attempts().map(|(node, attempt)| Action::Withdraw { node, attempt }));
+        self.finish_if_settled(&mut actions);
+        Ok(actions)
+    }
+
+    fn active_attempts(&self) -> impl Iterator<Item = (Node, i32)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(node, s)| match s {
+            Slot::Active { attempt, .. } => Some((node, *attempt)),
+            _ => None,
+        })
+    }
+
+    fn starting_blocked(&self) -> bool {
+        self.stop_requested || self.pause_requested || (self.failed && self.def.failure_strategy == FailureStrategy::End)
+    }
+
     fn on_task(&mut self, node: Node, attempt: i32, state: TaskState, output: Params) -> Outcome {
-        let Some(Slot::Active {
-            attempt: current,
-            state: was,
-        }) = self.slots.get(node).copied()
-        else {
+        let Some(Slot::Active { attempt: current, state: was }) = self.slots.get(node).copied() else {
             return Outcome::default();
         };
         if attempt != current || rank(state) <= rank(was) {
             return Outcome::default();
         }
-        let mut out = Outcome {
-            accepted: true,
-            was_running: was == TaskState::Running,
-            actions: vec![],
-        };
+        // A waiting attempt reached no worker: it can only be cancelled.
+        if was == TaskState::Delayed && !matches!(state, TaskState::Killed | TaskState::Paused) {
+            return Outcome::default();
+        }
+        let mut out = Outcome { accepted: true, was_running: was == TaskState::Running, actions: vec![] };
         if !state.is_terminal() {
             self.slots[node] = Slot::Active { attempt, state };
             return out;
@@ -168,52 +290,72 @@ impl WorkflowRuntime {
         self.active -= 1;
         let mut candidates = Vec::new();
         if state.lets_downstream_run() {
-            self.passed += 1;
             self.outputs[node] = output;
-            for d in self
-                .dag
-                .neighbors_directed(NodeIndex::new(node), Direction::Outgoing)
-            {
-                self.waiting_on[d.index()] -= 1;
-                candidates.push(d.index());
-            }
+            self.mark_passed(node);
+            candidates.extend(self.dag.neighbors_directed(NodeIndex::new(node), Direction::Outgoing).map(|d| d.index()));
             // Definition order, so equal-priority tasks are submitted as written.
             candidates.sort_unstable();
-        } else if self.def.failure_strategy == FailureStrategy::End && !self.stopping {
-            self.stopping = true;
-            for (other, slot) in self.slots.iter().enumerate() {
-                if let Slot::Active { attempt, .. } = slot {
-                    out.actions.push(Action::KillTask {
-                        node: other,
-                        attempt: *attempt,
-                    });
-                }
+        } else if state == TaskState::Failure && self.retries_left[node] > 0 && !self.starting_blocked() {
+            self.retries_left[node] -= 1;
+            self.begin_attempt(node, self.def.tasks[node].retry_interval, &mut out.actions);
+        } else if state == TaskState::Failure {
+            let first_failure = !self.failed;
+            self.failed = true;
+            if first_failure && self.def.failure_strategy == FailureStrategy::End {
+                let running: Vec<_> = self.active_attempts().collect();
+                out.actions.extend(running.into_iter().map(|(node, attempt)| Action::KillTask { node, attempt }));
             }
         }
         self.release(candidates, &mut out.actions);
         out
     }
 
-    /// Starts those of `candidates` whose upstream tasks all let them run, then finishes
-    /// the instance when nothing is active (so nothing more can start).
-    fn release(&mut self, candidates: Vec<Node>, actions: &mut Vec<Action>) {
-        if !self.stopping {
-            for node in candidates {
-                if self.slots[node] == Slot::NotStarted && self.waiting_on[node] == 0 {
-                    self.slots[node] = Slot::Active {
-                        attempt: 1,
-                        state: TaskState::Submitted,
-                    };
-                    self.active += 1;
-                    actions.push(Action::CreateTask { node, attempt: 1 });
+    fn begin_attempt(&mut self, node: Node, delay: Option<Duration>, actions: &mut Vec<Action>) {
+        let attempt = self.last_attempt[node] + 1;
+        self.last_attempt[node] = attempt;
+        let delay = delay.filter(|d| !d.is_zero());
+        let state = if delay.is_some() { TaskState::Delayed } else { TaskState::Submitted };
+        self.slots[node] = Slot::Active { attempt, state };
+        self.active += 1;
+        actions.push(Action::CreateTask { node, attempt, delay });
+    }
+
+    /// Starts those of `candidates` whose upstream tasks all passed (skipping disabled
+    /// ones and releasing what follows them), then finishes the instance when nothing is
+    /// active any more.
+    fn release(&mut self, mut candidates: Vec<Node>, actions: &mut Vec<Action>) {
+        if !self.starting_blocked() {
+            let mut i = 0;
+            while i < candidates.len() {
+                let node = candidates[i];
+                i += 1;
+                if self.slots[node] != Slot::NotStarted || self.waiting_on[node] != 0 {
+                    continue;
+                }
+                if self.def.tasks[node].enabled {
+                    self.begin_attempt(node, self.def.tasks[node].delay, actions);
+                } else {
+                    self.slots[node] = Slot::Done { attempt: 0, state: TaskState::Skipped };
+                    self.mark_passed(node);
+                    actions.push(Action::Skip { node });
+                    candidates.extend(self.dag.neighbors_directed(NodeIndex::new(node), Direction::Outgoing).map(|d| d.index()));
                 }
             }
         }
+        self.finish_if_settled(actions);
+    }
+
+    fn finish_if_settled(&mut self, actions: &mut Vec<Action>) {
         if self.active > 0 {
             return;
         }
-        let all_passed = self.passed == self.slots.len();
-        self.state = if all_passed {
+        self.state = if self.stop_requested {
+            WorkflowState::Stopped
+        } else if self.failed {
+            WorkflowState::Failure
+        } else if self.pause_requested {
+            WorkflowState::Paused
+        } else if self.passed == self.slots.len() {
             WorkflowState::Success
         } else {
             WorkflowState::Failure
@@ -225,22 +367,10 @@ impl WorkflowRuntime {
     /// outputs > workflow global, plus built-ins.
     pub fn task_params(&self, node: Node, start: &Params, builtins: &Params) -> Params {
         let mut p = self.def.params.clone();
-        for u in self
-            .dag
-            .neighbors_directed(NodeIndex::new(node), Direction::Incoming)
-        {
-            p.extend(
-                self.outputs[u.index()]
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone())),
-            );
+        for u in self.dag.neighbors_directed(NodeIndex::new(node), Direction::Incoming) {
+            p.extend(self.outputs[u.index()].iter().map(|(k, v)| (k.clone(), v.clone())));
         }
-        p.extend(
-            self.def.tasks[node]
-                .params
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone())),
-        );
+        p.extend(self.def.tasks[node].params.iter().map(|(k, v)| (k.clone(), v.clone())));
         p.extend(start.iter().map(|(k, v)| (k.clone(), v.clone())));
         p.extend(builtins.iter().map(|(k, v)| (k.clone(), v.clone())));
         p

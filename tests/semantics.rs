@@ -1,0 +1,281 @@
+//! Workflow semantics and operator controls over the real `shoal standalone`: retries,
+//! failure strategies, skipped tasks, start options, stop, pause/resume, rerun and
+//! resubmit-failed. Side effects (lines appended to files) count real executions.
+
+mod support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use support::{Standalone, cli, text, wait_for};
+
+const LONG: Duration = Duration::from_secs(60);
+
+struct Env {
+    s: Standalone,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env { s: Standalone::start() }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.s.dir.path().join(name)
+    }
+
+    fn apply(&self, yaml: &str) {
+        let (status, body) = self.s.api.post("/projects/default/workflows", yaml);
+        assert!(status == 201 || status == 200, "apply: {status} {body}");
+    }
+
+    /// Starts a workflow with a JSON start body and returns the instance id.
+    fn start(&self, name: &str, body: &str) -> i64 {
+        let (status, resp) = self.s.api.post(&format!("/projects/default/workflows/{name}/start"), body);
+        assert_eq!(status, 202, "start {name}: {resp}");
+        self.instance_of(resp["command_id"].as_i64().unwrap())
+    }
+
+    fn instance_of(&self, command: i64) -> i64 {
+        wait_for(&format!("command {command}"), LONG, || {
+            let c = self.s.api.get(&format!("/commands/{command}"));
+            assert_ne!(c["status"], "error", "{c}");
+            c["workflow_instance_id"].as_i64()
+        })
+    }
+
+    fn action(&self, id: i64, action: &str) -> (u16, Value) {
+        self.s.api.post(&format!("/instances/{id}/{action}"), "")
+    }
+
+    fn wait_state(&self, id: i64, states: &[&str]) -> Value {
+        wait_for(&format!("instance {id} to reach {states:?}"), LONG, || {
+            let inst = self.s.api.get(&format!("/instances/{id}"));
+            states.contains(&inst["state"].as_str().unwrap_or_default()).then_some(inst)
+        })
+    }
+
+    fn end(&self, id: i64) -> Value {
+        self.wait_state(id, &["success", "failure", "stopped", "paused"])
+    }
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+fn attempts<'a>(inst: &'a Value, name: &str) -> Vec<&'a Value> {
+    inst["tasks"].as_array().unwrap().iter().filter(|t| t["name"] == name).collect()
+}
+
+fn count(path: &Path, line: &str) -> usize {
+    lines(path).iter().filter(|l| *l == line).count()
+}
+
+#[test]
+fn retries_make_one_attempt_row_each_and_then_fail_or_succeed() {
+    let e = Env::new();
+    let (always, once) = (e.path("always"), e.path("once"));
+    e.apply(&format!(
+        r#"
+name: retrying
+failure_strategy: continue
+tasks:
+  - {{ name: doomed, type: shell, retries: 2, retry_interval: 200ms, command: "echo try >> {a}; exit 1" }}
+  - {{ name: second_time_lucky, type: shell, retries: 3, command: "echo try >> {o}; [ $(wc -l < {o}) -ge 2 ]" }}
+"#,
+        a = always.display(),
+        o = once.display()
+    ));
+    let id = e.start("retrying", "{}");
+    let inst = e.end(id);
+    assert_eq!(inst["state"], "failure");
+    let doomed = attempts(&inst, "doomed");
+    assert_eq!(doomed.len(), 3, "3 attempts: {inst}");
+    assert_eq!(doomed.iter().map(|t| t["attempt"].as_i64().unwrap()).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert!(doomed.iter().all(|t| t["state"] == "failure"));
+    assert_eq!(lines(&always).len(), 3, "each attempt really ran");
+    let lucky = attempts(&inst, "second_time_lucky");
+    assert_eq!(lucky.len(), 2);
+    assert_eq!(lucky[1]["state"], "success");
+    assert_eq!(lines(&once).len(), 2);
+}
+
+#[test]
+fn failure_strategy_continue_runs_independent_branches_and_skipped_tasks_pass() {
+    let e = Env::new();
+    let f = e.path("ran");
+    e.apply(&format!(
+        r#"
+name: branches
+failure_strategy: continue
+tasks:
+  - {{ name: bad, type: shell, command: "exit 2" }}
+  - {{ name: after_bad, type: shell, command: "echo after_bad >> {f}", depends_on: [bad] }}
+  - {{ name: good, type: shell, command: "sleep 0.3; echo good >> {f}" }}
+  - {{ name: off, type: shell, command: "echo off >> {f}", enabled: false, depends_on: [good] }}
+  - {{ name: after_off, type: shell, command: "echo after_off >> {f}", depends_on: [off] }}
+"#,
+        f = f.display()
+    ));
+    let inst = e.end(e.start("branches", "{}"));
+    assert_eq!(inst["state"], "failure");
+    assert_eq!(lines(&f), vec!["good", "after_off"], "the branch without the failure ran to the end");
+    assert_eq!(attempts(&inst, "off")[0]["state"], "skipped");
+    assert!(attempts(&inst, "after_bad").is_empty());
+}
+
+#[test]
+fn stop_kills_a_sleeping_task_and_its_process_is_gone() {
+    let e = Env::new();
+    let pid_file = e.path("pid");
+    e.apply(&format!(
+        "name: sleeper\ntasks:\n- {{ name: nap, type: shell, command: 'echo $$ > {p}; sleep 60' }}\n- {{ name: never, type: noop, depends_on: [nap] }}\n",
+        p = pid_file.display()
+    ));
+    let id = e.start("sleeper", "{}");
+    let pid: i32 = wait_for("the task to write its pid", LONG, || std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok());
+    let (status, body) = e.action(id, "stop");
+    assert_eq!(status, 202, "{body}");
+    let inst = e.wait_state(id, &["stopped"]);
+    assert_eq!(attempts(&inst, "nap")[0]["state"], "killed");
+    assert!(attempts(&inst, "never").is_empty());
+    let alive = std::process::Command::new("kill").args(["-0", &pid.to_string()]).status().unwrap().success();
+    assert!(!alive, "the task's process {pid} is gone");
+    let (status, body) = e.action(id, "stop");
+    assert_eq!(status, 409, "stopping a stopped instance is refused: {body}");
+    assert!(body["error"].as_str().unwrap().contains("stopped"), "{body}");
+}
+
+#[test]
+fn pause_lets_the_running_task_finish_and_resume_runs_the_rest_once() {
+    let e = Env::new();
+    let (f, go) = (e.path("ran"), e.path("go"));
+    e.apply(&format!(
+        r#"
+name: pausable
+tasks:
+  - {{ name: a, type: shell, command: "while [ ! -f {go} ]; do sleep 0.05; done; echo a >> {f}" }}
+  - {{ name: b, type: shell, command: "echo b >> {f}", depends_on: [a] }}
+"#,
+        f = f.display(),
+        go = go.display()
+    ));
+    let id = e.start("pausable", "{}");
+    wait_for("a to run", LONG, || {
+        let inst = e.s.api.get(&format!("/instances/{id}"));
+        (attempts(&inst, "a").first()?["state"] == "running").then_some(())
+    });
+    let (status, body) = e.action(id, "pause");
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["state"], "ready_pause");
+    std::fs::write(&go, "").unwrap();
+    let inst = e.wait_state(id, &["paused"]);
+    assert_eq!(attempts(&inst, "a")[0]["state"], "success", "the running task finished");
+    assert!(attempts(&inst, "b").is_empty(), "nothing new started while pausing");
+
+    let out = cli(&e.s.api, &["resume", &id.to_string(), "--wait"]);
+    assert!(out.status.success(), "resume --wait: {}", text(&out.stderr));
+    let inst = e.s.api.get(&format!("/instances/{id}"));
+    assert_eq!(inst["state"], "success");
+    assert_eq!(lines(&f), vec!["a", "b"], "a was not run again");
+}
+
+#[test]
+fn resubmit_failed_reruns_only_the_failed_part() {
+    let e = Env::new();
+    let (f, fixed) = (e.path("ran"), e.path("fixed"));
+    e.apply(&format!(
+        r#"
+name: fragile
+tasks:
+  - {{ name: extract, type: shell, command: "echo extract >> {f}; echo '${{setValue(rows=42)}}'" }}
+  - {{ name: transform, type: shell, command: "echo transform >> {f}; [ -f {fixed} ]", depends_on: [extract] }}
+  - {{ name: load, type: shell, command: "echo load-${{rows}} >> {f}", depends_on: [transform] }}
+"#,
+        f = f.display(),
+        fixed = fixed.display()
+    ));
+    let id = e.start("fragile", "{}");
+    assert_eq!(e.end(id)["state"], "failure");
+    let (status, body) = e.action(id, "resume");
+    assert_eq!(status, 409, "a failed instance cannot be resumed: {body}");
+
+    std::fs::write(&fixed, "").unwrap();
+    let out = cli(&e.s.api, &["resubmit", &id.to_string(), "--wait"]);
+    assert!(out.status.success(), "resubmit --wait: {}", text(&out.stderr));
+    let inst = e.s.api.get(&format!("/instances/{id}"));
+    assert_eq!(inst["state"], "success");
+    assert_eq!(count(&f, "extract"), 1, "the succeeded task was not executed again");
+    assert_eq!(count(&f, "transform"), 2);
+    assert_eq!(count(&f, "load-42"), 1, "outputs of kept tasks still flow downstream");
+    let transform = attempts(&inst, "transform");
+    assert_eq!(transform.len(), 2);
+    assert_eq!(transform[1]["attempt"], 2);
+
+    let (status, body) = e.action(id, "resubmit-failed");
+    assert_eq!(status, 409, "a succeeded instance has nothing to resubmit: {body}");
+}
+
+#[test]
+fn rerun_runs_everything_again_as_a_new_run() {
+    let e = Env::new();
+    let f = e.path("ran");
+    e.apply(&format!("name: again\ntasks:\n- {{ name: a, type: shell, command: 'echo a >> {f}' }}\n", f = f.display()));
+    let id = e.start("again", "{}");
+    assert_eq!(e.end(id)["state"], "success");
+    let (status, body) = e.action(id, "rerun");
+    assert_eq!(status, 202, "{body}");
+    e.instance_of(body["command_id"].as_i64().unwrap());
+    let inst = wait_for("the rerun to finish", LONG, || {
+        let inst = e.s.api.get(&format!("/instances/{id}"));
+        (inst["run"] == 2 && inst["state"] == "success").then_some(inst)
+    });
+    assert_eq!(count(&f, "a"), 2);
+    assert_eq!(attempts(&inst, "a").iter().filter(|t| t["run"] == 2).count(), 1);
+}
+
+#[test]
+fn dry_run_and_start_from_a_task() {
+    let e = Env::new();
+    let f = e.path("ran");
+    e.apply(&format!(
+        r#"
+name: shaped
+tasks:
+  - {{ name: a, type: shell, command: "echo a >> {f}" }}
+  - {{ name: b, type: shell, command: "echo b >> {f}", depends_on: [a] }}
+  - {{ name: c, type: shell, command: "echo c >> {f}", depends_on: [a] }}
+  - {{ name: d, type: shell, command: "echo d >> {f}", depends_on: [b, c] }}
+"#,
+        f = f.display()
+    ));
+    let inst = e.end(e.start("shaped", r#"{"dry_run": true}"#));
+    assert_eq!(inst["state"], "success");
+    assert_eq!(inst["tasks"].as_array().unwrap().len(), 4);
+    assert!(lines(&f).is_empty(), "a dry run executes nothing");
+
+    let inst = e.end(e.start("shaped", r#"{"from_task": "b", "scope": "downstream"}"#));
+    assert_eq!(inst["state"], "success");
+    assert_eq!(lines(&f), vec!["b", "d"]);
+    let names: Vec<&str> = inst["tasks"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["b", "d"]);
+}
+
+#[test]
+fn time_expressions_and_builtins_reach_the_task() {
+    let e = Env::new();
+    let f = e.path("out");
+    e.apply(&format!(
+        "name: dated\nparams: {{ day: '$[yyyyMMdd]' }}\ntasks:\n- {{ name: t, type: shell, command: 'echo ${{day}} $[yyyyMMdd-1] ${{system.biz.date}} ${{system.workflow.instance.id}} > {f}' }}\n",
+        f = f.display()
+    ));
+    let id = e.start("dated", "{}");
+    assert_eq!(e.end(id)["state"], "success");
+    let out = lines(&f).join("");
+    let parts: Vec<&str> = out.split(' ').collect();
+    assert_eq!(parts.len(), 4, "{out}");
+    assert_eq!(parts[0].len(), 8);
+    assert_eq!(parts[1], parts[2], "$[yyyyMMdd-1] is the business date");
+    assert_eq!(parts[3], id.to_string());
+}
