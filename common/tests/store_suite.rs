@@ -53,6 +53,7 @@ store_suite!(
     command_signal_wakes_after_insert,
     corrupt_rows_are_errors_not_panics,
     unknown_ids_read_as_none,
+    a_recovery_command_takes_over_the_instance_once,
 );
 
 // ---- harness ----
@@ -178,6 +179,8 @@ fn command(project: &str, workflow: &str, version: i32) -> NewCommand {
         version,
         params: BTreeMap::new(),
         priority: None,
+        workflow_instance_id: None,
+        options: Default::default(),
     }
 }
 
@@ -199,6 +202,7 @@ async fn running_instance(store: &Store, name: &str) -> InstanceRow {
 fn new_task(instance: &InstanceRow, name: &str) -> NewTaskInstance {
     NewTaskInstance {
         workflow_instance_id: instance.id,
+        run: instance.run,
         name: name.to_string(),
         task_type: "shell".to_string(),
         attempt: 1,
@@ -310,9 +314,13 @@ async fn a_command_becomes_exactly_one_instance(ctx: Ctx) {
     let claimed = store.claim_commands("master-1:5678", 7, 10).await.unwrap();
     assert_eq!(claimed.len(), 1);
     let ClaimedInstance {
+        kind,
         instance,
         definition,
+        tasks,
     } = &claimed[0];
+    assert_eq!(*kind, CommandKind::Start);
+    assert!(tasks.is_empty());
     assert_eq!(definition, &def);
     assert_eq!(instance.command_id, id);
     assert_eq!(
@@ -825,4 +833,86 @@ async fn unknown_ids_read_as_none(ctx: Ctx) {
         store.write_batch(&WriteBatch::default()).await.unwrap(),
         WriteResult::default()
     );
+}
+
+/// Resubmit-failed on a failed instance: the claim re-points the instance at the command,
+/// bumps its epoch (fencing the old owner), returns the current run's attempts, and a
+/// second pending action on the same instance is refused.
+async fn a_recovery_command_takes_over_the_instance_once(ctx: Ctx) {
+    let store = &ctx.store;
+    let instance = running_instance(store, "recover").await;
+    let ids = write(
+        store,
+        WriteBatch {
+            new_tasks: vec![new_task(&instance, "a"), new_task(&instance, "b")],
+            ..Default::default()
+        },
+    )
+    .await
+    .new_task_ids;
+    let mut failed = TaskUpdate::state(ids[1], TaskState::Failure);
+    failed.ended_at = Some(2_000);
+    write(
+        store,
+        WriteBatch {
+            task_updates: vec![TaskUpdate::state(ids[0], TaskState::Success), failed],
+            instance_updates: vec![InstanceUpdate {
+                id: instance.id,
+                owner_epoch: instance.owner_epoch,
+                state: WorkflowState::Failure,
+                ended_at: Some(3_000),
+            }],
+            ..Default::default()
+        },
+    )
+    .await;
+
+    let mut cmd = command("p", "recover", instance.version);
+    cmd.kind = CommandKind::ResubmitFailed;
+    cmd.workflow_instance_id = Some(instance.id);
+    let command_id = store.insert_command(&cmd).await.unwrap();
+    let again = store.insert_command(&cmd).await.unwrap_err();
+    assert!(matches!(again, Error::Conflict(_)), "{again}");
+
+    let claimed = store.claim_commands("m2", 1, 10).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let c = &claimed[0];
+    assert_eq!(c.kind, CommandKind::ResubmitFailed);
+    assert_eq!(c.instance.id, instance.id);
+    assert_eq!(c.instance.owner.as_deref(), Some("m2"));
+    assert_eq!(c.instance.owner_epoch, instance.owner_epoch + 1);
+    assert_eq!(c.instance.state, WorkflowState::Running);
+    let states: Vec<_> = c.tasks.iter().map(|t| (t.name.as_str(), t.state)).collect();
+    assert_eq!(states, vec![("a", TaskState::Success), ("b", TaskState::Failure)]);
+    assert_eq!(
+        store.command_status(command_id).await.unwrap(),
+        Some(CommandStatus::Done { workflow_instance_id: instance.id })
+    );
+
+    // The old owner is fenced out.
+    let stale = write(
+        store,
+        WriteBatch {
+            instance_updates: vec![InstanceUpdate {
+                id: instance.id,
+                owner_epoch: instance.owner_epoch,
+                state: WorkflowState::Success,
+                ended_at: Some(4_000),
+            }],
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(stale.fenced_instances, vec![instance.id]);
+
+    // A resume of a running instance is turned down with the reason.
+    let mut resume = command("p", "recover", instance.version);
+    resume.kind = CommandKind::Resume;
+    resume.workflow_instance_id = Some(instance.id);
+    let resume_id = store.insert_command(&resume).await.unwrap();
+    assert!(store.claim_commands("m2", 1, 10).await.unwrap().is_empty());
+    match store.command_status(resume_id).await.unwrap() {
+        Some(CommandStatus::Error { error }) => assert!(error.contains("paused"), "{error}"),
+        other => panic!("expected an error command, got {other:?}"),
+    }
 }
