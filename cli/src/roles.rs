@@ -26,6 +26,30 @@ pub struct Common {
     pub dump_config: bool,
 }
 
+/// How a worker runs tasks (shared by `worker` and `standalone`).
+#[derive(Args, Serialize, Debug)]
+pub struct ExecArgs {
+    /// Interpreter for python tasks.
+    #[arg(long, env = "SHOAL_PYTHON", default_value = "python3")]
+    pub python: String,
+    /// A datasource sql tasks can name: NAME=URL (postgres://… or sqlite://…); repeatable,
+    /// or comma separated in SHOAL_DATASOURCE.
+    #[arg(long = "datasource", env = "SHOAL_DATASOURCE", value_delimiter = ',', value_parser = parse_datasource)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub datasources: Vec<(String, String)>,
+}
+
+fn parse_datasource(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, url)) if !name.is_empty() && !url.is_empty() => {
+            Ok((name.to_string(), url.to_string()))
+        }
+        _ => Err(format!(
+            "datasource '{s}' must look like NAME=URL, e.g. warehouse=postgres://user@host/db"
+        )),
+    }
+}
+
 #[derive(Args, Serialize, Debug)]
 pub struct StandaloneArgs {
     /// Where the SQLite database, task logs and work files live.
@@ -43,6 +67,8 @@ pub struct StandaloneArgs {
     /// Tasks the embedded worker runs at once.
     #[arg(long, env = "SHOAL_SLOTS", default_value_t = 100)]
     pub slots: u32,
+    #[command(flatten)]
+    pub exec: ExecArgs,
     #[command(flatten)]
     #[serde(skip)]
     pub common: Common,
@@ -121,6 +147,8 @@ pub struct WorkerArgs {
     #[arg(long, env = "SHOAL_DATA_DIR", default_value = "./shoal-worker-data")]
     pub data_dir: PathBuf,
     #[command(flatten)]
+    pub exec: ExecArgs,
+    #[command(flatten)]
     pub cluster: ClusterArgs,
     #[command(flatten)]
     #[serde(skip)]
@@ -179,6 +207,8 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
             groups: vec![shoal_common::definition::DEFAULT_WORKER_GROUP.to_string()],
             slots: args.slots,
             data_dir: args.data_dir.clone(),
+            python: args.exec.python.clone(),
+            datasources: args.exec.datasources.iter().cloned().collect(),
         },
         registry.clone(),
         shutdown.clone(),
@@ -263,6 +293,8 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
             groups: args.groups,
             slots: args.slots,
             data_dir: args.data_dir,
+            python: args.exec.python,
+            datasources: args.exec.datasources.into_iter().collect(),
         },
         registry,
         shutdown,

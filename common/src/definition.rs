@@ -31,6 +31,15 @@ pub struct WorkflowDef {
     pub failure_strategy: FailureStrategy,
     #[serde(default)]
     pub priority: Priority,
+    /// Longest a run may take; `timeout_strategy: fail` stops it as failed.
+    #[serde(
+        default,
+        with = "crate::duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub timeout: Option<Duration>,
+    #[serde(default)]
+    pub timeout_strategy: TimeoutStrategy,
     pub tasks: Vec<TaskDef>,
 }
 

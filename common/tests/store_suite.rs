@@ -883,10 +883,15 @@ async fn a_recovery_command_takes_over_the_instance_once(ctx: Ctx) {
     assert_eq!(c.instance.owner_epoch, instance.owner_epoch + 1);
     assert_eq!(c.instance.state, WorkflowState::Running);
     let states: Vec<_> = c.tasks.iter().map(|t| (t.name.as_str(), t.state)).collect();
-    assert_eq!(states, vec![("a", TaskState::Success), ("b", TaskState::Failure)]);
+    assert_eq!(
+        states,
+        vec![("a", TaskState::Success), ("b", TaskState::Failure)]
+    );
     assert_eq!(
         store.command_status(command_id).await.unwrap(),
-        Some(CommandStatus::Done { workflow_instance_id: instance.id })
+        Some(CommandStatus::Done {
+            workflow_instance_id: instance.id
+        })
     );
 
     // The old owner is fenced out.

@@ -4,7 +4,7 @@
 //!   expressions (a global param `dt: $[yyyyMMdd-1]`); those are evaluated too. Nothing else in
 //!   a value is expanded: a `${other}` inside a value stays as written (one level, no loops).
 //! - `${setValue(...)}` is left alone: it is the output convention tasks print.
-//! - `$[...]` is a time expression relative to the schedule time (see [`time`]).
+//! - `$[...]` is a time expression relative to the schedule time (forms: `params/time.rs`).
 //! - A `$` not starting a closed `${...}` / `$[...]` is plain text (`$HOME`, `$1`, `$((1+2))`).
 
 mod time;

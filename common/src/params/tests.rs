@@ -394,25 +394,3 @@ fn references_lists_param_names_once() {
     assert!(references("$[yyyy${x}]").is_empty());
     assert_eq!(references("${system.biz.date}"), vec!["system.biz.date"]);
 }
-
-#[test]
-fn tmp_perf() {
-    let mut p = builtins(7, 42, schedule());
-    p.extend(params(&[("table", "ods.orders"), ("dt", "$[yyyyMMdd-1]")]));
-    let ctx = Context { params: &p, schedule_time: schedule() };
-    let texts = [
-        "python etl.py --input /data/in --output /data/out --verbose".repeat(4),
-        "insert into ${table} partition (dt='${system.biz.date}') select * from src where day = '$[yyyy-MM-dd-1]' and m='$[add_months(yyyyMMdd,-1)]' -- ${dt}".to_string(),
-    ];
-    for t in &texts {
-        let n = 200_000;
-        let start = std::time::Instant::now();
-        let mut total = 0;
-        for _ in 0..n { total += expand(t, &ctx).unwrap().len(); }
-        let el = start.elapsed();
-        eprintln!("len {} : {:?}/op ({total})", t.len(), el / n);
-        let start = std::time::Instant::now();
-        for _ in 0..n { total += builtins(7, 42, schedule()).len(); }
-        eprintln!("builtins: {:?}/op", start.elapsed() / n);
-    }
-}

@@ -4,12 +4,12 @@
 use super::codec::{from_json, parse, to_json};
 use super::db::{Db, Tx, insert_rows};
 use super::definitions::decode_spec;
+use super::instances::{INSTANCE_COLUMNS, InstanceRecord, TaskRecord, select_tasks};
+use super::schema::TaskInstance as Task;
 use super::schema::{
     Command as Cmd, ErrorCommand as ErrCmd, WorkflowDefinition as Def, WorkflowInstance as Inst,
 };
 use super::signal::{COMMAND_CHANNEL, CommandSignal};
-use super::instances::{INSTANCE_COLUMNS, InstanceRecord, TaskRecord, select_tasks};
-use super::schema::TaskInstance as Task;
 use super::{
     Backend, ClaimedInstance, CommandStatus, InstanceRow, NewCommand, Params, StartOptions, Store,
 };
@@ -201,11 +201,9 @@ impl Store {
                 }
             };
             let outcome = match command.workflow_instance_id {
-                Some(instance) => {
-                    recover_instance(&mut tx, command, instance, definition, owner)
-                        .await?
-                        .map(|claimed| recovered.push(claimed))
-                }
+                Some(instance) => recover_instance(&mut tx, command, instance, definition, owner)
+                    .await?
+                    .map(|claimed| recovered.push(claimed)),
                 None => plan_instance(command, definition, owner, owner_epoch, now)
                     .map(|planned| accepted.push(planned)),
             };
@@ -423,11 +421,16 @@ async fn recover_instance(
         )
         .await?;
     let Some(record) = record else {
-        return Ok(Err(format!("workflow instance {instance_id} does not exist")));
+        return Ok(Err(format!(
+            "workflow instance {instance_id} does not exist"
+        )));
     };
     let mut instance = record.decode()?;
     if let Err(reason) = recovery_allowed(kind, instance.state) {
-        return Ok(Err(format!("workflow instance {instance_id} is {}: {reason}", instance.state)));
+        return Ok(Err(format!(
+            "workflow instance {instance_id} is {}: {reason}",
+            instance.state
+        )));
     }
     instance.command_id = command.id;
     instance.state = WorkflowState::Running;
@@ -460,13 +463,24 @@ async fn recover_instance(
                     .order_by(Task::Id, Order::Asc),
             )
             .await?;
-        records.into_iter().map(TaskRecord::decode).collect::<Result<Vec<_>>>()?
+        records
+            .into_iter()
+            .map(TaskRecord::decode)
+            .collect::<Result<Vec<_>>>()?
     };
-    Ok(Ok(ClaimedInstance { kind, instance, definition, tasks }))
+    Ok(Ok(ClaimedInstance {
+        kind,
+        instance,
+        definition,
+        tasks,
+    }))
 }
 
 /// Which instance states each recovery command applies to.
-pub fn recovery_allowed(kind: CommandKind, state: WorkflowState) -> std::result::Result<(), &'static str> {
+pub fn recovery_allowed(
+    kind: CommandKind,
+    state: WorkflowState,
+) -> std::result::Result<(), &'static str> {
     use WorkflowState::*;
     let ok = match kind {
         CommandKind::Resume => state == Paused,

@@ -14,8 +14,8 @@ mod model;
 mod schema;
 mod signal;
 
-pub use model::*;
 pub use commands::recovery_allowed;
+pub use model::*;
 pub use signal::CommandSignal;
 
 use crate::error::Result;

@@ -11,10 +11,11 @@ mod spec;
 use crate::clients::WorkerClients;
 use crate::dispatch::DispatchMsg;
 use crate::runtime::{Action, Event, Node, Outcome, Refused, WorkflowRuntime};
+use shoal_common::definition::TimeoutStrategy;
 use shoal_common::proto::{KillRequest, TaskEvent, TaskEventKind};
 use shoal_common::store::{
-    ClaimedInstance, InstanceUpdate, NewTaskInstance, Params, StartOptions, Store, TaskUpdate, WriteBatch,
-    WriteResult,
+    ClaimedInstance, InstanceUpdate, NewTaskInstance, Params, StartOptions, Store, TaskUpdate,
+    WriteBatch, WriteResult,
 };
 use shoal_common::types::{CommandKind, Priority, TaskState, WorkflowState, now_ms};
 use std::collections::HashMap;
@@ -46,16 +47,42 @@ pub type ControlReply = oneshot::Sender<Result<WorkflowState, ControlError>>;
 
 pub enum EngineMsg {
     Claimed(Vec<ClaimedInstance>),
-    WorkerEvents { worker: String, events: Vec<TaskEvent>, ack: oneshot::Sender<Vec<u64>> },
+    WorkerEvents {
+        worker: String,
+        events: Vec<TaskEvent>,
+        ack: oneshot::Sender<Vec<u64>>,
+    },
     /// The dispatcher handed the task to `worker`.
-    Dispatched { id: i64, worker: String },
+    Dispatched {
+        id: i64,
+        worker: String,
+    },
     /// The task left the queue without reaching a worker (kill or pause).
-    Cancelled { id: i64 },
+    Cancelled {
+        id: i64,
+    },
     /// The master itself settles a task: a dry run, or an undefined parameter.
-    Settle { id: i64, state: TaskState, message: Option<String> },
+    Settle {
+        id: i64,
+        state: TaskState,
+        message: Option<String>,
+    },
     /// A task's delay or retry interval is over.
-    Ready { instance: i64, node: Node, attempt: i32 },
-    Control { instance: i64, control: Control, reply: ControlReply },
+    Ready {
+        instance: i64,
+        node: Node,
+        attempt: i32,
+    },
+    Control {
+        instance: i64,
+        control: Control,
+        reply: ControlReply,
+    },
+    /// The workflow's timeout passed for run `run_no` of the instance.
+    Timeout {
+        instance: i64,
+        run_no: i32,
+    },
 }
 
 /// An instance this master drives.
@@ -144,10 +171,22 @@ impl Engine {
         me: mpsc::UnboundedSender<EngineMsg>,
         clients: WorkerClients,
     ) -> Self {
-        Engine { store, master_addr, runs: HashMap::new(), tasks: HashMap::new(), dispatcher, me, clients }
+        Engine {
+            store,
+            master_addr,
+            runs: HashMap::new(),
+            tasks: HashMap::new(),
+            dispatcher,
+            me,
+            clients,
+        }
     }
 
-    pub async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<EngineMsg>, shutdown: CancellationToken) {
+    pub async fn run(
+        mut self,
+        mut inbox: mpsc::UnboundedReceiver<EngineMsg>,
+        shutdown: CancellationToken,
+    ) {
         loop {
             // Cancellation-safe: a message is either received whole or left in the channel.
             let first = tokio::select! {
@@ -162,7 +201,9 @@ impl Engine {
                 self.handle(m, &mut cycle);
                 n += 1;
             }
-            let Some(result) = self.commit(&cycle.batch, &shutdown).await else { break };
+            let Some(result) = self.commit(&cycle.batch, &shutdown).await else {
+                break;
+            };
             self.after_commit(cycle, result);
         }
         info!(instances = self.runs.len(), "engine stopped");
@@ -176,7 +217,11 @@ impl Engine {
                     self.adopt(c, cycle, now);
                 }
             }
-            EngineMsg::WorkerEvents { worker, events, ack } => {
+            EngineMsg::WorkerEvents {
+                worker,
+                events,
+                ack,
+            } => {
                 let mut seqs = Vec::with_capacity(events.len());
                 for ev in events {
                     seqs.push(ev.seq);
@@ -185,7 +230,9 @@ impl Engine {
                 cycle.acks.push((ack, seqs));
             }
             EngineMsg::Dispatched { id, worker } => {
-                let Some(t) = self.tasks.get_mut(&id) else { return };
+                let Some(t) = self.tasks.get_mut(&id) else {
+                    return;
+                };
                 t.worker = Some(worker.clone());
                 if t.kill_requested {
                     cycle.kills.push((t.instance, t.node));
@@ -205,12 +252,31 @@ impl Engine {
                 self.settle(id, state, Some(why.to_string()), cycle, now);
             }
             EngineMsg::Settle { id, state, message } => self.settle(id, state, message, cycle, now),
-            EngineMsg::Ready { instance, node, attempt } => {
+            EngineMsg::Ready {
+                instance,
+                node,
+                attempt,
+            } => {
                 self.apply(instance, Event::Ready { node, attempt }, cycle, now);
             }
-            EngineMsg::Control { instance, control, reply } => {
+            EngineMsg::Control {
+                instance,
+                control,
+                reply,
+            } => {
                 let result = self.control(instance, control, cycle, now);
                 cycle.replies.push((reply, result));
+            }
+            EngineMsg::Timeout { instance, run_no } => {
+                let Some(run) = self.runs.get_mut(&instance).filter(|r| r.run_no == run_no) else {
+                    return;
+                };
+                let def = run.rt.definition().clone();
+                warn!(instance_id = instance, timeout = ?def.timeout, strategy = ?def.timeout_strategy, "instance exceeded its timeout");
+                if def.timeout_strategy == TimeoutStrategy::Fail {
+                    let actions = run.rt.time_out();
+                    self.perform(instance, actions, cycle, now);
+                }
             }
         }
     }
@@ -219,9 +285,19 @@ impl Engine {
     fn adopt(&mut self, c: ClaimedInstance, cycle: &mut Cycle, now: i64) {
         let id = c.instance.id;
         let def = Arc::new(c.definition);
-        let from = c.instance.options.from_task.as_deref().map(|t| (t, c.instance.options.scope.unwrap_or(shoal_common::store::Scope::Downstream)));
+        let from = c.instance.options.from_task.as_deref().map(|t| {
+            (
+                t,
+                c.instance
+                    .options
+                    .scope
+                    .unwrap_or(shoal_common::store::Scope::Downstream),
+            )
+        });
         let rt = match c.kind {
-            CommandKind::Resume | CommandKind::ResubmitFailed => Ok(WorkflowRuntime::restore(def, &c.tasks)),
+            CommandKind::Resume | CommandKind::ResubmitFailed => {
+                Ok(WorkflowRuntime::restore(def, &c.tasks))
+            }
             _ => WorkflowRuntime::new(def, from),
         };
         let rt = match rt {
@@ -250,17 +326,43 @@ impl Engine {
             options: c.instance.options,
             task_ids: vec![None; n],
         };
+        if let Some(timeout) = run.rt.definition().timeout {
+            let left = Duration::from_millis(
+                (run.started_at + timeout.as_millis() as i64 - now).max(0) as u64,
+            );
+            let (me, run_no) = (self.me.clone(), run.run_no);
+            tokio::spawn(async move {
+                tokio::time::sleep(left).await;
+                let _ = me.send(EngineMsg::Timeout {
+                    instance: id,
+                    run_no,
+                });
+            });
+        }
         self.runs.insert(id, run);
         self.apply(id, Event::Start, cycle, now);
     }
 
-    fn control(&mut self, instance: i64, control: Control, cycle: &mut Cycle, now: i64) -> Result<WorkflowState, ControlError> {
-        let run = self.runs.get_mut(&instance).ok_or(ControlError::NotHere(instance))?;
+    fn control(
+        &mut self,
+        instance: i64,
+        control: Control,
+        cycle: &mut Cycle,
+        now: i64,
+    ) -> Result<WorkflowState, ControlError> {
+        let run = self
+            .runs
+            .get_mut(&instance)
+            .ok_or(ControlError::NotHere(instance))?;
         let actions = match control {
             Control::Stop => run.rt.stop()?,
             Control::Pause => run.rt.pause()?,
         };
-        info!(instance_id = instance, ?control, "operator request accepted");
+        info!(
+            instance_id = instance,
+            ?control,
+            "operator request accepted"
+        );
         let state = run.rt.state();
         self.perform(instance, actions, cycle, now);
         Ok(state)
@@ -291,10 +393,23 @@ impl Engine {
             u.output = (!ev.output.is_empty()).then(|| ev.output.clone().into_iter().collect());
             u.message = (!ev.message.is_empty()).then(|| ev.message.clone());
         }
-        self.task_event(ev.task_instance_id, u, ev.output.into_iter().collect(), cycle, ev.at_ms);
+        self.task_event(
+            ev.task_instance_id,
+            u,
+            ev.output.into_iter().collect(),
+            cycle,
+            ev.at_ms,
+        );
     }
 
-    fn settle(&mut self, id: i64, state: TaskState, message: Option<String>, cycle: &mut Cycle, now: i64) {
+    fn settle(
+        &mut self,
+        id: i64,
+        state: TaskState,
+        message: Option<String>,
+        cycle: &mut Cycle,
+        now: i64,
+    ) {
         let mut u = TaskUpdate::state(id, state);
         u.ended_at = Some(now);
         u.message = message;
@@ -302,12 +417,26 @@ impl Engine {
     }
 
     /// Applies a task's state change to its runtime and records it if accepted.
-    fn task_event(&mut self, id: i64, mut u: TaskUpdate, output: Params, cycle: &mut Cycle, at: i64) {
+    fn task_event(
+        &mut self,
+        id: i64,
+        mut u: TaskUpdate,
+        output: Params,
+        cycle: &mut Cycle,
+        at: i64,
+    ) {
         let Some(t) = self.tasks.get(&id) else { return };
         let (instance, node, attempt) = (t.instance, t.node, t.attempt);
         let state = u.state;
-        let event = Event::Task { node, attempt, state, output };
-        let Some(outcome) = self.apply(instance, event, cycle, at) else { return };
+        let event = Event::Task {
+            node,
+            attempt,
+            state,
+            output,
+        };
+        let Some(outcome) = self.apply(instance, event, cycle, at) else {
+            return;
+        };
         if !outcome.accepted {
             return;
         }
@@ -321,7 +450,13 @@ impl Engine {
         cycle.update(u);
     }
 
-    fn apply(&mut self, instance: i64, event: Event, cycle: &mut Cycle, now: i64) -> Option<Outcome> {
+    fn apply(
+        &mut self,
+        instance: i64,
+        event: Event,
+        cycle: &mut Cycle,
+        now: i64,
+    ) -> Option<Outcome> {
         let run = self.runs.get_mut(&instance)?;
         let mut outcome = run.rt.apply(event);
         let actions = std::mem::take(&mut outcome.actions);
@@ -331,17 +466,43 @@ impl Engine {
 
     /// Turns a runtime's actions into this cycle's writes and follow-ups.
     fn perform(&mut self, instance: i64, actions: Vec<Action>, cycle: &mut Cycle, now: i64) {
-        let Some(run) = self.runs.get(&instance) else { return };
+        let Some(run) = self.runs.get(&instance) else {
+            return;
+        };
         for action in actions {
             match action {
-                Action::CreateTask { node, attempt, delay } => {
-                    let state = if delay.is_some() { TaskState::Delayed } else { TaskState::Submitted };
-                    cycle.batch.new_tasks.push(new_task(run, node, attempt, state, now));
-                    cycle.creates.push(PendingCreate { instance, node, attempt, start: Some(delay) });
+                Action::CreateTask {
+                    node,
+                    attempt,
+                    delay,
+                } => {
+                    let state = if delay.is_some() {
+                        TaskState::Delayed
+                    } else {
+                        TaskState::Submitted
+                    };
+                    cycle
+                        .batch
+                        .new_tasks
+                        .push(new_task(run, node, attempt, state, now));
+                    cycle.creates.push(PendingCreate {
+                        instance,
+                        node,
+                        attempt,
+                        start: Some(delay),
+                    });
                 }
                 Action::Skip { node } => {
-                    cycle.batch.new_tasks.push(new_task(run, node, 1, TaskState::Skipped, now));
-                    cycle.creates.push(PendingCreate { instance, node, attempt: 1, start: None });
+                    cycle
+                        .batch
+                        .new_tasks
+                        .push(new_task(run, node, 1, TaskState::Skipped, now));
+                    cycle.creates.push(PendingCreate {
+                        instance,
+                        node,
+                        attempt: 1,
+                        start: None,
+                    });
                 }
                 Action::Enqueue { node, .. } => {
                     if let Some(id) = run.task_ids[node] {
@@ -352,7 +513,12 @@ impl Engine {
                 Action::KillTask { node, .. } => cycle.kills.push((instance, node)),
                 Action::Withdraw { node, .. } => cycle.withdraws.push((instance, node)),
                 Action::SetState { state } => {
-                    cycle.batch.instance_updates.push(InstanceUpdate { id: instance, owner_epoch: run.epoch, state, ended_at: None });
+                    cycle.batch.instance_updates.push(InstanceUpdate {
+                        id: instance,
+                        owner_epoch: run.epoch,
+                        state,
+                        ended_at: None,
+                    });
                 }
                 Action::Finish { state } => {
                     info!(instance_id = instance, %state, "instance finished");
@@ -370,7 +536,11 @@ impl Engine {
 
     /// Commits the cycle's writes, retrying while the database is unreachable. Returns
     /// None when shutdown interrupted the retries.
-    async fn commit(&self, batch: &WriteBatch, shutdown: &CancellationToken) -> Option<WriteResult> {
+    async fn commit(
+        &self,
+        batch: &WriteBatch,
+        shutdown: &CancellationToken,
+    ) -> Option<WriteResult> {
         if batch.is_empty() {
             return Some(WriteResult::default());
         }
@@ -398,7 +568,10 @@ impl Engine {
             let _ = reply.send(outcome);
         }
         for instance in result.fenced_instances {
-            warn!(instance_id = instance, "instance was taken over by another master; dropping it");
+            warn!(
+                instance_id = instance,
+                "instance was taken over by another master; dropping it"
+            );
             self.drop_run(instance);
         }
         for id in cycle.ended_tasks {
@@ -409,22 +582,36 @@ impl Engine {
             }
         }
         for (pc, id) in cycle.creates.into_iter().zip(result.new_task_ids) {
-            let Some(run) = self.runs.get_mut(&pc.instance) else { continue };
+            let Some(run) = self.runs.get_mut(&pc.instance) else {
+                continue;
+            };
             let Some(delay) = pc.start else { continue };
             run.task_ids[pc.node] = Some(id);
             let delayed = delay.is_some();
             self.tasks.insert(
                 id,
-                TaskRef { instance: pc.instance, node: pc.node, attempt: pc.attempt, worker: None, delayed, kill_requested: false },
+                TaskRef {
+                    instance: pc.instance,
+                    node: pc.node,
+                    attempt: pc.attempt,
+                    worker: None,
+                    delayed,
+                    kill_requested: false,
+                },
             );
             match delay {
                 Some(delay) => {
-                    let (me, instance, node, attempt) = (self.me.clone(), pc.instance, pc.node, pc.attempt);
+                    let (me, instance, node, attempt) =
+                        (self.me.clone(), pc.instance, pc.node, pc.attempt);
                     // A timer holds no thread and no worker slot; the runtime ignores it if
                     // the attempt was cancelled meanwhile.
                     tokio::spawn(async move {
                         tokio::time::sleep(delay).await;
-                        let _ = me.send(EngineMsg::Ready { instance, node, attempt });
+                        let _ = me.send(EngineMsg::Ready {
+                            instance,
+                            node,
+                            attempt,
+                        });
                     });
                 }
                 None => self.enqueue(pc.instance, pc.node),
@@ -446,13 +633,21 @@ impl Engine {
 
     /// Hands a recorded attempt to the dispatcher (or, in a dry run, settles it at once).
     fn enqueue(&mut self, instance: i64, node: Node) {
-        let Some(run) = self.runs.get(&instance) else { return };
+        let Some(run) = self.runs.get(&instance) else {
+            return;
+        };
         let Some(id) = run.task_ids[node] else { return };
-        let Some(t) = self.tasks.get_mut(&id) else { return };
+        let Some(t) = self.tasks.get_mut(&id) else {
+            return;
+        };
         t.delayed = false;
         if run.options.dry_run {
             let message = Some("dry run: not executed".to_string());
-            let _ = self.me.send(EngineMsg::Settle { id, state: TaskState::Success, message });
+            let _ = self.me.send(EngineMsg::Settle {
+                id,
+                state: TaskState::Success,
+                message,
+            });
             return;
         }
         match spec::build(run, node, id, t.attempt, &self.master_addr) {
@@ -460,7 +655,11 @@ impl Engine {
                 let _ = self.dispatcher.send(DispatchMsg::Push(task));
             }
             Err(message) => {
-                let _ = self.me.send(EngineMsg::Settle { id, state: TaskState::Failure, message: Some(message) });
+                let _ = self.me.send(EngineMsg::Settle {
+                    id,
+                    state: TaskState::Failure,
+                    message: Some(message),
+                });
             }
         }
     }
@@ -468,8 +667,12 @@ impl Engine {
     /// Kills the current attempt of a task: on its worker if it reached one, otherwise by
     /// taking it out of the queue (or cancelling its wait).
     fn kill(&mut self, instance: i64, node: Node) {
-        let Some(id) = self.runs.get(&instance).and_then(|r| r.task_ids[node]) else { return };
-        let Some(t) = self.tasks.get_mut(&id) else { return };
+        let Some(id) = self.runs.get(&instance).and_then(|r| r.task_ids[node]) else {
+            return;
+        };
+        let Some(t) = self.tasks.get_mut(&id) else {
+            return;
+        };
         t.kill_requested = true;
         if t.delayed {
             let _ = self.me.send(EngineMsg::Cancelled { id });
@@ -483,7 +686,13 @@ impl Engine {
         let client = self.clients.get(&worker);
         tokio::spawn(async move {
             let result = match client {
-                Ok(mut c) => c.kill(KillRequest { task_instance_id: id, attempt }).await.map(|_| ()),
+                Ok(mut c) => c
+                    .kill(KillRequest {
+                        task_instance_id: id,
+                        attempt,
+                    })
+                    .await
+                    .map(|_| ()),
                 Err(e) => Err(tonic::Status::unavailable(e.to_string())),
             };
             if let Err(e) = result {
@@ -495,7 +704,9 @@ impl Engine {
     /// Takes an attempt that has not reached a worker out of the queue; one that has
     /// keeps running.
     fn withdraw(&mut self, instance: i64, node: Node) {
-        let Some(id) = self.runs.get(&instance).and_then(|r| r.task_ids[node]) else { return };
+        let Some(id) = self.runs.get(&instance).and_then(|r| r.task_ids[node]) else {
+            return;
+        };
         let Some(t) = self.tasks.get(&id) else { return };
         if t.delayed {
             let _ = self.me.send(EngineMsg::Cancelled { id });

@@ -7,18 +7,36 @@ use crate::runtime::Node;
 use shoal_common::params::{Context, builtins, expand};
 use shoal_common::proto::TaskSpec;
 
-pub(super) fn build(run: &Run, node: Node, id: i64, attempt: i32, master_addr: &str) -> Result<QueuedTask, String> {
+pub(super) fn build(
+    run: &Run,
+    node: Node,
+    id: i64,
+    attempt: i32,
+    master_addr: &str,
+) -> Result<QueuedTask, String> {
     let def = &run.rt.definition().tasks[node];
     // Manual runs are "scheduled" at their start time; cron runs will carry theirs.
-    let schedule_time = chrono::DateTime::from_timestamp_millis(run.started_at).unwrap_or_default().naive_utc();
-    let params = run.rt.task_params(node, &run.start_params, &builtins(run.instance_id, id, schedule_time));
-    let ctx = Context { params: &params, schedule_time };
+    let schedule_time = chrono::DateTime::from_timestamp_millis(run.started_at)
+        .unwrap_or_default()
+        .naive_utc();
+    let params = run.rt.task_params(
+        node,
+        &run.start_params,
+        &builtins(run.instance_id, id, schedule_time),
+    );
+    let ctx = Context {
+        params: &params,
+        schedule_time,
+    };
     let expand = |text: &mut String| -> Result<(), String> {
         *text = expand(text, &ctx).map_err(|e| format!("task '{}': {e}", def.name))?;
         Ok(())
     };
     let mut task = def.clone();
-    for text in [task.command.as_mut(), task.script.as_mut()].into_iter().flatten() {
+    for text in [task.command.as_mut(), task.script.as_mut()]
+        .into_iter()
+        .flatten()
+    {
         expand(text)?;
     }
     if let Some(http) = task.http.as_mut() {

@@ -26,7 +26,12 @@ pub enum Event {
     /// The instance was claimed: release what may run.
     Start,
     /// A task attempt moved to `state` (dispatched, running or a terminal state).
-    Task { node: Node, attempt: i32, state: TaskState, output: Params },
+    Task {
+        node: Node,
+        attempt: i32,
+        state: TaskState,
+        output: Params,
+    },
     /// The wait before an attempt (task delay or retry interval) is over.
     Ready { node: Node, attempt: i32 },
 }
@@ -35,7 +40,11 @@ pub enum Event {
 pub enum Action {
     /// Record a new attempt of the task. Without a delay it is queued for dispatch at
     /// once; with one it is recorded as `delayed` and a timer brings `Ready` later.
-    CreateTask { node: Node, attempt: i32, delay: Option<Duration> },
+    CreateTask {
+        node: Node,
+        attempt: i32,
+        delay: Option<Duration>,
+    },
     /// A delayed attempt may be queued now.
     Enqueue { node: Node, attempt: i32 },
     /// Record the task as skipped (`enabled: false`); downstream treats it as passed.
@@ -69,8 +78,14 @@ enum Slot {
     NotStarted,
     /// Not part of this run (start from a task): counts as passed, never runs.
     OutOfScope,
-    Active { attempt: i32, state: TaskState },
-    Done { attempt: i32, state: TaskState },
+    Active {
+        attempt: i32,
+        state: TaskState,
+    },
+    Done {
+        attempt: i32,
+        state: TaskState,
+    },
 }
 
 /// Progress order of an active attempt; an event may only move a task forward.
@@ -100,6 +115,8 @@ pub struct WorkflowRuntime {
     /// A task failed for good: under strategy `end` nothing new starts.
     failed: bool,
     stop_requested: bool,
+    /// The run exceeded the workflow's timeout under strategy `fail`.
+    timed_out: bool,
     pause_requested: bool,
     /// Attempts in flight (delayed, queued, on a worker).
     active: usize,
@@ -117,7 +134,12 @@ impl WorkflowRuntime {
                 .tasks
                 .iter()
                 .position(|t| t.name == task)
-                .ok_or_else(|| Refused(format!("task '{task}' is not part of workflow '{}'", rt.def.name)))?;
+                .ok_or_else(|| {
+                    Refused(format!(
+                        "task '{task}' is not part of workflow '{}'",
+                        rt.def.name
+                    ))
+                })?;
             let keep = scope::nodes(&rt.dag, start, scope);
             for node in 0..rt.slots.len() {
                 if !keep.contains(&node) {
@@ -134,7 +156,13 @@ impl WorkflowRuntime {
     /// killed, paused, never run) runs again as a new attempt.
     pub fn restore(def: Arc<WorkflowDef>, attempts: &[TaskInstanceRow]) -> Self {
         let mut rt = Self::empty(def);
-        let index: HashMap<&str, Node> = rt.def.tasks.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
+        let index: HashMap<&str, Node> = rt
+            .def
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.as_str(), i))
+            .collect();
         let mut latest: Vec<Option<&TaskInstanceRow>> = vec![None; rt.slots.len()];
         for row in attempts {
             if let Some(&node) = index.get(row.name.as_str()) {
@@ -146,7 +174,10 @@ impl WorkflowRuntime {
         }
         for (node, row) in latest.into_iter().enumerate() {
             if let Some(row) = row.filter(|r| r.state.lets_downstream_run()) {
-                rt.slots[node] = Slot::Done { attempt: row.attempt, state: row.state };
+                rt.slots[node] = Slot::Done {
+                    attempt: row.attempt,
+                    state: row.state,
+                };
                 rt.outputs[node] = row.output.clone();
                 rt.mark_passed(node);
             }
@@ -165,7 +196,12 @@ impl WorkflowRuntime {
                 dag.add_edge(NodeIndex::new(u), NodeIndex::new(i), ());
             }
         }
-        let waiting_on = (0..n).map(|i| dag.neighbors_directed(NodeIndex::new(i), Direction::Incoming).count()).collect();
+        let waiting_on = (0..n)
+            .map(|i| {
+                dag.neighbors_directed(NodeIndex::new(i), Direction::Incoming)
+                    .count()
+            })
+            .collect();
         let retries_left = def.tasks.iter().map(|t| t.retries).collect();
         WorkflowRuntime {
             def,
@@ -178,6 +214,7 @@ impl WorkflowRuntime {
             state: WorkflowState::Running,
             failed: false,
             stop_requested: false,
+            timed_out: false,
             pause_requested: false,
             active: 0,
             passed: 0,
@@ -199,7 +236,10 @@ impl WorkflowRuntime {
 
     fn mark_passed(&mut self, node: Node) {
         self.passed += 1;
-        for d in self.dag.neighbors_directed(NodeIndex::new(node), Direction::Outgoing) {
+        for d in self
+            .dag
+            .neighbors_directed(NodeIndex::new(node), Direction::Outgoing)
+        {
             self.waiting_on[d.index()] -= 1;
         }
     }
@@ -210,17 +250,33 @@ impl WorkflowRuntime {
         }
         match event {
             Event::Start => {
-                let mut out = Outcome { accepted: true, ..Outcome::default() };
+                let mut out = Outcome {
+                    accepted: true,
+                    ..Outcome::default()
+                };
                 let all: Vec<Node> = (0..self.slots.len()).collect();
                 self.release(all, &mut out.actions);
                 out
             }
-            Event::Task { node, attempt, state, output } => self.on_task(node, attempt, state, output),
+            Event::Task {
+                node,
+                attempt,
+                state,
+                output,
+            } => self.on_task(node, attempt, state, output),
             Event::Ready { node, attempt } => {
                 let mut out = Outcome::default();
-                if self.slots.get(node) == Some(&Slot::Active { attempt, state: TaskState::Delayed }) {
+                if self.slots.get(node)
+                    == Some(&Slot::Active {
+                        attempt,
+                        state: TaskState::Delayed,
+                    })
+                {
                     out.accepted = true;
-                    self.slots[node] = Slot::Active { attempt, state: TaskState::Submitted };
+                    self.slots[node] = Slot::Active {
+                        attempt,
+                        state: TaskState::Submitted,
+                    };
                     out.actions.push(Action::Enqueue { node, attempt });
                 }
                 out
@@ -228,17 +284,35 @@ impl WorkflowRuntime {
         }
     }
 
+    /// The workflow's timeout passed under strategy `fail`: stop, but end `failure`.
+    pub fn time_out(&mut self) -> Vec<Action> {
+        if self.stop_requested || self.state.is_terminal() {
+            return vec![];
+        }
+        self.timed_out = true;
+        self.stop().unwrap_or_default()
+    }
+
     /// Stop: kill what runs, start nothing new; the instance ends `stopped`.
     pub fn stop(&mut self) -> Result<Vec<Action>, Refused> {
         match self.state {
             WorkflowState::ReadyStop => return Ok(vec![]),
             WorkflowState::Running | WorkflowState::ReadyPause => {}
-            other => return Err(Refused(format!("instance is {other}; only a running or pausing instance can be stopped"))),
+            other => {
+                return Err(Refused(format!(
+                    "instance is {other}; only a running or pausing instance can be stopped"
+                )));
+            }
         }
         self.stop_requested = true;
         self.state = WorkflowState::ReadyStop;
-        let mut actions = vec![Action::SetState { state: WorkflowState::ReadyStop }];
-        actions.extend(self.active_attempts().map(|(node, attempt)| Action::KillTask { node, attempt }));
+        let mut actions = vec![Action::SetState {
+            state: WorkflowState::ReadyStop,
+        }];
+        actions.extend(
+            self.active_attempts()
+                .map(|(node, attempt)| Action::KillTask { node, attempt }),
+        );
         self.finish_if_settled(&mut actions);
         Ok(actions)
     }
@@ -249,29 +323,47 @@ impl WorkflowRuntime {
         match self.state {
             WorkflowState::ReadyPause => return Ok(vec![]),
             WorkflowState::Running => {}
-            other => return Err(Refused(format!("instance is {other}; only a running instance can be paused"))),
+            other => {
+                return Err(Refused(format!(
+                    "instance is {other}; only a running instance can be paused"
+                )));
+            }
         }
         self.pause_requested = true;
         self.state = WorkflowState::ReadyPause;
-        let mut actions = vec![Action::SetState { state: WorkflowState::ReadyPause }];
-        actions.extend(self.active_attempts().map(|(node, attempt)| Action::Withdraw { node, attempt }));
+        let mut actions = vec![Action::SetState {
+            state: WorkflowState::ReadyPause,
+        }];
+        actions.extend(
+            self.active_attempts()
+                .map(|(node, attempt)| Action::Withdraw { node, attempt }),
+        );
         self.finish_if_settled(&mut actions);
         Ok(actions)
     }
 
     fn active_attempts(&self) -> impl Iterator<Item = (Node, i32)> + '_ {
-        self.slots.iter().enumerate().filter_map(|(node, s)| match s {
-            Slot::Active { attempt, .. } => Some((node, *attempt)),
-            _ => None,
-        })
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(node, s)| match s {
+                Slot::Active { attempt, .. } => Some((node, *attempt)),
+                _ => None,
+            })
     }
 
     fn starting_blocked(&self) -> bool {
-        self.stop_requested || self.pause_requested || (self.failed && self.def.failure_strategy == FailureStrategy::End)
+        self.stop_requested
+            || self.pause_requested
+            || (self.failed && self.def.failure_strategy == FailureStrategy::End)
     }
 
     fn on_task(&mut self, node: Node, attempt: i32, state: TaskState, output: Params) -> Outcome {
-        let Some(Slot::Active { attempt: current, state: was }) = self.slots.get(node).copied() else {
+        let Some(Slot::Active {
+            attempt: current,
+            state: was,
+        }) = self.slots.get(node).copied()
+        else {
             return Outcome::default();
         };
         if attempt != current || rank(state) <= rank(was) {
@@ -281,7 +373,11 @@ impl WorkflowRuntime {
         if was == TaskState::Delayed && !matches!(state, TaskState::Killed | TaskState::Paused) {
             return Outcome::default();
         }
-        let mut out = Outcome { accepted: true, was_running: was == TaskState::Running, actions: vec![] };
+        let mut out = Outcome {
+            accepted: true,
+            was_running: was == TaskState::Running,
+            actions: vec![],
+        };
         if !state.is_terminal() {
             self.slots[node] = Slot::Active { attempt, state };
             return out;
@@ -292,10 +388,17 @@ impl WorkflowRuntime {
         if state.lets_downstream_run() {
             self.outputs[node] = output;
             self.mark_passed(node);
-            candidates.extend(self.dag.neighbors_directed(NodeIndex::new(node), Direction::Outgoing).map(|d| d.index()));
+            candidates.extend(
+                self.dag
+                    .neighbors_directed(NodeIndex::new(node), Direction::Outgoing)
+                    .map(|d| d.index()),
+            );
             // Definition order, so equal-priority tasks are submitted as written.
             candidates.sort_unstable();
-        } else if state == TaskState::Failure && self.retries_left[node] > 0 && !self.starting_blocked() {
+        } else if state == TaskState::Failure
+            && self.retries_left[node] > 0
+            && !self.starting_blocked()
+        {
             self.retries_left[node] -= 1;
             self.begin_attempt(node, self.def.tasks[node].retry_interval, &mut out.actions);
         } else if state == TaskState::Failure {
@@ -303,7 +406,11 @@ impl WorkflowRuntime {
             self.failed = true;
             if first_failure && self.def.failure_strategy == FailureStrategy::End {
                 let running: Vec<_> = self.active_attempts().collect();
-                out.actions.extend(running.into_iter().map(|(node, attempt)| Action::KillTask { node, attempt }));
+                out.actions.extend(
+                    running
+                        .into_iter()
+                        .map(|(node, attempt)| Action::KillTask { node, attempt }),
+                );
             }
         }
         self.release(candidates, &mut out.actions);
@@ -314,10 +421,18 @@ impl WorkflowRuntime {
         let attempt = self.last_attempt[node] + 1;
         self.last_attempt[node] = attempt;
         let delay = delay.filter(|d| !d.is_zero());
-        let state = if delay.is_some() { TaskState::Delayed } else { TaskState::Submitted };
+        let state = if delay.is_some() {
+            TaskState::Delayed
+        } else {
+            TaskState::Submitted
+        };
         self.slots[node] = Slot::Active { attempt, state };
         self.active += 1;
-        actions.push(Action::CreateTask { node, attempt, delay });
+        actions.push(Action::CreateTask {
+            node,
+            attempt,
+            delay,
+        });
     }
 
     /// Starts those of `candidates` whose upstream tasks all passed (skipping disabled
@@ -335,10 +450,17 @@ impl WorkflowRuntime {
                 if self.def.tasks[node].enabled {
                     self.begin_attempt(node, self.def.tasks[node].delay, actions);
                 } else {
-                    self.slots[node] = Slot::Done { attempt: 0, state: TaskState::Skipped };
+                    self.slots[node] = Slot::Done {
+                        attempt: 0,
+                        state: TaskState::Skipped,
+                    };
                     self.mark_passed(node);
                     actions.push(Action::Skip { node });
-                    candidates.extend(self.dag.neighbors_directed(NodeIndex::new(node), Direction::Outgoing).map(|d| d.index()));
+                    candidates.extend(
+                        self.dag
+                            .neighbors_directed(NodeIndex::new(node), Direction::Outgoing)
+                            .map(|d| d.index()),
+                    );
                 }
             }
         }
@@ -349,7 +471,9 @@ impl WorkflowRuntime {
         if self.active > 0 {
             return;
         }
-        self.state = if self.stop_requested {
+        self.state = if self.timed_out {
+            WorkflowState::Failure
+        } else if self.stop_requested {
             WorkflowState::Stopped
         } else if self.failed {
             WorkflowState::Failure
@@ -367,10 +491,22 @@ impl WorkflowRuntime {
     /// outputs > workflow global, plus built-ins.
     pub fn task_params(&self, node: Node, start: &Params, builtins: &Params) -> Params {
         let mut p = self.def.params.clone();
-        for u in self.dag.neighbors_directed(NodeIndex::new(node), Direction::Incoming) {
-            p.extend(self.outputs[u.index()].iter().map(|(k, v)| (k.clone(), v.clone())));
+        for u in self
+            .dag
+            .neighbors_directed(NodeIndex::new(node), Direction::Incoming)
+        {
+            p.extend(
+                self.outputs[u.index()]
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
         }
-        p.extend(self.def.tasks[node].params.iter().map(|(k, v)| (k.clone(), v.clone())));
+        p.extend(
+            self.def.tasks[node]
+                .params
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
         p.extend(start.iter().map(|(k, v)| (k.clone(), v.clone())));
         p.extend(builtins.iter().map(|(k, v)| (k.clone(), v.clone())));
         p

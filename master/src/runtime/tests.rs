@@ -1,6 +1,6 @@
 use super::*;
-use shoal_common::store::{Scope, TaskInstanceRow};
 use shoal_common::definition::WorkflowDef;
+use shoal_common::store::{Scope, TaskInstanceRow};
 
 fn runtime(yaml: &str) -> WorkflowRuntime {
     WorkflowRuntime::new(Arc::new(WorkflowDef::parse(yaml).unwrap()), None).unwrap()
@@ -186,56 +186,125 @@ fn created_with(out: &Outcome) -> Vec<(Node, i32, Option<Duration>)> {
     out.actions
         .iter()
         .filter_map(|a| match a {
-            Action::CreateTask { node, attempt, delay } => Some((*node, *attempt, *delay)),
+            Action::CreateTask {
+                node,
+                attempt,
+                delay,
+            } => Some((*node, *attempt, *delay)),
             _ => None,
         })
         .collect()
 }
 
 fn attempt(node: Node, attempt: i32, state: TaskState) -> Event {
-    Event::Task { node, attempt, state, output: Params::new() }
+    Event::Task {
+        node,
+        attempt,
+        state,
+        output: Params::new(),
+    }
 }
 
 #[test]
 fn a_failed_task_is_retried_after_its_interval_then_fails_the_instance() {
-    let mut rt = runtime("name: r\ntasks:\n- {name: a, type: noop, retries: 2, retry_interval: 30s}\n");
+    let mut rt =
+        runtime("name: r\ntasks:\n- {name: a, type: noop, retries: 2, retry_interval: 30s}\n");
     rt.apply(Event::Start);
     let out = rt.apply(attempt(0, 1, TaskState::Failure));
-    assert_eq!(created_with(&out), vec![(0, 2, Some(Duration::from_secs(30)))]);
-    assert!(!rt.apply(attempt(0, 2, TaskState::Running)).accepted, "still waiting");
-    assert_eq!(rt.apply(Event::Ready { node: 0, attempt: 2 }).actions, vec![Action::Enqueue { node: 0, attempt: 2 }]);
+    assert_eq!(
+        created_with(&out),
+        vec![(0, 2, Some(Duration::from_secs(30)))]
+    );
+    assert!(
+        !rt.apply(attempt(0, 2, TaskState::Running)).accepted,
+        "still waiting"
+    );
+    assert_eq!(
+        rt.apply(Event::Ready {
+            node: 0,
+            attempt: 2
+        })
+        .actions,
+        vec![Action::Enqueue {
+            node: 0,
+            attempt: 2
+        }]
+    );
     let out = rt.apply(attempt(0, 2, TaskState::Failure));
-    assert_eq!(created_with(&out), vec![(0, 3, Some(Duration::from_secs(30)))]);
-    rt.apply(Event::Ready { node: 0, attempt: 3 });
+    assert_eq!(
+        created_with(&out),
+        vec![(0, 3, Some(Duration::from_secs(30)))]
+    );
+    rt.apply(Event::Ready {
+        node: 0,
+        attempt: 3,
+    });
     let out = rt.apply(attempt(0, 3, TaskState::Failure));
-    assert_eq!(out.actions, vec![Action::Finish { state: WorkflowState::Failure }], "retries used up");
+    assert_eq!(
+        out.actions,
+        vec![Action::Finish {
+            state: WorkflowState::Failure
+        }],
+        "retries used up"
+    );
 }
 
 #[test]
 fn a_retry_that_succeeds_lets_the_instance_succeed() {
-    let mut rt = runtime("name: r\ntasks:\n- {name: a, type: noop, retries: 1}\n- {name: b, type: noop, depends_on: [a]}\n");
+    let mut rt = runtime(
+        "name: r\ntasks:\n- {name: a, type: noop, retries: 1}\n- {name: b, type: noop, depends_on: [a]}\n",
+    );
     rt.apply(Event::Start);
-    assert_eq!(created_with(&rt.apply(attempt(0, 1, TaskState::Failure))), vec![(0, 2, None)]);
-    assert_eq!(created(&rt.apply(attempt(0, 2, TaskState::Success))), vec![1]);
-    assert_eq!(rt.apply(task(1, TaskState::Success)).actions, vec![Action::Finish { state: WorkflowState::Success }]);
+    assert_eq!(
+        created_with(&rt.apply(attempt(0, 1, TaskState::Failure))),
+        vec![(0, 2, None)]
+    );
+    assert_eq!(
+        created(&rt.apply(attempt(0, 2, TaskState::Success))),
+        vec![1]
+    );
+    assert_eq!(
+        rt.apply(task(1, TaskState::Success)).actions,
+        vec![Action::Finish {
+            state: WorkflowState::Success
+        }]
+    );
 }
 
 #[test]
 fn disabled_tasks_are_skipped_and_count_as_passed() {
-    let mut rt = runtime("name: s\ntasks:\n- {name: a, type: noop}\n- {name: b, type: noop, enabled: false, depends_on: [a]}\n- {name: c, type: noop, enabled: false, depends_on: [b]}\n- {name: d, type: noop, depends_on: [c]}\n");
+    let mut rt = runtime(
+        "name: s\ntasks:\n- {name: a, type: noop}\n- {name: b, type: noop, enabled: false, depends_on: [a]}\n- {name: c, type: noop, enabled: false, depends_on: [b]}\n- {name: d, type: noop, depends_on: [c]}\n",
+    );
     rt.apply(Event::Start);
     let out = rt.apply(task(0, TaskState::Success));
     assert_eq!(
         out.actions,
-        vec![Action::Skip { node: 1 }, Action::Skip { node: 2 }, Action::CreateTask { node: 3, attempt: 1, delay: None }]
+        vec![
+            Action::Skip { node: 1 },
+            Action::Skip { node: 2 },
+            Action::CreateTask {
+                node: 3,
+                attempt: 1,
+                delay: None
+            }
+        ]
     );
-    assert_eq!(rt.apply(task(3, TaskState::Success)).actions, vec![Action::Finish { state: WorkflowState::Success }]);
+    assert_eq!(
+        rt.apply(task(3, TaskState::Success)).actions,
+        vec![Action::Finish {
+            state: WorkflowState::Success
+        }]
+    );
 }
 
 #[test]
 fn a_task_delay_holds_the_first_attempt() {
     let mut rt = runtime("name: d\ntasks:\n- {name: a, type: noop, delay: 5s}\n");
-    assert_eq!(created_with(&rt.apply(Event::Start)), vec![(0, 1, Some(Duration::from_secs(5)))]);
+    assert_eq!(
+        created_with(&rt.apply(Event::Start)),
+        vec![(0, 1, Some(Duration::from_secs(5)))]
+    );
 }
 
 #[test]
@@ -247,16 +316,30 @@ fn stop_kills_everything_active_and_ends_stopped() {
     assert_eq!(
         actions,
         vec![
-            Action::SetState { state: WorkflowState::ReadyStop },
-            Action::KillTask { node: 1, attempt: 1 },
-            Action::KillTask { node: 2, attempt: 1 },
+            Action::SetState {
+                state: WorkflowState::ReadyStop
+            },
+            Action::KillTask {
+                node: 1,
+                attempt: 1
+            },
+            Action::KillTask {
+                node: 2,
+                attempt: 1
+            },
         ]
     );
     assert_eq!(rt.stop().unwrap(), vec![], "a second stop changes nothing");
     assert!(rt.pause().is_err(), "a stopping instance cannot be paused");
     rt.apply(task(1, TaskState::Killed));
     let out = rt.apply(task(2, TaskState::Success));
-    assert_eq!(out.actions, vec![Action::Finish { state: WorkflowState::Stopped }], "d never starts");
+    assert_eq!(
+        out.actions,
+        vec![Action::Finish {
+            state: WorkflowState::Stopped
+        }],
+        "d never starts"
+    );
     assert!(rt.stop().unwrap_err().0.contains("stopped"));
 }
 
@@ -267,11 +350,25 @@ fn pause_lets_running_tasks_finish_and_resume_continues_from_the_store() {
     rt.apply(task(0, TaskState::Success));
     rt.apply(task(1, TaskState::Running));
     let actions = rt.pause().unwrap();
-    assert_eq!(actions[0], Action::SetState { state: WorkflowState::ReadyPause });
-    assert!(actions.contains(&Action::Withdraw { node: 2, attempt: 1 }));
+    assert_eq!(
+        actions[0],
+        Action::SetState {
+            state: WorkflowState::ReadyPause
+        }
+    );
+    assert!(actions.contains(&Action::Withdraw {
+        node: 2,
+        attempt: 1
+    }));
     rt.apply(task(2, TaskState::Paused));
     let out = rt.apply(task(1, TaskState::Success));
-    assert_eq!(out.actions, vec![Action::Finish { state: WorkflowState::Paused }], "nothing new starts");
+    assert_eq!(
+        out.actions,
+        vec![Action::Finish {
+            state: WorkflowState::Paused
+        }],
+        "nothing new starts"
+    );
 
     let row = |id, name: &str, state, attempt| TaskInstanceRow {
         id,
@@ -291,10 +388,21 @@ fn pause_lets_running_tasks_finish_and_resume_continues_from_the_store() {
         output: Params::new(),
         message: None,
     };
-    let stored = [row(1, "a", TaskState::Success, 1), row(2, "b", TaskState::Success, 1), row(3, "c", TaskState::Paused, 1)];
+    let stored = [
+        row(1, "a", TaskState::Success, 1),
+        row(2, "b", TaskState::Success, 1),
+        row(3, "c", TaskState::Paused, 1),
+    ];
     let mut resumed = WorkflowRuntime::restore(rt.definition().clone(), &stored);
-    assert_eq!(created_with(&resumed.apply(Event::Start)), vec![(2, 2, None)], "only c runs again, as attempt 2");
-    assert_eq!(created(&resumed.apply(attempt(2, 2, TaskState::Success))), vec![3]);
+    assert_eq!(
+        created_with(&resumed.apply(Event::Start)),
+        vec![(2, 2, None)],
+        "only c runs again, as attempt 2"
+    );
+    assert_eq!(
+        created(&resumed.apply(attempt(2, 2, TaskState::Success))),
+        vec![3]
+    );
 }
 
 #[test]
@@ -305,8 +413,42 @@ fn start_from_a_task_runs_only_its_scope() {
     assert_eq!(created(&rt.apply(task(1, TaskState::Success))), vec![3]);
     let mut rt = WorkflowRuntime::new(def.clone(), Some(("b", Scope::Only))).unwrap();
     rt.apply(Event::Start);
-    assert_eq!(rt.apply(task(1, TaskState::Success)).actions, vec![Action::Finish { state: WorkflowState::Success }]);
+    assert_eq!(
+        rt.apply(task(1, TaskState::Success)).actions,
+        vec![Action::Finish {
+            state: WorkflowState::Success
+        }]
+    );
     let mut rt = WorkflowRuntime::new(def.clone(), Some(("d", Scope::Upstream))).unwrap();
     assert_eq!(created(&rt.apply(Event::Start)), vec![0]);
-    assert!(WorkflowRuntime::new(def, Some(("zz", Scope::Only))).unwrap_err().0.contains("'zz'"));
+    assert!(
+        WorkflowRuntime::new(def, Some(("zz", Scope::Only)))
+            .unwrap_err()
+            .0
+            .contains("'zz'")
+    );
+}
+
+#[test]
+fn a_workflow_timeout_with_fail_stops_the_run_as_failed() {
+    let mut rt = runtime(
+        "name: t\ntimeout: 1h\ntimeout_strategy: fail\ntasks:\n- {name: a, type: noop}\n- {name: b, type: noop, depends_on: [a]}\n",
+    );
+    rt.apply(Event::Start);
+    let actions = rt.time_out();
+    assert!(
+        actions.contains(&Action::KillTask {
+            node: 0,
+            attempt: 1
+        }),
+        "{actions:?}"
+    );
+    assert!(rt.time_out().is_empty(), "only once");
+    let out = rt.apply(task(0, TaskState::Killed));
+    assert_eq!(
+        out.actions,
+        vec![Action::Finish {
+            state: WorkflowState::Failure
+        }]
+    );
 }
