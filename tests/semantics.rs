@@ -17,7 +17,9 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        Env { s: Standalone::start() }
+        Env {
+            s: Standalone::start(),
+        }
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -31,7 +33,10 @@ impl Env {
 
     /// Starts a workflow with a JSON start body and returns the instance id.
     fn start(&self, name: &str, body: &str) -> i64 {
-        let (status, resp) = self.s.api.post(&format!("/projects/default/workflows/{name}/start"), body);
+        let (status, resp) = self
+            .s
+            .api
+            .post(&format!("/projects/default/workflows/{name}/start"), body);
         assert_eq!(status, 202, "start {name}: {resp}");
         self.instance_of(resp["command_id"].as_i64().unwrap())
     }
@@ -51,7 +56,9 @@ impl Env {
     fn wait_state(&self, id: i64, states: &[&str]) -> Value {
         wait_for(&format!("instance {id} to reach {states:?}"), LONG, || {
             let inst = self.s.api.get(&format!("/instances/{id}"));
-            states.contains(&inst["state"].as_str().unwrap_or_default()).then_some(inst)
+            states
+                .contains(&inst["state"].as_str().unwrap_or_default())
+                .then_some(inst)
         })
     }
 
@@ -61,11 +68,20 @@ impl Env {
 }
 
 fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 fn attempts<'a>(inst: &'a Value, name: &str) -> Vec<&'a Value> {
-    inst["tasks"].as_array().unwrap().iter().filter(|t| t["name"] == name).collect()
+    inst["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == name)
+        .collect()
 }
 
 fn count(path: &Path, line: &str) -> usize {
@@ -92,7 +108,13 @@ tasks:
     assert_eq!(inst["state"], "failure");
     let doomed = attempts(&inst, "doomed");
     assert_eq!(doomed.len(), 3, "3 attempts: {inst}");
-    assert_eq!(doomed.iter().map(|t| t["attempt"].as_i64().unwrap()).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(
+        doomed
+            .iter()
+            .map(|t| t["attempt"].as_i64().unwrap())
+            .collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
     assert!(doomed.iter().all(|t| t["state"] == "failure"));
     assert_eq!(lines(&always).len(), 3, "each attempt really ran");
     let lucky = attempts(&inst, "second_time_lucky");
@@ -120,7 +142,11 @@ tasks:
     ));
     let inst = e.end(e.start("branches", "{}"));
     assert_eq!(inst["state"], "failure");
-    assert_eq!(lines(&f), vec!["good", "after_off"], "the branch without the failure ran to the end");
+    assert_eq!(
+        lines(&f),
+        vec!["good", "after_off"],
+        "the branch without the failure ran to the end"
+    );
     assert_eq!(attempts(&inst, "off")[0]["state"], "skipped");
     assert!(attempts(&inst, "after_bad").is_empty());
 }
@@ -134,17 +160,29 @@ fn stop_kills_a_sleeping_task_and_its_process_is_gone() {
         p = pid_file.display()
     ));
     let id = e.start("sleeper", "{}");
-    let pid: i32 = wait_for("the task to write its pid", LONG, || std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok());
+    let pid: i32 = wait_for("the task to write its pid", LONG, || {
+        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    });
     let (status, body) = e.action(id, "stop");
     assert_eq!(status, 202, "{body}");
     let inst = e.wait_state(id, &["stopped"]);
     assert_eq!(attempts(&inst, "nap")[0]["state"], "killed");
     assert!(attempts(&inst, "never").is_empty());
-    let alive = std::process::Command::new("kill").args(["-0", &pid.to_string()]).status().unwrap().success();
+    let alive = std::process::Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
     assert!(!alive, "the task's process {pid} is gone");
     let (status, body) = e.action(id, "stop");
-    assert_eq!(status, 409, "stopping a stopped instance is refused: {body}");
-    assert!(body["error"].as_str().unwrap().contains("stopped"), "{body}");
+    assert_eq!(
+        status, 409,
+        "stopping a stopped instance is refused: {body}"
+    );
+    assert!(
+        body["error"].as_str().unwrap().contains("stopped"),
+        "{body}"
+    );
 }
 
 #[test]
@@ -171,8 +209,15 @@ tasks:
     assert_eq!(body["state"], "ready_pause");
     std::fs::write(&go, "").unwrap();
     let inst = e.wait_state(id, &["paused"]);
-    assert_eq!(attempts(&inst, "a")[0]["state"], "success", "the running task finished");
-    assert!(attempts(&inst, "b").is_empty(), "nothing new started while pausing");
+    assert_eq!(
+        attempts(&inst, "a")[0]["state"],
+        "success",
+        "the running task finished"
+    );
+    assert!(
+        attempts(&inst, "b").is_empty(),
+        "nothing new started while pausing"
+    );
 
     let out = cli(&e.s.api, &["resume", &id.to_string(), "--wait"]);
     assert!(out.status.success(), "resume --wait: {}", text(&out.stderr));
@@ -203,25 +248,43 @@ tasks:
 
     std::fs::write(&fixed, "").unwrap();
     let out = cli(&e.s.api, &["resubmit", &id.to_string(), "--wait"]);
-    assert!(out.status.success(), "resubmit --wait: {}", text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "resubmit --wait: {}",
+        text(&out.stderr)
+    );
     let inst = e.s.api.get(&format!("/instances/{id}"));
     assert_eq!(inst["state"], "success");
-    assert_eq!(count(&f, "extract"), 1, "the succeeded task was not executed again");
+    assert_eq!(
+        count(&f, "extract"),
+        1,
+        "the succeeded task was not executed again"
+    );
     assert_eq!(count(&f, "transform"), 2);
-    assert_eq!(count(&f, "load-42"), 1, "outputs of kept tasks still flow downstream");
+    assert_eq!(
+        count(&f, "load-42"),
+        1,
+        "outputs of kept tasks still flow downstream"
+    );
     let transform = attempts(&inst, "transform");
     assert_eq!(transform.len(), 2);
     assert_eq!(transform[1]["attempt"], 2);
 
     let (status, body) = e.action(id, "resubmit-failed");
-    assert_eq!(status, 409, "a succeeded instance has nothing to resubmit: {body}");
+    assert_eq!(
+        status, 409,
+        "a succeeded instance has nothing to resubmit: {body}"
+    );
 }
 
 #[test]
 fn rerun_runs_everything_again_as_a_new_run() {
     let e = Env::new();
     let f = e.path("ran");
-    e.apply(&format!("name: again\ntasks:\n- {{ name: a, type: shell, command: 'echo a >> {f}' }}\n", f = f.display()));
+    e.apply(&format!(
+        "name: again\ntasks:\n- {{ name: a, type: shell, command: 'echo a >> {f}' }}\n",
+        f = f.display()
+    ));
     let id = e.start("again", "{}");
     assert_eq!(e.end(id)["state"], "success");
     let (status, body) = e.action(id, "rerun");
@@ -232,7 +295,13 @@ fn rerun_runs_everything_again_as_a_new_run() {
         (inst["run"] == 2 && inst["state"] == "success").then_some(inst)
     });
     assert_eq!(count(&f, "a"), 2);
-    assert_eq!(attempts(&inst, "a").iter().filter(|t| t["run"] == 2).count(), 1);
+    assert_eq!(
+        attempts(&inst, "a")
+            .iter()
+            .filter(|t| t["run"] == 2)
+            .count(),
+        1
+    );
 }
 
 #[test]
@@ -258,7 +327,12 @@ tasks:
     let inst = e.end(e.start("shaped", r#"{"from_task": "b", "scope": "downstream"}"#));
     assert_eq!(inst["state"], "success");
     assert_eq!(lines(&f), vec!["b", "d"]);
-    let names: Vec<&str> = inst["tasks"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = inst["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, vec!["b", "d"]);
 }
 

@@ -197,3 +197,31 @@ fn invalid_definitions_are_refused_with_the_offender_named() {
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("nope"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_crashed_standalone_finishes_its_instances_after_a_restart() {
+    let mut s = Standalone::start();
+    let (ran, started) = (s.dir.path().join("ran"), s.dir.path().join("started"));
+    apply(
+        &s,
+        "crashy",
+        &format!(
+            "name: crashy\ntasks:\n- {{ name: first, type: shell, command: 'echo first >> {r}' }}\n- {{ name: slow, type: shell, command: 'touch {st}; sleep 1; echo slow >> {r}', depends_on: [first] }}\n- {{ name: last, type: shell, command: 'echo last >> {r}', depends_on: [slow] }}\n",
+            r = ran.display(),
+            st = started.display()
+        ),
+    );
+    let out = cli(&s.api, &["start", "crashy"]);
+    let id: i64 = text(&out.stdout).trim().parse().expect("instance id");
+    support::wait_for("slow to start", Duration::from_secs(30), || started.exists().then_some(()));
+    s.crash_and_restart();
+
+    let inst = s.api.wait_instance(id, Duration::from_secs(60));
+    assert_eq!(inst["state"], "success", "{inst}");
+    let lines = std::fs::read_to_string(&ran).unwrap();
+    assert_eq!(lines.lines().filter(|l| *l == "first").count(), 1, "a finished task is not run again: {lines}");
+    assert_eq!(lines.lines().filter(|l| *l == "last").count(), 1);
+    let slow: Vec<&Value> = inst["tasks"].as_array().unwrap().iter().filter(|t| t["name"] == "slow").collect();
+    assert_eq!(slow[0]["state"], "need_fault_tolerance", "the attempt lost in the crash is marked");
+    assert_eq!(slow.last().unwrap()["state"], "success");
+}

@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use shoal_common::store::{CommandStatus, NewCommand, Params};
+use shoal_common::store::{CommandStatus, NewCommand, Params, Scope, StartOptions};
 use shoal_common::types::{CommandKind, Priority};
 use std::collections::BTreeMap;
 
@@ -22,10 +22,20 @@ pub struct StartRequest {
     /// Overrides the definition's priority for this run.
     #[serde(default)]
     priority: Option<Priority>,
+    /// Tasks succeed without executing.
+    #[serde(default)]
+    dry_run: bool,
+    /// Start from this task instead of the DAG's roots.
+    #[serde(default)]
+    from_task: Option<String>,
+    /// Which tasks a start from `from_task` runs (the master's default: downstream).
+    #[serde(default)]
+    scope: Option<Scope>,
 }
 
 /// `POST /projects/{project}/workflows/{name}/start` with an optional JSON body
-/// `{"params": {...}, "priority": "high"}`. Pins the latest version and answers 202 with
+/// `{"params": {...}, "priority": "high", "dry_run": true, "from_task": "b",
+/// "scope": "only|upstream|downstream"}`. Pins the latest version and answers 202 with
 /// the command id; `GET /commands/{id}` tells when it became an instance.
 pub async fn start(
     State(ctx): State<Ctx>,
@@ -34,11 +44,24 @@ pub async fn start(
 ) -> Result<(StatusCode, Json<Value>)> {
     let req: StartRequest = body.json_or_default()?;
     let params = startup_params(req.params)?;
+    if req.scope.is_some() && req.from_task.is_none() {
+        return Err(Error::BadRequest(
+            "\"scope\" needs \"from_task\": name the task to start from".into(),
+        ));
+    }
     let def = ctx.store.get_definition(&project, &name, None).await?.ok_or_else(|| {
         Error::NotFound(format!(
             "workflow '{project}/{name}' does not exist; apply it first with `shoal apply -f FILE`"
         ))
     })?;
+    if let Some(task) = &req.from_task
+        && !def.definition.tasks.iter().any(|t| &t.name == task)
+    {
+        return Err(Error::BadRequest(format!(
+            "from_task '{task}' is not a task of workflow '{project}/{name}' (version {})",
+            def.version
+        )));
+    }
     let cmd = NewCommand {
         kind: CommandKind::Start,
         project,
@@ -46,6 +69,12 @@ pub async fn start(
         version: def.version,
         params,
         priority: req.priority,
+        workflow_instance_id: None,
+        options: StartOptions {
+            dry_run: req.dry_run,
+            from_task: req.from_task,
+            scope: req.scope,
+        },
     };
     let command_id = ctx.store.insert_command(&cmd).await?;
     tracing::info!(
@@ -55,6 +84,8 @@ pub async fn start(
         workflow = %cmd.workflow,
         version = cmd.version,
         params = cmd.params.len(),
+        dry_run = cmd.options.dry_run,
+        from_task = cmd.options.from_task.as_deref(),
         "command written"
     );
     let answer = json!({ "command_id": command_id, "version": cmd.version });

@@ -21,9 +21,18 @@ pub enum Error {
     MethodNotAllowed(String),
     #[error("request body is larger than the limit of {limit} bytes")]
     PayloadTooLarge { limit: usize },
-    /// A worker could not be asked (down, unreachable, timed out or answered an error).
-    #[error("cannot read from worker {addr}: {reason}")]
-    Worker { addr: String, reason: String },
+    /// The request clashes with the state of what it acts on (e.g. pausing a finished
+    /// instance, or an action on it already pending).
+    #[error("{0}")]
+    Conflict(String),
+    /// The component that has to act is out of reach for now (e.g. the master driving an
+    /// instance); trying again later may succeed.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A worker or master was asked and failed (unreachable, timed out or answered an
+    /// error); `action` says what was asked of whom.
+    #[error("cannot {action}: {reason}")]
+    Peer { action: String, reason: String },
     /// A store failure. Input errors the store reports are passed through; the others
     /// (database, corrupt rows) are logged and answered with a generic message.
     #[error(transparent)]
@@ -45,7 +54,9 @@ impl Error {
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
             Error::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Error::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Error::Worker { .. } => StatusCode::BAD_GATEWAY,
+            Error::Conflict(_) | Error::Store(S::Conflict(_)) => StatusCode::CONFLICT,
+            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Peer { .. } => StatusCode::BAD_GATEWAY,
             Error::Store(S::Definition(_) | S::Invalid(_)) => StatusCode::BAD_REQUEST,
             Error::Store(S::NotFound(_)) => StatusCode::NOT_FOUND,
             Error::Store(S::Database(_) | S::Migrate(_) | S::Registry(_) | S::Corrupt(_))
@@ -61,8 +72,11 @@ impl IntoResponse for Error {
             tracing::error!(error = %self, "request failed");
             INTERNAL.to_string()
         } else {
-            if status == StatusCode::BAD_GATEWAY {
-                tracing::warn!(error = %self, "worker request failed");
+            if matches!(
+                status,
+                StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE
+            ) {
+                tracing::warn!(error = %self, "request to a peer failed");
             }
             self.to_string()
         };
@@ -101,5 +115,14 @@ mod tests {
         ));
         assert_eq!(err.status(), StatusCode::BAD_REQUEST);
         assert!(body(err.into_response()).contains("limit must be positive"));
+    }
+
+    #[test]
+    fn a_pending_action_is_a_conflict() {
+        let err = Error::Store(shoal_common::Error::Conflict(
+            "an action on workflow instance 7 is already pending".into(),
+        ));
+        assert_eq!(err.status(), StatusCode::CONFLICT);
+        assert!(body(err.into_response()).contains("already pending"));
     }
 }

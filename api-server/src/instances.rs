@@ -107,6 +107,7 @@ fn instance_summary(r: &InstanceRow) -> Value {
         "state": r.state,
         "priority": r.priority,
         "run": r.run,
+        "options": r.options,
         "command_id": r.command_id,
         "created_at": ms_to_rfc3339(r.created_at),
         "started_at": time(r.started_at),
@@ -118,6 +119,7 @@ fn task_json(t: &TaskInstanceRow) -> Value {
     json!({
         "id": t.id,
         "workflow_instance_id": t.workflow_instance_id,
+        "run": t.run,
         "name": t.name,
         "type": t.task_type,
         "state": t.state,

@@ -1,11 +1,13 @@
 //! shoal's REST API.
 //!
 //! The api-server validates input, stores definitions and writes commands; it never changes
-//! the state of a run itself (the owning master does). Everything lives under `/api/v1`,
-//! leaving `/` free for the web UI. Errors are JSON `{"error": "..."}` bodies, produced in
-//! one place ([`error::Error`]'s `IntoResponse`).
+//! the state of a run itself (the owning master does, also when asked to stop or pause).
+//! Everything lives under `/api/v1`, leaving `/` free for the web UI. Errors are JSON
+//! `{"error": "..."}` bodies, produced in one place ([`error::Error`]'s `IntoResponse`).
 
+mod actions;
 mod auth;
+mod channels;
 mod commands;
 pub mod error;
 mod extract;
@@ -36,14 +38,15 @@ pub struct ApiState {
 #[derive(Clone)]
 pub(crate) struct Ctx {
     pub store: Store,
-    pub workers: Arc<logs::WorkerChannels>,
+    /// gRPC channels to workers and masters.
+    pub peers: Arc<channels::Channels>,
 }
 
 /// The whole HTTP surface: `/api/v1/...` plus JSON 404/405 answers for anything else.
 pub fn router(state: ApiState) -> Router {
     let ctx = Ctx {
         store: state.store,
-        workers: Arc::new(logs::WorkerChannels::default()),
+        peers: Arc::new(channels::Channels::default()),
     };
     let token: Option<Arc<str>> = state.token.filter(|t| !t.is_empty()).map(Arc::from);
 
@@ -61,6 +64,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/commands/{id}", get(commands::status))
         .route("/instances", get(instances::list))
         .route("/instances/{id}", get(instances::get))
+        .route("/instances/{id}/{action}", post(actions::act))
         .route("/task-instances/{id}", get(instances::task))
         .route("/task-instances/{id}/log", get(logs::task_log))
         .method_not_allowed_fallback(method_not_allowed)

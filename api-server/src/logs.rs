@@ -1,6 +1,7 @@
 //! Task logs live on the worker that ran the attempt; the api-server asks it over gRPC.
 
 use crate::Ctx;
+use crate::channels::call;
 use crate::error::{Error, Result};
 use crate::extract::{ApiPath, ApiQuery};
 use crate::instances::find_task;
@@ -10,10 +11,7 @@ use axum::response::IntoResponse;
 use serde::Deserialize;
 use shoal_common::proto::ReadLogRequest;
 use shoal_common::proto::worker_client::WorkerClient;
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
-use tonic::transport::{Channel, Endpoint};
 
 /// How long one call to a worker may take, connecting included.
 const WORKER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -25,37 +23,6 @@ const MAX_LOG_BYTES: usize = 16 * 1024 * 1024;
 pub const NEXT_OFFSET_HEADER: HeaderName = HeaderName::from_static("x-shoal-log-next-offset");
 /// `true` when the answer stopped at [`MAX_LOG_BYTES`] and the log goes on.
 pub const MORE_HEADER: HeaderName = HeaderName::from_static("x-shoal-log-more");
-
-/// One gRPC channel per worker address, made on first use and kept: a tonic channel
-/// reconnects by itself, so an entry never goes stale.
-#[derive(Default)]
-pub struct WorkerChannels {
-    channels: Mutex<HashMap<String, Channel>>,
-}
-
-impl WorkerChannels {
-    fn client(&self, addr: &str) -> Result<WorkerClient<Channel>> {
-        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(ch) = channels.get(addr) {
-            return Ok(WorkerClient::new(ch.clone()));
-        }
-        let uri = if addr.contains("://") {
-            addr.to_string()
-        } else {
-            format!("http://{addr}")
-        };
-        let endpoint = Endpoint::from_shared(uri).map_err(|e| Error::Worker {
-            addr: addr.to_string(),
-            reason: format!("invalid address: {e}"),
-        })?;
-        let ch = endpoint
-            .connect_timeout(WORKER_TIMEOUT)
-            .timeout(WORKER_TIMEOUT)
-            .connect_lazy();
-        channels.insert(addr.to_string(), ch.clone());
-        Ok(WorkerClient::new(ch))
-    }
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,11 +44,11 @@ pub async fn task_log(
             task.state
         )));
     };
-    let mut client = ctx.workers.client(&addr)?;
-    let worker_error = |reason: String| Error::Worker {
-        addr: addr.clone(),
+    let worker_error = |reason: String| Error::Peer {
+        action: format!("read from worker {addr}"),
         reason,
     };
+    let mut client = WorkerClient::new(ctx.peers.get(&addr).map_err(worker_error)?);
 
     let mut content = Vec::new();
     let mut offset = q.offset;
@@ -93,8 +60,8 @@ pub async fn task_log(
             offset,
             limit: PAGE_BYTES,
         };
-        let page = match client.read_log(req).await {
-            Ok(resp) => resp.into_inner(),
+        let page = match call(WORKER_TIMEOUT, client.read_log(req)).await {
+            Ok(page) => page,
             Err(status) => return Err(worker_error(describe(&status))),
         };
         if !page.found {

@@ -1,17 +1,22 @@
 //! The REST API against a real SQLite store, through the router (no network), except the
-//! log endpoint, which talks gRPC to a fake worker on a real port.
+//! log endpoint and stop/pause, which talk gRPC to a fake worker or master on a real port.
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use serde_json::{Value, json};
 use shoal_api_server::{ApiState, router};
+use shoal_common::proto::master_server::{Master, MasterServer};
 use shoal_common::proto::worker_server::{Worker, WorkerServer};
 use shoal_common::proto::{
-    DispatchRequest, DispatchResponse, KillRequest, KillResponse, ReadLogRequest, ReadLogResponse,
+    ControlAction, ControlRequest, ControlResponse, DispatchRequest, DispatchResponse, KillRequest,
+    KillResponse, ReadLogRequest, ReadLogResponse, ReportEventsRequest, ReportEventsResponse,
 };
-use shoal_common::store::{NewTaskInstance, Store, TaskUpdate, WriteBatch};
-use shoal_common::types::{Priority, TaskState};
+use shoal_common::store::{
+    InstanceRow, InstanceUpdate, NewTaskInstance, Scope, StartOptions, Store, TaskUpdate,
+    WriteBatch,
+};
+use shoal_common::types::{CommandKind, Priority, TaskState, WorkflowState};
 use tempfile::TempDir;
 use tower::ServiceExt;
 
@@ -348,6 +353,9 @@ async fn a_token_guards_writes_but_not_reads() {
         .await;
     assert_eq!(a.status, StatusCode::UNAUTHORIZED);
 
+    let a = api.call("POST", "/api/v1/instances/1/stop", None, "").await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+
     let a = api.call("POST", url, Some("s3cret"), DIAMOND).await;
     assert_eq!(a.status, StatusCode::CREATED, "{}", a.text);
 
@@ -463,6 +471,7 @@ async fn instances_are_listed_filtered_and_shown_with_their_tasks() {
 async fn add_tasks(store: &Store, instance: i64, worker: Option<&str>) -> (i64, i64) {
     let new = |name: &str, task_type: &str| NewTaskInstance {
         workflow_instance_id: instance,
+        run: 1,
         name: name.into(),
         task_type: task_type.into(),
         attempt: 1,
@@ -588,4 +597,319 @@ async fn logs_are_read_from_the_worker_that_ran_the_task() {
 
     let a = api.get("/api/v1/task-instances/999/log").await;
     assert_eq!(a.status, StatusCode::NOT_FOUND);
+}
+
+/// Applies DIAMOND, starts it with `body` and lets a master at `owner` claim the command:
+/// a running instance driven by `owner`.
+async fn running_instance(api: &Api, owner: &str, body: &str) -> InstanceRow {
+    api.post("/api/v1/projects/default/workflows", DIAMOND)
+        .await;
+    let a = api
+        .post("/api/v1/projects/default/workflows/etl/start", body)
+        .await;
+    assert_eq!(a.status, StatusCode::ACCEPTED, "{}", a.text);
+    let mut claimed = api.store.claim_commands(owner, 1, 10).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let inst = claimed.remove(0).instance;
+    assert_eq!(inst.state, WorkflowState::Running);
+    inst
+}
+
+/// Ends an instance in `state`, as its master would.
+async fn finish(store: &Store, inst: &InstanceRow, state: WorkflowState) {
+    let batch = WriteBatch {
+        instance_updates: vec![InstanceUpdate {
+            id: inst.id,
+            owner_epoch: inst.owner_epoch,
+            state,
+            ended_at: Some(1_767_225_700_000),
+        }],
+        ..Default::default()
+    };
+    let written = store.write_batch(&batch).await.unwrap();
+    assert!(written.fenced_instances.is_empty());
+}
+
+/// An address where nothing listens.
+fn dead_addr() -> String {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    dead.local_addr().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn actions_check_the_instance_and_its_state() {
+    let api = api(None).await;
+    for action in ["stop", "resume", "resubmit-failed"] {
+        let a = api
+            .post(&format!("/api/v1/instances/42/{action}"), "")
+            .await;
+        assert_eq!(a.status, StatusCode::NOT_FOUND, "{action}: {}", a.text);
+        assert_eq!(a.error(), "workflow instance 42 does not exist");
+    }
+
+    let inst = running_instance(&api, "m1:5678", "").await;
+    let id = inst.id;
+    let a = api.post(&format!("/api/v1/instances/{id}/kill"), "").await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    assert!(
+        a.error().contains("'kill'")
+            && a.error()
+                .contains("stop, pause, resume, rerun, resubmit-failed"),
+        "{}",
+        a.text
+    );
+    let a = api.get(&format!("/api/v1/instances/{id}/stop")).await;
+    assert_eq!(a.status, StatusCode::METHOD_NOT_ALLOWED, "{}", a.text);
+
+    // Recovery commands only apply to ended runs.
+    let a = api.post(&format!("/api/v1/instances/{id}/rerun"), "").await;
+    assert_eq!(a.status, StatusCode::CONFLICT, "{}", a.text);
+    assert!(a.error().contains("is running"), "{}", a.text);
+
+    finish(&api.store, &inst, WorkflowState::Success).await;
+    let a = api
+        .post(&format!("/api/v1/instances/{id}/resume"), "")
+        .await;
+    assert_eq!(a.status, StatusCode::CONFLICT, "{}", a.text);
+    assert_eq!(
+        a.error(),
+        format!("workflow instance {id} is success; only a paused instance can be resumed")
+    );
+    let a = api
+        .post(&format!("/api/v1/instances/{id}/resubmit-failed"), "")
+        .await;
+    assert_eq!(a.status, StatusCode::CONFLICT, "{}", a.text);
+    assert!(a.error().contains("is success"), "{}", a.text);
+
+    // Stop and pause only apply to running ones; the master is not asked.
+    let a = api.post(&format!("/api/v1/instances/{id}/stop"), "").await;
+    assert_eq!(a.status, StatusCode::CONFLICT, "{}", a.text);
+    assert_eq!(
+        a.error(),
+        format!(
+            "workflow instance {id} is success; only a running or pausing instance can be stopped"
+        )
+    );
+    let a = api.post(&format!("/api/v1/instances/{id}/pause"), "").await;
+    assert_eq!(a.status, StatusCode::CONFLICT, "{}", a.text);
+    assert!(
+        a.error()
+            .ends_with("is success; only a running instance can be paused"),
+        "{}",
+        a.text
+    );
+
+    // A finished run can be rerun.
+    let a = api.post(&format!("/api/v1/instances/{id}/rerun"), "").await;
+    assert_eq!(a.status, StatusCode::ACCEPTED, "{}", a.text);
+    assert_eq!(a.json()["id"], id);
+    assert_eq!(a.json()["action"], "rerun");
+    let claimed = api.store.claim_commands("m2:5678", 2, 10).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].kind, CommandKind::Rerun);
+    assert_eq!(claimed[0].instance.id, id);
+    assert_eq!(claimed[0].instance.run, 2);
+}
+
+#[tokio::test]
+async fn resubmitting_a_failed_instance_writes_one_command() {
+    let api = api(None).await;
+    let inst = running_instance(
+        &api,
+        "m1:5678",
+        r#"{"params":{"dt":"x"},"priority":"high"}"#,
+    )
+    .await;
+    let id = inst.id;
+    finish(&api.store, &inst, WorkflowState::Failure).await;
+
+    let a = api
+        .post(&format!("/api/v1/instances/{id}/resubmit-failed"), "")
+        .await;
+    assert_eq!(a.status, StatusCode::ACCEPTED, "{}", a.text);
+    let command_id = a.json()["command_id"].as_i64().unwrap();
+    assert_eq!(
+        a.json(),
+        json!({"command_id": command_id, "id": id, "action": "resubmit-failed"})
+    );
+    let c = api.get(&format!("/api/v1/commands/{command_id}")).await;
+    assert_eq!(c.json()["status"], "pending", "{}", c.text);
+
+    // A second click while the first is pending is refused (either spelling).
+    let a = api
+        .post(&format!("/api/v1/instances/{id}/resubmit_failed"), "")
+        .await;
+    assert_eq!(a.status, StatusCode::CONFLICT, "{}", a.text);
+    assert!(a.error().contains("already pending"), "{}", a.text);
+
+    // The command names the instance; the claim takes the instance over and re-points it.
+    let claimed = api.store.claim_commands("m2:5678", 2, 10).await.unwrap();
+    assert_eq!(claimed.len(), 1, "one command only");
+    let c = &claimed[0];
+    assert_eq!(c.kind, CommandKind::ResubmitFailed);
+    assert_eq!(c.instance.id, id);
+    assert_eq!(c.instance.command_id, command_id);
+    assert_eq!(c.instance.params["dt"], "x");
+    assert_eq!(c.instance.priority, Priority::High);
+    assert_eq!(c.instance.owner.as_deref(), Some("m2:5678"));
+    let c = api.get(&format!("/api/v1/commands/{command_id}")).await;
+    assert_eq!(
+        c.json(),
+        json!({"id": command_id, "status": "done", "workflow_instance_id": id, "error": null})
+    );
+}
+
+#[tokio::test]
+async fn stop_on_an_unreachable_master_says_failover_will_take_over() {
+    let api = api(None).await;
+    let dead = dead_addr();
+    let inst = running_instance(&api, &dead, "").await;
+    let a = api
+        .post(&format!("/api/v1/instances/{}/stop", inst.id), "")
+        .await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{}", a.text);
+    assert!(
+        a.error().contains(&dead) && a.error().contains("failover"),
+        "{}",
+        a.text
+    );
+}
+
+/// Drives one instance: stops it (answering ready_stop), refuses to pause it, and does not
+/// know any other.
+struct FakeMaster {
+    drives: i64,
+}
+
+#[tonic::async_trait]
+impl Master for FakeMaster {
+    async fn report_events(
+        &self,
+        _: tonic::Request<ReportEventsRequest>,
+    ) -> Result<tonic::Response<ReportEventsResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("not in this test"))
+    }
+
+    async fn control(
+        &self,
+        req: tonic::Request<ControlRequest>,
+    ) -> Result<tonic::Response<ControlResponse>, tonic::Status> {
+        let req = req.into_inner();
+        if req.workflow_instance_id != self.drives {
+            return Err(tonic::Status::not_found("not driven here"));
+        }
+        match req.action() {
+            ControlAction::Stop => Ok(tonic::Response::new(ControlResponse {
+                state: "ready_stop".into(),
+            })),
+            _ => Err(tonic::Status::failed_precondition(
+                "workflow instance is stopping; it cannot be paused",
+            )),
+        }
+    }
+}
+
+#[tokio::test]
+async fn stop_and_pause_are_asked_of_the_master_driving_the_instance() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let master = listener.local_addr().unwrap().to_string();
+    let api = api(None).await;
+    let driven = running_instance(&api, &master, "").await;
+    let lost = running_instance(&api, &master, "").await;
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(MasterServer::new(FakeMaster { drives: driven.id }))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+
+    let a = api
+        .post(&format!("/api/v1/instances/{}/stop", driven.id), "")
+        .await;
+    assert_eq!(a.status, StatusCode::ACCEPTED, "{}", a.text);
+    assert_eq!(
+        a.json(),
+        json!({"id": driven.id, "action": "stop", "state": "ready_stop"})
+    );
+
+    let a = api
+        .post(&format!("/api/v1/instances/{}/pause", driven.id), "")
+        .await;
+    assert_eq!(a.status, StatusCode::CONFLICT, "{}", a.text);
+    assert_eq!(
+        a.error(),
+        "workflow instance is stopping; it cannot be paused"
+    );
+
+    let a = api
+        .post(&format!("/api/v1/instances/{}/stop", lost.id), "")
+        .await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{}", a.text);
+    assert!(
+        a.error().contains("no longer drives") && a.error().contains("failover"),
+        "{}",
+        a.text
+    );
+}
+
+#[tokio::test]
+async fn start_options_are_checked_and_carried_to_the_instance() {
+    let api = api(None).await;
+    api.post("/api/v1/projects/default/workflows", DIAMOND)
+        .await;
+    let start = "/api/v1/projects/default/workflows/etl/start";
+
+    let a = api.post(start, r#"{"scope": "only"}"#).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text);
+    assert!(a.error().contains("from_task"), "{}", a.text);
+
+    let a = api.post(start, r#"{"from_task": "ghost"}"#).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text);
+    assert_eq!(
+        a.error(),
+        "from_task 'ghost' is not a task of workflow 'default/etl' (version 1)"
+    );
+
+    let a = api
+        .post(start, r#"{"from_task": "b", "scope": "sideways"}"#)
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text);
+    assert!(a.error().contains("sideways"), "{}", a.text);
+    assert!(
+        api.store
+            .claim_commands("m1:5678", 1, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "nothing written"
+    );
+
+    let body = r#"{"from_task": "b", "scope": "upstream", "dry_run": true}"#;
+    let inst = running_instance(&api, "m1:5678", body).await;
+    let expected = StartOptions {
+        dry_run: true,
+        from_task: Some("b".into()),
+        scope: Some(Scope::Upstream),
+    };
+    assert_eq!(inst.options, expected);
+    add_tasks(&api.store, inst.id, None).await;
+    let shown = api
+        .get(&format!("/api/v1/instances/{}", inst.id))
+        .await
+        .json();
+    assert_eq!(
+        shown["options"],
+        json!({"dry_run": true, "from_task": "b", "scope": "upstream"})
+    );
+    assert_eq!(shown["run"], 1);
+    assert_eq!(shown["tasks"][0]["run"], 1);
+
+    let plain = running_instance(&api, "m1:5678", "").await;
+    let listed = api.get("/api/v1/instances").await.json();
+    let row = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == plain.id)
+        .unwrap();
+    assert_eq!(row["options"], json!({}));
 }

@@ -188,6 +188,7 @@ fn master_config(
         advertise_host: advertise_host.to_string(),
         claim_batch,
         poll: Duration::from_secs(1),
+        failover_poll: Duration::from_secs(5),
     }
 }
 

@@ -4,6 +4,7 @@
 mod clients;
 pub mod dispatch;
 pub mod engine;
+pub mod failover;
 pub mod intake;
 pub mod queue;
 pub mod runtime;
@@ -12,6 +13,7 @@ mod service;
 use clients::WorkerClients;
 use dispatch::Dispatcher;
 use engine::Engine;
+use failover::Failover;
 use intake::Intake;
 use service::MasterService;
 use shoal_common::proto::master_server::MasterServer;
@@ -49,6 +51,8 @@ pub struct MasterConfig {
     pub claim_batch: usize,
     /// Fallback command poll when no notification arrives.
     pub poll: Duration,
+    /// Fallback check for dead masters and workers (membership changes act at once).
+    pub failover_poll: Duration,
 }
 
 pub struct MasterHandle {
@@ -92,7 +96,15 @@ pub async fn start(
         dispatch_tx,
         engine_tx.clone(),
         clients.clone(),
+        workers.clone(),
     );
+    let failover = Failover {
+        store: store.clone(),
+        me: addr.clone(),
+        masters: registry.watch(Role::Master, shutdown.clone()).await?,
+        workers: workers.clone(),
+        poll: config.failover_poll,
+    };
     let dispatcher = Dispatcher::new(workers, clients, engine_tx.clone());
     let intake = Intake {
         store,
@@ -112,6 +124,7 @@ pub async fn start(
     let tasks = vec![
         tokio::spawn(engine.run(engine_rx, shutdown.clone())),
         tokio::spawn(dispatcher.run(dispatch_rx, shutdown.clone())),
+        tokio::spawn(failover.run(engine_tx.clone(), shutdown.clone())),
         tokio::spawn(intake.run(engine_tx, shutdown.clone())),
         tokio::spawn(async move {
             if let Err(e) = server.await {

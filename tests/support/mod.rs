@@ -58,6 +58,12 @@ impl Proc {
         self.child.id()
     }
 
+    /// SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -186,23 +192,24 @@ impl Standalone {
     pub fn start() -> Standalone {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
-        let data = dir.path().join("data");
-        let proc = Proc::spawn(
-            "standalone",
-            dir.path(),
-            SHOAL,
-            &[
-                "standalone",
-                "--data-dir",
-                data.to_str().unwrap(),
-                "--port",
-                &port.to_string(),
-            ],
-            &[],
-        );
+        let proc = Self::spawn(dir.path(), port, "standalone");
         let api = Api::new(port);
         api.wait_healthy(&[&proc]);
         Standalone { dir, api, proc }
+    }
+
+    fn spawn(dir: &Path, port: u16, name: &str) -> Proc {
+        let data = dir.join("data");
+        let args = ["standalone", "--data-dir", data.to_str().unwrap(), "--port", &port.to_string()];
+        Proc::spawn(name, dir, SHOAL, &args, &[])
+    }
+
+    /// Kills the process with SIGKILL (a crash) and starts it again on the same data.
+    pub fn crash_and_restart(&mut self) {
+        self.proc.kill();
+        let port: u16 = self.api.base.rsplit(':').next().unwrap().parse().unwrap();
+        self.proc = Self::spawn(self.dir.path(), port, "standalone-restarted");
+        self.api.wait_healthy(&[&self.proc]);
     }
 }
 

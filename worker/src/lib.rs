@@ -1,9 +1,11 @@
 //! The shoal worker: receives tasks from masters over gRPC, runs them, keeps their logs and
 //! reports their state events back to the owning master through an outbox until acked.
 //!
-//! The worker never touches the database. Its only durable output is the task log under
-//! `data_dir/logs`; everything else (running tasks, unacked events) lives in memory, and a
-//! worker that dies is handled by the masters' failover (its tasks are re-submitted).
+//! The worker never touches shoal's database. (Sql tasks connect to the user's datasources
+//! configured on the worker, [`WorkerConfig::datasources`].) Its only durable output is the
+//! task log under `data_dir/logs`; everything else (running tasks, unacked events) lives in
+//! memory, and a worker that dies is handled by the masters' failover (its tasks are
+//! re-submitted).
 //!
 //! Shutdown order (token cancelled): leave the registry and refuse new dispatches, kill the
 //! running process groups and wait for their KILLED events, give the outbox up to
@@ -15,11 +17,12 @@ mod logs;
 mod outbox;
 mod service;
 
-use executor::{Executor, ExecutorDirs};
+use executor::{Datasources, Executor, ExecutorConfig, ExecutorDirs};
 use outbox::Outbox;
 use service::WorkerService;
 use shoal_common::proto::worker_server::WorkerServer;
 use shoal_common::registry::{Membership, NodeInfo, Registry, Role};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -38,6 +41,8 @@ pub const OUTBOX_FLUSH_WAIT: Duration = Duration::from_secs(2);
 const SERVER_STOP_WAIT: Duration = Duration::from_secs(5);
 /// Weight published in the registry; masters use it for load-aware picking.
 const DEFAULT_WEIGHT: u32 = 100;
+/// The default interpreter of python tasks ([`WorkerConfig::python`]).
+pub const DEFAULT_PYTHON: &str = "python3";
 
 /// Errors of the worker.
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +98,16 @@ pub struct WorkerConfig {
     pub slots: u32,
     /// Logs go under `data_dir/logs`, task scripts and work dirs under `data_dir/work`.
     pub data_dir: PathBuf,
+    /// Interpreter of python tasks (`--python`; default [`DEFAULT_PYTHON`]): a name looked up
+    /// in `PATH` or a path, e.g. a virtualenv's `bin/python`. It runs `task.py` in the task's
+    /// work directory with `PYTHONUNBUFFERED=1` and the task's parameters in the environment.
+    pub python: String,
+    /// Datasources of sql tasks by name (`--datasource NAME=URL`, repeated): `postgres://...`
+    /// or `sqlite://PATH` URLs (`?mode=rwc` lets SQLite create a missing file; by default a
+    /// missing file is an error, so a typo does not silently create an empty database).
+    /// Checked at start (nothing is connected until a task uses one); each gets a pool of up
+    /// to `min(slots, 8)` connections.
+    pub datasources: BTreeMap<String, String>,
 }
 
 /// A started worker.
@@ -118,6 +133,10 @@ pub async fn start(
     if config.slots == 0 {
         return Err(Error::Config("slots must be at least 1".into()));
     }
+    if config.python.trim().is_empty() {
+        return Err(Error::Config("python interpreter must not be empty".into()));
+    }
+    let datasources = Datasources::new(&config.datasources, config.slots).map_err(Error::Config)?;
     let groups = if config.groups.is_empty() {
         vec![shoal_common::definition::DEFAULT_WORKER_GROUP.to_string()]
     } else {
@@ -150,7 +169,15 @@ pub async fn start(
     let addr = host_port(&config.advertise_host, port);
 
     let outbox = Outbox::new(addr.clone());
-    let executor = Executor::new(config.slots, dirs.clone(), outbox.clone());
+    let executor = Executor::new(
+        ExecutorConfig {
+            slots: config.slots,
+            dirs: dirs.clone(),
+            python: config.python.clone(),
+            datasources,
+        },
+        outbox.clone(),
+    );
 
     // Leaving the registry is the first step of shutdown, and also happens if the server
     // dies on its own: `node_stop` is a child of `shutdown` that the supervisor cancels.
@@ -184,7 +211,15 @@ pub async fn start(
             .serve_with_incoming_shutdown(incoming, server_stop.clone().cancelled_owned()),
     );
 
-    info!(%addr, slots = config.slots, groups = ?groups, data_dir = %config.data_dir.display(), "worker started");
+    info!(
+        %addr,
+        slots = config.slots,
+        groups = ?groups,
+        data_dir = %config.data_dir.display(),
+        python = %config.python,
+        datasources = ?config.datasources.keys().collect::<Vec<_>>(),
+        "worker started"
+    );
     let join = tokio::spawn(supervise(Supervised {
         shutdown,
         node_stop,

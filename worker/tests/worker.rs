@@ -1,15 +1,19 @@
 //! A real worker (gRPC server, bash processes, log files) against an in-test master that
-//! records the events it receives and acks them.
+//! records the events it receives and acks them. The task types beyond shell and noop, and
+//! timeouts, are in `worker/task_types.rs`.
+
+#[path = "worker/task_types.rs"]
+mod task_types;
 
 use shoal_common::proto::master_server::{Master, MasterServer};
 use shoal_common::proto::worker_client::WorkerClient;
 use shoal_common::proto::{
-    DispatchRequest, DispatchResponse, KillRequest, ReadLogRequest, ReportEventsRequest,
-    ReportEventsResponse, TaskEvent, TaskEventKind, TaskSpec,
+    ControlRequest, ControlResponse, DispatchRequest, DispatchResponse, KillRequest,
+    ReadLogRequest, ReportEventsRequest, ReportEventsResponse, TaskEvent, TaskEventKind, TaskSpec,
 };
 use shoal_common::registry::{NodeWatch, Registry, Role};
 use shoal_worker::{WorkerConfig, WorkerHandle};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -49,6 +53,13 @@ impl Master for FakeMaster {
             let _ = self.events.send(e);
         }
         Ok(Response::new(ReportEventsResponse { acked }))
+    }
+
+    async fn control(
+        &self,
+        _: Request<ControlRequest>,
+    ) -> Result<Response<ControlResponse>, Status> {
+        Err(Status::unimplemented("not used by worker tests"))
     }
 }
 
@@ -136,6 +147,11 @@ impl Drop for Setup {
 }
 
 async fn start_worker(slots: u32) -> Setup {
+    start_worker_with(slots, BTreeMap::new()).await
+}
+
+/// A worker with sql datasources (name -> URL).
+async fn start_worker_with(slots: u32, datasources: BTreeMap<String, String>) -> Setup {
     init_tracing();
     let dir = tempfile::tempdir().unwrap();
     let registry = Registry::local();
@@ -147,6 +163,8 @@ async fn start_worker(slots: u32) -> Setup {
             groups: vec!["default".into()],
             slots,
             data_dir: dir.path().join("data"),
+            python: shoal_worker::DEFAULT_PYTHON.into(),
+            datasources,
         },
         registry.clone(),
         shutdown.clone(),
@@ -470,12 +488,12 @@ async fn noop_unknown_types_and_duplicates() {
         [TaskEventKind::Running, TaskEventKind::Success]
     );
 
-    let unknown = task(7, "python", "print(1)", &master.addr);
+    let unknown = task(7, "spark", "spark-submit x.jar", &master.addr);
     assert_eq!(w.dispatch(vec![unknown.clone()]).await.accepted, [7]);
     let events = master.until_done(7).await;
     assert_eq!(kinds(&events), [TaskEventKind::Failure]);
     assert!(
-        events[0].message.contains("unknown task type 'python'"),
+        events[0].message.contains("unknown task type 'spark'"),
         "{}",
         events[0].message
     );

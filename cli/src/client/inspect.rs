@@ -118,10 +118,12 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<i32> {
         time(&i["ended_at"]),
     );
     let tasks = i["tasks"].as_array().map(Vec::as_slice).unwrap_or_default();
+    // After a rerun the attempts of earlier runs are listed too; a column tells them apart.
+    let runs = i["run"].as_i64().is_some_and(|r| r > 1);
     let rows: Vec<Vec<String>> = tasks
         .iter()
         .map(|t| {
-            vec![
+            let mut row = vec![
                 cell(&t["id"]),
                 cell(&t["name"]),
                 cell(&t["state"]),
@@ -129,15 +131,22 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<i32> {
                 cell(&t["worker"]),
                 time(&t["started_at"]),
                 time(&t["ended_at"]),
-            ]
+            ];
+            if runs {
+                row.insert(1, cell(&t["run"]));
+            }
+            row
         })
         .collect();
     if rows.is_empty() {
         out.push_str("no tasks yet\n");
     } else {
-        let headers = [
+        let mut headers = vec![
             "id", "name", "state", "attempt", "worker", "started", "ended",
         ];
+        if runs {
+            headers.insert(1, "run");
+        }
         out.push_str(&render(&headers, &rows));
     }
     print_out(out)?;

@@ -1,7 +1,9 @@
-//! The client commands of the `shoal` binary (`apply`, `start`, `instances`, `status`,
-//! `logs`). They talk to the api-server over HTTP, never to the database.
+//! The client commands of the `shoal` binary (`apply`, `start`, `stop`, `pause`, `resume`,
+//! `rerun`, `resubmit`, `instances`, `status`, `logs`). They talk to the api-server over
+//! HTTP, never to the database.
 
 mod apply;
+mod control;
 mod http;
 mod inspect;
 mod start;
@@ -33,6 +35,17 @@ pub enum ClientCommand {
     Apply(apply::ApplyArgs),
     /// Start a run of the latest version of a workflow; prints the instance id.
     Start(start::StartArgs),
+    /// Stop a running instance: its running tasks are killed and nothing new starts.
+    Stop(control::ActionArgs),
+    /// Pause a running instance: running tasks finish, nothing new starts; `resume` goes on.
+    Pause(control::ActionArgs),
+    /// Resume a paused instance where it left off.
+    Resume(control::ActionArgs),
+    /// Run an ended instance again from the start, as the instance's next run.
+    Rerun(control::ActionArgs),
+    /// Run the failed or stopped tasks (and what follows them) of a failed or stopped
+    /// instance again; its successful tasks are kept.
+    Resubmit(control::ActionArgs),
     /// List workflow instances, newest first.
     Instances(inspect::InstancesArgs),
     /// Show one workflow instance and its tasks.
@@ -47,6 +60,11 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<i32> {
     let result = match cmd {
         ClientCommand::Apply(args) => apply::run(args).await,
         ClientCommand::Start(args) => start::run(args).await,
+        ClientCommand::Stop(args) => control::run(control::Verb::Stop, args).await,
+        ClientCommand::Pause(args) => control::run(control::Verb::Pause, args).await,
+        ClientCommand::Resume(args) => control::run(control::Verb::Resume, args).await,
+        ClientCommand::Rerun(args) => control::run(control::Verb::Rerun, args).await,
+        ClientCommand::Resubmit(args) => control::run(control::Verb::Resubmit, args).await,
         ClientCommand::Instances(args) => inspect::instances(args).await,
         ClientCommand::Status(args) => inspect::status(args).await,
         ClientCommand::Logs(args) => inspect::logs(args).await,
@@ -75,4 +93,43 @@ fn print_out(text: impl AsRef<[u8]>) -> anyhow::Result<()> {
     out.write_all(text.as_ref())?;
     out.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(subcommand)]
+        cmd: ClientCommand,
+    }
+
+    fn parse(args: &str) -> Result<ClientCommand, String> {
+        Cli::try_parse_from(std::iter::once("shoal").chain(args.split_whitespace()))
+            .map(|c| c.cmd)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn actions_take_an_instance_id_and_wait() {
+        assert!(matches!(parse("stop 7"), Ok(ClientCommand::Stop(_))));
+        assert!(matches!(
+            parse("resubmit 7 --wait"),
+            Ok(ClientCommand::Resubmit(_))
+        ));
+        assert!(parse("pause x").unwrap_err().contains("invalid value 'x'"));
+        assert!(parse("rerun").is_err());
+    }
+
+    #[test]
+    fn a_scope_needs_a_task_to_start_from() {
+        assert!(parse("start etl --from-task b --scope only --dry-run").is_ok());
+        assert!(parse("start etl --from-task b").is_ok());
+        let e = parse("start etl --scope only").unwrap_err();
+        assert!(e.contains("--from-task"), "{e}");
+        let e = parse("start etl --from-task b --scope sideways").unwrap_err();
+        assert!(e.contains("sideways") && e.contains("upstream"), "{e}");
+    }
 }

@@ -1,13 +1,15 @@
-//! `shoal start NAME [--param k=v]... [--wait]`
+//! `shoal start NAME [--param k=v]... [--from-task T [--scope S]] [--dry-run] [--wait]`, and
+//! the waiting for a command and following of an instance that other commands share.
 
 use super::http::{Api, Body, Unreachable};
 use super::{Connection, print_out};
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
+use shoal_common::store::{Scope, StartOptions};
 use shoal_common::types::{Priority, TaskState, WorkflowState};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
@@ -22,6 +24,16 @@ pub struct StartArgs {
     /// Priority of this run [default: the definition's].
     #[arg(long)]
     priority: Option<Priority>,
+    /// Start from this task instead of the workflow's first tasks.
+    #[arg(long, value_name = "TASK")]
+    from_task: Option<String>,
+    /// With --from-task: run that task only, it and what it depends on (upstream), or it
+    /// and what depends on it (downstream) [default: downstream].
+    #[arg(long, requires = "from_task", value_parser = ["only", "upstream", "downstream"])]
+    scope: Option<String>,
+    /// Let every task succeed without executing it.
+    #[arg(long)]
+    dry_run: bool,
     /// Wait for the run to end, showing progress; exit 0 only if it succeeded.
     #[arg(long)]
     wait: bool,
@@ -52,17 +64,30 @@ struct CommandView {
 
 #[derive(Deserialize)]
 struct InstanceView {
+    project: String,
+    workflow: String,
     version: i32,
     state: WorkflowState,
+    /// Which run of the instance is current (a rerun starts the next one).
+    #[serde(default = "first_run")]
+    run: i32,
+    #[serde(default)]
+    options: StartOptions,
     tasks: Vec<TaskView>,
 }
 
 #[derive(Deserialize)]
 struct TaskView {
     id: i64,
+    #[serde(default = "first_run")]
+    run: i32,
     name: String,
     state: TaskState,
     attempt: i32,
+}
+
+fn first_run() -> i32 {
+    1
 }
 
 pub async fn run(args: StartArgs) -> anyhow::Result<i32> {
@@ -72,6 +97,16 @@ pub async fn run(args: StartArgs) -> anyhow::Result<i32> {
     if let Some(p) = args.priority {
         body["priority"] = json!(p);
     }
+    // Only what was asked for, so that a plain start also works with an older server.
+    if let Some(task) = args.from_task {
+        body["from_task"] = json!(task);
+    }
+    if let Some(scope) = args.scope {
+        body["scope"] = json!(scope);
+    }
+    if args.dry_run {
+        body["dry_run"] = json!(true);
+    }
     let path = ["projects", &args.project, "workflows", &args.name, "start"];
     let started: Started = api.post(&path, Body::json(&body)).await?;
     let instance = wait_for_instance(&api, started.command_id).await?;
@@ -79,12 +114,13 @@ pub async fn run(args: StartArgs) -> anyhow::Result<i32> {
     if !args.wait {
         return Ok(0);
     }
-    follow(&api, &args.project, &args.name, instance).await
+    follow(&api, instance, WorkflowState::Success).await
 }
 
-/// Polls the command until a master turned it into an instance: every 20 ms during the
-/// first second (a live master claims at once), then backing off to 200 ms.
-async fn wait_for_instance(api: &Api, command_id: i64) -> anyhow::Result<i64> {
+/// Polls the command until a master turned it into an instance (or took up the instance
+/// it names): every 20 ms during the first second (a live master claims at once), then
+/// backing off to 200 ms.
+pub(super) async fn wait_for_instance(api: &Api, command_id: i64) -> anyhow::Result<i64> {
     let begin = Instant::now();
     let mut delay = Duration::from_millis(20);
     let mut warned = false;
@@ -118,18 +154,20 @@ async fn wait_for_instance(api: &Api, command_id: i64) -> anyhow::Result<i64> {
     }
 }
 
-/// Progress of one instance: how many of its tasks ended, and which failed.
+/// Progress of one run of an instance: how many of its tasks ended, and which failed.
 struct Progress {
+    /// Tasks of the run that have an attempt.
+    started: u64,
     done: u64,
     failed: Vec<String>,
     killed: Vec<String>,
 }
 
 impl Progress {
-    /// Counts the latest attempt of each task.
-    fn of(tasks: &[TaskView]) -> Progress {
+    /// Counts the latest attempt of each task of run `run`; earlier runs do not count.
+    fn of(tasks: &[TaskView], run: i32) -> Progress {
         let mut latest: HashMap<&str, &TaskView> = HashMap::new();
-        for t in tasks {
+        for t in tasks.iter().filter(|t| t.run == run) {
             let e = latest.entry(&t.name).or_insert(t);
             if (t.attempt, t.id) > (e.attempt, e.id) {
                 *e = t;
@@ -146,6 +184,7 @@ impl Progress {
             names
         };
         Progress {
+            started: latest.len() as u64,
             done,
             failed: names(TaskState::Failure),
             killed: names(TaskState::Killed),
@@ -164,19 +203,61 @@ impl Progress {
     }
 }
 
-/// Shows progress on stderr until the instance ends; exit code 0 only for success.
-async fn follow(api: &Api, project: &str, name: &str, instance: i64) -> anyhow::Result<i32> {
+/// How many tasks a run with these options executes: all of the definition's, or the
+/// scope of its `from_task`. `tasks` is the definition's `tasks` as JSON.
+fn tasks_in_run(tasks: &Value, options: &StartOptions) -> u64 {
+    let tasks = tasks.as_array().map(Vec::as_slice).unwrap_or_default();
+    let Some(start) = options.from_task.as_deref() else {
+        return tasks.len() as u64;
+    };
+    // Edges as (upstream, downstream) names.
+    let edges: Vec<(&str, &str)> = tasks
+        .iter()
+        .flat_map(|t| {
+            let name = t["name"].as_str().unwrap_or_default();
+            let deps = t["depends_on"].as_array().map(Vec::as_slice);
+            deps.unwrap_or_default()
+                .iter()
+                .filter_map(Value::as_str)
+                .map(move |dep| (dep, name))
+        })
+        .collect();
+    let downstream = match options.scope.unwrap_or(Scope::Downstream) {
+        Scope::Only => return 1,
+        Scope::Upstream => false,
+        Scope::Downstream => true,
+    };
+    let mut seen = HashSet::from([start]);
+    let mut stack = vec![start];
+    while let Some(n) = stack.pop() {
+        for &(up, down) in &edges {
+            let next = match (downstream, up == n, down == n) {
+                (true, true, _) => down,
+                (false, _, true) => up,
+                _ => continue,
+            };
+            if seen.insert(next) {
+                stack.push(next);
+            }
+        }
+    }
+    seen.len() as u64
+}
+
+/// Shows progress of the instance's current run on stderr until the instance ends; exit
+/// code 0 only if it ends in `goal`.
+pub(super) async fn follow(api: &Api, instance: i64, goal: WorkflowState) -> anyhow::Result<i32> {
     let id = instance.to_string();
     let first: InstanceView = api.get(&["instances", &id], &[]).await?;
-    let def: serde_json::Value = api
+    let def: Value = api
         .get(
-            &["projects", project, "workflows", name],
+            &["projects", &first.project, "workflows", &first.workflow],
             &[("version", first.version.to_string())],
         )
         .await?;
-    let total = def["definition"]["tasks"].as_array().map_or(0, Vec::len) as u64;
+    let planned = tasks_in_run(&def["definition"]["tasks"], &first.options);
 
-    let bar = ProgressBar::new(total).with_style(
+    let bar = ProgressBar::new(planned).with_style(
         ProgressStyle::with_template(
             "{spinner} {prefix} [{bar:30}] {pos}/{len} tasks done {wide_msg}",
         )
@@ -190,17 +271,15 @@ async fn follow(api: &Api, project: &str, name: &str, instance: i64) -> anyhow::
     let mut delay = Duration::from_millis(100);
     let mut errors = 0;
     loop {
-        let p = Progress::of(&view.tasks);
+        let p = Progress::of(&view.tasks, view.run);
+        let total = planned.max(p.started);
+        bar.set_length(total);
         bar.set_position(p.done.min(total));
         bar.set_message(format!("({}{})", view.state, p.problems()));
         if view.state.is_terminal() {
             bar.finish_and_clear();
             eprintln!("instance {instance} ended {}{}", view.state, p.problems());
-            return Ok(if view.state == WorkflowState::Success {
-                0
-            } else {
-                1
-            });
+            return Ok(if view.state == goal { 0 } else { 1 });
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(1));
@@ -242,6 +321,7 @@ mod tests {
     fn task(id: i64, name: &str, state: TaskState, attempt: i32) -> TaskView {
         TaskView {
             id,
+            run: 1,
             name: name.into(),
             state,
             attempt,
@@ -257,11 +337,58 @@ mod tests {
             task(4, "b", TaskState::Running, 2),
             task(5, "d", TaskState::Killed, 1),
         ];
-        let p = Progress::of(&tasks);
+        let p = Progress::of(&tasks, 1);
+        assert_eq!(p.started, 4);
         assert_eq!(p.done, 3, "a, c and d ended; b is retrying");
         assert_eq!(p.failed, vec!["c".to_string()]);
         assert_eq!(p.killed, vec!["d".to_string()]);
         assert_eq!(p.problems(), "; failed tasks: c; killed tasks: d");
-        assert_eq!(Progress::of(&tasks[..1]).problems(), "");
+        assert_eq!(Progress::of(&tasks[..1], 1).problems(), "");
+    }
+
+    #[test]
+    fn progress_counts_only_the_current_run() {
+        let in_run = |run, t: TaskView| TaskView { run, ..t };
+        let tasks = vec![
+            in_run(1, task(1, "a", TaskState::Success, 1)),
+            in_run(1, task(2, "b", TaskState::Failure, 1)),
+            in_run(1, task(3, "c", TaskState::Success, 1)),
+            // The rerun: a again, b's first attempt in this run still going.
+            in_run(2, task(4, "a", TaskState::Success, 1)),
+            in_run(2, task(5, "b", TaskState::Running, 1)),
+        ];
+        let p = Progress::of(&tasks, 2);
+        assert_eq!((p.started, p.done), (2, 1));
+        assert!(p.failed.is_empty(), "b failed in run 1 only");
+        let p = Progress::of(&tasks, 1);
+        assert_eq!((p.started, p.done), (3, 3));
+        assert_eq!(p.failed, vec!["b".to_string()]);
+    }
+
+    #[test]
+    fn a_start_from_a_task_counts_the_tasks_of_its_scope() {
+        // a -> b -> d, a -> c -> d, e alone.
+        let tasks = json!([
+            {"name": "a", "type": "noop"},
+            {"name": "b", "type": "noop", "depends_on": ["a"]},
+            {"name": "c", "type": "noop", "depends_on": ["a"]},
+            {"name": "d", "type": "noop", "depends_on": ["b", "c"]},
+            {"name": "e", "type": "noop"},
+        ]);
+        let count = |from: Option<&str>, scope: Option<Scope>| {
+            let options = StartOptions {
+                dry_run: false,
+                from_task: from.map(Into::into),
+                scope,
+            };
+            tasks_in_run(&tasks, &options)
+        };
+        assert_eq!(count(None, None), 5);
+        assert_eq!(count(Some("b"), Some(Scope::Only)), 1);
+        assert_eq!(count(Some("b"), None), 2, "b, d");
+        assert_eq!(count(Some("a"), Some(Scope::Downstream)), 4);
+        assert_eq!(count(Some("d"), Some(Scope::Upstream)), 4, "a, b, c, d");
+        assert_eq!(count(Some("b"), Some(Scope::Upstream)), 2, "a, b");
+        assert_eq!(count(Some("e"), Some(Scope::Downstream)), 1);
     }
 }

@@ -9,6 +9,7 @@ mod codec;
 mod commands;
 mod db;
 mod definitions;
+mod failover;
 mod instances;
 mod model;
 mod schema;

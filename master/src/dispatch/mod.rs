@@ -28,6 +28,10 @@ pub enum DispatchMsg {
     Finished {
         worker: String,
     },
+    /// A task already running on `worker` was adopted after a failover: it holds a slot.
+    Adopted {
+        worker: String,
+    },
 }
 
 struct BatchResult {
@@ -110,6 +114,7 @@ impl Dispatcher {
                 // worker's answer comes back. Anything else already reached a worker.
                 self.cancelled.insert(id);
             }
+            DispatchMsg::Adopted { worker } => *self.outstanding.entry(worker).or_insert(0) += 1,
             DispatchMsg::Finished { worker } => {
                 if let Some(n) = self.outstanding.get_mut(&worker) {
                     *n = n.saturating_sub(1);

@@ -10,15 +10,16 @@ mod spec;
 
 use crate::clients::WorkerClients;
 use crate::dispatch::DispatchMsg;
-use crate::runtime::{Action, Event, Node, Outcome, Refused, WorkflowRuntime};
+use crate::runtime::{Action, Event, Node, Outcome, Recovery, Refused, WorkflowRuntime};
 use shoal_common::definition::TimeoutStrategy;
-use shoal_common::proto::{KillRequest, TaskEvent, TaskEventKind};
+use shoal_common::proto::{DispatchRequest, KillRequest, TaskEvent, TaskEventKind};
+use shoal_common::registry::NodeWatch;
 use shoal_common::store::{
-    ClaimedInstance, InstanceUpdate, NewTaskInstance, Params, StartOptions, Store, TaskUpdate,
-    WriteBatch, WriteResult,
+    ClaimedInstance, InstanceUpdate, NewTaskInstance, Params, StartOptions, Store, TaskInstanceRow,
+    TaskUpdate, WriteBatch, WriteResult,
 };
 use shoal_common::types::{CommandKind, Priority, TaskState, WorkflowState, now_ms};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -83,6 +84,8 @@ pub enum EngineMsg {
         instance: i64,
         run_no: i32,
     },
+    /// These workers left the cluster: what they were running is lost.
+    WorkersGone(Vec<String>),
 }
 
 /// An instance this master drives.
@@ -129,6 +132,7 @@ struct Cycle {
     kills: Vec<(i64, Node)>,
     withdraws: Vec<(i64, Node)>,
     enqueues: Vec<(i64, Node)>,
+    adoptions: Vec<(i64, Node)>,
     finished: Vec<i64>,
     ended_tasks: Vec<i64>,
 }
@@ -161,6 +165,7 @@ pub struct Engine {
     dispatcher: mpsc::UnboundedSender<DispatchMsg>,
     me: mpsc::UnboundedSender<EngineMsg>,
     clients: WorkerClients,
+    workers: NodeWatch,
 }
 
 impl Engine {
@@ -170,8 +175,10 @@ impl Engine {
         dispatcher: mpsc::UnboundedSender<DispatchMsg>,
         me: mpsc::UnboundedSender<EngineMsg>,
         clients: WorkerClients,
+        workers: NodeWatch,
     ) -> Self {
         Engine {
+            workers,
             store,
             master_addr,
             runs: HashMap::new(),
@@ -214,7 +221,7 @@ impl Engine {
         match msg {
             EngineMsg::Claimed(list) => {
                 for c in list {
-                    self.adopt(c, cycle, now);
+                    self.take(c, cycle, now);
                 }
             }
             EngineMsg::WorkerEvents {
@@ -267,6 +274,22 @@ impl Engine {
                 let result = self.control(instance, control, cycle, now);
                 cycle.replies.push((reply, result));
             }
+            EngineMsg::WorkersGone(gone) => {
+                let lost: Vec<i64> = self
+                    .tasks
+                    .iter()
+                    .filter(|(_, t)| t.worker.as_ref().is_some_and(|w| gone.contains(w)))
+                    .map(|(id, _)| *id)
+                    .collect();
+                for id in lost {
+                    warn!(
+                        task_instance_id = id,
+                        "task lost with its worker; it runs again"
+                    );
+                    let message = Some("its worker left the cluster".to_string());
+                    self.settle(id, TaskState::NeedFaultTolerance, message, cycle, now);
+                }
+            }
             EngineMsg::Timeout { instance, run_no } => {
                 let Some(run) = self.runs.get_mut(&instance).filter(|r| r.run_no == run_no) else {
                     return;
@@ -282,7 +305,7 @@ impl Engine {
     }
 
     /// Builds the runtime of a claimed instance and starts it.
-    fn adopt(&mut self, c: ClaimedInstance, cycle: &mut Cycle, now: i64) {
+    fn take(&mut self, c: ClaimedInstance, cycle: &mut Cycle, now: i64) {
         let id = c.instance.id;
         let def = Arc::new(c.definition);
         let from = c.instance.options.from_task.as_deref().map(|t| {
@@ -296,7 +319,10 @@ impl Engine {
         });
         let rt = match c.kind {
             CommandKind::Resume | CommandKind::ResubmitFailed => {
-                Ok(WorkflowRuntime::restore(def, &c.tasks))
+                Ok(WorkflowRuntime::restore(def, &c.tasks, Recovery::Rerun))
+            }
+            CommandKind::RecoverFailover => {
+                Ok(WorkflowRuntime::restore(def, &c.tasks, Recovery::Failover))
             }
             _ => WorkflowRuntime::new(def, from),
         };
@@ -339,8 +365,127 @@ impl Engine {
                 });
             });
         }
+        let state_before = c.instance.state;
         self.runs.insert(id, run);
+        if c.kind == CommandKind::RecoverFailover {
+            self.adopt_in_flight(id, &c.tasks, cycle, now);
+        }
         self.apply(id, Event::Start, cycle, now);
+        // An operator's stop or pause that the previous master had not finished.
+        let pending = match state_before {
+            WorkflowState::ReadyStop => self.runs.get_mut(&id).and_then(|r| r.rt.stop().ok()),
+            WorkflowState::ReadyPause => self.runs.get_mut(&id).and_then(|r| r.rt.pause().ok()),
+            _ => None,
+        };
+        if let Some(actions) = pending {
+            self.perform(id, actions, cycle, now);
+        }
+    }
+
+    /// After a failover restore: attempts on a live worker are adopted (the worker is
+    /// told to report here; it does not run them again), queued or waiting ones go back
+    /// to the queue or timer, and those on a worker that is gone run again.
+    fn adopt_in_flight(
+        &mut self,
+        instance: i64,
+        rows: &[TaskInstanceRow],
+        cycle: &mut Cycle,
+        now: i64,
+    ) {
+        let Some(run) = self.runs.get_mut(&instance) else {
+            return;
+        };
+        let live: HashSet<String> = self.workers.current().into_iter().map(|w| w.addr).collect();
+        let mut lost = Vec::new();
+        for (node, attempt, state) in run.rt.in_flight() {
+            let name = &run.rt.definition().tasks[node].name;
+            let Some(row) = rows
+                .iter()
+                .find(|r| &r.name == name && r.attempt == attempt)
+            else {
+                continue;
+            };
+            run.task_ids[node] = Some(row.id);
+            let delayed = state == TaskState::Delayed;
+            let worker = row.worker.clone();
+            self.tasks.insert(
+                row.id,
+                TaskRef {
+                    instance,
+                    node,
+                    attempt,
+                    worker: worker.clone(),
+                    delayed,
+                    kill_requested: false,
+                },
+            );
+            match worker {
+                _ if delayed => {
+                    let def = &run.rt.definition().tasks[node];
+                    let wait = def.retry_interval.or(def.delay).unwrap_or_default();
+                    timer(&self.me, instance, node, attempt, wait);
+                }
+                None => cycle.enqueues.push((instance, node)),
+                Some(w) if live.contains(&w) => cycle.adoptions.push((instance, node)),
+                Some(_) => lost.push(row.id),
+            }
+        }
+        for id in lost {
+            let message =
+                Some("its worker was gone when a new master took the instance over".to_string());
+            self.settle(id, TaskState::NeedFaultTolerance, message, cycle, now);
+        }
+    }
+
+    /// Re-sends an adopted attempt to the worker that runs it, naming this master: the
+    /// worker recognises the attempt, does not start it again, and reports here.
+    fn adopt(&mut self, instance: i64, node: Node) {
+        let Some(run) = self.runs.get(&instance) else {
+            return;
+        };
+        let Some(id) = run.task_ids[node] else { return };
+        let Some(t) = self.tasks.get(&id) else { return };
+        let Some(worker) = t.worker.clone() else {
+            return;
+        };
+        let task = match spec::build(run, node, id, t.attempt, &self.master_addr) {
+            Ok(task) => task,
+            Err(message) => {
+                let _ = self.me.send(EngineMsg::Settle {
+                    id,
+                    state: TaskState::Failure,
+                    message: Some(message),
+                });
+                return;
+            }
+        };
+        let _ = self.dispatcher.send(DispatchMsg::Adopted {
+            worker: worker.clone(),
+        });
+        let (client, me) = (self.clients.get(&worker), self.me.clone());
+        tokio::spawn(async move {
+            let accepted = match client {
+                Ok(mut c) => c
+                    .dispatch(DispatchRequest {
+                        tasks: vec![task.spec],
+                    })
+                    .await
+                    .map(|r| r.into_inner().accepted.contains(&id))
+                    .unwrap_or(false),
+                Err(_) => false,
+            };
+            if !accepted {
+                warn!(task_instance_id = id, %worker, "worker did not take the adopted task back; it runs again");
+                let message = Some(format!(
+                    "worker {worker} could not be reached after a master failover"
+                ));
+                let _ = me.send(EngineMsg::Settle {
+                    id,
+                    state: TaskState::NeedFaultTolerance,
+                    message,
+                });
+            }
+        });
     }
 
     fn control(
@@ -600,25 +745,15 @@ impl Engine {
                 },
             );
             match delay {
-                Some(delay) => {
-                    let (me, instance, node, attempt) =
-                        (self.me.clone(), pc.instance, pc.node, pc.attempt);
-                    // A timer holds no thread and no worker slot; the runtime ignores it if
-                    // the attempt was cancelled meanwhile.
-                    tokio::spawn(async move {
-                        tokio::time::sleep(delay).await;
-                        let _ = me.send(EngineMsg::Ready {
-                            instance,
-                            node,
-                            attempt,
-                        });
-                    });
-                }
+                Some(delay) => timer(&self.me, pc.instance, pc.node, pc.attempt, delay),
                 None => self.enqueue(pc.instance, pc.node),
             }
         }
         for (instance, node) in cycle.enqueues {
             self.enqueue(instance, node);
+        }
+        for (instance, node) in cycle.adoptions {
+            self.adopt(instance, node);
         }
         for (instance, node) in cycle.kills {
             self.kill(instance, node);
@@ -737,4 +872,25 @@ fn new_task(run: &Run, node: Node, attempt: i32, state: TaskState, now: i64) -> 
         state,
         submitted_at: now,
     }
+}
+
+/// Brings `Ready` for the attempt after `wait`.
+fn timer(
+    me: &mpsc::UnboundedSender<EngineMsg>,
+    instance: i64,
+    node: Node,
+    attempt: i32,
+    wait: Duration,
+) {
+    let me = me.clone();
+    // A timer holds no thread and no worker slot; the runtime ignores it if the
+    // attempt was cancelled meanwhile.
+    tokio::spawn(async move {
+        tokio::time::sleep(wait).await;
+        let _ = me.send(EngineMsg::Ready {
+            instance,
+            node,
+            attempt,
+        });
+    });
 }

@@ -68,6 +68,13 @@ pub struct Outcome {
     pub actions: Vec<Action>,
 }
 
+/// How a stored run is rebuilt; see [`WorkflowRuntime::restore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recovery {
+    Rerun,
+    Failover,
+}
+
 /// An operator request the runtime refused, with the reason.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
@@ -151,10 +158,18 @@ impl WorkflowRuntime {
         Ok(rt)
     }
 
-    /// Rebuilds a run from its stored attempts, for resume and resubmit-failed: tasks
-    /// whose latest attempt passed keep their state and outputs; everything else (failed,
-    /// killed, paused, never run) runs again as a new attempt.
-    pub fn restore(def: Arc<WorkflowDef>, attempts: &[TaskInstanceRow]) -> Self {
+    /// Rebuilds a run from its stored attempts (the latest attempt of each task counts).
+    ///
+    /// `Recovery::Rerun` (resume, resubmit-failed): tasks that passed keep their state and
+    /// outputs; everything else (failed, killed, paused, never run) runs again as a new
+    /// attempt. `Recovery::Failover` (a master took the instance over): every attempt keeps
+    /// its state; those still in flight stay active for the caller to adopt, and only
+    /// tasks never started (or lost with a dead worker) start now.
+    pub fn restore(
+        def: Arc<WorkflowDef>,
+        attempts: &[TaskInstanceRow],
+        recovery: Recovery,
+    ) -> Self {
         let mut rt = Self::empty(def);
         let index: HashMap<&str, Node> = rt
             .def
@@ -165,24 +180,47 @@ impl WorkflowRuntime {
             .collect();
         let mut latest: Vec<Option<&TaskInstanceRow>> = vec![None; rt.slots.len()];
         for row in attempts {
-            if let Some(&node) = index.get(row.name.as_str()) {
-                rt.last_attempt[node] = rt.last_attempt[node].max(row.attempt);
-                if latest[node].is_none_or(|l| l.attempt <= row.attempt) {
-                    latest[node] = Some(row);
-                }
+            let Some(&node) = index.get(row.name.as_str()) else {
+                continue;
+            };
+            rt.last_attempt[node] = rt.last_attempt[node].max(row.attempt);
+            if recovery == Recovery::Failover && row.state == TaskState::Failure {
+                rt.retries_left[node] = rt.retries_left[node].saturating_sub(1);
+            }
+            if latest[node].is_none_or(|l| l.attempt <= row.attempt) {
+                latest[node] = Some(row);
             }
         }
         for (node, row) in latest.into_iter().enumerate() {
-            if let Some(row) = row.filter(|r| r.state.lets_downstream_run()) {
-                rt.slots[node] = Slot::Done {
-                    attempt: row.attempt,
-                    state: row.state,
-                };
+            let Some(row) = row else { continue };
+            let (attempt, state) = (row.attempt, row.state);
+            if state.lets_downstream_run() {
+                rt.slots[node] = Slot::Done { attempt, state };
                 rt.outputs[node] = row.output.clone();
                 rt.mark_passed(node);
+            } else if recovery == Recovery::Rerun || state == TaskState::NeedFaultTolerance {
+                // Left NotStarted: it runs again as attempt last + 1.
+            } else if state.is_terminal() {
+                rt.slots[node] = Slot::Done { attempt, state };
+                rt.failed |= state == TaskState::Failure;
+            } else {
+                rt.slots[node] = Slot::Active { attempt, state };
+                rt.active += 1;
             }
         }
         rt
+    }
+
+    /// Attempts still in flight (for the caller to adopt after a failover restore).
+    pub fn in_flight(&self) -> Vec<(Node, i32, TaskState)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(node, s)| match s {
+                Slot::Active { attempt, state } => Some((node, *attempt, *state)),
+                _ => None,
+            })
+            .collect()
     }
 
     fn empty(def: Arc<WorkflowDef>) -> Self {
@@ -395,6 +433,9 @@ impl WorkflowRuntime {
             );
             // Definition order, so equal-priority tasks are submitted as written.
             candidates.sort_unstable();
+        } else if state == TaskState::NeedFaultTolerance && !self.stop_requested {
+            // Lost with its worker: a new attempt, not a retry (the task did not fail).
+            self.begin_attempt(node, None, &mut out.actions);
         } else if state == TaskState::Failure
             && self.retries_left[node] > 0
             && !self.starting_blocked()

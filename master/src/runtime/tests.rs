@@ -393,7 +393,20 @@ fn pause_lets_running_tasks_finish_and_resume_continues_from_the_store() {
         row(2, "b", TaskState::Success, 1),
         row(3, "c", TaskState::Paused, 1),
     ];
-    let mut resumed = WorkflowRuntime::restore(rt.definition().clone(), &stored);
+    let after_failover = WorkflowRuntime::restore(
+        rt.definition().clone(),
+        &[
+            row(1, "a", TaskState::Success, 1),
+            row(2, "b", TaskState::Running, 1),
+        ],
+        Recovery::Failover,
+    );
+    assert_eq!(
+        after_failover.in_flight(),
+        vec![(1, 1, TaskState::Running)],
+        "a failover keeps b in flight"
+    );
+    let mut resumed = WorkflowRuntime::restore(rt.definition().clone(), &stored, Recovery::Rerun);
     assert_eq!(
         created_with(&resumed.apply(Event::Start)),
         vec![(2, 2, None)],
@@ -449,6 +462,20 @@ fn a_workflow_timeout_with_fail_stops_the_run_as_failed() {
         out.actions,
         vec![Action::Finish {
             state: WorkflowState::Failure
+        }]
+    );
+}
+
+#[test]
+fn a_task_lost_with_its_worker_gets_a_new_attempt_without_using_a_retry() {
+    let mut rt = runtime("name: l\ntasks:\n- {name: a, type: noop}\n");
+    rt.apply(Event::Start);
+    let out = rt.apply(task(0, TaskState::NeedFaultTolerance));
+    assert_eq!(created_with(&out), vec![(0, 2, None)]);
+    assert_eq!(
+        rt.apply(attempt(0, 2, TaskState::Success)).actions,
+        vec![Action::Finish {
+            state: WorkflowState::Success
         }]
     );
 }

@@ -1,34 +1,81 @@
-//! Killing a task: SIGKILL to its whole process group.
+//! Stopping a task: SIGKILL to its whole process group, and a cancellation signal for
+//! tasks that run in the worker itself (http, sql).
 //!
-//! A kill can arrive before the process exists (the task was just accepted), while it runs,
+//! A stop can arrive before the process exists (the task was just accepted), while it runs,
 //! or after it exited. [`KillSwitch`] makes the first two cases work: the request is
-//! remembered, and whichever of `request` and `attach` comes second sends the signal.
+//! remembered, and whichever of `stop` and `attach` comes second sends the signal.
+//!
+//! A task is stopped for one of two reasons: a kill request (the master, or shutdown) or
+//! its timeout with strategy `fail`. The first reason wins; the runner only sees "stopped"
+//! and the executor turns the reason into KILLED or FAILURE.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+use tokio_util::sync::CancellationToken;
 
-/// Kill state of one task attempt.
+/// Why a task was stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StopReason {
+    /// A kill request: the task ends KILLED.
+    Killed,
+    /// Its timeout passed with strategy `fail`: the task ends FAILURE.
+    TimedOut,
+}
+
+const RUNNING: u8 = 0;
+const KILLED: u8 = 1;
+const TIMED_OUT: u8 = 2;
+
+/// Stop state of one task attempt.
 #[derive(Default)]
 pub(crate) struct KillSwitch {
-    requested: AtomicBool,
+    reason: AtomicU8,
     /// Process group id of the running process; 0 when there is none.
     pgid: AtomicI32,
+    /// Cancelled on the first stop; in-process runners select on it.
+    cancel: CancellationToken,
 }
 
 impl KillSwitch {
     /// Asks for the task to be killed; kills its process group now if it has one.
     pub(crate) fn request(&self) {
-        self.requested.store(true, Ordering::SeqCst);
+        self.stop(StopReason::Killed);
+    }
+
+    /// Stops the task for `reason` unless it was already stopped (the first reason stays).
+    pub(crate) fn stop(&self, reason: StopReason) {
+        let code = match reason {
+            StopReason::Killed => KILLED,
+            StopReason::TimedOut => TIMED_OUT,
+        };
+        let _ = self
+            .reason
+            .compare_exchange(RUNNING, code, Ordering::SeqCst, Ordering::SeqCst);
+        self.cancel.cancel();
         let pgid = self.pgid.load(Ordering::SeqCst);
         if pgid > 0 {
             kill_group(pgid);
         }
     }
 
+    /// True once the task was stopped for any reason.
     pub(crate) fn requested(&self) -> bool {
-        self.requested.load(Ordering::SeqCst)
+        self.reason().is_some()
     }
 
-    /// Records the process group of the started process; kills it at once if a kill was
+    pub(crate) fn reason(&self) -> Option<StopReason> {
+        match self.reason.load(Ordering::SeqCst) {
+            KILLED => Some(StopReason::Killed),
+            TIMED_OUT => Some(StopReason::TimedOut),
+            _ => None,
+        }
+    }
+
+    /// Resolves once the task is stopped. Cancellation-safe.
+    pub(crate) async fn stopped(&self) {
+        self.cancel.cancelled().await
+    }
+
+    /// Records the process group of the started process; kills it at once if a stop was
     /// requested before it started.
     pub(crate) fn attach(&self, pgid: i32) {
         self.pgid.store(pgid, Ordering::SeqCst);
@@ -69,6 +116,29 @@ mod tests {
         assert!(!k.requested());
         k.request();
         assert!(k.requested());
+        assert_eq!(k.reason(), Some(StopReason::Killed));
+    }
+
+    #[test]
+    fn the_first_stop_reason_wins() {
+        let k = KillSwitch::default();
+        k.stop(StopReason::TimedOut);
+        k.request();
+        assert_eq!(k.reason(), Some(StopReason::TimedOut));
+    }
+
+    #[tokio::test]
+    async fn stop_wakes_in_process_runners() {
+        let k = std::sync::Arc::new(KillSwitch::default());
+        let waiter = tokio::spawn({
+            let k = k.clone();
+            async move { k.stopped().await }
+        });
+        k.request();
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("stopped() resolves")
+            .unwrap();
     }
 
     #[test]

@@ -1,17 +1,29 @@
 //! Running tasks: admission against the slots, one tokio task per accepted task, and the
 //! RUNNING / SUCCESS / FAILURE / KILLED events each one reports through the outbox.
 //!
-//! Task types: `noop` succeeds at once; `shell` runs its command (see [`shell`]); any other
-//! type fails with a message naming the types this worker runs.
+//! Task types: `noop` succeeds at once; `shell` and `python` run their script in a process
+//! group of their own (see [`process`]); `http` sends a request ([`http`]); `sql` runs a
+//! query against a configured datasource ([`sql`]). Any other type fails with a message
+//! naming the types this worker runs.
+//!
+//! Timeouts: a task with a `timeout` gets a timer beside its run. With strategy `fail` the
+//! timer stops the task like a kill does (process group killed, request or query dropped)
+//! and the attempt ends FAILURE `timed out after <N>s`; with `warn` it writes one warning
+//! line to the task log and lets the task run on.
 
+mod http;
+mod jsonpath;
 mod kill;
+mod process;
 mod set_value;
-mod shell;
+mod sql;
 
 use crate::logs;
 use crate::outbox::Outbox;
-use kill::KillSwitch;
+use kill::{KillSwitch, StopReason};
+use process::Program;
 use serde::Deserialize;
+use shoal_common::definition::{HttpSpec, SqlSpec, TimeoutStrategy};
 use shoal_common::proto::{DispatchResponse, TaskEvent, TaskEventKind, TaskSpec};
 use shoal_common::types::now_ms;
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -27,13 +39,24 @@ use tracing::{Instrument, debug, info, info_span, warn};
 const FINISHED_MEMORY: usize = 100_000;
 /// `exit_code` of a failure that is not a process exit (bad definition, spawn error).
 pub(crate) const NO_EXIT_CODE: i32 = -1;
-const KNOWN_TYPES: &str = "shell, noop";
+const KNOWN_TYPES: &str = "shell, python, http, sql, noop";
 
 /// Where tasks write.
 #[derive(Clone, Debug)]
 pub(crate) struct ExecutorDirs {
     pub(crate) logs: PathBuf,
     pub(crate) work: PathBuf,
+}
+
+pub(crate) use sql::Datasources;
+
+/// How tasks run on this worker.
+pub(crate) struct ExecutorConfig {
+    pub(crate) slots: u32,
+    pub(crate) dirs: ExecutorDirs,
+    /// Interpreter of python tasks.
+    pub(crate) python: String,
+    pub(crate) datasources: Datasources,
 }
 
 /// One attempt of one task instance.
@@ -75,13 +98,24 @@ struct Table {
     accepting: bool,
 }
 
-/// The part of the definition JSON the worker reads; everything else is ignored.
+/// The part of the definition JSON (a `TaskDef`) the worker reads; everything else is
+/// ignored, so that the master may send fields this worker does not know yet.
 #[derive(Default, Deserialize)]
 struct TaskBody {
     #[serde(default, rename = "type")]
     task_type: String,
     #[serde(default)]
     command: Option<String>,
+    #[serde(default)]
+    script: Option<String>,
+    #[serde(default)]
+    http: Option<HttpSpec>,
+    #[serde(default)]
+    sql: Option<SqlSpec>,
+    #[serde(default, with = "shoal_common::duration::option")]
+    timeout: Option<Duration>,
+    #[serde(default)]
+    timeout_strategy: TimeoutStrategy,
 }
 
 /// How a task ended.
@@ -107,11 +141,30 @@ impl Outcome {
             output: HashMap::new(),
         }
     }
+
+    /// What a runner returns when its task was stopped (for whichever reason).
+    fn killed() -> Self {
+        Outcome::Killed {
+            message: "killed by request".into(),
+        }
+    }
+}
+
+/// What a task runs, checked before anything starts.
+enum Work<'a> {
+    Script {
+        program: Program<'a>,
+        script: &'a str,
+    },
+    Http(&'a HttpSpec),
+    Sql(&'a SqlSpec),
 }
 
 pub(crate) struct Executor {
     slots: u32,
     dirs: ExecutorDirs,
+    python: String,
+    datasources: Datasources,
     outbox: Outbox,
     table: Mutex<Table>,
     running_count: watch::Sender<u32>,
@@ -121,10 +174,18 @@ pub(crate) struct Executor {
 }
 
 impl Executor {
-    pub(crate) fn new(slots: u32, dirs: ExecutorDirs, outbox: Outbox) -> Arc<Self> {
+    pub(crate) fn new(config: ExecutorConfig, outbox: Outbox) -> Arc<Self> {
+        let ExecutorConfig {
+            slots,
+            dirs,
+            python,
+            datasources,
+        } = config;
         Arc::new(Executor {
             slots,
             dirs,
+            python,
+            datasources,
             outbox,
             table: Mutex::new(Table {
                 running: HashMap::new(),
@@ -288,9 +349,11 @@ impl Executor {
             task.kill.request();
         }
         let mut active = self.active.subscribe();
-        tokio::time::timeout(wait, active.wait_for(|n| *n == 0))
+        let finished = tokio::time::timeout(wait, active.wait_for(|n| *n == 0))
             .await
-            .is_ok_and(|r| r.is_ok())
+            .is_ok_and(|r| r.is_ok());
+        self.datasources.close().await;
+        finished
     }
 
     async fn run(self: Arc<Self>, spec: TaskSpec, task: Arc<RunningTask>) {
@@ -371,7 +434,7 @@ impl Executor {
         } else {
             spec.task_type.as_str()
         };
-        match task_type {
+        let work = match task_type {
             "noop" => {
                 self.report(task, event(spec, TaskEventKind::Running));
                 info!(
@@ -379,31 +442,47 @@ impl Executor {
                     attempt = spec.attempt,
                     "task started"
                 );
-                Outcome::Success {
+                return Outcome::Success {
                     output: HashMap::new(),
-                }
+                };
             }
             "shell" => match body.command.as_deref() {
-                Some(command) if !command.trim().is_empty() => {
-                    self.run_shell(spec, task, command).await
-                }
-                _ => self.fail_early(spec, "shell task has no command".into()),
+                Some(command) if !command.trim().is_empty() => Work::Script {
+                    program: Program::shell(),
+                    script: command,
+                },
+                _ => return self.fail_early(spec, "shell task has no command".into()),
             },
-            other => self.fail_early(
-                spec,
-                format!("unknown task type '{other}' (this worker runs: {KNOWN_TYPES})"),
-            ),
-        }
-    }
+            "python" => match body.script.as_deref() {
+                Some(script) if !script.trim().is_empty() => Work::Script {
+                    program: Program::python(&self.python),
+                    script,
+                },
+                _ => return self.fail_early(spec, "python task has no script".into()),
+            },
+            "http" => match &body.http {
+                Some(http) => Work::Http(http),
+                None => return self.fail_early(spec, "http task has no 'http' section".into()),
+            },
+            "sql" => match &body.sql {
+                Some(sql) => Work::Sql(sql),
+                None => return self.fail_early(spec, "sql task has no 'sql' section".into()),
+            },
+            other => {
+                return self.fail_early(
+                    spec,
+                    format!("unknown task type '{other}' (this worker runs: {KNOWN_TYPES})"),
+                );
+            }
+        };
 
-    async fn run_shell(&self, spec: &TaskSpec, task: &RunningTask, command: &str) -> Outcome {
         let log_path = logs::log_path(
             &self.dirs.logs,
             spec.workflow_instance_id,
             spec.task_instance_id,
             spec.attempt,
         );
-        let mut log = match open_log(&log_path) {
+        let log = match open_log(&log_path) {
             Ok(f) => f,
             Err(e) => {
                 return Outcome::failure(format!(
@@ -412,39 +491,84 @@ impl Executor {
                 ));
             }
         };
-        let stdout_log = match log.try_clone() {
-            Ok(f) => f,
-            Err(e) => {
-                return Outcome::failure(format!(
-                    "cannot share task log {}: {e}",
-                    log_path.display()
-                ));
+        let run = async {
+            match work {
+                Work::Script { program, script } => {
+                    self.run_script(spec, task, &program, script, &log).await
+                }
+                Work::Http(http) => {
+                    self.started(spec, task, None);
+                    http::run(http, &log, &task.kill).await
+                }
+                Work::Sql(sql) => {
+                    self.started(spec, task, None);
+                    sql::run(&self.datasources, sql, &log, &task.kill).await
+                }
             }
         };
-        let process = match shell::spawn(&self.work_dir(spec), command, &spec.params, &log) {
+        let outcome = match body.timeout {
+            Some(limit) => with_timeout(run, limit, body.timeout_strategy, task, &log, spec).await,
+            None => run.await,
+        };
+        match (outcome, task.kill.reason()) {
+            (Outcome::Killed { .. }, Some(StopReason::TimedOut)) => {
+                let limit = body.timeout.unwrap_or_default();
+                Outcome::failure(format!(
+                    "timed out after {}",
+                    shoal_common::duration::format(limit)
+                ))
+            }
+            (killed @ Outcome::Killed { .. }, _) => {
+                note(&log, "task killed");
+                killed
+            }
+            (outcome, _) => outcome,
+        }
+    }
+
+    /// Reports RUNNING.
+    fn started(&self, spec: &TaskSpec, task: &RunningTask, pid: Option<i32>) {
+        self.report(task, event(spec, TaskEventKind::Running));
+        info!(
+            task_instance_id = spec.task_instance_id,
+            attempt = spec.attempt,
+            pid,
+            "task started"
+        );
+    }
+
+    /// Runs a script task (shell, python): one code path for "a program in its own process
+    /// group, writing into the task log".
+    async fn run_script(
+        &self,
+        spec: &TaskSpec,
+        task: &RunningTask,
+        program: &Program<'_>,
+        script: &str,
+        log: &File,
+    ) -> Outcome {
+        let output_log = match log.try_clone() {
+            Ok(f) => f,
+            Err(e) => return Outcome::failure(format!("cannot share the task log: {e}")),
+        };
+        let process = match process::spawn(program, &self.work_dir(spec), script, &spec.params) {
             Ok(p) => p,
             Err(message) => {
-                note(&mut log, &message);
+                note(log, &message);
                 warn!(task_instance_id = spec.task_instance_id, attempt = spec.attempt, error = %message, "task could not start");
                 return Outcome::failure(message);
             }
         };
         task.kill.attach(process.pgid);
-        self.report(task, event(spec, TaskEventKind::Running));
-        info!(
-            task_instance_id = spec.task_instance_id,
-            attempt = spec.attempt,
-            pid = process.pgid,
-            "task started"
-        );
+        self.started(spec, task, Some(process.pgid));
 
-        let exit = process.wait(stdout_log).await;
+        let exit = process.wait(output_log).await;
         task.kill.detach();
 
         let mut output = exit.output;
         if exit.output_truncated {
             note(
-                &mut log,
+                log,
                 &format!(
                     "output parameters beyond {} bytes were dropped",
                     set_value::MAX_OUTPUT
@@ -455,7 +579,7 @@ impl Executor {
             Ok(status) => status,
             Err(e) => {
                 let message = format!("cannot wait for the task process: {e}");
-                note(&mut log, &message);
+                note(log, &message);
                 return Outcome::failure(message);
             }
         };
@@ -463,10 +587,7 @@ impl Executor {
             return Outcome::Success { output };
         }
         if task.kill.requested() {
-            note(&mut log, "task killed");
-            return Outcome::Killed {
-                message: "killed by request".into(),
-            };
+            return Outcome::killed();
         }
         use std::os::unix::process::ExitStatusExt;
         let (exit_code, message) = match (status.code(), status.signal()) {
@@ -477,7 +598,7 @@ impl Executor {
             ),
             (None, None) => (NO_EXIT_CODE, format!("command ended with {status}")),
         };
-        note(&mut log, &message);
+        note(log, &message);
         Outcome::Failure {
             exit_code,
             message,
@@ -494,8 +615,8 @@ impl Executor {
             spec.task_instance_id,
             spec.attempt,
         );
-        if let Ok(mut log) = open_log(&path) {
-            note(&mut log, &message);
+        if let Ok(log) = open_log(&path) {
+            note(&log, &message);
         }
         Outcome::failure(message)
     }
@@ -550,6 +671,45 @@ fn open_log(path: &Path) -> std::io::Result<File> {
 
 /// Appends a worker note to the task log; a log that cannot be written is not worth
 /// failing the task for.
-fn note(log: &mut File, message: &str) {
+fn note(mut log: &File, message: &str) {
     let _ = writeln!(log, "[shoal] {message}");
+}
+
+/// Runs `run` under the task's timeout. `fail`: at the deadline the task is stopped (the
+/// runner then returns as if killed, and the caller turns that into a timeout failure).
+/// `warn`: one warning line in the log, and the task runs on.
+async fn with_timeout(
+    run: impl Future<Output = Outcome>,
+    limit: Duration,
+    strategy: TimeoutStrategy,
+    task: &RunningTask,
+    log: &File,
+    spec: &TaskSpec,
+) -> Outcome {
+    tokio::pin!(run);
+    let deadline = tokio::time::sleep(limit);
+    tokio::pin!(deadline);
+    let mut expired = false;
+    let limit_text = shoal_common::duration::format(limit);
+    loop {
+        // Both arms are cancellation-safe: the run future and the timer are pinned here and
+        // polled again on the next turn, never dropped mid-way.
+        tokio::select! {
+            outcome = &mut run => return outcome,
+            _ = &mut deadline, if !expired => {
+                expired = true;
+                match strategy {
+                    TimeoutStrategy::Warn => {
+                        note(log, &format!("warning: task exceeded its timeout of {limit_text}"));
+                        warn!(task_instance_id = spec.task_instance_id, attempt = spec.attempt, timeout = %limit_text, "task exceeded its timeout");
+                    }
+                    TimeoutStrategy::Fail => {
+                        note(log, &format!("timed out after {limit_text}, stopping the task"));
+                        info!(task_instance_id = spec.task_instance_id, attempt = spec.attempt, timeout = %limit_text, "task timed out, stopping it");
+                        task.kill.stop(StopReason::TimedOut);
+                    }
+                }
+            }
+        }
+    }
 }

@@ -1,36 +1,74 @@
-//! Shell tasks: the command is written to a script and run with `bash <script>` in its own
-//! process group, in a per-task work directory. stderr goes straight to the task log;
-//! stdout is copied to the log by the worker, which scans it for `${setValue(k=v)}` lines.
+//! Script tasks (shell, python): the script is written into the task's work directory and
+//! run as `<interpreter> <script>` in its own process group. stdout and stderr share one
+//! pipe, so the log keeps the order in which the task wrote (two streams reaching the log
+//! by different paths interleave mid-line); the worker copies the pipe to the task log and
+//! scans it for `${setValue(k=v)}` lines, on either stream as in DolphinScheduler, which
+//! merges them too. Task parameters whose names are shell identifiers are exported as
+//! environment variables.
 
 use super::kill::kill_group;
 use super::set_value::OutputScanner;
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::net::unix::pipe;
+use tokio::process::{Child, Command};
 use tracing::warn;
 
-/// Name of the script inside the task's work directory.
-const SCRIPT: &str = "task.sh";
-/// After the task exited and its group was killed, how long to keep reading stdout held
+/// What runs a script task.
+pub(crate) struct Program<'a> {
+    /// The interpreter: a path, or a name looked up in `PATH`.
+    pub(crate) interpreter: &'a OsStr,
+    /// File name of the script inside the work directory, e.g. `task.sh`.
+    pub(crate) script_name: &'static str,
+    /// Environment set before the task's parameters (which may override it).
+    pub(crate) env: &'a [(&'a str, &'a str)],
+}
+
+impl Program<'static> {
+    /// `bash task.sh`.
+    pub(crate) fn shell() -> Self {
+        Program {
+            interpreter: bash().as_os_str(),
+            script_name: "task.sh",
+            env: &[],
+        }
+    }
+}
+
+impl<'a> Program<'a> {
+    /// `<python> task.py`, unbuffered so that prints reach the log as they happen (and are
+    /// not lost when the task is killed) in order with what goes to stderr.
+    pub(crate) fn python(interpreter: &'a str) -> Self {
+        Program {
+            interpreter: OsStr::new(interpreter),
+            script_name: "task.py",
+            env: &[("PYTHONUNBUFFERED", "1")],
+        }
+    }
+}
+/// After the task exited and its group was killed, how long to keep reading output held
 /// open by a process that left the group (setsid) before giving up on it.
 const STDOUT_DRAIN_WAIT: Duration = Duration::from_secs(2);
 
-/// A started shell task.
-pub(crate) struct ShellProcess {
+/// A started script task.
+pub(crate) struct TaskProcess {
     child: Child,
-    stdout: ChildStdout,
-    /// Process id of bash, which is also the id of the task's process group.
+    /// Read end of the pipe that is the task's stdout and stderr.
+    output: pipe::Receiver,
+    /// Process id of the interpreter, which is also the id of the task's process group.
     pub(crate) pgid: i32,
 }
 
-/// How a shell task ended.
-pub(crate) struct ShellExit {
+/// How a script task ended.
+pub(crate) struct TaskExit {
     pub(crate) status: std::io::Result<ExitStatus>,
     pub(crate) output: HashMap<String, String>,
     /// Some setValue parameters were dropped because the output grew too large.
@@ -64,59 +102,69 @@ pub(crate) fn is_shell_identifier(name: &str) -> bool {
         && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
 }
 
-/// Writes the script into `work_dir` and starts it. `log` receives stderr directly.
+/// Writes `script` into `work_dir` and starts `program` on it.
 ///
 /// The file system calls here are small and local (one mkdir, one short write); they run
 /// inline rather than on the blocking pool because a hop there costs more than they do and
 /// dispatch latency matters.
 pub(crate) fn spawn(
+    program: &Program<'_>,
     work_dir: &Path,
-    command: &str,
+    script: &str,
     params: &HashMap<String, String>,
-    log: &File,
-) -> Result<ShellProcess, String> {
+) -> Result<TaskProcess, String> {
     std::fs::create_dir_all(work_dir)
         .map_err(|e| format!("cannot create work directory {}: {e}", work_dir.display()))?;
-    let script = work_dir.join(SCRIPT);
-    let mut text = String::with_capacity(command.len() + 1);
-    text.push_str(command);
+    let path = work_dir.join(program.script_name);
+    let mut text = String::with_capacity(script.len() + 1);
+    text.push_str(script);
     text.push('\n');
-    std::fs::write(&script, text)
-        .map_err(|e| format!("cannot write script {}: {e}", script.display()))?;
-    let stderr = log
+    std::fs::write(&path, text)
+        .map_err(|e| format!("cannot write script {}: {e}", path.display()))?;
+    // Both ends are close-on-exec: only the task's own stdout/stderr (dup2'ed) stay open in
+    // it, and no other task spawned concurrently inherits them.
+    let (reader, writer) =
+        std::io::pipe().map_err(|e| format!("cannot create the output pipe: {e}"))?;
+    let stdout = writer
         .try_clone()
-        .map_err(|e| format!("cannot share the task log with the task: {e}"))?;
+        .map_err(|e| format!("cannot create the output pipe: {e}"))?;
+    let output = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
+        .map_err(|e| format!("cannot read the output pipe: {e}"))?;
 
-    let mut cmd = Command::new(bash());
-    cmd.arg(SCRIPT)
+    let name = program.interpreter.to_string_lossy();
+    let mut cmd = Command::new(program.interpreter);
+    cmd.arg(program.script_name)
         .current_dir(work_dir)
         .process_group(0)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(stderr))
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::from(writer))
+        .envs(program.env.iter().copied())
         .envs(params.iter().filter(|(k, _)| is_shell_identifier(k)));
-    let mut child = cmd.spawn().map_err(|e| format!("cannot start bash: {e}"))?;
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {name}: {e}"))?;
+    // The command holds the worker's copies of the write end: without dropping them the
+    // pipe would never report end-of-file.
+    drop(cmd);
     let Some(pid) = child.id() else {
-        return Err("bash exited before its process id could be read".into());
+        return Err(format!("{name} exited before its process id could be read"));
     };
-    let Some(stdout) = child.stdout.take() else {
-        return Err("bash has no stdout pipe".into());
-    };
-    Ok(ShellProcess {
+    Ok(TaskProcess {
         child,
-        stdout,
+        output,
         pgid: pid as i32,
     })
 }
 
-impl ShellProcess {
-    /// Copies stdout to `log` until the task exits, then kills what is left of its process
-    /// group: background processes of a finished task would hold its slot's resources with
-    /// nobody left to track or kill them (and keep its stdout open).
-    pub(crate) async fn wait(self, mut log: File) -> ShellExit {
-        let ShellProcess {
+impl TaskProcess {
+    /// Copies the output to `log` until the task exits, then kills what is left of its
+    /// process group: background processes of a finished task would hold its slot's
+    /// resources with nobody left to track or kill them (and keep its output open).
+    pub(crate) async fn wait(self, mut log: File) -> TaskExit {
+        let TaskProcess {
             mut child,
-            mut stdout,
+            mut output,
             pgid,
         } = self;
         let mut scanner = OutputScanner::default();
@@ -126,7 +174,7 @@ impl ShellProcess {
             let copy = async {
                 let mut buf = vec![0u8; 16 * 1024];
                 loop {
-                    match stdout.read(&mut buf).await {
+                    match output.read(&mut buf).await {
                         Ok(0) => break,
                         Ok(n) => {
                             if let Err(e) = log.write_all(&buf[..n])
@@ -138,7 +186,7 @@ impl ShellProcess {
                             scanner.feed(&buf[..n]);
                         }
                         Err(e) => {
-                            warn!(error = %e, "cannot read task stdout");
+                            warn!(error = %e, "cannot read task output");
                             break;
                         }
                     }
@@ -164,12 +212,12 @@ impl ShellProcess {
             {
                 warn!(
                     pgid,
-                    "task stdout still open after the task exited; stopped reading it"
+                    "task output still open after the task exited; stopped reading it"
                 );
             }
         }
         let (output, output_truncated) = scanner.finish();
-        ShellExit {
+        TaskExit {
             status,
             output,
             output_truncated,

@@ -1,0 +1,279 @@
+//! Operator actions on a workflow instance. Stop and pause go to the master driving the
+//! instance, which answers once it has committed the request; resume, rerun and
+//! resubmit-failed are commands that a master claims, like a start.
+
+use crate::Ctx;
+use crate::channels::call;
+use crate::error::{Error, Result};
+use crate::extract::ApiPath;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use shoal_common::proto::master_client::MasterClient;
+use shoal_common::proto::{ControlAction, ControlRequest};
+use shoal_common::store::{InstanceRow, NewCommand, recovery_allowed};
+use shoal_common::types::{CommandKind, WorkflowState};
+use std::time::Duration;
+use tonic::Code;
+
+/// How long the master may take to answer a stop or pause, connecting included.
+const MASTER_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Stop,
+    Pause,
+    Resume,
+    Rerun,
+    ResubmitFailed,
+}
+
+/// What the 404 for an unknown action lists.
+const VALID_ACTIONS: &str = "stop, pause, resume, rerun, resubmit-failed";
+
+impl Action {
+    fn parse(s: &str) -> Option<Action> {
+        Some(match s {
+            "stop" => Action::Stop,
+            "pause" => Action::Pause,
+            "resume" => Action::Resume,
+            "rerun" => Action::Rerun,
+            "resubmit-failed" | "resubmit_failed" => Action::ResubmitFailed,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Action::Stop => "stop",
+            Action::Pause => "pause",
+            Action::Resume => "resume",
+            Action::Rerun => "rerun",
+            Action::ResubmitFailed => "resubmit-failed",
+        }
+    }
+}
+
+/// `POST /instances/{id}/{action}`. Answers 202 with `{"id", "action", "state"}` for stop
+/// and pause (the state the master reports, e.g. `ready_stop`), and with `{"command_id",
+/// "id", "action"}` for the others (`GET /commands/{command_id}` tells when a master took
+/// it up). 409 when the instance's state does not allow the action, 503 when the master
+/// driving it cannot be reached.
+pub async fn act(
+    State(ctx): State<Ctx>,
+    ApiPath((id, action)): ApiPath<(i64, String)>,
+) -> Result<(StatusCode, Json<Value>)> {
+    let action = Action::parse(&action).ok_or_else(|| {
+        Error::NotFound(format!(
+            "unknown action '{action}' on workflow instance {id}; valid actions: {VALID_ACTIONS}"
+        ))
+    })?;
+    let instance = ctx
+        .store
+        .get_instance(id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("workflow instance {id} does not exist")))?;
+    match action {
+        Action::Stop => control(&ctx, &instance, Control::STOP).await,
+        Action::Pause => control(&ctx, &instance, Control::PAUSE).await,
+        Action::Resume => recover(&ctx, instance, action, CommandKind::Resume).await,
+        Action::Rerun => recover(&ctx, instance, action, CommandKind::Rerun).await,
+        Action::ResubmitFailed => {
+            recover(&ctx, instance, action, CommandKind::ResubmitFailed).await
+        }
+    }
+}
+
+/// A stop or pause: the states it applies to and what the refusal says otherwise.
+struct Control {
+    action: Action,
+    grpc: ControlAction,
+    /// Asking again while the request is under way is answered, not refused.
+    allowed: &'static [WorkflowState],
+    only: &'static str,
+}
+
+impl Control {
+    const STOP: Control = Control {
+        action: Action::Stop,
+        grpc: ControlAction::Stop,
+        allowed: &[
+            WorkflowState::Running,
+            WorkflowState::ReadyPause,
+            WorkflowState::ReadyStop,
+        ],
+        only: "only a running or pausing instance can be stopped",
+    };
+    const PAUSE: Control = Control {
+        action: Action::Pause,
+        grpc: ControlAction::Pause,
+        allowed: &[WorkflowState::Running, WorkflowState::ReadyPause],
+        only: "only a running instance can be paused",
+    };
+
+    fn check(&self, id: i64, state: WorkflowState) -> Result<()> {
+        if self.allowed.contains(&state) {
+            Ok(())
+        } else {
+            Err(Error::Conflict(format!(
+                "workflow instance {id} is {state}; {}",
+                self.only
+            )))
+        }
+    }
+}
+
+/// Asks the master driving the instance to stop or pause it.
+async fn control(
+    ctx: &Ctx,
+    instance: &InstanceRow,
+    control: Control,
+) -> Result<(StatusCode, Json<Value>)> {
+    let id = instance.id;
+    let action = control.action.name();
+    control.check(id, instance.state)?;
+    let Some(addr) = instance.owner.as_deref().filter(|a| !a.is_empty()) else {
+        return Err(Error::Unavailable(format!(
+            "no master drives workflow instance {id} at the moment; failover will take it \
+             over, try again shortly"
+        )));
+    };
+    let unreachable = |detail: &str| {
+        tracing::warn!(instance = id, master = addr, detail, "master unreachable");
+        Error::Unavailable(format!(
+            "the master driving workflow instance {id} ({addr}) is unreachable; failover \
+             will take it over, try again shortly"
+        ))
+    };
+    let channel = ctx.peers.get(addr).map_err(|e| unreachable(&e))?;
+    let request = ControlRequest {
+        workflow_instance_id: id,
+        action: control.grpc.into(),
+    };
+    let status = match call(MASTER_TIMEOUT, MasterClient::new(channel).control(request)).await {
+        Ok(answer) => {
+            let state = answer.state.as_str();
+            tracing::info!(
+                instance = id,
+                action,
+                master = addr,
+                state,
+                "control requested"
+            );
+            let body = json!({ "id": id, "action": action, "state": answer.state });
+            return Ok((StatusCode::ACCEPTED, Json(body)));
+        }
+        Err(status) => status,
+    };
+    Err(match status.code() {
+        Code::FailedPrecondition => Error::Conflict(status.message().to_string()),
+        Code::NotFound => {
+            // The run may have ended between the read above and the master's answer.
+            let now = ctx.store.get_instance(id).await?;
+            if let Some(now) = now
+                && let Err(refused) = control.check(id, now.state)
+            {
+                return Err(refused);
+            }
+            tracing::warn!(
+                instance = id,
+                master = addr,
+                "the owner does not drive the instance"
+            );
+            Error::Unavailable(format!(
+                "the master at {addr} no longer drives workflow instance {id}; failover will \
+                 take it over, try again shortly"
+            ))
+        }
+        Code::Unavailable => unreachable(status.message()),
+        Code::DeadlineExceeded => Error::Unavailable(format!(
+            "the master driving workflow instance {id} ({addr}) did not answer within {}s; \
+             the {action} may still take effect, see `shoal status {id}`",
+            MASTER_TIMEOUT.as_secs()
+        )),
+        code => Error::Peer {
+            action: format!("{action} workflow instance {id} through master {addr}"),
+            reason: format!("master answered {code:?}: {}", status.message()),
+        },
+    })
+}
+
+/// Writes the resume, rerun or resubmit-failed command for an instance. It pins the
+/// instance's version, parameters, priority and start options.
+async fn recover(
+    ctx: &Ctx,
+    instance: InstanceRow,
+    action: Action,
+    kind: CommandKind,
+) -> Result<(StatusCode, Json<Value>)> {
+    let id = instance.id;
+    if let Err(reason) = recovery_allowed(kind, instance.state) {
+        return Err(Error::Conflict(format!(
+            "workflow instance {id} is {}; {reason}",
+            instance.state
+        )));
+    }
+    let cmd = NewCommand {
+        kind,
+        project: instance.project,
+        workflow: instance.workflow,
+        version: instance.version,
+        params: instance.params,
+        priority: Some(instance.priority),
+        workflow_instance_id: Some(id),
+        options: instance.options,
+    };
+    let command_id = ctx.store.insert_command(&cmd).await?;
+    tracing::info!(
+        command_id,
+        kind = %cmd.kind,
+        instance = id,
+        project = %cmd.project,
+        workflow = %cmd.workflow,
+        version = cmd.version,
+        "command written"
+    );
+    let body = json!({ "command_id": command_id, "id": id, "action": action.name() });
+    Ok((StatusCode::ACCEPTED, Json(body)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_have_one_name_each_and_accept_the_underscore_spelling() {
+        for a in [
+            Action::Stop,
+            Action::Pause,
+            Action::Resume,
+            Action::Rerun,
+            Action::ResubmitFailed,
+        ] {
+            assert_eq!(Action::parse(a.name()), Some(a));
+            assert!(VALID_ACTIONS.contains(a.name()));
+        }
+        assert_eq!(
+            Action::parse("resubmit_failed"),
+            Some(Action::ResubmitFailed)
+        );
+        assert_eq!(Action::parse("kill"), None);
+    }
+
+    #[test]
+    fn stop_and_pause_name_the_state_they_refuse() {
+        let e = Control::PAUSE
+            .check(7, WorkflowState::Success)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "workflow instance 7 is success; only a running instance can be paused"
+        );
+        assert!(Control::STOP.check(7, WorkflowState::ReadyStop).is_ok());
+        assert!(Control::STOP.check(7, WorkflowState::ReadyPause).is_ok());
+        assert!(Control::STOP.check(7, WorkflowState::Stopped).is_err());
+        assert!(Control::PAUSE.check(7, WorkflowState::ReadyStop).is_err());
+    }
+}

@@ -1,0 +1,95 @@
+//! Notices dead nodes and acts for them.
+//!
+//! A worker that leaves the cluster takes its running tasks with it: the engine re-runs
+//! them as new attempts. An instance whose master is gone (no live master owns it) is
+//! taken over with an epoch bump and rebuilt from the store; this also picks up what a
+//! restarted `shoal standalone` left running, and anything a crashed master left half done.
+
+use crate::engine::EngineMsg;
+use shoal_common::registry::NodeWatch;
+use shoal_common::store::Store;
+use std::collections::HashSet;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
+
+/// Instances taken over per pass; the next pass takes more.
+const TAKEOVER_BATCH: u64 = 200;
+
+pub struct Failover {
+    pub store: Store,
+    /// This master's address, as registered.
+    pub me: String,
+    pub masters: NodeWatch,
+    pub workers: NodeWatch,
+    /// Fallback check interval; membership changes trigger a check at once.
+    pub poll: Duration,
+}
+
+impl Failover {
+    pub async fn run(
+        mut self,
+        engine: mpsc::UnboundedSender<EngineMsg>,
+        shutdown: CancellationToken,
+    ) {
+        let mut known_workers = addrs(&self.workers);
+        let mut tick = tokio::time::interval(self.poll);
+        loop {
+            // Cancellation-safe: watch changes and ticks only trigger another check.
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                r = self.masters.changed() => if r.is_err() { break },
+                r = self.workers.changed() => if r.is_err() { break },
+                _ = tick.tick() => {}
+            }
+            let workers = addrs(&self.workers);
+            let gone: Vec<String> = known_workers.difference(&workers).cloned().collect();
+            known_workers = workers;
+            if !gone.is_empty() {
+                info!(workers = ?gone, "workers left the cluster");
+                if engine.send(EngineMsg::WorkersGone(gone)).is_err() {
+                    break;
+                }
+            }
+            let masters: Vec<String> = addrs(&self.masters).into_iter().collect();
+            // Until this master is registered (or after it lost its lease) it takes nothing.
+            if !masters.contains(&self.me) {
+                continue;
+            }
+            if let Err(e) = self.take_orphans(&masters, &engine).await {
+                error!(error = %e, "taking over orphaned instances failed");
+            }
+        }
+    }
+
+    async fn take_orphans(
+        &self,
+        masters: &[String],
+        engine: &mpsc::UnboundedSender<EngineMsg>,
+    ) -> shoal_common::Result<()> {
+        let orphans = self
+            .store
+            .orphaned_instances(masters, TAKEOVER_BATCH)
+            .await?;
+        let mut taken = Vec::new();
+        for (id, epoch) in orphans {
+            if let Some(claimed) = self.store.take_over(id, epoch, &self.me).await? {
+                info!(
+                    instance_id = id,
+                    previous_epoch = epoch,
+                    "instance taken over from a dead master"
+                );
+                taken.push(claimed);
+            }
+        }
+        if !taken.is_empty() {
+            let _ = engine.send(EngineMsg::Claimed(taken));
+        }
+        Ok(())
+    }
+}
+
+fn addrs(watch: &NodeWatch) -> HashSet<String> {
+    watch.current().into_iter().map(|n| n.addr).collect()
+}

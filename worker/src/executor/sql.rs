@@ -1,0 +1,524 @@
+//! Sql tasks: the task's query runs against a datasource configured on the worker
+//! (`--datasource NAME=URL`, Postgres or SQLite). One pool per datasource is created on
+//! first use and kept.
+//!
+//! The query text is sent as it is (`raw_sql`; on Postgres the simple query protocol), so a
+//! script of several statements works too. Output parameters come from the first statement
+//! that returns rows. On Postgres every value comes back as the server's own text
+//! rendering, so any column type (numeric, timestamp, uuid, json, ...) can be output.
+//!
+//! A stop (kill or timeout) drops the query and closes its connection; on Postgres the
+//! server-side statement is also cancelled with `pg_cancel_backend`, so it does not run on
+//! holding locks. (SQLite has no cancel through sqlx: a stopped statement finishes in the
+//! background on its connection thread before the connection closes.)
+
+use super::kill::KillSwitch;
+use super::{NO_EXIT_CODE, Outcome, note};
+use shoal_common::definition::{SqlOutput, SqlSpec};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
+use sqlx::{Column, Database, Either, Executor, Postgres, Row, Sqlite, TypeInfo};
+use sqlx::{Pool, ValueRef};
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::str::FromStr;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio_stream::StreamExt;
+use tracing::warn;
+
+/// Connections per datasource pool, at most.
+const MAX_POOL: u32 = 8;
+/// How long a task waits for a free connection of its datasource.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bound on the cleanup after a stop (cancelling the statement on the server).
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+/// Total bytes of output parameters a query may produce.
+const MAX_OUTPUT: usize = super::set_value::MAX_OUTPUT;
+
+/// Connection options of a datasource, parsed from its URL at start-up.
+#[derive(Clone, Debug)]
+enum Target {
+    Postgres(PgConnectOptions),
+    Sqlite(SqliteConnectOptions),
+}
+
+#[derive(Clone)]
+enum DsPool {
+    Postgres(PgPool),
+    Sqlite(SqlitePool),
+}
+
+/// The datasources configured on this worker and their pools.
+pub(crate) struct Datasources {
+    targets: BTreeMap<String, Target>,
+    pools: Mutex<HashMap<String, DsPool>>,
+    pool_size: u32,
+}
+
+impl Datasources {
+    /// Checks every URL (scheme and syntax; nothing is connected yet).
+    pub(crate) fn new(urls: &BTreeMap<String, String>, slots: u32) -> Result<Self, String> {
+        let mut targets = BTreeMap::new();
+        for (name, url) in urls {
+            let scheme = url.split_once(':').map_or("", |(s, _)| s);
+            let target = match scheme {
+                "postgres" | "postgresql" => PgConnectOptions::from_str(url).map(Target::Postgres),
+                "sqlite" => SqliteConnectOptions::from_str(url).map(Target::Sqlite),
+                _ => {
+                    return Err(format!(
+                        "datasource '{name}': unsupported url scheme '{scheme}' \
+                         (use postgres://... or sqlite://...)"
+                    ));
+                }
+            }
+            // The error text of a URL parse never contains the password.
+            .map_err(|e| format!("datasource '{name}': invalid url: {e}"))?;
+            targets.insert(name.clone(), target);
+        }
+        Ok(Datasources {
+            targets,
+            pools: Mutex::new(HashMap::new()),
+            pool_size: slots.clamp(1, MAX_POOL),
+        })
+    }
+
+    /// The pool of `name`, created on first use (lazily: connections open on demand).
+    fn pool(&self, name: &str) -> Result<DsPool, String> {
+        let mut pools = self.pools.lock().expect("datasource pools lock");
+        if let Some(pool) = pools.get(name) {
+            return Ok(pool.clone());
+        }
+        let Some(target) = self.targets.get(name) else {
+            let known = if self.targets.is_empty() {
+                "none are configured on this worker".to_string()
+            } else {
+                let names: Vec<&str> = self.targets.keys().map(String::as_str).collect();
+                format!("configured: {}", names.join(", "))
+            };
+            return Err(format!("unknown datasource '{name}' ({known})"));
+        };
+        let pool = match target.clone() {
+            Target::Postgres(options) => DsPool::Postgres(
+                PgPoolOptions::new()
+                    .max_connections(self.pool_size)
+                    .acquire_timeout(ACQUIRE_TIMEOUT)
+                    .connect_lazy_with(options),
+            ),
+            Target::Sqlite(options) => DsPool::Sqlite(
+                SqlitePoolOptions::new()
+                    .max_connections(self.pool_size)
+                    .acquire_timeout(ACQUIRE_TIMEOUT)
+                    .connect_lazy_with(options),
+            ),
+        };
+        pools.insert(name.to_string(), pool.clone());
+        Ok(pool)
+    }
+
+    /// Closes the pools (at shutdown, after the tasks ended).
+    pub(crate) async fn close(&self) {
+        let pools: Vec<DsPool> = {
+            let mut pools = self.pools.lock().expect("datasource pools lock");
+            pools.drain().map(|(_, p)| p).collect()
+        };
+        for pool in pools {
+            match pool {
+                DsPool::Postgres(p) => p.close().await,
+                DsPool::Sqlite(p) => p.close().await,
+            }
+        }
+    }
+}
+
+/// Runs the task's query.
+pub(crate) async fn run(
+    datasources: &Datasources,
+    spec: &SqlSpec,
+    log: &File,
+    kill: &KillSwitch,
+) -> Outcome {
+    let pool = match datasources.pool(&spec.datasource) {
+        Ok(p) => p,
+        Err(message) => {
+            note(log, &message);
+            return Outcome::failure(message);
+        }
+    };
+    note(
+        log,
+        &format!("sql on datasource '{}':\n{}", spec.datasource, spec.query),
+    );
+    let result = match pool {
+        DsPool::Postgres(pool) => run_postgres(&pool, spec, kill).await,
+        DsPool::Sqlite(pool) => run_on(&pool, spec, kill, |_| async {}).await,
+    };
+    match result {
+        Ok(Some(done)) => {
+            let mut line = format!("{} rows returned", done.rows);
+            if done.affected > 0 {
+                line.push_str(&format!(", {} rows affected", done.affected));
+            }
+            note(log, &line);
+            Outcome::Success {
+                output: done.output,
+            }
+        }
+        Ok(None) => Outcome::killed(),
+        Err(message) => {
+            note(log, &message);
+            Outcome::Failure {
+                exit_code: NO_EXIT_CODE,
+                message,
+                output: HashMap::new(),
+            }
+        }
+    }
+}
+
+/// What a finished query produced.
+struct Done {
+    rows: u64,
+    affected: u64,
+    output: HashMap<String, String>,
+}
+
+/// Postgres: remembers the backend's pid first, so that a stop can cancel the statement.
+async fn run_postgres(
+    pool: &PgPool,
+    spec: &SqlSpec,
+    kill: &KillSwitch,
+) -> Result<Option<Done>, String> {
+    let cancel_pool = pool.clone();
+    run_on(pool, spec, kill, move |pid| async move {
+        let Some(pid) = pid else { return };
+        let cancel = sqlx::query("SELECT pg_cancel_backend($1)")
+            .bind(pid)
+            .execute(&cancel_pool);
+        match tokio::time::timeout(CANCEL_WAIT, cancel).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => warn!(pid, error = %e, "cannot cancel a stopped sql statement"),
+            Err(_) => warn!(pid, "cancelling a stopped sql statement timed out"),
+        }
+    })
+    .await
+}
+
+/// What differs between the backends.
+trait Backend: Database {
+    /// Server-side id of the session, to cancel a stopped statement with.
+    fn session_id(
+        conn: &mut Self::Connection,
+    ) -> impl Future<Output = Result<Option<i32>, sqlx::Error>> + Send;
+    fn affected(result: &Self::QueryResult) -> u64;
+    fn cell(row: &Self::Row, index: usize) -> Result<Cell, sqlx::Error>;
+}
+
+impl Backend for Postgres {
+    async fn session_id(conn: &mut Self::Connection) -> Result<Option<i32>, sqlx::Error> {
+        sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(conn)
+            .await
+            .map(Some)
+    }
+
+    fn affected(result: &Self::QueryResult) -> u64 {
+        result.rows_affected()
+    }
+
+    /// Values arrive in text format (simple query protocol): the server's rendering.
+    fn cell(row: &Self::Row, index: usize) -> Result<Cell, sqlx::Error> {
+        if row.try_get_raw(index)?.is_null() {
+            return Ok(Cell::Null);
+        }
+        let text: &str = row.try_get_unchecked(index)?;
+        Ok(match row.column(index).type_info().name() {
+            "BOOL" => Cell::Bool(text == "t"),
+            "INT2" | "INT4" | "INT8" | "OID" | "FLOAT4" | "FLOAT8" | "NUMERIC" => {
+                Cell::Number(text.to_string())
+            }
+            _ => Cell::Text(text.to_string()),
+        })
+    }
+}
+
+impl Backend for Sqlite {
+    async fn session_id(_: &mut Self::Connection) -> Result<Option<i32>, sqlx::Error> {
+        Ok(None)
+    }
+
+    fn affected(result: &Self::QueryResult) -> u64 {
+        result.rows_affected()
+    }
+
+    /// Decodes by the value's storage class; a declared `BOOLEAN` column (an integer in
+    /// SQLite) comes out as true/false.
+    fn cell(row: &Self::Row, index: usize) -> Result<Cell, sqlx::Error> {
+        let raw = row.try_get_raw(index)?;
+        if raw.is_null() {
+            return Ok(Cell::Null);
+        }
+        let storage = raw.type_info().name().to_string();
+        let declared = row.column(index).type_info().name().to_string();
+        Ok(match storage.as_str() {
+            "INTEGER" => {
+                let n: i64 = row.try_get_unchecked(index)?;
+                if declared == "BOOLEAN" {
+                    Cell::Bool(n != 0)
+                } else {
+                    Cell::Number(n.to_string())
+                }
+            }
+            "REAL" => Cell::float(row.try_get_unchecked(index)?),
+            "BLOB" => {
+                let bytes: Vec<u8> = row.try_get_unchecked(index)?;
+                Cell::Text(String::from_utf8_lossy(&bytes).into_owned())
+            }
+            _ => Cell::Text(row.try_get_unchecked(index)?),
+        })
+    }
+}
+
+/// One value of a result row.
+#[derive(Debug, Clone, PartialEq)]
+enum Cell {
+    Null,
+    Bool(bool),
+    /// A number in the database's text rendering.
+    Number(String),
+    Text(String),
+}
+
+impl Cell {
+    fn float(f: f64) -> Cell {
+        match serde_json::Number::from_f64(f) {
+            // serde_json prints the shortest form that reads back the same, keeping `.0`.
+            Some(n) => Cell::Number(n.to_string()),
+            None => Cell::Text(f.to_string()),
+        }
+    }
+
+    /// For `first_row`: NULL is the empty string.
+    fn into_text(self) -> String {
+        match self {
+            Cell::Null => String::new(),
+            Cell::Bool(b) => b.to_string(),
+            Cell::Number(s) | Cell::Text(s) => s,
+        }
+    }
+
+    /// For `all_rows`: numbers stay numbers where JSON can hold them (not NaN, Infinity).
+    fn into_json(self) -> serde_json::Value {
+        use serde_json::Value;
+        match self {
+            Cell::Null => Value::Null,
+            Cell::Bool(b) => Value::Bool(b),
+            Cell::Number(s) => match serde_json::from_str::<serde_json::Number>(&s) {
+                Ok(n) => Value::Number(n),
+                Err(_) => Value::String(s),
+            },
+            Cell::Text(s) => Value::String(s),
+        }
+    }
+}
+
+/// Acquires a connection and runs the query on it, giving up (and cleaning up) on a stop.
+/// `Ok(None)` means stopped.
+async fn run_on<DB, C, F>(
+    pool: &Pool<DB>,
+    spec: &SqlSpec,
+    kill: &KillSwitch,
+    cancel: C,
+) -> Result<Option<Done>, String>
+where
+    DB: Backend,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    C: FnOnce(Option<i32>) -> F,
+    F: Future<Output = ()>,
+{
+    // Each select below is cancellation-safe on the side that is dropped: an unfinished
+    // acquire gives nothing back, and a connection whose statement was dropped mid-way is
+    // closed instead of returned to the pool.
+    let mut conn = tokio::select! {
+        conn = pool.acquire() => conn.map_err(|e| format!("datasource '{}': {e}", spec.datasource))?,
+        _ = kill.stopped() => return Ok(None),
+    };
+    let session = tokio::select! {
+        id = DB::session_id(&mut conn) => id.map_err(|e| format!("datasource '{}': {e}", spec.datasource))?,
+        _ = kill.stopped() => {
+            conn.close_on_drop();
+            return Ok(None);
+        }
+    };
+    let done = tokio::select! {
+        done = collect::<DB>(&mut conn, &spec.query, spec.output) => done,
+        _ = kill.stopped() => None,
+    };
+    match done {
+        Some(done) => done.map(Some),
+        None => {
+            conn.close_on_drop();
+            drop(conn);
+            cancel(session).await;
+            Ok(None)
+        }
+    }
+}
+
+/// Streams the results, keeping only what the output mode needs.
+/// The outer `Option` is always `Some`; it lets the caller's select tell "stopped" apart.
+async fn collect<DB>(
+    conn: &mut DB::Connection,
+    query: &str,
+    mode: SqlOutput,
+) -> Option<Result<Done, String>>
+where
+    DB: Backend,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    Some(collect_inner::<DB>(conn, query, mode).await)
+}
+
+async fn collect_inner<DB>(
+    conn: &mut DB::Connection,
+    query: &str,
+    mode: SqlOutput,
+) -> Result<Done, String>
+where
+    DB: Backend,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    let mut stream = sqlx::raw_sql(query).fetch_many(&mut *conn);
+    let mut rows = 0u64;
+    let mut affected = 0u64;
+    let mut in_statement = 0u64;
+    // Outputs come from the first statement that returns rows.
+    let mut outputs_done = false;
+    let mut columns: Vec<String> = Vec::new();
+    let mut first: Option<Vec<Cell>> = None;
+    let mut all: Vec<Vec<serde_json::Value>> = Vec::new();
+    let mut bytes = 0usize;
+    while let Some(item) = stream.next().await {
+        match item.map_err(|e| e.to_string())? {
+            Either::Left(result) => {
+                if in_statement > 0 {
+                    outputs_done = true;
+                } else {
+                    // For a row-less statement only. (SQLite reports the changes of the
+                    // connection's last INSERT/UPDATE/DELETE, so after DDL this can be stale;
+                    // it only feeds the log line.)
+                    affected += DB::affected(&result);
+                }
+                in_statement = 0;
+            }
+            Either::Right(row) => {
+                rows += 1;
+                in_statement += 1;
+                if outputs_done || mode == SqlOutput::None {
+                    continue;
+                }
+                if columns.is_empty() && first.is_none() {
+                    columns = row.columns().iter().map(|c| c.name().to_string()).collect();
+                    all = vec![Vec::new(); columns.len()];
+                }
+                let cells = (0..row.len())
+                    .map(|i| DB::cell(&row, i))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| format!("cannot read row {rows}: {e}"))?;
+                match mode {
+                    SqlOutput::None => {}
+                    SqlOutput::FirstRow => {
+                        if first.is_none() {
+                            first = Some(cells);
+                        }
+                    }
+                    SqlOutput::AllRows => {
+                        for (column, cell) in all.iter_mut().zip(cells) {
+                            let value = cell.into_json();
+                            // The size as it will be rendered, plus a separator.
+                            bytes += value.to_string().len() + 1;
+                            column.push(value);
+                        }
+                        if bytes > MAX_OUTPUT {
+                            return Err(format!(
+                                "query output exceeds {} KiB after {rows} rows; \
+                                 limit the rows or use output: first_row",
+                                MAX_OUTPUT / 1024
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let output = match mode {
+        SqlOutput::None => HashMap::new(),
+        SqlOutput::FirstRow => columns
+            .into_iter()
+            .zip(first.unwrap_or_default())
+            .map(|(name, cell)| (name, cell.into_text()))
+            .collect(),
+        SqlOutput::AllRows => columns
+            .into_iter()
+            .zip(all)
+            .map(|(name, values)| (name, serde_json::Value::Array(values).to_string()))
+            .collect(),
+    };
+    Ok(Done {
+        rows,
+        affected,
+        output,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn datasource_urls_are_checked_at_start() {
+        let urls = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert!(
+            Datasources::new(
+                &urls(&[
+                    ("pg", "postgres://u:p@127.0.0.1:5432/db"),
+                    ("lite", "sqlite:///tmp/x.db?mode=rwc"),
+                ]),
+                4
+            )
+            .is_ok()
+        );
+        let e = Datasources::new(&urls(&[("my", "mysql://h/db")]), 4)
+            .err()
+            .unwrap();
+        assert!(e.contains("'my'") && e.contains("'mysql'"), "{e}");
+        let e = Datasources::new(&urls(&[("pg", "postgres://u:secret@h:notaport/db")]), 4)
+            .err()
+            .unwrap();
+        assert!(e.contains("'pg'") && !e.contains("secret"), "{e}");
+    }
+
+    #[test]
+    fn cells_render_as_text_and_json() {
+        assert_eq!(Cell::Null.into_text(), "");
+        assert_eq!(Cell::Bool(true).into_text(), "true");
+        assert_eq!(Cell::float(1.0).into_text(), "1.0");
+        assert_eq!(Cell::float(0.1).into_text(), "0.1");
+        assert_eq!(Cell::float(f64::NAN).into_text(), "NaN");
+        assert_eq!(
+            Cell::Number("12.50".into()).into_json(),
+            serde_json::json!(12.5)
+        );
+        assert_eq!(
+            Cell::Number("NaN".into()).into_json(),
+            serde_json::json!("NaN")
+        );
+        assert_eq!(Cell::Null.into_json(), serde_json::Value::Null);
+        assert_eq!(Cell::Text("a".into()).into_json(), serde_json::json!("a"));
+    }
+}
