@@ -213,15 +213,29 @@ fn a_crashed_standalone_finishes_its_instances_after_a_restart() {
     );
     let out = cli(&s.api, &["start", "crashy"]);
     let id: i64 = text(&out.stdout).trim().parse().expect("instance id");
-    support::wait_for("slow to start", Duration::from_secs(30), || started.exists().then_some(()));
+    support::wait_for("slow to start", Duration::from_secs(30), || {
+        started.exists().then_some(())
+    });
     s.crash_and_restart();
 
     let inst = s.api.wait_instance(id, Duration::from_secs(60));
     assert_eq!(inst["state"], "success", "{inst}");
     let lines = std::fs::read_to_string(&ran).unwrap();
-    assert_eq!(lines.lines().filter(|l| *l == "first").count(), 1, "a finished task is not run again: {lines}");
+    assert_eq!(
+        lines.lines().filter(|l| *l == "first").count(),
+        1,
+        "a finished task is not run again: {lines}"
+    );
     assert_eq!(lines.lines().filter(|l| *l == "last").count(), 1);
-    let slow: Vec<&Value> = inst["tasks"].as_array().unwrap().iter().filter(|t| t["name"] == "slow").collect();
-    assert_eq!(slow[0]["state"], "need_fault_tolerance", "the attempt lost in the crash is marked");
+    let slow: Vec<&Value> = inst["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == "slow")
+        .collect();
+    assert_eq!(
+        slow[0]["state"], "need_fault_tolerance",
+        "the attempt lost in the crash is marked"
+    );
     assert_eq!(slow.last().unwrap()["state"], "success");
 }

@@ -32,9 +32,9 @@ pub struct ExecArgs {
     /// Interpreter for python tasks.
     #[arg(long, env = "SHOAL_PYTHON", default_value = "python3")]
     pub python: String,
-    /// A datasource sql tasks can name: NAME=URL (postgres://… or sqlite://…); repeatable,
-    /// or comma separated in SHOAL_DATASOURCE.
-    #[arg(long = "datasource", env = "SHOAL_DATASOURCE", value_delimiter = ',', value_parser = parse_datasource)]
+    /// A datasource sql tasks can name: NAME=URL (postgres://… or sqlite://…); repeat the
+    /// flag for more (URLs may contain commas, so there is no list syntax).
+    #[arg(long = "datasource", value_parser = parse_datasource)]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub datasources: Vec<(String, String)>,
 }

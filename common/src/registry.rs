@@ -174,7 +174,12 @@ async fn keep_local(
         });
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            r = payload.changed() => if r.is_err() { break },
+            r = payload.changed() => if r.is_err() {
+                // The Membership handle was dropped: the payload is final, but the node
+                // stays registered until it shuts down.
+                shutdown.cancelled().await;
+                break;
+            },
         }
     }
     members.send_modify(|m| {
@@ -204,6 +209,7 @@ async fn keep_etcd(
     let mut tick = tokio::time::interval(renew);
     let mut publish = tokio::time::interval(Duration::from_secs(1));
     let mut dirty = false;
+    let mut payload_final = false;
     loop {
         // All arms are cancellation-safe: ticks and watch changes lose nothing when dropped.
         tokio::select! {
@@ -218,9 +224,9 @@ async fn keep_etcd(
                     }
                 }
             }
-            r = payload.changed() => {
-                if r.is_err() { break }
-                dirty = true;
+            // A dropped Membership handle only means no more payload updates.
+            r = payload.changed(), if !payload_final => {
+                if r.is_err() { payload_final = true } else { dirty = true }
             }
             _ = publish.tick(), if dirty => {
                 let node = payload.borrow_and_update().clone();
@@ -356,6 +362,36 @@ mod tests {
         })
         .await
         .unwrap();
+        node_stop.cancel();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while !workers.current().is_empty() {
+                workers.changed().await.unwrap();
+            }
+        })
+        .await
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_node_stays_registered_after_its_handle_is_dropped() {
+        let reg = Registry::local();
+        let stop = CancellationToken::new();
+        let mut workers = reg.watch(Role::Worker, stop.clone()).await.unwrap();
+        let node_stop = CancellationToken::new();
+        drop(
+            reg.register(worker("w2:1"), node_stop.clone())
+                .await
+                .unwrap(),
+        );
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while workers.current().is_empty() {
+                workers.changed().await.unwrap();
+            }
+        })
+        .await
+        .unwrap();
+        tokio::task::yield_now().await;
+        assert_eq!(workers.current().len(), 1, "still registered");
         node_stop.cancel();
         tokio::time::timeout(Duration::from_secs(5), async {
             while !workers.current().is_empty() {

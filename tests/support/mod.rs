@@ -200,7 +200,13 @@ impl Standalone {
 
     fn spawn(dir: &Path, port: u16, name: &str) -> Proc {
         let data = dir.join("data");
-        let args = ["standalone", "--data-dir", data.to_str().unwrap(), "--port", &port.to_string()];
+        let args = [
+            "standalone",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--port",
+            &port.to_string(),
+        ];
         Proc::spawn(name, dir, SHOAL, &args, &[])
     }
 

@@ -319,10 +319,12 @@ impl Engine {
         });
         let rt = match c.kind {
             CommandKind::Resume | CommandKind::ResubmitFailed => {
-                Ok(WorkflowRuntime::restore(def, &c.tasks, Recovery::Rerun))
+                let mut rt = WorkflowRuntime::restore(def, &c.tasks, Recovery::Rerun);
+                rt.limit_to(from).map(|()| rt)
             }
             CommandKind::RecoverFailover => {
-                Ok(WorkflowRuntime::restore(def, &c.tasks, Recovery::Failover))
+                let mut rt = WorkflowRuntime::restore(def, &c.tasks, Recovery::Failover);
+                rt.limit_to(from).map(|()| rt)
             }
             _ => WorkflowRuntime::new(def, from),
         };

@@ -34,15 +34,18 @@ impl Failover {
         shutdown: CancellationToken,
     ) {
         let mut known_workers = addrs(&self.workers);
+        let mut known_masters = HashSet::new();
         let mut tick = tokio::time::interval(self.poll);
         loop {
             // Cancellation-safe: watch changes and ticks only trigger another check.
-            tokio::select! {
+            // Heartbeats change the membership often; only a changed set of masters (or
+            // the fallback tick) is worth a look at the store.
+            let ticked = tokio::select! {
                 _ = shutdown.cancelled() => break,
-                r = self.masters.changed() => if r.is_err() { break },
-                r = self.workers.changed() => if r.is_err() { break },
-                _ = tick.tick() => {}
-            }
+                r = self.masters.changed() => if r.is_err() { break } else { false },
+                r = self.workers.changed() => if r.is_err() { break } else { false },
+                _ = tick.tick() => true,
+            };
             let workers = addrs(&self.workers);
             let gone: Vec<String> = known_workers.difference(&workers).cloned().collect();
             known_workers = workers;
@@ -52,12 +55,17 @@ impl Failover {
                     break;
                 }
             }
-            let masters: Vec<String> = addrs(&self.masters).into_iter().collect();
-            // Until this master is registered (or after it lost its lease) it takes nothing.
-            if !masters.contains(&self.me) {
+            let masters = addrs(&self.masters);
+            if !ticked && masters == known_masters {
                 continue;
             }
-            if let Err(e) = self.take_orphans(&masters, &engine).await {
+            known_masters = masters;
+            // Until this master is registered (or after it lost its lease) it takes nothing.
+            if !known_masters.contains(&self.me) {
+                continue;
+            }
+            let live: Vec<String> = known_masters.iter().cloned().collect();
+            if let Err(e) = self.take_orphans(&live, &engine).await {
                 error!(error = %e, "taking over orphaned instances failed");
             }
         }

@@ -111,6 +111,8 @@ pub struct WorkflowRuntime {
     def: Arc<WorkflowDef>,
     dag: DiGraph<Node, ()>,
     slots: Vec<Slot>,
+    /// Output parameters each passed node hands downstream: what its upstream tasks
+    /// handed it, overridden by its own outputs (so outputs flow along whole paths).
     outputs: Vec<Params>,
     /// Upstream tasks of each node that have not passed yet; zero means it may start.
     waiting_on: Vec<usize>,
@@ -135,27 +137,35 @@ impl WorkflowRuntime {
     /// A fresh run of a validated definition; with `from`, only the tasks of that scope.
     pub fn new(def: Arc<WorkflowDef>, from: Option<(&str, Scope)>) -> Result<Self, Refused> {
         let mut rt = Self::empty(def);
-        if let Some((task, scope)) = from {
-            let start = rt
-                .def
-                .tasks
-                .iter()
-                .position(|t| t.name == task)
-                .ok_or_else(|| {
-                    Refused(format!(
-                        "task '{task}' is not part of workflow '{}'",
-                        rt.def.name
-                    ))
-                })?;
-            let keep = scope::nodes(&rt.dag, start, scope);
-            for node in 0..rt.slots.len() {
-                if !keep.contains(&node) {
-                    rt.slots[node] = Slot::OutOfScope;
-                    rt.mark_passed(node);
-                }
+        rt.limit_to(from)?;
+        Ok(rt)
+    }
+
+    /// For a start from a task: every task outside the scope that has not run is left
+    /// out of the run (it counts as passed and never starts).
+    pub fn limit_to(&mut self, from: Option<(&str, Scope)>) -> Result<(), Refused> {
+        let Some((task, scope)) = from else {
+            return Ok(());
+        };
+        let start = self
+            .def
+            .tasks
+            .iter()
+            .position(|t| t.name == task)
+            .ok_or_else(|| {
+                Refused(format!(
+                    "task '{task}' is not part of workflow '{}'",
+                    self.def.name
+                ))
+            })?;
+        let keep = scope::nodes(&self.dag, start, scope);
+        for node in 0..self.slots.len() {
+            if !keep.contains(&node) && self.slots[node] == Slot::NotStarted {
+                self.slots[node] = Slot::OutOfScope;
+                self.mark_passed(node);
             }
         }
-        Ok(rt)
+        Ok(())
     }
 
     /// Rebuilds a run from its stored attempts (the latest attempt of each task counts).
@@ -191,12 +201,11 @@ impl WorkflowRuntime {
                 latest[node] = Some(row);
             }
         }
-        for (node, row) in latest.into_iter().enumerate() {
+        for (node, row) in latest.iter().enumerate() {
             let Some(row) = row else { continue };
             let (attempt, state) = (row.attempt, row.state);
             if state.lets_downstream_run() {
                 rt.slots[node] = Slot::Done { attempt, state };
-                rt.outputs[node] = row.output.clone();
                 rt.mark_passed(node);
             } else if recovery == Recovery::Rerun || state == TaskState::NeedFaultTolerance {
                 // Left NotStarted: it runs again as attempt last + 1.
@@ -208,7 +217,35 @@ impl WorkflowRuntime {
                 rt.active += 1;
             }
         }
+        // Upstream first, so each node inherits what its upstream tasks handed on.
+        let order = petgraph::algo::toposort(&rt.dag, None).unwrap_or_default();
+        for n in order {
+            let node = n.index();
+            if let (Some(row), Slot::Done { state, .. }) = (latest[node], rt.slots[node])
+                && state.lets_downstream_run()
+            {
+                rt.hand_on(node, row.output.clone());
+            }
+        }
         rt
+    }
+
+    /// Records what a passed node hands downstream: its upstream tasks' outputs,
+    /// overridden by its own.
+    fn hand_on(&mut self, node: Node, own: Params) {
+        let mut vars = Params::new();
+        for u in self
+            .dag
+            .neighbors_directed(NodeIndex::new(node), Direction::Incoming)
+        {
+            vars.extend(
+                self.outputs[u.index()]
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+        }
+        vars.extend(own);
+        self.outputs[node] = vars;
     }
 
     /// Attempts still in flight (for the caller to adopt after a failover restore).
@@ -424,7 +461,7 @@ impl WorkflowRuntime {
         self.active -= 1;
         let mut candidates = Vec::new();
         if state.lets_downstream_run() {
-            self.outputs[node] = output;
+            self.hand_on(node, output);
             self.mark_passed(node);
             candidates.extend(
                 self.dag
@@ -495,6 +532,7 @@ impl WorkflowRuntime {
                         attempt: 0,
                         state: TaskState::Skipped,
                     };
+                    self.hand_on(node, Params::new());
                     self.mark_passed(node);
                     actions.push(Action::Skip { node });
                     candidates.extend(

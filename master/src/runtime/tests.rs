@@ -479,3 +479,27 @@ fn a_task_lost_with_its_worker_gets_a_new_attempt_without_using_a_retry() {
         }]
     );
 }
+
+#[test]
+fn outputs_flow_along_the_whole_path() {
+    let mut rt = runtime(
+        "name: o\ntasks:\n- {name: a, type: noop}\n- {name: b, type: noop, depends_on: [a]}\n- {name: c, type: noop, depends_on: [b]}\n",
+    );
+    rt.apply(Event::Start);
+    let out: Params = [("rows".to_string(), "42".to_string())].into();
+    rt.apply(Event::Task {
+        node: 0,
+        attempt: 1,
+        state: TaskState::Success,
+        output: out,
+    });
+    let b_out: Params = [("b".to_string(), "1".to_string())].into();
+    rt.apply(Event::Task {
+        node: 1,
+        attempt: 1,
+        state: TaskState::Success,
+        output: b_out,
+    });
+    let p = rt.task_params(2, &Params::new(), &Params::new());
+    assert_eq!((p["rows"].as_str(), p["b"].as_str()), ("42", "1"));
+}
