@@ -62,6 +62,16 @@ pub async fn start(
             def.version
         )));
     }
+    if let Some((task, param)) = def
+        .definition
+        .unresolvable_references(&params)
+        .into_iter()
+        .next()
+    {
+        return Err(Error::BadRequest(format!(
+            "task '{task}' refers to ${{{param}}}, which is not defined: add it to the workflow's or the task's params, or pass it at start (--param {param}=VALUE)"
+        )));
+    }
     let cmd = NewCommand {
         kind: CommandKind::Start,
         project,

@@ -333,6 +333,47 @@ impl WorkflowDef {
         Ok(())
     }
 
+    /// `${name}` references that no source can satisfy for a run started with `start`
+    /// params: only tasks without upstream tasks can be judged before the run (any
+    /// upstream task may publish outputs). Returns (task, parameter) pairs.
+    pub fn unresolvable_references(
+        &self,
+        start: &BTreeMap<String, String>,
+    ) -> Vec<(String, String)> {
+        let mut missing = Vec::new();
+        for t in self
+            .tasks
+            .iter()
+            .filter(|t| t.depends_on.is_empty() && t.enabled)
+        {
+            let texts = [t.command.as_deref(), t.script.as_deref()]
+                .into_iter()
+                .flatten()
+                .chain(t.http.iter().flat_map(|h| {
+                    std::iter::once(h.url.as_str())
+                        .chain(h.headers.values().map(String::as_str))
+                        .chain(h.body.as_deref())
+                }))
+                .chain(t.sql.iter().map(|q| q.query.as_str()));
+            for text in texts {
+                for name in crate::params::references(text) {
+                    let known = name.starts_with("system.")
+                        || start.contains_key(&name)
+                        || t.params.contains_key(&name)
+                        || self.params.contains_key(&name);
+                    if !known
+                        && !missing
+                            .iter()
+                            .any(|(task, n)| task == &t.name && n == &name)
+                    {
+                        missing.push((t.name.clone(), name));
+                    }
+                }
+            }
+        }
+        missing
+    }
+
     /// Upstream task indices of every task, in task order. Assumes a validated definition.
     pub fn upstream_indices(&self) -> Vec<Vec<usize>> {
         let index: HashMap<&str, usize> = self
@@ -418,6 +459,19 @@ tasks:
         assert_eq!(
             def.upstream_indices(),
             vec![vec![], vec![0], vec![0], vec![1, 2]]
+        );
+    }
+
+    #[test]
+    fn references_no_source_can_satisfy_are_found_on_root_tasks_only() {
+        let def = WorkflowDef::parse(
+            "name: r\nparams: {g: 1}\ntasks:\n- {name: a, type: shell, command: 'echo ${g} ${s} ${nope} ${system.biz.date}'}\n- {name: b, type: shell, command: 'echo ${from_a}', depends_on: [a]}\n",
+        )
+        .unwrap();
+        let start = BTreeMap::from([("s".to_string(), "x".to_string())]);
+        assert_eq!(
+            def.unresolvable_references(&start),
+            vec![("a".to_string(), "nope".to_string())]
         );
     }
 
