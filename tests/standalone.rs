@@ -193,11 +193,22 @@ fn invalid_definitions_are_refused_with_the_offender_named() {
     let (status, _) = s.api.post("/projects/default/workflows/loop/start", "{}");
     assert_eq!(status, 404, "nothing was stored");
 
-    apply(&s, "needs", "name: needs\ntasks:\n- { name: t, type: shell, command: 'echo ${region}' }\n");
+    apply(
+        &s,
+        "needs",
+        "name: needs\ntasks:\n- { name: t, type: shell, command: 'echo ${region}' }\n",
+    );
     let out = cli(&s.api, &["start", "needs"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("${region}"), "{}", text(&out.stderr));
-    let out = cli(&s.api, &["start", "needs", "--param", "region=eu", "--wait"]);
+    assert!(
+        text(&out.stderr).contains("${region}"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = cli(
+        &s.api,
+        &["start", "needs", "--param", "region=eu", "--wait"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
 
     let out = cli(&s.api, &["start", "nope"]);

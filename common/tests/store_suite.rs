@@ -54,6 +54,7 @@ store_suite!(
     corrupt_rows_are_errors_not_panics,
     unknown_ids_read_as_none,
     a_recovery_command_takes_over_the_instance_once,
+    all_writes_of_a_lost_instance_are_fenced,
 );
 
 // ---- harness ----
@@ -920,4 +921,66 @@ async fn a_recovery_command_takes_over_the_instance_once(ctx: Ctx) {
         Some(CommandStatus::Error { error }) => assert!(error.contains("paused"), "{error}"),
         other => panic!("expected an error command, got {other:?}"),
     }
+}
+
+/// A master that lost an instance (its epoch moved on) can neither add attempts nor
+/// change existing ones, while its writes for instances it still holds go through.
+async fn all_writes_of_a_lost_instance_are_fenced(ctx: Ctx) {
+    let store = &ctx.store;
+    let mine = running_instance(store, "kept").await;
+    let lost = running_instance(store, "taken").await;
+    let ids = write(
+        store,
+        WriteBatch {
+            new_tasks: vec![new_task(&lost, "a")],
+            epochs: vec![(lost.id, lost.owner_epoch)],
+            ..Default::default()
+        },
+    )
+    .await
+    .new_task_ids;
+    assert!(
+        store
+            .take_over(lost.id, lost.owner_epoch, "m2")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        store
+            .take_over(lost.id, lost.owner_epoch, "m3")
+            .await
+            .unwrap()
+            .is_none(),
+        "one winner"
+    );
+
+    let result = write(
+        store,
+        WriteBatch {
+            new_tasks: vec![new_task(&lost, "b"), new_task(&mine, "c")],
+            task_updates: vec![TaskUpdate::state(ids[0], TaskState::Success)],
+            epochs: vec![(lost.id, lost.owner_epoch), (mine.id, mine.owner_epoch)],
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(result.fenced_instances, vec![lost.id]);
+    assert_eq!(
+        result.new_task_ids.len(),
+        1,
+        "only the kept instance's task was written"
+    );
+    let lost_tasks = store.list_task_instances(lost.id).await.unwrap();
+    assert_eq!(
+        lost_tasks.len(),
+        1,
+        "no attempt was added to the lost instance"
+    );
+    assert_eq!(
+        lost_tasks[0].state,
+        TaskState::Submitted,
+        "its attempt was not changed"
+    );
+    assert_eq!(store.list_task_instances(mine.id).await.unwrap().len(), 1);
 }

@@ -9,8 +9,8 @@ use super::{
 };
 use crate::error::Result;
 use sea_query::{
-    Expr, ExprTrait, Func, Iden, IntoColumnRef, IntoIden, Order, Query, SelectStatement, TableRef,
-    ValueTuple,
+    Expr, ExprTrait, Func, Iden, IntoColumnRef, IntoIden, LockType, Order, Query, SelectStatement,
+    TableRef, ValueTuple,
 };
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
@@ -145,16 +145,33 @@ impl TaskRecord {
 }
 
 impl Store {
-    /// Commits one engine cycle's writes in one transaction.
+    /// Commits one engine cycle's writes in one transaction. Writes for an instance whose
+    /// owner epoch is no longer the one in `batch.epochs` are dropped and the instance is
+    /// reported fenced: a master that lost an instance can change nothing of it.
     pub async fn write_batch(&self, batch: &WriteBatch) -> Result<WriteResult> {
         if batch.is_empty() {
             return Ok(WriteResult::default());
         }
         let mut tx = self.db.begin().await?;
-        let new_task_ids = insert_tasks(&mut tx, &batch.new_tasks).await?;
-        update_tasks(&mut tx, &batch.task_updates).await?;
-        let fenced_instances = update_instances(&mut tx, &batch.instance_updates).await?;
+        let mut fenced = lost_instances(&mut tx, &batch.epochs).await?;
+        let new_tasks: Vec<NewTaskInstance> = batch
+            .new_tasks
+            .iter()
+            .filter(|t| !fenced.contains(&t.workflow_instance_id))
+            .cloned()
+            .collect();
+        let new_task_ids = insert_tasks(&mut tx, &new_tasks).await?;
+        update_tasks(&mut tx, &batch.task_updates, &fenced).await?;
+        let instance_updates: Vec<InstanceUpdate> = batch
+            .instance_updates
+            .iter()
+            .filter(|u| !fenced.contains(&u.id))
+            .cloned()
+            .collect();
+        fenced.extend(update_instances(&mut tx, &instance_updates).await?);
         tx.commit().await?;
+        let mut fenced_instances: Vec<i64> = fenced.into_iter().collect();
+        fenced_instances.sort_unstable();
         Ok(WriteResult {
             new_task_ids,
             fenced_instances,
@@ -311,7 +328,7 @@ async fn insert_tasks(tx: &mut Tx, tasks: &[NewTaskInstance]) -> Result<Vec<i64>
 
 /// One `UPDATE task_instance ... FROM (VALUES ...)` per chunk; a `None` field is sent as
 /// NULL and keeps the stored value.
-async fn update_tasks(tx: &mut Tx, updates: &[TaskUpdate]) -> Result<()> {
+async fn update_tasks(tx: &mut Tx, updates: &[TaskUpdate], fenced: &HashSet<i64>) -> Result<()> {
     let updates = merge_task_updates(updates);
     for chunk in updates.chunks(tx.rows_per_statement(8)) {
         let rows = chunk
@@ -359,7 +376,11 @@ async fn update_tasks(tx: &mut Tx, updates: &[TaskUpdate]) -> Result<()> {
                     batch_or_keep(Batch::C8, (Task::Table, Task::Message)),
                 )
                 .from(TableRef::ValuesList(rows, Batch::Table.into_iden()))
-                .and_where(Expr::col((Task::Table, Task::Id)).eq(batch(Batch::C1))),
+                .and_where(Expr::col((Task::Table, Task::Id)).eq(batch(Batch::C1)))
+                .and_where_option((!fenced.is_empty()).then(|| {
+                    Expr::col((Task::Table, Task::WorkflowInstanceId))
+                        .is_not_in(fenced.iter().copied())
+                })),
         )
         .await?;
     }
@@ -368,6 +389,34 @@ async fn update_tasks(tx: &mut Tx, updates: &[TaskUpdate]) -> Result<()> {
 
 /// Applies instance updates where `owner_epoch` still matches, one statement per chunk;
 /// returns the ids that did not match (fenced).
+/// Instances of `epochs` whose owner epoch moved on (or that are gone). On Postgres the
+/// rows stay locked until commit, so a takeover cannot slip in between check and write;
+/// SQLite's write transaction is exclusive anyway.
+async fn lost_instances(tx: &mut Tx, epochs: &[(i64, i64)]) -> Result<HashSet<i64>> {
+    let mut lost = HashSet::new();
+    for chunk in epochs.chunks(tx.rows_per_statement(1)) {
+        let current: HashMap<i64, i64> = tx
+            .fetch_all::<(i64, i64)>(
+                Query::select()
+                    .columns([Inst::Id, Inst::OwnerEpoch])
+                    .from(Inst::Table)
+                    .and_where(Expr::col(Inst::Id).is_in(chunk.iter().map(|(id, _)| *id)))
+                    .order_by(Inst::Id, Order::Asc)
+                    .lock(LockType::Update),
+            )
+            .await?
+            .into_iter()
+            .collect();
+        lost.extend(
+            chunk
+                .iter()
+                .filter(|(id, epoch)| current.get(id) != Some(epoch))
+                .map(|(id, _)| *id),
+        );
+    }
+    Ok(lost)
+}
+
 async fn update_instances(tx: &mut Tx, updates: &[InstanceUpdate]) -> Result<Vec<i64>> {
     let updates = merge_instance_updates(updates);
     let mut fenced = Vec::new();

@@ -186,6 +186,9 @@ pub struct WriteBatch {
     pub new_tasks: Vec<NewTaskInstance>,
     pub task_updates: Vec<TaskUpdate>,
     pub instance_updates: Vec<InstanceUpdate>,
+    /// The owner epoch the writer holds for each instance the batch touches; all writes
+    /// for an instance whose epoch moved on are dropped (fencing).
+    pub epochs: Vec<(i64, i64)>,
 }
 
 impl WriteBatch {
@@ -198,7 +201,7 @@ impl WriteBatch {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WriteResult {
-    /// Ids of `new_tasks`, in the same order.
+    /// Ids of `new_tasks` that were written (those of fenced instances are not), in order.
     pub new_task_ids: Vec<i64>,
     /// Instances whose update was refused because the epoch moved on: the writer lost them.
     pub fenced_instances: Vec<i64>,

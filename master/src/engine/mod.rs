@@ -127,7 +127,8 @@ struct Cycle {
     batch: WriteBatch,
     updates: HashMap<i64, usize>,
     creates: Vec<PendingCreate>,
-    acks: Vec<(oneshot::Sender<Vec<u64>>, Vec<u64>)>,
+    /// Per report: (event seq, its instance), acknowledged after the commit.
+    acks: Vec<(oneshot::Sender<Vec<u64>>, Vec<(u64, i64)>)>,
     replies: Vec<(ControlReply, Result<WorkflowState, ControlError>)>,
     kills: Vec<(i64, Node)>,
     withdraws: Vec<(i64, Node)>,
@@ -135,6 +136,8 @@ struct Cycle {
     adoptions: Vec<(i64, Node)>,
     finished: Vec<i64>,
     ended_tasks: Vec<i64>,
+    /// Owner epoch of every instance this cycle writes for (the store fences on it).
+    epochs: HashMap<i64, i64>,
 }
 
 impl Cycle {
@@ -166,6 +169,8 @@ pub struct Engine {
     me: mpsc::UnboundedSender<EngineMsg>,
     clients: WorkerClients,
     workers: NodeWatch,
+    /// Instances another master took over from this one (its writes were fenced).
+    lost: HashSet<i64>,
 }
 
 impl Engine {
@@ -178,6 +183,7 @@ impl Engine {
         workers: NodeWatch,
     ) -> Self {
         Engine {
+            lost: HashSet::new(),
             workers,
             store,
             master_addr,
@@ -208,6 +214,7 @@ impl Engine {
                 self.handle(m, &mut cycle);
                 n += 1;
             }
+            cycle.batch.epochs = cycle.epochs.iter().map(|(i, e)| (*i, *e)).collect();
             let Some(result) = self.commit(&cycle.batch, &shutdown).await else {
                 break;
             };
@@ -231,7 +238,12 @@ impl Engine {
             } => {
                 let mut seqs = Vec::with_capacity(events.len());
                 for ev in events {
-                    seqs.push(ev.seq);
+                    // An instance lost to another master: no ack, so the worker keeps the
+                    // event until the new owner adopts the task and it is rerouted there.
+                    if self.lost.contains(&ev.workflow_instance_id) {
+                        continue;
+                    }
+                    seqs.push((ev.seq, ev.workflow_instance_id));
                     self.on_worker_event(&worker, ev, cycle);
                 }
                 cycle.acks.push((ack, seqs));
@@ -605,6 +617,7 @@ impl Engine {
         now: i64,
     ) -> Option<Outcome> {
         let run = self.runs.get_mut(&instance)?;
+        cycle.epochs.insert(instance, run.epoch);
         let mut outcome = run.rt.apply(event);
         let actions = std::mem::take(&mut outcome.actions);
         self.perform(instance, actions, cycle, now);
@@ -616,6 +629,7 @@ impl Engine {
         let Some(run) = self.runs.get(&instance) else {
             return;
         };
+        cycle.epochs.insert(instance, run.epoch);
         for action in actions {
             match action {
                 Action::CreateTask {
@@ -708,13 +722,17 @@ impl Engine {
     }
 
     fn after_commit(&mut self, cycle: Cycle, result: WriteResult) {
+        self.lost.extend(result.fenced_instances.iter().copied());
         for (ack, seqs) in cycle.acks {
-            let _ = ack.send(seqs);
+            let durable = seqs
+                .into_iter()
+                .filter(|(_, instance)| !self.lost.contains(instance));
+            let _ = ack.send(durable.map(|(seq, _)| seq).collect());
         }
         for (reply, outcome) in cycle.replies {
             let _ = reply.send(outcome);
         }
-        for instance in result.fenced_instances {
+        for &instance in &result.fenced_instances {
             warn!(
                 instance_id = instance,
                 "instance was taken over by another master; dropping it"
@@ -728,7 +746,13 @@ impl Engine {
                 let _ = self.dispatcher.send(DispatchMsg::Finished { worker });
             }
         }
-        for (pc, id) in cycle.creates.into_iter().zip(result.new_task_ids) {
+        // The store wrote no task of a fenced instance: line up the ids with the rest.
+        let fenced: HashSet<i64> = result.fenced_instances.iter().copied().collect();
+        let creates = cycle
+            .creates
+            .into_iter()
+            .filter(|pc| !fenced.contains(&pc.instance));
+        for (pc, id) in creates.zip(result.new_task_ids) {
             let Some(run) = self.runs.get_mut(&pc.instance) else {
                 continue;
             };
