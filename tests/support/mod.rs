@@ -295,3 +295,71 @@ fn psql(sql: &str) {
         text(&out.stderr)
     );
 }
+
+// ---- additions for the fault-injection suite (tests/fault_injection.rs) ----
+
+impl Proc {
+    /// Sends a signal by name (`STOP`, `CONT`, `KILL`, ...) with kill(1), so that a test
+    /// can pause and resume a process without an extra crate.
+    pub fn signal(&self, sig: &str) {
+        let out = Command::new("kill")
+            .args([format!("-{sig}"), self.pid().to_string()])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run kill -{sig} for {}: {e}", self.name));
+        assert!(
+            out.status.success(),
+            "kill -{sig} {} ({}): {}",
+            self.pid(),
+            self.name,
+            text(&out.stderr)
+        );
+    }
+
+    /// Whether the process has ended (reaps it if so).
+    pub fn exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// A real etcd on the given loopback ports with its data under `dir/etcd`; starting it
+/// again with the same ports and dir is an etcd restart (members, leases and keys kept).
+/// `name` names the log file (`dir/<name>.log`).
+pub fn start_etcd_on(dir: &Path, name: &str, client: u16, peer: u16) -> (Proc, String) {
+    let url = format!("http://127.0.0.1:{client}");
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    let data = dir.join("etcd");
+    let etcd = Proc::spawn(
+        name,
+        dir,
+        "etcd",
+        &[
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--listen-client-urls",
+            &url,
+            "--advertise-client-urls",
+            &url,
+            "--listen-peer-urls",
+            &peer_url,
+            "--initial-advertise-peer-urls",
+            &peer_url,
+            "--initial-cluster",
+            &format!("default={peer_url}"),
+        ],
+        &[],
+    );
+    (etcd, url)
+}
+
+impl TestDb {
+    /// Runs one SQL statement in this test's database; returns psql's unaligned,
+    /// tuples-only output (`|` between columns, a row per line).
+    pub fn query(&self, sql: &str) -> String {
+        let out = Command::new("psql")
+            .args([&self.url, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql])
+            .output()
+            .expect("psql must be installed (PostgreSQL client)");
+        assert!(out.status.success(), "{sql}: {}", text(&out.stderr));
+        text(&out.stdout)
+    }
+}

@@ -131,6 +131,12 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<i32> {
                 cell(&t["worker"]),
                 time(&t["started_at"]),
                 time(&t["ended_at"]),
+                // Why a task waits or failed (e.g. no live worker in its group).
+                t["message"]
+                    .as_str()
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or("-")
+                    .to_string(),
             ];
             if runs {
                 row.insert(1, cell(&t["run"]));
@@ -142,7 +148,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<i32> {
         out.push_str("no tasks yet\n");
     } else {
         let mut headers = vec![
-            "id", "name", "state", "attempt", "worker", "started", "ended",
+            "id", "name", "state", "attempt", "worker", "started", "ended", "message",
         ];
         if runs {
             headers.insert(1, "run");

@@ -49,8 +49,8 @@ pub struct Dispatcher {
     /// Tasks this master has on each worker (sent and not yet finished).
     outstanding: HashMap<String, u32>,
     resting: HashMap<String, Instant>,
-    /// Round-robin position per group.
-    cursor: HashMap<String, usize>,
+    /// Queued tasks the engine was told are waiting for a worker of their group.
+    waiting_reported: HashSet<i64>,
     in_flight: HashSet<i64>,
     cancelled: HashSet<i64>,
     results_tx: mpsc::UnboundedSender<BatchResult>,
@@ -71,7 +71,7 @@ impl Dispatcher {
             engine,
             outstanding: HashMap::new(),
             resting: HashMap::new(),
-            cursor: HashMap::new(),
+            waiting_reported: HashSet::new(),
             in_flight: HashSet::new(),
             cancelled: HashSet::new(),
             results_tx,
@@ -160,7 +160,9 @@ impl Dispatcher {
         }
     }
 
-    /// Hands out as many queued tasks as live workers have room for.
+    /// Hands out as many queued tasks as live workers have room for, each to the worker
+    /// of its group with the most free capacity (weighted); tasks of a group without a
+    /// live worker wait, and the engine is told why once.
     fn dispatch_pass(&mut self) {
         if self.queue.is_empty() {
             return;
@@ -170,45 +172,56 @@ impl Dispatcher {
         let live = self.workers.current();
         let mut batches: HashMap<String, Vec<Popped>> = HashMap::new();
         for group in self.queue.waiting_groups() {
-            let members: Vec<&NodeInfo> = live
-                .iter()
-                .filter(|w| {
-                    w.groups.iter().any(|g| *g == group) && !self.resting.contains_key(&w.addr)
-                })
-                .collect();
+            let members: Vec<&NodeInfo> =
+                live.iter().filter(|w| w.groups.contains(&group)).collect();
             if members.is_empty() {
+                self.report_waiting(&group);
                 continue;
             }
-            let mut cursor = self.cursor.get(&group).copied().unwrap_or(0);
-            let mut full_in_a_row = 0;
-            while full_in_a_row < members.len() {
-                let w = members[cursor % members.len()];
-                cursor += 1;
-                let out = self.outstanding.entry(w.addr.clone()).or_insert(0);
-                let batch = batches.entry(w.addr.clone()).or_default();
-                if *out >= w.slots || batch.len() >= MAX_BATCH {
-                    full_in_a_row += 1;
-                    continue;
-                }
+            loop {
+                let best = members
+                    .iter()
+                    .filter(|w| !self.resting.contains_key(&w.addr))
+                    .filter(|w| batches.get(&w.addr).is_none_or(|b| b.len() < MAX_BATCH))
+                    .map(|w| {
+                        let out = self.outstanding.get(&w.addr).copied().unwrap_or(0);
+                        let free = w.slots.saturating_sub(out.max(w.running));
+                        (u64::from(free) * u64::from(w.weight.max(1)), *w)
+                    })
+                    .filter(|(score, _)| *score > 0)
+                    .max_by_key(|(score, w)| (*score, std::cmp::Reverse(w.addr.clone())));
+                let Some((_, w)) = best else { break };
                 let Some(p) = self.queue.pop(&group) else {
                     break;
                 };
                 let id = p.task.spec.task_instance_id;
+                self.waiting_reported.remove(&id);
                 if self.cancelled.remove(&id) {
                     let _ = self.engine.send(EngineMsg::Cancelled { id });
                     continue;
                 }
-                full_in_a_row = 0;
-                *out += 1;
+                *self.outstanding.entry(w.addr.clone()).or_insert(0) += 1;
                 self.in_flight.insert(id);
-                batch.push(p);
+                batches.entry(w.addr.clone()).or_default().push(p);
             }
-            self.cursor.insert(group, cursor);
         }
         for (worker, sent) in batches {
-            if !sent.is_empty() {
-                self.send(worker, sent);
-            }
+            self.send(worker, sent);
+        }
+    }
+
+    /// Tells the engine, once per task, that its group has no live worker.
+    fn report_waiting(&mut self, group: &str) {
+        let new: Vec<i64> = self
+            .queue
+            .ids(group)
+            .filter(|id| self.waiting_reported.insert(*id))
+            .collect();
+        if !new.is_empty() {
+            let reason = format!(
+                "waiting: no live worker serves group '{group}'; start one with --groups {group}"
+            );
+            let _ = self.engine.send(EngineMsg::Waiting { ids: new, reason });
         }
     }
 

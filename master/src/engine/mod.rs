@@ -86,6 +86,11 @@ pub enum EngineMsg {
     },
     /// These workers left the cluster: what they were running is lost.
     WorkersGone(Vec<String>),
+    /// Queued tasks that cannot go out yet, and why (shown on the task).
+    Waiting {
+        ids: Vec<i64>,
+        reason: String,
+    },
 }
 
 /// An instance this master drives.
@@ -110,6 +115,8 @@ struct TaskRef {
     worker: Option<String>,
     /// Waiting out a delay or retry interval: in no queue, on no worker.
     delayed: bool,
+    /// Its row says it waits for a worker of its group (cleared when dispatched).
+    waiting: bool,
     kill_requested: bool,
 }
 
@@ -258,6 +265,9 @@ impl Engine {
                 }
                 let mut u = TaskUpdate::state(id, TaskState::Dispatched);
                 u.worker = Some(worker);
+                if std::mem::take(&mut t.waiting) {
+                    u.message = Some(String::new());
+                }
                 self.task_event(id, u, Params::new(), cycle, now);
             }
             EngineMsg::Cancelled { id } => {
@@ -285,6 +295,21 @@ impl Engine {
             } => {
                 let result = self.control(instance, control, cycle, now);
                 cycle.replies.push((reply, result));
+            }
+            EngineMsg::Waiting { ids, reason } => {
+                for id in ids {
+                    let Some(t) = self.tasks.get_mut(&id) else {
+                        continue;
+                    };
+                    let Some(run) = self.runs.get(&t.instance) else {
+                        continue;
+                    };
+                    t.waiting = true;
+                    cycle.epochs.insert(t.instance, run.epoch);
+                    let mut u = TaskUpdate::state(id, TaskState::Submitted);
+                    u.message = Some(reason.clone());
+                    cycle.update(u);
+                }
             }
             EngineMsg::WorkersGone(gone) => {
                 let lost: Vec<i64> = self
@@ -430,6 +455,7 @@ impl Engine {
                     attempt,
                     worker: worker.clone(),
                     delayed,
+                    waiting: false,
                     kill_requested: false,
                 },
             );
@@ -767,6 +793,7 @@ impl Engine {
                     attempt: pc.attempt,
                     worker: None,
                     delayed,
+                    waiting: false,
                     kill_requested: false,
                 },
             );

@@ -86,6 +86,14 @@ impl TaskQueue {
         })
     }
 
+    /// Ids of the tasks queued for `group`, in no particular order.
+    pub fn ids(&self, group: &str) -> impl Iterator<Item = i64> + '_ {
+        self.groups
+            .get(group)
+            .into_iter()
+            .flat_map(|h| h.iter().map(|Reverse(e)| e.task.spec.task_instance_id))
+    }
+
     /// Groups that have tasks waiting.
     pub fn waiting_groups(&self) -> Vec<String> {
         self.groups

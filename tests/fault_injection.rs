@@ -1,0 +1,581 @@
+//! Fault injection on a real cluster: etcd, a fresh Postgres database, `shoal api-server`,
+//! two masters and three workers, each its own process. A master or a worker is killed
+//! with SIGKILL, a master is frozen with SIGSTOP past its lease and resumed, etcd is
+//! killed and restarted, and a task waits for a worker group that has no worker yet.
+//!
+//! Every task appends `start <instance> <task> <task-instance id>` before its work and
+//! `end ...` after it to one shared file, so the suite counts real executions and checks
+//! them against the task rows the API reports (each attempt is its own row and id):
+//! every instance ends `success`, each task has exactly one `success` row, that attempt
+//! ran exactly once, no row is left in a non-final state, and each command became
+//! exactly one instance. Where no worker died, nothing at all ran twice.
+//!
+//! The victims and the moments are drawn from a seed printed by every test; rerun with
+//! `SHOAL_FAULT_SEED=<seed>` to repeat a draw.
+//!
+//! Not here: restarting Postgres. The tests share one Postgres server (one database per
+//! test), so restarting it would fail every other test running in parallel.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use support::{Api, Proc, SHOAL, TestDb, free_port, start_etcd_on};
+
+/// Lease TTL (seconds) of every node: a dead node leaves the registry this long after
+/// its last renewal. Short, so that failover is quick.
+const LEASE_TTL: &str = "2";
+/// Longest wait for a new master to take over: the lease, the failover loop's 5 s
+/// fallback tick, and slack for a loaded CI machine.
+const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest wait for every instance of a scenario to end.
+const END_TIMEOUT: Duration = Duration::from_secs(120);
+const DIAMOND_TASKS: [&str; 4] = ["a", "b", "c", "d"];
+
+// ---------------------------------------------------------------------------------------
+// Seeded choices
+
+/// A small LCG (Knuth's MMIX constants): enough to pick victims and moments repeatably.
+struct Lcg(u64);
+
+impl Lcg {
+    /// The generator of one test: the suite's seed mixed with the test's name, so tests
+    /// draw differently but each is repeatable from the printed seed.
+    fn for_test(test: &str) -> Lcg {
+        let seed = std::env::var("SHOAL_FAULT_SEED")
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+            });
+        eprintln!("[{test}] SHOAL_FAULT_SEED={seed}");
+        // FNV-1a of the name.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in test.bytes() {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        let mut lcg = Lcg(seed ^ h);
+        lcg.next();
+        lcg
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 33
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        assert!(n > 0);
+        (self.next() % n as u64) as usize
+    }
+
+    fn millis(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(lo + self.next() % (hi - lo + 1))
+    }
+
+    /// A task's sleep in seconds, 0.2 to 1.0, as text for a parameter.
+    fn nap(&mut self) -> String {
+        format!("0.{}", 2 + self.below(8))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The cluster
+
+struct Node {
+    name: String,
+    /// host:port as registered: the owner name of a master's instances, the `worker` of a
+    /// task row.
+    addr: String,
+    proc: Proc,
+}
+
+/// The processes of one test's cluster. Field order is drop order: shoal nodes go first,
+/// then etcd, then the database and the directory.
+struct Cluster {
+    test: &'static str,
+    masters: Vec<Node>,
+    workers: Vec<Node>,
+    _api_server: Proc,
+    etcd: Proc,
+    api: Api,
+    etcd_ports: (u16, u16),
+    etcd_url: String,
+    etcd_starts: usize,
+    db: TestDb,
+    /// The execution log every task appends to.
+    execs: PathBuf,
+    t0: Instant,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// etcd, api-server, two masters and a worker per entry of `worker_groups` (its
+    /// `--groups`).
+    fn start(test: &'static str, worker_groups: &[&str]) -> Cluster {
+        let t0 = Instant::now();
+        let dir = tempfile::tempdir().unwrap();
+        let db = TestDb::create("shoal_fault");
+        let etcd_ports = (free_port(), free_port());
+        let (etcd, etcd_url) = start_etcd_on(dir.path(), "etcd", etcd_ports.0, etcd_ports.1);
+        let api_port = free_port();
+        let execs = dir.path().join("executions");
+        let env = node_env(&db.url, &etcd_url);
+        let api_server = Proc::spawn(
+            "api-server",
+            dir.path(),
+            SHOAL,
+            &["api-server", "--port", &api_port.to_string()],
+            &env,
+        );
+        let api = Api::new(api_port);
+        api.wait_healthy(&[&api_server]);
+        let mut c = Cluster {
+            test,
+            masters: vec![],
+            workers: vec![],
+            _api_server: api_server,
+            etcd,
+            api,
+            etcd_ports,
+            etcd_url,
+            etcd_starts: 1,
+            db,
+            execs,
+            t0,
+            dir,
+        };
+        for i in 0..2 {
+            let m = c.spawn_node(&format!("master{i}"), &["master"]);
+            c.masters.push(m);
+        }
+        for (i, groups) in worker_groups.iter().enumerate() {
+            c.add_worker(&format!("worker{i}"), groups);
+        }
+        c.log(&format!(
+            "cluster up: masters {:?}, workers {:?}",
+            c.masters.iter().map(|n| &n.addr).collect::<Vec<_>>(),
+            c.workers.iter().map(|n| &n.addr).collect::<Vec<_>>()
+        ));
+        c
+    }
+
+    fn log(&self, msg: &str) {
+        eprintln!(
+            "[{} +{:.1}s] {msg}",
+            self.test,
+            self.t0.elapsed().as_secs_f64()
+        );
+    }
+
+    /// Starts `shoal <role_args> --port P` and waits until it has registered.
+    fn spawn_node(&self, name: &str, role_args: &[&str]) -> Node {
+        let port = free_port();
+        let mut args: Vec<&str> = role_args.to_vec();
+        let port_s = port.to_string();
+        args.extend(["--port", &port_s]);
+        let env = node_env(&self.db.url, &self.etcd_url);
+        let proc = Proc::spawn(name, self.dir.path(), SHOAL, &args, &env);
+        let started = if role_args[0] == "master" {
+            "master started"
+        } else {
+            "worker started"
+        };
+        support::wait_for(
+            &format!("{name} to register ('{started}' in its log)"),
+            Duration::from_secs(60),
+            || proc.log_text().contains(started).then_some(()),
+        );
+        Node {
+            name: name.to_string(),
+            addr: format!("127.0.0.1:{port}"),
+            proc,
+        }
+    }
+
+    fn add_worker(&mut self, name: &str, groups: &str) -> String {
+        let data = self.dir.path().join(name);
+        let data = data.to_str().unwrap().to_string();
+        let w = self.spawn_node(
+            name,
+            &[
+                "worker",
+                "--slots",
+                "4",
+                "--groups",
+                groups,
+                "--data-dir",
+                &data,
+            ],
+        );
+        let addr = w.addr.clone();
+        self.workers.push(w);
+        addr
+    }
+
+    /// SIGKILL etcd, and later start it again on the same ports and data dir.
+    fn kill_etcd(&mut self) {
+        self.etcd.kill();
+    }
+
+    fn restart_etcd(&mut self) {
+        self.etcd_starts += 1;
+        let (etcd, url) = start_etcd_on(
+            self.dir.path(),
+            &format!("etcd{}", self.etcd_starts),
+            self.etcd_ports.0,
+            self.etcd_ports.1,
+        );
+        assert_eq!(url, self.etcd_url);
+        self.etcd = etcd;
+    }
+
+    fn master(&self, addr: &str) -> &Node {
+        self.masters
+            .iter()
+            .find(|m| m.addr == addr)
+            .unwrap_or_else(|| panic!("no master {addr}"))
+    }
+
+    fn apply(&self, yaml: &str) {
+        let (status, body) = self.api.post("/projects/default/workflows", yaml);
+        assert!(status == 201 || status == 200, "apply: {status} {body}");
+    }
+
+    /// Starts `workflow` with `params`; returns the command id.
+    fn submit(&self, workflow: &str, params: Value) -> i64 {
+        let body = json!({ "params": params }).to_string();
+        let (status, resp) = self
+            .api
+            .post(&format!("/projects/default/workflows/{workflow}/start"), &body);
+        assert_eq!(status, 202, "start {workflow}: {resp}");
+        resp["command_id"].as_i64().unwrap()
+    }
+
+    /// Starts the diamond with a random sleep per task; returns the command id.
+    fn submit_diamond(&self, rng: &mut Lcg) -> i64 {
+        let params = json!({ "na": rng.nap(), "nb": rng.nap(), "nc": rng.nap(), "nd": rng.nap() });
+        self.submit("diamond", params)
+    }
+
+    fn instance_of(&self, command: i64) -> i64 {
+        self.wait_until(
+            &format!("command {command} to become an instance"),
+            Duration::from_secs(60),
+            &[],
+            || {
+                let c = self.api.get(&format!("/commands/{command}"));
+                assert_ne!(c["status"], "error", "command {command} failed: {c}");
+                c["workflow_instance_id"].as_i64()
+            },
+        )
+    }
+
+    fn instance(&self, id: i64) -> Value {
+        self.api.get(&format!("/instances/{id}"))
+    }
+
+    /// One line per instance: state, owner and every attempt, for timeout messages.
+    fn describe(&self, ids: &[i64]) -> String {
+        let mut out = String::new();
+        for id in ids {
+            let inst = self.instance(*id);
+            out.push_str(&format!(
+                "\n  instance {id}: {} (master {})",
+                inst["state"].as_str().unwrap_or("?"),
+                inst["master"].as_str().unwrap_or("-")
+            ));
+            for t in inst["tasks"].as_array().into_iter().flatten() {
+                out.push_str(&format!(
+                    " | {}#{} id {} {} @{}",
+                    t["name"].as_str().unwrap_or("?"),
+                    t["attempt"],
+                    t["id"],
+                    t["state"].as_str().unwrap_or("?"),
+                    t["worker"].as_str().unwrap_or("-")
+                ));
+            }
+        }
+        out
+    }
+
+    /// Polls `f` until it returns Some; on timeout fails naming `what` and showing the
+    /// instances `ids`.
+    fn wait_until<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        ids: &[i64],
+        mut f: impl FnMut() -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "[{}] timed out after {timeout:?} waiting for {what}; instances:{}",
+                    self.test,
+                    self.describe(ids)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until every instance is in a terminal state; returns them.
+    fn wait_all_end(&self, ids: &[i64]) -> Vec<Value> {
+        self.wait_until("every instance to end", END_TIMEOUT, ids, || {
+            let all: Vec<Value> = ids.iter().map(|id| self.instance(*id)).collect();
+            all.iter()
+                .all(|i| {
+                    matches!(
+                        i["state"].as_str(),
+                        Some("success" | "failure" | "stopped" | "paused")
+                    )
+                })
+                .then_some(all)
+        })
+    }
+
+    /// Waits until some task of `ids` is running; returns the running rows.
+    fn wait_running(&self, ids: &[i64]) -> Vec<Value> {
+        self.wait_until("a task to run", Duration::from_secs(60), ids, || {
+            let rows = self.rows_in(ids, "running");
+            (!rows.is_empty()).then_some(rows)
+        })
+    }
+
+    /// Task rows of `ids` in `state`.
+    fn rows_in(&self, ids: &[i64], state: &str) -> Vec<Value> {
+        ids.iter()
+            .flat_map(|id| {
+                let inst = self.instance(*id);
+                inst["tasks"].as_array().cloned().unwrap_or_default()
+            })
+            .filter(|t| t["state"] == state)
+            .collect()
+    }
+
+    /// Instances in `state` driven by `owner`, with their owner epoch (read from the
+    /// database: the API does not show epochs).
+    fn owned(&self, owner: &str, state: &str) -> BTreeMap<i64, i64> {
+        self.db
+            .query(&format!(
+                "SELECT id, owner_epoch FROM workflow_instance WHERE owner = '{owner}' AND state = '{state}'"
+            ))
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                let (id, epoch) = l.split_once('|').unwrap();
+                (id.parse().unwrap(), epoch.parse().unwrap())
+            })
+            .collect()
+    }
+
+    fn epoch(&self, id: i64) -> i64 {
+        self.db
+            .query(&format!(
+                "SELECT owner_epoch FROM workflow_instance WHERE id = {id}"
+            ))
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    fn executions(&self) -> Vec<Exec> {
+        std::fs::read_to_string(&self.execs)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                assert_eq!(f.len(), 4, "execution log line '{l}'");
+                Exec {
+                    start: match f[0] {
+                        "start" => true,
+                        "end" => false,
+                        other => panic!("execution log line '{l}': {other}"),
+                    },
+                    instance: f[1].parse().unwrap(),
+                    task: f[2].to_string(),
+                    tid: f[3].parse().unwrap(),
+                }
+            })
+            .collect()
+    }
+
+    /// Each command became exactly one instance, and `workflow` has no others.
+    fn check_commands(&self, workflow: &str, commands: &[i64], ids: &[i64]) {
+        assert_eq!(commands.len(), ids.len());
+        let distinct: HashSet<_> = ids.iter().collect();
+        assert_eq!(
+            distinct.len(),
+            ids.len(),
+            "two commands became the same instance: {ids:?}"
+        );
+        for (cmd, id) in commands.iter().zip(ids) {
+            let inst = self.instance(*id);
+            assert_eq!(inst["command_id"], *cmd, "instance {id}: {inst}");
+        }
+        let listed = self
+            .api
+            .get(&format!("/instances?workflow={workflow}&limit=1000"));
+        let listed: HashSet<i64> = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_i64().unwrap())
+            .collect();
+        assert_eq!(
+            listed,
+            ids.iter().copied().collect::<HashSet<_>>(),
+            "no command became two instances, none was lost"
+        );
+    }
+
+    /// The end state every scenario must reach (see the module doc). `nothing_rerun`:
+    /// no worker died, so every task ran exactly once and has exactly one attempt row.
+    fn check_runs(&self, ids: &[i64], tasks: &[&str], nothing_rerun: bool) -> Vec<Value> {
+        let insts = self.wait_all_end(ids);
+        let execs = self.executions();
+        let mut starts: HashMap<i64, usize> = HashMap::new();
+        let mut ends: HashMap<i64, usize> = HashMap::new();
+        let mut per_task: HashMap<(i64, &str), usize> = HashMap::new();
+        for e in &execs {
+            if e.start {
+                *starts.entry(e.tid).or_default() += 1;
+                *per_task.entry((e.instance, e.task.as_str())).or_default() += 1;
+            } else {
+                *ends.entry(e.tid).or_default() += 1;
+            }
+        }
+        let described = || self.describe(ids);
+        for inst in &insts {
+            let id = inst["id"].as_i64().unwrap();
+            assert_eq!(
+                inst["state"], "success",
+                "[{}] instance {id} did not succeed:{}",
+                self.test,
+                described()
+            );
+            let rows = inst["tasks"].as_array().unwrap();
+            let row_ids: HashMap<i64, &str> = rows
+                .iter()
+                .map(|r| (r["id"].as_i64().unwrap(), r["name"].as_str().unwrap()))
+                .collect();
+            for r in rows {
+                let state = r["state"].as_str().unwrap();
+                assert!(
+                    state == "success" || (state == "need_fault_tolerance" && !nothing_rerun),
+                    "[{}] instance {id} ended success but its attempt {} ({}#{}) is {state}:{}",
+                    self.test,
+                    r["id"],
+                    r["name"],
+                    r["attempt"],
+                    described()
+                );
+            }
+            for task in tasks {
+                let succeeded: Vec<&Value> = rows
+                    .iter()
+                    .filter(|r| r["name"] == *task && r["state"] == "success")
+                    .collect();
+                assert_eq!(
+                    succeeded.len(),
+                    1,
+                    "[{}] instance {id}: task {task} must have exactly one success row:{}",
+                    self.test,
+                    described()
+                );
+                let tid = succeeded[0]["id"].as_i64().unwrap();
+                let (s, e) = (
+                    starts.get(&tid).copied().unwrap_or(0),
+                    ends.get(&tid).copied().unwrap_or(0),
+                );
+                assert!(
+                    s == 1 && e == 1,
+                    "[{}] instance {id}: the successful attempt {tid} of {task} must have run exactly once, it started {s} and ended {e} times:{}",
+                    self.test,
+                    described()
+                );
+                if nothing_rerun {
+                    let runs = per_task.get(&(id, *task)).copied().unwrap_or(0);
+                    let attempts = rows.iter().filter(|r| r["name"] == *task).count();
+                    assert!(
+                        runs == 1 && attempts == 1,
+                        "[{}] instance {id}: no worker died, so {task} must run once in one attempt; it ran {runs} times in {attempts} attempts:{}",
+                        self.test,
+                        described()
+                    );
+                }
+            }
+            for e in execs.iter().filter(|e| e.instance == id) {
+                assert_eq!(
+                    row_ids.get(&e.tid).copied(),
+                    Some(e.task.as_str()),
+                    "[{}] instance {id}: task {} ran as task instance {}, which is not one of its attempt rows:{}",
+                    self.test,
+                    e.task,
+                    e.tid,
+                    described()
+                );
+            }
+        }
+        insts
+    }
+}
+
+/// The environment of every shoal node.
+fn node_env<'a>(db: &'a str, etcd: &'a str) -> [(&'static str, &'a str); 3] {
+    [
+        ("SHOAL_DATABASE_URL", db),
+        ("SHOAL_ETCD", etcd),
+        ("SHOAL_LEASE_TTL", LEASE_TTL),
+    ]
+}
+
+fn lease_ttl() -> Duration {
+    Duration::from_secs(LEASE_TTL.parse().unwrap())
+}
+
+/// One line of the execution log.
+struct Exec {
+    start: bool,
+    instance: i64,
+    task: String,
+    tid: i64,
+}
+
+/// A task command that records its execution around a sleep of `${nap}`.
+fn recorded(log: &Path, task: &str, nap: &str) -> String {
+    let l = log.display();
+    let me = format!("${{system.workflow.instance.id}} {task} ${{system.task.instance.id}}");
+    format!("echo start {me} >> {l}; sleep ${{{nap}}}; echo end {me} >> {l}")
+}
+
+/// a -> (b, c) -> d; each task sleeps its parameter na..nd.
+fn diamond(log: &Path) -> String {
+    format!(
+        "name: diamond
+params: {{ na: '0.3', nb: '0.3', nc: '0.3', nd: '0.3' }}
+tasks:
+  - {{ name: a, type: shell, command: '{}' }}
+  - {{ name: b, type: shell, command: '{}', depends_on: [a] }}
+  - {{ name: c, type: shell, command: '{}', depends_on: [a] }}
+  - {{ name: d, type: shell, command: '{}', depends_on: [b, c] }}
+",
+        recorded(log, "a", "na"),
+        recorded(log, "b", "nb"),
+        recorded(log, "c", "nc"),
+        recorded(log, "d", "nd"),
+    )
+}
