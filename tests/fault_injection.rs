@@ -11,7 +11,8 @@
 //! exactly one instance. Where no worker died, nothing at all ran twice.
 //!
 //! The victims and the moments are drawn from a seed printed by every test; rerun with
-//! `SHOAL_FAULT_SEED=<seed>` to repeat a draw.
+//! `SHOAL_FAULT_SEED=<seed>` to repeat a draw (timing still varies), and with
+//! `SHOAL_FAULT_KEEP=1` to keep every process log and the execution log.
 //!
 //! Not here: restarting Postgres. The tests share one Postgres server (one database per
 //! test), so restarting it would fail every other test running in parallel.
@@ -122,7 +123,12 @@ impl Cluster {
     /// `--groups`).
     fn start(test: &'static str, worker_groups: &[&str]) -> Cluster {
         let t0 = Instant::now();
-        let dir = tempfile::tempdir().unwrap();
+        let mut dir = tempfile::tempdir().unwrap();
+        // SHOAL_FAULT_KEEP=1 keeps the logs and the execution log for a look afterwards.
+        if std::env::var_os("SHOAL_FAULT_KEEP").is_some() {
+            dir.disable_cleanup(true);
+            eprintln!("[{test}] keeping {}", dir.path().display());
+        }
         let db = TestDb::create("shoal_fault");
         let etcd_ports = (free_port(), free_port());
         let (etcd, etcd_url) = start_etcd_on(dir.path(), "etcd", etcd_ports.0, etcd_ports.1);
@@ -238,13 +244,6 @@ impl Cluster {
         self.etcd = etcd;
     }
 
-    fn master(&self, addr: &str) -> &Node {
-        self.masters
-            .iter()
-            .find(|m| m.addr == addr)
-            .unwrap_or_else(|| panic!("no master {addr}"))
-    }
-
     fn apply(&self, yaml: &str) {
         let (status, body) = self.api.post("/projects/default/workflows", yaml);
         assert!(status == 201 || status == 200, "apply: {status} {body}");
@@ -253,17 +252,25 @@ impl Cluster {
     /// Starts `workflow` with `params`; returns the command id.
     fn submit(&self, workflow: &str, params: Value) -> i64 {
         let body = json!({ "params": params }).to_string();
-        let (status, resp) = self
-            .api
-            .post(&format!("/projects/default/workflows/{workflow}/start"), &body);
+        let (status, resp) = self.api.post(
+            &format!("/projects/default/workflows/{workflow}/start"),
+            &body,
+        );
         assert_eq!(status, 202, "start {workflow}: {resp}");
         resp["command_id"].as_i64().unwrap()
     }
 
-    /// Starts the diamond with a random sleep per task; returns the command id.
+    /// Starts a workflow of [`dag`] with a random sleep per task; returns the command id.
+    fn submit_naps(&self, workflow: &str, tasks: &[&str], rng: &mut Lcg) -> i64 {
+        let params: serde_json::Map<String, Value> = tasks
+            .iter()
+            .map(|t| (format!("n_{t}"), Value::String(rng.nap())))
+            .collect();
+        self.submit(workflow, Value::Object(params))
+    }
+
     fn submit_diamond(&self, rng: &mut Lcg) -> i64 {
-        let params = json!({ "na": rng.nap(), "nb": rng.nap(), "nc": rng.nap(), "nd": rng.nap() });
-        self.submit("diamond", params)
+        self.submit_naps("diamond", &DIAMOND_TASKS, rng)
     }
 
     fn instance_of(&self, command: i64) -> i64 {
@@ -462,7 +469,8 @@ impl Cluster {
         for inst in &insts {
             let id = inst["id"].as_i64().unwrap();
             assert_eq!(
-                inst["state"], "success",
+                inst["state"],
+                "success",
                 "[{}] instance {id} did not succeed:{}",
                 self.test,
                 described()
@@ -519,6 +527,15 @@ impl Cluster {
                 }
             }
             for e in execs.iter().filter(|e| e.instance == id) {
+                let n = starts.get(&e.tid).copied().unwrap_or(0);
+                assert!(
+                    n <= 1,
+                    "[{}] instance {id}: attempt {} of {} started {n} times: an attempt runs at most once:{}",
+                    self.test,
+                    e.tid,
+                    e.task,
+                    described()
+                );
                 assert_eq!(
                     row_ids.get(&e.tid).copied(),
                     Some(e.task.as_str()),
@@ -562,20 +579,495 @@ fn recorded(log: &Path, task: &str, nap: &str) -> String {
     format!("echo start {me} >> {l}; sleep ${{{nap}}}; echo end {me} >> {l}")
 }
 
-/// a -> (b, c) -> d; each task sleeps its parameter na..nd.
+/// A workflow whose tasks (name, upstream tasks, worker group or "") record their
+/// executions; task `x` sleeps its parameter `n_x` (default 0.3 s).
+fn dag(name: &str, log: &Path, tasks: &[(&str, &[&str], &str)]) -> String {
+    let params: Vec<String> = tasks.iter().map(|t| format!("n_{}: '0.3'", t.0)).collect();
+    let mut yaml = format!(
+        "name: {name}\nparams: {{ {} }}\ntasks:\n",
+        params.join(", ")
+    );
+    for (task, deps, group) in tasks {
+        yaml.push_str(&format!(
+            "  - {{ name: {task}, type: shell, command: '{}'",
+            recorded(log, task, &format!("n_{task}"))
+        ));
+        if !deps.is_empty() {
+            yaml.push_str(&format!(", depends_on: [{}]", deps.join(", ")));
+        }
+        if !group.is_empty() {
+            yaml.push_str(&format!(", worker_group: {group}"));
+        }
+        yaml.push_str(" }\n");
+    }
+    yaml
+}
+
+/// a -> (b, c) -> d.
 fn diamond(log: &Path) -> String {
-    format!(
-        "name: diamond
-params: {{ na: '0.3', nb: '0.3', nc: '0.3', nd: '0.3' }}
-tasks:
-  - {{ name: a, type: shell, command: '{}' }}
-  - {{ name: b, type: shell, command: '{}', depends_on: [a] }}
-  - {{ name: c, type: shell, command: '{}', depends_on: [a] }}
-  - {{ name: d, type: shell, command: '{}', depends_on: [b, c] }}
-",
-        recorded(log, "a", "na"),
-        recorded(log, "b", "nb"),
-        recorded(log, "c", "nc"),
-        recorded(log, "d", "nd"),
+    dag(
+        "diamond",
+        log,
+        &[
+            ("a", &[], ""),
+            ("b", &["a"], ""),
+            ("c", &["a"], ""),
+            ("d", &["b", "c"], ""),
+        ],
     )
+}
+
+/// The state of instance `id` in `insts`.
+fn find(insts: &[Value], id: i64) -> &Value {
+    insts
+        .iter()
+        .find(|i| i["id"] == id)
+        .unwrap_or_else(|| panic!("instance {id} missing"))
+}
+
+/// Which masters (indices) drive a running instance among `ids`.
+fn masters_driving(c: &Cluster, ids: &[i64]) -> Vec<usize> {
+    let owners: HashSet<String> = ids
+        .iter()
+        .map(|id| c.instance(*id))
+        .filter(|i| i["state"] == "running")
+        .filter_map(|i| i["master"].as_str().map(str::to_string))
+        .collect();
+    (0..c.masters.len())
+        .filter(|m| owners.contains(&c.masters[*m].addr))
+        .collect()
+}
+
+/// Submits diamonds after each of `gaps`, from another thread, while the caller injects a
+/// fault; returns their command ids.
+fn submit_during<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    c: &'s Cluster,
+    rng: &mut Lcg,
+    n: usize,
+) -> std::thread::ScopedJoinHandle<'s, Vec<i64>> {
+    let gaps: Vec<Duration> = (0..n).map(|_| rng.millis(50, 250)).collect();
+    let mut sub_rng = Lcg(rng.next());
+    s.spawn(move || {
+        gaps.into_iter()
+            .map(|gap| {
+                std::thread::sleep(gap);
+                c.submit_diamond(&mut sub_rng)
+            })
+            .collect()
+    })
+}
+
+#[test]
+fn a_killed_master_s_instances_are_taken_over_and_finish() {
+    let mut rng = Lcg::for_test("master_kill");
+    let c = Cluster::start("master_kill", &["default"; 3]);
+    c.apply(&diamond(&c.execs));
+    let mut commands: Vec<i64> = (0..6).map(|_| c.submit_diamond(&mut rng)).collect();
+    let first: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
+    c.wait_running(&first);
+    std::thread::sleep(rng.millis(0, 800));
+    let driving = masters_driving(&c, &first);
+    assert!(
+        !driving.is_empty(),
+        "no master drives a running instance:{}",
+        c.describe(&first)
+    );
+    let v = driving[rng.below(driving.len())];
+    let (victim, survivor) = (c.masters[v].addr.clone(), c.masters[1 - v].addr.clone());
+    let kill_after = rng.millis(0, 400);
+
+    // More commands arrive around the kill: some are claimed before it, some after.
+    let (late, t_kill) = std::thread::scope(|s| {
+        let late = submit_during(s, &c, &mut rng, 4);
+        std::thread::sleep(kill_after);
+        c.masters[v].proc.signal("KILL");
+        let t_kill = Instant::now();
+        c.log(&format!(
+            "SIGKILL {} ({victim}); {survivor} survives",
+            c.masters[v].name
+        ));
+        (late.join().unwrap(), t_kill)
+    });
+    commands.extend(late);
+    // A commit the victim had in flight settles within moments; after that, what it
+    // drove is frozen until the survivor takes it.
+    std::thread::sleep(Duration::from_millis(300));
+    let orphans = c.owned(&victim, "running");
+    let orphan_ids: Vec<i64> = orphans.keys().copied().collect();
+    c.log(&format!("orphaned instances (id: epoch): {orphans:?}"));
+    if orphan_ids.is_empty() {
+        c.log("the victim's instances all ended before the kill: nothing to take over");
+    } else {
+        let taken = c.wait_until(
+            &format!("{survivor} to take over an instance of the killed {victim}"),
+            TAKEOVER_TIMEOUT,
+            &orphan_ids,
+            || {
+                orphan_ids
+                    .iter()
+                    .copied()
+                    .find(|id| c.instance(*id)["master"] == survivor.as_str())
+            },
+        );
+        eprintln!(
+            "[master_kill] takeover: instance {taken} driven by {survivor} {:.2}s after the kill (lease TTL {LEASE_TTL}s)",
+            t_kill.elapsed().as_secs_f64()
+        );
+    }
+
+    let ids: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
+    let insts = c.check_runs(&ids, &DIAMOND_TASKS, true);
+    eprintln!(
+        "[master_kill] all {} instances ended {:.2}s after the kill",
+        ids.len(),
+        t_kill.elapsed().as_secs_f64()
+    );
+    c.check_commands("diamond", &commands, &ids);
+    for (id, epoch) in &orphans {
+        assert_eq!(
+            find(&insts, *id)["master"],
+            survivor.as_str(),
+            "instance {id} of the killed master is finished by the survivor:{}",
+            c.describe(&ids)
+        );
+        assert_eq!(
+            c.epoch(*id),
+            epoch + 1,
+            "one takeover, one epoch bump: {id}"
+        );
+    }
+    for inst in &insts {
+        assert_ne!(
+            inst["master"],
+            victim.as_str(),
+            "nothing is left with the dead master:{}",
+            c.describe(&ids)
+        );
+    }
+}
+
+#[test]
+fn a_killed_worker_s_tasks_run_again_elsewhere() {
+    let mut rng = Lcg::for_test("worker_kill");
+    let c = Cluster::start("worker_kill", &["default"; 3]);
+    c.apply(&diamond(&c.execs));
+    let commands: Vec<i64> = (0..6).map(|_| c.submit_diamond(&mut rng)).collect();
+    let ids: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
+    c.wait_running(&ids);
+    std::thread::sleep(rng.millis(0, 600));
+    let running = c.wait_running(&ids);
+    let busy: Vec<usize> = (0..c.workers.len())
+        .filter(|w| {
+            running
+                .iter()
+                .any(|r| r["worker"] == c.workers[*w].addr.as_str())
+        })
+        .collect();
+    let v = busy[rng.below(busy.len())];
+    let victim = c.workers[v].addr.clone();
+    c.workers[v].proc.signal("KILL");
+    let t_kill = Instant::now();
+    let lost: Vec<&Value> = running
+        .iter()
+        .filter(|r| r["worker"] == victim.as_str())
+        .collect();
+    c.log(&format!(
+        "SIGKILL {} ({victim}) while it ran attempts {:?}",
+        c.workers[v].name,
+        lost.iter()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect::<Vec<_>>()
+    ));
+    let state_of = |row: &Value| -> String {
+        let inst = c.instance(row["workflow_instance_id"].as_i64().unwrap());
+        let now = inst["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == row["id"])
+            .cloned()
+            .unwrap_or_default();
+        now["state"].as_str().unwrap_or_default().to_string()
+    };
+    c.wait_until(
+        "an attempt of the killed worker to become need_fault_tolerance",
+        TAKEOVER_TIMEOUT,
+        &ids,
+        || {
+            lost.iter()
+                .any(|r| state_of(r) == "need_fault_tolerance")
+                .then_some(())
+        },
+    );
+    eprintln!(
+        "[worker_kill] lost attempts marked need_fault_tolerance {:.2}s after the kill (lease TTL {LEASE_TTL}s)",
+        t_kill.elapsed().as_secs_f64()
+    );
+
+    let insts = c.check_runs(&ids, &DIAMOND_TASKS, false);
+    c.check_commands("diamond", &commands, &ids);
+    let execs = c.executions();
+    for r in &lost {
+        let state = state_of(r);
+        assert!(
+            state == "success" || state == "need_fault_tolerance",
+            "attempt {} running on the killed worker ended {state}:{}",
+            r["id"],
+            c.describe(&ids)
+        );
+        assert!(
+            execs.iter().any(|e| e.start && e.tid == r["id"]),
+            "attempt {} was reported running, so it started:{}",
+            r["id"],
+            c.describe(&ids)
+        );
+    }
+    let mut lost_count = 0;
+    for inst in &insts {
+        let rows = inst["tasks"].as_array().unwrap();
+        for r in rows.iter().filter(|r| r["state"] == "need_fault_tolerance") {
+            lost_count += 1;
+            assert_eq!(
+                r["worker"],
+                victim.as_str(),
+                "only the killed worker's attempts are lost:{}",
+                c.describe(&ids)
+            );
+            let next = rows
+                .iter()
+                .find(|n| {
+                    n["name"] == r["name"] && n["attempt"] == r["attempt"].as_i64().unwrap() + 1
+                })
+                .unwrap_or_else(|| {
+                    panic!(
+                        "attempt {} was lost: a new attempt follows it:{}",
+                        r["id"],
+                        c.describe(&ids)
+                    )
+                });
+            assert_ne!(
+                next["worker"],
+                victim.as_str(),
+                "the new attempt runs on a live worker:{}",
+                c.describe(&ids)
+            );
+        }
+    }
+    assert!(
+        lost_count >= 1,
+        "tasks were running on the killed worker, some attempt is need_fault_tolerance:{}",
+        c.describe(&ids)
+    );
+    eprintln!(
+        "[worker_kill] {lost_count} attempts ran again; all instances ended {:.2}s after the kill",
+        t_kill.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn a_master_frozen_past_its_lease_is_fenced_out_when_it_resumes() {
+    let mut rng = Lcg::for_test("master_stop");
+    let c = Cluster::start("master_stop", &["default"; 3]);
+    c.apply(&diamond(&c.execs));
+    let mut commands: Vec<i64> = (0..6).map(|_| c.submit_diamond(&mut rng)).collect();
+    let first: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
+    c.wait_running(&first);
+    std::thread::sleep(rng.millis(0, 600));
+    let driving = masters_driving(&c, &first);
+    assert!(
+        !driving.is_empty(),
+        "no master drives a running instance:{}",
+        c.describe(&first)
+    );
+    let v = driving[rng.below(driving.len())];
+    let (victim, survivor) = (c.masters[v].addr.clone(), c.masters[1 - v].addr.clone());
+    c.masters[v].proc.signal("STOP");
+    let t_stop = Instant::now();
+    c.log(&format!(
+        "SIGSTOP {} ({victim}); {survivor} should take over",
+        c.masters[v].name
+    ));
+    std::thread::sleep(Duration::from_millis(300));
+    let frozen = c.owned(&victim, "running");
+    let frozen_ids: Vec<i64> = frozen.keys().copied().collect();
+    c.log(&format!("frozen instances (id: epoch): {frozen:?}"));
+    c.wait_until(
+        &format!("{survivor} to take over every instance of the frozen {victim}"),
+        TAKEOVER_TIMEOUT,
+        &frozen_ids,
+        || {
+            frozen_ids
+                .iter()
+                .all(|id| c.instance(*id)["master"] == survivor.as_str())
+                .then_some(())
+        },
+    );
+    eprintln!(
+        "[master_stop] {} instances taken over {:.2}s after SIGSTOP (lease TTL {LEASE_TTL}s)",
+        frozen_ids.len(),
+        t_stop.elapsed().as_secs_f64()
+    );
+    for (id, epoch) in &frozen {
+        assert_eq!(
+            c.epoch(*id),
+            epoch + 1,
+            "the takeover bumped the epoch of {id}"
+        );
+    }
+    // Tasks end while the frozen master cannot answer, so calls wait for it in its
+    // socket. It resumes before the workers' 10 s call timeout gives up on them.
+    let more = rng.millis(300, 2000);
+    std::thread::sleep(more.min(Duration::from_secs(8).saturating_sub(t_stop.elapsed())));
+    c.masters[v].proc.signal("CONT");
+    c.log(&format!(
+        "SIGCONT {} after {:.2}s",
+        c.masters[v].name,
+        t_stop.elapsed().as_secs_f64()
+    ));
+    // The resumed master is a master again: it registers anew and claims work.
+    std::thread::scope(|s| {
+        let late = submit_during(s, &c, &mut rng, 4);
+        commands.extend(late.join().unwrap());
+    });
+
+    let ids: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
+    let insts = c.check_runs(&ids, &DIAMOND_TASKS, true);
+    c.check_commands("diamond", &commands, &ids);
+    for (id, epoch) in &frozen {
+        assert_eq!(
+            find(&insts, *id)["master"],
+            survivor.as_str(),
+            "instance {id} stays with the master that took it over:{}",
+            c.describe(&ids)
+        );
+        assert_eq!(c.epoch(*id), epoch + 1, "nobody took {id} back");
+    }
+    // Late writes of the resumed master would show up as changes after the end.
+    let settled = c.describe(&ids);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        c.describe(&ids),
+        settled,
+        "finished instances changed after they ended"
+    );
+    c.check_runs(&ids, &DIAMOND_TASKS, true);
+}
+
+#[test]
+fn the_cluster_recovers_from_an_etcd_restart() {
+    let mut rng = Lcg::for_test("etcd_restart");
+    let mut c = Cluster::start("etcd_restart", &["default"; 3]);
+    c.apply(&diamond(&c.execs));
+    let mut commands: Vec<i64> = (0..6).map(|_| c.submit_diamond(&mut rng)).collect();
+    let first: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
+    c.wait_running(&first);
+    std::thread::sleep(rng.millis(0, 600));
+    c.kill_etcd();
+    let t_kill = Instant::now();
+    // Down for longer than a lease TTL, while commands keep arriving.
+    let ttl_ms = lease_ttl().as_millis() as u64;
+    let down = rng.millis(ttl_ms + 500, ttl_ms + 2500);
+    c.log(&format!("SIGKILL etcd for {down:?}"));
+    std::thread::scope(|s| {
+        let late = submit_during(s, &c, &mut rng, 2);
+        commands.extend(late.join().unwrap());
+    });
+    std::thread::sleep(down.saturating_sub(t_kill.elapsed()));
+    c.restart_etcd();
+    let t_back = Instant::now();
+    c.log("etcd restarted on the same ports and data");
+    std::thread::scope(|s| {
+        let late = submit_during(s, &c, &mut rng, 3);
+        commands.extend(late.join().unwrap());
+    });
+    let ids: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
+    c.check_runs(&ids, &DIAMOND_TASKS, true);
+    eprintln!(
+        "[etcd_restart] all {} instances ended {:.2}s after etcd came back",
+        ids.len(),
+        t_back.elapsed().as_secs_f64()
+    );
+    c.check_commands("diamond", &commands, &ids);
+
+    // The masters follow the registry again: a worker that joins now gets work.
+    let fresh = c.add_worker("worker_fresh", "fresh");
+    c.apply(&dag("fresh", &c.execs, &[("f", &[], "fresh")]));
+    let cmd = c.submit_naps("fresh", &["f"], &mut rng);
+    let id = c.instance_of(cmd);
+    let insts = c.check_runs(&[id], &["f"], true);
+    assert_eq!(
+        insts[0]["tasks"][0]["worker"],
+        fresh.as_str(),
+        "the task of group fresh ran on the worker that joined after the restart"
+    );
+    for n in c.masters.iter_mut().chain(c.workers.iter_mut()) {
+        assert!(!n.proc.exited(), "{} died during the etcd outage", n.name);
+    }
+}
+
+#[test]
+fn a_task_waits_for_a_worker_of_its_group_and_runs_when_one_joins() {
+    let mut rng = Lcg::for_test("group_join");
+    let mut c = Cluster::start("group_join", &["default"; 3]);
+    let tasks = ["a", "g", "d"];
+    c.apply(&dag(
+        "gpu",
+        &c.execs,
+        &[("a", &[], ""), ("g", &["a"], "gpu"), ("d", &["g"], "")],
+    ));
+    let commands: Vec<i64> = (0..2)
+        .map(|_| c.submit_naps("gpu", &tasks, &mut rng))
+        .collect();
+    let ids: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
+    c.wait_until(
+        "task g (group gpu) of every instance to be submitted",
+        Duration::from_secs(60),
+        &ids,
+        || {
+            (c.rows_in(&ids, "submitted")
+                .iter()
+                .filter(|r| r["name"] == "g")
+                .count()
+                == ids.len())
+            .then_some(())
+        },
+    );
+    std::thread::sleep(rng.millis(1500, 3000));
+    for id in &ids {
+        let inst = c.instance(*id);
+        assert_eq!(inst["state"], "running", "{inst}");
+        let g: Vec<&Value> = inst["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["name"] == "g")
+            .collect();
+        assert!(
+            g.len() == 1 && g[0]["state"] == "submitted" && g[0]["worker"].is_null(),
+            "with no gpu worker, g waits in the queue: {inst}"
+        );
+    }
+    assert!(
+        !c.executions().iter().any(|e| e.task == "g"),
+        "g did not run anywhere"
+    );
+    let gpu = c.add_worker("worker_gpu", "gpu");
+    let t_join = Instant::now();
+    c.log(&format!("gpu worker joined: {gpu}"));
+    let insts = c.check_runs(&ids, &tasks, true);
+    eprintln!(
+        "[group_join] instances ended {:.2}s after the gpu worker joined",
+        t_join.elapsed().as_secs_f64()
+    );
+    c.check_commands("gpu", &commands, &ids);
+    for inst in &insts {
+        for t in inst["tasks"].as_array().unwrap() {
+            assert_eq!(
+                t["worker"] == gpu.as_str(),
+                t["name"] == "g",
+                "g and only g runs on the gpu worker: {inst}"
+            );
+        }
+    }
 }

@@ -257,3 +257,38 @@ fn a_crashed_standalone_finishes_its_instances_after_a_restart() {
     );
     assert_eq!(slow.last().unwrap()["state"], "success");
 }
+
+#[test]
+fn a_task_whose_group_has_no_worker_waits_with_the_reason_shown() {
+    let s = Standalone::start();
+    apply(
+        &s,
+        "gpu",
+        "name: gpu\ntasks:\n- { name: train, type: noop, worker_group: gpu }\n",
+    );
+    let out = cli(&s.api, &["start", "gpu"]);
+    let id: i64 = text(&out.stdout).trim().parse().expect("instance id");
+    let task = support::wait_for("the waiting reason", Duration::from_secs(30), || {
+        let inst = s.api.get(&format!("/instances/{id}"));
+        let t = inst["tasks"].as_array()?.first()?.clone();
+        t["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("group 'gpu'"))
+            .then_some(t)
+    });
+    assert_eq!(task["state"], "submitted", "it waits, queued");
+    let out = cli(&s.api, &["status", &id.to_string()]);
+    assert!(
+        text(&out.stdout).contains("no live worker serves group 'gpu'"),
+        "{}",
+        text(&out.stdout)
+    );
+    let (status, _) = s.api.post(&format!("/instances/{id}/stop"), "");
+    assert_eq!(status, 202);
+    let inst = s.api.wait_instance(id, Duration::from_secs(30));
+    assert_eq!(inst["state"], "stopped");
+    assert_eq!(
+        inst["tasks"][0]["state"], "killed",
+        "a queued task is withdrawn on stop"
+    );
+}

@@ -110,9 +110,13 @@ impl Dispatcher {
         match msg {
             DispatchMsg::Push(task) => self.queue.push(task),
             DispatchMsg::Cancel(id) => {
-                // Queued tasks are dropped lazily when popped; in-flight ones when the
-                // worker's answer comes back. Anything else already reached a worker.
-                self.cancelled.insert(id);
+                // A queued task leaves at once; an in-flight one when the worker's answer
+                // comes back. Anything else already reached a worker: the engine kills it.
+                if self.queue.remove(id) {
+                    let _ = self.engine.send(EngineMsg::Cancelled { id });
+                } else if self.in_flight.contains(&id) {
+                    self.cancelled.insert(id);
+                }
             }
             DispatchMsg::Adopted { worker } => *self.outstanding.entry(worker).or_insert(0) += 1,
             DispatchMsg::Finished { worker } => {
@@ -196,10 +200,6 @@ impl Dispatcher {
                 };
                 let id = p.task.spec.task_instance_id;
                 self.waiting_reported.remove(&id);
-                if self.cancelled.remove(&id) {
-                    let _ = self.engine.send(EngineMsg::Cancelled { id });
-                    continue;
-                }
                 *self.outstanding.entry(w.addr.clone()).or_insert(0) += 1;
                 self.in_flight.insert(id);
                 batches.entry(w.addr.clone()).or_default().push(p);

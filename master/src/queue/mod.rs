@@ -6,7 +6,7 @@
 use shoal_common::proto::TaskSpec;
 use shoal_common::types::Priority;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 
 #[derive(Debug, Clone)]
 pub struct QueuedTask {
@@ -50,7 +50,9 @@ pub struct Popped {
 pub struct TaskQueue {
     groups: HashMap<String, BinaryHeap<Reverse<Entry>>>,
     next_seq: u64,
-    len: usize,
+    /// Ids queued and not taken out; removal from a heap is lazy, so a removed task's
+    /// entry stays in its heap until popped, and is skipped then.
+    queued: HashSet<i64>,
 }
 
 impl TaskQueue {
@@ -70,20 +72,29 @@ impl TaskQueue {
             task.task_priority.rank(),
             seq,
         );
+        self.queued.insert(task.spec.task_instance_id);
         self.groups
             .entry(task.group.clone())
             .or_default()
             .push(Reverse(Entry { key, task }));
-        self.len += 1;
     }
 
     pub fn pop(&mut self, group: &str) -> Option<Popped> {
-        let Reverse(e) = self.groups.get_mut(group)?.pop()?;
-        self.len -= 1;
-        Some(Popped {
-            task: e.task,
-            seq: e.key.2,
-        })
+        let heap = self.groups.get_mut(group)?;
+        while let Some(Reverse(e)) = heap.pop() {
+            if self.queued.remove(&e.task.spec.task_instance_id) {
+                return Some(Popped {
+                    task: e.task,
+                    seq: e.key.2,
+                });
+            }
+        }
+        None
+    }
+
+    /// Takes a queued task out; false if it is not in the queue.
+    pub fn remove(&mut self, id: i64) -> bool {
+        self.queued.remove(&id)
     }
 
     /// Ids of the tasks queued for `group`, in no particular order.
@@ -92,6 +103,7 @@ impl TaskQueue {
             .get(group)
             .into_iter()
             .flat_map(|h| h.iter().map(|Reverse(e)| e.task.spec.task_instance_id))
+            .filter(|id| self.queued.contains(id))
     }
 
     /// Groups that have tasks waiting.
@@ -104,11 +116,11 @@ impl TaskQueue {
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.queued.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.queued.is_empty()
     }
 }
 
@@ -153,5 +165,18 @@ mod tests {
         assert_eq!(q.len(), 2);
         assert_eq!(q.pop("other").unwrap().task.spec.task_instance_id, 9);
         assert!(q.pop("missing").is_none());
+    }
+
+    #[test]
+    fn a_removed_task_is_never_popped() {
+        let mut q = TaskQueue::default();
+        q.push(task(1, "g", Priority::Medium, Priority::Medium));
+        q.push(task(2, "g", Priority::Medium, Priority::Medium));
+        assert!(q.remove(1));
+        assert!(!q.remove(1), "only once");
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.ids("g").collect::<Vec<_>>(), vec![2]);
+        assert_eq!(q.pop("g").unwrap().task.spec.task_instance_id, 2);
+        assert!(q.pop("g").is_none() && q.is_empty() && q.waiting_groups().is_empty());
     }
 }
