@@ -112,5 +112,11 @@ fn fifty_instances_started_at_once_all_succeed_across_both_workers() {
         "no command was turned into two instances"
     );
     assert_eq!(workers.len(), 2, "tasks ran on both workers: {workers:?}");
+
+    let out = support::cli(&api, &["cluster", "--output", "json"]);
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    let nodes: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let count = |role: &str| nodes.as_array().unwrap().iter().filter(|n| n["role"] == role).count();
+    assert_eq!((count("master"), count("worker")), (2, 2), "shoal cluster lists every live node: {nodes}");
     drop(nodes);
 }

@@ -59,8 +59,10 @@ impl Error {
             Error::Peer { .. } => StatusCode::BAD_GATEWAY,
             Error::Store(S::Definition(_) | S::Invalid(_)) => StatusCode::BAD_REQUEST,
             Error::Store(S::NotFound(_)) => StatusCode::NOT_FOUND,
-            Error::Store(S::Database(_) | S::Migrate(_) | S::Registry(_) | S::Corrupt(_))
-            | Error::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Error::Store(S::Registry(_)) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Store(S::Database(_) | S::Migrate(_) | S::Corrupt(_)) | Error::Io(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 }

@@ -8,6 +8,7 @@
 mod actions;
 mod auth;
 mod channels;
+mod cluster;
 mod commands;
 pub mod error;
 mod extract;
@@ -21,6 +22,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use axum::routing::{get, post};
+use shoal_common::registry::Registry;
 use shoal_common::store::Store;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -32,12 +34,16 @@ pub struct ApiState {
     pub store: Store,
     /// When set, mutating requests need `Authorization: Bearer <token>`.
     pub token: Option<String>,
+    /// Cluster membership, for `GET /cluster` (None: the api-server was started without
+    /// a registry, and the listing says so).
+    pub registry: Option<Registry>,
 }
 
 /// The state handlers see: the public [`ApiState`] plus what the server keeps for itself.
 #[derive(Clone)]
 pub(crate) struct Ctx {
     pub store: Store,
+    pub registry: Option<Registry>,
     /// gRPC channels to workers and masters.
     pub peers: Arc<channels::Channels>,
 }
@@ -46,6 +52,7 @@ pub(crate) struct Ctx {
 pub fn router(state: ApiState) -> Router {
     let ctx = Ctx {
         store: state.store,
+        registry: state.registry,
         peers: Arc::new(channels::Channels::default()),
     };
     let token: Option<Arc<str>> = state.token.filter(|t| !t.is_empty()).map(Arc::from);
@@ -62,6 +69,7 @@ pub fn router(state: ApiState) -> Router {
             post(commands::start),
         )
         .route("/commands/{id}", get(commands::status))
+        .route("/cluster", get(cluster::nodes))
         .route("/instances", get(instances::list))
         .route("/instances/{id}", get(instances::get))
         .route("/instances/{id}/{action}", post(actions::act))

@@ -61,6 +61,7 @@ async fn api(token: Option<&str>) -> Api {
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
     let store = Store::connect(&url).await.unwrap();
     let state = ApiState {
+        registry: None,
         store: store.clone(),
         token: token.map(Into::into),
     };

@@ -86,6 +86,10 @@ pub struct ApiServerArgs {
     #[arg(long, env = "SHOAL_TOKEN")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// etcd endpoints, comma separated; lets `GET /cluster` (`shoal cluster`) list nodes.
+    #[arg(long, env = "SHOAL_ETCD", value_delimiter = ',')]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub etcd: Vec<String>,
     #[command(flatten)]
     #[serde(skip)]
     pub common: Common,
@@ -218,7 +222,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
     let master = shoal_master::start(
         master_config(loopback, 0, &loopback.to_string(), 200),
         store.clone(),
-        registry,
+        registry.clone(),
         shutdown.clone(),
     )
     .await?;
@@ -234,6 +238,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
         ApiState {
             store,
             token: args.token,
+            registry: Some(registry),
         },
         shutdown.clone(),
     )
@@ -246,6 +251,10 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
 
 pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
     let store = Store::connect(&args.database_url).await?;
+    let registry = match args.etcd.is_empty() {
+        true => None,
+        false => Some(Registry::etcd(&args.etcd, 10).await?),
+    };
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
     let listen = SocketAddr::new(args.bind, args.port);
@@ -258,6 +267,7 @@ pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
         ApiState {
             store,
             token: args.token,
+            registry,
         },
         shutdown,
     )

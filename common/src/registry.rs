@@ -146,6 +146,18 @@ impl Registry {
         Ok(Membership { payload })
     }
 
+    /// Every live node, read once (for listings; schedulers keep a [`NodeWatch`]).
+    pub async fn nodes(&self) -> Result<Vec<NodeInfo>> {
+        match &*self.inner {
+            Inner::Local(members) => Ok(members.borrow().values().cloned().collect()),
+            Inner::Etcd { client, .. } => {
+                let (tx, _rx) = watch::channel(Members::new());
+                load_members(&mut client.clone(), &tx).await?;
+                Ok(tx.borrow().values().cloned().collect())
+            }
+        }
+    }
+
     /// Live nodes of `role`.
     pub async fn watch(&self, role: Role, shutdown: CancellationToken) -> Result<NodeWatch> {
         let members = match &*self.inner {

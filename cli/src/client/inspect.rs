@@ -189,3 +189,48 @@ fn json_out(v: &impl serde::Serialize) -> anyhow::Result<i32> {
     print_out(serde_json::to_string_pretty(v)? + "\n")?;
     Ok(0)
 }
+
+#[derive(clap::Args, Debug)]
+pub struct ClusterArgs {
+    #[arg(long, short = 'o', value_enum, default_value_t)]
+    output: Output,
+    #[command(flatten)]
+    conn: Connection,
+}
+
+/// `shoal cluster`: the live masters and workers with their load.
+pub async fn cluster(args: ClusterArgs) -> anyhow::Result<i32> {
+    let api = Api::new(&args.conn)?;
+    let nodes: Vec<Value> = api.get(&["cluster"], &[]).await?;
+    if args.output == Output::Json {
+        return json_out(&nodes);
+    }
+    let rows: Vec<Vec<String>> = nodes
+        .iter()
+        .map(|n| {
+            let groups = n["groups"]
+                .as_array()
+                .map(|g| g.iter().map(cell).collect::<Vec<_>>().join(","));
+            vec![
+                cell(&n["role"]),
+                cell(&n["addr"]),
+                groups
+                    .filter(|g| !g.is_empty())
+                    .unwrap_or_else(|| "-".into()),
+                format!("{}/{}", cell(&n["running"]), cell(&n["slots"])),
+                cell(&n["weight"]),
+                time(&n["started_at"]),
+            ]
+        })
+        .collect();
+    let headers = [
+        "role",
+        "addr",
+        "groups",
+        "running/slots",
+        "weight",
+        "started",
+    ];
+    print_out(render(&headers, &rows))?;
+    Ok(0)
+}

@@ -52,6 +52,8 @@ pub enum ClientCommand {
     Status(inspect::StatusArgs),
     /// Print the log of one task instance.
     Logs(inspect::LogsArgs),
+    /// List the live masters and workers with their load.
+    Cluster(inspect::ClusterArgs),
 }
 
 /// Runs a client command and returns the process exit code. Errors are printed here, as
@@ -68,6 +70,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<i32> {
         ClientCommand::Instances(args) => inspect::instances(args).await,
         ClientCommand::Status(args) => inspect::status(args).await,
         ClientCommand::Logs(args) => inspect::logs(args).await,
+        ClientCommand::Cluster(args) => inspect::cluster(args).await,
     };
     match result {
         Ok(code) => Ok(code),
