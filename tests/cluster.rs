@@ -116,7 +116,18 @@ fn fifty_instances_started_at_once_all_succeed_across_both_workers() {
     let out = support::cli(&api, &["cluster", "--output", "json"]);
     assert!(out.status.success(), "{}", support::text(&out.stderr));
     let nodes: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let count = |role: &str| nodes.as_array().unwrap().iter().filter(|n| n["role"] == role).count();
-    assert_eq!((count("master"), count("worker")), (2, 2), "shoal cluster lists every live node: {nodes}");
+    let count = |role: &str| {
+        nodes
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["role"] == role)
+            .count()
+    };
+    assert_eq!(
+        (count("master"), count("worker")),
+        (2, 2),
+        "shoal cluster lists every live node: {nodes}"
+    );
     drop(nodes);
 }

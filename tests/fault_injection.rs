@@ -1071,3 +1071,25 @@ fn a_task_waits_for_a_worker_of_its_group_and_runs_when_one_joins() {
         }
     }
 }
+
+#[test]
+fn zz_experiment_kill_master_during_dispatch_storm() {
+    let mut rng = Lcg::for_test("storm");
+    let c = Cluster::start("storm", &["default"; 3]);
+    c.apply(&diamond(&c.execs));
+    let kill_after = rng.millis(500, 1500);
+    let commands = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            (0..150)
+                .map(|_| c.submit("diamond", json!({"n_a": "0", "n_b": "0", "n_c": "0", "n_d": "0"})))
+                .collect::<Vec<_>>()
+        });
+        std::thread::sleep(kill_after);
+        let v = rng.below(2);
+        c.masters[v].proc.signal("KILL");
+        c.log(&format!("killed {}", c.masters[v].addr));
+        h.join().unwrap()
+    });
+    let ids: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
+    c.check_runs(&ids, &DIAMOND_TASKS, true);
+}

@@ -108,6 +108,16 @@ tasks:
     assert!(out.status.success());
     let status: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(status["state"], "success");
+
+    let metrics = s.api.get_text("/metrics");
+    for line in [
+        "shoal_commands_claimed_total 1",
+        "shoal_instances_finished_total{state=\"success\"} 1",
+        "shoal_worker_tasks_finished_total{state=\"success\"} 8",
+        "shoal_instances_running 0",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "/metrics lacks '{line}':\n{metrics}");
+    }
 }
 
 #[test]

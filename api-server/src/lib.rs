@@ -2,8 +2,9 @@
 //!
 //! The api-server validates input, stores definitions and writes commands; it never changes
 //! the state of a run itself (the owning master does, also when asked to stop or pause).
-//! Everything lives under `/api/v1`, leaving `/` free for the web UI. Errors are JSON
-//! `{"error": "..."}` bodies, produced in one place ([`error::Error`]'s `IntoResponse`).
+//! Everything lives under `/api/v1` (and Prometheus' `GET /metrics`), leaving `/` free for
+//! the web UI. Errors are JSON `{"error": "..."}` bodies, produced in one place
+//! ([`error::Error`]'s `IntoResponse`).
 
 mod actions;
 mod auth;
@@ -14,9 +15,11 @@ pub mod error;
 mod extract;
 mod instances;
 mod logs;
+mod metrics;
 mod workflows;
 
 pub use error::{Error, Result};
+pub use metrics::{metrics_router, serve_metrics};
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -48,7 +51,8 @@ pub(crate) struct Ctx {
     pub peers: Arc<channels::Channels>,
 }
 
-/// The whole HTTP surface: `/api/v1/...` plus JSON 404/405 answers for anything else.
+/// The whole HTTP surface: `/api/v1/...`, `GET /metrics` (Prometheus) plus JSON 404/405
+/// answers for anything else.
 pub fn router(state: ApiState) -> Router {
     let ctx = Ctx {
         store: state.store,
@@ -80,9 +84,11 @@ pub fn router(state: ApiState) -> Router {
             token,
             auth::require_token,
         ))
+        .layer(axum::middleware::from_fn(metrics::track))
         .with_state(ctx);
 
     Router::new()
+        .route("/metrics", get(metrics::handler))
         .nest("/api/v1", api)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))

@@ -11,8 +11,15 @@ use shoal_worker::WorkerConfig;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
+
+/// Default `--metrics-port` of `shoal master`.
+const MASTER_METRICS_PORT: u16 = 9700;
+/// Default `--metrics-port` of `shoal worker`.
+const WORKER_METRICS_PORT: u16 = 9701;
 
 #[derive(Args, Serialize, Debug)]
 pub struct Common {
@@ -55,7 +62,7 @@ pub struct StandaloneArgs {
     /// Where the SQLite database, task logs and work files live.
     #[arg(long, env = "SHOAL_DATA_DIR", default_value = "./shoal-data")]
     pub data_dir: PathBuf,
-    /// Port of the REST API and web UI.
+    /// Port of the REST API, web UI and Prometheus' `GET /metrics`.
     #[arg(long, env = "SHOAL_PORT", default_value_t = 12345)]
     pub port: u16,
     #[arg(long, env = "SHOAL_BIND", default_value = "127.0.0.1")]
@@ -79,6 +86,7 @@ pub struct ApiServerArgs {
     /// Postgres URL, e.g. postgres://postgres@127.0.0.1:5432/shoal
     #[arg(long, env = "SHOAL_DATABASE_URL")]
     pub database_url: String,
+    /// Port of the REST API and Prometheus' `GET /metrics`.
     #[arg(long, env = "SHOAL_PORT", default_value_t = 12345)]
     pub port: u16,
     #[arg(long, env = "SHOAL_BIND", default_value = "0.0.0.0")]
@@ -125,6 +133,10 @@ pub struct MasterArgs {
     /// Commands claimed per transaction.
     #[arg(long, env = "SHOAL_CLAIM_BATCH", default_value_t = 200)]
     pub claim_batch: usize,
+    /// Port of Prometheus' `GET /metrics` (on --bind); 0 turns it off. If this default
+    /// port is taken (a second master on the host), the master runs without it and warns.
+    #[arg(long, env = "SHOAL_METRICS_PORT", default_value_t = MASTER_METRICS_PORT)]
+    pub metrics_port: u16,
     #[command(flatten)]
     pub cluster: ClusterArgs,
     #[command(flatten)]
@@ -150,6 +162,10 @@ pub struct WorkerArgs {
     /// Where task logs and work files live.
     #[arg(long, env = "SHOAL_DATA_DIR", default_value = "./shoal-worker-data")]
     pub data_dir: PathBuf,
+    /// Port of Prometheus' `GET /metrics` (on --bind); 0 turns it off. If this default
+    /// port is taken (a second worker on the host), the worker runs without it and warns.
+    #[arg(long, env = "SHOAL_METRICS_PORT", default_value_t = WORKER_METRICS_PORT)]
+    pub metrics_port: u16,
     #[command(flatten)]
     pub exec: ExecArgs,
     #[command(flatten)]
@@ -179,6 +195,47 @@ fn cancel_on_signal(shutdown: CancellationToken) {
         info!("shutting down");
         shutdown.cancel();
     });
+}
+
+/// Binds the `/metrics` listener of a master or worker. None when `port` is 0, or when it
+/// is the role's `default` port and that is taken: several masters or workers on one host
+/// all start with the default, and a missing scrape target should not stop scheduling. A
+/// port chosen on purpose must be free.
+async fn metrics_listener(
+    bind: IpAddr,
+    port: u16,
+    default: u16,
+) -> anyhow::Result<Option<TcpListener>> {
+    if port == 0 {
+        return Ok(None);
+    }
+    let addr = SocketAddr::new(bind, port);
+    match TcpListener::bind(addr).await {
+        Ok(listener) => Ok(Some(listener)),
+        Err(e) if port == default && e.kind() == std::io::ErrorKind::AddrInUse => {
+            warn!(
+                %addr,
+                "default metrics port in use (another shoal on this host?), metrics not served; set --metrics-port"
+            );
+            Ok(None)
+        }
+        Err(e) => Err(e).with_context(|| {
+            format!("cannot listen for metrics on {addr}: pick another --metrics-port, or 0 to turn metrics off")
+        }),
+    }
+}
+
+/// Serves `/metrics` on `listener` (if any) until `shutdown` is cancelled.
+fn spawn_metrics(
+    listener: Option<TcpListener>,
+    shutdown: CancellationToken,
+) -> JoinHandle<anyhow::Result<()>> {
+    tokio::spawn(async move {
+        if let Some(listener) = listener {
+            shoal_api_server::serve_metrics(listener, shutdown).await?;
+        }
+        Ok(())
+    })
 }
 
 fn master_config(
@@ -281,15 +338,20 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
     let c = &args.cluster;
+    let listener = metrics_listener(c.bind, args.metrics_port, MASTER_METRICS_PORT).await?;
+    let metrics = spawn_metrics(listener, shutdown.clone());
     let handle = shoal_master::start(
         master_config(c.bind, args.port, &c.advertise_host, args.claim_batch),
         store,
         registry,
-        shutdown,
+        shutdown.clone(),
     )
     .await?;
-    handle.join().await?;
-    Ok(())
+    let outcome = handle.join().await;
+    // The master may also stop on its own (an error): the metrics server goes with it.
+    shutdown.cancel();
+    metrics.await??;
+    Ok(outcome?)
 }
 
 pub async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
@@ -297,6 +359,8 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
     let c = &args.cluster;
+    let listener = metrics_listener(c.bind, args.metrics_port, WORKER_METRICS_PORT).await?;
+    let metrics = spawn_metrics(listener, shutdown.clone());
     let handle = shoal_worker::start(
         WorkerConfig {
             listen: SocketAddr::new(c.bind, args.port),
@@ -308,9 +372,11 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
             datasources: args.exec.datasources.into_iter().collect(),
         },
         registry,
-        shutdown,
+        shutdown.clone(),
     )
     .await?;
-    handle.join().await?;
-    Ok(())
+    let outcome = handle.join().await;
+    shutdown.cancel();
+    metrics.await??;
+    Ok(outcome?)
 }

@@ -4,6 +4,7 @@
 pub mod definition;
 pub mod duration;
 pub mod error;
+pub mod metrics;
 pub mod params;
 pub mod registry;
 pub mod store;

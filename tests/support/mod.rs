@@ -139,6 +139,13 @@ impl Api {
         (status, resp.json().unwrap_or(Value::Null))
     }
 
+    /// A plain-text page outside /api/v1 (e.g. `/metrics`).
+    pub fn get_text(&self, path: &str) -> String {
+        let resp = self.http.get(format!("{}{path}", self.base)).send().unwrap();
+        assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
+        resp.text().unwrap()
+    }
+
     pub fn healthy(&self) -> bool {
         self.http
             .get(format!("{}/api/v1/health", self.base))

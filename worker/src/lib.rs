@@ -331,6 +331,10 @@ async fn supervise(s: Supervised) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// Held by the unit tests that check the process-wide worker metrics
+    /// ([`shoal_common::metrics`]), so that their counts are exact.
+    pub(crate) static METRICS_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
     #[test]
     fn advertised_address_brackets_ipv6() {
         assert_eq!(host_port("127.0.0.1", 7000), "127.0.0.1:7000");

@@ -15,6 +15,7 @@
 //! Each master address has one lazily connected tonic `Channel` (TCP_NODELAY), reused for
 //! every call.
 
+use shoal_common::metrics::WORKER_EVENTS_UNACKED;
 use shoal_common::proto::master_client::MasterClient;
 use shoal_common::proto::{ReportEventsRequest, TaskEvent};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -203,6 +204,7 @@ impl Outbox {
                 },
             );
             self.inner.shared.pending.fetch_add(1, Ordering::SeqCst);
+            WORKER_EVENTS_UNACKED.inc();
             seq
         };
         queue.wake.notify_one();
@@ -290,6 +292,10 @@ impl Outbox {
                 warn!(error = %e, "outbox sender loop failed");
             }
         }
+        // The loops are gone, so nothing acks any more: what is left is dropped, and leaves
+        // the process-wide gauge (other workers of the process keep their share).
+        let dropped = self.inner.shared.pending.swap(0, Ordering::SeqCst);
+        WORKER_EVENTS_UNACKED.sub(dropped as i64);
     }
 }
 
@@ -352,6 +358,7 @@ async fn sender_loop(
                     let mut state = queue.state.lock().expect("outbox lock");
                     state.apply_acks(&sent, &acked, Instant::now())
                 };
+                WORKER_EVENTS_UNACKED.sub(removed as i64);
                 if removed > 0 && shared.pending.fetch_sub(removed, Ordering::SeqCst) == removed {
                     shared.drained.notify_waiters();
                 }
@@ -451,6 +458,7 @@ mod tests {
 
     #[tokio::test]
     async fn seqs_increase_across_masters_and_reroute_keeps_them() {
+        let _metrics = crate::tests::METRICS_LOCK.lock().await;
         let outbox = Outbox::new("127.0.0.1:1".into());
         // Nothing listens on these ports; the sender loops just retry in the background.
         let a = outbox.push("127.0.0.1:9", event(0, 7).event).unwrap();
@@ -477,6 +485,64 @@ mod tests {
         assert_eq!(outbox.pending(), 3);
         assert!(!outbox.flush(Duration::from_millis(10)).await);
         outbox.stop().await;
+    }
+
+    /// A master that acks every event.
+    struct AckAll;
+
+    #[tonic::async_trait]
+    impl shoal_common::proto::master_server::Master for AckAll {
+        async fn report_events(
+            &self,
+            request: tonic::Request<ReportEventsRequest>,
+        ) -> Result<tonic::Response<shoal_common::proto::ReportEventsResponse>, tonic::Status>
+        {
+            let acked = request.into_inner().events.iter().map(|e| e.seq).collect();
+            Ok(tonic::Response::new(
+                shoal_common::proto::ReportEventsResponse { acked },
+            ))
+        }
+
+        async fn control(
+            &self,
+            _: tonic::Request<shoal_common::proto::ControlRequest>,
+        ) -> Result<tonic::Response<shoal_common::proto::ControlResponse>, tonic::Status> {
+            Err(tonic::Status::unimplemented("not used"))
+        }
+    }
+
+    #[tokio::test]
+    async fn the_unacked_gauge_follows_pushes_acks_and_drops() {
+        let _metrics = crate::tests::METRICS_LOCK.lock().await;
+        let base = WORKER_EVENTS_UNACKED.get();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let master = listener.local_addr().unwrap().to_string();
+        let stop_master = CancellationToken::new();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(shoal_common::proto::master_server::MasterServer::new(
+                    AckAll,
+                ))
+                .serve_with_incoming_shutdown(
+                    tonic::transport::server::TcpIncoming::from(listener),
+                    stop_master.clone().cancelled_owned(),
+                ),
+        );
+
+        let outbox = Outbox::new("127.0.0.1:1".into());
+        for task in 1..=3 {
+            outbox.push(&master, event(0, task).event).unwrap();
+        }
+        assert!(outbox.flush(Duration::from_secs(10)).await, "acked");
+        assert_eq!(WORKER_EVENTS_UNACKED.get(), base);
+
+        // Nothing listens on port 9: these stay unacked until the outbox stops.
+        outbox.push("127.0.0.1:9", event(0, 4).event).unwrap();
+        outbox.push("127.0.0.1:9", event(0, 5).event).unwrap();
+        assert_eq!(WORKER_EVENTS_UNACKED.get(), base + 2);
+        outbox.stop().await;
+        assert_eq!(WORKER_EVENTS_UNACKED.get(), base);
+        stop_master.cancel();
     }
 
     #[tokio::test]

@@ -7,6 +7,7 @@
 use crate::clients::WorkerClients;
 use crate::engine::EngineMsg;
 use crate::queue::{Popped, QueuedTask, TaskQueue};
+use shoal_common::metrics;
 use shoal_common::proto::DispatchRequest;
 use shoal_common::registry::{NodeInfo, NodeWatch};
 use std::collections::{HashMap, HashSet};
@@ -103,6 +104,7 @@ impl Dispatcher {
                 _ = tick.tick(), if !self.queue.is_empty() => {}
             }
             self.dispatch_pass();
+            metrics::QUEUE_DEPTH.set(self.queue.len() as i64);
         }
     }
 
@@ -135,6 +137,7 @@ impl Dispatcher {
             let id = p.task.spec.task_instance_id;
             self.in_flight.remove(&id);
             if accepted.contains(&id) {
+                metrics::DISPATCH_LATENCY.observe(p.task.queued_at.elapsed());
                 // A cancel that raced the RPC is the engine's to finish: it kills on the worker.
                 self.cancelled.remove(&id);
                 let _ = self.engine.send(EngineMsg::Dispatched {

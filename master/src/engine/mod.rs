@@ -12,6 +12,7 @@ use crate::clients::WorkerClients;
 use crate::dispatch::DispatchMsg;
 use crate::runtime::{Action, Event, Node, Outcome, Recovery, Refused, WorkflowRuntime};
 use shoal_common::definition::TimeoutStrategy;
+use shoal_common::metrics;
 use shoal_common::proto::{DispatchRequest, KillRequest, TaskEvent, TaskEventKind};
 use shoal_common::registry::NodeWatch;
 use shoal_common::store::{
@@ -141,7 +142,7 @@ struct Cycle {
     withdraws: Vec<(i64, Node)>,
     enqueues: Vec<(i64, Node)>,
     adoptions: Vec<(i64, Node)>,
-    finished: Vec<i64>,
+    finished: Vec<(i64, WorkflowState)>,
     ended_tasks: Vec<i64>,
     /// Owner epoch of every instance this cycle writes for (the store fences on it).
     epochs: HashMap<i64, i64>,
@@ -343,6 +344,10 @@ impl Engine {
 
     /// Builds the runtime of a claimed instance and starts it.
     fn take(&mut self, c: ClaimedInstance, cycle: &mut Cycle, now: i64) {
+        // Takeovers count as failovers, so started + failovers = finished + running.
+        if c.kind != CommandKind::RecoverFailover {
+            metrics::INSTANCES_STARTED.inc();
+        }
         let id = c.instance.id;
         let def = Arc::new(c.definition);
         let from = c.instance.options.from_task.as_deref().map(|t| {
@@ -405,7 +410,9 @@ impl Engine {
             });
         }
         let state_before = c.instance.state;
-        self.runs.insert(id, run);
+        if self.runs.insert(id, run).is_none() {
+            metrics::INSTANCES_RUNNING.inc();
+        }
         if c.kind == CommandKind::RecoverFailover {
             self.adopt_in_flight(id, &c.tasks, cycle, now);
         }
@@ -625,6 +632,9 @@ impl Engine {
         if !outcome.accepted {
             return;
         }
+        if state == TaskState::NeedFaultTolerance {
+            metrics::TASKS_LOST.inc();
+        }
         if state.is_terminal() {
             if !outcome.was_running {
                 // It never reported running (e.g. a noop): it started when it ended.
@@ -645,6 +655,11 @@ impl Engine {
         let run = self.runs.get_mut(&instance)?;
         cycle.epochs.insert(instance, run.epoch);
         let mut outcome = run.rt.apply(event);
+        if outcome.accepted {
+            metrics::EVENTS_APPLIED.inc();
+        } else {
+            metrics::EVENTS_IGNORED.inc();
+        }
         let actions = std::mem::take(&mut outcome.actions);
         self.perform(instance, actions, cycle, now);
         Some(outcome)
@@ -715,7 +730,7 @@ impl Engine {
                         state,
                         ended_at: Some(now),
                     });
-                    cycle.finished.push(instance);
+                    cycle.finished.push((instance, state));
                 }
             }
         }
@@ -814,7 +829,13 @@ impl Engine {
         for (instance, node) in cycle.withdraws {
             self.withdraw(instance, node);
         }
-        for instance in cycle.finished {
+        for (instance, state) in cycle.finished {
+            // Counted after the commit: a fenced run was dropped above and is not counted.
+            if self.runs.contains_key(&instance)
+                && let Some(counter) = metrics::instances_finished(state)
+            {
+                counter.inc();
+            }
             self.drop_run(instance);
         }
     }
@@ -905,6 +926,7 @@ impl Engine {
 
     fn drop_run(&mut self, instance: i64) {
         if let Some(run) = self.runs.remove(&instance) {
+            metrics::INSTANCES_RUNNING.dec();
             for id in run.task_ids.into_iter().flatten() {
                 self.tasks.remove(&id);
             }

@@ -61,6 +61,7 @@ pub(super) fn build(
             master_addr: master_addr.to_string(),
             owner_epoch: run.epoch,
         },
+        queued_at: std::time::Instant::now(),
         group: def.worker_group.clone(),
         instance_priority: run.priority,
         task_priority: def.priority,

@@ -6,6 +6,7 @@
 //! restarted `shoal standalone` left running, and anything a crashed master left half done.
 
 use crate::engine::EngineMsg;
+use shoal_common::metrics;
 use shoal_common::registry::NodeWatch;
 use shoal_common::store::Store;
 use std::collections::HashSet;
@@ -83,6 +84,7 @@ impl Failover {
         let mut taken = Vec::new();
         for (id, epoch) in orphans {
             if let Some(claimed) = self.store.take_over(id, epoch, &self.me).await? {
+                metrics::FAILOVERS.inc();
                 info!(
                     instance_id = id,
                     previous_epoch = epoch,

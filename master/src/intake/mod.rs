@@ -1,6 +1,7 @@
 //! Claims commands and hands the instances they became to the engine.
 
 use crate::engine::EngineMsg;
+use shoal_common::metrics;
 use shoal_common::store::Store;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -38,6 +39,7 @@ impl Intake {
             loop {
                 match self.store.claim_commands(&self.owner, 1, self.batch).await {
                     Ok(claimed) => {
+                        metrics::COMMANDS_CLAIMED.add(claimed.len() as u64);
                         let full = claimed.len() == self.batch;
                         if !claimed.is_empty() {
                             debug!(count = claimed.len(), "commands claimed");

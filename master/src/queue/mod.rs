@@ -11,6 +11,8 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 #[derive(Debug, Clone)]
 pub struct QueuedTask {
     pub spec: TaskSpec,
+    /// When it was first queued (a requeue keeps it), for the dispatch latency metric.
+    pub queued_at: std::time::Instant,
     pub group: String,
     pub instance_priority: Priority,
     pub task_priority: Priority,
@@ -134,6 +136,7 @@ mod tests {
                 task_instance_id: id,
                 ..Default::default()
             },
+            queued_at: std::time::Instant::now(),
             group: group.into(),
             instance_priority: inst,
             task_priority: prio,

@@ -24,6 +24,7 @@ use kill::{KillSwitch, StopReason};
 use process::Program;
 use serde::Deserialize;
 use shoal_common::definition::{HttpSpec, SqlSpec, TimeoutStrategy};
+use shoal_common::metrics;
 use shoal_common::proto::{DispatchResponse, TaskEvent, TaskEventKind, TaskSpec};
 use shoal_common::types::now_ms;
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -31,7 +32,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tracing::{Instrument, debug, info, info_span, warn};
 
@@ -357,11 +358,26 @@ impl Executor {
     }
 
     async fn run(self: Arc<Self>, spec: TaskSpec, task: Arc<RunningTask>) {
+        let started = Instant::now();
+        metrics::WORKER_TASKS_STARTED.inc();
+        metrics::WORKER_TASKS_RUNNING.inc();
         let outcome = self.execute(&spec, &task).await;
-        let (kind, state) = match &outcome {
-            Outcome::Success { .. } => (TaskEventKind::Success, "success"),
-            Outcome::Failure { .. } => (TaskEventKind::Failure, "failure"),
-            Outcome::Killed { .. } => (TaskEventKind::Killed, "killed"),
+        let (kind, state, finished) = match &outcome {
+            Outcome::Success { .. } => (
+                TaskEventKind::Success,
+                "success",
+                &metrics::WORKER_TASKS_FINISHED_SUCCESS,
+            ),
+            Outcome::Failure { .. } => (
+                TaskEventKind::Failure,
+                "failure",
+                &metrics::WORKER_TASKS_FINISHED_FAILURE,
+            ),
+            Outcome::Killed { .. } => (
+                TaskEventKind::Killed,
+                "killed",
+                &metrics::WORKER_TASKS_FINISHED_KILLED,
+            ),
         };
         let mut event = event(&spec, kind);
         match outcome {
@@ -384,6 +400,11 @@ impl Executor {
             exit_code = event.exit_code,
             "task finished"
         );
+        // Counted before the slot is freed and the last event is queued: whoever sees
+        // either sees the task counted.
+        metrics::WORKER_TASKS_RUNNING.dec();
+        metrics::WORKER_TASK_DURATION.observe(started.elapsed());
+        finished.inc();
         // The slot is freed before the last event is queued, so a master that dispatches
         // on receiving it finds the slot free. A duplicate dispatch in between finds the
         // task finished with the same shared route, so a reroute still catches this event.
@@ -711,5 +732,95 @@ async fn with_timeout(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_common::metrics::{
+        WORKER_EVENTS_UNACKED, WORKER_TASK_DURATION, WORKER_TASKS_FINISHED_FAILURE,
+        WORKER_TASKS_FINISHED_KILLED, WORKER_TASKS_FINISHED_SUCCESS, WORKER_TASKS_RUNNING,
+        WORKER_TASKS_STARTED,
+    };
+
+    fn spec(id: i64, task_type: &str, command: &str) -> TaskSpec {
+        TaskSpec {
+            task_instance_id: id,
+            workflow_instance_id: 1,
+            attempt: 1,
+            name: format!("t{id}"),
+            task_type: task_type.into(),
+            definition_json: serde_json::json!({"type": task_type, "command": command}).to_string(),
+            params: HashMap::new(),
+            // Nothing listens there: the events stay in the outbox.
+            master_addr: "127.0.0.1:9".into(),
+            owner_epoch: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn metrics_follow_tasks_from_start_to_their_final_state() {
+        let _metrics = crate::tests::METRICS_LOCK.lock().await;
+        let dir = tempfile::tempdir().unwrap();
+        let outbox = Outbox::new("127.0.0.1:1".into());
+        let executor = Executor::new(
+            ExecutorConfig {
+                slots: 4,
+                dirs: ExecutorDirs {
+                    logs: dir.path().join("logs"),
+                    work: dir.path().join("work"),
+                },
+                python: crate::DEFAULT_PYTHON.into(),
+                datasources: Datasources::new(&Default::default(), 4).unwrap(),
+            },
+            outbox.clone(),
+        );
+        let started = WORKER_TASKS_STARTED.get();
+        let running = WORKER_TASKS_RUNNING.get();
+        let (success, failure, killed) = (
+            WORKER_TASKS_FINISHED_SUCCESS.get(),
+            WORKER_TASKS_FINISHED_FAILURE.get(),
+            WORKER_TASKS_FINISHED_KILLED.get(),
+        );
+        let observed = WORKER_TASK_DURATION.count();
+        let unacked = WORKER_EVENTS_UNACKED.get();
+
+        let tasks = vec![
+            spec(1, "noop", ""),
+            spec(2, "bogus", ""),
+            spec(3, "shell", "sleep 30"),
+        ];
+        assert_eq!(executor.dispatch(tasks).accepted, [1, 2, 3]);
+        // A duplicate dispatch starts nothing.
+        assert_eq!(
+            executor
+                .dispatch(vec![spec(3, "shell", "sleep 30")])
+                .accepted,
+            [3]
+        );
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while WORKER_TASKS_STARTED.get() < started + 3 {
+                tokio::task::yield_now().await;
+            }
+            executor.running().wait_for(|n| *n == 1).await.unwrap();
+        })
+        .await
+        .expect("noop and bogus finish, shell runs");
+        assert_eq!(WORKER_TASKS_STARTED.get(), started + 3);
+        assert_eq!(WORKER_TASKS_RUNNING.get(), running + 1);
+        assert_eq!(WORKER_TASKS_FINISHED_SUCCESS.get(), success + 1);
+        assert_eq!(WORKER_TASKS_FINISHED_FAILURE.get(), failure + 1);
+        assert_eq!(WORKER_TASK_DURATION.count(), observed + 2);
+
+        assert!(executor.shutdown(Duration::from_secs(10)).await);
+        assert_eq!(WORKER_TASKS_RUNNING.get(), running);
+        assert_eq!(WORKER_TASKS_FINISHED_KILLED.get(), killed + 1);
+        assert_eq!(WORKER_TASK_DURATION.count(), observed + 3);
+        assert_eq!(WORKER_TASKS_STARTED.get(), started + 3);
+        // noop: RUNNING + SUCCESS; bogus: FAILURE; shell: RUNNING + KILLED.
+        assert_eq!(WORKER_EVENTS_UNACKED.get(), unacked + 5);
+        outbox.stop().await;
+        assert_eq!(WORKER_EVENTS_UNACKED.get(), unacked);
     }
 }
