@@ -353,3 +353,49 @@ fn time_expressions_and_builtins_reach_the_task() {
     assert_eq!(parts[1], parts[2], "$[yyyyMMdd-1] is the business date");
     assert_eq!(parts[3], id.to_string());
 }
+
+#[test]
+fn logic_tasks_branch_on_the_master() {
+    let e = Env::new();
+    let f = e.path("ran");
+    e.apply(&format!(
+        r#"
+name: logic
+params: {{ region: eu }}
+tasks:
+  - {{ name: extract, type: shell, command: "exit 3" }}
+  - {{ name: check, type: conditions, depends_on: [extract], conditions: {{ success: [publish], failure: [alert] }} }}
+  - {{ name: publish, type: shell, command: "echo publish >> {f}", depends_on: [check] }}
+  - {{ name: alert, type: shell, command: "echo alert >> {f}", depends_on: [check] }}
+  - {{ name: wait, type: delay, delay: 300ms, depends_on: [alert] }}
+  - {{ name: route, type: switch, depends_on: [wait], switch: {{ cases: [{{ when: "${{region}} == 'us'", then: us }}, {{ when: "${{region}} == eu", then: eu }}], default: us }} }}
+  - {{ name: us, type: shell, command: "echo us >> {f}", depends_on: [route] }}
+  - {{ name: eu, type: shell, command: "echo eu >> {f}", depends_on: [route] }}
+"#,
+        f = f.display()
+    ));
+    let inst = e.end(e.start("logic", "{}"));
+    assert_eq!(
+        inst["state"], "success",
+        "the failure was handled by the conditions task: {inst}"
+    );
+    assert_eq!(lines(&f), vec!["alert", "eu"]);
+    let route = attempts(&inst, "route")[0];
+    assert_eq!(route["message"], "chose eu");
+    assert!(attempts(&inst, "us").is_empty() && attempts(&inst, "publish").is_empty());
+    let wait = attempts(&inst, "wait")[0];
+    assert!(
+        wait["worker"].is_null(),
+        "a delay task holds no worker: {wait}"
+    );
+
+    let (status, body) = e.s.api.post(
+        "/projects/default/workflows",
+        "name: bad\ntasks:\n- {name: s, type: switch, switch: {cases: [{when: 'a ~ b', then: x}]}}\n- {name: x, type: noop, depends_on: [s]}\n",
+    );
+    assert_eq!(status, 400);
+    assert!(
+        body["error"].as_str().unwrap().contains("not a comparison"),
+        "{body}"
+    );
+}

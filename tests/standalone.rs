@@ -116,7 +116,10 @@ tasks:
         "shoal_worker_tasks_finished_total{state=\"success\"} 8",
         "shoal_instances_running 0",
     ] {
-        assert!(metrics.lines().any(|l| l == line), "/metrics lacks '{line}':\n{metrics}");
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "/metrics lacks '{line}':\n{metrics}"
+        );
     }
 }
 

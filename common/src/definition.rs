@@ -103,6 +103,40 @@ pub struct TaskDef {
     /// `sql`: a query against a datasource named in the worker's configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sql: Option<SqlSpec>,
+    /// `conditions`: which downstream tasks run when every upstream task passed
+    /// (`success`) or not (`failure`); the other branch is skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<ConditionsSpec>,
+    /// `switch`: the first case whose `when` holds picks the downstream task to run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch: Option<SwitchSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConditionsSpec {
+    #[serde(default)]
+    pub success: Vec<String>,
+    #[serde(default)]
+    pub failure: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchSpec {
+    #[serde(default)]
+    pub cases: Vec<SwitchCase>,
+    /// The task to run when no case holds (none: nothing downstream runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchCase {
+    /// e.g. `${region} == 'eu' && ${rows} > 100` (see `common::condition`).
+    pub when: String,
+    pub then: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -173,6 +207,23 @@ fn default_method() -> String {
 }
 
 impl TaskDef {
+    /// The downstream tasks a conditions or switch task chooses among.
+    pub fn branch_targets(&self) -> Vec<&str> {
+        let mut targets: Vec<&str> = Vec::new();
+        if let Some(c) = &self.conditions {
+            targets.extend(c.success.iter().chain(&c.failure).map(String::as_str));
+        }
+        if let Some(sw) = &self.switch {
+            targets.extend(
+                sw.cases
+                    .iter()
+                    .map(|c| c.then.as_str())
+                    .chain(sw.default.as_deref()),
+            );
+        }
+        targets
+    }
+
     /// The parsed type; valid for any definition that passed validation.
     pub fn kind(&self) -> TaskType {
         self.task_type.parse().unwrap_or(TaskType::Noop)
@@ -239,6 +290,8 @@ pub enum DefinitionError {
     },
     #[error("task '{task}' depends on '{dependency}', which is not a task of this workflow")]
     UnknownDependency { task: String, dependency: String },
+    #[error("task '{task}': {reason}")]
+    BadBranch { task: String, reason: String },
     #[error("tasks form a cycle: {}", .0.join(" -> "))]
     Cycle(Vec<String>),
     #[error("project '{given}' in the definition does not match '{expected}' in the URL")]
@@ -307,7 +360,9 @@ impl WorkflowDef {
                 TaskType::Python => blank(&t.script).then_some("script"),
                 TaskType::Http => t.http.is_none().then_some("http"),
                 TaskType::Sql => t.sql.is_none().then_some("sql"),
-                TaskType::Noop => None,
+                TaskType::Conditions => t.conditions.is_none().then_some("conditions"),
+                TaskType::Switch => t.switch.is_none().then_some("switch"),
+                TaskType::Noop | TaskType::Delay => None,
             };
             if let Some(field) = missing {
                 return Err(DefinitionError::MissingField {
@@ -329,6 +384,31 @@ impl WorkflowDef {
         }
         if let Some(cycle) = self.find_cycle(&index) {
             return Err(DefinitionError::Cycle(cycle));
+        }
+        for t in &self.tasks {
+            for target in t.branch_targets() {
+                let depends = self
+                    .tasks
+                    .iter()
+                    .find(|d| d.name == target)
+                    .is_some_and(|d| d.depends_on.contains(&t.name));
+                if !depends {
+                    return Err(DefinitionError::BadBranch {
+                        task: t.name.clone(),
+                        reason: format!("'{target}' must be a task that depends on '{}'", t.name),
+                    });
+                }
+            }
+            if let Some(sw) = &t.switch {
+                for case in &sw.cases {
+                    crate::condition::parse(&case.when).map_err(|e| {
+                        DefinitionError::BadBranch {
+                            task: t.name.clone(),
+                            reason: format!("case '{}': {e}", case.when),
+                        }
+                    })?;
+                }
+            }
         }
         Ok(())
     }

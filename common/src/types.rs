@@ -158,8 +158,18 @@ string_enum!(
         Http => "http",
         Sql => "sql",
         Noop => "noop",
+        Conditions => "conditions",
+        Switch => "switch",
+        Delay => "delay",
     }
 );
+
+impl TaskType {
+    /// Logic tasks run on the master and hold no worker slot.
+    pub fn on_master(self) -> bool {
+        matches!(self, Self::Conditions | Self::Switch | Self::Delay)
+    }
+}
 
 /// Milliseconds since the Unix epoch: the one timestamp format in the store and on the wire.
 pub fn now_ms() -> i64 {

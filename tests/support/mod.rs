@@ -141,7 +141,11 @@ impl Api {
 
     /// A plain-text page outside /api/v1 (e.g. `/metrics`).
     pub fn get_text(&self, path: &str) -> String {
-        let resp = self.http.get(format!("{}{path}", self.base)).send().unwrap();
+        let resp = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .unwrap();
         assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
         resp.text().unwrap()
     }

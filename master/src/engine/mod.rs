@@ -19,7 +19,7 @@ use shoal_common::store::{
     ClaimedInstance, InstanceUpdate, NewTaskInstance, Params, StartOptions, Store, TaskInstanceRow,
     TaskUpdate, WriteBatch, WriteResult,
 };
-use shoal_common::types::{CommandKind, Priority, TaskState, WorkflowState, now_ms};
+use shoal_common::types::{CommandKind, Priority, TaskState, TaskType, WorkflowState, now_ms};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -87,6 +87,11 @@ pub enum EngineMsg {
     },
     /// These workers left the cluster: what they were running is lost.
     WorkersGone(Vec<String>),
+    /// A switch task chose its branch (task names) and succeeded.
+    Branched {
+        id: i64,
+        chosen: Vec<String>,
+    },
     /// Queued tasks that cannot go out yet, and why (shown on the task).
     Waiting {
         ids: Vec<i64>,
@@ -269,7 +274,7 @@ impl Engine {
                 if std::mem::take(&mut t.waiting) {
                     u.message = Some(String::new());
                 }
-                self.task_event(id, u, Params::new(), cycle, now);
+                self.task_event(id, u, Params::new(), None, cycle, now);
             }
             EngineMsg::Cancelled { id } => {
                 let Some(t) = self.tasks.get(&id) else { return };
@@ -296,6 +301,18 @@ impl Engine {
             } => {
                 let result = self.control(instance, control, cycle, now);
                 cycle.replies.push((reply, result));
+            }
+            EngineMsg::Branched { id, chosen } => {
+                let mut u = TaskUpdate::state(id, TaskState::Success);
+                u.ended_at = Some(now);
+                u.output = Some(Params::from([("branch".to_string(), chosen.join(","))]));
+                u.message = Some(match chosen.is_empty() {
+                    true => {
+                        "no case held and there is no default: nothing downstream runs".to_string()
+                    }
+                    false => format!("chose {}", chosen.join(", ")),
+                });
+                self.task_event(id, u, Params::new(), Some(chosen), cycle, now);
             }
             EngineMsg::Waiting { ids, reason } => {
                 for id in ids {
@@ -589,6 +606,7 @@ impl Engine {
             ev.task_instance_id,
             u,
             ev.output.into_iter().collect(),
+            None,
             cycle,
             ev.at_ms,
         );
@@ -605,26 +623,35 @@ impl Engine {
         let mut u = TaskUpdate::state(id, state);
         u.ended_at = Some(now);
         u.message = message;
-        self.task_event(id, u, Params::new(), cycle, now);
+        self.task_event(id, u, Params::new(), None, cycle, now);
     }
 
-    /// Applies a task's state change to its runtime and records it if accepted.
+    /// Applies a task's state change to its runtime and records it if accepted;
+    /// `chosen` carries a switch task's branch.
     fn task_event(
         &mut self,
         id: i64,
         mut u: TaskUpdate,
         output: Params,
+        chosen: Option<Vec<String>>,
         cycle: &mut Cycle,
         at: i64,
     ) {
         let Some(t) = self.tasks.get(&id) else { return };
         let (instance, node, attempt) = (t.instance, t.node, t.attempt);
         let state = u.state;
-        let event = Event::Task {
-            node,
-            attempt,
-            state,
-            output,
+        let event = match chosen {
+            Some(chosen) => Event::Branched {
+                node,
+                attempt,
+                chosen,
+            },
+            None => Event::Task {
+                node,
+                attempt,
+                state,
+                output,
+            },
         };
         let Some(outcome) = self.apply(instance, event, cycle, at) else {
             return;
@@ -850,6 +877,28 @@ impl Engine {
             return;
         };
         t.delayed = false;
+        let kind = run.rt.definition().tasks[node].kind();
+        if kind.on_master() {
+            // Logic tasks end here, on the master: a delay task has waited its delay
+            // already, a conditions task's branch is taken by the runtime.
+            let msg = match kind {
+                TaskType::Switch => match spec::switch_choice(run, node, id) {
+                    Ok(chosen) => EngineMsg::Branched { id, chosen },
+                    Err(message) => EngineMsg::Settle {
+                        id,
+                        state: TaskState::Failure,
+                        message: Some(message),
+                    },
+                },
+                _ => EngineMsg::Settle {
+                    id,
+                    state: TaskState::Success,
+                    message: None,
+                },
+            };
+            let _ = self.me.send(msg);
+            return;
+        }
         if run.options.dry_run {
             let message = Some("dry run: not executed".to_string());
             let _ = self.me.send(EngineMsg::Settle {

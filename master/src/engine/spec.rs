@@ -4,8 +4,11 @@
 use super::Run;
 use crate::queue::QueuedTask;
 use crate::runtime::Node;
+use chrono::NaiveDateTime;
+use shoal_common::condition;
 use shoal_common::params::{Context, builtins, expand};
 use shoal_common::proto::TaskSpec;
+use shoal_common::store::Params;
 
 pub(super) fn build(
     run: &Run,
@@ -15,15 +18,7 @@ pub(super) fn build(
     master_addr: &str,
 ) -> Result<QueuedTask, String> {
     let def = &run.rt.definition().tasks[node];
-    // Manual runs are "scheduled" at their start time; cron runs will carry theirs.
-    let schedule_time = chrono::DateTime::from_timestamp_millis(run.started_at)
-        .unwrap_or_default()
-        .naive_utc();
-    let params = run.rt.task_params(
-        node,
-        &run.start_params,
-        &builtins(run.instance_id, id, schedule_time),
-    );
+    let (params, schedule_time) = task_params(run, node, id);
     let ctx = Context {
         params: &params,
         schedule_time,
@@ -66,4 +61,38 @@ pub(super) fn build(
         instance_priority: run.priority,
         task_priority: def.priority,
     })
+}
+
+/// The downstream task a switch task picks: the `then` of the first case whose `when`
+/// holds after parameter expansion, else its default (else nothing).
+pub(super) fn switch_choice(run: &Run, node: Node, id: i64) -> Result<Vec<String>, String> {
+    let def = &run.rt.definition().tasks[node];
+    let Some(sw) = &def.switch else {
+        return Ok(vec![]);
+    };
+    let (params, schedule_time) = task_params(run, node, id);
+    let ctx = Context {
+        params: &params,
+        schedule_time,
+    };
+    for case in &sw.cases {
+        let text = expand(&case.when, &ctx).map_err(|e| format!("switch '{}': {e}", def.name))?;
+        let cond = condition::parse(&text)
+            .map_err(|e| format!("switch '{}', case '{}': {e}", def.name, case.when))?;
+        if cond.holds() {
+            return Ok(vec![case.then.clone()]);
+        }
+    }
+    Ok(sw.default.iter().cloned().collect())
+}
+
+/// The parameters a task sees, and the schedule time its time expressions use (manual runs
+/// are "scheduled" at their start time; cron runs will carry theirs).
+fn task_params(run: &Run, node: Node, id: i64) -> (Params, NaiveDateTime) {
+    let schedule_time = chrono::DateTime::from_timestamp_millis(run.started_at)
+        .unwrap_or_default()
+        .naive_utc();
+    let builtins = builtins(run.instance_id, id, schedule_time);
+    let params = run.rt.task_params(node, &run.start_params, &builtins);
+    (params, schedule_time)
 }

@@ -34,6 +34,12 @@ pub enum Event {
     },
     /// The wait before an attempt (task delay or retry interval) is over.
     Ready { node: Node, attempt: i32 },
+    /// A switch task chose these downstream tasks (by name) and succeeded.
+    Branched {
+        node: Node,
+        attempt: i32,
+        chosen: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -85,6 +91,9 @@ enum Slot {
     NotStarted,
     /// Not part of this run (start from a task): counts as passed, never runs.
     OutOfScope,
+    /// On a branch a conditions or switch task did not choose: never runs, and what
+    /// depends only on pruned tasks is pruned too.
+    Pruned,
     Active {
         attempt: i32,
         state: TaskState,
@@ -116,6 +125,10 @@ pub struct WorkflowRuntime {
     outputs: Vec<Params>,
     /// Upstream tasks of each node that have not passed yet; zero means it may start.
     waiting_on: Vec<usize>,
+    /// Upstream tasks of each node that were pruned; all of them means it is pruned too.
+    pruned_upstream: Vec<usize>,
+    /// Nodes pruned, or failed with a conditions task downstream to handle it.
+    settled_otherwise: usize,
     /// Attempt number of each node's latest attempt (0: none yet).
     last_attempt: Vec<i32>,
     /// Retries each node may still use in this run.
@@ -217,7 +230,8 @@ impl WorkflowRuntime {
                 rt.active += 1;
             }
         }
-        // Upstream first, so each node inherits what its upstream tasks handed on.
+        // Upstream first, so each node inherits what its upstream tasks handed on, and
+        // the branches conditions and switch tasks did not take stay pruned.
         let order = petgraph::algo::toposort(&rt.dag, None).unwrap_or_default();
         for n in order {
             let node = n.index();
@@ -225,9 +239,40 @@ impl WorkflowRuntime {
                 && state.lets_downstream_run()
             {
                 rt.hand_on(node, row.output.clone());
+                let chosen = match rt.def.tasks[node].switch {
+                    Some(_) => row.output.get("branch").map(|b| {
+                        b.split(',')
+                            .filter(|t| !t.is_empty())
+                            .map(str::to_string)
+                            .collect()
+                    }),
+                    None => rt.conditions_branch(node),
+                };
+                if let Some(chosen) = chosen {
+                    rt.prune_unchosen(node, &chosen);
+                }
             }
         }
         rt
+    }
+
+    /// Marks the edges from a branch task to the downstream tasks it did not choose, and
+    /// prunes those whose every upstream edge is now pruned. Returns what may start.
+    fn prune_unchosen(&mut self, node: Node, chosen: &[String]) -> Vec<Node> {
+        let mut freed = Vec::new();
+        for d in self.downstream(node) {
+            if chosen.contains(&self.def.tasks[d].name) {
+                freed.push(d);
+                continue;
+            }
+            self.pruned_upstream[d] += 1;
+            if self.pruned_upstream[d] == self.in_degree(d) {
+                freed.extend(self.prune(d));
+            } else {
+                freed.push(d);
+            }
+        }
+        freed
     }
 
     /// Records what a passed node hands downstream: its upstream tasks' outputs,
@@ -284,6 +329,8 @@ impl WorkflowRuntime {
             slots: vec![Slot::NotStarted; n],
             outputs: vec![Params::new(); n],
             waiting_on,
+            pruned_upstream: vec![0; n],
+            settled_otherwise: 0,
             last_attempt: vec![0; n],
             retries_left,
             state: WorkflowState::Running,
@@ -338,7 +385,15 @@ impl WorkflowRuntime {
                 attempt,
                 state,
                 output,
-            } => self.on_task(node, attempt, state, output),
+            } => self.on_task(node, attempt, state, output, None),
+            Event::Branched {
+                node,
+                attempt,
+                chosen,
+            } => {
+                let output = Params::from([("branch".to_string(), chosen.join(","))]);
+                self.on_task(node, attempt, TaskState::Success, output, Some(chosen))
+            }
             Event::Ready { node, attempt } => {
                 let mut out = Outcome::default();
                 if self.slots.get(node)
@@ -433,7 +488,15 @@ impl WorkflowRuntime {
             || (self.failed && self.def.failure_strategy == FailureStrategy::End)
     }
 
-    fn on_task(&mut self, node: Node, attempt: i32, state: TaskState, output: Params) -> Outcome {
+    /// `chosen`: the branch a switch task picked (a conditions task picks its own here).
+    fn on_task(
+        &mut self,
+        node: Node,
+        attempt: i32,
+        state: TaskState,
+        output: Params,
+        chosen: Option<Vec<String>>,
+    ) -> Outcome {
         let Some(Slot::Active {
             attempt: current,
             state: was,
@@ -461,15 +524,27 @@ impl WorkflowRuntime {
         self.active -= 1;
         let mut candidates = Vec::new();
         if state.lets_downstream_run() {
+            let chosen = chosen.or_else(|| self.conditions_branch(node));
             self.hand_on(node, output);
             self.mark_passed(node);
-            candidates.extend(
-                self.dag
-                    .neighbors_directed(NodeIndex::new(node), Direction::Outgoing)
-                    .map(|d| d.index()),
-            );
+            match chosen {
+                Some(chosen) => candidates = self.prune_unchosen(node, &chosen),
+                None => candidates.extend(self.downstream(node)),
+            }
             // Definition order, so equal-priority tasks are submitted as written.
             candidates.sort_unstable();
+        } else if state == TaskState::Failure
+            && self.retries_left[node] == 0
+            && self.feeds_conditions(node)
+        {
+            // A conditions task downstream handles the failure: it is not the instance's.
+            self.settled_otherwise += 1;
+            for d in self.downstream(node) {
+                if self.is_conditions(d) {
+                    self.waiting_on[d] -= 1;
+                    candidates.push(d);
+                }
+            }
         } else if state == TaskState::NeedFaultTolerance && !self.stop_requested {
             // Lost with its worker: a new attempt, not a retry (the task did not fail).
             self.begin_attempt(node, None, &mut out.actions);
@@ -493,6 +568,67 @@ impl WorkflowRuntime {
         }
         self.release(candidates, &mut out.actions);
         out
+    }
+
+    fn downstream(&self, node: Node) -> Vec<Node> {
+        self.dag
+            .neighbors_directed(NodeIndex::new(node), Direction::Outgoing)
+            .map(|d| d.index())
+            .collect()
+    }
+
+    fn is_conditions(&self, node: Node) -> bool {
+        self.def.tasks[node].conditions.is_some()
+    }
+
+    fn feeds_conditions(&self, node: Node) -> bool {
+        self.downstream(node)
+            .into_iter()
+            .any(|d| self.is_conditions(d))
+    }
+
+    /// The branch a conditions task takes: `success` when every upstream task passed.
+    fn conditions_branch(&self, node: Node) -> Option<Vec<String>> {
+        let spec = self.def.tasks[node].conditions.as_ref()?;
+        let all_passed = self.dag.neighbors_directed(NodeIndex::new(node), Direction::Incoming).all(|u| {
+            matches!(self.slots[u.index()], Slot::OutOfScope)
+                || matches!(self.slots[u.index()], Slot::Done { state, .. } if state.lets_downstream_run())
+        });
+        Some(if all_passed {
+            spec.success.clone()
+        } else {
+            spec.failure.clone()
+        })
+    }
+
+    fn in_degree(&self, node: Node) -> usize {
+        self.dag
+            .neighbors_directed(NodeIndex::new(node), Direction::Incoming)
+            .count()
+    }
+
+    /// Prunes `node` and, transitively, what depends only on pruned tasks. Returns the
+    /// downstream tasks whose wait may be over.
+    fn prune(&mut self, node: Node) -> Vec<Node> {
+        let mut freed = Vec::new();
+        let mut stack = vec![node];
+        while let Some(n) = stack.pop() {
+            if self.slots[n] != Slot::NotStarted {
+                continue;
+            }
+            self.slots[n] = Slot::Pruned;
+            self.settled_otherwise += 1;
+            for d in self.downstream(n) {
+                self.pruned_upstream[d] += 1;
+                self.waiting_on[d] -= 1;
+                if self.pruned_upstream[d] == self.in_degree(d) {
+                    stack.push(d);
+                } else {
+                    freed.push(d);
+                }
+            }
+        }
+        freed
     }
 
     fn begin_attempt(&mut self, node: Node, delay: Option<Duration>, actions: &mut Vec<Action>) {
@@ -522,7 +658,10 @@ impl WorkflowRuntime {
             while i < candidates.len() {
                 let node = candidates[i];
                 i += 1;
-                if self.slots[node] != Slot::NotStarted || self.waiting_on[node] != 0 {
+                if self.slots[node] != Slot::NotStarted {
+                    continue;
+                }
+                if self.waiting_on[node] != 0 {
                     continue;
                 }
                 if self.def.tasks[node].enabled {
@@ -558,7 +697,7 @@ impl WorkflowRuntime {
             WorkflowState::Failure
         } else if self.pause_requested {
             WorkflowState::Paused
-        } else if self.passed == self.slots.len() {
+        } else if self.passed + self.settled_otherwise == self.slots.len() {
             WorkflowState::Success
         } else {
             WorkflowState::Failure

@@ -503,3 +503,85 @@ fn outputs_flow_along_the_whole_path() {
     let p = rt.task_params(2, &Params::new(), &Params::new());
     assert_eq!((p["rows"].as_str(), p["b"].as_str()), ("42", "1"));
 }
+
+const CONDITIONS: &str = "name: c\ntasks:\n- {name: load, type: noop}\n- {name: check, type: conditions, depends_on: [load], conditions: {success: [publish], failure: [alert]}}\n- {name: publish, type: noop, depends_on: [check]}\n- {name: alert, type: noop, depends_on: [check]}\n- {name: after_publish, type: noop, depends_on: [publish]}\n";
+
+#[test]
+fn conditions_take_the_success_branch_and_prune_the_other() {
+    let mut rt = runtime(CONDITIONS);
+    rt.apply(Event::Start);
+    assert_eq!(created(&rt.apply(task(0, TaskState::Success))), vec![1]);
+    assert_eq!(
+        created(&rt.apply(task(1, TaskState::Success))),
+        vec![2],
+        "alert is pruned"
+    );
+    assert_eq!(created(&rt.apply(task(2, TaskState::Success))), vec![4]);
+    let out = rt.apply(task(4, TaskState::Success));
+    assert_eq!(
+        out.actions,
+        vec![Action::Finish {
+            state: WorkflowState::Success
+        }]
+    );
+}
+
+#[test]
+fn a_failure_handled_by_conditions_does_not_fail_the_instance() {
+    let mut rt = runtime(CONDITIONS);
+    rt.apply(Event::Start);
+    let out = rt.apply(task(0, TaskState::Failure));
+    assert_eq!(created(&out), vec![1], "no kill, the conditions task runs");
+    assert_eq!(
+        created(&rt.apply(task(1, TaskState::Success))),
+        vec![3],
+        "the failure branch"
+    );
+    let out = rt.apply(task(3, TaskState::Success));
+    assert_eq!(
+        out.actions,
+        vec![Action::Finish {
+            state: WorkflowState::Success
+        }],
+        "publish and after_publish pruned"
+    );
+}
+
+#[test]
+fn a_switch_runs_the_chosen_branch_and_a_join_after_it() {
+    let yaml = "name: s\ntasks:\n- {name: route, type: switch, switch: {cases: [{when: '1 == 1', then: eu}], default: us}}\n- {name: eu, type: noop, depends_on: [route]}\n- {name: us, type: noop, depends_on: [route]}\n- {name: join, type: noop, depends_on: [eu, us]}\n";
+    let mut rt = runtime(yaml);
+    rt.apply(Event::Start);
+    let out = rt.apply(Event::Branched {
+        node: 0,
+        attempt: 1,
+        chosen: vec!["eu".into()],
+    });
+    assert_eq!(created(&out), vec![1]);
+    assert_eq!(
+        created(&rt.apply(task(1, TaskState::Success))),
+        vec![3],
+        "the join runs after the chosen branch"
+    );
+    assert_eq!(
+        rt.apply(task(3, TaskState::Success)).actions,
+        vec![Action::Finish {
+            state: WorkflowState::Success
+        }]
+    );
+
+    let mut none = runtime(yaml);
+    none.apply(Event::Start);
+    let out = none.apply(Event::Branched {
+        node: 0,
+        attempt: 1,
+        chosen: vec![],
+    });
+    assert_eq!(
+        out.actions,
+        vec![Action::Finish {
+            state: WorkflowState::Success
+        }],
+        "everything after it is pruned"
+    );
+}
