@@ -65,11 +65,19 @@ enum Inner {
 /// A registered node's handle to publish a new heartbeat payload.
 pub struct Membership {
     payload: watch::Sender<NodeInfo>,
+    lost: watch::Receiver<u64>,
 }
 
 impl Membership {
     pub fn update(&self, f: impl FnOnce(&mut NodeInfo)) {
         self.payload.send_modify(f);
+    }
+
+    /// Counts the times the node's lease expired before it could renew it (others may
+    /// have acted for it meanwhile: taken over its instances, re-run its tasks). It has
+    /// registered again by the time the count moves.
+    pub fn lost(&self) -> watch::Receiver<u64> {
+        self.lost.clone()
     }
 }
 
@@ -132,6 +140,7 @@ impl Registry {
         shutdown: CancellationToken,
     ) -> Result<Membership> {
         let (payload, rx) = watch::channel(node);
+        let (lost_tx, lost) = watch::channel(0);
         match &*self.inner {
             Inner::Local(members) => {
                 let members = members.clone();
@@ -140,10 +149,16 @@ impl Registry {
             Inner::Etcd { client, ttl_secs } => {
                 let node = rx.borrow().clone();
                 let lease = put_with_lease(&mut client.clone(), &node, *ttl_secs).await?;
-                tokio::spawn(keep_etcd(client.clone(), *ttl_secs, lease, rx, shutdown));
+                let keep = KeepEtcd {
+                    client: client.clone(),
+                    ttl: *ttl_secs,
+                    lease,
+                    lost: lost_tx,
+                };
+                tokio::spawn(keep.run(rx, shutdown));
             }
         }
-        Ok(Membership { payload })
+        Ok(Membership { payload, lost })
     }
 
     /// Every live node, read once (for listings; schedulers keep a [`NodeWatch`]).
@@ -208,53 +223,68 @@ async fn put_with_lease(client: &mut Client, node: &NodeInfo, ttl: i64) -> Resul
     Ok(lease)
 }
 
-/// Renews the lease every third of its TTL and republishes the payload when it changes
-/// (at most once a second). A lost lease is re-granted: the node registers again.
-async fn keep_etcd(
-    mut client: Client,
+struct KeepEtcd {
+    client: Client,
     ttl: i64,
-    mut lease: i64,
-    mut payload: watch::Receiver<NodeInfo>,
-    shutdown: CancellationToken,
-) {
-    let renew = Duration::from_millis((ttl as u64 * 1000) / 3);
-    let mut tick = tokio::time::interval(renew);
-    let mut publish = tokio::time::interval(Duration::from_secs(1));
-    let mut dirty = false;
-    let mut payload_final = false;
-    loop {
-        // All arms are cancellation-safe: ticks and watch changes lose nothing when dropped.
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = tick.tick() => {
-                if let Err(e) = renew_once(&mut client, lease).await {
-                    warn!(error = %e, "registry lease lost, registering again");
-                    let node = payload.borrow().clone();
-                    match put_with_lease(&mut client, &node, ttl).await {
-                        Ok(l) => lease = l,
-                        Err(e) => warn!(error = %e, "registry re-registration failed"),
+    lease: i64,
+    lost: watch::Sender<u64>,
+}
+
+impl KeepEtcd {
+    /// Renews the lease every third of its TTL and republishes the payload when it changes
+    /// (at most once a second). A lost lease is re-granted: the node registers again, and
+    /// if it went unrenewed for a whole TTL, `lost` counts it.
+    async fn run(mut self, mut payload: watch::Receiver<NodeInfo>, shutdown: CancellationToken) {
+        let ttl = Duration::from_secs(self.ttl as u64);
+        let mut tick = tokio::time::interval(ttl / 3);
+        let mut publish = tokio::time::interval(Duration::from_secs(1));
+        let mut renewed_at = tokio::time::Instant::now();
+        let mut dirty = false;
+        let mut payload_final = false;
+        loop {
+            // All arms are cancellation-safe: ticks and watch changes lose nothing when dropped.
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tick.tick() => {
+                    match renew_once(&mut self.client, self.lease).await {
+                        Ok(()) => renewed_at = tokio::time::Instant::now(),
+                        Err(e) => {
+                            warn!(error = %e, "registry lease lost, registering again");
+                            let node = payload.borrow().clone();
+                            match put_with_lease(&mut self.client, &node, self.ttl).await {
+                                Ok(l) => {
+                                    self.lease = l;
+                                    if renewed_at.elapsed() >= ttl {
+                                        self.lost.send_modify(|n| *n += 1);
+                                    }
+                                    renewed_at = tokio::time::Instant::now();
+                                }
+                                Err(e) => warn!(error = %e, "registry re-registration failed"),
+                            }
+                        }
+                    }
+                }
+                // A dropped Membership handle only means no more payload updates.
+                r = payload.changed(), if !payload_final => {
+                    if r.is_err() { payload_final = true } else { dirty = true }
+                }
+                _ = publish.tick(), if dirty => {
+                    let node = payload.borrow_and_update().clone();
+                    let value = serde_json::to_vec(&node).unwrap_or_default();
+                    let opts = Some(PutOptions::new().with_lease(self.lease));
+                    match self.client.put(node.key(), value, opts).await {
+                        Ok(_) => dirty = false,
+                        Err(e) => warn!(error = %e, "registry heartbeat publish failed"),
                     }
                 }
             }
-            // A dropped Membership handle only means no more payload updates.
-            r = payload.changed(), if !payload_final => {
-                if r.is_err() { payload_final = true } else { dirty = true }
-            }
-            _ = publish.tick(), if dirty => {
-                let node = payload.borrow_and_update().clone();
-                let value = serde_json::to_vec(&node).unwrap_or_default();
-                match client.put(node.key(), value, Some(PutOptions::new().with_lease(lease))).await {
-                    Ok(_) => dirty = false,
-                    Err(e) => warn!(error = %e, "registry heartbeat publish failed"),
-                }
-            }
         }
+        if let Err(e) = self.client.lease_revoke(self.lease).await {
+            warn!(error = %e, "registry lease revoke failed on shutdown");
+        }
+        let addr = payload.borrow().addr.clone();
+        info!(%addr, "node left the registry");
     }
-    if let Err(e) = client.lease_revoke(lease).await {
-        warn!(error = %e, "registry lease revoke failed on shutdown");
-    }
-    let addr = payload.borrow().addr.clone();
-    info!(%addr, "node left the registry");
 }
 
 async fn renew_once(client: &mut Client, lease: i64) -> Result<()> {

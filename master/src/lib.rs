@@ -12,7 +12,7 @@ mod service;
 
 use clients::WorkerClients;
 use dispatch::Dispatcher;
-use engine::Engine;
+use engine::{Engine, EngineMsg};
 use failover::Failover;
 use intake::Intake;
 use service::MasterService;
@@ -121,18 +121,18 @@ pub async fn start(
             engine: engine_tx.clone(),
         }))
         .serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned());
-    let tasks = vec![
+    let mut tasks = vec![
         tokio::spawn(engine.run(engine_rx, shutdown.clone())),
         tokio::spawn(dispatcher.run(dispatch_rx, shutdown.clone())),
         tokio::spawn(failover.run(engine_tx.clone(), shutdown.clone())),
-        tokio::spawn(intake.run(engine_tx, shutdown.clone())),
+        tokio::spawn(intake.run(engine_tx.clone(), shutdown.clone())),
         tokio::spawn(async move {
             if let Err(e) = server.await {
                 tracing::error!(error = %e, "master grpc server failed");
             }
         }),
     ];
-    registry
+    let membership = registry
         .register(
             NodeInfo {
                 role: Role::Master,
@@ -146,6 +146,16 @@ pub async fn start(
             shutdown,
         )
         .await?;
+    // A lapsed lease means another master may have taken instances over.
+    let mut lost = membership.lost();
+    let engine = engine_tx;
+    tasks.push(tokio::spawn(async move {
+        while lost.changed().await.is_ok() {
+            if engine.send(EngineMsg::CheckOwnership).is_err() {
+                break;
+            }
+        }
+    }));
     info!(%addr, "master started");
     Ok(MasterHandle { addr, tasks })
 }

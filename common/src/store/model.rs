@@ -196,6 +196,7 @@ impl WriteBatch {
         self.new_tasks.is_empty()
             && self.task_updates.is_empty()
             && self.instance_updates.is_empty()
+            && self.epochs.is_empty()
     }
 }
 

@@ -87,6 +87,8 @@ pub enum EngineMsg {
     },
     /// These workers left the cluster: what they were running is lost.
     WorkersGone(Vec<String>),
+    /// This master's lease lapsed: others may have taken its instances; check them all.
+    CheckOwnership,
     /// A switch task chose its branch (task names) and succeeded.
     Branched {
         id: i64,
@@ -151,6 +153,7 @@ struct Cycle {
     ended_tasks: Vec<i64>,
     /// Owner epoch of every instance this cycle writes for (the store fences on it).
     epochs: HashMap<i64, i64>,
+    check_ownership: bool,
 }
 
 impl Cycle {
@@ -227,7 +230,11 @@ impl Engine {
                 self.handle(m, &mut cycle);
                 n += 1;
             }
-            cycle.batch.epochs = cycle.epochs.iter().map(|(i, e)| (*i, *e)).collect();
+            // Epochs go along with writes, or alone when this master must check which
+            // instances it still owns (after its lease lapsed).
+            if !cycle.batch.is_empty() || cycle.check_ownership {
+                cycle.batch.epochs = cycle.epochs.iter().map(|(i, e)| (*i, *e)).collect();
+            }
             let Some(result) = self.commit(&cycle.batch, &shutdown).await else {
                 break;
             };
@@ -301,6 +308,16 @@ impl Engine {
             } => {
                 let result = self.control(instance, control, cycle, now);
                 cycle.replies.push((reply, result));
+            }
+            EngineMsg::CheckOwnership => {
+                warn!(
+                    instances = self.runs.len(),
+                    "lease lapsed; checking which instances are still ours"
+                );
+                cycle.check_ownership = true;
+                cycle
+                    .epochs
+                    .extend(self.runs.iter().map(|(id, run)| (*id, run.epoch)));
             }
             EngineMsg::Branched { id, chosen } => {
                 let mut u = TaskUpdate::state(id, TaskState::Success);
@@ -977,7 +994,10 @@ impl Engine {
         if let Some(run) = self.runs.remove(&instance) {
             metrics::INSTANCES_RUNNING.dec();
             for id in run.task_ids.into_iter().flatten() {
-                self.tasks.remove(&id);
+                // A lost run's queued tasks must not go out from here any more.
+                if self.tasks.remove(&id).is_some_and(|t| t.worker.is_none()) {
+                    let _ = self.dispatcher.send(DispatchMsg::Cancel(id));
+                }
             }
         }
     }
