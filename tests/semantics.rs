@@ -399,3 +399,35 @@ tasks:
         "{body}"
     );
 }
+
+#[test]
+fn a_sub_workflow_runs_as_a_child_and_hands_back_its_outputs() {
+    let e = Env::new();
+    let f = e.path("ran");
+    e.apply(&format!(
+        "name: child\ntasks:\n- {{ name: work, type: shell, command: \"echo child-${{region}} >> {f}; echo '${{setValue(rows=7)}}'\" }}\n",
+        f = f.display()
+    ));
+    e.apply(&format!(
+        r#"
+name: parent
+params: {{ region: eu }}
+failure_strategy: continue
+tasks:
+  - {{ name: run_child, type: sub_workflow, sub_workflow: {{ workflow: child }} }}
+  - {{ name: after, type: shell, command: "echo after-${{rows}} >> {f}", depends_on: [run_child] }}
+  - {{ name: ghost, type: sub_workflow, sub_workflow: {{ workflow: missing }} }}
+  - {{ name: wait_child, type: dependent, dependent: {{ workflow: child, timeout: 30s }} }}
+"#,
+        f = f.display()
+    ));
+    let id = e.start("parent", "{}");
+    let inst = e.end(id);
+    assert_eq!(inst["state"], "failure", "the missing sub-workflow fails its task: {inst}");
+    assert_eq!(lines(&f), vec!["child-eu", "after-7"], "params go down, outputs come back: {inst}");
+    let ghost = attempts(&inst, "ghost")[0];
+    assert!(ghost["message"].as_str().unwrap().contains("'default/missing' does not exist"), "{ghost}");
+    assert_eq!(attempts(&inst, "wait_child")[0]["state"], "success", "the child's success satisfied the dependency");
+    let children: Value = e.s.api.get("/instances?workflow=child");
+    assert_eq!(children.as_array().unwrap().len(), 1, "exactly one child run");
+}

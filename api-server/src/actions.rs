@@ -223,6 +223,7 @@ async fn recover(
         priority: Some(instance.priority),
         workflow_instance_id: Some(id),
         options: instance.options,
+        parent_task_id: None,
     };
     let command_id = ctx.store.insert_command(&cmd).await?;
     tracing::info!(

@@ -85,6 +85,7 @@ pub async fn start(
             from_task: req.from_task,
             scope: req.scope,
         },
+        parent_task_id: None,
     };
     let command_id = ctx.store.insert_command(&cmd).await?;
     tracing::info!(

@@ -110,6 +110,44 @@ pub struct TaskDef {
     /// `switch`: the first case whose `when` holds picks the downstream task to run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switch: Option<SwitchSpec>,
+    /// `sub_workflow`: runs another workflow as a child instance and ends with its state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_workflow: Option<SubWorkflowSpec>,
+    /// `dependent`: waits until another workflow has succeeded for this run's date.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependent: Option<DependentSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubWorkflowSpec {
+    pub workflow: String,
+    /// Default: the parent's project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Start parameters of the child (expanded with the task's parameters); the child
+    /// also receives every parameter the task sees.
+    #[serde(
+        default,
+        deserialize_with = "scalar_map",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub params: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DependentSpec {
+    pub workflow: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Give up (the task fails) after this long; default 1h.
+    #[serde(
+        default,
+        with = "crate::duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub timeout: Option<Duration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -362,6 +400,8 @@ impl WorkflowDef {
                 TaskType::Sql => t.sql.is_none().then_some("sql"),
                 TaskType::Conditions => t.conditions.is_none().then_some("conditions"),
                 TaskType::Switch => t.switch.is_none().then_some("switch"),
+                TaskType::SubWorkflow => t.sub_workflow.is_none().then_some("sub_workflow"),
+                TaskType::Dependent => t.dependent.is_none().then_some("dependent"),
                 TaskType::Noop | TaskType::Delay => None,
             };
             if let Some(field) = missing {

@@ -161,13 +161,18 @@ string_enum!(
         Conditions => "conditions",
         Switch => "switch",
         Delay => "delay",
+        SubWorkflow => "sub_workflow",
+        Dependent => "dependent",
     }
 );
 
 impl TaskType {
     /// Logic tasks run on the master and hold no worker slot.
     pub fn on_master(self) -> bool {
-        matches!(self, Self::Conditions | Self::Switch | Self::Delay)
+        matches!(
+            self,
+            Self::Conditions | Self::Switch | Self::Delay | Self::SubWorkflow | Self::Dependent
+        )
     }
 }
 

@@ -182,6 +182,7 @@ fn command(project: &str, workflow: &str, version: i32) -> NewCommand {
         priority: None,
         workflow_instance_id: None,
         options: Default::default(),
+        parent_task_id: None,
     }
 }
 

@@ -33,6 +33,7 @@ struct CommandRecord {
     created_at: i64,
     workflow_instance_id: Option<i64>,
     options: String,
+    parent_task_id: Option<i64>,
 }
 
 /// A definition version as a claim sees it: missing, unreadable, or usable.
@@ -53,6 +54,7 @@ impl Store {
                 Cmd::CreatedAt,
                 Cmd::WorkflowInstanceId,
                 Cmd::Options,
+                Cmd::ParentTaskId,
             ],
             [[
                 cmd.kind.as_str().into(),
@@ -64,6 +66,7 @@ impl Store {
                 now_ms().into(),
                 cmd.workflow_instance_id.into(),
                 to_json(&cmd.options)?.into(),
+                cmd.parent_task_id.into(),
             ]],
         );
         insert.returning_col(Cmd::Id);
@@ -168,6 +171,7 @@ impl Store {
                 Cmd::CreatedAt,
                 Cmd::WorkflowInstanceId,
                 Cmd::Options,
+                Cmd::ParentTaskId,
             ])
             .from(Cmd::Table)
             .order_by(Cmd::Id, Order::Asc)
@@ -216,10 +220,11 @@ impl Store {
             }
         }
 
-        for chunk in rejected.chunks(tx.rows_per_statement(10)) {
+        for chunk in rejected.chunks(tx.rows_per_statement(11)) {
             tx.execute(&insert_rows(
                 ErrCmd::Table,
                 [
+                    ErrCmd::ParentTaskId,
                     ErrCmd::WorkflowInstanceId,
                     ErrCmd::Id,
                     ErrCmd::Kind,
@@ -233,6 +238,7 @@ impl Store {
                 ],
                 chunk.iter().map(|(command, reason)| {
                     [
+                        command.parent_task_id.into(),
                         command.workflow_instance_id.into(),
                         command.id.into(),
                         command.kind.as_str().into(),
@@ -250,10 +256,11 @@ impl Store {
         }
 
         let mut ids: HashMap<i64, i64> = HashMap::with_capacity(accepted.len());
-        for chunk in accepted.chunks(tx.rows_per_statement(13)) {
+        for chunk in accepted.chunks(tx.rows_per_statement(14)) {
             let mut insert = insert_rows(
                 Inst::Table,
                 [
+                    Inst::ParentTaskId,
                     Inst::Options,
                     Inst::CommandId,
                     Inst::Project,
@@ -272,6 +279,7 @@ impl Store {
                     .iter()
                     .map(|(row, _)| -> Result<_> {
                         Ok([
+                            row.parent_task_id.into(),
                             to_json(&row.options)?.into(),
                             row.command_id.into(),
                             row.project.as_str().into(),
@@ -389,6 +397,7 @@ fn plan_instance(
         started_at: Some(now),
         ended_at: None,
         options,
+        parent_task_id: command.parent_task_id,
     };
     Ok((instance, definition))
 }

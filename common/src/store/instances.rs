@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 const DEFAULT_LIST_LIMIT: i64 = 100;
 const MAX_LIST_LIMIT: i64 = 1000;
 
-pub(super) const INSTANCE_COLUMNS: [Inst; 15] = [
+pub(super) const INSTANCE_COLUMNS: [Inst; 16] = [
     Inst::Id,
     Inst::CommandId,
     Inst::Project,
@@ -34,6 +34,7 @@ pub(super) const INSTANCE_COLUMNS: [Inst; 15] = [
     Inst::StartedAt,
     Inst::EndedAt,
     Inst::Options,
+    Inst::ParentTaskId,
 ];
 
 const TASK_COLUMNS: [Task; 16] = [
@@ -72,6 +73,7 @@ pub(super) struct InstanceRecord {
     started_at: Option<i64>,
     ended_at: Option<i64>,
     options: String,
+    parent_task_id: Option<i64>,
 }
 
 impl InstanceRecord {
@@ -82,6 +84,7 @@ impl InstanceRecord {
             priority: parse(&row, &self.priority)?,
             params: from_json(&row, "params", &self.params)?,
             options: from_json(&row, "options", &self.options)?,
+            parent_task_id: self.parent_task_id,
             id: self.id,
             command_id: self.command_id,
             project: self.project,
@@ -169,7 +172,12 @@ impl Store {
             .cloned()
             .collect();
         fenced.extend(update_instances(&mut tx, &instance_updates).await?);
+        let children_written =
+            super::children::start_children(&mut tx, &batch.children, &fenced).await?;
         tx.commit().await?;
+        if children_written {
+            super::children::wake(&self.db);
+        }
         let mut fenced_instances: Vec<i64> = fenced.into_iter().collect();
         fenced_instances.sort_unstable();
         Ok(WriteResult {

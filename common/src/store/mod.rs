@@ -5,6 +5,7 @@
 //! The methods live by subject: `definitions`, `commands` (intake and claim), `instances`
 //! (the master's write batch and the run-state reads).
 
+mod children;
 mod codec;
 mod commands;
 mod db;

@@ -39,6 +39,8 @@ pub struct NewCommand {
     /// The instance a resume, rerun or resubmit-failed command acts on.
     pub workflow_instance_id: Option<i64>,
     pub options: StartOptions,
+    /// The sub_workflow task instance this run is the child of.
+    pub parent_task_id: Option<i64>,
 }
 
 /// How a run starts, beyond its parameters.
@@ -95,6 +97,8 @@ pub struct InstanceRow {
     pub started_at: Option<i64>,
     pub ended_at: Option<i64>,
     pub options: StartOptions,
+    /// The sub_workflow task instance this run is the child of.
+    pub parent_task_id: Option<i64>,
 }
 
 /// An instance a master just claimed, with the definition version it pins.
@@ -189,6 +193,34 @@ pub struct WriteBatch {
     /// The owner epoch the writer holds for each instance the batch touches; all writes
     /// for an instance whose epoch moved on are dropped (fencing).
     pub epochs: Vec<(i64, i64)>,
+    /// Child runs to start for sub_workflow tasks (at most one per parent task, ever).
+    pub children: Vec<ChildStart>,
+}
+
+/// A child run of a sub_workflow task; the latest version of `workflow` runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildStart {
+    pub parent_instance_id: i64,
+    pub parent_task_id: i64,
+    pub project: String,
+    pub workflow: String,
+    pub params: Params,
+    pub priority: Priority,
+}
+
+/// Where a sub_workflow task's child run is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChildState {
+    /// Not started (its command is waiting for a master), or running.
+    Waiting,
+    /// Ended in `state`, with the outputs of its succeeded tasks (later ones win).
+    Ended {
+        instance: i64,
+        state: WorkflowState,
+        outputs: Params,
+    },
+    /// It could not start (e.g. the workflow does not exist).
+    Failed(String),
 }
 
 impl WriteBatch {
@@ -197,6 +229,7 @@ impl WriteBatch {
             && self.task_updates.is_empty()
             && self.instance_updates.is_empty()
             && self.epochs.is_empty()
+            && self.children.is_empty()
     }
 }
 

@@ -25,6 +25,7 @@ pub(super) enum Command {
     CreatedAt,
     WorkflowInstanceId,
     Options,
+    ParentTaskId,
 }
 
 #[derive(Iden, Clone, Copy)]
@@ -40,6 +41,7 @@ pub(super) enum ErrorCommand {
     CreatedAt,
     FailedAt,
     WorkflowInstanceId,
+    ParentTaskId,
 }
 
 #[derive(Iden, Clone, Copy)]
@@ -60,6 +62,7 @@ pub(super) enum WorkflowInstance {
     StartedAt,
     EndedAt,
     Options,
+    ParentTaskId,
 }
 
 #[derive(Iden, Clone, Copy)]

@@ -7,6 +7,7 @@
 //! whole cycle into one commit is what keeps the per-task overhead low under load.
 
 mod spec;
+mod waits;
 
 use crate::clients::WorkerClients;
 use crate::dispatch::DispatchMsg;
@@ -16,8 +17,8 @@ use shoal_common::metrics;
 use shoal_common::proto::{DispatchRequest, KillRequest, TaskEvent, TaskEventKind};
 use shoal_common::registry::NodeWatch;
 use shoal_common::store::{
-    ClaimedInstance, InstanceUpdate, NewTaskInstance, Params, StartOptions, Store, TaskInstanceRow,
-    TaskUpdate, WriteBatch, WriteResult,
+    ChildState, ClaimedInstance, InstanceUpdate, NewTaskInstance, Params, StartOptions, Store,
+    TaskInstanceRow, TaskUpdate, WriteBatch, WriteResult,
 };
 use shoal_common::types::{CommandKind, Priority, TaskState, TaskType, WorkflowState, now_ms};
 use std::collections::{HashMap, HashSet};
@@ -89,6 +90,12 @@ pub enum EngineMsg {
     WorkersGone(Vec<String>),
     /// This master's lease lapsed: others may have taken its instances; check them all.
     CheckOwnership,
+    /// A sub_workflow task may start its child run now.
+    StartChild {
+        id: i64,
+    },
+    /// What the last poll for waiting sub_workflow and dependent tasks found.
+    Polled(waits::Polled),
     /// A switch task chose its branch (task names) and succeeded.
     Branched {
         id: i64,
@@ -104,6 +111,7 @@ pub enum EngineMsg {
 /// An instance this master drives.
 struct Run {
     instance_id: i64,
+    project: String,
     run_no: i32,
     started_at: i64,
     rt: WorkflowRuntime,
@@ -154,6 +162,8 @@ struct Cycle {
     /// Owner epoch of every instance this cycle writes for (the store fences on it).
     epochs: HashMap<i64, i64>,
     check_ownership: bool,
+    /// Tasks that start waiting once the cycle is committed.
+    waits: Vec<(i64, waits::Wait)>,
 }
 
 impl Cycle {
@@ -187,6 +197,7 @@ pub struct Engine {
     workers: NodeWatch,
     /// Instances another master took over from this one (its writes were fenced).
     lost: HashSet<i64>,
+    waits: waits::Waits,
 }
 
 impl Engine {
@@ -199,6 +210,7 @@ impl Engine {
         workers: NodeWatch,
     ) -> Self {
         Engine {
+            waits: waits::Waits::default(),
             lost: HashSet::new(),
             workers,
             store,
@@ -308,6 +320,66 @@ impl Engine {
             } => {
                 let result = self.control(instance, control, cycle, now);
                 cycle.replies.push((reply, result));
+            }
+            EngineMsg::StartChild { id } => {
+                let Some(t) = self.tasks.get(&id) else { return };
+                let Some(run) = self.runs.get(&t.instance) else {
+                    return;
+                };
+                match spec::child_start(run, t.node, id) {
+                    Ok(child) => {
+                        cycle.epochs.insert(t.instance, run.epoch);
+                        cycle.batch.children.push(child);
+                        cycle.waits.push((id, waits::Wait::Child));
+                    }
+                    Err(message) => self.settle(id, TaskState::Failure, Some(message), cycle, now),
+                }
+            }
+            EngineMsg::Polled(polled) => {
+                self.waits.polled();
+                for (id, child) in polled.children {
+                    let (state, message, output) = match child {
+                        ChildState::Waiting => continue,
+                        ChildState::Ended {
+                            instance,
+                            state,
+                            outputs,
+                        } => {
+                            let task_state = if state == WorkflowState::Success {
+                                TaskState::Success
+                            } else {
+                                TaskState::Failure
+                            };
+                            (
+                                task_state,
+                                format!("child instance {instance} ended {state}"),
+                                outputs,
+                            )
+                        }
+                        ChildState::Failed(reason) => (TaskState::Failure, reason, Params::new()),
+                    };
+                    self.waits.tasks.remove(&id);
+                    let mut u = TaskUpdate::state(id, state);
+                    u.ended_at = Some(now);
+                    u.message = Some(message);
+                    u.output = (!output.is_empty()).then(|| output.clone());
+                    self.task_event(id, u, output, None, cycle, now);
+                }
+                for id in polled.met {
+                    self.waits.tasks.remove(&id);
+                    self.settle(
+                        id,
+                        TaskState::Success,
+                        Some("its dependency succeeded".into()),
+                        cycle,
+                        now,
+                    );
+                }
+                for id in polled.timed_out {
+                    self.waits.tasks.remove(&id);
+                    let message = Some("timed out waiting for its dependency to succeed".into());
+                    self.settle(id, TaskState::Failure, message, cycle, now);
+                }
             }
             EngineMsg::CheckOwnership => {
                 warn!(
@@ -421,6 +493,7 @@ impl Engine {
         let n = rt.definition().tasks.len();
         let run = Run {
             instance_id: id,
+            project: c.instance.project.clone(),
             run_no: c.instance.run,
             started_at: c.instance.started_at.unwrap_or(c.instance.created_at),
             rt,
@@ -864,6 +937,13 @@ impl Engine {
         for (instance, node) in cycle.enqueues {
             self.enqueue(instance, node);
         }
+        for (id, wait) in cycle.waits {
+            if self.tasks.contains_key(&id) {
+                self.waits.tasks.insert(id, wait);
+            }
+        }
+        self.waits.tasks.retain(|id, _| self.tasks.contains_key(id));
+        self.waits.poll(&self.store, &self.me);
         for (instance, node) in cycle.adoptions {
             self.adopt(instance, node);
         }
@@ -899,6 +979,13 @@ impl Engine {
             // Logic tasks end here, on the master: a delay task has waited its delay
             // already, a conditions task's branch is taken by the runtime.
             let msg = match kind {
+                TaskType::SubWorkflow => EngineMsg::StartChild { id },
+                TaskType::Dependent => {
+                    let wait = spec::dependency(run, node);
+                    self.waits.tasks.insert(id, wait);
+                    self.waits.poll(&self.store, &self.me);
+                    return;
+                }
                 TaskType::Switch => match spec::switch_choice(run, node, id) {
                     Ok(chosen) => EngineMsg::Branched { id, chosen },
                     Err(message) => EngineMsg::Settle {
@@ -949,7 +1036,9 @@ impl Engine {
             return;
         };
         t.kill_requested = true;
-        if t.delayed {
+        // Waiting in no queue and on no worker: cancelled right here. (A sub_workflow's
+        // child run goes on; stop it on its own.)
+        if t.delayed || self.waits.tasks.remove(&id).is_some() {
             let _ = self.me.send(EngineMsg::Cancelled { id });
             return;
         }
@@ -983,7 +1072,7 @@ impl Engine {
             return;
         };
         let Some(t) = self.tasks.get(&id) else { return };
-        if t.delayed {
+        if t.delayed || self.waits.tasks.remove(&id).is_some() {
             let _ = self.me.send(EngineMsg::Cancelled { id });
         } else if t.worker.is_none() {
             let _ = self.dispatcher.send(DispatchMsg::Cancel(id));

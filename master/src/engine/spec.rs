@@ -2,13 +2,15 @@
 //! field the task runs expanded.
 
 use super::Run;
+use super::waits::{DEFAULT_DEPENDENT_TIMEOUT, Wait};
 use crate::queue::QueuedTask;
 use crate::runtime::Node;
 use chrono::NaiveDateTime;
 use shoal_common::condition;
+use shoal_common::definition::DependentSpec;
 use shoal_common::params::{Context, builtins, expand};
 use shoal_common::proto::TaskSpec;
-use shoal_common::store::Params;
+use shoal_common::store::{ChildStart, Params};
 
 pub(super) fn build(
     run: &Run,
@@ -95,4 +97,59 @@ fn task_params(run: &Run, node: Node, id: i64) -> (Params, NaiveDateTime) {
     let builtins = builtins(run.instance_id, id, schedule_time);
     let params = run.rt.task_params(node, &run.start_params, &builtins);
     (params, schedule_time)
+}
+
+/// The child run a sub_workflow task starts: the named workflow (in the parent's project
+/// unless given) with every parameter the task sees plus its own expanded `params`.
+pub(super) fn child_start(run: &Run, node: Node, id: i64) -> Result<ChildStart, String> {
+    let def = &run.rt.definition().tasks[node];
+    let Some(sub) = &def.sub_workflow else {
+        return Err(format!("task '{}' has no sub_workflow", def.name));
+    };
+    let (mut params, schedule_time) = task_params(run, node, id);
+    let ctx_params = params.clone();
+    let ctx = Context {
+        params: &ctx_params,
+        schedule_time,
+    };
+    for (k, v) in &sub.params {
+        let v = expand(v, &ctx).map_err(|e| format!("task '{}': {e}", def.name))?;
+        params.insert(k.clone(), v);
+    }
+    // Built-ins are the child's own.
+    params.retain(|k, _| !k.starts_with("system."));
+    Ok(ChildStart {
+        parent_instance_id: run.instance_id,
+        parent_task_id: id,
+        project: sub.project.clone().unwrap_or_else(|| run.project.clone()),
+        workflow: sub.workflow.clone(),
+        params,
+        priority: run.priority,
+    })
+}
+
+/// What a dependent task waits for: a success of the named workflow that started on the
+/// same (UTC) day as this run's schedule time.
+pub(super) fn dependency(run: &Run, node: Node) -> Wait {
+    let def = &run.rt.definition().tasks[node];
+    let dep = def.dependent.clone().unwrap_or_else(|| DependentSpec {
+        workflow: String::new(),
+        project: None,
+        timeout: None,
+    });
+    let day = chrono::DateTime::from_timestamp_millis(run.started_at)
+        .unwrap_or_default()
+        .date_naive();
+    let from_ms = day
+        .and_hms_opt(0, 0, 0)
+        .unwrap_or_default()
+        .and_utc()
+        .timestamp_millis();
+    Wait::Dependent {
+        project: dep.project.unwrap_or_else(|| run.project.clone()),
+        workflow: dep.workflow,
+        from_ms,
+        to_ms: from_ms + 86_400_000,
+        deadline: tokio::time::Instant::now() + dep.timeout.unwrap_or(DEFAULT_DEPENDENT_TIMEOUT),
+    }
 }

@@ -1,0 +1,298 @@
+//! Child runs of sub_workflow tasks and the cross-workflow checks of dependent tasks.
+
+use super::codec::{from_json, parse, to_json};
+use super::db::{Db, Tx, insert_rows};
+use super::schema::{
+    Command as Cmd, ErrorCommand as ErrCmd, TaskInstance as Task, WorkflowDefinition as Def,
+    WorkflowInstance as Inst,
+};
+use super::signal::COMMAND_CHANNEL;
+use super::{Backend, ChildStart, ChildState, Params, Store};
+use crate::error::Result;
+use crate::types::{CommandKind, TaskState, WorkflowState, now_ms};
+use sea_query::{Expr, ExprTrait, Func, Order, Query};
+use std::collections::{HashMap, HashSet};
+
+/// Writes the command of each child run whose parent task has none yet (a retried or
+/// re-adopted parent must not start a second child). A child of a workflow that does not
+/// exist goes straight to the error-command table. Returns whether a command was written.
+pub(super) async fn start_children(
+    tx: &mut Tx,
+    children: &[ChildStart],
+    fenced: &HashSet<i64>,
+) -> Result<bool> {
+    let children: Vec<&ChildStart> = children
+        .iter()
+        .filter(|c| !fenced.contains(&c.parent_instance_id))
+        .collect();
+    if children.is_empty() {
+        return Ok(false);
+    }
+    let parents: Vec<i64> = children.iter().map(|c| c.parent_task_id).collect();
+    let mut started: HashSet<i64> = HashSet::new();
+    for table_rows in [
+        tx.fetch_all::<(Option<i64>,)>(
+            Query::select()
+                .column(Cmd::ParentTaskId)
+                .from(Cmd::Table)
+                .and_where(Expr::col(Cmd::ParentTaskId).is_in(parents.clone())),
+        )
+        .await?,
+        tx.fetch_all::<(Option<i64>,)>(
+            Query::select()
+                .column(Inst::ParentTaskId)
+                .from(Inst::Table)
+                .and_where(Expr::col(Inst::ParentTaskId).is_in(parents.clone())),
+        )
+        .await?,
+        tx.fetch_all::<(Option<i64>,)>(
+            Query::select()
+                .column(ErrCmd::ParentTaskId)
+                .from(ErrCmd::Table)
+                .and_where(Expr::col(ErrCmd::ParentTaskId).is_in(parents)),
+        )
+        .await?,
+    ] {
+        started.extend(table_rows.into_iter().filter_map(|(p,)| p));
+    }
+    let now = now_ms();
+    let mut written = false;
+    for child in children
+        .into_iter()
+        .filter(|c| !started.contains(&c.parent_task_id))
+    {
+        let (version,): (Option<i32>,) = tx
+            .fetch_one(
+                Query::select()
+                    .expr(Func::max(Expr::col(Def::Version)))
+                    .from(Def::Table)
+                    .and_where(Expr::col(Def::Project).eq(child.project.as_str()))
+                    .and_where(Expr::col(Def::Name).eq(child.workflow.as_str())),
+            )
+            .await?;
+        let params = to_json(&child.params)?;
+        let Some(version) = version else {
+            let error = format!(
+                "sub-workflow '{}/{}' does not exist; apply it first with `shoal apply -f FILE`",
+                child.project, child.workflow
+            );
+            reject(tx, child, &params, &error, now).await?;
+            continue;
+        };
+        let mut insert = insert_rows(
+            Cmd::Table,
+            [
+                Cmd::Kind,
+                Cmd::Project,
+                Cmd::Workflow,
+                Cmd::Version,
+                Cmd::Params,
+                Cmd::Priority,
+                Cmd::CreatedAt,
+                Cmd::ParentTaskId,
+            ],
+            [[
+                CommandKind::Start.as_str().into(),
+                child.project.as_str().into(),
+                child.workflow.as_str().into(),
+                version.into(),
+                params.as_str().into(),
+                child.priority.as_str().into(),
+                now.into(),
+                child.parent_task_id.into(),
+            ]],
+        );
+        insert.returning_col(Cmd::Id);
+        let _: (i64,) = tx.fetch_one(&insert).await?;
+        written = true;
+    }
+    if written && tx.backend() == Backend::Postgres {
+        tx.execute(Query::select().expr(Func::cust("pg_notify").arg(COMMAND_CHANNEL).arg("")))
+            .await?;
+    }
+    Ok(written)
+}
+
+/// Records a child that cannot start, under a fresh command id so `command_status` and
+/// the parent both see why.
+async fn reject(
+    tx: &mut Tx,
+    child: &ChildStart,
+    params: &str,
+    error: &str,
+    now: i64,
+) -> Result<()> {
+    let mut insert = insert_rows(
+        Cmd::Table,
+        [
+            Cmd::Kind,
+            Cmd::Project,
+            Cmd::Workflow,
+            Cmd::Version,
+            Cmd::Params,
+            Cmd::CreatedAt,
+        ],
+        [[
+            CommandKind::Start.as_str().into(),
+            child.project.as_str().into(),
+            child.workflow.as_str().into(),
+            0.into(),
+            params.into(),
+            now.into(),
+        ]],
+    );
+    insert.returning_col(Cmd::Id);
+    let (id,): (i64,) = tx.fetch_one(&insert).await?;
+    tx.execute(
+        Query::delete()
+            .from_table(Cmd::Table)
+            .and_where(Expr::col(Cmd::Id).eq(id)),
+    )
+    .await?;
+    tx.execute(&insert_rows(
+        ErrCmd::Table,
+        [
+            ErrCmd::Id,
+            ErrCmd::Kind,
+            ErrCmd::Project,
+            ErrCmd::Workflow,
+            ErrCmd::Version,
+            ErrCmd::Params,
+            ErrCmd::Error,
+            ErrCmd::CreatedAt,
+            ErrCmd::FailedAt,
+            ErrCmd::ParentTaskId,
+        ],
+        [[
+            id.into(),
+            CommandKind::Start.as_str().into(),
+            child.project.as_str().into(),
+            child.workflow.as_str().into(),
+            0.into(),
+            params.into(),
+            error.into(),
+            now.into(),
+            now.into(),
+            child.parent_task_id.into(),
+        ]],
+    ))
+    .await
+}
+
+impl Store {
+    /// Where the child run of each of these sub_workflow task instances is.
+    pub async fn children(&self, parent_task_ids: &[i64]) -> Result<Vec<(i64, ChildState)>> {
+        if parent_task_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids = parent_task_ids.iter().copied();
+        let instances: Vec<(i64, Option<i64>, String)> = self
+            .db
+            .fetch_all(
+                Query::select()
+                    .columns([Inst::Id, Inst::ParentTaskId, Inst::State])
+                    .from(Inst::Table)
+                    .and_where(Expr::col(Inst::ParentTaskId).is_in(ids.clone())),
+            )
+            .await?;
+        let errors: HashMap<i64, String> = self
+            .db
+            .fetch_all::<(Option<i64>, String)>(
+                Query::select()
+                    .columns([ErrCmd::ParentTaskId, ErrCmd::Error])
+                    .from(ErrCmd::Table)
+                    .and_where(Expr::col(ErrCmd::ParentTaskId).is_in(ids)),
+            )
+            .await?
+            .into_iter()
+            .filter_map(|(p, e)| Some((p?, e)))
+            .collect();
+        let mut found: HashMap<i64, ChildState> = HashMap::new();
+        for (id, parent, state) in instances {
+            let Some(parent) = parent else { continue };
+            let state: WorkflowState = parse(&format!("workflow_instance {id}"), &state)?;
+            let child = if matches!(
+                state,
+                WorkflowState::Success | WorkflowState::Failure | WorkflowState::Stopped
+            ) {
+                ChildState::Ended {
+                    instance: id,
+                    state,
+                    outputs: self.outputs_of(id).await?,
+                }
+            } else {
+                ChildState::Waiting
+            };
+            found.insert(parent, child);
+        }
+        Ok(parent_task_ids
+            .iter()
+            .map(|p| {
+                let state = found
+                    .remove(p)
+                    .or_else(|| errors.get(p).cloned().map(ChildState::Failed));
+                (*p, state.unwrap_or(ChildState::Waiting))
+            })
+            .collect())
+    }
+
+    /// Outputs of an instance's succeeded tasks, later tasks winning.
+    async fn outputs_of(&self, instance: i64) -> Result<Params> {
+        let rows: Vec<(i64, Option<String>)> = self
+            .db
+            .fetch_all(
+                Query::select()
+                    .columns([Task::Id, Task::Output])
+                    .from(Task::Table)
+                    .and_where(Expr::col(Task::WorkflowInstanceId).eq(instance))
+                    .and_where(Expr::col(Task::State).eq(TaskState::Success.as_str()))
+                    .order_by(Task::Id, Order::Asc),
+            )
+            .await?;
+        let mut outputs = Params::new();
+        for (id, text) in rows {
+            if let Some(text) = text {
+                outputs.extend(from_json::<Params>(
+                    &format!("task_instance {id}"),
+                    "output",
+                    &text,
+                )?);
+            }
+        }
+        Ok(outputs)
+    }
+
+    /// Whether `project/workflow` has an instance that succeeded and started within
+    /// [from_ms, to_ms): the condition a dependent task waits for.
+    pub async fn succeeded_between(
+        &self,
+        project: &str,
+        workflow: &str,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<bool> {
+        let found: Option<(i64,)> = self
+            .db
+            .fetch_optional(
+                Query::select()
+                    .column(Inst::Id)
+                    .from(Inst::Table)
+                    .and_where(Expr::col(Inst::Project).eq(project))
+                    .and_where(Expr::col(Inst::Workflow).eq(workflow))
+                    .and_where(Expr::col(Inst::State).eq(WorkflowState::Success.as_str()))
+                    .and_where(Expr::col(Inst::StartedAt).gte(from_ms))
+                    .and_where(Expr::col(Inst::StartedAt).lt(to_ms))
+                    .limit(1),
+            )
+            .await?;
+        Ok(found.is_some())
+    }
+}
+
+/// Wakes a standalone master after children were written (Postgres NOTIFYs in the
+/// transaction itself).
+pub(super) fn wake(db: &Db) {
+    if let Db::Sqlite { commands, .. } = db {
+        commands.wake();
+    }
+}

@@ -1,0 +1,98 @@
+//! Tasks that end when something else happens: a sub_workflow task when its child run
+//! ends, a dependent task when another workflow has succeeded for the run's date. One
+//! cheap poll of the store every half second covers all of them, and only while any wait.
+
+use super::EngineMsg;
+use shoal_common::store::{ChildState, Store};
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+const POLL: Duration = Duration::from_millis(500);
+/// A dependent task without its own timeout gives up after this long.
+pub const DEFAULT_DEPENDENT_TIMEOUT: Duration = Duration::from_secs(3600);
+
+#[derive(Debug, Clone)]
+pub enum Wait {
+    Child,
+    Dependent {
+        project: String,
+        workflow: String,
+        from_ms: i64,
+        to_ms: i64,
+        deadline: Instant,
+    },
+}
+
+/// What one poll found.
+pub struct Polled {
+    pub children: Vec<(i64, ChildState)>,
+    pub met: Vec<i64>,
+    pub timed_out: Vec<i64>,
+}
+
+#[derive(Default)]
+pub struct Waits {
+    pub tasks: HashMap<i64, Wait>,
+    polling: bool,
+}
+
+impl Waits {
+    /// Starts one poll if anything waits and none is under way.
+    pub fn poll(&mut self, store: &Store, me: &mpsc::UnboundedSender<EngineMsg>) {
+        if self.polling || self.tasks.is_empty() {
+            return;
+        }
+        self.polling = true;
+        let (store, me, waits) = (store.clone(), me.clone(), self.tasks.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(POLL).await;
+            let polled = check(&store, waits).await;
+            let _ = me.send(EngineMsg::Polled(polled));
+        });
+    }
+
+    pub fn polled(&mut self) {
+        self.polling = false;
+    }
+}
+
+async fn check(store: &Store, waits: HashMap<i64, Wait>) -> Polled {
+    let mut polled = Polled {
+        children: Vec::new(),
+        met: Vec::new(),
+        timed_out: Vec::new(),
+    };
+    let parents: Vec<i64> = waits
+        .iter()
+        .filter(|(_, w)| matches!(w, Wait::Child))
+        .map(|(id, _)| *id)
+        .collect();
+    match store.children(&parents).await {
+        Ok(children) => polled.children = children,
+        Err(e) => tracing::warn!(error = %e, "cannot read sub-workflow runs; trying again"),
+    }
+    for (id, wait) in waits {
+        let Wait::Dependent {
+            project,
+            workflow,
+            from_ms,
+            to_ms,
+            deadline,
+        } = wait
+        else {
+            continue;
+        };
+        match store
+            .succeeded_between(&project, &workflow, from_ms, to_ms)
+            .await
+        {
+            Ok(true) => polled.met.push(id),
+            Ok(false) if Instant::now() >= deadline => polled.timed_out.push(id),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot check a dependency; trying again"),
+        }
+    }
+    polled
+}
