@@ -423,11 +423,32 @@ tasks:
     ));
     let id = e.start("parent", "{}");
     let inst = e.end(id);
-    assert_eq!(inst["state"], "failure", "the missing sub-workflow fails its task: {inst}");
-    assert_eq!(lines(&f), vec!["child-eu", "after-7"], "params go down, outputs come back: {inst}");
+    assert_eq!(
+        inst["state"], "failure",
+        "the missing sub-workflow fails its task: {inst}"
+    );
+    assert_eq!(
+        lines(&f),
+        vec!["child-eu", "after-7"],
+        "params go down, outputs come back: {inst}"
+    );
     let ghost = attempts(&inst, "ghost")[0];
-    assert!(ghost["message"].as_str().unwrap().contains("'default/missing' does not exist"), "{ghost}");
-    assert_eq!(attempts(&inst, "wait_child")[0]["state"], "success", "the child's success satisfied the dependency");
+    assert!(
+        ghost["message"]
+            .as_str()
+            .unwrap()
+            .contains("'default/missing' does not exist"),
+        "{ghost}"
+    );
+    assert_eq!(
+        attempts(&inst, "wait_child")[0]["state"],
+        "success",
+        "the child's success satisfied the dependency"
+    );
     let children: Value = e.s.api.get("/instances?workflow=child");
-    assert_eq!(children.as_array().unwrap().len(), 1, "exactly one child run");
+    assert_eq!(
+        children.as_array().unwrap().len(),
+        1,
+        "exactly one child run"
+    );
 }

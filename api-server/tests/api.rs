@@ -522,6 +522,13 @@ impl Worker for FakeWorker {
         Err(tonic::Status::unimplemented("not in this test"))
     }
 
+    async fn probe(
+        &self,
+        _: tonic::Request<shoal_common::proto::ProbeRequest>,
+    ) -> Result<tonic::Response<shoal_common::proto::ProbeResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("not in this test"))
+    }
+
     async fn read_log(
         &self,
         req: tonic::Request<ReadLogRequest>,

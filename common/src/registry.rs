@@ -66,6 +66,25 @@ enum Inner {
 pub struct Membership {
     payload: watch::Sender<NodeInfo>,
     lost: watch::Receiver<u64>,
+    gate: LeaseGate,
+}
+
+/// Whether the node's lease is fresh: renewed recently enough that nobody can have taken
+/// its work over yet. A node that was frozen (SIGSTOP, VM pause) sees a stale lease the
+/// moment it runs again, before any timer of its own fires.
+#[derive(Clone)]
+pub struct LeaseGate {
+    /// None: an in-process registry, always fresh.
+    renewed: Option<watch::Receiver<tokio::time::Instant>>,
+    ttl: Duration,
+}
+
+impl LeaseGate {
+    pub fn fresh(&self) -> bool {
+        self.renewed
+            .as_ref()
+            .is_none_or(|r| r.borrow().elapsed() < self.ttl * 2 / 3)
+    }
 }
 
 impl Membership {
@@ -78,6 +97,10 @@ impl Membership {
     /// registered again by the time the count moves.
     pub fn lost(&self) -> watch::Receiver<u64> {
         self.lost.clone()
+    }
+
+    pub fn gate(&self) -> LeaseGate {
+        self.gate.clone()
     }
 }
 
@@ -141,24 +164,38 @@ impl Registry {
     ) -> Result<Membership> {
         let (payload, rx) = watch::channel(node);
         let (lost_tx, lost) = watch::channel(0);
-        match &*self.inner {
+        let gate = match &*self.inner {
             Inner::Local(members) => {
                 let members = members.clone();
                 tokio::spawn(keep_local(members, rx, shutdown));
+                LeaseGate {
+                    renewed: None,
+                    ttl: Duration::MAX,
+                }
             }
             Inner::Etcd { client, ttl_secs } => {
                 let node = rx.borrow().clone();
                 let lease = put_with_lease(&mut client.clone(), &node, *ttl_secs).await?;
+                let (renewed_tx, renewed) = watch::channel(tokio::time::Instant::now());
                 let keep = KeepEtcd {
                     client: client.clone(),
                     ttl: *ttl_secs,
                     lease,
                     lost: lost_tx,
+                    renewed: renewed_tx,
                 };
                 tokio::spawn(keep.run(rx, shutdown));
+                LeaseGate {
+                    renewed: Some(renewed),
+                    ttl: Duration::from_secs(*ttl_secs as u64),
+                }
             }
-        }
-        Ok(Membership { payload, lost })
+        };
+        Ok(Membership {
+            payload,
+            lost,
+            gate,
+        })
     }
 
     /// Every live node, read once (for listings; schedulers keep a [`NodeWatch`]).
@@ -228,6 +265,7 @@ struct KeepEtcd {
     ttl: i64,
     lease: i64,
     lost: watch::Sender<u64>,
+    renewed: watch::Sender<tokio::time::Instant>,
 }
 
 impl KeepEtcd {
@@ -247,7 +285,10 @@ impl KeepEtcd {
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {
                     match renew_once(&mut self.client, self.lease).await {
-                        Ok(()) => renewed_at = tokio::time::Instant::now(),
+                        Ok(()) => {
+                            renewed_at = tokio::time::Instant::now();
+                            self.renewed.send_replace(renewed_at);
+                        }
                         Err(e) => {
                             warn!(error = %e, "registry lease lost, registering again");
                             let node = payload.borrow().clone();
@@ -258,6 +299,7 @@ impl KeepEtcd {
                                         self.lost.send_modify(|n| *n += 1);
                                     }
                                     renewed_at = tokio::time::Instant::now();
+                                    self.renewed.send_replace(renewed_at);
                                 }
                                 Err(e) => warn!(error = %e, "registry re-registration failed"),
                             }

@@ -11,7 +11,7 @@ pub mod runtime;
 mod service;
 
 use clients::WorkerClients;
-use dispatch::Dispatcher;
+use dispatch::{Dispatcher, LeaseCheck};
 use engine::{Engine, EngineMsg};
 use failover::Failover;
 use intake::Intake;
@@ -85,6 +85,21 @@ pub async fn start(
         .port();
     let addr = format!("{}:{port}", config.advertise_host);
 
+    // Registered first: the dispatcher needs the lease to know when it may send work.
+    let membership = registry
+        .register(
+            NodeInfo {
+                role: Role::Master,
+                addr: addr.clone(),
+                groups: vec![],
+                slots: 0,
+                running: 0,
+                weight: 100,
+                started_at: now_ms(),
+            },
+            shutdown.clone(),
+        )
+        .await?;
     let (engine_tx, engine_rx) = mpsc::unbounded_channel();
     let (dispatch_tx, dispatch_rx) = mpsc::unbounded_channel();
     let clients = WorkerClients::default();
@@ -105,7 +120,11 @@ pub async fn start(
         workers: workers.clone(),
         poll: config.failover_poll,
     };
-    let dispatcher = Dispatcher::new(workers, clients, engine_tx.clone());
+    let lease = LeaseCheck {
+        gate: membership.gate(),
+        lost: membership.lost(),
+    };
+    let dispatcher = Dispatcher::new(workers, clients, engine_tx.clone(), lease);
     let intake = Intake {
         store,
         owner: addr.clone(),
@@ -132,26 +151,16 @@ pub async fn start(
             }
         }),
     ];
-    let membership = registry
-        .register(
-            NodeInfo {
-                role: Role::Master,
-                addr: addr.clone(),
-                groups: vec![],
-                slots: 0,
-                running: 0,
-                weight: 100,
-                started_at: now_ms(),
-            },
-            shutdown,
-        )
-        .await?;
     // A lapsed lease means another master may have taken instances over.
     let mut lost = membership.lost();
     let engine = engine_tx;
     tasks.push(tokio::spawn(async move {
         while lost.changed().await.is_ok() {
-            if engine.send(EngineMsg::CheckOwnership).is_err() {
+            let generation = *lost.borrow_and_update();
+            if engine
+                .send(EngineMsg::CheckOwnership { generation })
+                .is_err()
+            {
                 break;
             }
         }

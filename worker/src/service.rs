@@ -4,7 +4,8 @@ use crate::executor::Executor;
 use crate::{Error, logs};
 use shoal_common::proto::worker_server::Worker;
 use shoal_common::proto::{
-    DispatchRequest, DispatchResponse, KillRequest, KillResponse, ReadLogRequest, ReadLogResponse,
+    DispatchRequest, DispatchResponse, KillRequest, KillResponse, ProbeRequest, ProbeResponse,
+    ReadLogRequest, ReadLogResponse,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,6 +40,17 @@ impl Worker for WorkerService {
             "dispatch handled"
         );
         Ok(Response::new(response))
+    }
+
+    async fn probe(
+        &self,
+        request: Request<ProbeRequest>,
+    ) -> Result<Response<ProbeResponse>, Status> {
+        let tasks = request.into_inner().tasks;
+        let known = self
+            .executor
+            .known(tasks.iter().map(|t| (t.task_instance_id, t.attempt)));
+        Ok(Response::new(ProbeResponse { known }))
     }
 
     async fn kill(&self, request: Request<KillRequest>) -> Result<Response<KillResponse>, Status> {

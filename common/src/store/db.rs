@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use sea_query::{Expr, InsertStatement, IntoIden, PostgresQueryBuilder, Query, SqliteQueryBuilder};
 use sea_query_sqlx::SqlxBinder;
 use sqlx::migrate::Migrator;
-use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
@@ -56,9 +56,13 @@ pub(super) enum Db {
 impl Db {
     pub(super) async fn connect(url: &str) -> Result<Db> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            // A frozen process (SIGSTOP, VM pause, partition) must not hold row locks
+            // for long: failover waits on them. Nothing of ours idles inside a transaction.
+            let options = PgConnectOptions::from_str(url)?
+                .options([("idle_in_transaction_session_timeout", "5s")]);
             let pool = PgPoolOptions::new()
                 .max_connections(16)
-                .connect(url)
+                .connect_with(options)
                 .await?;
             POSTGRES_MIGRATIONS.run(&pool).await?;
             Ok(Db::Postgres(pool))

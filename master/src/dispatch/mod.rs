@@ -9,10 +9,10 @@ use crate::engine::EngineMsg;
 use crate::queue::{Popped, QueuedTask, TaskQueue};
 use shoal_common::metrics;
 use shoal_common::proto::DispatchRequest;
-use shoal_common::registry::{NodeInfo, NodeWatch};
+use shoal_common::registry::{LeaseGate, NodeInfo, NodeWatch};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
@@ -25,13 +25,18 @@ pub enum DispatchMsg {
     Push(QueuedTask),
     /// Take the task out of the queue if it has not gone to a worker yet.
     Cancel(i64),
-    /// A task that was out on `worker` ended: one slot is free again.
+    /// A task that was out on `worker` ended (or is no longer this master's): its slot
+    /// is free again.
     Finished {
         worker: String,
+        id: i64,
     },
+    /// The engine has dropped every instance it lost up to this lease lapse.
+    OwnershipChecked(u64),
     /// A task already running on `worker` was adopted after a failover: it holds a slot.
     Adopted {
         worker: String,
+        id: i64,
     },
 }
 
@@ -42,13 +47,24 @@ struct BatchResult {
     accepted: Option<HashSet<i64>>,
 }
 
+/// When this master may hand out work: while its lease is fresh and it has checked which
+/// instances are still its own after every lapse (a frozen master that runs again must
+/// not send what it queued before others took its instances over).
+pub struct LeaseCheck {
+    pub gate: LeaseGate,
+    pub lost: watch::Receiver<u64>,
+}
+
 pub struct Dispatcher {
+    lease: LeaseCheck,
+    /// The last lapse the engine has checked ownership for.
+    checked: u64,
     queue: TaskQueue,
     workers: NodeWatch,
     clients: WorkerClients,
     engine: mpsc::UnboundedSender<EngineMsg>,
     /// Tasks this master has on each worker (sent and not yet finished).
-    outstanding: HashMap<String, u32>,
+    outstanding: HashMap<String, HashSet<i64>>,
     resting: HashMap<String, Instant>,
     /// Queued tasks the engine was told are waiting for a worker of their group.
     waiting_reported: HashSet<i64>,
@@ -63,9 +79,12 @@ impl Dispatcher {
         workers: NodeWatch,
         clients: WorkerClients,
         engine: mpsc::UnboundedSender<EngineMsg>,
+        lease: LeaseCheck,
     ) -> Self {
         let (results_tx, results_rx) = mpsc::unbounded_channel();
         Dispatcher {
+            lease,
+            checked: 0,
             queue: TaskQueue::default(),
             workers,
             clients,
@@ -120,10 +139,16 @@ impl Dispatcher {
                     self.cancelled.insert(id);
                 }
             }
-            DispatchMsg::Adopted { worker } => *self.outstanding.entry(worker).or_insert(0) += 1,
-            DispatchMsg::Finished { worker } => {
-                if let Some(n) = self.outstanding.get_mut(&worker) {
-                    *n = n.saturating_sub(1);
+            DispatchMsg::OwnershipChecked(generation) => {
+                self.checked = self.checked.max(generation)
+            }
+            DispatchMsg::Adopted { worker, id } => {
+                self.outstanding.entry(worker).or_default().insert(id);
+            }
+            // By id, so a task reported ended twice frees its slot once.
+            DispatchMsg::Finished { worker, id } => {
+                if let Some(ids) = self.outstanding.get_mut(&worker) {
+                    ids.remove(&id);
                 }
             }
         }
@@ -146,14 +171,14 @@ impl Dispatcher {
                 });
             } else {
                 refused += 1;
+                if let Some(ids) = self.outstanding.get_mut(&r.worker) {
+                    ids.remove(&id);
+                }
                 self.requeue_or_cancel(p);
             }
         }
         if refused > 0 {
             self.resting.insert(r.worker.clone(), Instant::now() + REST);
-            if let Some(n) = self.outstanding.get_mut(&r.worker) {
-                *n = n.saturating_sub(refused);
-            }
             debug!(worker = %r.worker, refused, sent = count, "worker refused tasks");
         }
     }
@@ -174,6 +199,10 @@ impl Dispatcher {
         if self.queue.is_empty() {
             return;
         }
+        if !self.lease.gate.fresh() || *self.lease.lost.borrow() > self.checked {
+            // Held until the lease is renewed and ownership re-checked; the tick retries.
+            return;
+        }
         let now = Instant::now();
         self.resting.retain(|_, until| *until > now);
         let live = self.workers.current();
@@ -191,7 +220,10 @@ impl Dispatcher {
                     .filter(|w| !self.resting.contains_key(&w.addr))
                     .filter(|w| batches.get(&w.addr).is_none_or(|b| b.len() < MAX_BATCH))
                     .map(|w| {
-                        let out = self.outstanding.get(&w.addr).copied().unwrap_or(0);
+                        let out = self
+                            .outstanding
+                            .get(&w.addr)
+                            .map_or(0, |ids| ids.len() as u32);
                         let free = w.slots.saturating_sub(out.max(w.running));
                         (u64::from(free) * u64::from(w.weight.max(1)), *w)
                     })
@@ -203,7 +235,10 @@ impl Dispatcher {
                 };
                 let id = p.task.spec.task_instance_id;
                 self.waiting_reported.remove(&id);
-                *self.outstanding.entry(w.addr.clone()).or_insert(0) += 1;
+                self.outstanding
+                    .entry(w.addr.clone())
+                    .or_default()
+                    .insert(id);
                 self.in_flight.insert(id);
                 batches.entry(w.addr.clone()).or_default().push(p);
             }

@@ -14,7 +14,9 @@ use crate::dispatch::DispatchMsg;
 use crate::runtime::{Action, Event, Node, Outcome, Recovery, Refused, WorkflowRuntime};
 use shoal_common::definition::TimeoutStrategy;
 use shoal_common::metrics;
-use shoal_common::proto::{DispatchRequest, KillRequest, TaskEvent, TaskEventKind};
+use shoal_common::proto::{
+    DispatchRequest, KillRequest, ProbeRequest, TaskAttempt, TaskEvent, TaskEventKind,
+};
 use shoal_common::registry::NodeWatch;
 use shoal_common::store::{
     ChildState, ClaimedInstance, InstanceUpdate, NewTaskInstance, Params, StartOptions, Store,
@@ -88,14 +90,22 @@ pub enum EngineMsg {
     },
     /// These workers left the cluster: what they were running is lost.
     WorkersGone(Vec<String>),
-    /// This master's lease lapsed: others may have taken its instances; check them all.
-    CheckOwnership,
+    /// This master's lease lapsed (the `generation`-th time): others may have taken its
+    /// instances; check them all.
+    CheckOwnership {
+        generation: u64,
+    },
     /// A sub_workflow task may start its child run now.
     StartChild {
         id: i64,
     },
     /// What the last poll for waiting sub_workflow and dependent tasks found.
     Polled(waits::Polled),
+    /// Which live worker has each probed attempt (absent: none has it).
+    Probed {
+        found: Vec<(i64, String)>,
+        asked: Vec<i64>,
+    },
     /// A switch task chose its branch (task names) and succeeded.
     Branched {
         id: i64,
@@ -157,11 +167,14 @@ struct Cycle {
     withdraws: Vec<(i64, Node)>,
     enqueues: Vec<(i64, Node)>,
     adoptions: Vec<(i64, Node)>,
+    /// Adopted attempts with no worker on record, to look for on the live workers.
+    probes: Vec<i64>,
     finished: Vec<(i64, WorkflowState)>,
     ended_tasks: Vec<i64>,
     /// Owner epoch of every instance this cycle writes for (the store fences on it).
     epochs: HashMap<i64, i64>,
-    check_ownership: bool,
+    /// The lease lapse whose ownership check this cycle's commit is.
+    check_ownership: Option<u64>,
     /// Tasks that start waiting once the cycle is committed.
     waits: Vec<(i64, waits::Wait)>,
 }
@@ -244,7 +257,7 @@ impl Engine {
             }
             // Epochs go along with writes, or alone when this master must check which
             // instances it still owns (after its lease lapsed).
-            if !cycle.batch.is_empty() || cycle.check_ownership {
+            if !cycle.batch.is_empty() || cycle.check_ownership.is_some() {
                 cycle.batch.epochs = cycle.epochs.iter().map(|(i, e)| (*i, *e)).collect();
             }
             let Some(result) = self.commit(&cycle.batch, &shutdown).await else {
@@ -282,6 +295,8 @@ impl Engine {
             }
             EngineMsg::Dispatched { id, worker } => {
                 let Some(t) = self.tasks.get_mut(&id) else {
+                    // Ended or dropped meanwhile: the dispatcher counted a slot for it.
+                    let _ = self.dispatcher.send(DispatchMsg::Finished { worker, id });
                     return;
                 };
                 t.worker = Some(worker.clone());
@@ -320,6 +335,21 @@ impl Engine {
             } => {
                 let result = self.control(instance, control, cycle, now);
                 cycle.replies.push((reply, result));
+            }
+            EngineMsg::Probed { found, asked } => {
+                let found: HashMap<i64, String> = found.into_iter().collect();
+                for id in asked {
+                    let Some(t) = self.tasks.get_mut(&id) else {
+                        continue;
+                    };
+                    match found.get(&id) {
+                        Some(worker) => {
+                            t.worker = Some(worker.clone());
+                            cycle.adoptions.push((t.instance, t.node));
+                        }
+                        None => cycle.enqueues.push((t.instance, t.node)),
+                    }
+                }
             }
             EngineMsg::StartChild { id } => {
                 let Some(t) = self.tasks.get(&id) else { return };
@@ -381,12 +411,12 @@ impl Engine {
                     self.settle(id, TaskState::Failure, message, cycle, now);
                 }
             }
-            EngineMsg::CheckOwnership => {
+            EngineMsg::CheckOwnership { generation } => {
                 warn!(
                     instances = self.runs.len(),
                     "lease lapsed; checking which instances are still ours"
                 );
-                cycle.check_ownership = true;
+                cycle.check_ownership = Some(generation);
                 cycle
                     .epochs
                     .extend(self.runs.iter().map(|(id, run)| (*id, run.epoch)));
@@ -579,7 +609,9 @@ impl Engine {
                     let wait = def.retry_interval.or(def.delay).unwrap_or_default();
                     timer(&self.me, instance, node, attempt, wait);
                 }
-                None => cycle.enqueues.push((instance, node)),
+                // Never recorded on a worker, but it may have reached one just before the
+                // old master died: ask the workers before queueing it again.
+                None => cycle.probes.push(row.id),
                 Some(w) if live.contains(&w) => cycle.adoptions.push((instance, node)),
                 Some(_) => lost.push(row.id),
             }
@@ -589,6 +621,43 @@ impl Engine {
                 Some("its worker was gone when a new master took the instance over".to_string());
             self.settle(id, TaskState::NeedFaultTolerance, message, cycle, now);
         }
+    }
+
+    /// Asks every live worker which of these attempts it has; the answer comes back as
+    /// `Probed`. A worker that cannot be asked counts as not having them.
+    fn probe(&self, ids: Vec<i64>) {
+        let tasks: Vec<TaskAttempt> = ids
+            .iter()
+            .filter_map(|id| {
+                self.tasks.get(id).map(|t| TaskAttempt {
+                    task_instance_id: *id,
+                    attempt: t.attempt,
+                })
+            })
+            .collect();
+        let workers: Vec<String> = self.workers.current().into_iter().map(|w| w.addr).collect();
+        let (clients, me) = (self.clients.clone(), self.me.clone());
+        tokio::spawn(async move {
+            let mut found = Vec::new();
+            for worker in workers {
+                let Ok(mut client) = clients.get(&worker) else {
+                    continue;
+                };
+                let request = ProbeRequest {
+                    tasks: tasks.clone(),
+                };
+                match client.probe(request).await {
+                    Ok(resp) => found.extend(
+                        resp.into_inner()
+                            .known
+                            .into_iter()
+                            .map(|id| (id, worker.clone())),
+                    ),
+                    Err(e) => warn!(%worker, error = %e, "cannot ask a worker about adopted tasks"),
+                }
+            }
+            let _ = me.send(EngineMsg::Probed { found, asked: ids });
+        });
     }
 
     /// Re-sends an adopted attempt to the worker that runs it, naming this master: the
@@ -615,6 +684,7 @@ impl Engine {
         };
         let _ = self.dispatcher.send(DispatchMsg::Adopted {
             worker: worker.clone(),
+            id,
         });
         let (client, me) = (self.clients.get(&worker), self.me.clone());
         tokio::spawn(async move {
@@ -901,7 +971,7 @@ impl Engine {
             if let Some(t) = self.tasks.remove(&id)
                 && let Some(worker) = t.worker
             {
-                let _ = self.dispatcher.send(DispatchMsg::Finished { worker });
+                let _ = self.dispatcher.send(DispatchMsg::Finished { worker, id });
             }
         }
         // The store wrote no task of a fenced instance: line up the ids with the rest.
@@ -946,6 +1016,15 @@ impl Engine {
         self.waits.poll(&self.store, &self.me);
         for (instance, node) in cycle.adoptions {
             self.adopt(instance, node);
+        }
+        if !cycle.probes.is_empty() {
+            self.probe(cycle.probes);
+        }
+        // After the lost runs were dropped (their queued tasks withdrawn) above.
+        if let Some(generation) = cycle.check_ownership {
+            let _ = self
+                .dispatcher
+                .send(DispatchMsg::OwnershipChecked(generation));
         }
         for (instance, node) in cycle.kills {
             self.kill(instance, node);
@@ -1083,9 +1162,16 @@ impl Engine {
         if let Some(run) = self.runs.remove(&instance) {
             metrics::INSTANCES_RUNNING.dec();
             for id in run.task_ids.into_iter().flatten() {
-                // A lost run's queued tasks must not go out from here any more.
-                if self.tasks.remove(&id).is_some_and(|t| t.worker.is_none()) {
-                    let _ = self.dispatcher.send(DispatchMsg::Cancel(id));
+                match self.tasks.remove(&id).map(|t| t.worker) {
+                    // A lost run's queued tasks must not go out from here any more.
+                    Some(None) => {
+                        let _ = self.dispatcher.send(DispatchMsg::Cancel(id));
+                    }
+                    // Its slot on the worker is no longer this master's to count.
+                    Some(Some(worker)) => {
+                        let _ = self.dispatcher.send(DispatchMsg::Finished { worker, id });
+                    }
+                    None => {}
                 }
             }
         }
