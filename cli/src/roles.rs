@@ -166,6 +166,16 @@ pub struct WorkerArgs {
     /// port is taken (a second worker on the host), the worker runs without it and warns.
     #[arg(long, env = "SHOAL_METRICS_PORT", default_value_t = WORKER_METRICS_PORT)]
     pub metrics_port: u16,
+    /// On shutdown, how long running tasks may finish (e.g. 30s, 5m); tasks still running
+    /// then are killed and run again on another worker.
+    #[arg(
+        long,
+        env = "SHOAL_GRACE_PERIOD",
+        default_value = "30s",
+        value_parser = shoal_common::duration::parse
+    )]
+    #[serde(serialize_with = "serialize_duration")]
+    pub grace_period: Duration,
     #[command(flatten)]
     pub exec: ExecArgs,
     #[command(flatten)]
@@ -173,6 +183,11 @@ pub struct WorkerArgs {
     #[command(flatten)]
     #[serde(skip)]
     pub common: Common,
+}
+
+/// Durations are written as the flags take them (`30s`), not as serde's `{secs, nanos}`.
+fn serialize_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&shoal_common::duration::format(*d))
 }
 
 /// Prints the effective configuration when `--dump-config` was given; true if it did.
@@ -271,6 +286,9 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
             data_dir: args.data_dir.clone(),
             python: args.exec.python.clone(),
             datasources: args.exec.datasources.iter().cloned().collect(),
+            // Short: the embedded master stops at the same time, and a restart of standalone
+            // runs again what its worker could not finish.
+            grace_period: Duration::from_secs(5),
         },
         registry.clone(),
         shutdown.clone(),
@@ -370,6 +388,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
             data_dir: args.data_dir,
             python: args.exec.python,
             datasources: args.exec.datasources.into_iter().collect(),
+            grace_period: args.grace_period,
         },
         registry,
         shutdown.clone(),

@@ -2,15 +2,31 @@
 //! reports their state events back to the owning master through an outbox until acked.
 //!
 //! The worker never touches shoal's database. (Sql tasks connect to the user's datasources
-//! configured on the worker, [`WorkerConfig::datasources`].) Its only durable output is the
-//! task log under `data_dir/logs`; everything else (running tasks, unacked events) lives in
+//! configured on the worker, [`WorkerConfig::datasources`].) Its durable output is the task
+//! log under `data_dir/logs`, and while a script task runs, a record of its process group
+//! under `data_dir/running`; everything else (running tasks, unacked events) lives in
 //! memory, and a worker that dies is handled by the masters' failover (its tasks are
 //! re-submitted).
 //!
-//! Shutdown order (token cancelled): leave the registry and refuse new dispatches, kill the
-//! running process groups and wait for their KILLED events, give the outbox up to
-//! [`OUTBOX_FLUSH_WAIT`] to deliver, stop the gRPC server, then [`WorkerHandle::join`]
-//! resolves.
+//! Start-up: lock the data dir (one worker per data dir), kill the task processes a crashed
+//! predecessor on this data dir left behind (their attempts run again elsewhere), then
+//! serve and register.
+//!
+//! Shutdown (token cancelled):
+//! 1. drain: refuse dispatches of new attempts and publish no free slots, so that masters
+//!    stop picking this worker. It stays registered: a master runs the tasks of a worker
+//!    that leaves again elsewhere, at once;
+//! 2. let the running tasks finish for up to [`WorkerConfig::grace_period`]; their events
+//!    go to their masters as usual;
+//! 3. past it, abandon what is left: kill it and report nothing (a KILLED event would read
+//!    as an operator's kill); the masters re-run those attempts as `need_fault_tolerance`
+//!    when the worker leaves the registry in step 5;
+//! 4. give the outbox up to [`OUTBOX_FLUSH_WAIT`] to deliver;
+//! 5. leave the registry;
+//! 6. stop the gRPC server; then [`WorkerHandle::join`] resolves.
+//!
+//! A lost registry lease (it expired before the worker could renew it, so the masters saw
+//! the worker leave and re-run its attempts) abandons every task accepted before it.
 
 mod executor;
 mod logs;
@@ -23,8 +39,9 @@ use service::WorkerService;
 use shoal_common::proto::worker_server::WorkerServer;
 use shoal_common::registry::{Membership, NodeInfo, Registry, Role};
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -33,7 +50,7 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tracing::{error, info, warn};
 
-/// How long shutdown waits for killed tasks to be reaped and report KILLED.
+/// How long shutdown waits for the tasks it abandoned to be reaped.
 const KILL_WAIT: Duration = Duration::from_secs(5);
 /// How long shutdown lets the outbox deliver what it still holds.
 pub const OUTBOX_FLUSH_WAIT: Duration = Duration::from_secs(2);
@@ -43,6 +60,8 @@ const SERVER_STOP_WAIT: Duration = Duration::from_secs(5);
 const DEFAULT_WEIGHT: u32 = 100;
 /// The default interpreter of python tasks ([`WorkerConfig::python`]).
 pub const DEFAULT_PYTHON: &str = "python3";
+/// The default of [`WorkerConfig::grace_period`] for a cluster worker.
+pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
 
 /// Errors of the worker.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +80,11 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "data dir {} is in use by another running worker (each worker needs its own)",
+        path.display()
+    )]
+    DataDirInUse { path: PathBuf },
     #[error("invalid master address '{addr}': {reason}")]
     MasterAddr { addr: String, reason: String },
     #[error("registry: {0}")]
@@ -108,6 +132,10 @@ pub struct WorkerConfig {
     /// Checked at start (nothing is connected until a task uses one); each gets a pool of up
     /// to `min(slots, 8)` connections.
     pub datasources: BTreeMap<String, String>,
+    /// How long shutdown lets running tasks finish (`--grace-period`, default
+    /// [`DEFAULT_GRACE_PERIOD`]). Tasks still running then are killed without an event and
+    /// run again elsewhere (`need_fault_tolerance`) once the worker has left the registry.
+    pub grace_period: Duration,
 }
 
 /// A started worker.
@@ -145,12 +173,25 @@ pub async fn start(
     let dirs = ExecutorDirs {
         logs: config.data_dir.join("logs"),
         work: config.data_dir.join("work"),
+        running: config.data_dir.join("running"),
     };
-    for dir in [&dirs.logs, &dirs.work] {
+    for dir in [&dirs.logs, &dirs.work, &dirs.running] {
         std::fs::create_dir_all(dir).map_err(|source| Error::Io {
             path: dir.clone(),
             source,
         })?;
+    }
+    let lock = lock_data_dir(&config.data_dir)?;
+    // Before serving: whatever is recorded there belongs to a previous run of this worker.
+    let leftovers = executor::kill_leftovers(&dirs.running).map_err(|source| Error::Io {
+        path: dirs.running.clone(),
+        source,
+    })?;
+    if leftovers > 0 {
+        warn!(
+            process_groups = leftovers,
+            "killed task processes a previous run of this worker left behind"
+        );
     }
 
     let listener = tokio::net::TcpListener::bind(config.listen)
@@ -179,9 +220,11 @@ pub async fn start(
         outbox.clone(),
     );
 
-    // Leaving the registry is the first step of shutdown, and also happens if the server
-    // dies on its own: `node_stop` is a child of `shutdown` that the supervisor cancels.
-    let node_stop = shutdown.child_token();
+    // Leaving the registry is a late step of shutdown (see the crate docs), also taken when
+    // the server dies on its own: the supervisor cancels `node_stop`. `drain` tells the
+    // masters, through the registry entry, that the worker takes nothing new.
+    let node_stop = CancellationToken::new();
+    let drain = CancellationToken::new();
     let membership = registry
         .register(
             NodeInfo {
@@ -196,9 +239,16 @@ pub async fn start(
             node_stop.clone(),
         )
         .await?;
-    let heartbeat = tokio::spawn(publish_running(
-        executor.running(),
+    executor.follow_lease(membership.lost());
+    let lease_watch = tokio::spawn(executor::abandon_on_lease_loss(
+        executor.clone(),
+        membership.lost(),
+        node_stop.clone(),
+    ));
+    let heartbeat = tokio::spawn(keep_membership(
         membership,
+        executor.running(),
+        drain.clone(),
         node_stop.clone(),
     ));
 
@@ -218,16 +268,21 @@ pub async fn start(
         data_dir = %config.data_dir.display(),
         python = %config.python,
         datasources = ?config.datasources.keys().collect::<Vec<_>>(),
+        grace_period = %shoal_common::duration::format(config.grace_period),
         "worker started"
     );
     let join = tokio::spawn(supervise(Supervised {
         shutdown,
+        drain,
+        grace_period: config.grace_period,
         node_stop,
         executor,
         outbox,
         server_stop,
         server,
         heartbeat,
+        lease_watch,
+        lock,
     }));
     Ok(WorkerHandle { addr, join })
 }
@@ -241,46 +296,96 @@ fn host_port(host: &str, port: u16) -> String {
     }
 }
 
-/// Publishes the running count in the registry heartbeat whenever it changes. Holds the
-/// membership: dropping it leaves the registry.
-async fn publish_running(
-    mut running: watch::Receiver<u32>,
+/// Takes the data dir's lock for as long as the worker runs (the kernel releases it when the
+/// process dies). Two workers on one data dir would kill each other's tasks at start-up.
+fn lock_data_dir(data_dir: &Path) -> Result<File> {
+    use std::os::fd::AsRawFd;
+    let path = data_dir.join("worker.lock");
+    let io = |source| Error::Io {
+        path: path.clone(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io)?;
+    // SAFETY: flock(2) on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => Error::DataDirInUse {
+                path: data_dir.to_path_buf(),
+            },
+            _ => io(e),
+        });
+    }
+    Ok(file)
+}
+
+/// Keeps the registry entry current until `stop` is cancelled: the running count whenever
+/// it changes, and no free slots once `drain` is cancelled, so that masters stop picking
+/// this worker while it stays registered. (The entry itself lives until `stop`.)
+async fn keep_membership(
     membership: Membership,
+    mut running: watch::Receiver<u32>,
+    drain: CancellationToken,
     stop: CancellationToken,
 ) {
+    let mut draining = false;
     loop {
         // Cancellation-safe: `cancelled` and `watch::Receiver::changed` keep no partial state;
         // a change made while we publish is seen by the next `changed`.
         tokio::select! {
             _ = stop.cancelled() => break,
-            changed = running.changed() => if changed.is_err() { break },
+            _ = drain.cancelled(), if !draining => {
+                draining = true;
+                membership.update(|node| node.slots = 0);
+            }
+            changed = running.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                let n = *running.borrow_and_update();
+                membership.update(|node| node.running = n);
+            }
         }
-        let n = *running.borrow_and_update();
-        membership.update(|node| node.running = n);
     }
 }
 
 struct Supervised {
     shutdown: CancellationToken,
+    drain: CancellationToken,
+    grace_period: Duration,
     node_stop: CancellationToken,
     executor: std::sync::Arc<Executor>,
     outbox: Outbox,
     server_stop: CancellationToken,
     server: JoinHandle<Result<(), tonic::transport::Error>>,
     heartbeat: JoinHandle<()>,
+    lease_watch: JoinHandle<()>,
+    /// The data dir lock, released when the worker has stopped.
+    lock: File,
 }
 
 /// Waits for shutdown (or a dead server) and runs the shutdown sequence.
 async fn supervise(s: Supervised) -> Result<()> {
     let Supervised {
         shutdown,
+        drain,
+        grace_period,
         node_stop,
         executor,
         outbox,
         server_stop,
         mut server,
         heartbeat,
+        lease_watch,
+        lock,
     } = s;
+    // Whatever happens to this task (a panic), the node leaves the registry.
+    let _leave = node_stop.clone().drop_guard();
     let mut outcome = Ok(());
     let mut server_done = false;
     tokio::select! {
@@ -295,11 +400,27 @@ async fn supervise(s: Supervised) -> Result<()> {
             error!(result = ?outcome, "worker grpc server stopped unexpectedly, shutting down");
         }
     }
-    node_stop.cancel();
+    executor.drain();
+    drain.cancel();
 
-    if !executor.shutdown(KILL_WAIT).await {
-        warn!(wait = ?KILL_WAIT, "some killed tasks did not finish in time");
+    let grace = shoal_common::duration::format(grace_period);
+    let running = *executor.running().borrow();
+    if running > 0 {
+        info!(running, grace_period = %grace, "letting running tasks finish");
     }
+    if !executor.wait_idle(grace_period).await {
+        let abandoned = executor.abandon_all();
+        warn!(
+            abandoned,
+            grace_period = %grace,
+            "grace period over: killed the tasks still running, without reporting them; \
+             the masters run them again once this worker has left the registry"
+        );
+        if !executor.wait_idle(KILL_WAIT).await {
+            warn!(wait = ?KILL_WAIT, "some killed tasks did not end in time");
+        }
+    }
+    executor.close().await;
     if !outbox.flush(OUTBOX_FLUSH_WAIT).await {
         warn!(
             pending = outbox.pending(),
@@ -307,6 +428,8 @@ async fn supervise(s: Supervised) -> Result<()> {
         );
     }
 
+    // Only now: masters re-run whatever a worker that left was running.
+    node_stop.cancel();
     server_stop.cancel();
     if !server_done {
         match tokio::time::timeout(SERVER_STOP_WAIT, &mut server).await {
@@ -323,7 +446,11 @@ async fn supervise(s: Supervised) -> Result<()> {
     if let Err(e) = heartbeat.await {
         warn!(error = %e, "heartbeat publisher failed");
     }
+    if let Err(e) = lease_watch.await {
+        warn!(error = %e, "lease watch failed");
+    }
     info!("worker stopped");
+    drop(lock);
     outcome
 }
 

@@ -260,6 +260,39 @@ impl Outbox {
         Ok(())
     }
 
+    /// Drops the unacked events of one task attempt (an attempt the worker abandoned, whose
+    /// events no master wants any more). Returns how many were dropped. An event already in
+    /// a call may still arrive; its master ignores it as stale.
+    pub(crate) fn discard(&self, task_instance_id: i64, attempt: i32) -> usize {
+        let queues: Vec<Arc<Queue>> = {
+            let queues = self.inner.queues.lock().expect("outbox lock");
+            queues.values().cloned().collect()
+        };
+        let mut dropped = 0;
+        for q in queues {
+            let mut state = q.state.lock().expect("outbox lock");
+            let before = state.pending.len();
+            state.pending.retain(|_, p| {
+                p.event.task_instance_id != task_instance_id || p.event.attempt != attempt
+            });
+            dropped += before - state.pending.len();
+        }
+        if dropped > 0 {
+            WORKER_EVENTS_UNACKED.sub(dropped as i64);
+            if self
+                .inner
+                .shared
+                .pending
+                .fetch_sub(dropped, Ordering::SeqCst)
+                == dropped
+            {
+                self.inner.shared.drained.notify_waiters();
+            }
+            debug!(task_instance_id, attempt, dropped, "events discarded");
+        }
+        dropped
+    }
+
     /// Events not yet acked, over all masters.
     pub(crate) fn pending(&self) -> usize {
         self.inner.shared.pending.load(Ordering::SeqCst)
@@ -484,6 +517,37 @@ mod tests {
         assert_eq!(seqs("127.0.0.1:11"), [b, c]);
         assert_eq!(outbox.pending(), 3);
         assert!(!outbox.flush(Duration::from_millis(10)).await);
+        outbox.stop().await;
+    }
+
+    #[tokio::test]
+    async fn discard_drops_one_attempt_everywhere_and_can_drain() {
+        let _metrics = crate::tests::METRICS_LOCK.lock().await;
+        let base = WORKER_EVENTS_UNACKED.get();
+        let outbox = Outbox::new("127.0.0.1:1".into());
+        // Nothing listens on these ports: the events stay until discarded.
+        outbox.push("127.0.0.1:9", event(0, 7).event).unwrap();
+        outbox.push("127.0.0.1:10", event(0, 7).event).unwrap();
+        let mut other_attempt = event(0, 7).event;
+        other_attempt.attempt = 2;
+        outbox.push("127.0.0.1:9", other_attempt).unwrap();
+        outbox.push("127.0.0.1:9", event(0, 8).event).unwrap();
+        assert_eq!(outbox.pending(), 4);
+
+        assert_eq!(outbox.discard(7, 1), 2);
+        assert_eq!(outbox.discard(7, 1), 0);
+        assert_eq!(outbox.pending(), 2);
+        assert_eq!(WORKER_EVENTS_UNACKED.get(), base + 2);
+
+        // Discarding the last ones wakes a flush: nothing is left to deliver.
+        let flush = tokio::spawn({
+            let outbox = outbox.clone();
+            async move { outbox.flush(Duration::from_secs(10)).await }
+        });
+        tokio::task::yield_now().await;
+        assert_eq!(outbox.discard(7, 2) + outbox.discard(8, 1), 2);
+        assert!(flush.await.unwrap(), "flush sees the outbox drained");
+        assert_eq!(WORKER_EVENTS_UNACKED.get(), base);
         outbox.stop().await;
     }
 

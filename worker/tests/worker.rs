@@ -1,7 +1,10 @@
 //! A real worker (gRPC server, bash processes, log files) against an in-test master that
 //! records the events it receives and acks them. The task types beyond shell and noop, and
-//! timeouts, are in `worker/task_types.rs`.
+//! timeouts, are in `worker/task_types.rs`; shutdown, crashes and lease loss in
+//! `worker/ha.rs`.
 
+#[path = "worker/ha.rs"]
+mod ha;
 #[path = "worker/task_types.rs"]
 mod task_types;
 
@@ -152,20 +155,57 @@ async fn start_worker(slots: u32) -> Setup {
 
 /// A worker with sql datasources (name -> URL).
 async fn start_worker_with(slots: u32, datasources: BTreeMap<String, String>) -> Setup {
+    launch(Launch {
+        slots,
+        datasources,
+        ..Launch::default()
+    })
+    .await
+}
+
+/// How a test worker is started.
+struct Launch {
+    slots: u32,
+    datasources: BTreeMap<String, String>,
+    grace_period: Duration,
+    /// The test's directory (the data dir is its `data`); a new one by default.
+    dir: Option<tempfile::TempDir>,
+    /// The in-process registry by default.
+    registry: Option<Registry>,
+}
+
+impl Default for Launch {
+    fn default() -> Self {
+        Launch {
+            slots: 4,
+            datasources: BTreeMap::new(),
+            grace_period: Duration::from_secs(5),
+            dir: None,
+            registry: None,
+        }
+    }
+}
+
+fn worker_config(l: &Launch, dir: &Path) -> WorkerConfig {
+    WorkerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        advertise_host: "127.0.0.1".into(),
+        groups: vec!["default".into()],
+        slots: l.slots,
+        data_dir: dir.join("data"),
+        python: shoal_worker::DEFAULT_PYTHON.into(),
+        datasources: l.datasources.clone(),
+        grace_period: l.grace_period,
+    }
+}
+
+async fn launch(mut l: Launch) -> Setup {
     init_tracing();
-    let dir = tempfile::tempdir().unwrap();
-    let registry = Registry::local();
+    let dir = l.dir.take().unwrap_or_else(|| tempfile::tempdir().unwrap());
+    let registry = l.registry.take().unwrap_or_else(Registry::local);
     let shutdown = CancellationToken::new();
     let worker = shoal_worker::start(
-        WorkerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            advertise_host: "127.0.0.1".into(),
-            groups: vec!["default".into()],
-            slots,
-            data_dir: dir.path().join("data"),
-            python: shoal_worker::DEFAULT_PYTHON.into(),
-            datasources,
-        },
+        worker_config(&l, dir.path()),
         registry.clone(),
         shutdown.clone(),
     )
@@ -271,22 +311,40 @@ fn mkfifo(path: &Path) {
 
 /// Reads one line a task writes into a FIFO (blocks until the task opens it).
 async fn read_fifo(path: &Path) -> String {
-    let path = path.to_path_buf();
-    let read = tokio::task::spawn_blocking(move || std::fs::read_to_string(path).unwrap());
-    tokio::time::timeout(WAIT, read)
-        .await
-        .expect("task never wrote the fifo")
-        .unwrap()
+    let p = path.to_path_buf();
+    let read = tokio::task::spawn_blocking(move || std::fs::read_to_string(p).unwrap());
+    match tokio::time::timeout(WAIT, read).await {
+        Ok(text) => text.unwrap(),
+        Err(_) => {
+            release_fifo(path, false);
+            panic!("task never wrote the fifo")
+        }
+    }
 }
 
 /// Writes one line into a FIFO a task reads (blocks until the task opens it).
 async fn write_fifo(path: &Path, line: &str) {
-    let (path, line) = (path.to_path_buf(), line.to_string());
-    let write = tokio::task::spawn_blocking(move || std::fs::write(path, line).unwrap());
-    tokio::time::timeout(WAIT, write)
-        .await
-        .expect("task never read the fifo")
-        .unwrap()
+    let (p, line) = (path.to_path_buf(), line.to_string());
+    let write = tokio::task::spawn_blocking(move || std::fs::write(p, line).unwrap());
+    match tokio::time::timeout(WAIT, write).await {
+        Ok(done) => done.unwrap(),
+        Err(_) => {
+            release_fifo(path, true);
+            panic!("task never read the fifo")
+        }
+    }
+}
+
+/// Opens and closes the other end of a FIFO that a blocking thread of the test waits on
+/// (`read_end`: the thread waits to write), so that the thread ends and the failing test
+/// fails rather than hangs: a runtime waits for its blocking threads when it is dropped.
+fn release_fifo(path: &Path, read_end: bool) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::OpenOptions::new()
+        .read(read_end)
+        .write(!read_end)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path);
 }
 
 /// True while `pid` exists and is not a zombie (a killed orphan waits for its new parent
@@ -596,54 +654,4 @@ async fn redispatch_by_a_new_owner_reroutes_undelivered_events() {
         [TaskEventKind::Running, TaskEventKind::Success]
     );
     master.assert_quiet().await;
-}
-
-#[tokio::test]
-async fn shutdown_kills_tasks_flushes_events_and_leaves_the_registry() {
-    let mut master = start_master("127.0.0.1:0".parse().unwrap()).await;
-    let mut w = start_worker(4).await;
-    let mut nodes = w
-        .registry
-        .watch(Role::Worker, w.shutdown.clone())
-        .await
-        .unwrap();
-    let fifo = w.path("pid");
-    mkfifo(&fifo);
-    let t = shell(
-        13,
-        &format!("echo $$ > '{}'\nsleep 30", fifo.display()),
-        &master.addr,
-    );
-    assert_eq!(w.dispatch(vec![t]).await.accepted, [13]);
-    let pid: i32 = read_fifo(&fifo).await.trim().parse().unwrap();
-    assert_eq!(master.next().await.kind, TaskEventKind::Running as i32);
-
-    w.shutdown.cancel();
-    let worker = w.worker.take().unwrap();
-    tokio::time::timeout(WAIT, worker.join())
-        .await
-        .expect("join in time")
-        .unwrap();
-
-    // The KILLED event was delivered before join returned.
-    let killed = master
-        .events
-        .try_recv()
-        .expect("killed event delivered before join");
-    assert_eq!(killed.kind, TaskEventKind::Killed as i32);
-    wait_gone(pid).await;
-    tokio::time::timeout(WAIT, async {
-        while nodes.current().iter().any(|n| n.addr == w.addr) {
-            nodes.changed().await.unwrap();
-        }
-    })
-    .await
-    .expect("worker still registered");
-    let refused = w
-        .client
-        .dispatch(DispatchRequest {
-            tasks: vec![task(14, "noop", "", &master.addr)],
-        })
-        .await;
-    assert!(refused.is_err(), "a stopped worker answered: {refused:?}");
 }

@@ -5,9 +5,12 @@
 //! or after it exited. [`KillSwitch`] makes the first two cases work: the request is
 //! remembered, and whichever of `stop` and `attach` comes second sends the signal.
 //!
-//! A task is stopped for one of two reasons: a kill request (the master, or shutdown) or
-//! its timeout with strategy `fail`. The first reason wins; the runner only sees "stopped"
-//! and the executor turns the reason into KILLED or FAILURE.
+//! A task is stopped for one of three reasons: a kill request (from a master), its timeout
+//! with strategy `fail`, or the worker abandoning the attempt (its registry lease was lost,
+//! or shutdown's grace period ran out: the masters run the attempt again elsewhere). Of the
+//! first two the first one wins; abandoning overrides both, because nothing is reported for
+//! an abandoned attempt. The runner only sees "stopped" and the executor turns the reason
+//! into KILLED, FAILURE or silence.
 
 use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 use tokio_util::sync::CancellationToken;
@@ -19,11 +22,14 @@ pub(crate) enum StopReason {
     Killed,
     /// Its timeout passed with strategy `fail`: the task ends FAILURE.
     TimedOut,
+    /// The worker gave the attempt up: no terminal event is reported.
+    Abandoned,
 }
 
 const RUNNING: u8 = 0;
 const KILLED: u8 = 1;
 const TIMED_OUT: u8 = 2;
+const ABANDONED: u8 = 3;
 
 /// Stop state of one task attempt.
 #[derive(Default)]
@@ -41,15 +47,19 @@ impl KillSwitch {
         self.stop(StopReason::Killed);
     }
 
-    /// Stops the task for `reason` unless it was already stopped (the first reason stays).
+    /// Stops the task for `reason` unless it was already stopped (the first reason stays),
+    /// except that [`StopReason::Abandoned`] replaces any earlier reason.
     pub(crate) fn stop(&self, reason: StopReason) {
-        let code = match reason {
-            StopReason::Killed => KILLED,
-            StopReason::TimedOut => TIMED_OUT,
+        let first = |code| {
+            let _ = self
+                .reason
+                .compare_exchange(RUNNING, code, Ordering::SeqCst, Ordering::SeqCst);
         };
-        let _ = self
-            .reason
-            .compare_exchange(RUNNING, code, Ordering::SeqCst, Ordering::SeqCst);
+        match reason {
+            StopReason::Killed => first(KILLED),
+            StopReason::TimedOut => first(TIMED_OUT),
+            StopReason::Abandoned => self.reason.store(ABANDONED, Ordering::SeqCst),
+        }
         self.cancel.cancel();
         let pgid = self.pgid.load(Ordering::SeqCst);
         if pgid > 0 {
@@ -66,6 +76,7 @@ impl KillSwitch {
         match self.reason.load(Ordering::SeqCst) {
             KILLED => Some(StopReason::Killed),
             TIMED_OUT => Some(StopReason::TimedOut),
+            ABANDONED => Some(StopReason::Abandoned),
             _ => None,
         }
     }
@@ -125,6 +136,17 @@ mod tests {
         k.stop(StopReason::TimedOut);
         k.request();
         assert_eq!(k.reason(), Some(StopReason::TimedOut));
+    }
+
+    #[test]
+    fn abandoning_overrides_and_sticks() {
+        let k = KillSwitch::default();
+        k.request();
+        k.stop(StopReason::Abandoned);
+        assert_eq!(k.reason(), Some(StopReason::Abandoned));
+        k.stop(StopReason::TimedOut);
+        k.request();
+        assert_eq!(k.reason(), Some(StopReason::Abandoned));
     }
 
     #[tokio::test]

@@ -10,10 +10,20 @@
 //! timer stops the task like a kill does (process group killed, request or query dropped)
 //! and the attempt ends FAILURE `timed out after <N>s`; with `warn` it writes one warning
 //! line to the task log and lets the task run on.
+//!
+//! Abandoning: when the worker's registry lease was lost, or shutdown's grace period ran
+//! out, the masters treat the worker's attempts as lost and run them again elsewhere. The
+//! worker then kills them and reports nothing more for them: a KILLED event would read as an
+//! operator's kill, and any late event is for a superseded attempt. Their unsent events are
+//! dropped from the outbox, and a later dispatch of the same attempt is refused.
+//!
+//! Script tasks record their process group under `data_dir/running` while they run, so that
+//! a worker restarting after a crash can kill what its predecessor left ([`orphans`]).
 
 mod http;
 mod jsonpath;
 mod kill;
+mod orphans;
 mod process;
 mod set_value;
 mod sql;
@@ -31,10 +41,11 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, error, info, info_span, warn};
 
 /// Finished attempts remembered to recognise a duplicate dispatch.
 const FINISHED_MEMORY: usize = 100_000;
@@ -47,8 +58,11 @@ const KNOWN_TYPES: &str = "shell, python, http, sql, noop";
 pub(crate) struct ExecutorDirs {
     pub(crate) logs: PathBuf,
     pub(crate) work: PathBuf,
+    /// Process group records of the running script tasks.
+    pub(crate) running: PathBuf,
 }
 
+pub(crate) use orphans::kill_leftovers;
 pub(crate) use sql::Datasources;
 
 /// How tasks run on this worker.
@@ -89,11 +103,26 @@ type SharedRoute = Arc<Mutex<Route>>;
 struct RunningTask {
     kill: KillSwitch,
     route: SharedRoute,
+    /// The registry lease generation ([`Executor::follow_lease`]) it was accepted in.
+    generation: u64,
+}
+
+impl RunningTask {
+    fn abandoned(&self) -> bool {
+        self.kill.reason() == Some(StopReason::Abandoned)
+    }
+}
+
+/// A task that ended here, remembered to recognise a duplicate dispatch.
+struct Finished {
+    route: SharedRoute,
+    /// Given up by the worker: a dispatch of the same attempt is refused.
+    abandoned: bool,
 }
 
 struct Table {
     running: HashMap<TaskKey, Arc<RunningTask>>,
-    finished: HashMap<TaskKey, SharedRoute>,
+    finished: HashMap<TaskKey, Finished>,
     /// Insertion order of `finished`, oldest first, to forget beyond [`FINISHED_MEMORY`].
     finished_order: VecDeque<TaskKey>,
     accepting: bool,
@@ -172,6 +201,8 @@ pub(crate) struct Executor {
     /// Task futures not yet done: unlike `running_count`, it drops only after the last
     /// event is queued, which is what shutdown waits for before flushing the outbox.
     active: watch::Sender<usize>,
+    /// Counts the registry leases the worker lost ([`Executor::follow_lease`]).
+    lease: OnceLock<watch::Receiver<u64>>,
 }
 
 impl Executor {
@@ -196,7 +227,18 @@ impl Executor {
             }),
             running_count: watch::Sender::new(0),
             active: watch::Sender::new(0),
+            lease: OnceLock::new(),
         })
+    }
+
+    /// Tags every task accepted from now on with the current value of `lost` (the count of
+    /// lost registry leases, [`shoal_common::registry::Membership::lost`]), so that
+    /// [`Executor::abandon_older`] can tell the tasks of a lost lease from those dispatched
+    /// after the worker registered again. Set once, before the worker serves.
+    pub(crate) fn follow_lease(&self, lost: watch::Receiver<u64>) {
+        if self.lease.set(lost).is_err() {
+            warn!("lease generation already followed");
+        }
     }
 
     /// The number of running tasks, updated on every change.
@@ -214,14 +256,30 @@ impl Executor {
         let mut reroutes = Vec::new();
         {
             let mut table = self.table.lock().expect("task table lock");
+            // Read under the table lock, which abandoning takes too: a task accepted before
+            // the count moved is either seen by the abandon that follows, or tagged newer.
+            let generation = self.lease.get().map_or(0, |lost| *lost.borrow());
             for spec in tasks {
                 let key = TaskKey::of(&spec);
                 let id = spec.task_instance_id;
                 let known = match table.running.get(&key) {
-                    Some(task) => Some(task.route.clone()),
-                    None => table.finished.get(&key).cloned(),
+                    Some(task) => Some((task.route.clone(), task.abandoned())),
+                    None => table
+                        .finished
+                        .get(&key)
+                        .map(|f| (f.route.clone(), f.abandoned)),
                 };
-                if let Some(route) = known {
+                if let Some((_, true)) = known {
+                    debug!(
+                        task_instance_id = id,
+                        attempt = spec.attempt,
+                        "dispatch of an abandoned attempt refused"
+                    );
+                    reasons.insert("this worker abandoned that attempt".to_string());
+                    response.rejected.push(id);
+                    continue;
+                }
+                if let Some((route, _)) = known {
                     debug!(
                         task_instance_id = id,
                         attempt = spec.attempt,
@@ -256,6 +314,7 @@ impl Executor {
                         master_addr: spec.master_addr.clone(),
                         epoch: spec.owner_epoch,
                     })),
+                    generation,
                 });
                 table.running.insert(key, task.clone());
                 response.accepted.push(id);
@@ -314,6 +373,22 @@ impl Executor {
     }
 
     /// Kills a running task attempt; false if it is not running here.
+    /// Which of these attempts are running here or finished here (and remembered).
+    pub(crate) fn known(&self, attempts: impl IntoIterator<Item = (i64, i32)>) -> Vec<i64> {
+        let table = self.table.lock().expect("task table lock");
+        attempts
+            .into_iter()
+            .filter(|&(task_instance_id, attempt)| {
+                let key = TaskKey {
+                    task_instance_id,
+                    attempt,
+                };
+                table.running.contains_key(&key) || table.finished.contains_key(&key)
+            })
+            .map(|(id, _)| id)
+            .collect()
+    }
+
     pub(crate) fn kill(&self, task_instance_id: i64, attempt: i32) -> bool {
         let task = {
             let table = self.table.lock().expect("task table lock");
@@ -335,26 +410,66 @@ impl Executor {
         }
     }
 
-    /// Refuses further dispatches, kills every running task and waits up to `wait` for
-    /// them to finish (and push their KILLED events). True if all finished.
-    pub(crate) async fn shutdown(&self, wait: Duration) -> bool {
-        let tasks: Vec<_> = {
-            let mut table = self.table.lock().expect("task table lock");
-            table.accepting = false;
-            table.running.values().cloned().collect()
-        };
-        if !tasks.is_empty() {
-            info!(tasks = tasks.len(), "killing running tasks");
-        }
-        for task in &tasks {
-            task.kill.request();
-        }
+    /// Refuses dispatches of new attempts from now on (a known attempt is still recognised,
+    /// so that a master taking over can adopt it).
+    pub(crate) fn drain(&self) {
+        self.table.lock().expect("task table lock").accepting = false;
+    }
+
+    /// Waits up to `wait` for every accepted task to finish and queue its last event. True
+    /// if none is left.
+    pub(crate) async fn wait_idle(&self, wait: Duration) -> bool {
         let mut active = self.active.subscribe();
-        let finished = tokio::time::timeout(wait, active.wait_for(|n| *n == 0))
+        tokio::time::timeout(wait, active.wait_for(|n| *n == 0))
             .await
-            .is_ok_and(|r| r.is_ok());
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Abandons every running task (see the module docs). Returns how many.
+    pub(crate) fn abandon_all(&self) -> usize {
+        self.abandon(|_| true)
+    }
+
+    /// Abandons the running tasks accepted while fewer than `generation` leases were lost:
+    /// those of the lease that was just lost. Returns how many.
+    pub(crate) fn abandon_older(&self, generation: u64) -> usize {
+        self.abandon(|t| t.generation < generation)
+    }
+
+    fn abandon(&self, which: impl Fn(&RunningTask) -> bool) -> usize {
+        let tasks: Vec<(TaskKey, Arc<RunningTask>)> = {
+            let table = self.table.lock().expect("task table lock");
+            let tasks: Vec<_> = table
+                .running
+                .iter()
+                .filter(|(_, t)| !t.abandoned() && which(t))
+                .map(|(k, t)| (*k, t.clone()))
+                .collect();
+            // Marked under the table lock: a task still in the table has not yet queued its
+            // terminal event, and will see the mark when it does (see `report`).
+            for (_, task) in &tasks {
+                task.kill.stop(StopReason::Abandoned);
+            }
+            tasks
+        };
+        for (key, task) in &tasks {
+            // Under the route lock, like every push: an event queued before the mark is
+            // dropped here, one after it is never queued.
+            let _route = task.route.lock().expect("route lock");
+            let dropped = self.outbox.discard(key.task_instance_id, key.attempt);
+            warn!(
+                task_instance_id = key.task_instance_id,
+                attempt = key.attempt,
+                events_dropped = dropped,
+                "task abandoned: killed, and nothing more is reported for it"
+            );
+        }
+        tasks.len()
+    }
+
+    /// Releases what tasks share (datasource pools); called once no task runs any more.
+    pub(crate) async fn close(&self) {
         self.datasources.close().await;
-        finished
     }
 
     async fn run(self: Arc<Self>, spec: TaskSpec, task: Arc<RunningTask>) {
@@ -393,13 +508,21 @@ impl Executor {
             }
             Outcome::Killed { message } => event.message = message,
         }
-        info!(
-            task_instance_id = spec.task_instance_id,
-            attempt = spec.attempt,
-            state,
-            exit_code = event.exit_code,
-            "task finished"
-        );
+        if task.abandoned() {
+            info!(
+                task_instance_id = spec.task_instance_id,
+                attempt = spec.attempt,
+                "abandoned task ended; not reported"
+            );
+        } else {
+            info!(
+                task_instance_id = spec.task_instance_id,
+                attempt = spec.attempt,
+                state,
+                exit_code = event.exit_code,
+                "task finished"
+            );
+        }
         // Counted before the slot is freed and the last event is queued: whoever sees
         // either sees the task counted.
         metrics::WORKER_TASKS_RUNNING.dec();
@@ -412,7 +535,11 @@ impl Executor {
         {
             let mut table = self.table.lock().expect("task table lock");
             table.running.remove(&key);
-            table.finished.insert(key, task.route.clone());
+            let finished = Finished {
+                route: task.route.clone(),
+                abandoned: task.abandoned(),
+            };
+            table.finished.insert(key, finished);
             table.finished_order.push_back(key);
             while table.finished_order.len() > FINISHED_MEMORY {
                 if let Some(old) = table.finished_order.pop_front() {
@@ -421,6 +548,7 @@ impl Executor {
             }
             self.running_count.send_replace(table.running.len() as u32);
         }
+        // Not queued if the task was abandoned (checked by `report`).
         self.report(&task, event);
         self.active.send_modify(|n| *n -= 1);
 
@@ -539,6 +667,14 @@ impl Executor {
                     shoal_common::duration::format(limit)
                 ))
             }
+            (killed @ Outcome::Killed { .. }, Some(StopReason::Abandoned)) => {
+                note(
+                    &log,
+                    "task abandoned by the worker (lost its registry lease or shut down); \
+                     the attempt runs again elsewhere",
+                );
+                killed
+            }
             (killed @ Outcome::Killed { .. }, _) => {
                 note(&log, "task killed");
                 killed
@@ -580,11 +716,21 @@ impl Executor {
                 return Outcome::failure(message);
             }
         };
+        let record = orphans::record(
+            &self.dirs.running,
+            spec.task_instance_id,
+            spec.attempt,
+            process.pgid,
+        );
         task.kill.attach(process.pgid);
         self.started(spec, task, Some(process.pgid));
 
         let exit = process.wait(output_log).await;
         task.kill.detach();
+        // `wait` killed what was left of the group after the task exited.
+        if let Some(record) = record {
+            orphans::forget(&record);
+        }
 
         let mut output = exit.output;
         if exit.output_truncated {
@@ -646,15 +792,49 @@ impl Executor {
         work_dir(&self.dirs.work, spec)
     }
 
-    /// Queues an event for the task's current master. The route lock is held across the
-    /// push; see [`Executor::reroute`].
+    /// Queues an event for the task's current master, unless the task was abandoned. The
+    /// route lock is held across the check and the push; see [`Executor::reroute`] and
+    /// [`Executor::abandon`].
     fn report(&self, task: &RunningTask, event: TaskEvent) {
         let route = task.route.lock().expect("route lock");
+        if task.abandoned() {
+            return;
+        }
         let (id, kind) = (event.task_instance_id, event.kind);
         if let Err(e) = self.outbox.push(&route.master_addr, event) {
             // Cannot happen for a master address accepted at dispatch.
             warn!(task_instance_id = id, kind, error = %e, "task event dropped");
         }
+    }
+}
+
+/// Abandons the tasks of a lost registry lease, each time `lost` (the count of lost
+/// leases, [`shoal_common::registry::Membership::lost`]) moves, until `stop` is cancelled.
+///
+/// The masters saw the worker leave when its lease expired and run its attempts again
+/// elsewhere; the copies still running here must go, and their events are of no use.
+pub(crate) async fn abandon_on_lease_loss(
+    executor: Arc<Executor>,
+    mut lost: watch::Receiver<u64>,
+    stop: CancellationToken,
+) {
+    loop {
+        // Cancellation-safe: `cancelled` and `watch::Receiver::changed` keep no partial
+        // state; a change made meanwhile is seen by the next `changed`.
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            changed = lost.changed() => if changed.is_err() { break },
+        }
+        let generation = *lost.borrow_and_update();
+        let running = *executor.running_count.borrow();
+        error!(
+            lost_leases = generation,
+            running,
+            "registry lease lost: the masters consider this worker's tasks gone and run them \
+             again elsewhere; killing every task it was running"
+        );
+        let abandoned = executor.abandon_older(generation);
+        error!(abandoned, "tasks of the lost lease killed");
     }
 }
 
@@ -759,23 +939,30 @@ mod tests {
         }
     }
 
+    fn executor(dir: &Path, outbox: &Outbox) -> Arc<Executor> {
+        let dirs = ExecutorDirs {
+            logs: dir.join("logs"),
+            work: dir.join("work"),
+            running: dir.join("running"),
+        };
+        std::fs::create_dir_all(&dirs.running).unwrap();
+        Executor::new(
+            ExecutorConfig {
+                slots: 4,
+                dirs,
+                python: crate::DEFAULT_PYTHON.into(),
+                datasources: Datasources::new(&Default::default(), 4).unwrap(),
+            },
+            outbox.clone(),
+        )
+    }
+
     #[tokio::test]
     async fn metrics_follow_tasks_from_start_to_their_final_state() {
         let _metrics = crate::tests::METRICS_LOCK.lock().await;
         let dir = tempfile::tempdir().unwrap();
         let outbox = Outbox::new("127.0.0.1:1".into());
-        let executor = Executor::new(
-            ExecutorConfig {
-                slots: 4,
-                dirs: ExecutorDirs {
-                    logs: dir.path().join("logs"),
-                    work: dir.path().join("work"),
-                },
-                python: crate::DEFAULT_PYTHON.into(),
-                datasources: Datasources::new(&Default::default(), 4).unwrap(),
-            },
-            outbox.clone(),
-        );
+        let executor = executor(dir.path(), &outbox);
         let started = WORKER_TASKS_STARTED.get();
         let running = WORKER_TASKS_RUNNING.get();
         let (success, failure, killed) = (
@@ -813,7 +1000,8 @@ mod tests {
         assert_eq!(WORKER_TASKS_FINISHED_FAILURE.get(), failure + 1);
         assert_eq!(WORKER_TASK_DURATION.count(), observed + 2);
 
-        assert!(executor.shutdown(Duration::from_secs(10)).await);
+        assert!(executor.kill(3, 1));
+        assert!(executor.wait_idle(Duration::from_secs(10)).await);
         assert_eq!(WORKER_TASKS_RUNNING.get(), running);
         assert_eq!(WORKER_TASKS_FINISHED_KILLED.get(), killed + 1);
         assert_eq!(WORKER_TASK_DURATION.count(), observed + 3);
@@ -822,5 +1010,86 @@ mod tests {
         assert_eq!(WORKER_EVENTS_UNACKED.get(), unacked + 5);
         outbox.stop().await;
         assert_eq!(WORKER_EVENTS_UNACKED.get(), unacked);
+    }
+
+    /// Polls (bounded) until `check` holds: another process's progress signals nothing we
+    /// could wait on.
+    async fn eventually(what: &str, check: impl Fn() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !check() {
+            assert!(tokio::time::Instant::now() < deadline, "{what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn gone(pid: i32) -> bool {
+        orphans::proc_stat(pid).is_none_or(|s| s.zombie)
+    }
+
+    #[tokio::test]
+    async fn a_lost_lease_abandons_the_tasks_accepted_under_it() {
+        let _metrics = crate::tests::METRICS_LOCK.lock().await;
+        let dir = tempfile::tempdir().unwrap();
+        let outbox = Outbox::new("127.0.0.1:1".into());
+        let executor = executor(dir.path(), &outbox);
+        let (lost_tx, lost) = watch::channel(0u64);
+        executor.follow_lease(lost.clone());
+        let stop = CancellationToken::new();
+        let reaction = tokio::spawn(abandon_on_lease_loss(executor.clone(), lost, stop.clone()));
+
+        // A task that finished before the loss: its events stay queued.
+        assert_eq!(executor.dispatch(vec![spec(1, "noop", "")]).accepted, [1]);
+        let pid_file = dir.path().join("pid");
+        let sleeper = spec(
+            2,
+            "shell",
+            &format!("sleep 30 & echo $! > '{}'; wait", pid_file.display()),
+        );
+        assert_eq!(executor.dispatch(vec![sleeper.clone()]).accepted, [2]);
+        let record = dir.path().join("running/2_1.pgid");
+        eventually("the task starts", || {
+            record.exists() && std::fs::read_to_string(&pid_file).is_ok_and(|p| p.ends_with('\n'))
+        })
+        .await;
+        let sleep: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let rec = orphans::Record::parse(&std::fs::read_to_string(&record).unwrap()).unwrap();
+        assert!(!gone(sleep) && !gone(rec.pgid));
+        // noop: RUNNING + SUCCESS; shell: RUNNING.
+        eventually("events queued", || outbox.pending() == 3).await;
+
+        lost_tx.send_modify(|n| *n += 1);
+        assert!(executor.wait_idle(Duration::from_secs(10)).await);
+        eventually("the task's processes are killed", || {
+            gone(sleep) && gone(rec.pgid)
+        })
+        .await;
+        assert!(!record.exists(), "record removed");
+        // Its RUNNING event was dropped and no KILLED event was queued.
+        assert_eq!(outbox.pending(), 2);
+        let log = std::fs::read_to_string(dir.path().join("logs/1/2_1.log")).unwrap();
+        assert!(log.contains("abandoned"), "{log}");
+
+        // The abandoned attempt is not taken again; a new attempt is.
+        let again = executor.dispatch(vec![sleeper.clone()]);
+        assert_eq!(again.rejected, [2]);
+        assert!(again.reason.contains("abandoned"), "{}", again.reason);
+        let mut retry = sleeper.clone();
+        retry.attempt = 2;
+        retry.definition_json =
+            serde_json::json!({"type": "shell", "command": "sleep 30"}).to_string();
+        assert_eq!(executor.dispatch(vec![retry]).accepted, [2]);
+        // It belongs to the current lease: only a later loss abandons it.
+        assert_eq!(executor.abandon_older(1), 0);
+        assert_eq!(executor.abandon_older(2), 1);
+        assert!(executor.wait_idle(Duration::from_secs(10)).await);
+        assert_eq!(outbox.pending(), 2);
+
+        stop.cancel();
+        reaction.await.unwrap();
+        outbox.stop().await;
     }
 }

@@ -141,6 +141,7 @@ pub(crate) fn spawn(
         .stderr(Stdio::from(writer))
         .envs(program.env.iter().copied())
         .envs(params.iter().filter(|(k, _)| is_shell_identifier(k)));
+    die_with_worker(&mut cmd);
     let child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {name}: {e}"))?;
@@ -156,6 +157,46 @@ pub(crate) fn spawn(
         pgid: pid as i32,
     })
 }
+
+/// Makes the kernel SIGKILL the task process when the worker dies (`PR_SET_PDEATHSIG`), so
+/// that a crashed worker leaves no task process behind; what the task started itself is
+/// caught by the process group records ([`super::orphans`]).
+///
+/// The signal follows the *thread* that spawned the process, not the worker process: tasks
+/// must be spawned from a thread that lives as long as the worker, as the tokio runtime's
+/// worker threads do (never from `spawn_blocking` or `block_in_place`, whose threads exit
+/// when idle, which would kill the task).
+///
+/// It also disables the posix_spawn fast path of `Command` (a hook runs between fork and
+/// exec), so every task start is a fork of the worker.
+#[cfg(target_os = "linux")]
+fn die_with_worker(cmd: &mut Command) {
+    let worker = std::process::id() as libc::pid_t;
+    // SAFETY: the hook runs in the forked child before exec and only makes two system calls
+    // (async-signal-safe, no allocation, no locks).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The worker died between fork and prctl: the signal will never come.
+            if libc::getppid() != worker {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_worker(_: &mut Command) {}
 
 impl TaskProcess {
     /// Copies the output to `log` until the task exits, then kills what is left of its
@@ -242,5 +283,40 @@ mod tests {
         for bad in ["", "1a", "a-b", "a.b", "a b", "ä", "x=1", "$x"] {
             assert!(!is_shell_identifier(bad), "{bad}");
         }
+    }
+
+    /// PR_SET_PDEATHSIG is in effect: the kernel kills the task process when the thread that
+    /// spawned it ends, as it does when the worker process dies.
+    #[test]
+    fn the_task_process_dies_with_its_spawner() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().to_path_buf();
+        let pid = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let p = spawn(&Program::shell(), &work, "sleep 30", &HashMap::new()).unwrap();
+                p.pgid
+            })
+        })
+        .join()
+        .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        // Dead once it is a zombie (nobody reaps it any more) or gone.
+        while super::super::orphans::proc_stat(pid).is_some_and(|s| !s.zombie) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "task process {pid} outlived the thread that spawned it"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The signal reaches the direct child only: what it started lives on in its group
+        // (the process group records handle that after a crash).
+        kill_group(pid);
+        let mut status = 0;
+        // SAFETY: reaps our own child; WNOHANG never blocks.
+        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
     }
 }
