@@ -372,8 +372,12 @@ impl Executor {
         }
     }
 
-    /// Kills a running task attempt; false if it is not running here.
     /// Which of these attempts are running here or finished here (and remembered).
+    ///
+    /// Abandoned attempts count as known on purpose: the master then adopts the attempt,
+    /// the dispatch refuses it, and the master runs it again as a new attempt. Were they
+    /// unknown, the master would queue the same attempt again, which this worker keeps
+    /// refusing (with no other worker in the group, for ever).
     pub(crate) fn known(&self, attempts: impl IntoIterator<Item = (i64, i32)>) -> Vec<i64> {
         let table = self.table.lock().expect("task table lock");
         attempts
@@ -389,6 +393,7 @@ impl Executor {
             .collect()
     }
 
+    /// Kills a running task attempt; false if it is not running here.
     pub(crate) fn kill(&self, task_instance_id: i64, attempt: i32) -> bool {
         let task = {
             let table = self.table.lock().expect("task table lock");

@@ -357,13 +357,23 @@ async fn a_data_dir_serves_one_worker_at_a_time() {
 /// A throwaway single-member etcd (`/usr/bin/etcd`), killed with the guard.
 struct Etcd {
     child: Child,
+    client_port: u16,
     url: String,
     log: PathBuf,
 }
 
 impl Etcd {
     fn start(dir: &Path) -> Etcd {
-        let (client, peer) = (free_addr().port(), free_addr().port());
+        // Both sockets held at once, so that the two ports differ.
+        let (a, b) = (
+            std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
+            std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
+        );
+        let (client, peer) = (
+            a.local_addr().unwrap().port(),
+            b.local_addr().unwrap().port(),
+        );
+        drop((a, b));
         let url = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let log_path = dir.join("etcd.log");
@@ -390,6 +400,7 @@ impl Etcd {
             .expect("etcd must be installed (/usr/bin/etcd)");
         Etcd {
             child,
+            client_port: client,
             url,
             log: log_path,
         }
@@ -400,9 +411,26 @@ impl Etcd {
         assert_eq!(unsafe { libc::kill(self.child.id() as i32, signal) }, 0);
     }
 
-    /// A registry with `ttl_secs` leases, once etcd answers.
-    async fn registry(&self, ttl_secs: i64) -> Registry {
+    /// A registry with `ttl_secs` leases, once this etcd serves. Its own log must say so: a
+    /// port taken meanwhile by another process (another test's etcd) would make it exit,
+    /// and the registry would talk to that other process.
+    async fn registry(&mut self, ttl_secs: i64) -> Registry {
         let deadline = tokio::time::Instant::now() + WAIT;
+        let serving = format!(
+            "serving insecure client requests on 127.0.0.1:{}",
+            self.client_port
+        );
+        while !std::fs::read_to_string(&self.log).is_ok_and(|l| l.contains(&serving)) {
+            assert!(
+                matches!(self.child.try_wait(), Ok(None)),
+                "etcd exited before it served"
+            );
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "etcd did not come up"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         loop {
             if let Ok(r) = Registry::etcd(std::slice::from_ref(&self.url), ttl_secs).await
                 && r.nodes().await.is_ok()
@@ -437,7 +465,7 @@ impl Drop for Etcd {
 async fn a_lost_etcd_lease_kills_the_tasks_of_the_worker() {
     init_tracing();
     let dir = tempfile::tempdir().unwrap();
-    let etcd = Etcd::start(dir.path());
+    let mut etcd = Etcd::start(dir.path());
     let registry = etcd.registry(2).await;
     let mut master = start_master("127.0.0.1:0".parse().unwrap()).await;
     let mut w = launch(Launch {
@@ -462,6 +490,7 @@ async fn a_lost_etcd_lease_kills_the_tasks_of_the_worker() {
     etcd.signal(libc::SIGSTOP);
     tokio::time::sleep(Duration::from_secs(3)).await;
     etcd.signal(libc::SIGCONT);
+    assert!(matches!(etcd.child.try_wait(), Ok(None)), "etcd is gone");
     wait_gone(bash).await;
     wait_gone(sleep).await;
     // Nothing is reported for the abandoned attempt, and it is not taken again.
