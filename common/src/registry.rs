@@ -277,6 +277,8 @@ impl KeepEtcd {
         let mut tick = tokio::time::interval(ttl / 3);
         let mut publish = tokio::time::interval(Duration::from_secs(1));
         let mut renewed_at = tokio::time::Instant::now();
+        // One count per lapse, however many renewals fail during it.
+        let mut lapse_counted = false;
         let mut dirty = false;
         let mut payload_final = false;
         loop {
@@ -291,13 +293,17 @@ impl KeepEtcd {
                         }
                         Err(e) => {
                             warn!(error = %e, "registry lease lost, registering again");
+                            // Counted before registering again, so work accepted under the
+                            // new lease is never mistaken for work of the lapsed one.
+                            if renewed_at.elapsed() >= ttl && !lapse_counted {
+                                self.lost.send_modify(|n| *n += 1);
+                                lapse_counted = true;
+                            }
                             let node = payload.borrow().clone();
                             match put_with_lease(&mut self.client, &node, self.ttl).await {
                                 Ok(l) => {
                                     self.lease = l;
-                                    if renewed_at.elapsed() >= ttl {
-                                        self.lost.send_modify(|n| *n += 1);
-                                    }
+                                    lapse_counted = false;
                                     renewed_at = tokio::time::Instant::now();
                                     self.renewed.send_replace(renewed_at);
                                 }
