@@ -232,31 +232,11 @@ impl Standalone {
 
 /// A real etcd on free loopback ports with a temporary data dir.
 pub fn start_etcd(dir: &Path) -> (Proc, String) {
-    let (client, peer) = (free_port(), free_port());
-    let url = format!("http://127.0.0.1:{client}");
-    let peer_url = format!("http://127.0.0.1:{peer}");
-    let data = dir.join("etcd");
-    let etcd = Proc::spawn(
-        "etcd",
-        dir,
-        "etcd",
-        &[
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--listen-client-urls",
-            &url,
-            "--advertise-client-urls",
-            &url,
-            "--listen-peer-urls",
-            &peer_url,
-            "--initial-advertise-peer-urls",
-            &peer_url,
-            "--initial-cluster",
-            &format!("default={peer_url}"),
-        ],
-        &[],
-    );
-    (etcd, url)
+    let client = free_port();
+    let peer = std::iter::repeat_with(free_port)
+        .find(|p| *p != client)
+        .unwrap();
+    start_etcd_on(dir, "etcd", client, peer)
 }
 
 /// A fresh Postgres database for one test; dropped (best effort) with the guard.
