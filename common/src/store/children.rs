@@ -1,13 +1,13 @@
 //! Child runs of sub_workflow tasks and the cross-workflow checks of dependent tasks.
 
 use super::codec::{from_json, parse, to_json};
+use super::commands::{insert_command_statement, notify_masters};
 use super::db::{Db, Tx, insert_rows};
 use super::schema::{
     Command as Cmd, ErrorCommand as ErrCmd, TaskInstance as Task, WorkflowDefinition as Def,
     WorkflowInstance as Inst,
 };
-use super::signal::COMMAND_CHANNEL;
-use super::{Backend, ChildStart, ChildState, Params, Store};
+use super::{ChildStart, ChildState, NewCommand, Params, Store};
 use crate::error::Result;
 use crate::types::{CommandKind, TaskState, WorkflowState, now_ms};
 use sea_query::{Expr, ExprTrait, Func, Order, Query};
@@ -70,79 +70,32 @@ pub(super) async fn start_children(
                     .and_where(Expr::col(Def::Name).eq(child.workflow.as_str())),
             )
             .await?;
-        let params = to_json(&child.params)?;
         let Some(version) = version else {
             let error = format!(
                 "sub-workflow '{}/{}' does not exist; apply it first with `shoal apply -f FILE`",
                 child.project, child.workflow
             );
-            reject(tx, child, &params, &error, now).await?;
+            reject(tx, child, &error, now).await?;
             continue;
         };
-        let mut insert = insert_rows(
-            Cmd::Table,
-            [
-                Cmd::Kind,
-                Cmd::Project,
-                Cmd::Workflow,
-                Cmd::Version,
-                Cmd::Params,
-                Cmd::Priority,
-                Cmd::CreatedAt,
-                Cmd::ParentTaskId,
-            ],
-            [[
-                CommandKind::Start.as_str().into(),
-                child.project.as_str().into(),
-                child.workflow.as_str().into(),
-                version.into(),
-                params.as_str().into(),
-                child.priority.as_str().into(),
-                now.into(),
-                child.parent_task_id.into(),
-            ]],
-        );
-        insert.returning_col(Cmd::Id);
-        let _: (i64,) = tx.fetch_one(&insert).await?;
+        let _: (i64,) = tx
+            .fetch_one(&insert_command_statement(&child.command(version), now)?)
+            .await?;
         written = true;
     }
-    if written && tx.backend() == Backend::Postgres {
-        tx.execute(Query::select().expr(Func::cust("pg_notify").arg(COMMAND_CHANNEL).arg("")))
-            .await?;
+    if written {
+        notify_masters(tx).await?;
     }
     Ok(written)
 }
 
 /// Records a child that cannot start, under a fresh command id so `command_status` and
 /// the parent both see why.
-async fn reject(
-    tx: &mut Tx,
-    child: &ChildStart,
-    params: &str,
-    error: &str,
-    now: i64,
-) -> Result<()> {
-    let mut insert = insert_rows(
-        Cmd::Table,
-        [
-            Cmd::Kind,
-            Cmd::Project,
-            Cmd::Workflow,
-            Cmd::Version,
-            Cmd::Params,
-            Cmd::CreatedAt,
-        ],
-        [[
-            CommandKind::Start.as_str().into(),
-            child.project.as_str().into(),
-            child.workflow.as_str().into(),
-            0.into(),
-            params.into(),
-            now.into(),
-        ]],
-    );
-    insert.returning_col(Cmd::Id);
-    let (id,): (i64,) = tx.fetch_one(&insert).await?;
+async fn reject(tx: &mut Tx, child: &ChildStart, error: &str, now: i64) -> Result<()> {
+    let command = child.command(0);
+    let (id,): (i64,) = tx
+        .fetch_one(&insert_command_statement(&command, now)?)
+        .await?;
     tx.execute(
         Query::delete()
             .from_table(Cmd::Table)
@@ -165,11 +118,11 @@ async fn reject(
         ],
         [[
             id.into(),
-            CommandKind::Start.as_str().into(),
+            command.kind.as_str().into(),
             child.project.as_str().into(),
             child.workflow.as_str().into(),
             0.into(),
-            params.into(),
+            to_json(&command.params)?.into(),
             error.into(),
             now.into(),
             now.into(),
@@ -294,5 +247,21 @@ impl Store {
 pub(super) fn wake(db: &Db) {
     if let Db::Sqlite { commands, .. } = db {
         commands.wake();
+    }
+}
+
+impl ChildStart {
+    fn command(&self, version: i32) -> NewCommand {
+        NewCommand {
+            kind: CommandKind::Start,
+            project: self.project.clone(),
+            workflow: self.workflow.clone(),
+            version,
+            params: self.params.clone(),
+            priority: Some(self.priority),
+            workflow_instance_id: None,
+            options: Default::default(),
+            parent_task_id: Some(self.parent_task_id),
+        }
     }
 }

@@ -16,7 +16,7 @@ use super::{
 use crate::definition::WorkflowDef;
 use crate::error::{Error, Result};
 use crate::types::{CommandKind, Priority, WorkflowState, now_ms};
-use sea_query::{Expr, ExprTrait, Func, LockBehavior, LockType, Order, Query};
+use sea_query::{Expr, ExprTrait, Func, InsertStatement, LockBehavior, LockType, Order, Query};
 use sqlx::postgres::PgListener;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -42,34 +42,7 @@ type DefinitionLookup = std::result::Result<WorkflowDef, String>;
 impl Store {
     /// Writes a command and wakes the masters.
     pub async fn insert_command(&self, cmd: &NewCommand) -> Result<i64> {
-        let mut insert = insert_rows(
-            Cmd::Table,
-            [
-                Cmd::Kind,
-                Cmd::Project,
-                Cmd::Workflow,
-                Cmd::Version,
-                Cmd::Params,
-                Cmd::Priority,
-                Cmd::CreatedAt,
-                Cmd::WorkflowInstanceId,
-                Cmd::Options,
-                Cmd::ParentTaskId,
-            ],
-            [[
-                cmd.kind.as_str().into(),
-                cmd.project.as_str().into(),
-                cmd.workflow.as_str().into(),
-                cmd.version.into(),
-                to_json(&cmd.params)?.into(),
-                cmd.priority.map(Priority::as_str).into(),
-                now_ms().into(),
-                cmd.workflow_instance_id.into(),
-                to_json(&cmd.options)?.into(),
-                cmd.parent_task_id.into(),
-            ]],
-        );
-        insert.returning_col(Cmd::Id);
+        let insert = insert_command_statement(cmd, now_ms())?;
         let mut tx = self.db.begin().await?;
         let (id,): (i64,) = match tx.fetch_one(&insert).await {
             Err(Error::Database(sqlx::Error::Database(e))) if e.is_unique_violation() => {
@@ -80,11 +53,7 @@ impl Store {
             }
             other => other?,
         };
-        if tx.backend() == Backend::Postgres {
-            // Delivered on commit, and only if the command was committed.
-            tx.execute(Query::select().expr(Func::cust("pg_notify").arg(COMMAND_CHANNEL).arg("")))
-                .await?;
-        }
+        notify_masters(&mut tx).await?;
         tx.commit().await?;
         if let Db::Sqlite { commands, .. } = &self.db {
             commands.wake();
@@ -339,6 +308,49 @@ impl Store {
         tx.commit().await?;
         Ok(claimed)
     }
+}
+
+/// The insert of one command row, returning its id.
+pub(super) fn insert_command_statement(cmd: &NewCommand, now: i64) -> Result<InsertStatement> {
+    let mut insert = insert_rows(
+        Cmd::Table,
+        [
+            Cmd::Kind,
+            Cmd::Project,
+            Cmd::Workflow,
+            Cmd::Version,
+            Cmd::Params,
+            Cmd::Priority,
+            Cmd::CreatedAt,
+            Cmd::WorkflowInstanceId,
+            Cmd::Options,
+            Cmd::ParentTaskId,
+        ],
+        [[
+            cmd.kind.as_str().into(),
+            cmd.project.as_str().into(),
+            cmd.workflow.as_str().into(),
+            cmd.version.into(),
+            to_json(&cmd.params)?.into(),
+            cmd.priority.map(Priority::as_str).into(),
+            now.into(),
+            cmd.workflow_instance_id.into(),
+            to_json(&cmd.options)?.into(),
+            cmd.parent_task_id.into(),
+        ]],
+    );
+    insert.returning_col(Cmd::Id);
+    Ok(insert)
+}
+
+/// NOTIFYs the masters on Postgres: delivered on commit, and only if the transaction
+/// commits. (On SQLite the store wakes its in-process signal after the commit.)
+pub(super) async fn notify_masters(tx: &mut Tx) -> Result<()> {
+    if tx.backend() == Backend::Postgres {
+        tx.execute(Query::select().expr(Func::cust("pg_notify").arg(COMMAND_CHANNEL).arg("")))
+            .await?;
+    }
+    Ok(())
 }
 
 async fn load_definition(tx: &mut Tx, command: &CommandRecord) -> Result<DefinitionLookup> {
