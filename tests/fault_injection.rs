@@ -85,9 +85,15 @@ impl Lcg {
         Duration::from_millis(lo + self.next() % (hi - lo + 1))
     }
 
-    /// A task's sleep in seconds, 0.2 to 1.0, as text for a parameter.
+    /// A task's sleep in seconds, 0.2 to 0.9, as text for a parameter.
     fn nap(&mut self) -> String {
-        format!("0.{}", 2 + self.below(8))
+        self.nap_tenths(2, 9)
+    }
+
+    /// A sleep of `lo` to `hi` tenths of a second, as text for a parameter.
+    fn nap_tenths(&mut self, lo: usize, hi: usize) -> String {
+        let tenths = lo + self.below(hi - lo + 1);
+        format!("{}.{}", tenths / 10, tenths % 10)
     }
 }
 
@@ -269,15 +275,25 @@ impl Cluster {
 
     /// Starts a workflow of [`dag`] with a random sleep per task; returns the command id.
     fn submit_naps(&self, workflow: &str, tasks: &[&str], rng: &mut Lcg) -> i64 {
+        self.submit_with(workflow, tasks, || rng.nap())
+    }
+
+    fn submit_with(&self, workflow: &str, tasks: &[&str], mut nap: impl FnMut() -> String) -> i64 {
         let params: serde_json::Map<String, Value> = tasks
             .iter()
-            .map(|t| (format!("n_{t}"), Value::String(rng.nap())))
+            .map(|t| (format!("n_{t}"), Value::String(nap())))
             .collect();
         self.submit(workflow, Value::Object(params))
     }
 
     fn submit_diamond(&self, rng: &mut Lcg) -> i64 {
         self.submit_naps("diamond", &DIAMOND_TASKS, rng)
+    }
+
+    /// A diamond whose tasks sleep 1.0 to 2.5 s: still running after a loaded machine's
+    /// slow start.
+    fn submit_slow_diamond(&self, rng: &mut Lcg) -> i64 {
+        self.submit_with("diamond", &DIAMOND_TASKS, || rng.nap_tenths(10, 25))
     }
 
     fn instance_of(&self, command: i64) -> i64 {
@@ -927,7 +943,7 @@ fn a_killed_worker_s_tasks_run_again_elsewhere() {
     let mut rng = Lcg::for_test("worker_kill");
     let c = Cluster::start("worker_kill", &["default"; 3]);
     c.apply(&diamond(&c.execs));
-    let mut commands: Vec<i64> = (0..6).map(|_| c.submit_diamond(&mut rng)).collect();
+    let mut commands: Vec<i64> = (0..6).map(|_| c.submit_slow_diamond(&mut rng)).collect();
     let sleepy: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
     c.wait_running(&sleepy);
     std::thread::sleep(rng.millis(0, 600));

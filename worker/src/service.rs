@@ -47,9 +47,7 @@ impl Worker for WorkerService {
         request: Request<ProbeRequest>,
     ) -> Result<Response<ProbeResponse>, Status> {
         let tasks = request.into_inner().tasks;
-        let known = self
-            .executor
-            .known(tasks.iter().map(|t| (t.task_instance_id, t.attempt)));
+        let known = self.executor.probe(&tasks);
         Ok(Response::new(ProbeResponse { known }))
     }
 

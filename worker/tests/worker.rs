@@ -638,11 +638,11 @@ async fn redispatch_by_a_new_owner_reroutes_undelivered_events() {
     assert_eq!(w.dispatch(vec![t.clone()]).await.accepted, [12]);
     wait_running(&mut nodes, &w.addr, 0).await;
 
-    // An older epoch does not move anything.
+    // An older epoch is refused and moves nothing.
     let mut stale = t.clone();
     stale.master_addr = master.addr.clone();
     stale.owner_epoch = 0;
-    assert_eq!(w.dispatch(vec![stale]).await.accepted, [12]);
+    assert_eq!(w.dispatch(vec![stale]).await.rejected, [12]);
     master.assert_quiet().await;
 
     let mut adopted = t.clone();

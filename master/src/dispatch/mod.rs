@@ -266,9 +266,14 @@ impl Dispatcher {
     fn send(&self, worker: String, sent: Vec<Popped>) {
         let client = self.clients.get(&worker);
         let results = self.results_tx.clone();
+        let gate = self.lease.gate.clone();
         let tasks = sent.iter().map(|p| p.task.spec.clone()).collect();
         tokio::spawn(async move {
             let accepted = match client {
+                // Checked again right before the call: a master frozen since the pass
+                // must not send what another master may have queued again meanwhile
+                // (workers fence what still slips through, see the Probe RPC).
+                Ok(_) if !gate.fresh() => None,
                 Ok(mut c) => match c.dispatch(DispatchRequest { tasks }).await {
                     Ok(resp) => Some(resp.into_inner().accepted.into_iter().collect()),
                     Err(status) => {

@@ -32,6 +32,8 @@ use tracing::{error, info, warn};
 
 /// Most messages folded into one cycle, to bound a transaction's size.
 const MAX_CYCLE_MSGS: usize = 4096;
+/// How often a probe asks again a live worker that did not answer.
+const PROBE_RETRY: Duration = Duration::from_millis(500);
 
 /// An operator request for an instance this master drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -623,37 +625,72 @@ impl Engine {
         }
     }
 
-    /// Asks every live worker which of these attempts it has; the answer comes back as
-    /// `Probed`. A worker that cannot be asked counts as not having them.
+    /// Asks every live worker which of these attempts it has, fencing the old owner out
+    /// on each (see the `Probe` RPC); the answer comes back as `Probed`. Until every live
+    /// worker has answered the attempts stay unqueued: one that could not be asked may
+    /// have them, or receive them late from the old owner. A worker that leaves the
+    /// cluster meanwhile no longer counts (its attempts are lost with it).
     fn probe(&self, ids: Vec<i64>) {
         let tasks: Vec<TaskAttempt> = ids
             .iter()
             .filter_map(|id| {
-                self.tasks.get(id).map(|t| TaskAttempt {
+                let t = self.tasks.get(id)?;
+                Some(TaskAttempt {
                     task_instance_id: *id,
                     attempt: t.attempt,
+                    workflow_instance_id: t.instance,
+                    owner_epoch: self.runs.get(&t.instance)?.epoch,
                 })
             })
             .collect();
-        let workers: Vec<String> = self.workers.current().into_iter().map(|w| w.addr).collect();
-        let (clients, me) = (self.clients.clone(), self.me.clone());
+        let (clients, me, workers) = (self.clients.clone(), self.me.clone(), self.workers.clone());
         tokio::spawn(async move {
             let mut found = Vec::new();
-            for worker in workers {
-                let Ok(mut client) = clients.get(&worker) else {
-                    continue;
-                };
-                let request = ProbeRequest {
-                    tasks: tasks.clone(),
-                };
-                match client.probe(request).await {
-                    Ok(resp) => found.extend(
-                        resp.into_inner()
-                            .known
-                            .into_iter()
-                            .map(|id| (id, worker.clone())),
-                    ),
-                    Err(e) => warn!(%worker, error = %e, "cannot ask a worker about adopted tasks"),
+            let mut answered = HashSet::new();
+            loop {
+                let pending: Vec<String> = workers
+                    .current()
+                    .into_iter()
+                    .map(|w| w.addr)
+                    .filter(|w| !answered.contains(w))
+                    .collect();
+                if pending.is_empty() {
+                    break;
+                }
+                if me.is_closed() {
+                    return;
+                }
+                let mut unanswered = false;
+                for worker in pending {
+                    let request = ProbeRequest {
+                        tasks: tasks.clone(),
+                    };
+                    let answer = match clients.get(&worker) {
+                        Ok(mut client) => client.probe(request).await.map_err(|e| e.to_string()),
+                        Err(e) => Err(e.to_string()),
+                    };
+                    match answer {
+                        Ok(resp) => {
+                            found.extend(
+                                resp.into_inner()
+                                    .known
+                                    .into_iter()
+                                    .map(|id| (id, worker.clone())),
+                            );
+                            answered.insert(worker);
+                        }
+                        Err(error) => {
+                            unanswered = true;
+                            warn!(
+                                %worker,
+                                %error,
+                                "cannot ask a worker about adopted tasks; they wait until it answers or leaves"
+                            )
+                        }
+                    }
+                }
+                if unanswered {
+                    tokio::time::sleep(PROBE_RETRY).await;
                 }
             }
             let _ = me.send(EngineMsg::Probed { found, asked: ids });

@@ -20,6 +20,7 @@
 //! Script tasks record their process group under `data_dir/running` while they run, so that
 //! a worker restarting after a crash can kill what its predecessor left ([`orphans`]).
 
+mod fence;
 mod http;
 mod jsonpath;
 mod kill;
@@ -30,12 +31,13 @@ mod sql;
 
 use crate::logs;
 use crate::outbox::Outbox;
+use fence::Fences;
 use kill::{KillSwitch, StopReason};
 use process::Program;
 use serde::Deserialize;
 use shoal_common::definition::{HttpSpec, SqlSpec, TimeoutStrategy};
 use shoal_common::metrics;
-use shoal_common::proto::{DispatchResponse, TaskEvent, TaskEventKind, TaskSpec};
+use shoal_common::proto::{DispatchResponse, TaskAttempt, TaskEvent, TaskEventKind, TaskSpec};
 use shoal_common::types::now_ms;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fs::File;
@@ -125,6 +127,7 @@ struct Table {
     finished: HashMap<TaskKey, Finished>,
     /// Insertion order of `finished`, oldest first, to forget beyond [`FINISHED_MEMORY`].
     finished_order: VecDeque<TaskKey>,
+    fences: Fences,
     accepting: bool,
 }
 
@@ -223,6 +226,7 @@ impl Executor {
                 running: HashMap::new(),
                 finished: HashMap::new(),
                 finished_order: VecDeque::new(),
+                fences: Fences::default(),
                 accepting: true,
             }),
             running_count: watch::Sender::new(0),
@@ -248,7 +252,8 @@ impl Executor {
 
     /// Takes the tasks that fit in the free slots and starts them; the rest come back in
     /// `rejected`. A task already running or finished here is accepted and not run again;
-    /// if the dispatch names a newer owner, its events go there from now on.
+    /// if the dispatch names a newer owner, its events go there from now on. A dispatch
+    /// from an owner older than one seen for the instance is refused ([`fence`]).
     pub(crate) fn dispatch(self: &Arc<Self>, tasks: Vec<TaskSpec>) -> DispatchResponse {
         let mut response = DispatchResponse::default();
         let mut reasons = BTreeSet::new();
@@ -262,6 +267,23 @@ impl Executor {
             for spec in tasks {
                 let key = TaskKey::of(&spec);
                 let id = spec.task_instance_id;
+                let instance = spec.workflow_instance_id;
+                if !table.fences.admit(instance, spec.owner_epoch) {
+                    let newest = table.fences.newest(instance).unwrap_or_default();
+                    warn!(
+                        task_instance_id = id,
+                        workflow_instance_id = instance,
+                        epoch = spec.owner_epoch,
+                        newest,
+                        "dispatch from a superseded owner refused"
+                    );
+                    reasons.insert(format!(
+                        "instance {instance} has a newer owner (epoch {newest} > {})",
+                        spec.owner_epoch
+                    ));
+                    response.rejected.push(id);
+                    continue;
+                }
                 let known = match table.running.get(&key) {
                     Some(task) => Some((task.route.clone(), task.abandoned())),
                     None => table
@@ -372,24 +394,29 @@ impl Executor {
         }
     }
 
-    /// Which of these attempts are running here or finished here (and remembered).
+    /// Which of these attempts are running here or finished here (and remembered), after
+    /// raising each instance's fence to the prober's epoch: under one lock, so a dispatch
+    /// from an older owner either arrived before (and the attempt is known) or is refused.
     ///
     /// Abandoned attempts count as known on purpose: the master then adopts the attempt,
     /// the dispatch refuses it, and the master runs it again as a new attempt. Were they
     /// unknown, the master would queue the same attempt again, which this worker keeps
     /// refusing (with no other worker in the group, for ever).
-    pub(crate) fn known(&self, attempts: impl IntoIterator<Item = (i64, i32)>) -> Vec<i64> {
-        let table = self.table.lock().expect("task table lock");
+    pub(crate) fn probe(&self, attempts: &[TaskAttempt]) -> Vec<i64> {
+        let mut table = self.table.lock().expect("task table lock");
+        for a in attempts {
+            table.fences.admit(a.workflow_instance_id, a.owner_epoch);
+        }
         attempts
-            .into_iter()
-            .filter(|&(task_instance_id, attempt)| {
+            .iter()
+            .filter(|a| {
                 let key = TaskKey {
-                    task_instance_id,
-                    attempt,
+                    task_instance_id: a.task_instance_id,
+                    attempt: a.attempt,
                 };
                 table.running.contains_key(&key) || table.finished.contains_key(&key)
             })
-            .map(|(id, _)| id)
+            .map(|a| a.task_instance_id)
             .collect()
     }
 
@@ -960,6 +987,33 @@ mod tests {
             },
             outbox.clone(),
         )
+    }
+
+    #[tokio::test]
+    async fn a_probe_by_a_new_owner_refuses_the_old_owner_s_late_dispatch() {
+        let dir = tempfile::tempdir().unwrap();
+        let outbox = Outbox::new("127.0.0.1:1".into());
+        let executor = executor(dir.path(), &outbox);
+        let probe = |id: i64, epoch: i64| TaskAttempt {
+            task_instance_id: id,
+            attempt: 1,
+            workflow_instance_id: 1,
+            owner_epoch: epoch,
+        };
+        // The new owner (epoch 2) asks before queueing task 5 again: nobody has it.
+        assert!(executor.probe(&[probe(5, 2)]).is_empty());
+
+        // The frozen old owner's call for that attempt arrives afterwards.
+        let late = executor.dispatch(vec![spec(5, "noop", "")]);
+        assert_eq!(late.rejected, vec![5]);
+        assert!(late.reason.contains("newer owner"), "{}", late.reason);
+        assert!(executor.probe(&[probe(5, 2)]).is_empty(), "never started");
+
+        // The new owner's own dispatch goes through.
+        let mut current = spec(5, "noop", "");
+        current.owner_epoch = 2;
+        assert_eq!(executor.dispatch(vec![current]).accepted, vec![5]);
+        assert_eq!(executor.probe(&[probe(5, 2)]), vec![5]);
     }
 
     #[tokio::test]
