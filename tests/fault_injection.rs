@@ -195,7 +195,10 @@ impl Cluster {
 
     /// Starts `shoal <role_args> --port P` and waits until it has registered.
     fn spawn_node(&self, name: &str, role_args: &[&str]) -> Node {
-        let port = free_port();
+        self.spawn_node_on(free_port(), name, role_args)
+    }
+
+    fn spawn_node_on(&self, port: u16, name: &str, role_args: &[&str]) -> Node {
         let mut args: Vec<&str> = role_args.to_vec();
         let port_s = port.to_string();
         args.extend(["--port", &port_s]);
@@ -219,9 +222,18 @@ impl Cluster {
     }
 
     fn add_worker(&mut self, name: &str, groups: &str) -> String {
+        let w = self.spawn_worker(free_port(), name, groups);
+        let addr = w.addr.clone();
+        self.workers.push(w);
+        addr
+    }
+
+    /// A worker with its own data dir (the same one on every start under `name`).
+    fn spawn_worker(&self, port: u16, name: &str, groups: &str) -> Node {
         let data = self.dir.path().join(name);
         let data = data.to_str().unwrap().to_string();
-        let w = self.spawn_node(
+        self.spawn_node_on(
+            port,
             name,
             &[
                 "worker",
@@ -232,10 +244,7 @@ impl Cluster {
                 "--data-dir",
                 &data,
             ],
-        );
-        let addr = w.addr.clone();
-        self.workers.push(w);
-        addr
+        )
     }
 
     /// SIGKILL etcd, and later start it again on the same ports and data dir.
@@ -1296,4 +1305,51 @@ fn a_task_waits_for_a_worker_of_its_group_and_runs_when_one_joins() {
             );
         }
     }
+}
+
+#[test]
+fn a_worker_restarted_under_its_address_has_its_lost_attempts_run_again() {
+    let mut rng = Lcg::for_test("worker_restart");
+    let mut c = Cluster::start("worker_restart", &["default"]);
+    c.apply(&dag("slow", &c.execs, &[("s", &[], ""), ("t", &["s"], "")]));
+    let cmd = c.submit("slow", serde_json::json!({"n_s": "3"}));
+    let id = c.instance_of(cmd);
+    c.wait_until("task s to run", Duration::from_secs(30), &[id], || {
+        (!c.rows_in(&[id], "running").is_empty()).then_some(())
+    });
+    std::thread::sleep(rng.millis(0, 500));
+    // Back on the same address well within the lease TTL: its registry entry never goes
+    // away, so nothing says "worker left"; only its new start time tells.
+    let old = c.workers.remove(0);
+    let port: u16 = old.addr.rsplit(':').next().unwrap().parse().unwrap();
+    old.proc.signal("KILL");
+    drop(old);
+    let t_kill = Instant::now();
+    let again = c.spawn_worker(port, "worker0", "default");
+    c.log(&format!(
+        "worker0 restarted on {} {:.2}s after SIGKILL",
+        again.addr,
+        t_kill.elapsed().as_secs_f64()
+    ));
+    c.workers.push(again);
+    let insts = c.check_runs(&[id], &["s", "t"], false);
+    let s: Vec<&Value> = insts[0]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == "s")
+        .collect();
+    assert_eq!(s.len(), 2, "s ran again as a second attempt: {}", insts[0]);
+    assert_eq!(s[0]["state"], "need_fault_tolerance", "{}", insts[0]);
+    assert!(
+        s[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no longer had this attempt")),
+        "the lost attempt says why: {}",
+        insts[0]
+    );
+    eprintln!(
+        "[worker_restart] instance ended {:.2}s after the worker was killed",
+        t_kill.elapsed().as_secs_f64()
+    );
 }

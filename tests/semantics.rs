@@ -84,6 +84,14 @@ fn attempts<'a>(inst: &'a Value, name: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+fn alive(pid: i32) -> bool {
+    std::process::Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success()
+}
+
 fn count(path: &Path, line: &str) -> usize {
     lines(path).iter().filter(|l| *l == line).count()
 }
@@ -168,12 +176,7 @@ fn stop_kills_a_sleeping_task_and_its_process_is_gone() {
     let inst = e.wait_state(id, &["stopped"]);
     assert_eq!(attempts(&inst, "nap")[0]["state"], "killed");
     assert!(attempts(&inst, "never").is_empty());
-    let alive = std::process::Command::new("kill")
-        .args(["-0", &pid.to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(!alive, "the task's process {pid} is gone");
+    assert!(!alive(pid), "the task's process {pid} is gone");
     let (status, body) = e.action(id, "stop");
     assert_eq!(
         status, 409,
@@ -451,4 +454,53 @@ tasks:
         1,
         "exactly one child run"
     );
+}
+
+#[test]
+fn stopping_a_parent_stops_its_child_run_and_pausing_lets_the_child_finish() {
+    let e = Env::new();
+    let pid_file = e.path("pid");
+    let done = e.path("done");
+    e.apply(&format!(
+        "name: slow_child\ntasks:\n- {{ name: nap, type: shell, command: 'echo $$ >> {p}; sleep ${{secs}}; echo ok >> {d}' }}\n",
+        p = pid_file.display(),
+        d = done.display()
+    ));
+    e.apply(
+        "name: holder\nparams: { secs: '60' }\ntasks:\n- { name: child, type: sub_workflow, sub_workflow: { workflow: slow_child } }\n- { name: after, type: noop, depends_on: [child] }\n",
+    );
+    let id = e.start("holder", "{}");
+    let pid: i32 = wait_for("the child's task to write its pid", LONG, || {
+        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    });
+    let (status, body) = e.action(id, "stop");
+    assert_eq!(status, 202, "{body}");
+    let inst = e.wait_state(id, &["stopped"]);
+    assert_eq!(attempts(&inst, "child")[0]["state"], "killed", "{inst}");
+    let children = e.s.api.get("/instances?workflow=slow_child");
+    let child_id = children[0]["id"].as_i64().unwrap();
+    let child = e.wait_state(child_id, &["stopped"]);
+    assert_eq!(attempts(&child, "nap")[0]["state"], "killed", "{child}");
+    wait_for("the child's task process to be gone", LONG, || {
+        (!alive(pid)).then_some(())
+    });
+
+    // Pause: the running child is a running task; it finishes, then the parent pauses,
+    // and resume goes on after it without a second child.
+    let id = e.start("holder", r#"{"params": {"secs": "2"}}"#);
+    wait_for("the second child's task to start", LONG, || {
+        (std::fs::read_to_string(&pid_file).ok()?.lines().count() == 2).then_some(())
+    });
+    let (status, body) = e.action(id, "pause");
+    assert_eq!(status, 202, "{body}");
+    let inst = e.wait_state(id, &["paused"]);
+    assert_eq!(attempts(&inst, "child")[0]["state"], "success", "{inst}");
+    assert_eq!(lines(&done), vec!["ok"], "the child ran to its end");
+    assert!(attempts(&inst, "after").is_empty(), "{inst}");
+    let (status, body) = e.action(id, "resume");
+    assert_eq!(status, 202, "{body}");
+    let inst = e.wait_state(id, &["success"]);
+    assert_eq!(attempts(&inst, "child").len(), 1, "{inst}");
+    let children = e.s.api.get("/instances?workflow=slow_child");
+    assert_eq!(children.as_array().unwrap().len(), 2, "one child per run");
 }

@@ -55,6 +55,7 @@ store_suite!(
     unknown_ids_read_as_none,
     a_recovery_command_takes_over_the_instance_once,
     all_writes_of_a_lost_instance_are_fenced,
+    a_child_run_is_withdrawn_until_a_master_claims_it,
 );
 
 // ---- harness ----
@@ -220,6 +221,57 @@ async fn write(store: &Store, batch: WriteBatch) -> WriteResult {
 }
 
 // ---- tests ----
+
+async fn a_child_run_is_withdrawn_until_a_master_claims_it(ctx: Ctx) {
+    let store = &ctx.store;
+    let parent = running_instance(store, "parent").await;
+    store
+        .put_definition(&workflow("p", "kid", ""))
+        .await
+        .unwrap();
+    let ids = write(
+        store,
+        WriteBatch {
+            new_tasks: vec![new_task(&parent, "one"), new_task(&parent, "two")],
+            epochs: vec![(parent.id, parent.owner_epoch)],
+            ..Default::default()
+        },
+    )
+    .await
+    .new_task_ids;
+    let child = |parent_task_id| ChildStart {
+        parent_instance_id: parent.id,
+        parent_task_id,
+        project: "p".into(),
+        workflow: "kid".into(),
+        params: Params::new(),
+        priority: Priority::Medium,
+    };
+    let batch = WriteBatch {
+        children: vec![child(ids[0]), child(ids[1])],
+        epochs: vec![(parent.id, parent.owner_epoch)],
+        ..Default::default()
+    };
+    write(store, batch).await;
+
+    assert_eq!(
+        store.withdraw_child(ids[0]).await.unwrap(),
+        ChildRun::Withdrawn,
+        "an unclaimed child command is taken back"
+    );
+    assert_eq!(store.withdraw_child(ids[0]).await.unwrap(), ChildRun::None);
+    let claimed = store.claim_commands("m2", 1, 10).await.unwrap();
+    assert_eq!(claimed.len(), 1, "only the other child is left to claim");
+    assert_eq!(
+        store.withdraw_child(ids[1]).await.unwrap(),
+        ChildRun::Instance {
+            id: claimed[0].instance.id,
+            owner: Some("m2".into()),
+            state: WorkflowState::Running,
+        },
+        "a claimed child is an instance to stop through its owner"
+    );
+}
 
 async fn definitions_are_versioned(ctx: Ctx) {
     let store = ctx.store;

@@ -1,6 +1,7 @@
 //! One lazily connected gRPC channel per worker address, shared by dispatch and kills.
 
 use shoal_common::proto::worker_client::WorkerClient;
+use shoal_common::proto::{ProbeRequest, TaskAttempt};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,5 +26,15 @@ impl WorkerClients {
             .connect_lazy();
         map.insert(addr.to_string(), ch.clone());
         Ok(WorkerClient::new(ch))
+    }
+
+    /// Which of `tasks` the worker at `addr` has (running, or finished and remembered);
+    /// the error says why it could not be asked.
+    pub async fn probe(&self, addr: &str, tasks: Vec<TaskAttempt>) -> Result<Vec<i64>, String> {
+        let mut client = self.get(addr).map_err(|e| e.to_string())?;
+        match client.probe(ProbeRequest { tasks }).await {
+            Ok(resp) => Ok(resp.into_inner().known),
+            Err(status) => Err(status.to_string()),
+        }
     }
 }

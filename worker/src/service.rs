@@ -29,9 +29,9 @@ impl Worker for WorkerService {
         &self,
         request: Request<DispatchRequest>,
     ) -> Result<Response<DispatchResponse>, Status> {
-        let tasks = request.into_inner().tasks;
+        let DispatchRequest { tasks, adopt_only } = request.into_inner();
         let n = tasks.len();
-        let response = self.executor.dispatch(tasks);
+        let response = self.executor.dispatch(tasks, adopt_only);
         debug!(
             tasks = n,
             accepted = response.accepted.len(),

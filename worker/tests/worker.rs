@@ -228,7 +228,10 @@ async fn launch(mut l: Launch) -> Setup {
 impl Setup {
     async fn dispatch(&mut self, tasks: Vec<TaskSpec>) -> DispatchResponse {
         self.client
-            .dispatch(DispatchRequest { tasks })
+            .dispatch(DispatchRequest {
+                tasks,
+                adopt_only: false,
+            })
             .await
             .unwrap()
             .into_inner()

@@ -7,7 +7,7 @@ use super::schema::{
     Command as Cmd, ErrorCommand as ErrCmd, TaskInstance as Task, WorkflowDefinition as Def,
     WorkflowInstance as Inst,
 };
-use super::{ChildStart, ChildState, NewCommand, Params, Store};
+use super::{ChildRun, ChildStart, ChildState, NewCommand, Params, Store};
 use crate::error::Result;
 use crate::types::{CommandKind, TaskState, WorkflowState, now_ms};
 use sea_query::{Expr, ExprTrait, Func, Order, Query};
@@ -133,6 +133,41 @@ async fn reject(tx: &mut Tx, child: &ChildStart, error: &str, now: i64) -> Resul
 }
 
 impl Store {
+    /// For stopping a sub_workflow task's child run with its parent: deletes the child's
+    /// command if no master has claimed it yet, else says where the child instance is.
+    pub async fn withdraw_child(&self, parent_task_id: i64) -> Result<ChildRun> {
+        let mut tx = self.db.begin().await?;
+        let withdrawn: Vec<(i64,)> = tx
+            .fetch_all(
+                Query::delete()
+                    .from_table(Cmd::Table)
+                    .and_where(Expr::col(Cmd::ParentTaskId).eq(parent_task_id))
+                    .returning_col(Cmd::Id),
+            )
+            .await?;
+        let instance: Option<(i64, Option<String>, String)> = if withdrawn.is_empty() {
+            tx.fetch_optional(
+                Query::select()
+                    .columns([Inst::Id, Inst::Owner, Inst::State])
+                    .from(Inst::Table)
+                    .and_where(Expr::col(Inst::ParentTaskId).eq(parent_task_id)),
+            )
+            .await?
+        } else {
+            None
+        };
+        tx.commit().await?;
+        Ok(match (withdrawn.is_empty(), instance) {
+            (false, _) => ChildRun::Withdrawn,
+            (true, Some((id, owner, state))) => ChildRun::Instance {
+                id,
+                owner,
+                state: parse(&format!("workflow_instance {id}"), &state)?,
+            },
+            (true, None) => ChildRun::None,
+        })
+    }
+
     /// Where the child run of each of these sub_workflow task instances is.
     pub async fn children(&self, parent_task_ids: &[i64]) -> Result<Vec<(i64, ChildState)>> {
         if parent_task_ids.is_empty() {

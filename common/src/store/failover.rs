@@ -42,6 +42,17 @@ impl Store {
         self.db.fetch_all(&select).await
     }
 
+    /// Instances in a driven state owned by `owner`: (id, epoch).
+    pub async fn owned_instances(&self, owner: &str) -> Result<Vec<(i64, i64)>> {
+        let mut select = Query::select();
+        select
+            .columns([Inst::Id, Inst::OwnerEpoch])
+            .from(Inst::Table)
+            .and_where(Expr::col(Inst::State).is_in(DRIVEN.iter().map(|s| s.as_str())))
+            .and_where(Expr::col(Inst::Owner).eq(owner));
+        self.db.fetch_all(&select).await
+    }
+
     /// Makes `owner` the driver of the instance if its epoch is still `epoch`; returns it
     /// with its definition and the attempts of its current run, or None if another master
     /// got there first or it no longer needs a driver.

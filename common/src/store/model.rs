@@ -223,6 +223,21 @@ pub enum ChildState {
     Failed(String),
 }
 
+/// What [`Store::withdraw_child`](super::Store::withdraw_child) found of a child run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChildRun {
+    /// Its command was still waiting for a master and is gone now: it never runs.
+    Withdrawn,
+    /// It is an instance already.
+    Instance {
+        id: i64,
+        owner: Option<String>,
+        state: WorkflowState,
+    },
+    /// There is none (it could not start).
+    None,
+}
+
 impl WriteBatch {
     pub fn is_empty(&self) -> bool {
         self.new_tasks.is_empty()

@@ -274,7 +274,13 @@ impl Dispatcher {
                 // must not send what another master may have queued again meanwhile
                 // (workers fence what still slips through, see the Probe RPC).
                 Ok(_) if !gate.fresh() => None,
-                Ok(mut c) => match c.dispatch(DispatchRequest { tasks }).await {
+                Ok(mut c) => match c
+                    .dispatch(DispatchRequest {
+                        tasks,
+                        adopt_only: false,
+                    })
+                    .await
+                {
                     Ok(resp) => Some(resp.into_inner().accepted.into_iter().collect()),
                     Err(status) => {
                         warn!(%worker, error = %status, "dispatch to worker failed");

@@ -6,6 +6,8 @@
 //! queueing tasks, killing tasks, starting timers, dropping finished instances. Batching a
 //! whole cycle into one commit is what keeps the per-task overhead low under load.
 
+mod child_stop;
+mod reconcile;
 mod spec;
 mod waits;
 
@@ -14,9 +16,7 @@ use crate::dispatch::DispatchMsg;
 use crate::runtime::{Action, Event, Node, Outcome, Recovery, Refused, WorkflowRuntime};
 use shoal_common::definition::TimeoutStrategy;
 use shoal_common::metrics;
-use shoal_common::proto::{
-    DispatchRequest, KillRequest, ProbeRequest, TaskAttempt, TaskEvent, TaskEventKind,
-};
+use shoal_common::proto::{DispatchRequest, KillRequest, TaskEvent, TaskEventKind};
 use shoal_common::registry::NodeWatch;
 use shoal_common::store::{
     ChildState, ClaimedInstance, InstanceUpdate, NewTaskInstance, Params, StartOptions, Store,
@@ -32,8 +32,6 @@ use tracing::{error, info, warn};
 
 /// Most messages folded into one cycle, to bound a transaction's size.
 const MAX_CYCLE_MSGS: usize = 4096;
-/// How often a probe asks again a live worker that did not answer.
-const PROBE_RETRY: Duration = Duration::from_millis(500);
 
 /// An operator request for an instance this master drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,6 +116,18 @@ pub enum EngineMsg {
         ids: Vec<i64>,
         reason: String,
     },
+    /// Time for the reconciler's sweep (see `reconcile`).
+    Reconcile,
+    /// These workers registered again under their address as a new process: what they
+    /// had may be lost.
+    WorkersRestarted(Vec<String>),
+    /// Attempts recorded on `worker` that it did not know when asked.
+    Rechecked {
+        worker: String,
+        unknown: Vec<i64>,
+    },
+    /// Instances in a driven state the store says this master owns: (id, epoch).
+    Unattended(Vec<(i64, i64)>),
 }
 
 /// An instance this master drives.
@@ -213,6 +223,8 @@ pub struct Engine {
     /// Instances another master took over from this one (its writes were fenced).
     lost: HashSet<i64>,
     waits: waits::Waits,
+    /// Owned instances the last reconciler sweep found not driven here.
+    unattended: HashSet<i64>,
 }
 
 impl Engine {
@@ -227,6 +239,7 @@ impl Engine {
         Engine {
             waits: waits::Waits::default(),
             lost: HashSet::new(),
+            unattended: HashSet::new(),
             workers,
             store,
             master_addr,
@@ -355,6 +368,11 @@ impl Engine {
             }
             EngineMsg::StartChild { id } => {
                 let Some(t) = self.tasks.get(&id) else { return };
+                // Stopped before its child was written: it never starts one.
+                if t.kill_requested {
+                    let _ = self.me.send(EngineMsg::Cancelled { id });
+                    return;
+                }
                 let Some(run) = self.runs.get(&t.instance) else {
                     return;
                 };
@@ -466,6 +484,20 @@ impl Engine {
                     self.settle(id, TaskState::NeedFaultTolerance, message, cycle, now);
                 }
             }
+            EngineMsg::Reconcile => {
+                self.recheck(None);
+                self.sweep_owned();
+            }
+            EngineMsg::WorkersRestarted(workers) => self.recheck(Some(&workers)),
+            EngineMsg::Rechecked { worker, unknown } => {
+                for id in self.lost_on(&worker, unknown) {
+                    let message = Some(format!(
+                        "worker {worker} no longer had this attempt (it restarted)"
+                    ));
+                    self.settle(id, TaskState::NeedFaultTolerance, message, cycle, now);
+                }
+            }
+            EngineMsg::Unattended(owned) => self.take_up_unattended(owned),
             EngineMsg::Timeout { instance, run_no } => {
                 let Some(run) = self.runs.get_mut(&instance).filter(|r| r.run_no == run_no) else {
                     return;
@@ -625,78 +657,6 @@ impl Engine {
         }
     }
 
-    /// Asks every live worker which of these attempts it has, fencing the old owner out
-    /// on each (see the `Probe` RPC); the answer comes back as `Probed`. Until every live
-    /// worker has answered the attempts stay unqueued: one that could not be asked may
-    /// have them, or receive them late from the old owner. A worker that leaves the
-    /// cluster meanwhile no longer counts (its attempts are lost with it).
-    fn probe(&self, ids: Vec<i64>) {
-        let tasks: Vec<TaskAttempt> = ids
-            .iter()
-            .filter_map(|id| {
-                let t = self.tasks.get(id)?;
-                Some(TaskAttempt {
-                    task_instance_id: *id,
-                    attempt: t.attempt,
-                    workflow_instance_id: t.instance,
-                    owner_epoch: self.runs.get(&t.instance)?.epoch,
-                })
-            })
-            .collect();
-        let (clients, me, workers) = (self.clients.clone(), self.me.clone(), self.workers.clone());
-        tokio::spawn(async move {
-            let mut found = Vec::new();
-            let mut answered = HashSet::new();
-            loop {
-                let pending: Vec<String> = workers
-                    .current()
-                    .into_iter()
-                    .map(|w| w.addr)
-                    .filter(|w| !answered.contains(w))
-                    .collect();
-                if pending.is_empty() {
-                    break;
-                }
-                if me.is_closed() {
-                    return;
-                }
-                let mut unanswered = false;
-                for worker in pending {
-                    let request = ProbeRequest {
-                        tasks: tasks.clone(),
-                    };
-                    let answer = match clients.get(&worker) {
-                        Ok(mut client) => client.probe(request).await.map_err(|e| e.to_string()),
-                        Err(e) => Err(e.to_string()),
-                    };
-                    match answer {
-                        Ok(resp) => {
-                            found.extend(
-                                resp.into_inner()
-                                    .known
-                                    .into_iter()
-                                    .map(|id| (id, worker.clone())),
-                            );
-                            answered.insert(worker);
-                        }
-                        Err(error) => {
-                            unanswered = true;
-                            warn!(
-                                %worker,
-                                %error,
-                                "cannot ask a worker about adopted tasks; they wait until it answers or leaves"
-                            )
-                        }
-                    }
-                }
-                if unanswered {
-                    tokio::time::sleep(PROBE_RETRY).await;
-                }
-            }
-            let _ = me.send(EngineMsg::Probed { found, asked: ids });
-        });
-    }
-
     /// Re-sends an adopted attempt to the worker that runs it, naming this master: the
     /// worker recognises the attempt, does not start it again, and reports here.
     fn adopt(&mut self, instance: i64, node: Node) {
@@ -729,6 +689,7 @@ impl Engine {
                 Ok(mut c) => c
                     .dispatch(DispatchRequest {
                         tasks: vec![task.spec],
+                        adopt_only: true,
                     })
                     .await
                     .map(|r| r.into_inner().accepted.contains(&id))
@@ -1152,9 +1113,13 @@ impl Engine {
             return;
         };
         t.kill_requested = true;
-        // Waiting in no queue and on no worker: cancelled right here. (A sub_workflow's
-        // child run goes on; stop it on its own.)
-        if t.delayed || self.waits.tasks.remove(&id).is_some() {
+        // Waiting in no queue and on no worker: cancelled right here; a sub_workflow's
+        // child run is stopped too.
+        let wait = self.waits.tasks.remove(&id);
+        if matches!(wait, Some(waits::Wait::Child)) {
+            child_stop::stop_child(self.store.clone(), id);
+        }
+        if t.delayed || wait.is_some() {
             let _ = self.me.send(EngineMsg::Cancelled { id });
             return;
         }
@@ -1182,13 +1147,19 @@ impl Engine {
     }
 
     /// Takes an attempt that has not reached a worker out of the queue; one that has
-    /// keeps running.
+    /// keeps running, and so does a sub_workflow's child run (the parent pauses once it
+    /// ended).
     fn withdraw(&mut self, instance: i64, node: Node) {
         let Some(id) = self.runs.get(&instance).and_then(|r| r.task_ids[node]) else {
             return;
         };
         let Some(t) = self.tasks.get(&id) else { return };
-        if t.delayed || self.waits.tasks.remove(&id).is_some() {
+        let waiting = match self.waits.tasks.get(&id) {
+            Some(waits::Wait::Child) => return,
+            Some(_) => self.waits.tasks.remove(&id).is_some(),
+            None => false,
+        };
+        if t.delayed || waiting {
             let _ = self.me.send(EngineMsg::Cancelled { id });
         } else if t.worker.is_none() {
             let _ = self.dispatcher.send(DispatchMsg::Cancel(id));

@@ -1,7 +1,9 @@
 //! Notices dead nodes and acts for them.
 //!
 //! A worker that leaves the cluster takes its running tasks with it: the engine re-runs
-//! them as new attempts. An instance whose master is gone (no live master owns it) is
+//! them as new attempts. A worker that registered again under its address as a new
+//! process (a quick restart: its entry never went away) is rechecked by the engine, and
+//! so, every [`RECONCILE`], is every worker. An instance whose master is gone (no live master owns it) is
 //! taken over with an epoch bump and rebuilt from the store; this also picks up what a
 //! restarted `shoal standalone` left running, and anything a crashed master left half done.
 
@@ -9,7 +11,7 @@ use crate::engine::EngineMsg;
 use shoal_common::metrics;
 use shoal_common::registry::NodeWatch;
 use shoal_common::store::Store;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -17,6 +19,8 @@ use tracing::{error, info};
 
 /// Instances taken over per pass; the next pass takes more.
 const TAKEOVER_BATCH: u64 = 200;
+/// How often the engine's reconciler sweeps (see `engine::reconcile`).
+const RECONCILE: Duration = Duration::from_secs(30);
 
 pub struct Failover {
     pub store: Store,
@@ -34,9 +38,11 @@ impl Failover {
         engine: mpsc::UnboundedSender<EngineMsg>,
         shutdown: CancellationToken,
     ) {
-        let mut known_workers = addrs(&self.workers);
+        let mut known_workers = incarnations(&self.workers);
         let mut known_masters = HashSet::new();
         let mut tick = tokio::time::interval(self.poll);
+        let mut reconcile = tokio::time::interval(RECONCILE);
+        reconcile.reset();
         loop {
             // Cancellation-safe: watch changes and ticks only trigger another check.
             // Heartbeats change the membership often; only a changed set of masters (or
@@ -46,13 +52,30 @@ impl Failover {
                 r = self.masters.changed() => if r.is_err() { break } else { false },
                 r = self.workers.changed() => if r.is_err() { break } else { false },
                 _ = tick.tick() => true,
+                _ = reconcile.tick() => {
+                    if engine.send(EngineMsg::Reconcile).is_err() { break }
+                    continue;
+                }
             };
-            let workers = addrs(&self.workers);
-            let gone: Vec<String> = known_workers.difference(&workers).cloned().collect();
+            let workers = incarnations(&self.workers);
+            let (mut gone, mut restarted) = (Vec::new(), Vec::new());
+            for (addr, started) in &known_workers {
+                match workers.get(addr) {
+                    None => gone.push(addr.clone()),
+                    Some(now) if now != started => restarted.push(addr.clone()),
+                    Some(_) => {}
+                }
+            }
             known_workers = workers;
             if !gone.is_empty() {
                 info!(workers = ?gone, "workers left the cluster");
                 if engine.send(EngineMsg::WorkersGone(gone)).is_err() {
+                    break;
+                }
+            }
+            if !restarted.is_empty() {
+                info!(workers = ?restarted, "workers restarted under the same address");
+                if engine.send(EngineMsg::WorkersRestarted(restarted)).is_err() {
                     break;
                 }
             }
@@ -102,4 +125,13 @@ impl Failover {
 
 fn addrs(watch: &NodeWatch) -> HashSet<String> {
     watch.current().into_iter().map(|n| n.addr).collect()
+}
+
+/// Each live node's address with its start time, which tells a restarted process apart.
+fn incarnations(watch: &NodeWatch) -> HashMap<String, i64> {
+    watch
+        .current()
+        .into_iter()
+        .map(|n| (n.addr, n.started_at))
+        .collect()
 }

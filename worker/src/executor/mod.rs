@@ -253,8 +253,13 @@ impl Executor {
     /// Takes the tasks that fit in the free slots and starts them; the rest come back in
     /// `rejected`. A task already running or finished here is accepted and not run again;
     /// if the dispatch names a newer owner, its events go there from now on. A dispatch
-    /// from an owner older than one seen for the instance is refused ([`fence`]).
-    pub(crate) fn dispatch(self: &Arc<Self>, tasks: Vec<TaskSpec>) -> DispatchResponse {
+    /// from an owner older than one seen for the instance is refused ([`fence`]). With
+    /// `adopt_only`, an attempt not known here is refused instead of started.
+    pub(crate) fn dispatch(
+        self: &Arc<Self>,
+        tasks: Vec<TaskSpec>,
+        adopt_only: bool,
+    ) -> DispatchResponse {
         let mut response = DispatchResponse::default();
         let mut reasons = BTreeSet::new();
         let mut start = Vec::new();
@@ -309,6 +314,14 @@ impl Executor {
                     );
                     reroutes.push((key, route, spec.master_addr, spec.owner_epoch));
                     response.accepted.push(id);
+                    continue;
+                }
+                if adopt_only {
+                    reasons.insert(format!(
+                        "attempt {} of task {id} is not on this worker",
+                        spec.attempt
+                    ));
+                    response.rejected.push(id);
                     continue;
                 }
                 if !table.accepting {
@@ -1004,15 +1017,21 @@ mod tests {
         assert!(executor.probe(&[probe(5, 2)]).is_empty());
 
         // The frozen old owner's call for that attempt arrives afterwards.
-        let late = executor.dispatch(vec![spec(5, "noop", "")]);
+        let late = executor.dispatch(vec![spec(5, "noop", "")], false);
         assert_eq!(late.rejected, vec![5]);
         assert!(late.reason.contains("newer owner"), "{}", late.reason);
         assert!(executor.probe(&[probe(5, 2)]).is_empty(), "never started");
 
+        // Adopting it where it never arrived refuses it: it was lost here, not running.
+        let mut adopt = spec(5, "noop", "");
+        adopt.owner_epoch = 2;
+        let adopted = executor.dispatch(vec![adopt], true);
+        assert_eq!(adopted.rejected, vec![5], "{}", adopted.reason);
+
         // The new owner's own dispatch goes through.
         let mut current = spec(5, "noop", "");
         current.owner_epoch = 2;
-        assert_eq!(executor.dispatch(vec![current]).accepted, vec![5]);
+        assert_eq!(executor.dispatch(vec![current], false).accepted, vec![5]);
         assert_eq!(executor.probe(&[probe(5, 2)]), vec![5]);
     }
 
@@ -1037,11 +1056,11 @@ mod tests {
             spec(2, "bogus", ""),
             spec(3, "shell", "sleep 30"),
         ];
-        assert_eq!(executor.dispatch(tasks).accepted, [1, 2, 3]);
+        assert_eq!(executor.dispatch(tasks, false).accepted, [1, 2, 3]);
         // A duplicate dispatch starts nothing.
         assert_eq!(
             executor
-                .dispatch(vec![spec(3, "shell", "sleep 30")])
+                .dispatch(vec![spec(3, "shell", "sleep 30")], false)
                 .accepted,
             [3]
         );
@@ -1097,14 +1116,20 @@ mod tests {
         let reaction = tokio::spawn(abandon_on_lease_loss(executor.clone(), lost, stop.clone()));
 
         // A task that finished before the loss: its events stay queued.
-        assert_eq!(executor.dispatch(vec![spec(1, "noop", "")]).accepted, [1]);
+        assert_eq!(
+            executor.dispatch(vec![spec(1, "noop", "")], false).accepted,
+            [1]
+        );
         let pid_file = dir.path().join("pid");
         let sleeper = spec(
             2,
             "shell",
             &format!("sleep 30 & echo $! > '{}'; wait", pid_file.display()),
         );
-        assert_eq!(executor.dispatch(vec![sleeper.clone()]).accepted, [2]);
+        assert_eq!(
+            executor.dispatch(vec![sleeper.clone()], false).accepted,
+            [2]
+        );
         let record = dir.path().join("running/2_1.pgid");
         eventually("the task starts", || {
             record.exists() && std::fs::read_to_string(&pid_file).is_ok_and(|p| p.ends_with('\n'))
@@ -1133,14 +1158,14 @@ mod tests {
         assert!(log.contains("abandoned"), "{log}");
 
         // The abandoned attempt is not taken again; a new attempt is.
-        let again = executor.dispatch(vec![sleeper.clone()]);
+        let again = executor.dispatch(vec![sleeper.clone()], false);
         assert_eq!(again.rejected, [2]);
         assert!(again.reason.contains("abandoned"), "{}", again.reason);
         let mut retry = sleeper.clone();
         retry.attempt = 2;
         retry.definition_json =
             serde_json::json!({"type": "shell", "command": "sleep 30"}).to_string();
-        assert_eq!(executor.dispatch(vec![retry]).accepted, [2]);
+        assert_eq!(executor.dispatch(vec![retry], false).accepted, [2]);
         // It belongs to the current lease: only a later loss abandons it.
         assert_eq!(executor.abandon_older(1), 0);
         assert_eq!(executor.abandon_older(2), 1);

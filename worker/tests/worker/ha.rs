@@ -135,6 +135,7 @@ async fn shutdown_lets_running_tasks_finish_within_the_grace_period_and_reports_
         .client
         .dispatch(DispatchRequest {
             tasks: vec![task(302, "noop", "", &master.addr)],
+            adopt_only: false,
         })
         .await;
     assert!(stopped.is_err(), "a stopped worker answered: {stopped:?}");
@@ -221,7 +222,10 @@ async fn a_restarted_worker_kills_what_its_crashed_predecessor_left() {
                     .await
                     .unwrap();
                 let r = client
-                    .dispatch(DispatchRequest { tasks: vec![t] })
+                    .dispatch(DispatchRequest {
+                        tasks: vec![t],
+                        adopt_only: false,
+                    })
                     .await
                     .unwrap()
                     .into_inner();
