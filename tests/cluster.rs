@@ -6,56 +6,12 @@ mod support;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::time::Duration;
-use support::{Api, Proc, SHOAL, TestDb, free_port, start_etcd, wait_for};
+use support::{MiniCluster, wait_for};
 
 #[test]
 fn fifty_instances_started_at_once_all_succeed_across_both_workers() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = TestDb::create("shoal_cluster");
-    let (_etcd, etcd_url) = start_etcd(dir.path());
-    let api_port = free_port();
-    let env = [
-        ("SHOAL_DATABASE_URL", db.url.as_str()),
-        ("SHOAL_ETCD", etcd_url.as_str()),
-        ("SHOAL_LEASE_TTL", "5"),
-    ];
-    let api_server = Proc::spawn(
-        "api-server",
-        dir.path(),
-        SHOAL,
-        &["api-server", "--port", &api_port.to_string()],
-        &env,
-    );
-    let api = Api::new(api_port);
-    api.wait_healthy(&[&api_server]);
-    let mut nodes = vec![];
-    for i in 0..2 {
-        let port = free_port().to_string();
-        nodes.push(Proc::spawn(
-            &format!("master{i}"),
-            dir.path(),
-            SHOAL,
-            &["master", "--port", &port],
-            &env,
-        ));
-        let port = free_port().to_string();
-        let data = dir.path().join(format!("worker{i}"));
-        nodes.push(Proc::spawn(
-            &format!("worker{i}"),
-            dir.path(),
-            SHOAL,
-            &[
-                "worker",
-                "--port",
-                &port,
-                "--slots",
-                "4",
-                "--data-dir",
-                data.to_str().unwrap(),
-            ],
-            &env,
-        ));
-    }
+    let c = MiniCluster::start(2, 2);
+    let api = &c.api;
 
     let yaml = "name: fifty\ntasks:\n- {name: a, type: shell, command: 'echo a; sleep 0.05'}\n- {name: b, type: shell, command: 'echo b', depends_on: [a]}\n- {name: c, type: noop, depends_on: [a]}\n";
     let (status, body) = api.post("/projects/default/workflows", yaml);
@@ -113,7 +69,7 @@ fn fifty_instances_started_at_once_all_succeed_across_both_workers() {
     );
     assert_eq!(workers.len(), 2, "tasks ran on both workers: {workers:?}");
 
-    let out = support::cli(&api, &["cluster", "--output", "json"]);
+    let out = support::cli(api, &["cluster", "--output", "json"]);
     assert!(out.status.success(), "{}", support::text(&out.stderr));
     let nodes: Value = serde_json::from_slice(&out.stdout).unwrap();
     let count = |role: &str| {
@@ -129,5 +85,4 @@ fn fifty_instances_started_at_once_all_succeed_across_both_workers() {
         (2, 2),
         "shoal cluster lists every live node: {nodes}"
     );
-    drop(nodes);
 }

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use support::{Api, Proc, SHOAL, TestDb, free_port, start_etcd_on};
+use support::{Api, Proc, SHOAL, TestDb, free_port, start_api_server, start_etcd_on};
 
 /// Lease TTL (seconds) of every node: a dead node leaves the registry this long after
 /// its last renewal. Short, so that failover is quick.
@@ -143,18 +143,9 @@ impl Cluster {
         let db = TestDb::create("shoal_fault");
         let etcd_ports = (free_port(), free_port());
         let (etcd, etcd_url) = start_etcd_on(dir.path(), "etcd", etcd_ports.0, etcd_ports.1);
-        let api_port = free_port();
         let execs = dir.path().join("executions");
         let env = node_env(&db.url, &etcd_url);
-        let api_server = Proc::spawn(
-            "api-server",
-            dir.path(),
-            SHOAL,
-            &["api-server", "--port", &api_port.to_string()],
-            &env,
-        );
-        let api = Api::new(api_port);
-        api.wait_healthy(&[&api_server]);
+        let (api_server, api) = start_api_server(dir.path(), &env);
         let mut c = Cluster {
             test,
             masters: vec![],

@@ -1,41 +1,83 @@
-//! Workflow semantics and operator controls over the real `shoal standalone`: retries,
-//! failure strategies, skipped tasks, start options, stop, pause/resume, rerun and
-//! resubmit-failed. Side effects (lines appended to files) count real executions.
+//! Workflow semantics and operator controls, each test over the real `shoal standalone`
+//! (SQLite, in-process registry) and over a cluster of processes (api-server, master,
+//! worker on Postgres and etcd): retries, failure strategies, skipped tasks, start
+//! options, stop, pause/resume, rerun and resubmit-failed, logic tasks, sub-workflows.
+//! Side effects (lines appended to files) count real executions.
 
 mod support;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use support::{Standalone, cli, text, wait_for};
+use support::{Api, MiniCluster, Standalone, cli, text, wait_for};
 
 const LONG: Duration = Duration::from_secs(60);
 
-struct Env {
-    s: Standalone,
+/// Every test runs once per deployment (see `semantics!`).
+macro_rules! semantics {
+    ($($test:ident),* $(,)?) => {
+        mod standalone {
+            $(
+                #[test]
+                fn $test() {
+                    super::$test(super::Env::Standalone(super::Standalone::start()));
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[test]
+                fn $test() {
+                    super::$test(super::Env::Cluster(super::MiniCluster::start(1, 1)));
+                }
+            )*
+        }
+    };
+}
+
+semantics!(
+    retries_make_one_attempt_row_each_and_then_fail_or_succeed,
+    failure_strategy_continue_runs_independent_branches_and_skipped_tasks_pass,
+    stop_kills_a_sleeping_task_and_its_process_is_gone,
+    pause_lets_the_running_task_finish_and_resume_runs_the_rest_once,
+    resubmit_failed_reruns_only_the_failed_part,
+    rerun_runs_everything_again_as_a_new_run,
+    dry_run_and_start_from_a_task,
+    time_expressions_and_builtins_reach_the_task,
+    logic_tasks_branch_on_the_master,
+    a_sub_workflow_runs_as_a_child_and_hands_back_its_outputs,
+    stopping_a_parent_stops_its_child_run_and_pausing_lets_the_child_finish,
+);
+
+enum Env {
+    Standalone(Standalone),
+    Cluster(MiniCluster),
 }
 
 impl Env {
-    fn new() -> Env {
-        Env {
-            s: Standalone::start(),
+    fn api(&self) -> &Api {
+        match self {
+            Env::Standalone(s) => &s.api,
+            Env::Cluster(c) => &c.api,
         }
     }
 
     fn path(&self, name: &str) -> PathBuf {
-        self.s.dir.path().join(name)
+        match self {
+            Env::Standalone(s) => s.dir.path().join(name),
+            Env::Cluster(c) => c.dir.path().join(name),
+        }
     }
 
     fn apply(&self, yaml: &str) {
-        let (status, body) = self.s.api.post("/projects/default/workflows", yaml);
+        let (status, body) = self.api().post("/projects/default/workflows", yaml);
         assert!(status == 201 || status == 200, "apply: {status} {body}");
     }
 
     /// Starts a workflow with a JSON start body and returns the instance id.
     fn start(&self, name: &str, body: &str) -> i64 {
         let (status, resp) = self
-            .s
-            .api
+            .api()
             .post(&format!("/projects/default/workflows/{name}/start"), body);
         assert_eq!(status, 202, "start {name}: {resp}");
         self.instance_of(resp["command_id"].as_i64().unwrap())
@@ -43,19 +85,19 @@ impl Env {
 
     fn instance_of(&self, command: i64) -> i64 {
         wait_for(&format!("command {command}"), LONG, || {
-            let c = self.s.api.get(&format!("/commands/{command}"));
+            let c = self.api().get(&format!("/commands/{command}"));
             assert_ne!(c["status"], "error", "{c}");
             c["workflow_instance_id"].as_i64()
         })
     }
 
     fn action(&self, id: i64, action: &str) -> (u16, Value) {
-        self.s.api.post(&format!("/instances/{id}/{action}"), "")
+        self.api().post(&format!("/instances/{id}/{action}"), "")
     }
 
     fn wait_state(&self, id: i64, states: &[&str]) -> Value {
         wait_for(&format!("instance {id} to reach {states:?}"), LONG, || {
-            let inst = self.s.api.get(&format!("/instances/{id}"));
+            let inst = self.api().get(&format!("/instances/{id}"));
             states
                 .contains(&inst["state"].as_str().unwrap_or_default())
                 .then_some(inst)
@@ -96,9 +138,7 @@ fn count(path: &Path, line: &str) -> usize {
     lines(path).iter().filter(|l| *l == line).count()
 }
 
-#[test]
-fn retries_make_one_attempt_row_each_and_then_fail_or_succeed() {
-    let e = Env::new();
+fn retries_make_one_attempt_row_each_and_then_fail_or_succeed(e: Env) {
     let (always, once) = (e.path("always"), e.path("once"));
     e.apply(&format!(
         r#"
@@ -131,9 +171,7 @@ tasks:
     assert_eq!(lines(&once).len(), 2);
 }
 
-#[test]
-fn failure_strategy_continue_runs_independent_branches_and_skipped_tasks_pass() {
-    let e = Env::new();
+fn failure_strategy_continue_runs_independent_branches_and_skipped_tasks_pass(e: Env) {
     let f = e.path("ran");
     e.apply(&format!(
         r#"
@@ -159,9 +197,7 @@ tasks:
     assert!(attempts(&inst, "after_bad").is_empty());
 }
 
-#[test]
-fn stop_kills_a_sleeping_task_and_its_process_is_gone() {
-    let e = Env::new();
+fn stop_kills_a_sleeping_task_and_its_process_is_gone(e: Env) {
     let pid_file = e.path("pid");
     e.apply(&format!(
         "name: sleeper\ntasks:\n- {{ name: nap, type: shell, command: 'echo $$ > {p}; sleep 60' }}\n- {{ name: never, type: noop, depends_on: [nap] }}\n",
@@ -188,9 +224,7 @@ fn stop_kills_a_sleeping_task_and_its_process_is_gone() {
     );
 }
 
-#[test]
-fn pause_lets_the_running_task_finish_and_resume_runs_the_rest_once() {
-    let e = Env::new();
+fn pause_lets_the_running_task_finish_and_resume_runs_the_rest_once(e: Env) {
     let (f, go) = (e.path("ran"), e.path("go"));
     e.apply(&format!(
         r#"
@@ -204,7 +238,7 @@ tasks:
     ));
     let id = e.start("pausable", "{}");
     wait_for("a to run", LONG, || {
-        let inst = e.s.api.get(&format!("/instances/{id}"));
+        let inst = e.api().get(&format!("/instances/{id}"));
         (attempts(&inst, "a").first()?["state"] == "running").then_some(())
     });
     let (status, body) = e.action(id, "pause");
@@ -222,16 +256,14 @@ tasks:
         "nothing new started while pausing"
     );
 
-    let out = cli(&e.s.api, &["resume", &id.to_string(), "--wait"]);
+    let out = cli(e.api(), &["resume", &id.to_string(), "--wait"]);
     assert!(out.status.success(), "resume --wait: {}", text(&out.stderr));
-    let inst = e.s.api.get(&format!("/instances/{id}"));
+    let inst = e.api().get(&format!("/instances/{id}"));
     assert_eq!(inst["state"], "success");
     assert_eq!(lines(&f), vec!["a", "b"], "a was not run again");
 }
 
-#[test]
-fn resubmit_failed_reruns_only_the_failed_part() {
-    let e = Env::new();
+fn resubmit_failed_reruns_only_the_failed_part(e: Env) {
     let (f, fixed) = (e.path("ran"), e.path("fixed"));
     e.apply(&format!(
         r#"
@@ -250,13 +282,13 @@ tasks:
     assert_eq!(status, 409, "a failed instance cannot be resumed: {body}");
 
     std::fs::write(&fixed, "").unwrap();
-    let out = cli(&e.s.api, &["resubmit", &id.to_string(), "--wait"]);
+    let out = cli(e.api(), &["resubmit", &id.to_string(), "--wait"]);
     assert!(
         out.status.success(),
         "resubmit --wait: {}",
         text(&out.stderr)
     );
-    let inst = e.s.api.get(&format!("/instances/{id}"));
+    let inst = e.api().get(&format!("/instances/{id}"));
     assert_eq!(inst["state"], "success");
     assert_eq!(
         count(&f, "extract"),
@@ -280,9 +312,7 @@ tasks:
     );
 }
 
-#[test]
-fn rerun_runs_everything_again_as_a_new_run() {
-    let e = Env::new();
+fn rerun_runs_everything_again_as_a_new_run(e: Env) {
     let f = e.path("ran");
     e.apply(&format!(
         "name: again\ntasks:\n- {{ name: a, type: shell, command: 'echo a >> {f}' }}\n",
@@ -294,7 +324,7 @@ fn rerun_runs_everything_again_as_a_new_run() {
     assert_eq!(status, 202, "{body}");
     e.instance_of(body["command_id"].as_i64().unwrap());
     let inst = wait_for("the rerun to finish", LONG, || {
-        let inst = e.s.api.get(&format!("/instances/{id}"));
+        let inst = e.api().get(&format!("/instances/{id}"));
         (inst["run"] == 2 && inst["state"] == "success").then_some(inst)
     });
     assert_eq!(count(&f, "a"), 2);
@@ -307,9 +337,7 @@ fn rerun_runs_everything_again_as_a_new_run() {
     );
 }
 
-#[test]
-fn dry_run_and_start_from_a_task() {
-    let e = Env::new();
+fn dry_run_and_start_from_a_task(e: Env) {
     let f = e.path("ran");
     e.apply(&format!(
         r#"
@@ -339,9 +367,7 @@ tasks:
     assert_eq!(names, vec!["b", "d"]);
 }
 
-#[test]
-fn time_expressions_and_builtins_reach_the_task() {
-    let e = Env::new();
+fn time_expressions_and_builtins_reach_the_task(e: Env) {
     let f = e.path("out");
     e.apply(&format!(
         "name: dated\nparams: {{ day: '$[yyyyMMdd]' }}\ntasks:\n- {{ name: t, type: shell, command: 'echo ${{day}} $[yyyyMMdd-1] ${{system.biz.date}} ${{system.workflow.instance.id}} > {f}' }}\n",
@@ -357,9 +383,7 @@ fn time_expressions_and_builtins_reach_the_task() {
     assert_eq!(parts[3], id.to_string());
 }
 
-#[test]
-fn logic_tasks_branch_on_the_master() {
-    let e = Env::new();
+fn logic_tasks_branch_on_the_master(e: Env) {
     let f = e.path("ran");
     e.apply(&format!(
         r#"
@@ -392,7 +416,7 @@ tasks:
         "a delay task holds no worker: {wait}"
     );
 
-    let (status, body) = e.s.api.post(
+    let (status, body) = e.api().post(
         "/projects/default/workflows",
         "name: bad\ntasks:\n- {name: s, type: switch, switch: {cases: [{when: 'a ~ b', then: x}]}}\n- {name: x, type: noop, depends_on: [s]}\n",
     );
@@ -403,9 +427,7 @@ tasks:
     );
 }
 
-#[test]
-fn a_sub_workflow_runs_as_a_child_and_hands_back_its_outputs() {
-    let e = Env::new();
+fn a_sub_workflow_runs_as_a_child_and_hands_back_its_outputs(e: Env) {
     let f = e.path("ran");
     e.apply(&format!(
         "name: child\ntasks:\n- {{ name: work, type: shell, command: \"echo child-${{region}} >> {f}; echo '${{setValue(rows=7)}}'\" }}\n",
@@ -448,7 +470,7 @@ tasks:
         "success",
         "the child's success satisfied the dependency"
     );
-    let children: Value = e.s.api.get("/instances?workflow=child");
+    let children: Value = e.api().get("/instances?workflow=child");
     assert_eq!(
         children.as_array().unwrap().len(),
         1,
@@ -456,9 +478,7 @@ tasks:
     );
 }
 
-#[test]
-fn stopping_a_parent_stops_its_child_run_and_pausing_lets_the_child_finish() {
-    let e = Env::new();
+fn stopping_a_parent_stops_its_child_run_and_pausing_lets_the_child_finish(e: Env) {
     let pid_file = e.path("pid");
     let done = e.path("done");
     e.apply(&format!(
@@ -477,7 +497,7 @@ fn stopping_a_parent_stops_its_child_run_and_pausing_lets_the_child_finish() {
     assert_eq!(status, 202, "{body}");
     let inst = e.wait_state(id, &["stopped"]);
     assert_eq!(attempts(&inst, "child")[0]["state"], "killed", "{inst}");
-    let children = e.s.api.get("/instances?workflow=slow_child");
+    let children = e.api().get("/instances?workflow=slow_child");
     let child_id = children[0]["id"].as_i64().unwrap();
     let child = e.wait_state(child_id, &["stopped"]);
     assert_eq!(attempts(&child, "nap")[0]["state"], "killed", "{child}");
@@ -501,6 +521,6 @@ fn stopping_a_parent_stops_its_child_run_and_pausing_lets_the_child_finish() {
     assert_eq!(status, 202, "{body}");
     let inst = e.wait_state(id, &["success"]);
     assert_eq!(attempts(&inst, "child").len(), 1, "{inst}");
-    let children = e.s.api.get("/instances?workflow=slow_child");
+    let children = e.api().get("/instances?workflow=slow_child");
     assert_eq!(children.as_array().unwrap().len(), 2, "one child per run");
 }

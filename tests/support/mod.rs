@@ -230,6 +230,87 @@ impl Standalone {
     }
 }
 
+/// A cluster of separate processes on a fresh Postgres database and a real etcd: an
+/// api-server, `masters` masters and `workers` workers (4 slots, group `default`).
+pub struct MiniCluster {
+    /// Dropped first: nodes, then etcd (last in the list).
+    procs: Vec<Proc>,
+    pub api: Api,
+    pub db: TestDb,
+    pub dir: tempfile::TempDir,
+}
+
+impl MiniCluster {
+    pub fn start(masters: usize, workers: usize) -> MiniCluster {
+        let dir = tempfile::tempdir().unwrap();
+        let db = TestDb::create("shoal_cluster");
+        let (etcd, etcd_url) = start_etcd(dir.path());
+        let env = [
+            ("SHOAL_DATABASE_URL", db.url.as_str()),
+            ("SHOAL_ETCD", etcd_url.as_str()),
+            ("SHOAL_LEASE_TTL", "5"),
+        ];
+        let (api_server, api) = start_api_server(dir.path(), &env);
+        let mut nodes = vec![];
+        for i in 0..masters {
+            let port = free_port().to_string();
+            let args = ["master", "--port", &port];
+            nodes.push(Proc::spawn(
+                &format!("master{i}"),
+                dir.path(),
+                SHOAL,
+                &args,
+                &env,
+            ));
+        }
+        for i in 0..workers {
+            let port = free_port().to_string();
+            let data = dir.path().join(format!("worker{i}"));
+            let args = [
+                "worker",
+                "--port",
+                &port,
+                "--slots",
+                "4",
+                "--data-dir",
+                data.to_str().unwrap(),
+            ];
+            nodes.push(Proc::spawn(
+                &format!("worker{i}"),
+                dir.path(),
+                SHOAL,
+                &args,
+                &env,
+            ));
+        }
+        for node in &nodes {
+            let started = format!("{} started", node.name.trim_end_matches(char::is_numeric));
+            wait_for(
+                &format!("{} to register ('{started}' in its log)", node.name),
+                Duration::from_secs(60),
+                || node.log_text().contains(&started).then_some(()),
+            );
+        }
+        nodes.extend([api_server, etcd]);
+        MiniCluster {
+            procs: nodes,
+            api,
+            db,
+            dir,
+        }
+    }
+}
+
+/// `shoal api-server` on a free port, healthy.
+pub fn start_api_server(dir: &Path, env: &[(&str, &str)]) -> (Proc, Api) {
+    let port = free_port();
+    let args = ["api-server", "--port", &port.to_string()];
+    let proc = Proc::spawn("api-server", dir, SHOAL, &args, env);
+    let api = Api::new(port);
+    api.wait_healthy(&[&proc]);
+    (proc, api)
+}
+
 /// A real etcd on free loopback ports with a temporary data dir.
 pub fn start_etcd(dir: &Path) -> (Proc, String) {
     let client = free_port();
