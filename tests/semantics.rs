@@ -47,6 +47,7 @@ semantics!(
     logic_tasks_branch_on_the_master,
     a_sub_workflow_runs_as_a_child_and_hands_back_its_outputs,
     stopping_a_parent_stops_its_child_run_and_pausing_lets_the_child_finish,
+    every_task_type_runs_and_both_timeouts_hold,
 );
 
 enum Env {
@@ -523,4 +524,58 @@ fn stopping_a_parent_stops_its_child_run_and_pausing_lets_the_child_finish(e: En
     assert_eq!(attempts(&inst, "child").len(), 1, "{inst}");
     let children = e.api().get("/instances?workflow=slow_child");
     assert_eq!(children.as_array().unwrap().len(), 2, "one child per run");
+}
+
+fn every_task_type_runs_and_both_timeouts_hold(e: Env) {
+    let (f, warned) = (e.path("ran"), e.path("warned"));
+    e.apply(&format!(
+        r#"
+name: kinds
+failure_strategy: continue
+tasks:
+  - {{ name: py, type: python, script: "print('${{setValue(n=21)}}')" }}
+  - name: web
+    type: http
+    http: {{ url: "{health}", outputs: {{ health: "$.status" }} }}
+    depends_on: [py]
+  - name: db
+    type: sql
+    sql: {{ datasource: pg, query: "SELECT ${{n}} * 2 AS doubled", output: first_row }}
+    depends_on: [py]
+  - {{ name: use, type: shell, command: "echo ${{doubled}} ${{health}} >> {f}", depends_on: [web, db] }}
+  - {{ name: slow_warn, type: shell, command: "sleep 1.5; echo done >> {w}", timeout: 1s, timeout_strategy: warn }}
+  - {{ name: slow_fail, type: shell, command: "sleep 30", timeout: 1s, timeout_strategy: fail }}
+"#,
+        health = format!("{}/api/v1/health", e.api().base),
+        f = f.display(),
+        w = warned.display()
+    ));
+    let id = e.start("kinds", "{}");
+    let inst = e.end(id);
+    assert_eq!(
+        inst["state"], "failure",
+        "the fail timeout fails the run: {inst}"
+    );
+    assert_eq!(
+        lines(&f),
+        vec!["42 ok"],
+        "python output fed sql, http output came along: {inst}"
+    );
+    for task in ["py", "web", "db", "use", "slow_warn"] {
+        assert_eq!(
+            attempts(&inst, task)[0]["state"],
+            "success",
+            "{task}: {inst}"
+        );
+    }
+    assert_eq!(lines(&warned), vec!["done"], "warn lets the task finish");
+    let failed = attempts(&inst, "slow_fail")[0];
+    assert_eq!(failed["state"], "failure", "{inst}");
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("timed out after 1s"),
+        "{failed}"
+    );
 }

@@ -8,6 +8,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
+/// The datasource every test worker has for sql tasks: the local test server.
+pub const TEST_DATASOURCE: &str = "pg=postgres://postgres@127.0.0.1:5432/postgres";
 
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -217,6 +219,8 @@ impl Standalone {
             data.to_str().unwrap(),
             "--port",
             &port.to_string(),
+            "--datasource",
+            TEST_DATASOURCE,
         ];
         Proc::spawn(name, dir, SHOAL, &args, &[])
     }
@@ -274,6 +278,8 @@ impl MiniCluster {
                 "4",
                 "--data-dir",
                 data.to_str().unwrap(),
+                "--datasource",
+                TEST_DATASOURCE,
             ];
             nodes.push(Proc::spawn(
                 &format!("worker{i}"),
