@@ -183,6 +183,7 @@ fn command(project: &str, workflow: &str, version: i32) -> NewCommand {
         workflow_instance_id: None,
         options: Default::default(),
         parent_task_id: None,
+        schedule_time: None,
     }
 }
 

@@ -380,6 +380,7 @@ mod tests {
                 dry_run: false,
                 from_task: from.map(Into::into),
                 scope,
+                ..Default::default()
             };
             tasks_in_run(&tasks, &options)
         };

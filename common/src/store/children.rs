@@ -215,8 +215,9 @@ impl Store {
         Ok(outputs)
     }
 
-    /// Whether `project/workflow` has an instance that succeeded and started within
-    /// [from_ms, to_ms): the condition a dependent task waits for.
+    /// Whether `project/workflow` has an instance that succeeded and stands for a time
+    /// within [from_ms, to_ms) (its schedule time, else its start): the condition a
+    /// dependent task waits for.
     pub async fn succeeded_between(
         &self,
         project: &str,
@@ -233,13 +234,18 @@ impl Store {
                     .and_where(Expr::col(Inst::Project).eq(project))
                     .and_where(Expr::col(Inst::Workflow).eq(workflow))
                     .and_where(Expr::col(Inst::State).eq(WorkflowState::Success.as_str()))
-                    .and_where(Expr::col(Inst::StartedAt).gte(from_ms))
-                    .and_where(Expr::col(Inst::StartedAt).lt(to_ms))
+                    .and_where(run_time().gte(from_ms))
+                    .and_where(run_time().lt(to_ms))
                     .limit(1),
             )
             .await?;
         Ok(found.is_some())
     }
+}
+
+/// The instant a run stands for: its schedule time, else its start.
+fn run_time() -> Expr {
+    Func::coalesce([Expr::col(Inst::ScheduleTime), Expr::col(Inst::StartedAt)]).into()
 }
 
 /// Wakes a standalone master after children were written (Postgres NOTIFYs in the
@@ -262,6 +268,7 @@ impl ChildStart {
             workflow_instance_id: None,
             options: Default::default(),
             parent_task_id: Some(self.parent_task_id),
+            schedule_time: None,
         }
     }
 }

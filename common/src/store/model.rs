@@ -1,7 +1,7 @@
 //! Rows and batches exchanged with the store. Timestamps are milliseconds since the epoch.
 
 use crate::definition::WorkflowDef;
-use crate::types::{CommandKind, Priority, TaskState, WorkflowState};
+use crate::types::{CommandKind, FailureStrategy, Priority, TaskState, WorkflowState};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -41,6 +41,8 @@ pub struct NewCommand {
     pub options: StartOptions,
     /// The sub_workflow task instance this run is the child of.
     pub parent_task_id: Option<i64>,
+    /// The instant a cron or backfill run stands for (ms).
+    pub schedule_time: Option<i64>,
 }
 
 /// How a run starts, beyond its parameters.
@@ -54,6 +56,33 @@ pub struct StartOptions {
     pub from_task: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<Scope>,
+    /// IANA zone of the run's schedule time: `${system.biz.date}`, time expressions and
+    /// a dependent task's day are local to it (UTC when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// Worker group of the tasks that do not name their own (a schedule's start option).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_group: Option<String>,
+    /// Overrides the definition's failure strategy (a schedule's start option).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_strategy: Option<FailureStrategy>,
+}
+
+impl StartOptions {
+    /// The definition as this run executes it: the start options' worker group and
+    /// failure strategy win over the definition's defaults.
+    pub fn apply_to(&self, def: &mut WorkflowDef) {
+        if let Some(strategy) = self.failure_strategy {
+            def.failure_strategy = strategy;
+        }
+        if let Some(group) = &self.worker_group {
+            for task in &mut def.tasks {
+                if task.worker_group == crate::definition::DEFAULT_WORKER_GROUP {
+                    task.worker_group.clone_from(group);
+                }
+            }
+        }
+    }
 }
 
 /// Which tasks a start from a task runs.
@@ -99,6 +128,8 @@ pub struct InstanceRow {
     pub options: StartOptions,
     /// The sub_workflow task instance this run is the child of.
     pub parent_task_id: Option<i64>,
+    /// The instant a cron or backfill run stands for (ms).
+    pub schedule_time: Option<i64>,
 }
 
 /// An instance a master just claimed, with the definition version it pins.

@@ -126,6 +126,8 @@ struct Run {
     project: String,
     run_no: i32,
     started_at: i64,
+    /// The instant the run stands for: its schedule time (cron, backfill), else its start.
+    schedule_time: i64,
     rt: WorkflowRuntime,
     epoch: i64,
     priority: Priority,
@@ -487,7 +489,9 @@ impl Engine {
             metrics::INSTANCES_STARTED.inc();
         }
         let id = c.instance.id;
-        let def = Arc::new(c.definition);
+        let mut definition = c.definition;
+        c.instance.options.apply_to(&mut definition);
+        let def = Arc::new(definition);
         let from = c.instance.options.from_task.as_deref().map(|t| {
             (
                 t,
@@ -528,6 +532,11 @@ impl Engine {
             project: c.instance.project.clone(),
             run_no: c.instance.run,
             started_at: c.instance.started_at.unwrap_or(c.instance.created_at),
+            schedule_time: c
+                .instance
+                .schedule_time
+                .or(c.instance.started_at)
+                .unwrap_or(c.instance.created_at),
             rt,
             epoch: c.instance.owner_epoch,
             priority: c.instance.priority,
