@@ -55,7 +55,16 @@ store_suite!(
     unknown_ids_read_as_none,
     a_recovery_command_takes_over_the_instance_once,
     all_writes_of_a_lost_instance_are_fenced,
+    schedules_are_one_per_workflow_and_checked,
+    a_schedule_time_fires_once,
+    dependent_checks_use_the_schedule_time,
+    a_serial_backfill_runs_one_date_after_another,
+    a_backfill_stops_on_failure_when_asked_and_runs_n_at_once,
 );
+
+#[path = "store_suite/schedules.rs"]
+mod schedules;
+use schedules::*;
 
 // ---- harness ----
 
