@@ -6,28 +6,19 @@ mod support;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::time::Duration;
-use support::{Api, Proc, SHOAL, TestDb, free_port, start_etcd, wait_for};
+use support::{Proc, SHOAL, TestDb, free_port, start_etcd, wait_for};
 
 #[test]
 fn fifty_instances_started_at_once_all_succeed_across_both_workers() {
     let dir = tempfile::tempdir().unwrap();
     let db = TestDb::create("shoal_cluster");
     let (_etcd, etcd_url) = start_etcd(dir.path());
-    let api_port = free_port();
     let env = [
         ("SHOAL_DATABASE_URL", db.url.as_str()),
         ("SHOAL_ETCD", etcd_url.as_str()),
         ("SHOAL_LEASE_TTL", "5"),
     ];
-    let api_server = Proc::spawn(
-        "api-server",
-        dir.path(),
-        SHOAL,
-        &["api-server", "--port", &api_port.to_string()],
-        &env,
-    );
-    let api = Api::new(api_port);
-    api.wait_healthy(&[&api_server]);
+    let (_api_server, api) = support::start_api_server(dir.path(), &env);
     let mut nodes = vec![];
     for i in 0..2 {
         let port = free_port().to_string();

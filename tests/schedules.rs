@@ -146,23 +146,27 @@ fn week_of_biz_dates() -> Vec<String> {
     .to_vec()
 }
 
+/// `shoal backfill daily` over 2026-01-01 ..= 2026-01-07 with `--wait` and `extra`.
+fn backfill_week(s: &Standalone, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec![
+        "backfill",
+        "daily",
+        "--from",
+        "2026-01-01",
+        "--to",
+        "2026-01-07",
+        "--wait",
+    ];
+    args.extend_from_slice(extra);
+    run_cli(&s.api, &args)
+}
+
 #[test]
 fn a_serial_backfill_runs_each_day_once_in_order_and_a_failure_does_not_stop_it() {
     let s = Standalone::start();
     let out = s.dir.path().join("runs.txt");
     apply(&s.api, &daily(&out, "0.2", "20260102"));
-    let (code, stdout, stderr) = run_cli(
-        &s.api,
-        &[
-            "backfill",
-            "daily",
-            "--from",
-            "2026-01-01",
-            "--to",
-            "2026-01-07",
-            "--wait",
-        ],
-    );
+    let (code, stdout, stderr) = backfill_week(&s, &[]);
     assert_eq!(code, 1, "one date failed: {stdout}{stderr}");
     assert!(stderr.contains("7/7 dates done"), "{stderr}");
     assert!(stderr.contains("failed: 2026-01-03T00:00:00Z"), "{stderr}");
@@ -196,22 +200,7 @@ fn a_parallel_backfill_runs_up_to_n_at_once_newest_first() {
     let s = Standalone::start();
     let out = s.dir.path().join("runs.txt");
     apply(&s.api, &daily(&out, "1.5", "none"));
-    let (code, stdout, stderr) = run_cli(
-        &s.api,
-        &[
-            "backfill",
-            "daily",
-            "--from",
-            "2026-01-01",
-            "--to",
-            "2026-01-07",
-            "--parallel",
-            "3",
-            "--order",
-            "desc",
-            "--wait",
-        ],
-    );
+    let (code, stdout, stderr) = backfill_week(&s, &["--parallel", "3", "--order", "desc"]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stderr.contains("7/7 dates done"), "{stderr}");
     let runs = runs(&out);
@@ -314,22 +303,13 @@ fn a_one_second_schedule_fires_each_second_once_across_a_leader_kill() {
     let dir = tempfile::tempdir().unwrap();
     let db = TestDb::create("shoal_sched_failover");
     let (_etcd, etcd_url) = start_etcd(dir.path());
-    let api_port = free_port();
     let env = [
         ("SHOAL_DATABASE_URL", db.url.as_str()),
         ("SHOAL_ETCD", etcd_url.as_str()),
         ("SHOAL_LEASE_TTL", "3"),
         ("SHOAL_METRICS_PORT", "0"),
     ];
-    let api_server = Proc::spawn(
-        "api-server",
-        dir.path(),
-        SHOAL,
-        &["api-server", "--port", &api_port.to_string()],
-        &env,
-    );
-    let api = Api::new(api_port);
-    api.wait_healthy(&[&api_server]);
+    let (_api_server, api) = support::start_api_server(dir.path(), &env);
     let mut masters: Vec<Proc> = (0..2)
         .map(|i| {
             let port = free_port().to_string();

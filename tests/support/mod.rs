@@ -179,6 +179,21 @@ impl Api {
     }
 }
 
+/// `shoal api-server` on a free port with `env`, answering /health.
+pub fn start_api_server(dir: &Path, env: &[(&str, &str)]) -> (Proc, Api) {
+    let port = free_port();
+    let proc = Proc::spawn(
+        "api-server",
+        dir,
+        SHOAL,
+        &["api-server", "--port", &port.to_string()],
+        env,
+    );
+    let api = Api::new(port);
+    api.wait_healthy(&[&proc]);
+    (proc, api)
+}
+
 /// Runs a client command of the `shoal` binary against `api`.
 pub fn cli(api: &Api, args: &[&str]) -> Output {
     Command::new(SHOAL)

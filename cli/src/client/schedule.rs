@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 #[derive(clap::Subcommand, Debug)]
 pub enum ScheduleCommand {
     /// Give a workflow a cron schedule; it fires from now on.
-    Create(CreateArgs),
+    Create(Box<CreateArgs>),
     /// Show a workflow's schedule.
     List(NameArgs),
     /// Turn a schedule on; time it was off is not made up.
@@ -85,7 +85,7 @@ pub struct PreviewArgs {
 
 pub async fn run(cmd: ScheduleCommand) -> anyhow::Result<i32> {
     match cmd {
-        ScheduleCommand::Create(args) => create(args).await,
+        ScheduleCommand::Create(args) => create(*args).await,
         ScheduleCommand::List(args) => {
             let api = Api::new(&args.conn)?;
             let list: Vec<Value> = api.get(&path(&args, &[]), &[]).await?;

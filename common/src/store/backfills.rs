@@ -13,7 +13,7 @@ use super::schema::{ErrorCommand as ErrCmd, WorkflowInstance as Inst};
 use super::{NewCommand, Params, StartOptions, Store};
 use crate::error::{Error, Result};
 use crate::types::{BackfillRunState, BackfillState, CommandKind, Priority, WorkflowState, now_ms};
-use sea_query::{Expr, ExprTrait, Iden, LockType, Order, Query};
+use sea_query::{Expr, ExprTrait, Iden, LockType, Order, Query, SelectStatement};
 use serde::Serialize;
 
 #[derive(Iden, Clone, Copy)]
@@ -158,22 +158,12 @@ impl Store {
         let now = now_ms();
         let parallel = i32::try_from(Ord::max(backfill.parallel, 1)).unwrap_or(i32::MAX);
         let mut tx = self.db.begin().await?;
-        let mut insert = insert_rows(
-            Backfill::Table,
-            [
-                Backfill::Project,
-                Backfill::Workflow,
-                Backfill::Version,
-                Backfill::Params,
-                Backfill::Priority,
-                Backfill::Options,
-                Backfill::Parallel,
-                Backfill::StopOnFailure,
-                Backfill::State,
-                Backfill::CreatedAt,
-                Backfill::UpdatedAt,
-            ],
-            [[
+        // Every column but the id, in `COLUMNS` order.
+        let mut insert = Query::insert();
+        insert
+            .into_table(Backfill::Table)
+            .columns(COLUMNS[1..].iter().copied())
+            .values_panic([
                 backfill.project.as_str().into(),
                 backfill.workflow.as_str().into(),
                 backfill.version.into(),
@@ -185,9 +175,8 @@ impl Store {
                 BackfillState::Running.as_str().into(),
                 now.into(),
                 now.into(),
-            ]],
-        );
-        insert.returning_col(Backfill::Id);
+            ])
+            .returning_col(Backfill::Id);
         let (id,): (i64,) = tx.fetch_one(&insert).await?;
         let runs: Vec<(i32, i64)> = (0..).zip(backfill.times.iter().copied()).collect();
         for chunk in runs.chunks(tx.rows_per_statement(4)) {
@@ -227,16 +216,7 @@ impl Store {
         let Some(record) = record else {
             return Ok(None);
         };
-        let runs: Vec<RunRecord> = self
-            .db
-            .fetch_all(
-                Query::select()
-                    .columns(RUN_COLUMNS)
-                    .from(BackfillRun::Table)
-                    .and_where(Expr::col(BackfillRun::BackfillId).eq(id))
-                    .order_by(BackfillRun::Position, Order::Asc),
-            )
-            .await?;
+        let runs: Vec<RunRecord> = self.db.fetch_all(&select_runs(id)).await?;
         let row = format!("backfill {id}");
         Ok(Some(BackfillRow {
             runs: runs
@@ -282,6 +262,16 @@ impl Store {
     }
 }
 
+/// The runs of a backfill in start order.
+fn select_runs(backfill: i64) -> SelectStatement {
+    Query::select()
+        .columns(RUN_COLUMNS)
+        .from(BackfillRun::Table)
+        .and_where(Expr::col(BackfillRun::BackfillId).eq(backfill))
+        .order_by(BackfillRun::Position, Order::Asc)
+        .to_owned()
+}
+
 /// One step of one backfill, in `tx`: (still running, commands written).
 async fn advance(tx: &mut Tx, id: i64) -> Result<(bool, bool)> {
     // Locked, so two masters that both believe they lead take turns (Postgres; SQLite's
@@ -299,15 +289,7 @@ async fn advance(tx: &mut Tx, id: i64) -> Result<(bool, bool)> {
     let Some(backfill) = record else {
         return Ok((false, false));
     };
-    let runs: Vec<RunRecord> = tx
-        .fetch_all(
-            Query::select()
-                .columns(RUN_COLUMNS)
-                .from(BackfillRun::Table)
-                .and_where(Expr::col(BackfillRun::BackfillId).eq(id))
-                .order_by(BackfillRun::Position, Order::Asc),
-        )
-        .await?;
+    let runs: Vec<RunRecord> = tx.fetch_all(&select_runs(id)).await?;
     let mut states: Vec<BackfillRunState> = Vec::with_capacity(runs.len());
     for run in &runs {
         let mut state = run.decode(id)?.state;

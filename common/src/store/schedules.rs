@@ -14,7 +14,7 @@ use super::{NewCommand, Params, StartOptions, Store};
 use crate::error::{Error, Result};
 use crate::schedule::{CronSchedule, Misfire, Window};
 use crate::types::{CommandKind, FailureStrategy, Priority, now_ms};
-use sea_query::{Expr, ExprTrait, Func, Iden, Order, Query};
+use sea_query::{Cond, Expr, ExprTrait, Func, Iden, Order, Query};
 use serde::{Deserialize, Serialize};
 
 #[derive(Iden, Clone, Copy)]
@@ -254,42 +254,36 @@ impl Store {
         project: &str,
         workflow: Option<&str>,
     ) -> Result<Vec<ScheduleRow>> {
-        let records: Vec<ScheduleRecord> = self
-            .db
-            .fetch_all(
-                Query::select()
-                    .columns(COLUMNS)
-                    .from(Schedule::Table)
-                    .and_where(Expr::col(Schedule::Project).eq(project))
-                    .and_where_option(workflow.map(|w| Expr::col(Schedule::Workflow).eq(w)))
-                    .order_by(Schedule::Id, Order::Asc),
-            )
-            .await?;
-        records.into_iter().map(ScheduleRecord::decode).collect()
+        self.read_schedules(
+            Cond::all()
+                .add(Expr::col(Schedule::Project).eq(project))
+                .add_option(workflow.map(|w| Expr::col(Schedule::Workflow).eq(w))),
+        )
+        .await
     }
 
     pub async fn get_schedule(&self, id: i64) -> Result<Option<ScheduleRow>> {
-        let record: Option<ScheduleRecord> = self
-            .db
-            .fetch_optional(
-                Query::select()
-                    .columns(COLUMNS)
-                    .from(Schedule::Table)
-                    .and_where(Expr::col(Schedule::Id).eq(id)),
-            )
+        let mut rows = self
+            .read_schedules(Cond::all().add(Expr::col(Schedule::Id).eq(id)))
             .await?;
-        record.map(ScheduleRecord::decode).transpose()
+        Ok(rows.pop())
     }
 
     /// Every enabled schedule: what the leader fires.
     pub async fn enabled_schedules(&self) -> Result<Vec<ScheduleRow>> {
+        self.read_schedules(Cond::all().add(Expr::col(Schedule::Enabled).eq(true)))
+            .await
+    }
+
+    /// Schedules matching `filter`, by id.
+    async fn read_schedules(&self, filter: Cond) -> Result<Vec<ScheduleRow>> {
         let records: Vec<ScheduleRecord> = self
             .db
             .fetch_all(
                 Query::select()
                     .columns(COLUMNS)
                     .from(Schedule::Table)
-                    .and_where(Expr::col(Schedule::Enabled).eq(true))
+                    .cond_where(filter)
                     .order_by(Schedule::Id, Order::Asc),
             )
             .await?;
