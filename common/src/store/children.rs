@@ -7,7 +7,7 @@ use super::schema::{
     Command as Cmd, ErrorCommand as ErrCmd, TaskInstance as Task, WorkflowDefinition as Def,
     WorkflowInstance as Inst,
 };
-use super::{ChildStart, ChildState, NewCommand, Params, Store};
+use super::{ChildStart, ChildState, NewCommand, Params, StartOptions, Store};
 use crate::error::Result;
 use crate::types::{CommandKind, TaskState, WorkflowState, now_ms};
 use sea_query::{Expr, ExprTrait, Func, Order, Query};
@@ -266,9 +266,12 @@ impl ChildStart {
             params: self.params.clone(),
             priority: Some(self.priority),
             workflow_instance_id: None,
-            options: Default::default(),
+            options: StartOptions {
+                timezone: self.timezone.clone(),
+                ..Default::default()
+            },
             parent_task_id: Some(self.parent_task_id),
-            schedule_time: None,
+            schedule_time: self.schedule_time,
         }
     }
 }

@@ -237,6 +237,10 @@ pub struct ChildStart {
     pub workflow: String,
     pub params: Params,
     pub priority: Priority,
+    /// The parent's schedule time and its zone: a child of a cron or backfill run stands
+    /// for the same time.
+    pub schedule_time: Option<i64>,
+    pub timezone: Option<String>,
 }
 
 /// Where a sub_workflow task's child run is.
@@ -278,4 +282,31 @@ pub struct InstanceFilter {
     pub workflow: Option<String>,
     pub state: Option<WorkflowState>,
     pub limit: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_options_override_the_group_of_default_tasks_and_the_failure_strategy() {
+        let mut def = WorkflowDef::parse(
+            "name: w\ntasks:\n- {name: a, type: noop}\n- {name: b, type: noop, worker_group: gpu}\n",
+        )
+        .unwrap();
+        StartOptions::default().apply_to(&mut def);
+        assert_eq!(
+            def.tasks[0].worker_group, "default",
+            "no options, no change"
+        );
+        let options = StartOptions {
+            worker_group: Some("etl".into()),
+            failure_strategy: Some(FailureStrategy::Continue),
+            ..Default::default()
+        };
+        options.apply_to(&mut def);
+        assert_eq!(def.tasks[0].worker_group, "etl");
+        assert_eq!(def.tasks[1].worker_group, "gpu", "a task's own group wins");
+        assert_eq!(def.failure_strategy, FailureStrategy::Continue);
+    }
 }

@@ -126,8 +126,8 @@ struct Run {
     project: String,
     run_no: i32,
     started_at: i64,
-    /// The instant the run stands for: its schedule time (cron, backfill), else its start.
-    schedule_time: i64,
+    /// The schedule time of a cron or backfill run (or of such a run's child).
+    schedule_time: Option<i64>,
     rt: WorkflowRuntime,
     epoch: i64,
     priority: Priority,
@@ -532,11 +532,7 @@ impl Engine {
             project: c.instance.project.clone(),
             run_no: c.instance.run,
             started_at: c.instance.started_at.unwrap_or(c.instance.created_at),
-            schedule_time: c
-                .instance
-                .schedule_time
-                .or(c.instance.started_at)
-                .unwrap_or(c.instance.created_at),
+            schedule_time: c.instance.schedule_time,
             rt,
             epoch: c.instance.owner_epoch,
             priority: c.instance.priority,

@@ -93,7 +93,7 @@ pub(super) fn switch_choice(run: &Run, node: Node, id: i64) -> Result<Vec<String
 /// schedule time on the wall clock of its schedule's zone (manual runs are "scheduled" at
 /// their start, in UTC).
 fn task_params(run: &Run, node: Node, id: i64) -> (Params, NaiveDateTime) {
-    let schedule_time = local_time(run.schedule_time, run.options.timezone.as_deref());
+    let schedule_time = local_time(run.stands_for(), run.options.timezone.as_deref());
     let builtins = builtins(run.instance_id, id, schedule_time);
     let params = run.rt.task_params(node, &run.start_params, &builtins);
     (params, schedule_time)
@@ -125,7 +125,16 @@ pub(super) fn child_start(run: &Run, node: Node, id: i64) -> Result<ChildStart, 
         workflow: sub.workflow.clone(),
         params,
         priority: run.priority,
+        schedule_time: run.schedule_time,
+        timezone: run.options.timezone.clone(),
     })
+}
+
+impl Run {
+    /// The instant the run stands for: its schedule time, else its start.
+    fn stands_for(&self) -> i64 {
+        self.schedule_time.unwrap_or(self.started_at)
+    }
 }
 
 /// What a dependent task waits for: a success of the named workflow for the same day as
@@ -138,7 +147,7 @@ pub(super) fn dependency(run: &Run, node: Node) -> Wait {
         timeout: None,
     });
     let timezone = run.options.timezone.as_deref();
-    let day = local_time(run.schedule_time, timezone).date();
+    let day = local_time(run.stands_for(), timezone).date();
     let (from_ms, to_ms) = day_bounds(day, timezone);
     Wait::Dependent {
         project: dep.project.unwrap_or_else(|| run.project.clone()),
