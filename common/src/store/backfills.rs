@@ -14,7 +14,6 @@ use super::{NewCommand, Params, StartOptions, Store};
 use crate::error::{Error, Result};
 use crate::types::{BackfillRunState, BackfillState, CommandKind, Priority, WorkflowState, now_ms};
 use sea_query::{Expr, ExprTrait, Iden, LockType, Order, Query, SelectStatement};
-use serde::Serialize;
 
 #[derive(Iden, Clone, Copy)]
 enum Backfill {
@@ -86,7 +85,7 @@ pub struct NewBackfill {
     pub times: Vec<i64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BackfillRow {
     pub id: i64,
     pub project: String,
@@ -101,7 +100,7 @@ pub struct BackfillRow {
     pub runs: Vec<BackfillRunRow>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BackfillRunRow {
     pub schedule_time: i64,
     pub state: BackfillRunState,

@@ -15,7 +15,6 @@ use crate::error::{Error, Result};
 use crate::schedule::{CronSchedule, Misfire, Window};
 use crate::types::{CommandKind, FailureStrategy, Priority, now_ms};
 use sea_query::{Cond, Expr, ExprTrait, Func, Iden, Order, Query};
-use serde::{Deserialize, Serialize};
 
 #[derive(Iden, Clone, Copy)]
 enum Schedule {
@@ -66,7 +65,7 @@ const COLUMNS: [Schedule; 16] = [
 ];
 
 /// What a user says about a schedule.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ScheduleSpec {
     pub cron: String,
     pub timezone: String,
@@ -111,12 +110,11 @@ impl ScheduleSpec {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ScheduleRow {
     pub id: i64,
     pub project: String,
     pub workflow: String,
-    #[serde(flatten)]
     pub spec: ScheduleSpec,
     /// Every fire at or before this instant has been run or dropped.
     pub fired_until: i64,
