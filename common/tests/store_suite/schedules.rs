@@ -19,6 +19,15 @@ fn spec(cron: &str) -> ScheduleSpec {
     }
 }
 
+/// Workflow p/w with a one-second schedule.
+async fn every_second(store: &Store) -> ScheduleRow {
+    store.put_definition(&workflow("p", "w", "")).await.unwrap();
+    store
+        .create_schedule("p", "w", &spec("* * * * * *"))
+        .await
+        .unwrap()
+}
+
 /// Ends an instance the way its master would.
 async fn end(store: &Store, instance: &InstanceRow, state: WorkflowState) {
     let batch = WriteBatch {
@@ -100,11 +109,7 @@ pub(crate) async fn schedules_are_one_per_workflow_and_checked(ctx: Ctx) {
 
 pub(crate) async fn a_schedule_time_fires_once(ctx: Ctx) {
     let store = &ctx.store;
-    store.put_definition(&workflow("p", "w", "")).await.unwrap();
-    let s = store
-        .create_schedule("p", "w", &spec("* * * * * *"))
-        .await
-        .unwrap();
+    let s = every_second(store).await;
     let c0 = s.fired_until;
     let (t1, t2) = (c0 + 1_000, c0 + 2_000);
     assert!(store.fire_schedule(s.id, c0, t2, &[t1, t2]).await.unwrap());
@@ -140,11 +145,7 @@ pub(crate) async fn a_schedule_time_fires_once(ctx: Ctx) {
 
 pub(crate) async fn dependent_checks_use_the_schedule_time(ctx: Ctx) {
     let store = &ctx.store;
-    store.put_definition(&workflow("p", "w", "")).await.unwrap();
-    let s = store
-        .create_schedule("p", "w", &spec("* * * * * *"))
-        .await
-        .unwrap();
+    let s = every_second(store).await;
     let day = 86_400_000;
     let scheduled = s.fired_until - 3 * day;
     // A backfill-like fire far before today: the run stands for three days ago.
