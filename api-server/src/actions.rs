@@ -224,6 +224,7 @@ async fn recover(
         workflow_instance_id: Some(id),
         options: instance.options,
         parent_task_id: None,
+        schedule_time: None,
     };
     let command_id = ctx.store.insert_command(&cmd).await?;
     tracing::info!(

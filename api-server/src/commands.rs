@@ -9,7 +9,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use shoal_common::store::{CommandStatus, NewCommand, Params, Scope, StartOptions};
+use shoal_common::store::{
+    CommandStatus, NewCommand, Params, Scope, StartOptions, StoredDefinition,
+};
 use shoal_common::types::{CommandKind, Priority};
 use std::collections::BTreeMap;
 
@@ -49,11 +51,7 @@ pub async fn start(
             "\"scope\" needs \"from_task\": name the task to start from".into(),
         ));
     }
-    let def = ctx.store.get_definition(&project, &name, None).await?.ok_or_else(|| {
-        Error::NotFound(format!(
-            "workflow '{project}/{name}' does not exist; apply it first with `shoal apply -f FILE`"
-        ))
-    })?;
+    let def = latest_definition(&ctx, &project, &name).await?;
     if let Some(task) = &req.from_task
         && !def.definition.tasks.iter().any(|t| &t.name == task)
     {
@@ -62,16 +60,7 @@ pub async fn start(
             def.version
         )));
     }
-    if let Some((task, param)) = def
-        .definition
-        .unresolvable_references(&params)
-        .into_iter()
-        .next()
-    {
-        return Err(Error::BadRequest(format!(
-            "task '{task}' refers to ${{{param}}}, which is not defined: add it to the workflow's or the task's params, or pass it at start (--param {param}=VALUE)"
-        )));
-    }
+    refuse_undefined(&def, &params)?;
     let cmd = NewCommand {
         kind: CommandKind::Start,
         project,
@@ -84,8 +73,10 @@ pub async fn start(
             dry_run: req.dry_run,
             from_task: req.from_task,
             scope: req.scope,
+            ..Default::default()
         },
         parent_task_id: None,
+        schedule_time: None,
     };
     let command_id = ctx.store.insert_command(&cmd).await?;
     tracing::info!(
@@ -103,8 +94,36 @@ pub async fn start(
     Ok((StatusCode::ACCEPTED, Json(answer)))
 }
 
+/// The latest version of a workflow; 404 when it was never applied.
+pub(crate) async fn latest_definition(
+    ctx: &Ctx,
+    project: &str,
+    name: &str,
+) -> Result<StoredDefinition> {
+    ctx.store.get_definition(project, name, None).await?.ok_or_else(|| {
+        Error::NotFound(format!(
+            "workflow '{project}/{name}' does not exist; apply it first with `shoal apply -f FILE`"
+        ))
+    })
+}
+
+/// Refuses startup parameters that leave a `${name}` of a task undefined.
+pub(crate) fn refuse_undefined(def: &StoredDefinition, params: &Params) -> Result<()> {
+    match def
+        .definition
+        .unresolvable_references(params)
+        .into_iter()
+        .next()
+    {
+        Some((task, param)) => Err(Error::BadRequest(format!(
+            "task '{task}' refers to ${{{param}}}, which is not defined: add it to the workflow's or the task's params, or pass it at start (--param {param}=VALUE)"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Checks startup parameter names and turns scalar values into the strings tasks see.
-fn startup_params(raw: BTreeMap<String, Value>) -> Result<Params> {
+pub(crate) fn startup_params(raw: BTreeMap<String, Value>) -> Result<Params> {
     raw.into_iter()
         .map(|(k, v)| {
             let valid = (1..=128).contains(&k.len())

@@ -94,7 +94,7 @@ pub(crate) async fn find_task(ctx: &Ctx, id: i64) -> Result<TaskInstanceRow> {
         .ok_or_else(|| Error::NotFound(format!("task instance {id} does not exist")))
 }
 
-fn time(ms: Option<i64>) -> Value {
+pub(crate) fn time(ms: Option<i64>) -> Value {
     ms.map_or(Value::Null, |ms| Value::String(ms_to_rfc3339(ms)))
 }
 
@@ -109,6 +109,7 @@ fn instance_summary(r: &InstanceRow) -> Value {
         "run": r.run,
         "options": r.options,
         "command_id": r.command_id,
+        "schedule_time": time(r.schedule_time),
         "created_at": ms_to_rfc3339(r.created_at),
         "started_at": time(r.started_at),
         "ended_at": time(r.ended_at),

@@ -8,6 +8,7 @@
 
 mod actions;
 mod auth;
+mod backfills;
 mod channels;
 mod cluster;
 mod commands;
@@ -16,6 +17,7 @@ mod extract;
 mod instances;
 mod logs;
 mod metrics;
+mod schedules;
 mod workflows;
 
 pub use error::{Error, Result};
@@ -72,6 +74,33 @@ pub fn router(state: ApiState) -> Router {
             "/projects/{project}/workflows/{name}/start",
             post(commands::start),
         )
+        .route(
+            "/projects/{project}/workflows/{name}/schedules",
+            post(schedules::create).get(schedules::list),
+        )
+        .route(
+            "/projects/{project}/workflows/{name}/schedules/{id}",
+            get(schedules::get)
+                .put(schedules::update)
+                .delete(schedules::delete),
+        )
+        .route(
+            "/projects/{project}/workflows/{name}/schedules/{id}/enable",
+            post(schedules::enable),
+        )
+        .route(
+            "/projects/{project}/workflows/{name}/schedules/{id}/disable",
+            post(schedules::disable),
+        )
+        .route(
+            "/projects/{project}/workflows/{name}/schedules/{id}/preview",
+            get(schedules::preview),
+        )
+        .route(
+            "/projects/{project}/workflows/{name}/backfill",
+            post(backfills::create),
+        )
+        .route("/backfills/{id}", get(backfills::get))
         .route("/commands/{id}", get(commands::status))
         .route("/cluster", get(cluster::nodes))
         .route("/instances", get(instances::list))

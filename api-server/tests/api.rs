@@ -897,6 +897,7 @@ async fn start_options_are_checked_and_carried_to_the_instance() {
         dry_run: true,
         from_task: Some("b".into()),
         scope: Some(Scope::Upstream),
+        ..Default::default()
     };
     assert_eq!(inst.options, expected);
     add_tasks(&api.store, inst.id, None).await;

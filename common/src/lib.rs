@@ -8,6 +8,7 @@ pub mod error;
 pub mod metrics;
 pub mod params;
 pub mod registry;
+pub mod schedule;
 pub mod store;
 pub mod types;
 

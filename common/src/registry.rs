@@ -2,9 +2,12 @@
 //!
 //! A cluster keeps members in etcd (a lease per node, kept alive while the node runs);
 //! `shoal standalone` keeps them in memory. Both look the same to masters and workers.
+//! The registry also elects leaders (the master that fires cron schedules).
 
 use crate::error::{Error, Result};
-use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions};
+use etcd_client::{
+    Client, Compare, CompareOp, EventType, GetOptions, PutOptions, Txn, TxnOp, WatchOptions,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 const PREFIX: &str = "/shoal/nodes/";
+const LEADER_PREFIX: &str = "/shoal/leader/";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -225,6 +229,130 @@ impl Registry {
     }
 }
 
+/// Whether this node leads (see [`Registry::lead`]).
+#[derive(Clone)]
+pub struct Leadership {
+    /// None: an in-process registry, which always leads. Otherwise the time the lead was
+    /// last renewed, None while another node leads.
+    term: Option<watch::Receiver<Option<tokio::time::Instant>>>,
+    ttl: Duration,
+}
+
+impl Leadership {
+    /// True while this node holds the lead and renewed it within 2/3 of the TTL: a node
+    /// that was frozen stops acting as leader before another can have taken over.
+    pub fn is_leader(&self) -> bool {
+        match &self.term {
+            None => true,
+            Some(term) => term
+                .borrow()
+                .is_some_and(|renewed| renewed.elapsed() < self.ttl * 2 / 3),
+        }
+    }
+}
+
+impl Registry {
+    /// Campaigns for the lead of `name` as `me` until `shutdown`. On etcd the leader holds
+    /// `/shoal/leader/<name>` under a lease of the registry's TTL, renewed every third of
+    /// it; others try to take the key as often. A dead leader's key goes with its lease
+    /// (after at most a TTL), a stopping leader revokes its lease so that another takes
+    /// over at once. The in-process registry has one node, which always leads.
+    pub fn lead(&self, name: &str, me: &str, shutdown: CancellationToken) -> Leadership {
+        match &*self.inner {
+            Inner::Local(_) => Leadership {
+                term: None,
+                ttl: Duration::MAX,
+            },
+            Inner::Etcd { client, ttl_secs } => {
+                let (tx, rx) = watch::channel(None);
+                let campaign = Campaign {
+                    client: client.clone(),
+                    key: format!("{LEADER_PREFIX}{name}"),
+                    me: me.to_string(),
+                    ttl: *ttl_secs,
+                    term: tx,
+                };
+                tokio::spawn(campaign.run(shutdown));
+                Leadership {
+                    term: Some(rx),
+                    ttl: Duration::from_secs(*ttl_secs as u64),
+                }
+            }
+        }
+    }
+}
+
+struct Campaign {
+    client: Client,
+    key: String,
+    me: String,
+    ttl: i64,
+    term: watch::Sender<Option<tokio::time::Instant>>,
+}
+
+impl Campaign {
+    async fn run(mut self, shutdown: CancellationToken) {
+        let period = Duration::from_secs(self.ttl as u64) / 3;
+        let mut lease: Option<i64> = None;
+        loop {
+            match lease {
+                None => match self.try_acquire().await {
+                    Ok(Some(l)) => {
+                        info!(key = %self.key, me = %self.me, "became leader");
+                        lease = Some(l);
+                        self.term.send_replace(Some(tokio::time::Instant::now()));
+                    }
+                    Ok(None) => {}
+                    Err(e) => warn!(key = %self.key, error = %e, "leader campaign failed"),
+                },
+                Some(l) => match renew_once(&mut self.client, l).await {
+                    Ok(()) => {
+                        self.term.send_replace(Some(tokio::time::Instant::now()));
+                    }
+                    Err(e) => {
+                        warn!(key = %self.key, error = %e, "leadership lost");
+                        self.term.send_replace(None);
+                        lease = None;
+                        continue;
+                    }
+                },
+            }
+            // Both arms are cancellation-safe: a sleep and a token.
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(period) => {}
+            }
+        }
+        self.term.send_replace(None);
+        if let Some(l) = lease
+            && let Err(e) = self.client.lease_revoke(l).await
+        {
+            warn!(error = %e, "leader lease revoke failed on shutdown");
+        }
+    }
+
+    /// Takes the key if nobody holds it; returns the lease it is held under.
+    async fn try_acquire(&mut self) -> Result<Option<i64>> {
+        let lease = self.client.lease_grant(self.ttl, None).await?.id();
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                self.key.clone(),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then([TxnOp::put(
+                self.key.clone(),
+                self.me.clone(),
+                Some(PutOptions::new().with_lease(lease)),
+            )]);
+        if self.client.txn(txn).await?.succeeded() {
+            return Ok(Some(lease));
+        }
+        self.client.lease_revoke(lease).await?;
+        Ok(None)
+    }
+}
+
 async fn keep_local(
     members: watch::Sender<Members>,
     mut payload: watch::Receiver<NodeInfo>,
@@ -423,6 +551,12 @@ mod tests {
             weight: 100,
             started_at: 0,
         }
+    }
+
+    #[test]
+    fn the_in_process_registry_always_leads() {
+        let lead = Registry::local().lead("cron", "me", CancellationToken::new());
+        assert!(lead.is_leader());
     }
 
     #[tokio::test]

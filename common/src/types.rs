@@ -137,6 +137,27 @@ impl Default for FailureStrategy {
 }
 
 string_enum!(
+    /// Lifecycle of a backfill: running until every one of its runs ended or was skipped.
+    BackfillState {
+        Running => "running",
+        Success => "success",
+        Failure => "failure",
+    }
+);
+
+string_enum!(
+    /// One schedule time of a backfill (`skipped`: not started because an earlier run
+    /// failed under `stop_on_failure`).
+    BackfillRunState {
+        Pending => "pending",
+        Running => "running",
+        Success => "success",
+        Failure => "failure",
+        Skipped => "skipped",
+    }
+);
+
+string_enum!(
     /// Why a command was written; the vocabulary follows DolphinScheduler's command types.
     CommandKind {
         Start => "start",

@@ -56,7 +56,16 @@ store_suite!(
     a_recovery_command_takes_over_the_instance_once,
     all_writes_of_a_lost_instance_are_fenced,
     a_child_run_is_withdrawn_until_a_master_claims_it,
+    schedules_are_one_per_workflow_and_checked,
+    a_schedule_time_fires_once,
+    dependent_checks_use_the_schedule_time,
+    a_serial_backfill_runs_one_date_after_another,
+    a_backfill_stops_on_failure_when_asked_and_runs_n_at_once,
 );
+
+#[path = "store_suite/schedules.rs"]
+mod schedules;
+use schedules::*;
 
 // ---- harness ----
 
@@ -184,6 +193,7 @@ fn command(project: &str, workflow: &str, version: i32) -> NewCommand {
         workflow_instance_id: None,
         options: Default::default(),
         parent_task_id: None,
+        schedule_time: None,
     }
 }
 
@@ -246,6 +256,8 @@ async fn a_child_run_is_withdrawn_until_a_master_claims_it(ctx: Ctx) {
         workflow: "kid".into(),
         params: Params::new(),
         priority: Priority::Medium,
+        schedule_time: None,
+        timezone: None,
     };
     let batch = WriteBatch {
         children: vec![child(ids[0]), child(ids[1])],

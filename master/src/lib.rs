@@ -1,7 +1,9 @@
 //! The master: claims commands, drives workflow runtimes, queues and dispatches tasks to
-//! workers, and applies the events they report.
+//! workers, and applies the events they report. The leader among masters also fires cron
+//! schedules and drives backfills.
 
 mod clients;
+pub mod cron;
 pub mod dispatch;
 pub mod engine;
 pub mod failover;
@@ -11,6 +13,7 @@ pub mod runtime;
 mod service;
 
 use clients::WorkerClients;
+use cron::Cron;
 use dispatch::{Dispatcher, LeaseCheck};
 use engine::{Engine, EngineMsg};
 use failover::Failover;
@@ -125,6 +128,10 @@ pub async fn start(
         lost: membership.lost(),
     };
     let dispatcher = Dispatcher::new(workers, clients, engine_tx.clone(), lease);
+    let cron = Cron {
+        store: store.clone(),
+        leadership: registry.lead("cron", &addr, shutdown.clone()),
+    };
     let intake = Intake {
         store,
         owner: addr.clone(),
@@ -145,6 +152,7 @@ pub async fn start(
         tokio::spawn(dispatcher.run(dispatch_rx, shutdown.clone())),
         tokio::spawn(failover.run(engine_tx.clone(), shutdown.clone())),
         tokio::spawn(intake.run(engine_tx.clone(), shutdown.clone())),
+        tokio::spawn(cron.run(shutdown.clone())),
         tokio::spawn(async move {
             if let Err(e) = server.await {
                 tracing::error!(error = %e, "master grpc server failed");

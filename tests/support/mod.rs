@@ -181,6 +181,21 @@ impl Api {
     }
 }
 
+/// `shoal api-server` on a free port with `env`, answering /health.
+pub fn start_api_server(dir: &Path, env: &[(&str, &str)]) -> (Proc, Api) {
+    let port = free_port();
+    let proc = Proc::spawn(
+        "api-server",
+        dir,
+        SHOAL,
+        &["api-server", "--port", &port.to_string()],
+        env,
+    );
+    let api = Api::new(port);
+    api.wait_healthy(&[&proc]);
+    (proc, api)
+}
+
 /// Runs a client command of the `shoal` binary against `api`.
 pub fn cli(api: &Api, args: &[&str]) -> Output {
     Command::new(SHOAL)
@@ -305,16 +320,6 @@ impl MiniCluster {
             dir,
         }
     }
-}
-
-/// `shoal api-server` on a free port, healthy.
-pub fn start_api_server(dir: &Path, env: &[(&str, &str)]) -> (Proc, Api) {
-    let port = free_port();
-    let args = ["api-server", "--port", &port.to_string()];
-    let proc = Proc::spawn("api-server", dir, SHOAL, &args, env);
-    let api = Api::new(port);
-    api.wait_healthy(&[&proc]);
-    (proc, api)
 }
 
 /// A real etcd on free loopback ports with a temporary data dir.

@@ -1,11 +1,13 @@
 //! The client commands of the `shoal` binary (`apply`, `start`, `stop`, `pause`, `resume`,
-//! `rerun`, `resubmit`, `instances`, `status`, `logs`). They talk to the api-server over
+//! `rerun`, `resubmit`, `instances`, `status`, `logs`, `schedule`, `backfill`). They talk to the api-server over
 //! HTTP, never to the database.
 
 mod apply;
+mod backfill;
 mod control;
 mod http;
 mod inspect;
+mod schedule;
 mod start;
 mod table;
 
@@ -54,6 +56,12 @@ pub enum ClientCommand {
     Logs(inspect::LogsArgs),
     /// List the live masters and workers with their load.
     Cluster(inspect::ClusterArgs),
+    /// Cron schedules of workflows.
+    #[command(subcommand)]
+    Schedule(schedule::ScheduleCommand),
+    /// Run a workflow once per schedule time over past dates (`backfill status ID` shows
+    /// the progress).
+    Backfill(backfill::BackfillArgs),
 }
 
 /// Runs a client command and returns the process exit code. Errors are printed here, as
@@ -71,6 +79,8 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<i32> {
         ClientCommand::Status(args) => inspect::status(args).await,
         ClientCommand::Logs(args) => inspect::logs(args).await,
         ClientCommand::Cluster(args) => inspect::cluster(args).await,
+        ClientCommand::Schedule(cmd) => schedule::run(cmd).await,
+        ClientCommand::Backfill(args) => backfill::run(args).await,
     };
     match result {
         Ok(code) => Ok(code),
@@ -124,6 +134,30 @@ mod tests {
         ));
         assert!(parse("pause x").unwrap_err().contains("invalid value 'x'"));
         assert!(parse("rerun").is_err());
+    }
+
+    #[test]
+    fn backfill_takes_a_range_or_dates_and_has_a_status() {
+        assert!(parse("backfill etl --from 2026-01-01 --to 2026-01-07 --parallel 2").is_ok());
+        assert!(parse("backfill etl --dates 2026-01-01,2026-01-03 --wait").is_ok());
+        assert!(parse("backfill status 3").is_ok());
+        let e = parse("backfill etl").unwrap_err();
+        assert!(e.contains("--from") || e.contains("--dates"), "{e}");
+        let e = parse("backfill etl --from 2026-01-01").unwrap_err();
+        assert!(e.contains("--to"), "{e}");
+        let e = parse("backfill etl --from 2026-01-01 --to 2026-01-02 --order up").unwrap_err();
+        assert!(e.contains("'up'"), "{e}");
+    }
+
+    #[test]
+    fn schedule_commands_name_a_workflow() {
+        assert!(parse("schedule create etl --cron 0 --timezone UTC").is_ok());
+        assert!(parse("schedule preview etl -n 3 -o json").is_ok());
+        assert!(parse("schedule enable etl").is_ok());
+        let e = parse("schedule create etl").unwrap_err();
+        assert!(e.contains("--cron"), "{e}");
+        let e = parse("schedule create etl --cron x --misfire never").unwrap_err();
+        assert!(e.contains("'never'"), "{e}");
     }
 
     #[test]

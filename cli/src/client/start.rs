@@ -41,7 +41,7 @@ pub struct StartArgs {
     conn: Connection,
 }
 
-fn parse_param(s: &str) -> Result<(String, String), String> {
+pub(super) fn parse_param(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
         _ => Err(format!(
@@ -380,6 +380,7 @@ mod tests {
                 dry_run: false,
                 from_task: from.map(Into::into),
                 scope,
+                ..Default::default()
             };
             tasks_in_run(&tasks, &options)
         };

@@ -7,7 +7,7 @@ use super::schema::{
     Command as Cmd, ErrorCommand as ErrCmd, TaskInstance as Task, WorkflowDefinition as Def,
     WorkflowInstance as Inst,
 };
-use super::{ChildRun, ChildStart, ChildState, NewCommand, Params, Store};
+use super::{ChildRun, ChildStart, ChildState, NewCommand, Params, StartOptions, Store};
 use crate::error::Result;
 use crate::types::{CommandKind, TaskState, WorkflowState, now_ms};
 use sea_query::{Expr, ExprTrait, Func, Order, Query};
@@ -250,8 +250,9 @@ impl Store {
         Ok(outputs)
     }
 
-    /// Whether `project/workflow` has an instance that succeeded and started within
-    /// [from_ms, to_ms): the condition a dependent task waits for.
+    /// Whether `project/workflow` has an instance that succeeded and stands for a time
+    /// within [from_ms, to_ms) (its schedule time, else its start): the condition a
+    /// dependent task waits for.
     pub async fn succeeded_between(
         &self,
         project: &str,
@@ -268,13 +269,18 @@ impl Store {
                     .and_where(Expr::col(Inst::Project).eq(project))
                     .and_where(Expr::col(Inst::Workflow).eq(workflow))
                     .and_where(Expr::col(Inst::State).eq(WorkflowState::Success.as_str()))
-                    .and_where(Expr::col(Inst::StartedAt).gte(from_ms))
-                    .and_where(Expr::col(Inst::StartedAt).lt(to_ms))
+                    .and_where(run_time().gte(from_ms))
+                    .and_where(run_time().lt(to_ms))
                     .limit(1),
             )
             .await?;
         Ok(found.is_some())
     }
+}
+
+/// The instant a run stands for: its schedule time, else its start.
+fn run_time() -> Expr {
+    Func::coalesce([Expr::col(Inst::ScheduleTime), Expr::col(Inst::StartedAt)]).into()
 }
 
 /// Wakes a standalone master after children were written (Postgres NOTIFYs in the
@@ -295,8 +301,12 @@ impl ChildStart {
             params: self.params.clone(),
             priority: Some(self.priority),
             workflow_instance_id: None,
-            options: Default::default(),
+            options: StartOptions {
+                timezone: self.timezone.clone(),
+                ..Default::default()
+            },
             parent_task_id: Some(self.parent_task_id),
+            schedule_time: self.schedule_time,
         }
     }
 }

@@ -34,6 +34,7 @@ struct CommandRecord {
     workflow_instance_id: Option<i64>,
     options: String,
     parent_task_id: Option<i64>,
+    schedule_time: Option<i64>,
 }
 
 /// A definition version as a claim sees it: missing, unreadable, or usable.
@@ -141,6 +142,7 @@ impl Store {
                 Cmd::WorkflowInstanceId,
                 Cmd::Options,
                 Cmd::ParentTaskId,
+                Cmd::ScheduleTime,
             ])
             .from(Cmd::Table)
             .order_by(Cmd::Id, Order::Asc)
@@ -225,10 +227,11 @@ impl Store {
         }
 
         let mut ids: HashMap<i64, i64> = HashMap::with_capacity(accepted.len());
-        for chunk in accepted.chunks(tx.rows_per_statement(14)) {
+        for chunk in accepted.chunks(tx.rows_per_statement(15)) {
             let mut insert = insert_rows(
                 Inst::Table,
                 [
+                    Inst::ScheduleTime,
                     Inst::ParentTaskId,
                     Inst::Options,
                     Inst::CommandId,
@@ -248,6 +251,7 @@ impl Store {
                     .iter()
                     .map(|(row, _)| -> Result<_> {
                         Ok([
+                            row.schedule_time.into(),
                             row.parent_task_id.into(),
                             to_json(&row.options)?.into(),
                             row.command_id.into(),
@@ -325,6 +329,7 @@ pub(super) fn insert_command_statement(cmd: &NewCommand, now: i64) -> Result<Ins
             Cmd::WorkflowInstanceId,
             Cmd::Options,
             Cmd::ParentTaskId,
+            Cmd::ScheduleTime,
         ],
         [[
             cmd.kind.as_str().into(),
@@ -337,6 +342,7 @@ pub(super) fn insert_command_statement(cmd: &NewCommand, now: i64) -> Result<Ins
             cmd.workflow_instance_id.into(),
             to_json(&cmd.options)?.into(),
             cmd.parent_task_id.into(),
+            cmd.schedule_time.into(),
         ]],
     );
     insert.returning_col(Cmd::Id);
@@ -410,6 +416,7 @@ fn plan_instance(
         ended_at: None,
         options,
         parent_task_id: command.parent_task_id,
+        schedule_time: command.schedule_time,
     };
     Ok((instance, definition))
 }

@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 const DEFAULT_LIST_LIMIT: i64 = 100;
 const MAX_LIST_LIMIT: i64 = 1000;
 
-pub(super) const INSTANCE_COLUMNS: [Inst; 16] = [
+pub(super) const INSTANCE_COLUMNS: [Inst; 17] = [
     Inst::Id,
     Inst::CommandId,
     Inst::Project,
@@ -35,6 +35,7 @@ pub(super) const INSTANCE_COLUMNS: [Inst; 16] = [
     Inst::EndedAt,
     Inst::Options,
     Inst::ParentTaskId,
+    Inst::ScheduleTime,
 ];
 
 const TASK_COLUMNS: [Task; 16] = [
@@ -74,6 +75,7 @@ pub(super) struct InstanceRecord {
     ended_at: Option<i64>,
     options: String,
     parent_task_id: Option<i64>,
+    schedule_time: Option<i64>,
 }
 
 impl InstanceRecord {
@@ -85,6 +87,7 @@ impl InstanceRecord {
             params: from_json(&row, "params", &self.params)?,
             options: from_json(&row, "options", &self.options)?,
             parent_task_id: self.parent_task_id,
+            schedule_time: self.schedule_time,
             id: self.id,
             command_id: self.command_id,
             project: self.project,

@@ -3,8 +3,10 @@
 //! Statements are built once with sea-query and rendered for the backend in use; values
 //! are always bound. Migrations in `sql/postgres` and `sql/sqlite` run in `connect`.
 //! The methods live by subject: `definitions`, `commands` (intake and claim), `instances`
-//! (the master's write batch and the run-state reads).
+//! (the master's write batch and the run-state reads), `schedules` (cron schedules and
+//! their fires), `backfills`.
 
+mod backfills;
 mod children;
 mod codec;
 mod commands;
@@ -13,11 +15,14 @@ mod definitions;
 mod failover;
 mod instances;
 mod model;
+mod schedules;
 mod schema;
 mod signal;
 
+pub use backfills::{BackfillRow, BackfillRunRow, NewBackfill};
 pub use commands::recovery_allowed;
 pub use model::*;
+pub use schedules::{ScheduleRow, ScheduleSpec};
 pub use signal::CommandSignal;
 
 use crate::error::Result;

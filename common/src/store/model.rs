@@ -1,7 +1,7 @@
 //! Rows and batches exchanged with the store. Timestamps are milliseconds since the epoch.
 
 use crate::definition::WorkflowDef;
-use crate::types::{CommandKind, Priority, TaskState, WorkflowState};
+use crate::types::{CommandKind, FailureStrategy, Priority, TaskState, WorkflowState};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -41,6 +41,8 @@ pub struct NewCommand {
     pub options: StartOptions,
     /// The sub_workflow task instance this run is the child of.
     pub parent_task_id: Option<i64>,
+    /// The instant a cron or backfill run stands for (ms).
+    pub schedule_time: Option<i64>,
 }
 
 /// How a run starts, beyond its parameters.
@@ -54,6 +56,33 @@ pub struct StartOptions {
     pub from_task: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<Scope>,
+    /// IANA zone of the run's schedule time: `${system.biz.date}`, time expressions and
+    /// a dependent task's day are local to it (UTC when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// Worker group of the tasks that do not name their own (a schedule's start option).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_group: Option<String>,
+    /// Overrides the definition's failure strategy (a schedule's start option).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_strategy: Option<FailureStrategy>,
+}
+
+impl StartOptions {
+    /// The definition as this run executes it: the start options' worker group and
+    /// failure strategy win over the definition's defaults.
+    pub fn apply_to(&self, def: &mut WorkflowDef) {
+        if let Some(strategy) = self.failure_strategy {
+            def.failure_strategy = strategy;
+        }
+        if let Some(group) = &self.worker_group {
+            for task in &mut def.tasks {
+                if task.worker_group == crate::definition::DEFAULT_WORKER_GROUP {
+                    task.worker_group.clone_from(group);
+                }
+            }
+        }
+    }
 }
 
 /// Which tasks a start from a task runs.
@@ -99,6 +128,8 @@ pub struct InstanceRow {
     pub options: StartOptions,
     /// The sub_workflow task instance this run is the child of.
     pub parent_task_id: Option<i64>,
+    /// The instant a cron or backfill run stands for (ms).
+    pub schedule_time: Option<i64>,
 }
 
 /// An instance a master just claimed, with the definition version it pins.
@@ -206,6 +237,10 @@ pub struct ChildStart {
     pub workflow: String,
     pub params: Params,
     pub priority: Priority,
+    /// The parent's schedule time and its zone: a child of a cron or backfill run stands
+    /// for the same time.
+    pub schedule_time: Option<i64>,
+    pub timezone: Option<String>,
 }
 
 /// Where a sub_workflow task's child run is.
@@ -262,4 +297,31 @@ pub struct InstanceFilter {
     pub workflow: Option<String>,
     pub state: Option<WorkflowState>,
     pub limit: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_options_override_the_group_of_default_tasks_and_the_failure_strategy() {
+        let mut def = WorkflowDef::parse(
+            "name: w\ntasks:\n- {name: a, type: noop}\n- {name: b, type: noop, worker_group: gpu}\n",
+        )
+        .unwrap();
+        StartOptions::default().apply_to(&mut def);
+        assert_eq!(
+            def.tasks[0].worker_group, "default",
+            "no options, no change"
+        );
+        let options = StartOptions {
+            worker_group: Some("etl".into()),
+            failure_strategy: Some(FailureStrategy::Continue),
+            ..Default::default()
+        };
+        options.apply_to(&mut def);
+        assert_eq!(def.tasks[0].worker_group, "etl");
+        assert_eq!(def.tasks[1].worker_group, "gpu", "a task's own group wins");
+        assert_eq!(def.failure_strategy, FailureStrategy::Continue);
+    }
 }

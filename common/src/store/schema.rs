@@ -26,6 +26,7 @@ pub(super) enum Command {
     WorkflowInstanceId,
     Options,
     ParentTaskId,
+    ScheduleTime,
 }
 
 #[derive(Iden, Clone, Copy)]
@@ -63,6 +64,7 @@ pub(super) enum WorkflowInstance {
     EndedAt,
     Options,
     ParentTaskId,
+    ScheduleTime,
 }
 
 #[derive(Iden, Clone, Copy)]

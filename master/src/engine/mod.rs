@@ -136,6 +136,8 @@ struct Run {
     project: String,
     run_no: i32,
     started_at: i64,
+    /// The schedule time of a cron or backfill run (or of such a run's child).
+    schedule_time: Option<i64>,
     rt: WorkflowRuntime,
     epoch: i64,
     priority: Priority,
@@ -519,7 +521,9 @@ impl Engine {
             metrics::INSTANCES_STARTED.inc();
         }
         let id = c.instance.id;
-        let def = Arc::new(c.definition);
+        let mut definition = c.definition;
+        c.instance.options.apply_to(&mut definition);
+        let def = Arc::new(definition);
         let from = c.instance.options.from_task.as_deref().map(|t| {
             (
                 t,
@@ -560,6 +564,7 @@ impl Engine {
             project: c.instance.project.clone(),
             run_no: c.instance.run,
             started_at: c.instance.started_at.unwrap_or(c.instance.created_at),
+            schedule_time: c.instance.schedule_time,
             rt,
             epoch: c.instance.owner_epoch,
             priority: c.instance.priority,

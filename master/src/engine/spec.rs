@@ -10,6 +10,7 @@ use shoal_common::condition;
 use shoal_common::definition::DependentSpec;
 use shoal_common::params::{Context, builtins, expand};
 use shoal_common::proto::TaskSpec;
+use shoal_common::schedule::{day_bounds, local_time};
 use shoal_common::store::{ChildStart, Params};
 
 pub(super) fn build(
@@ -88,12 +89,11 @@ pub(super) fn switch_choice(run: &Run, node: Node, id: i64) -> Result<Vec<String
     Ok(sw.default.iter().cloned().collect())
 }
 
-/// The parameters a task sees, and the schedule time its time expressions use (manual runs
-/// are "scheduled" at their start time; cron runs will carry theirs).
+/// The parameters a task sees, and the schedule time its time expressions use: the run's
+/// schedule time on the wall clock of its schedule's zone (manual runs are "scheduled" at
+/// their start, in UTC).
 fn task_params(run: &Run, node: Node, id: i64) -> (Params, NaiveDateTime) {
-    let schedule_time = chrono::DateTime::from_timestamp_millis(run.started_at)
-        .unwrap_or_default()
-        .naive_utc();
+    let schedule_time = local_time(run.stands_for(), run.options.timezone.as_deref());
     let builtins = builtins(run.instance_id, id, schedule_time);
     let params = run.rt.task_params(node, &run.start_params, &builtins);
     (params, schedule_time)
@@ -125,11 +125,20 @@ pub(super) fn child_start(run: &Run, node: Node, id: i64) -> Result<ChildStart, 
         workflow: sub.workflow.clone(),
         params,
         priority: run.priority,
+        schedule_time: run.schedule_time,
+        timezone: run.options.timezone.clone(),
     })
 }
 
-/// What a dependent task waits for: a success of the named workflow that started on the
-/// same (UTC) day as this run's schedule time.
+impl Run {
+    /// The instant the run stands for: its schedule time, else its start.
+    fn stands_for(&self) -> i64 {
+        self.schedule_time.unwrap_or(self.started_at)
+    }
+}
+
+/// What a dependent task waits for: a success of the named workflow for the same day as
+/// this run (the local day of its schedule time; UTC for manual runs).
 pub(super) fn dependency(run: &Run, node: Node) -> Wait {
     let def = &run.rt.definition().tasks[node];
     let dep = def.dependent.clone().unwrap_or_else(|| DependentSpec {
@@ -137,19 +146,14 @@ pub(super) fn dependency(run: &Run, node: Node) -> Wait {
         project: None,
         timeout: None,
     });
-    let day = chrono::DateTime::from_timestamp_millis(run.started_at)
-        .unwrap_or_default()
-        .date_naive();
-    let from_ms = day
-        .and_hms_opt(0, 0, 0)
-        .unwrap_or_default()
-        .and_utc()
-        .timestamp_millis();
+    let timezone = run.options.timezone.as_deref();
+    let day = local_time(run.stands_for(), timezone).date();
+    let (from_ms, to_ms) = day_bounds(day, timezone);
     Wait::Dependent {
         project: dep.project.unwrap_or_else(|| run.project.clone()),
         workflow: dep.workflow,
         from_ms,
-        to_ms: from_ms + 86_400_000,
+        to_ms,
         deadline: tokio::time::Instant::now() + dep.timeout.unwrap_or(DEFAULT_DEPENDENT_TIMEOUT),
     }
 }

@@ -1,0 +1,217 @@
+//! Backfills: `POST /projects/{project}/workflows/{name}/backfill` stores one run per
+//! schedule time; the leader master starts them (serially or N at once) and records how
+//! each ended. `GET /backfills/{id}` shows the progress.
+
+use crate::Ctx;
+use crate::commands::{latest_definition, refuse_undefined, startup_params};
+use crate::error::{Error, Result};
+use crate::extract::{ApiPath, Body};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::NaiveDate;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use shoal_common::schedule::{backfill_times, parse_timezone};
+use shoal_common::store::{BackfillRow, NewBackfill, StartOptions};
+use shoal_common::types::{BackfillRunState, Priority, ms_to_rfc3339};
+use std::collections::BTreeMap;
+
+/// Runs one backfill may start.
+const MAX_RUNS: usize = 10_000;
+
+#[derive(Debug, Default, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum Order {
+    #[default]
+    Asc,
+    Desc,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackfillRequest {
+    /// First and last day (YYYY-MM-DD, inclusive).
+    from: Option<String>,
+    to: Option<String>,
+    /// Single days instead of a range.
+    #[serde(default)]
+    dates: Vec<String>,
+    /// Runs at once (default 1: serial).
+    #[serde(default = "one")]
+    parallel: u32,
+    #[serde(default)]
+    order: Order,
+    /// A failed run stops the runs not yet started.
+    #[serde(default)]
+    stop_on_failure: bool,
+    /// Zone of the days when the workflow has no schedule (its schedule's zone otherwise).
+    timezone: Option<String>,
+    #[serde(default)]
+    params: BTreeMap<String, Value>,
+    priority: Option<Priority>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn parse_day(field: &str, text: &str) -> Result<NaiveDate> {
+    NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d").map_err(|_| {
+        Error::BadRequest(format!(
+            "{field} '{text}' is not a date: use YYYY-MM-DD, e.g. 2026-01-31"
+        ))
+    })
+}
+
+impl BackfillRequest {
+    /// The days asked for: a range or a list, not both.
+    fn days(&self) -> Result<Vec<NaiveDate>> {
+        match (&self.from, &self.to, self.dates.is_empty()) {
+            (Some(from), Some(to), true) => {
+                let (from, to) = (parse_day("from", from)?, parse_day("to", to)?);
+                if to < from {
+                    return Err(Error::BadRequest(format!(
+                        "to ({to}) is before from ({from})"
+                    )));
+                }
+                Ok(from.iter_days().take_while(|d| *d <= to).collect())
+            }
+            (None, None, false) => self.dates.iter().map(|d| parse_day("date", d)).collect(),
+            _ => Err(Error::BadRequest(
+                "give either \"from\" and \"to\" (a range of days) or \"dates\" (a list)".into(),
+            )),
+        }
+    }
+}
+
+/// `POST .../backfill`: 201 `{id, runs, schedule_times}`. One run per fire time of the
+/// workflow's schedule on each day (in its zone, with its start options), or one run per
+/// day at 00:00 in `timezone` (default UTC) when the workflow has no schedule.
+pub async fn create(
+    State(ctx): State<Ctx>,
+    ApiPath((project, name)): ApiPath<(String, String)>,
+    body: Body,
+) -> Result<(StatusCode, Json<Value>)> {
+    let req: BackfillRequest = serde_json::from_slice(&body.0)
+        .map_err(|e| Error::BadRequest(format!("invalid JSON body: {e}")))?;
+    if req.parallel == 0 {
+        return Err(Error::BadRequest("parallel must be at least 1".into()));
+    }
+    let days = req.days()?;
+    let def = latest_definition(&ctx, &project, &name).await?;
+    let schedule = ctx
+        .store
+        .list_schedules(&project, Some(&name))
+        .await?
+        .into_iter()
+        .next();
+    let mut params = schedule
+        .as_ref()
+        .map(|s| s.spec.params.clone())
+        .unwrap_or_default();
+    params.extend(startup_params(req.params)?);
+    refuse_undefined(&def, &params)?;
+    let (cron, tz, options) = match &schedule {
+        Some(s) => {
+            if req.timezone.as_ref().is_some_and(|t| *t != s.spec.timezone) {
+                return Err(Error::BadRequest(format!(
+                    "the workflow's schedule {} sets the timezone ({}); leave \"timezone\" out",
+                    s.id, s.spec.timezone
+                )));
+            }
+            let cron = s.spec.check()?;
+            (Some(cron.clone()), cron.timezone(), s.spec.start_options())
+        }
+        None => {
+            let timezone = req.timezone.clone().unwrap_or_else(|| "UTC".into());
+            let tz = parse_timezone(&timezone)?;
+            let options = StartOptions {
+                timezone: Some(timezone),
+                ..Default::default()
+            };
+            (None, tz, options)
+        }
+    };
+    let mut times = backfill_times(cron.as_ref(), tz, &days, MAX_RUNS)?;
+    if times.is_empty() {
+        return Err(Error::BadRequest(
+            "the workflow's schedule does not fire on any of these days".into(),
+        ));
+    }
+    if req.order == Order::Desc {
+        times.reverse();
+    }
+    let backfill = NewBackfill {
+        project,
+        workflow: name,
+        version: def.version,
+        params,
+        priority: req.priority.or(schedule.and_then(|s| s.spec.priority)),
+        options,
+        parallel: req.parallel,
+        stop_on_failure: req.stop_on_failure,
+        times,
+    };
+    let id = ctx.store.create_backfill(&backfill).await?;
+    tracing::info!(backfill_id = id, project = %backfill.project, workflow = %backfill.workflow, runs = backfill.times.len(), parallel = backfill.parallel, "backfill created");
+    let answer = json!({
+        "id": id,
+        "runs": backfill.times.len(),
+        "schedule_times": backfill.times.iter().map(|t| ms_to_rfc3339(*t)).collect::<Vec<_>>(),
+    });
+    Ok((StatusCode::CREATED, Json(answer)))
+}
+
+/// `GET /backfills/{id}`: state, dates done/total, failed dates named, every run.
+pub async fn get(State(ctx): State<Ctx>, ApiPath(id): ApiPath<i64>) -> Result<Json<Value>> {
+    let row = ctx
+        .store
+        .get_backfill(id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("backfill {id} does not exist")))?;
+    Ok(Json(backfill_json(&row)))
+}
+
+fn backfill_json(b: &BackfillRow) -> Value {
+    let count = |state| b.runs.iter().filter(|r| r.state == state).count();
+    let done = b
+        .runs
+        .iter()
+        .filter(|r| {
+            !matches!(
+                r.state,
+                BackfillRunState::Pending | BackfillRunState::Running
+            )
+        })
+        .count();
+    let failed: Vec<String> = b
+        .runs
+        .iter()
+        .filter(|r| r.state == BackfillRunState::Failure)
+        .map(|r| ms_to_rfc3339(r.schedule_time))
+        .collect();
+    json!({
+        "id": b.id,
+        "project": b.project,
+        "workflow": b.workflow,
+        "version": b.version,
+        "state": b.state,
+        "parallel": b.parallel,
+        "stop_on_failure": b.stop_on_failure,
+        "total": b.runs.len(),
+        "done": done,
+        "succeeded": count(BackfillRunState::Success),
+        "running": count(BackfillRunState::Running),
+        "skipped": count(BackfillRunState::Skipped),
+        "failed": failed,
+        "runs": b.runs.iter().map(|r| json!({
+            "schedule_time": ms_to_rfc3339(r.schedule_time),
+            "state": r.state,
+            "workflow_instance_id": r.workflow_instance_id,
+            "error": r.error,
+        })).collect::<Vec<_>>(),
+        "created_at": ms_to_rfc3339(b.created_at),
+        "updated_at": ms_to_rfc3339(b.updated_at),
+    })
+}

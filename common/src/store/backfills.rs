@@ -1,0 +1,465 @@
+//! Backfills: one run per schedule time, driven from the store by the leader master.
+//!
+//! A backfill and its runs are rows; [`Store::advance_backfills`] (called by the leader
+//! about once a second) records which runs ended and starts the next ones, each step one
+//! transaction. Nothing lives in the CLI or in a master's memory, so a backfill goes on
+//! after the CLI disconnects and across a leader change.
+
+use super::children::wake;
+use super::codec::{from_json, parse, to_json};
+use super::commands::{insert_command_statement, notify_masters};
+use super::db::{Tx, insert_rows};
+use super::schema::{ErrorCommand as ErrCmd, WorkflowInstance as Inst};
+use super::{NewCommand, Params, StartOptions, Store};
+use crate::error::{Error, Result};
+use crate::types::{BackfillRunState, BackfillState, CommandKind, Priority, WorkflowState, now_ms};
+use sea_query::{Expr, ExprTrait, Iden, LockType, Order, Query, SelectStatement};
+
+#[derive(Iden, Clone, Copy)]
+enum Backfill {
+    Table,
+    Id,
+    Project,
+    Workflow,
+    Version,
+    Params,
+    Priority,
+    Options,
+    Parallel,
+    StopOnFailure,
+    State,
+    CreatedAt,
+    UpdatedAt,
+}
+
+#[derive(Iden, Clone, Copy)]
+enum BackfillRun {
+    Table,
+    BackfillId,
+    Position,
+    ScheduleTime,
+    State,
+    CommandId,
+    WorkflowInstanceId,
+    Error,
+}
+
+const COLUMNS: [Backfill; 12] = [
+    Backfill::Id,
+    Backfill::Project,
+    Backfill::Workflow,
+    Backfill::Version,
+    Backfill::Params,
+    Backfill::Priority,
+    Backfill::Options,
+    Backfill::Parallel,
+    Backfill::StopOnFailure,
+    Backfill::State,
+    Backfill::CreatedAt,
+    Backfill::UpdatedAt,
+];
+
+const RUN_COLUMNS: [BackfillRun; 6] = [
+    BackfillRun::Position,
+    BackfillRun::ScheduleTime,
+    BackfillRun::State,
+    BackfillRun::CommandId,
+    BackfillRun::WorkflowInstanceId,
+    BackfillRun::Error,
+];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewBackfill {
+    pub project: String,
+    pub workflow: String,
+    /// The definition version every run pins.
+    pub version: i32,
+    pub params: Params,
+    pub priority: Option<Priority>,
+    pub options: StartOptions,
+    /// Runs at once; 1 is serial.
+    pub parallel: u32,
+    /// A failed run stops the runs not yet started.
+    pub stop_on_failure: bool,
+    /// Schedule times in the order they start.
+    pub times: Vec<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackfillRow {
+    pub id: i64,
+    pub project: String,
+    pub workflow: String,
+    pub version: i32,
+    pub parallel: u32,
+    pub stop_on_failure: bool,
+    pub state: BackfillState,
+    pub created_at: i64,
+    pub updated_at: i64,
+    /// In start order.
+    pub runs: Vec<BackfillRunRow>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackfillRunRow {
+    pub schedule_time: i64,
+    pub state: BackfillRunState,
+    pub workflow_instance_id: Option<i64>,
+    pub error: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+struct BackfillRecord {
+    id: i64,
+    project: String,
+    workflow: String,
+    version: i32,
+    params: String,
+    priority: Option<String>,
+    options: String,
+    parallel: i32,
+    stop_on_failure: bool,
+    state: String,
+    created_at: i64,
+    updated_at: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct RunRecord {
+    position: i32,
+    schedule_time: i64,
+    state: String,
+    command_id: Option<i64>,
+    workflow_instance_id: Option<i64>,
+    error: Option<String>,
+}
+
+impl RunRecord {
+    fn decode(&self, backfill: i64) -> Result<BackfillRunRow> {
+        Ok(BackfillRunRow {
+            schedule_time: self.schedule_time,
+            state: parse(
+                &format!("backfill_run {backfill}/{}", self.position),
+                &self.state,
+            )?,
+            workflow_instance_id: self.workflow_instance_id,
+            error: self.error.clone(),
+        })
+    }
+}
+
+impl Store {
+    /// Stores a backfill; the leader master starts its runs.
+    pub async fn create_backfill(&self, backfill: &NewBackfill) -> Result<i64> {
+        if backfill.times.is_empty() {
+            return Err(Error::Invalid("the backfill has no schedule times".into()));
+        }
+        let now = now_ms();
+        let parallel = i32::try_from(Ord::max(backfill.parallel, 1)).unwrap_or(i32::MAX);
+        let mut tx = self.db.begin().await?;
+        // Every column but the id, in `COLUMNS` order.
+        let mut insert = Query::insert();
+        insert
+            .into_table(Backfill::Table)
+            .columns(COLUMNS[1..].iter().copied())
+            .values_panic([
+                backfill.project.as_str().into(),
+                backfill.workflow.as_str().into(),
+                backfill.version.into(),
+                to_json(&backfill.params)?.into(),
+                backfill.priority.map(Priority::as_str).into(),
+                to_json(&backfill.options)?.into(),
+                parallel.into(),
+                backfill.stop_on_failure.into(),
+                BackfillState::Running.as_str().into(),
+                now.into(),
+                now.into(),
+            ])
+            .returning_col(Backfill::Id);
+        let (id,): (i64,) = tx.fetch_one(&insert).await?;
+        let runs: Vec<(i32, i64)> = (0..).zip(backfill.times.iter().copied()).collect();
+        for chunk in runs.chunks(tx.rows_per_statement(4)) {
+            tx.execute(&insert_rows(
+                BackfillRun::Table,
+                [
+                    BackfillRun::BackfillId,
+                    BackfillRun::Position,
+                    BackfillRun::ScheduleTime,
+                    BackfillRun::State,
+                ],
+                chunk.iter().map(|(position, time)| {
+                    [
+                        id.into(),
+                        (*position).into(),
+                        (*time).into(),
+                        BackfillRunState::Pending.as_str().into(),
+                    ]
+                }),
+            ))
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    pub async fn get_backfill(&self, id: i64) -> Result<Option<BackfillRow>> {
+        let record: Option<BackfillRecord> = self
+            .db
+            .fetch_optional(
+                Query::select()
+                    .columns(COLUMNS)
+                    .from(Backfill::Table)
+                    .and_where(Expr::col(Backfill::Id).eq(id)),
+            )
+            .await?;
+        let Some(record) = record else {
+            return Ok(None);
+        };
+        let runs: Vec<RunRecord> = self.db.fetch_all(&select_runs(id)).await?;
+        let row = format!("backfill {id}");
+        Ok(Some(BackfillRow {
+            runs: runs
+                .iter()
+                .map(|r| r.decode(id))
+                .collect::<Result<Vec<_>>>()?,
+            state: parse(&row, &record.state)?,
+            parallel: u32::try_from(record.parallel).unwrap_or(1),
+            id: record.id,
+            project: record.project,
+            workflow: record.workflow,
+            version: record.version,
+            stop_on_failure: record.stop_on_failure,
+            created_at: record.created_at,
+            updated_at: record.updated_at,
+        }))
+    }
+
+    /// Records which runs of every running backfill ended, starts the next ones and ends
+    /// backfills with nothing left. Returns how many backfills are still running.
+    pub async fn advance_backfills(&self) -> Result<usize> {
+        let running: Vec<(i64,)> = self
+            .db
+            .fetch_all(
+                Query::select()
+                    .column(Backfill::Id)
+                    .from(Backfill::Table)
+                    .and_where(Expr::col(Backfill::State).eq(BackfillState::Running.as_str()))
+                    .order_by(Backfill::Id, Order::Asc),
+            )
+            .await?;
+        let mut still = 0;
+        for (id,) in running {
+            let mut tx = self.db.begin().await?;
+            let (running, started) = advance(&mut tx, id).await?;
+            tx.commit().await?;
+            if started {
+                wake(&self.db);
+            }
+            still += usize::from(running);
+        }
+        Ok(still)
+    }
+}
+
+/// The runs of a backfill in start order.
+fn select_runs(backfill: i64) -> SelectStatement {
+    Query::select()
+        .columns(RUN_COLUMNS)
+        .from(BackfillRun::Table)
+        .and_where(Expr::col(BackfillRun::BackfillId).eq(backfill))
+        .order_by(BackfillRun::Position, Order::Asc)
+        .to_owned()
+}
+
+/// One step of one backfill, in `tx`: (still running, commands written).
+async fn advance(tx: &mut Tx, id: i64) -> Result<(bool, bool)> {
+    // Locked, so two masters that both believe they lead take turns (Postgres; SQLite's
+    // write transaction is exclusive anyway).
+    let record: Option<BackfillRecord> = tx
+        .fetch_optional(
+            Query::select()
+                .columns(COLUMNS)
+                .from(Backfill::Table)
+                .and_where(Expr::col(Backfill::Id).eq(id))
+                .and_where(Expr::col(Backfill::State).eq(BackfillState::Running.as_str()))
+                .lock(LockType::Update),
+        )
+        .await?;
+    let Some(backfill) = record else {
+        return Ok((false, false));
+    };
+    let runs: Vec<RunRecord> = tx.fetch_all(&select_runs(id)).await?;
+    let mut states: Vec<BackfillRunState> = Vec::with_capacity(runs.len());
+    for run in &runs {
+        let mut state = run.decode(id)?.state;
+        if state == BackfillRunState::Running {
+            state = settle(tx, id, run).await?;
+        }
+        states.push(state);
+    }
+    let failed = states.contains(&BackfillRunState::Failure);
+    let mut running = states
+        .iter()
+        .filter(|s| **s == BackfillRunState::Running)
+        .count();
+    let mut started = false;
+    for (run, state) in runs.iter().zip(states.iter_mut()) {
+        if *state != BackfillRunState::Pending {
+            continue;
+        }
+        if failed && backfill.stop_on_failure {
+            set_run_state(tx, id, run.position, BackfillRunState::Skipped).await?;
+            *state = BackfillRunState::Skipped;
+        } else if running < usize::try_from(backfill.parallel).unwrap_or(1) {
+            start_run(tx, &backfill, run).await?;
+            *state = BackfillRunState::Running;
+            running += 1;
+            started = true;
+        }
+    }
+    let open = states
+        .iter()
+        .any(|s| matches!(s, BackfillRunState::Pending | BackfillRunState::Running));
+    let mut update = Query::update();
+    update
+        .table(Backfill::Table)
+        .value(Backfill::UpdatedAt, now_ms())
+        .and_where(Expr::col(Backfill::Id).eq(id));
+    if !open {
+        let all_passed = states.iter().all(|s| *s == BackfillRunState::Success);
+        let end = match all_passed {
+            true => BackfillState::Success,
+            false => BackfillState::Failure,
+        };
+        update.value(Backfill::State, end.as_str());
+    }
+    if started || !open {
+        tx.execute(&update).await?;
+    }
+    if started {
+        notify_masters(tx).await?;
+    }
+    Ok((open, started))
+}
+
+/// Where a started run is now: its instance's outcome, or a failure if its command could
+/// not become an instance.
+async fn settle(tx: &mut Tx, backfill: i64, run: &RunRecord) -> Result<BackfillRunState> {
+    let instance: Option<(i64, String)> = match (run.workflow_instance_id, run.command_id) {
+        (Some(instance), _) => {
+            tx.fetch_optional(
+                Query::select()
+                    .columns([Inst::Id, Inst::State])
+                    .from(Inst::Table)
+                    .and_where(Expr::col(Inst::Id).eq(instance)),
+            )
+            .await?
+        }
+        (None, Some(command)) => {
+            tx.fetch_optional(
+                Query::select()
+                    .columns([Inst::Id, Inst::State])
+                    .from(Inst::Table)
+                    .and_where(Expr::col(Inst::CommandId).eq(command)),
+            )
+            .await?
+        }
+        (None, None) => None,
+    };
+    let (state, error) = match &instance {
+        Some((instance, state)) => {
+            let state: WorkflowState = parse(&format!("workflow_instance {instance}"), state)?;
+            match state {
+                WorkflowState::Success => (BackfillRunState::Success, None),
+                WorkflowState::Failure | WorkflowState::Stopped => {
+                    (BackfillRunState::Failure, Some(format!("instance {state}")))
+                }
+                _ => (BackfillRunState::Running, None),
+            }
+        }
+        None => {
+            let error: Option<(String,)> = match run.command_id {
+                Some(command) => {
+                    tx.fetch_optional(
+                        Query::select()
+                            .column(ErrCmd::Error)
+                            .from(ErrCmd::Table)
+                            .and_where(Expr::col(ErrCmd::Id).eq(command)),
+                    )
+                    .await?
+                }
+                None => None,
+            };
+            match error {
+                Some((error,)) => (BackfillRunState::Failure, Some(error)),
+                None => (BackfillRunState::Running, None),
+            }
+        }
+    };
+    let newly_known = run.workflow_instance_id.is_none() && instance.is_some();
+    if state != BackfillRunState::Running || newly_known {
+        tx.execute(
+            Query::update()
+                .table(BackfillRun::Table)
+                .value(BackfillRun::State, state.as_str())
+                .value(
+                    BackfillRun::WorkflowInstanceId,
+                    instance.map(|(id, _)| id).or(run.workflow_instance_id),
+                )
+                .value(BackfillRun::Error, error)
+                .and_where(Expr::col(BackfillRun::BackfillId).eq(backfill))
+                .and_where(Expr::col(BackfillRun::Position).eq(run.position)),
+        )
+        .await?;
+    }
+    Ok(state)
+}
+
+async fn set_run_state(
+    tx: &mut Tx,
+    backfill: i64,
+    position: i32,
+    state: BackfillRunState,
+) -> Result<()> {
+    tx.execute(
+        Query::update()
+            .table(BackfillRun::Table)
+            .value(BackfillRun::State, state.as_str())
+            .and_where(Expr::col(BackfillRun::BackfillId).eq(backfill))
+            .and_where(Expr::col(BackfillRun::Position).eq(position)),
+    )
+    .await
+}
+
+/// Writes the command of one run and marks the run started.
+async fn start_run(tx: &mut Tx, backfill: &BackfillRecord, run: &RunRecord) -> Result<()> {
+    let row = format!("backfill {}", backfill.id);
+    let command = NewCommand {
+        kind: CommandKind::Backfill,
+        project: backfill.project.clone(),
+        workflow: backfill.workflow.clone(),
+        version: backfill.version,
+        params: from_json(&row, "params", &backfill.params)?,
+        priority: backfill
+            .priority
+            .as_deref()
+            .map(|p| parse(&row, p))
+            .transpose()?,
+        workflow_instance_id: None,
+        options: from_json(&row, "options", &backfill.options)?,
+        parent_task_id: None,
+        schedule_time: Some(run.schedule_time),
+    };
+    let (command_id,): (i64,) = tx
+        .fetch_one(&insert_command_statement(&command, now_ms())?)
+        .await?;
+    tx.execute(
+        Query::update()
+            .table(BackfillRun::Table)
+            .value(BackfillRun::State, BackfillRunState::Running.as_str())
+            .value(BackfillRun::CommandId, command_id)
+            .and_where(Expr::col(BackfillRun::BackfillId).eq(backfill.id))
+            .and_where(Expr::col(BackfillRun::Position).eq(run.position)),
+    )
+    .await
+}
