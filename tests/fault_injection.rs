@@ -8,7 +8,7 @@
 //! them against the task rows the API reports (each attempt is its own row and id):
 //! every instance ends `success`, each task has exactly one `success` row, that attempt
 //! ran exactly once, no row is left in a non-final state, and each command became
-//! exactly one instance. Where no worker died, nothing at all ran twice.
+//! exactly one instance. Where no worker died or lost its lease, nothing at all ran twice.
 //!
 //! The victims and the moments are drawn from a seed printed by every test; rerun with
 //! `SHOAL_FAULT_SEED=<seed>` to repeat a draw (timing still varies), and with
@@ -1202,7 +1202,10 @@ fn the_cluster_recovers_from_an_etcd_restart() {
         commands.extend(late.join().unwrap());
     });
     let ids: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
-    c.check_runs(&ids, &DIAMOND_TASKS, true);
+    // etcd stays down longer than the lease TTL, so every worker gives up what it ran
+    // (it cannot know whether masters already count it dead): those attempts run again as
+    // new attempts, each attempt at most once.
+    c.check_runs(&ids, &DIAMOND_TASKS, false);
     eprintln!(
         "[etcd_restart] all {} instances ended {:.2}s after etcd came back",
         ids.len(),

@@ -46,6 +46,11 @@ pub struct NodeInfo {
     pub running: u32,
     pub weight: u32,
     pub started_at: i64,
+    /// Leases this node lost (and registered again after). A worker drops what it ran
+    /// under a lost lease; when etcd kept its entry meanwhile (etcd itself restarted),
+    /// this count is how masters learn of it.
+    #[serde(default)]
+    pub lapses: u64,
 }
 
 impl NodeInfo {
@@ -427,7 +432,8 @@ impl KeepEtcd {
                                 self.lost.send_modify(|n| *n += 1);
                                 lapse_counted = true;
                             }
-                            let node = payload.borrow().clone();
+                            let mut node = payload.borrow().clone();
+                            node.lapses = *self.lost.borrow();
                             match put_with_lease(&mut self.client, &node, self.ttl).await {
                                 Ok(l) => {
                                     self.lease = l;
@@ -445,7 +451,8 @@ impl KeepEtcd {
                     if r.is_err() { payload_final = true } else { dirty = true }
                 }
                 _ = publish.tick(), if dirty => {
-                    let node = payload.borrow_and_update().clone();
+                    let mut node = payload.borrow_and_update().clone();
+                    node.lapses = *self.lost.borrow();
                     let value = serde_json::to_vec(&node).unwrap_or_default();
                     let opts = Some(PutOptions::new().with_lease(self.lease));
                     match self.client.put(node.key(), value, opts).await {
@@ -550,6 +557,7 @@ mod tests {
             running: 0,
             weight: 100,
             started_at: 0,
+            lapses: 0,
         }
     }
 

@@ -1,7 +1,7 @@
 //! One lazily connected gRPC channel per worker address, shared by dispatch and kills.
 
 use shoal_common::proto::worker_client::WorkerClient;
-use shoal_common::proto::{ProbeRequest, TaskAttempt};
+use shoal_common::proto::{ProbeRequest, ProbeResponse, TaskAttempt};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,12 +28,16 @@ impl WorkerClients {
         Ok(WorkerClient::new(ch))
     }
 
-    /// Which of `tasks` the worker at `addr` has (running, or finished and remembered);
-    /// the error says why it could not be asked.
-    pub async fn probe(&self, addr: &str, tasks: Vec<TaskAttempt>) -> Result<Vec<i64>, String> {
+    /// Which of `tasks` the worker at `addr` has, and which it gave up; the error says
+    /// why it could not be asked.
+    pub async fn probe(
+        &self,
+        addr: &str,
+        tasks: Vec<TaskAttempt>,
+    ) -> Result<ProbeResponse, String> {
         let mut client = self.get(addr).map_err(|e| e.to_string())?;
         match client.probe(ProbeRequest { tasks }).await {
-            Ok(resp) => Ok(resp.into_inner().known),
+            Ok(resp) => Ok(resp.into_inner()),
             Err(status) => Err(status.to_string()),
         }
     }

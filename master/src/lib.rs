@@ -99,6 +99,7 @@ pub async fn start(
                 running: 0,
                 weight: 100,
                 started_at: now_ms(),
+                lapses: 0,
             },
             shutdown.clone(),
         )

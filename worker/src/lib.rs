@@ -235,6 +235,7 @@ pub async fn start(
                 running: 0,
                 weight: DEFAULT_WEIGHT,
                 started_at: shoal_common::types::now_ms(),
+                lapses: 0,
             },
             node_stop.clone(),
         )

@@ -47,8 +47,7 @@ impl Worker for WorkerService {
         request: Request<ProbeRequest>,
     ) -> Result<Response<ProbeResponse>, Status> {
         let tasks = request.into_inner().tasks;
-        let known = self.executor.probe(&tasks);
-        Ok(Response::new(ProbeResponse { known }))
+        Ok(Response::new(self.executor.probe(&tasks)))
     }
 
     async fn kill(&self, request: Request<KillRequest>) -> Result<Response<KillResponse>, Status> {

@@ -101,9 +101,11 @@ pub enum EngineMsg {
     },
     /// What the last poll for waiting sub_workflow and dependent tasks found.
     Polled(waits::Polled),
-    /// Which live worker has each probed attempt (absent: none has it).
+    /// Which live worker has each probed attempt (absent: none has it), and which were
+    /// given up by the worker that had them.
     Probed {
         found: Vec<(i64, String)>,
+        abandoned: Vec<i64>,
         asked: Vec<i64>,
     },
     /// A switch task chose its branch (task names) and succeeded.
@@ -353,9 +355,18 @@ impl Engine {
                 let result = self.control(instance, control, cycle, now);
                 cycle.replies.push((reply, result));
             }
-            EngineMsg::Probed { found, asked } => {
+            EngineMsg::Probed {
+                found,
+                abandoned,
+                asked,
+            } => {
                 let found: HashMap<i64, String> = found.into_iter().collect();
                 for id in asked {
+                    if abandoned.contains(&id) {
+                        let message = Some("its worker gave it up".to_string());
+                        self.settle(id, TaskState::NeedFaultTolerance, message, cycle, now);
+                        continue;
+                    }
                     let Some(t) = self.tasks.get_mut(&id) else {
                         continue;
                     };
@@ -494,7 +505,7 @@ impl Engine {
             EngineMsg::Rechecked { worker, unknown } => {
                 for id in self.lost_on(&worker, unknown) {
                     let message = Some(format!(
-                        "worker {worker} no longer had this attempt (it restarted)"
+                        "worker {worker} no longer had this attempt (it restarted or gave it up)"
                     ));
                     self.settle(id, TaskState::NeedFaultTolerance, message, cycle, now);
                 }

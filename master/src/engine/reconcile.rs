@@ -41,7 +41,7 @@ impl Engine {
         let tasks = self.attempts(ids.iter().copied());
         let (clients, me, workers) = (self.clients.clone(), self.me.clone(), self.workers.clone());
         tokio::spawn(async move {
-            let mut found = Vec::new();
+            let (mut found, mut abandoned) = (Vec::new(), Vec::new());
             let mut answered = HashSet::new();
             loop {
                 let pending: Vec<String> = workers
@@ -59,8 +59,9 @@ impl Engine {
                 let mut unanswered = false;
                 for worker in pending {
                     match clients.probe(&worker, tasks.clone()).await {
-                        Ok(known) => {
-                            found.extend(known.into_iter().map(|id| (id, worker.clone())));
+                        Ok(answer) => {
+                            found.extend(answer.known.into_iter().map(|id| (id, worker.clone())));
+                            abandoned.extend(answer.abandoned);
                             answered.insert(worker);
                         }
                         Err(error) => {
@@ -77,7 +78,11 @@ impl Engine {
                     tokio::time::sleep(PROBE_RETRY).await;
                 }
             }
-            let _ = me.send(EngineMsg::Probed { found, asked: ids });
+            let _ = me.send(EngineMsg::Probed {
+                found,
+                abandoned,
+                asked: ids,
+            });
         });
     }
 
@@ -99,8 +104,9 @@ impl Engine {
             tokio::spawn(async move {
                 let asked: Vec<i64> = tasks.iter().map(|t| t.task_instance_id).collect();
                 match clients.probe(&worker, tasks).await {
-                    Ok(known) => {
-                        let known: HashSet<i64> = known.into_iter().collect();
+                    Ok(answer) => {
+                        // Abandoned attempts are lost too: they will not finish there.
+                        let known: HashSet<i64> = answer.known.into_iter().collect();
                         let unknown = asked.into_iter().filter(|id| !known.contains(id));
                         let _ = me.send(EngineMsg::Rechecked {
                             worker,
@@ -113,8 +119,9 @@ impl Engine {
         }
     }
 
-    /// The attempts `worker` did not know: if they are still recorded there, they were
-    /// lost (the worker restarted) and run again as a new attempt.
+    /// The attempts `worker` did not know or gave up: if they are still recorded there,
+    /// they were lost (the worker restarted, or dropped them with a lapsed lease) and run
+    /// again as a new attempt.
     pub(super) fn lost_on(&self, worker: &str, unknown: Vec<i64>) -> Vec<i64> {
         unknown
             .into_iter()

@@ -2,8 +2,8 @@
 //!
 //! A worker that leaves the cluster takes its running tasks with it: the engine re-runs
 //! them as new attempts. A worker that registered again under its address as a new
-//! process (a quick restart: its entry never went away) is rechecked by the engine, and
-//! so, every [`RECONCILE`], is every worker. An instance whose master is gone (no live master owns it) is
+//! process (a quick restart: its entry never went away), or after a lapsed lease, is
+//! rechecked by the engine, and so, every [`RECONCILE`], is every worker. An instance whose master is gone (no live master owns it) is
 //! taken over with an epoch bump and rebuilt from the store; this also picks up what a
 //! restarted `shoal standalone` left running, and anything a crashed master left half done.
 
@@ -74,7 +74,7 @@ impl Failover {
                 }
             }
             if !restarted.is_empty() {
-                info!(workers = ?restarted, "workers restarted under the same address");
+                info!(workers = ?restarted, "workers restarted or lost their lease; checking what they have");
                 if engine.send(EngineMsg::WorkersRestarted(restarted)).is_err() {
                     break;
                 }
@@ -127,11 +127,12 @@ fn addrs(watch: &NodeWatch) -> HashSet<String> {
     watch.current().into_iter().map(|n| n.addr).collect()
 }
 
-/// Each live node's address with its start time, which tells a restarted process apart.
-fn incarnations(watch: &NodeWatch) -> HashMap<String, i64> {
+/// Each live node's address with its start time and lost leases, which tell a restarted
+/// process, or one that dropped its work with a lapsed lease, apart.
+fn incarnations(watch: &NodeWatch) -> HashMap<String, (i64, u64)> {
     watch
         .current()
         .into_iter()
-        .map(|n| (n.addr, n.started_at))
+        .map(|n| (n.addr, (n.started_at, n.lapses)))
         .collect()
 }

@@ -37,7 +37,9 @@ use process::Program;
 use serde::Deserialize;
 use shoal_common::definition::{HttpSpec, SqlSpec, TimeoutStrategy};
 use shoal_common::metrics;
-use shoal_common::proto::{DispatchResponse, TaskAttempt, TaskEvent, TaskEventKind, TaskSpec};
+use shoal_common::proto::{
+    DispatchResponse, ProbeResponse, TaskAttempt, TaskEvent, TaskEventKind, TaskSpec,
+};
 use shoal_common::types::now_ms;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fs::File;
@@ -411,26 +413,32 @@ impl Executor {
     /// raising each instance's fence to the prober's epoch: under one lock, so a dispatch
     /// from an older owner either arrived before (and the attempt is known) or is refused.
     ///
-    /// Abandoned attempts count as known on purpose: the master then adopts the attempt,
-    /// the dispatch refuses it, and the master runs it again as a new attempt. Were they
-    /// unknown, the master would queue the same attempt again, which this worker keeps
+    /// Abandoned attempts are reported apart: the master runs them again as a new attempt.
+    /// Were they unknown, it would queue the same attempt again, which this worker keeps
     /// refusing (with no other worker in the group, for ever).
-    pub(crate) fn probe(&self, attempts: &[TaskAttempt]) -> Vec<i64> {
+    pub(crate) fn probe(&self, attempts: &[TaskAttempt]) -> ProbeResponse {
         let mut table = self.table.lock().expect("task table lock");
+        let mut response = ProbeResponse::default();
         for a in attempts {
             table.fences.admit(a.workflow_instance_id, a.owner_epoch);
+            let key = TaskKey {
+                task_instance_id: a.task_instance_id,
+                attempt: a.attempt,
+            };
+            let abandoned = match table.running.get(&key) {
+                Some(task) => task.abandoned(),
+                None => match table.finished.get(&key) {
+                    Some(f) => f.abandoned,
+                    None => continue,
+                },
+            };
+            if abandoned {
+                response.abandoned.push(a.task_instance_id);
+            } else {
+                response.known.push(a.task_instance_id);
+            }
         }
-        attempts
-            .iter()
-            .filter(|a| {
-                let key = TaskKey {
-                    task_instance_id: a.task_instance_id,
-                    attempt: a.attempt,
-                };
-                table.running.contains_key(&key) || table.finished.contains_key(&key)
-            })
-            .map(|a| a.task_instance_id)
-            .collect()
+        response
     }
 
     /// Kills a running task attempt; false if it is not running here.
@@ -1014,13 +1022,17 @@ mod tests {
             owner_epoch: epoch,
         };
         // The new owner (epoch 2) asks before queueing task 5 again: nobody has it.
-        assert!(executor.probe(&[probe(5, 2)]).is_empty());
+        assert_eq!(executor.probe(&[probe(5, 2)]), ProbeResponse::default());
 
         // The frozen old owner's call for that attempt arrives afterwards.
         let late = executor.dispatch(vec![spec(5, "noop", "")], false);
         assert_eq!(late.rejected, vec![5]);
         assert!(late.reason.contains("newer owner"), "{}", late.reason);
-        assert!(executor.probe(&[probe(5, 2)]).is_empty(), "never started");
+        assert_eq!(
+            executor.probe(&[probe(5, 2)]),
+            ProbeResponse::default(),
+            "never started"
+        );
 
         // Adopting it where it never arrived refuses it: it was lost here, not running.
         let mut adopt = spec(5, "noop", "");
@@ -1032,7 +1044,7 @@ mod tests {
         let mut current = spec(5, "noop", "");
         current.owner_epoch = 2;
         assert_eq!(executor.dispatch(vec![current], false).accepted, vec![5]);
-        assert_eq!(executor.probe(&[probe(5, 2)]), vec![5]);
+        assert_eq!(executor.probe(&[probe(5, 2)]).known, vec![5]);
     }
 
     #[tokio::test]
@@ -1156,6 +1168,15 @@ mod tests {
         assert_eq!(outbox.pending(), 2);
         let log = std::fs::read_to_string(dir.path().join("logs/1/2_1.log")).unwrap();
         assert!(log.contains("abandoned"), "{log}");
+
+        // A master asking learns it was given up (and runs it again).
+        let asked = executor.probe(&[TaskAttempt {
+            task_instance_id: 2,
+            attempt: 1,
+            workflow_instance_id: sleeper.workflow_instance_id,
+            owner_epoch: sleeper.owner_epoch,
+        }]);
+        assert_eq!((asked.known, asked.abandoned), (vec![], vec![2]));
 
         // The abandoned attempt is not taken again; a new attempt is.
         let again = executor.dispatch(vec![sleeper.clone()], false);
