@@ -1,7 +1,7 @@
 //! Fault injection on a real cluster: etcd, a fresh Postgres database, `shoal api-server`,
 //! two masters and three workers, each its own process. A master or a worker is killed
 //! with SIGKILL, a master is frozen with SIGSTOP past its lease and resumed, etcd is
-//! killed and restarted, and a task waits for a worker group that has no worker yet.
+//! killed and restarted, Postgres is crashed and restarted, and a task waits for a worker group that has no worker yet.
 //!
 //! Every task appends `start <instance> <task> <task-instance id>` before its work and
 //! `end ...` after it to one shared file, so the suite counts real executions and checks
@@ -14,8 +14,8 @@
 //! `SHOAL_FAULT_SEED=<seed>` to repeat a draw (timing still varies), and with
 //! `SHOAL_FAULT_KEEP=1` to keep every process log and the execution log.
 //!
-//! Not here: restarting Postgres. The tests share one Postgres server (one database per
-//! test), so restarting it would fail every other test running in parallel.
+//! Postgres is restarted on a server of that test's own (the other tests share one server,
+//! a database each).
 
 mod support;
 
@@ -133,6 +133,11 @@ impl Cluster {
     /// etcd, api-server, two masters and a worker per entry of `worker_groups` (its
     /// `--groups`).
     fn start(test: &'static str, worker_groups: &[&str]) -> Cluster {
+        Self::start_on(TestDb::create("shoal_fault"), test, worker_groups)
+    }
+
+    /// The same on the database `db` (e.g. on a Postgres server of the test's own).
+    fn start_on(db: TestDb, test: &'static str, worker_groups: &[&str]) -> Cluster {
         let t0 = Instant::now();
         let mut dir = tempfile::tempdir().unwrap();
         // SHOAL_FAULT_KEEP=1 keeps the logs and the execution log for a look afterwards.
@@ -140,7 +145,6 @@ impl Cluster {
             dir.disable_cleanup(true);
             eprintln!("[{test}] keeping {}", dir.path().display());
         }
-        let db = TestDb::create("shoal_fault");
         let etcd_ports = (free_port(), free_port());
         let (etcd, etcd_url) = start_etcd_on(dir.path(), "etcd", etcd_ports.0, etcd_ports.1);
         let execs = dir.path().join("executions");
@@ -1346,4 +1350,44 @@ fn a_worker_restarted_under_its_address_has_its_lost_attempts_run_again() {
         "[worker_restart] instance ended {:.2}s after the worker was killed",
         t_kill.elapsed().as_secs_f64()
     );
+}
+
+#[test]
+fn the_cluster_rides_out_a_postgres_crash_and_restart() {
+    let mut rng = Lcg::for_test("postgres_restart");
+    let mut c = Cluster::start_on(TestDb::private(), "postgres_restart", &["default"; 3]);
+    c.apply(&diamond(&c.execs));
+    let mut commands: Vec<i64> = (0..6).map(|_| c.submit_slow_diamond(&mut rng)).collect();
+    let sleepy: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
+    c.wait_running(&sleepy);
+    std::thread::sleep(rng.millis(0, 800));
+    // Tasks keep running on the workers while the database is gone; their events wait in
+    // the workers' outboxes, the masters' commits fail and are tried again.
+    let down = rng.millis(500, 4000);
+    let server = c.db.server.as_ref().unwrap();
+    c.log(&format!("Postgres stopped (immediate) for {down:?}"));
+    server.stop();
+    std::thread::sleep(down);
+    server.start_again();
+    let t_back = Instant::now();
+    c.log("Postgres started again");
+    std::thread::scope(|s| {
+        let late = submit_during(s, &c, &mut rng, 4);
+        commands.extend(late.join().unwrap());
+    });
+    let ids: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
+    c.check_runs(&ids, &DIAMOND_TASKS, true);
+    eprintln!(
+        "[postgres_restart] all {} instances ended {:.2}s after Postgres came back",
+        ids.len(),
+        t_back.elapsed().as_secs_f64()
+    );
+    c.check_commands("diamond", &commands, &ids);
+    for n in c.masters.iter_mut().chain(c.workers.iter_mut()) {
+        assert!(
+            !n.proc.exited(),
+            "{} died during the Postgres outage",
+            n.name
+        );
+    }
 }

@@ -335,6 +335,8 @@ pub fn start_etcd(dir: &Path) -> (Proc, String) {
 pub struct TestDb {
     pub name: String,
     pub url: String,
+    /// Set when the database lives on a server of the test's own.
+    pub server: Option<PrivatePostgres>,
 }
 
 const PG_ADMIN: &str = "postgres://postgres@127.0.0.1:5432/postgres";
@@ -349,6 +351,7 @@ impl TestDb {
         psql(&format!("CREATE DATABASE {name}"));
         TestDb {
             url: format!("postgres://postgres@127.0.0.1:5432/{name}"),
+            server: None,
             name,
         }
     }
@@ -356,6 +359,9 @@ impl TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
+        if self.server.is_some() {
+            return; // the whole server goes
+        }
         let _ = Command::new("psql")
             .args([
                 PG_ADMIN,
@@ -445,4 +451,114 @@ impl TestDb {
         assert!(out.status.success(), "{sql}: {}", text(&out.stderr));
         text(&out.stdout)
     }
+}
+
+// ---- a Postgres server of a test's own ----
+
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+impl TestDb {
+    /// The `postgres` database of a fresh server of this test's own, which the test may
+    /// stop and start (the shared server on 5432 serves every other test).
+    pub fn private() -> TestDb {
+        let server = PrivatePostgres::start();
+        TestDb {
+            name: "postgres".into(),
+            url: format!("postgres://postgres@127.0.0.1:{}/postgres", server.port),
+            server: Some(server),
+        }
+    }
+}
+
+/// initdb in a temporary dir and a postgres on a free loopback port, run as the
+/// `postgres` user when the tests run as root (postgres refuses root). Stopped (immediate)
+/// when dropped.
+pub struct PrivatePostgres {
+    pub port: u16,
+    data: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl PrivatePostgres {
+    fn start() -> PrivatePostgres {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        if as_root() {
+            run(Command::new("chown").args(["postgres:postgres", data.to_str().unwrap()]));
+        }
+        let d = data.to_str().unwrap();
+        run(pg_tool("initdb").args(["-D", d, "-A", "trust", "-U", "postgres", "--no-sync"]));
+        let pg = PrivatePostgres {
+            port: free_port(),
+            data,
+            _dir: dir,
+        };
+        pg.start_again();
+        pg
+    }
+
+    /// Starts the server on its data dir and port and waits until it accepts connections.
+    pub fn start_again(&self) {
+        let options = format!(
+            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off",
+            self.port
+        );
+        let log = self.data.join("server.log");
+        run(pg_tool("pg_ctl").args([
+            "-D",
+            self.data.to_str().unwrap(),
+            "-o",
+            &options,
+            "-l",
+            log.to_str().unwrap(),
+            "-w",
+            "start",
+        ]));
+    }
+
+    /// Stops the server the hard way: every backend dies, nothing is flushed politely
+    /// (a crash, as far as clients can tell); the next start recovers from the WAL.
+    pub fn stop(&self) {
+        run(pg_tool("pg_ctl").args(["-D", self.data.to_str().unwrap(), "-m", "immediate", "stop"]));
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        let _ = pg_tool("pg_ctl")
+            .args(["-D", self.data.to_str().unwrap(), "-m", "immediate", "stop"])
+            .output();
+    }
+}
+
+fn as_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| text(&o.stdout).trim() == "0")
+}
+
+/// A Postgres server tool, run as `postgres` when we are root.
+fn pg_tool(tool: &str) -> Command {
+    let path = format!("{PG_BIN}/{tool}");
+    if as_root() {
+        let mut cmd = Command::new("runuser");
+        cmd.args(["-u", "postgres", "--", &path]);
+        cmd
+    } else {
+        Command::new(path)
+    }
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
 }
