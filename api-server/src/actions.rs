@@ -75,6 +75,21 @@ pub async fn act(
         .await?
         .ok_or_else(|| Error::NotFound(format!("workflow instance {id} does not exist")))?;
     match action {
+        // Waiting its turn (serial execution type), it has no master yet: discarded here.
+        Action::Stop if instance.state == WorkflowState::SerialWait => {
+            if !ctx
+                .store
+                .discard_waiting_run(id, "stopped by an operator while waiting its turn")
+                .await?
+            {
+                return Err(Error::Conflict(format!(
+                    "workflow instance {id} started meanwhile; ask again to stop it"
+                )));
+            }
+            tracing::info!(instance = id, "waiting run stopped");
+            let body = json!({ "id": id, "action": "stop", "state": WorkflowState::Stopped });
+            Ok((StatusCode::ACCEPTED, Json(body)))
+        }
         Action::Stop => control(&ctx, &instance, Control::STOP).await,
         Action::Pause => control(&ctx, &instance, Control::PAUSE).await,
         Action::Resume => recover(&ctx, instance, action, CommandKind::Resume).await,

@@ -74,6 +74,10 @@ impl Body {
         if self.0.iter().all(u8::is_ascii_whitespace) {
             return Ok(T::default());
         }
+        self.json()
+    }
+
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T, Error> {
         serde_json::from_slice(&self.0)
             .map_err(|e| Error::BadRequest(format!("invalid JSON body: {e}")))
     }

@@ -113,6 +113,7 @@ fn instance_summary(r: &InstanceRow) -> Value {
         "created_at": ms_to_rfc3339(r.created_at),
         "started_at": time(r.started_at),
         "ended_at": time(r.ended_at),
+        "message": r.message,
     })
 }
 
@@ -134,6 +135,7 @@ fn task_json(t: &TaskInstanceRow) -> Value {
         "exit_code": t.exit_code,
         "output": t.output,
         "message": t.message,
+        "task_group": t.task_group,
     })
 }
 

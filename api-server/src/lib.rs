@@ -7,6 +7,7 @@
 //! ([`error::Error`]'s `IntoResponse`).
 
 mod actions;
+mod alerts;
 mod auth;
 mod backfills;
 mod channels;
@@ -18,6 +19,7 @@ mod instances;
 mod logs;
 mod metrics;
 mod schedules;
+mod task_groups;
 mod workflows;
 
 pub use error::{Error, Result};
@@ -26,7 +28,7 @@ pub use metrics::{metrics_router, serve_metrics};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use shoal_common::registry::Registry;
 use shoal_common::store::Store;
 use std::sync::Arc;
@@ -108,6 +110,17 @@ pub fn router(state: ApiState) -> Router {
         .route("/instances/{id}/{action}", post(actions::act))
         .route("/task-instances/{id}", get(instances::task))
         .route("/task-instances/{id}/log", get(logs::task_log))
+        .route(
+            "/task-groups",
+            post(task_groups::create).get(task_groups::list),
+        )
+        .route("/task-groups/{name}", delete(task_groups::delete))
+        .route(
+            "/alert-channels",
+            post(alerts::create_channel).get(alerts::list_channels),
+        )
+        .route("/alert-channels/{name}", delete(alerts::delete_channel))
+        .route("/alerts", get(alerts::list))
         .method_not_allowed_fallback(method_not_allowed)
         .route_layer(axum::middleware::from_fn_with_state(
             token,

@@ -20,6 +20,7 @@ pub async fn apply(
     body: Body,
 ) -> Result<(StatusCode, Json<Value>)> {
     let def = parse_for_project(body.text()?, &project)?;
+    check_references(&ctx, &def).await?;
     let (version, created) = ctx.store.put_definition(&def).await?;
     tracing::info!(
         project = %def.project,
@@ -41,6 +42,36 @@ pub async fn apply(
         "created": created,
     });
     Ok((status, Json(answer)))
+}
+
+/// Task groups and alert channels a definition names must exist when it is applied (a
+/// group deleted later fails the task that needs it, with the reason).
+async fn check_references(ctx: &Ctx, def: &WorkflowDef) -> Result<()> {
+    if let Some(group) = ctx
+        .store
+        .missing_task_groups(&def.task_groups())
+        .await?
+        .first()
+    {
+        let task = def
+            .tasks
+            .iter()
+            .find(|t| t.task_group.as_deref() == Some(group.as_str()))
+            .map_or("", |t| t.name.as_str());
+        return Err(Error::BadRequest(format!(
+            "task '{task}' uses task group '{group}', which does not exist; create it first with `shoal task-group create {group} --slots N`"
+        )));
+    }
+    let channels = def.alert_channels();
+    if channels.is_empty() {
+        return Ok(());
+    }
+    if let Some(channel) = ctx.store.missing_alert_channels(&channels).await?.first() {
+        return Err(Error::BadRequest(format!(
+            "alert channel '{channel}' does not exist; create it first with `shoal alert-channel create {channel} ...`"
+        )));
+    }
+    Ok(())
 }
 
 /// Parses and validates a definition applied under `url_project`. A definition without a

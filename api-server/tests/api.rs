@@ -480,6 +480,9 @@ async fn add_tasks(store: &Store, instance: i64, worker: Option<&str>) -> (i64, 
         worker_group: "default".into(),
         state: TaskState::Submitted,
         submitted_at: 1_767_225_600_000,
+        task_group: None,
+        task_group_priority: 0,
+        message: None,
     };
     let batch = WriteBatch {
         new_tasks: vec![new("a", "shell"), new("b", "noop")],

@@ -4,7 +4,7 @@
 //! types, dependencies that exist and no cycle, so the master can build its DAG without
 //! checking again.
 
-use crate::types::{FailureStrategy, Priority, TaskType};
+use crate::types::{AlertOn, ExecutionType, FailureStrategy, Priority, TaskType};
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::DiGraph;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -40,7 +40,21 @@ pub struct WorkflowDef {
     pub timeout: Option<Duration>,
     #[serde(default)]
     pub timeout_strategy: TimeoutStrategy,
+    /// How runs of this workflow may overlap.
+    #[serde(default, skip_serializing_if = "ExecutionType::is_parallel")]
+    pub execution_type: ExecutionType,
+    /// Who is told when a run ends (or times out).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alerts: Vec<AlertSpec>,
     pub tasks: Vec<TaskDef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertSpec {
+    pub on: AlertOn,
+    /// An alert channel (`shoal alert-channel create`).
+    pub channel: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,6 +72,12 @@ pub struct TaskDef {
     pub priority: Priority,
     #[serde(default = "default_worker_group")]
     pub worker_group: String,
+    /// A task group (`shoal task-group create`): the task waits for one of its slots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_group: Option<String>,
+    /// Order among the group's waiting tasks: higher first, then submit order.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub task_group_priority: i32,
     /// Task-local parameters; they win over the workflow's global ones.
     #[serde(
         default,
@@ -240,6 +260,10 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+fn is_zero_i32(n: &i32) -> bool {
+    *n == 0
+}
+
 fn default_method() -> String {
     "GET".to_string()
 }
@@ -336,7 +360,7 @@ pub enum DefinitionError {
     ProjectMismatch { given: String, expected: String },
 }
 
-fn valid_name(s: &str) -> bool {
+pub(crate) fn valid_name(s: &str) -> bool {
     (1..=128).contains(&s.len())
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
@@ -366,6 +390,12 @@ impl WorkflowDef {
                 });
             }
         }
+        if let Some(alert) = self.alerts.iter().find(|a| !valid_name(&a.channel)) {
+            return Err(DefinitionError::BadName {
+                what: "alert channel",
+                value: alert.channel.clone(),
+            });
+        }
         if self.tasks.is_empty() {
             return Err(DefinitionError::Empty(self.name.clone()));
         }
@@ -375,6 +405,14 @@ impl WorkflowDef {
                 return Err(DefinitionError::BadName {
                     what: "task name",
                     value: t.name.clone(),
+                });
+            }
+            if let Some(group) = &t.task_group
+                && !valid_name(group)
+            {
+                return Err(DefinitionError::BadName {
+                    what: "task group",
+                    value: group.clone(),
                 });
             }
             if index.insert(t.name.as_str(), i).is_some() {
@@ -492,6 +530,26 @@ impl WorkflowDef {
             }
         }
         missing
+    }
+
+    /// Task groups the tasks use, each once.
+    pub fn task_groups(&self) -> Vec<&str> {
+        let mut groups: Vec<&str> = self
+            .tasks
+            .iter()
+            .filter_map(|t| t.task_group.as_deref())
+            .collect();
+        groups.sort_unstable();
+        groups.dedup();
+        groups
+    }
+
+    /// Alert channels the workflow names, each once.
+    pub fn alert_channels(&self) -> Vec<&str> {
+        let mut channels: Vec<&str> = self.alerts.iter().map(|a| a.channel.as_str()).collect();
+        channels.sort_unstable();
+        channels.dedup();
+        channels
     }
 
     /// Upstream task indices of every task, in task order. Assumes a validated definition.
@@ -638,5 +696,36 @@ tasks:
         assert!(err("name: 'bad name'\ntasks:\n- {name: a, type: noop}\n").contains("bad name"));
         assert!(err("name: w\ntasks:\n- {name: a, type: noop, colour: red}\n").contains("colour"));
         assert!(err("{{{").starts_with("definition is not valid"));
+    }
+
+    #[test]
+    fn execution_type_task_groups_and_alerts_are_read_and_checked() {
+        let def = WorkflowDef::parse(
+            "name: s\nexecution_type: serial_wait\nalerts: [{on: failure, channel: ops}, {on: any, channel: ops}]\ntasks:\n- {name: a, type: noop, task_group: etl, task_group_priority: 3}\n- {name: b, type: noop, task_group: etl}\n",
+        )
+        .unwrap();
+        assert_eq!(def.execution_type, ExecutionType::SerialWait);
+        assert_eq!(def.alerts[0].on, AlertOn::Failure);
+        assert_eq!(def.tasks[0].task_group_priority, 3);
+        assert_eq!(def.task_groups(), vec!["etl"]);
+        assert_eq!(def.alert_channels(), vec!["ops"]);
+        // Defaults leave the stored form of older definitions unchanged.
+        let plain = WorkflowDef::parse("name: p\ntasks:\n- {name: a, type: noop}\n").unwrap();
+        let json = serde_json::to_string(&plain).unwrap();
+        assert!(
+            !json.contains("execution_type") && !json.contains("task_group"),
+            "{json}"
+        );
+
+        let e = err("name: s\nexecution_type: serial\ntasks:\n- {name: a, type: noop}\n");
+        assert!(e.contains("serial") && e.contains("serial_wait"), "{e}");
+        let e = err(
+            "name: s\nalerts: [{on: sometimes, channel: ops}]\ntasks:\n- {name: a, type: noop}\n",
+        );
+        assert!(e.contains("sometimes") && e.contains("failure"), "{e}");
+        let e = err("name: s\ntasks:\n- {name: a, type: noop, task_group: 'a b'}\n");
+        assert!(e.contains("invalid task group 'a b'"), "{e}");
+        let e = err("name: s\nalerts: [{on: any, channel: ''}]\ntasks:\n- {name: a, type: noop}\n");
+        assert!(e.contains("invalid alert channel"), "{e}");
     }
 }

@@ -75,6 +75,7 @@ string_enum!(
         Delayed => "delayed",
         ForcedSuccess => "forced_success",
         Skipped => "skipped",
+        WaitingTaskGroup => "waiting_task_group",
     }
 );
 
@@ -154,6 +155,42 @@ string_enum!(
         Success => "success",
         Failure => "failure",
         Skipped => "skipped",
+    }
+);
+
+string_enum!(
+    /// How runs of one workflow may overlap (DolphinScheduler's execution types):
+    /// `serial_wait` queues a new run (state `serial_wait`, FIFO) until the previous one
+    /// ended; `serial_discard` discards a new run while another is active (it ends
+    /// `stopped`); `serial_priority` queues it and discards the runs already waiting.
+    ExecutionType {
+        Parallel => "parallel",
+        SerialWait => "serial_wait",
+        SerialDiscard => "serial_discard",
+        SerialPriority => "serial_priority",
+    }
+);
+
+impl Default for ExecutionType {
+    fn default() -> Self {
+        ExecutionType::Parallel
+    }
+}
+
+impl ExecutionType {
+    pub fn is_parallel(&self) -> bool {
+        *self == ExecutionType::Parallel
+    }
+}
+
+string_enum!(
+    /// What an alert of a workflow fires on; `any` is every end (success, failure,
+    /// stopped) and a timeout.
+    AlertOn {
+        Failure => "failure",
+        Success => "success",
+        Timeout => "timeout",
+        Any => "any",
     }
 );
 

@@ -223,6 +223,9 @@ fn new_task(instance: &InstanceRow, name: &str) -> NewTaskInstance {
         worker_group: "default".to_string(),
         state: TaskState::Submitted,
         submitted_at: 1_000,
+        task_group: None,
+        task_group_priority: 0,
+        message: None,
     }
 }
 

@@ -2,6 +2,7 @@
 //! workers, and applies the events they report. The leader among masters also fires cron
 //! schedules and drives backfills.
 
+pub mod alerts;
 mod clients;
 pub mod cron;
 pub mod dispatch;
@@ -133,6 +134,10 @@ pub async fn start(
         store: store.clone(),
         leadership: registry.lead("cron", &addr, shutdown.clone()),
     };
+    let alert_sender = alerts::Sender {
+        store: store.clone(),
+        me: addr.clone(),
+    };
     let intake = Intake {
         store,
         owner: addr.clone(),
@@ -154,6 +159,7 @@ pub async fn start(
         tokio::spawn(failover.run(engine_tx.clone(), shutdown.clone())),
         tokio::spawn(intake.run(engine_tx.clone(), shutdown.clone())),
         tokio::spawn(cron.run(shutdown.clone())),
+        tokio::spawn(alert_sender.run(shutdown.clone())),
         tokio::spawn(async move {
             if let Err(e) = server.await {
                 tracing::error!(error = %e, "master grpc server failed");

@@ -129,6 +129,11 @@ impl Api {
         self.read_json(resp).await
     }
 
+    pub async fn delete<T: DeserializeOwned>(&self, segments: &[&str]) -> anyhow::Result<T> {
+        let resp = self.send(Method::DELETE, segments, &[], None).await?;
+        self.read_json(resp).await
+    }
+
     async fn read_json<T: DeserializeOwned>(&self, resp: Response) -> anyhow::Result<T> {
         let url = resp.url().clone();
         let bytes = resp.bytes().await.map_err(|e| self.transport_error(e))?;

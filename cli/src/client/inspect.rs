@@ -105,7 +105,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<i32> {
         "instance {}  {}/{} version {}\n\
          state     {}  (priority {}, run {})\n\
          params    {params}\n\
-         created   {}\nstarted   {}\nended     {}\n\n",
+         created   {}\nstarted   {}\nended     {}\n",
         cell(&i["id"]),
         cell(&i["project"]),
         cell(&i["workflow"]),
@@ -117,6 +117,10 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<i32> {
         time(&i["started_at"]),
         time(&i["ended_at"]),
     );
+    if let Some(message) = i["message"].as_str() {
+        out.push_str(&format!("message   {message}\n"));
+    }
+    out.push('\n');
     let tasks = i["tasks"].as_array().map(Vec::as_slice).unwrap_or_default();
     // After a rerun the attempts of earlier runs are listed too; a column tells them apart.
     let runs = i["run"].as_i64().is_some_and(|r| r > 1);
@@ -185,7 +189,7 @@ pub async fn logs(args: LogsArgs) -> anyhow::Result<i32> {
     }
 }
 
-fn json_out(v: &impl serde::Serialize) -> anyhow::Result<i32> {
+pub(super) fn json_out(v: &impl serde::Serialize) -> anyhow::Result<i32> {
     print_out(serde_json::to_string_pretty(v)? + "\n")?;
     Ok(0)
 }

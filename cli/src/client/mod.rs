@@ -1,7 +1,9 @@
 //! The client commands of the `shoal` binary (`apply`, `start`, `stop`, `pause`, `resume`,
-//! `rerun`, `resubmit`, `instances`, `status`, `logs`, `schedule`, `backfill`). They talk to the api-server over
+//! `rerun`, `resubmit`, `instances`, `status`, `logs`, `schedule`, `backfill`, `cluster`,
+//! `task-group`, `alert-channel`, `alerts`). They talk to the api-server over
 //! HTTP, never to the database.
 
+mod alerts;
 mod apply;
 mod backfill;
 mod control;
@@ -10,6 +12,7 @@ mod inspect;
 mod schedule;
 mod start;
 mod table;
+mod task_groups;
 
 use std::io::ErrorKind;
 
@@ -62,6 +65,14 @@ pub enum ClientCommand {
     /// Run a workflow once per schedule time over past dates (`backfill status ID` shows
     /// the progress).
     Backfill(backfill::BackfillArgs),
+    /// Manage task groups: slots shared by tasks across workflows.
+    #[command(subcommand)]
+    TaskGroup(task_groups::TaskGroupCommand),
+    /// Manage alert channels (webhook or log) that workflows send alerts to.
+    #[command(subcommand)]
+    AlertChannel(alerts::AlertChannelCommand),
+    /// List alerts with their delivery state, attempts and last error, newest first.
+    Alerts(alerts::AlertsArgs),
 }
 
 /// Runs a client command and returns the process exit code. Errors are printed here, as
@@ -81,6 +92,9 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<i32> {
         ClientCommand::Cluster(args) => inspect::cluster(args).await,
         ClientCommand::Schedule(cmd) => schedule::run(cmd).await,
         ClientCommand::Backfill(args) => backfill::run(args).await,
+        ClientCommand::TaskGroup(cmd) => task_groups::run(cmd).await,
+        ClientCommand::AlertChannel(cmd) => alerts::channel(cmd).await,
+        ClientCommand::Alerts(args) => alerts::list(args).await,
     };
     match result {
         Ok(code) => Ok(code),

@@ -74,6 +74,9 @@ struct InstanceView {
     #[serde(default)]
     options: StartOptions,
     tasks: Vec<TaskView>,
+    /// Why it waits or was discarded (serial execution types).
+    #[serde(default)]
+    message: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -275,10 +278,19 @@ pub(super) async fn follow(api: &Api, instance: i64, goal: WorkflowState) -> any
         let total = planned.max(p.started);
         bar.set_length(total);
         bar.set_position(p.done.min(total));
-        bar.set_message(format!("({}{})", view.state, p.problems()));
+        let why = view
+            .message
+            .as_deref()
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default();
+        bar.set_message(format!("({}{}{why})", view.state, p.problems()));
         if view.state.is_terminal() {
             bar.finish_and_clear();
-            eprintln!("instance {instance} ended {}{}", view.state, p.problems());
+            eprintln!(
+                "instance {instance} ended {}{}{why}",
+                view.state,
+                p.problems()
+            );
             return Ok(if view.state == goal { 0 } else { 1 });
         }
         tokio::time::sleep(delay).await;

@@ -3,12 +3,11 @@
 
 use super::codec::{from_json, parse, to_json};
 use super::db::{Db, Tx, insert_rows};
-use super::definitions::decode_spec;
+use super::definitions::{DefinitionLookup, load_definition};
 use super::instances::{INSTANCE_COLUMNS, InstanceRecord, TaskRecord, select_tasks};
 use super::schema::TaskInstance as Task;
-use super::schema::{
-    Command as Cmd, ErrorCommand as ErrCmd, WorkflowDefinition as Def, WorkflowInstance as Inst,
-};
+use super::schema::{Command as Cmd, ErrorCommand as ErrCmd, WorkflowInstance as Inst};
+use super::serial;
 use super::signal::{COMMAND_CHANNEL, CommandSignal};
 use super::{
     Backend, ClaimedInstance, CommandStatus, InstanceRow, NewCommand, Params, StartOptions, Store,
@@ -36,9 +35,6 @@ struct CommandRecord {
     parent_task_id: Option<i64>,
     schedule_time: Option<i64>,
 }
-
-/// A definition version as a claim sees it: missing, unreadable, or usable.
-type DefinitionLookup = std::result::Result<WorkflowDef, String>;
 
 impl Store {
     /// Writes a command and wakes the masters.
@@ -161,6 +157,7 @@ impl Store {
         let mut definitions: HashMap<(String, String, i32), DefinitionLookup> = HashMap::new();
         let mut accepted: Vec<(InstanceRow, WorkflowDef)> = Vec::new();
         let mut recovered: Vec<ClaimedInstance> = Vec::new();
+        let mut serial_started: Vec<ClaimedInstance> = Vec::new();
         let mut rejected: Vec<(&CommandRecord, String)> = Vec::new();
         for command in &commands {
             let key = (
@@ -171,7 +168,13 @@ impl Store {
             let definition = match definitions.entry(key) {
                 Entry::Occupied(entry) => entry.into_mut(),
                 Entry::Vacant(entry) => {
-                    let lookup = load_definition(&mut tx, command).await?;
+                    let lookup = load_definition(
+                        &mut tx,
+                        &command.project,
+                        &command.workflow,
+                        command.version,
+                    )
+                    .await?;
                     entry.insert(lookup)
                 }
             };
@@ -179,8 +182,18 @@ impl Store {
                 Some(instance) => recover_instance(&mut tx, command, instance, definition, owner)
                     .await?
                     .map(|claimed| recovered.push(claimed)),
-                None => plan_instance(command, definition, owner, owner_epoch, now)
-                    .map(|planned| accepted.push(planned)),
+                None => match plan_instance(command, definition, owner, owner_epoch, now) {
+                    Ok((row, def)) if def.execution_type.is_parallel() => {
+                        accepted.push((row, def));
+                        Ok(())
+                    }
+                    // One at a time, under the workflow's lock: each sees the one before.
+                    Ok((row, def)) => {
+                        serial_started.extend(serial::admit(&mut tx, row, def, now).await?);
+                        Ok(())
+                    }
+                    Err(reason) => Err(reason),
+                },
             };
             match outcome {
                 Ok(()) => {}
@@ -226,60 +239,8 @@ impl Store {
             .await?;
         }
 
-        let mut ids: HashMap<i64, i64> = HashMap::with_capacity(accepted.len());
-        for chunk in accepted.chunks(tx.rows_per_statement(15)) {
-            let mut insert = insert_rows(
-                Inst::Table,
-                [
-                    Inst::ScheduleTime,
-                    Inst::ParentTaskId,
-                    Inst::Options,
-                    Inst::CommandId,
-                    Inst::Project,
-                    Inst::Workflow,
-                    Inst::Version,
-                    Inst::State,
-                    Inst::Priority,
-                    Inst::Params,
-                    Inst::Owner,
-                    Inst::OwnerEpoch,
-                    Inst::Run,
-                    Inst::CreatedAt,
-                    Inst::StartedAt,
-                ],
-                chunk
-                    .iter()
-                    .map(|(row, _)| -> Result<_> {
-                        Ok([
-                            row.schedule_time.into(),
-                            row.parent_task_id.into(),
-                            to_json(&row.options)?.into(),
-                            row.command_id.into(),
-                            row.project.as_str().into(),
-                            row.workflow.as_str().into(),
-                            row.version.into(),
-                            row.state.as_str().into(),
-                            row.priority.as_str().into(),
-                            to_json(&row.params)?.into(),
-                            row.owner.as_deref().into(),
-                            row.owner_epoch.into(),
-                            row.run.into(),
-                            row.created_at.into(),
-                            row.started_at.into(),
-                        ])
-                    })
-                    .collect::<Result<Vec<_>>>()?,
-            );
-            // Matched by command_id (unique) rather than by the order RETURNING happens
-            // to produce.
-            insert.returning(Query::returning().columns([Inst::Id, Inst::CommandId]));
-            let returned: Vec<(i64, i64)> = tx.fetch_all(&insert).await?;
-            ids.extend(
-                returned
-                    .into_iter()
-                    .map(|(id, command_id)| (command_id, id)),
-            );
-        }
+        let rows: Vec<&InstanceRow> = accepted.iter().map(|(row, _)| row).collect();
+        let ids = insert_instances(&mut tx, &rows).await?;
 
         let claimed: Vec<i64> = commands.iter().map(|c| c.id).collect();
         for chunk in claimed.chunks(tx.rows_per_statement(1)) {
@@ -307,11 +268,75 @@ impl Store {
                     tasks: Vec::new(),
                 })
             })
-            .chain(recovered.into_iter().map(Ok))
+            .chain(recovered.into_iter().chain(serial_started).map(Ok))
             .collect::<Result<Vec<_>>>()?;
         tx.commit().await?;
         Ok(claimed)
     }
+}
+
+/// Inserts instance rows; returns each one's id by its command id.
+pub(super) async fn insert_instances(
+    tx: &mut Tx,
+    rows: &[&InstanceRow],
+) -> Result<HashMap<i64, i64>> {
+    let mut ids: HashMap<i64, i64> = HashMap::with_capacity(rows.len());
+    for chunk in rows.chunks(tx.rows_per_statement(16)) {
+        let mut insert = insert_rows(
+            Inst::Table,
+            [
+                Inst::ScheduleTime,
+                Inst::Message,
+                Inst::ParentTaskId,
+                Inst::Options,
+                Inst::CommandId,
+                Inst::Project,
+                Inst::Workflow,
+                Inst::Version,
+                Inst::State,
+                Inst::Priority,
+                Inst::Params,
+                Inst::Owner,
+                Inst::OwnerEpoch,
+                Inst::Run,
+                Inst::CreatedAt,
+                Inst::StartedAt,
+            ],
+            chunk
+                .iter()
+                .map(|row| -> Result<_> {
+                    Ok([
+                        row.schedule_time.into(),
+                        row.message.as_deref().into(),
+                        row.parent_task_id.into(),
+                        to_json(&row.options)?.into(),
+                        row.command_id.into(),
+                        row.project.as_str().into(),
+                        row.workflow.as_str().into(),
+                        row.version.into(),
+                        row.state.as_str().into(),
+                        row.priority.as_str().into(),
+                        to_json(&row.params)?.into(),
+                        row.owner.as_deref().into(),
+                        row.owner_epoch.into(),
+                        row.run.into(),
+                        row.created_at.into(),
+                        row.started_at.into(),
+                    ])
+                })
+                .collect::<Result<Vec<_>>>()?,
+        );
+        // Matched by command_id (unique) rather than by the order RETURNING happens
+        // to produce.
+        insert.returning(Query::returning().columns([Inst::Id, Inst::CommandId]));
+        let returned: Vec<(i64, i64)> = tx.fetch_all(&insert).await?;
+        ids.extend(
+            returned
+                .into_iter()
+                .map(|(id, command_id)| (command_id, id)),
+        );
+    }
+    Ok(ids)
 }
 
 /// The insert of one command row, returning its id.
@@ -359,27 +384,6 @@ pub(super) async fn notify_masters(tx: &mut Tx) -> Result<()> {
     Ok(())
 }
 
-async fn load_definition(tx: &mut Tx, command: &CommandRecord) -> Result<DefinitionLookup> {
-    let spec: Option<(String,)> = tx
-        .fetch_optional(
-            Query::select()
-                .column(Def::Spec)
-                .from(Def::Table)
-                .and_where(Expr::col(Def::Project).eq(command.project.as_str()))
-                .and_where(Expr::col(Def::Name).eq(command.workflow.as_str()))
-                .and_where(Expr::col(Def::Version).eq(command.version)),
-        )
-        .await?;
-    Ok(match spec {
-        None => Err(format!(
-            "workflow '{}/{}' version {} does not exist",
-            command.project, command.workflow, command.version
-        )),
-        Some((spec,)) => decode_spec(&command.project, &command.workflow, command.version, &spec)
-            .map_err(|e| e.to_string()),
-    })
-}
-
 /// The instance a command becomes (id not yet known), or why it cannot become one. Bad
 /// stored text rejects the one command instead of failing the claim, which would wedge
 /// the queue behind it.
@@ -417,6 +421,7 @@ fn plan_instance(
         options,
         parent_task_id: command.parent_task_id,
         schedule_time: command.schedule_time,
+        message: None,
     };
     Ok((instance, definition))
 }
@@ -460,7 +465,17 @@ async fn recover_instance(
             instance.state
         )));
     }
+    if !definition.execution_type.is_parallel()
+        && let Some(other) = serial::other_active(tx, &instance).await?
+    {
+        return Ok(Err(format!(
+            "workflow '{}' runs one instance at a time (execution type {}) and instance {other} \
+             is active; try again when it has ended",
+            instance.workflow, definition.execution_type
+        )));
+    }
     instance.command_id = command.id;
+    instance.message = None;
     instance.state = WorkflowState::Running;
     instance.owner = Some(owner.to_string());
     instance.owner_epoch += 1;
@@ -477,6 +492,7 @@ async fn recover_instance(
             .value(Inst::OwnerEpoch, instance.owner_epoch)
             .value(Inst::Run, instance.run)
             .value(Inst::EndedAt, Option::<i64>::None)
+            .value(Inst::Message, Option::<String>::None)
             .and_where(Expr::col(Inst::Id).eq(instance_id)),
     )
     .await?;

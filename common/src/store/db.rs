@@ -4,7 +4,9 @@
 use super::Backend;
 use super::signal::LocalSignal;
 use crate::error::{Error, Result};
-use sea_query::{Expr, InsertStatement, IntoIden, PostgresQueryBuilder, Query, SqliteQueryBuilder};
+use sea_query::{
+    Expr, Func, InsertStatement, IntoIden, PostgresQueryBuilder, Query, SqliteQueryBuilder,
+};
 use sea_query_sqlx::SqlxBinder;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
@@ -162,6 +164,22 @@ impl Tx {
             Tx::Postgres(_) => Backend::Postgres,
             Tx::Sqlite(_) => Backend::Sqlite,
         }
+    }
+
+    /// Serializes this transaction with every other one that locks `key`, until commit
+    /// (a Postgres advisory transaction lock). SQLite's write transaction is exclusive
+    /// already. A hash collision only makes two unrelated keys wait for each other.
+    pub(super) async fn lock_key(&mut self, key: &str) -> Result<()> {
+        if self.backend() == Backend::Postgres {
+            self.execute(
+                Query::select().expr(
+                    Func::cust("pg_advisory_xact_lock")
+                        .arg(Func::cust("hashtextextended").arg(key).arg(0i64)),
+                ),
+            )
+            .await?;
+        }
+        Ok(())
     }
 
     /// How many rows of `columns` bound values fit in one statement.

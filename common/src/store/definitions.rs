@@ -1,11 +1,12 @@
 //! Versioned workflow definitions.
 
 use super::codec::{from_json, to_json};
+use super::db::Tx;
 use super::db::insert_rows;
 use super::schema::WorkflowDefinition as Def;
-use super::{Backend, DefinitionSummary, Store, StoredDefinition};
+use super::{DefinitionSummary, Store, StoredDefinition};
 use crate::definition::WorkflowDef;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::types::now_ms;
 use sea_query::{Expr, ExprTrait, Func, Order, Query};
 
@@ -44,25 +45,53 @@ pub(super) fn decode_spec(
     )
 }
 
+/// A definition version as a claim sees it: missing or unreadable (the reason), or usable.
+pub(super) type DefinitionLookup = std::result::Result<WorkflowDef, String>;
+
+/// Reads one definition version inside a transaction.
+pub(super) async fn load_definition(
+    tx: &mut Tx,
+    project: &str,
+    name: &str,
+    version: i32,
+) -> Result<DefinitionLookup> {
+    let spec: Option<(String,)> = tx
+        .fetch_optional(
+            Query::select()
+                .column(Def::Spec)
+                .from(Def::Table)
+                .and_where(Expr::col(Def::Project).eq(project))
+                .and_where(Expr::col(Def::Name).eq(name))
+                .and_where(Expr::col(Def::Version).eq(version)),
+        )
+        .await?;
+    Ok(match spec {
+        None => Err(format!(
+            "workflow '{project}/{name}' version {version} does not exist"
+        )),
+        Some((spec,)) => decode_spec(project, name, version, &spec).map_err(|e| e.to_string()),
+    })
+}
+
+/// The definition an existing instance pins; its absence is corruption.
+pub(super) async fn pinned_definition(
+    tx: &mut Tx,
+    instance: &super::InstanceRow,
+) -> Result<WorkflowDef> {
+    load_definition(tx, &instance.project, &instance.workflow, instance.version)
+        .await?
+        .map_err(|reason| Error::Corrupt(format!("workflow instance {}: {reason}", instance.id)))
+}
+
 impl Store {
     /// Stores `def` as the next version of its workflow, unless it equals the latest
     /// version, which is then returned unchanged. Returns (version, created).
     pub async fn put_definition(&self, def: &WorkflowDef) -> Result<(i32, bool)> {
         let spec = to_json(def)?;
         let mut tx = self.db.begin().await?;
-        if tx.backend() == Backend::Postgres {
-            // Serializes writers of one workflow, so two puts never both pick version N+1
-            // (SQLite's write transaction is already exclusive). A hash collision only
-            // makes two unrelated workflows wait for each other.
-            let key = format!("{}/{}", def.project, def.name);
-            tx.execute(
-                Query::select().expr(
-                    Func::cust("pg_advisory_xact_lock")
-                        .arg(Func::cust("hashtextextended").arg(key).arg(0i64)),
-                ),
-            )
+        // Serializes writers of one workflow, so two puts never both pick version N+1.
+        tx.lock_key(&format!("{}/{}", def.project, def.name))
             .await?;
-        }
         let latest: Option<(i32, String)> = tx
             .fetch_optional(
                 Query::select()

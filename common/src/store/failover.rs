@@ -5,11 +5,11 @@
 //! that comes back is fenced out, and two masters racing for it cannot both win. If the
 //! taking master dies right after, the instance is orphaned again and the next one takes it.
 
-use super::definitions::decode_spec;
+use super::definitions::pinned_definition;
 use super::instances::{INSTANCE_COLUMNS, InstanceRecord, TaskRecord, select_tasks};
-use super::schema::{TaskInstance as Task, WorkflowDefinition as Def, WorkflowInstance as Inst};
+use super::schema::{TaskInstance as Task, WorkflowInstance as Inst};
 use super::{ClaimedInstance, Store};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::types::{CommandKind, WorkflowState};
 use sea_query::{Expr, ExprTrait, Order, Query};
 
@@ -79,28 +79,7 @@ impl Store {
             return Ok(None);
         };
         let instance = record.decode()?;
-        let spec: Option<(String,)> = tx
-            .fetch_optional(
-                Query::select()
-                    .column(Def::Spec)
-                    .from(Def::Table)
-                    .and_where(Expr::col(Def::Project).eq(instance.project.as_str()))
-                    .and_where(Expr::col(Def::Name).eq(instance.workflow.as_str()))
-                    .and_where(Expr::col(Def::Version).eq(instance.version)),
-            )
-            .await?;
-        let Some((spec,)) = spec else {
-            return Err(Error::Corrupt(format!(
-                "workflow instance {id} pins {}/{} version {}, which does not exist",
-                instance.project, instance.workflow, instance.version
-            )));
-        };
-        let definition = decode_spec(
-            &instance.project,
-            &instance.workflow,
-            instance.version,
-            &spec,
-        )?;
+        let definition = pinned_definition(&mut tx, &instance).await?;
         let tasks: Vec<TaskRecord> = tx
             .fetch_all(
                 select_tasks()

@@ -4,7 +4,7 @@ use super::codec::{from_json, parse, to_json};
 use super::db::{Tx, insert_rows};
 use super::schema::{TaskInstance as Task, WorkflowInstance as Inst};
 use super::{
-    InstanceFilter, InstanceRow, InstanceUpdate, NewTaskInstance, Store, TaskInstanceRow,
+    InstanceFilter, InstanceRow, InstanceUpdate, NewAlert, NewTaskInstance, Store, TaskInstanceRow,
     TaskUpdate, WriteBatch, WriteResult,
 };
 use crate::error::Result;
@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 const DEFAULT_LIST_LIMIT: i64 = 100;
 const MAX_LIST_LIMIT: i64 = 1000;
 
-pub(super) const INSTANCE_COLUMNS: [Inst; 17] = [
+pub(super) const INSTANCE_COLUMNS: [Inst; 18] = [
     Inst::Id,
     Inst::CommandId,
     Inst::Project,
@@ -36,9 +36,10 @@ pub(super) const INSTANCE_COLUMNS: [Inst; 17] = [
     Inst::Options,
     Inst::ParentTaskId,
     Inst::ScheduleTime,
+    Inst::Message,
 ];
 
-const TASK_COLUMNS: [Task; 16] = [
+const TASK_COLUMNS: [Task; 17] = [
     Task::Id,
     Task::WorkflowInstanceId,
     Task::Name,
@@ -55,6 +56,7 @@ const TASK_COLUMNS: [Task; 16] = [
     Task::Output,
     Task::Message,
     Task::Run,
+    Task::TaskGroup,
 ];
 
 #[derive(sqlx::FromRow)]
@@ -76,6 +78,7 @@ pub(super) struct InstanceRecord {
     options: String,
     parent_task_id: Option<i64>,
     schedule_time: Option<i64>,
+    message: Option<String>,
 }
 
 impl InstanceRecord {
@@ -88,6 +91,7 @@ impl InstanceRecord {
             options: from_json(&row, "options", &self.options)?,
             parent_task_id: self.parent_task_id,
             schedule_time: self.schedule_time,
+            message: self.message,
             id: self.id,
             command_id: self.command_id,
             project: self.project,
@@ -121,6 +125,7 @@ pub(super) struct TaskRecord {
     output: Option<String>,
     message: Option<String>,
     run: i32,
+    task_group: Option<String>,
 }
 
 impl TaskRecord {
@@ -146,6 +151,7 @@ impl TaskRecord {
             ended_at: self.ended_at,
             exit_code: self.exit_code,
             message: self.message,
+            task_group: self.task_group,
         })
     }
 }
@@ -177,6 +183,22 @@ impl Store {
         fenced.extend(update_instances(&mut tx, &instance_updates).await?);
         let children_written =
             super::children::start_children(&mut tx, &batch.children, &fenced).await?;
+        let mut woken = Vec::new();
+        for end in batch
+            .serial_ended
+            .iter()
+            .filter(|e| !fenced.contains(&e.instance))
+        {
+            woken.extend(
+                super::serial::wake_next(&mut tx, &end.project, &end.workflow, &end.owner).await?,
+            );
+        }
+        let alerts: Vec<&NewAlert> = batch
+            .alerts
+            .iter()
+            .filter(|a| !fenced.contains(&a.workflow_instance_id))
+            .collect();
+        super::alerts::insert_alerts(&mut tx, &alerts).await?;
         tx.commit().await?;
         if children_written {
             super::children::wake(&self.db);
@@ -186,6 +208,7 @@ impl Store {
         Ok(WriteResult {
             new_task_ids,
             fenced_instances,
+            woken,
         })
     }
 
@@ -298,10 +321,13 @@ fn batch_or_keep(column: Batch, current: impl IntoColumnRef) -> Expr {
 /// One multi-row `INSERT ... RETURNING id` per chunk; ids come back in input order.
 async fn insert_tasks(tx: &mut Tx, tasks: &[NewTaskInstance]) -> Result<Vec<i64>> {
     let mut ids = Vec::with_capacity(tasks.len());
-    for chunk in tasks.chunks(tx.rows_per_statement(9)) {
+    for chunk in tasks.chunks(tx.rows_per_statement(12)) {
         let mut insert = insert_rows(
             Task::Table,
             [
+                Task::TaskGroup,
+                Task::TaskGroupPriority,
+                Task::Message,
                 Task::WorkflowInstanceId,
                 Task::Run,
                 Task::Name,
@@ -314,6 +340,9 @@ async fn insert_tasks(tx: &mut Tx, tasks: &[NewTaskInstance]) -> Result<Vec<i64>
             ],
             chunk.iter().map(|t| {
                 [
+                    t.task_group.as_deref().into(),
+                    t.task_group_priority.into(),
+                    t.message.as_deref().into(),
                     t.workflow_instance_id.into(),
                     t.run.into(),
                     t.name.as_str().into(),

@@ -4,8 +4,10 @@
 //! are always bound. Migrations in `sql/postgres` and `sql/sqlite` run in `connect`.
 //! The methods live by subject: `definitions`, `commands` (intake and claim), `instances`
 //! (the master's write batch and the run-state reads), `schedules` (cron schedules and
-//! their fires), `backfills`.
+//! their fires), `backfills`, `serial` (execution types), `task_groups` (slots shared
+//! across workflows), `alerts` (channels and the outbox).
 
+mod alerts;
 mod backfills;
 mod children;
 mod codec;
@@ -17,9 +19,12 @@ mod instances;
 mod model;
 mod schedules;
 mod schema;
+mod serial;
 mod signal;
+mod task_groups;
 
 pub use backfills::{BackfillRow, BackfillRunRow, NewBackfill};
+pub use alerts::{ALERT_FAILED, ALERT_PENDING, ALERT_SENT, Delivery};
 pub use commands::recovery_allowed;
 pub use model::*;
 pub use schedules::{ScheduleRow, ScheduleSpec};

@@ -130,10 +130,12 @@ pub struct InstanceRow {
     pub parent_task_id: Option<i64>,
     /// The instant a cron or backfill run stands for (ms).
     pub schedule_time: Option<i64>,
+    /// Why the run waits or was discarded (execution types).
+    pub message: Option<String>,
 }
 
 /// An instance a master just claimed, with the definition version it pins.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ClaimedInstance {
     /// What the command asked for: a new run, or a recovery of `instance`.
     pub kind: CommandKind,
@@ -163,6 +165,7 @@ pub struct TaskInstanceRow {
     pub exit_code: Option<i32>,
     pub output: Params,
     pub message: Option<String>,
+    pub task_group: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -176,6 +179,10 @@ pub struct NewTaskInstance {
     pub worker_group: String,
     pub state: TaskState,
     pub submitted_at: i64,
+    /// The task group whose slot the attempt needs, and its place among the waiters.
+    pub task_group: Option<String>,
+    pub task_group_priority: i32,
+    pub message: Option<String>,
 }
 
 /// A change to one task instance; `None` fields are left as they are.
@@ -226,6 +233,19 @@ pub struct WriteBatch {
     pub epochs: Vec<(i64, i64)>,
     /// Child runs to start for sub_workflow tasks (at most one per parent task, ever).
     pub children: Vec<ChildStart>,
+    /// Runs of serial workflows that ended: the next waiting run of each starts.
+    pub serial_ended: Vec<SerialEnd>,
+    /// Alerts to deliver (the outbox), written with the state change they report.
+    pub alerts: Vec<NewAlert>,
+}
+
+/// A run of a serial workflow ended; `owner` drives the next waiting run, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SerialEnd {
+    pub instance: i64,
+    pub project: String,
+    pub workflow: String,
+    pub owner: String,
 }
 
 /// A child run of a sub_workflow task; the latest version of `workflow` runs.
@@ -280,6 +300,8 @@ impl WriteBatch {
             && self.instance_updates.is_empty()
             && self.epochs.is_empty()
             && self.children.is_empty()
+            && self.serial_ended.is_empty()
+            && self.alerts.is_empty()
     }
 }
 
@@ -289,6 +311,8 @@ pub struct WriteResult {
     pub new_task_ids: Vec<i64>,
     /// Instances whose update was refused because the epoch moved on: the writer lost them.
     pub fenced_instances: Vec<i64>,
+    /// Waiting runs of serial workflows that start now, driven by the writer.
+    pub woken: Vec<ClaimedInstance>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -296,6 +320,101 @@ pub struct InstanceFilter {
     pub project: Option<String>,
     pub workflow: Option<String>,
     pub state: Option<WorkflowState>,
+    pub limit: Option<i64>,
+}
+
+/// A named pool of slots shared by the tasks that name it, across workflows and masters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskGroup {
+    pub name: String,
+    pub slots: i32,
+    #[serde(default)]
+    pub description: String,
+}
+
+/// A task group with what uses it now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskGroupUsage {
+    #[serde(flatten)]
+    pub group: TaskGroup,
+    /// Attempts holding a slot.
+    pub in_use: i64,
+    /// Attempts waiting for one.
+    pub waiting: i64,
+    pub created_at: i64,
+}
+
+/// What one round of slot acquisition found for the asking master's waiting attempts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SlotGrants {
+    /// Attempts that hold a slot now.
+    pub granted: Vec<i64>,
+    /// Attempts whose group does not exist (any more).
+    pub no_group: Vec<(i64, String)>,
+}
+
+/// Where an alert channel delivers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ChannelTarget {
+    /// A JSON POST to `url`.
+    Webhook {
+        url: String,
+        #[serde(default)]
+        format: WebhookFormat,
+    },
+    /// A line in the master's log.
+    Log,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WebhookFormat {
+    /// The alert's fields as a JSON object.
+    #[default]
+    Json,
+    /// `{"text": "..."}`, which Slack's incoming webhooks (and many others) accept.
+    Slack,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlertChannel {
+    pub name: String,
+    #[serde(flatten)]
+    pub target: ChannelTarget,
+}
+
+/// An alert to deliver, written in the engine's write batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewAlert {
+    pub workflow_instance_id: i64,
+    pub channel: String,
+    /// `success`, `failure`, `stopped` or `timeout`.
+    pub event: String,
+    pub payload: serde_json::Value,
+}
+
+/// An alert in the outbox with its delivery record.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AlertRow {
+    pub id: i64,
+    pub workflow_instance_id: i64,
+    pub channel: String,
+    pub event: String,
+    pub payload: serde_json::Value,
+    /// `pending` (to deliver, maybe after a failed attempt), `sent` or `failed` (gave up).
+    pub state: String,
+    pub attempts: i32,
+    pub last_error: Option<String>,
+    pub next_attempt_at: i64,
+    pub created_at: i64,
+    pub sent_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct AlertFilter {
+    pub workflow_instance_id: Option<i64>,
+    pub state: Option<String>,
     pub limit: Option<i64>,
 }
 

@@ -65,6 +65,7 @@ pub(super) enum WorkflowInstance {
     Options,
     ParentTaskId,
     ScheduleTime,
+    Message,
 }
 
 #[derive(Iden, Clone, Copy)]
@@ -86,4 +87,42 @@ pub(super) enum TaskInstance {
     Output,
     Message,
     Run,
+    TaskGroup,
+    TaskGroupPriority,
+}
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum TaskGroup {
+    Table,
+    Name,
+    Slots,
+    Description,
+    CreatedAt,
+}
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum AlertChannel {
+    Table,
+    Name,
+    Kind,
+    Config,
+    CreatedAt,
+}
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum Alert {
+    Table,
+    Id,
+    WorkflowInstanceId,
+    Channel,
+    Event,
+    Payload,
+    State,
+    Attempts,
+    LastError,
+    NextAttemptAt,
+    LeaseOwner,
+    LeaseUntil,
+    CreatedAt,
+    SentAt,
 }

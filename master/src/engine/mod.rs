@@ -6,7 +6,9 @@
 //! queueing tasks, killing tasks, starting timers, dropping finished instances. Batching a
 //! whole cycle into one commit is what keeps the per-task overhead low under load.
 
+mod alerts;
 mod child_stop;
+mod groups;
 mod reconcile;
 mod spec;
 mod waits;
@@ -19,8 +21,8 @@ use shoal_common::metrics;
 use shoal_common::proto::{DispatchRequest, KillRequest, TaskEvent, TaskEventKind};
 use shoal_common::registry::NodeWatch;
 use shoal_common::store::{
-    ChildState, ClaimedInstance, InstanceUpdate, NewTaskInstance, Params, StartOptions, Store,
-    TaskInstanceRow, TaskUpdate, WriteBatch, WriteResult,
+    ChildState, ClaimedInstance, InstanceUpdate, NewTaskInstance, Params, SerialEnd, StartOptions,
+    Store, TaskInstanceRow, TaskUpdate, WriteBatch, WriteResult,
 };
 use shoal_common::types::{CommandKind, Priority, TaskState, TaskType, WorkflowState, now_ms};
 use std::collections::{HashMap, HashSet};
@@ -159,6 +161,8 @@ struct TaskRef {
     delayed: bool,
     /// Its row says it waits for a worker of its group (cleared when dispatched).
     waiting: bool,
+    /// Needs a slot of its task group before it may be queued (cleared when granted).
+    needs_slot: bool,
     kill_requested: bool,
 }
 
@@ -400,6 +404,25 @@ impl Engine {
             }
             EngineMsg::Polled(polled) => {
                 self.waits.polled();
+                // A slot granted in the store is durable already: queue the task at once.
+                for id in polled.grants.granted {
+                    if self.waits.tasks.remove(&id).is_none() {
+                        continue; // cancelled meanwhile; its end frees the slot
+                    }
+                    let Some(t) = self.tasks.get_mut(&id) else {
+                        continue;
+                    };
+                    t.needs_slot = false;
+                    let (instance, node) = (t.instance, t.node);
+                    self.enqueue(instance, node);
+                }
+                for (id, group) in polled.grants.no_group {
+                    self.waits.tasks.remove(&id);
+                    let message = format!(
+                        "task group '{group}' does not exist; create it with `shoal task-group create {group} --slots N`"
+                    );
+                    self.settle(id, TaskState::Failure, Some(message), cycle, now);
+                }
                 for (id, child) in polled.children {
                     let (state, message, output) = match child {
                         ChildState::Waiting => continue,
@@ -517,6 +540,11 @@ impl Engine {
                 };
                 let def = run.rt.definition().clone();
                 warn!(instance_id = instance, timeout = ?def.timeout, strategy = ?def.timeout_strategy, "instance exceeded its timeout");
+                let timed_out = alerts::on_timeout(run);
+                if !timed_out.is_empty() {
+                    cycle.epochs.insert(instance, run.epoch);
+                    cycle.batch.alerts.extend(timed_out);
+                }
                 if def.timeout_strategy == TimeoutStrategy::Fail {
                     let actions = run.rt.time_out();
                     self.perform(instance, actions, cycle, now);
@@ -641,6 +669,9 @@ impl Engine {
             run.task_ids[node] = Some(row.id);
             let delayed = state == TaskState::Delayed;
             let worker = row.worker.clone();
+            // A delayed attempt of a group never held a slot; a granted one holds it still.
+            let needs_slot = state == TaskState::WaitingTaskGroup
+                || (delayed && groups::slot_group(run, node).is_some());
             self.tasks.insert(
                 row.id,
                 TaskRef {
@@ -650,6 +681,7 @@ impl Engine {
                     worker: worker.clone(),
                     delayed,
                     waiting: false,
+                    needs_slot,
                     kill_requested: false,
                 },
             );
@@ -659,6 +691,8 @@ impl Engine {
                     let wait = def.retry_interval.or(def.delay).unwrap_or_default();
                     timer(&self.me, instance, node, attempt, wait);
                 }
+                // Still waiting for a slot: it never reached the queue.
+                None if needs_slot => cycle.enqueues.push((instance, node)),
                 // Never recorded on a worker, but it may have reached one just before the
                 // old master died: ask the workers before queueing it again.
                 None => cycle.probes.push(row.id),
@@ -909,7 +943,11 @@ impl Engine {
                 }
                 Action::Enqueue { node, .. } => {
                     if let Some(id) = run.task_ids[node] {
-                        cycle.update(TaskUpdate::state(id, TaskState::Submitted));
+                        let u = match groups::slot_group(run, node) {
+                            Some(group) => groups::waiting_update(id, group),
+                            None => TaskUpdate::state(id, TaskState::Submitted),
+                        };
+                        cycle.update(u);
                         cycle.enqueues.push((instance, node));
                     }
                 }
@@ -931,6 +969,16 @@ impl Engine {
                         state,
                         ended_at: Some(now),
                     });
+                    let def = run.rt.definition();
+                    cycle.batch.alerts.extend(alerts::on_end(run, state, now));
+                    if !def.execution_type.is_parallel() {
+                        cycle.batch.serial_ended.push(SerialEnd {
+                            instance,
+                            project: run.project.clone(),
+                            workflow: def.name.clone(),
+                            owner: self.master_addr.clone(),
+                        });
+                    }
                     cycle.finished.push((instance, state));
                 }
             }
@@ -965,6 +1013,10 @@ impl Engine {
 
     fn after_commit(&mut self, cycle: Cycle, result: WriteResult) {
         self.lost.extend(result.fenced_instances.iter().copied());
+        // Serial runs that start now that their predecessor ended: ours to drive.
+        if !result.woken.is_empty() {
+            let _ = self.me.send(EngineMsg::Claimed(result.woken));
+        }
         for (ack, seqs) in cycle.acks {
             let durable = seqs
                 .into_iter()
@@ -1001,6 +1053,7 @@ impl Engine {
             let Some(delay) = pc.start else { continue };
             run.task_ids[pc.node] = Some(id);
             let delayed = delay.is_some();
+            let needs_slot = groups::slot_group(run, pc.node).is_some();
             self.tasks.insert(
                 id,
                 TaskRef {
@@ -1010,6 +1063,7 @@ impl Engine {
                     worker: None,
                     delayed,
                     waiting: false,
+                    needs_slot,
                     kill_requested: false,
                 },
             );
@@ -1067,6 +1121,15 @@ impl Engine {
             return;
         };
         t.delayed = false;
+        if t.needs_slot
+            && let Some(group) = groups::slot_group(run, node)
+        {
+            self.waits
+                .tasks
+                .insert(id, waits::Wait::TaskGroup(group.to_string()));
+            self.waits.poll(&self.store, &self.me);
+            return;
+        }
         let kind = run.rt.definition().tasks[node].kind();
         if kind.on_master() {
             // Logic tasks end here, on the master: a delay task has waited its delay
@@ -1204,7 +1267,18 @@ impl Engine {
 
 fn new_task(run: &Run, node: Node, attempt: i32, state: TaskState, now: i64) -> NewTaskInstance {
     let t = &run.rt.definition().tasks[node];
+    let group = groups::slot_group(run, node);
+    let (state, message) = match group {
+        Some(group) if state == TaskState::Submitted => (
+            TaskState::WaitingTaskGroup,
+            Some(groups::waiting_message(group)),
+        ),
+        _ => (state, None),
+    };
     NewTaskInstance {
+        task_group: group.map(str::to_string),
+        task_group_priority: t.task_group_priority,
+        message,
         workflow_instance_id: run.instance_id,
         run: run.run_no,
         name: t.name.clone(),

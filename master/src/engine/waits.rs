@@ -1,9 +1,10 @@
-//! Tasks that end when something else happens: a sub_workflow task when its child run
-//! ends, a dependent task when another workflow has succeeded for the run's date. One
-//! cheap poll of the store every half second covers all of them, and only while any wait.
+//! Tasks that wait for something else: a sub_workflow task for its child run to end, a
+//! dependent task for another workflow's success on the run's date, a task of a task
+//! group for a slot. One cheap poll of the store every half second covers all of them,
+//! and only while any wait.
 
 use super::EngineMsg;
-use shoal_common::store::{ChildState, Store};
+use shoal_common::store::{ChildState, SlotGrants, Store};
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -23,6 +24,8 @@ pub enum Wait {
         to_ms: i64,
         deadline: Instant,
     },
+    /// A slot of this task group.
+    TaskGroup(String),
 }
 
 /// What one poll found.
@@ -30,6 +33,7 @@ pub struct Polled {
     pub children: Vec<(i64, ChildState)>,
     pub met: Vec<i64>,
     pub timed_out: Vec<i64>,
+    pub grants: SlotGrants,
 }
 
 #[derive(Default)]
@@ -63,7 +67,21 @@ async fn check(store: &Store, waits: HashMap<i64, Wait>) -> Polled {
         children: Vec::new(),
         met: Vec::new(),
         timed_out: Vec::new(),
+        grants: SlotGrants::default(),
     };
+    let slots: Vec<(i64, String)> = waits
+        .iter()
+        .filter_map(|(id, w)| match w {
+            Wait::TaskGroup(group) => Some((*id, group.clone())),
+            _ => None,
+        })
+        .collect();
+    if !slots.is_empty() {
+        match store.acquire_task_group_slots(&slots).await {
+            Ok(grants) => polled.grants = grants,
+            Err(e) => tracing::warn!(error = %e, "cannot acquire task group slots; trying again"),
+        }
+    }
     let parents: Vec<i64> = waits
         .iter()
         .filter(|(_, w)| matches!(w, Wait::Child))

@@ -1,4 +1,5 @@
-//! Claims commands and hands the instances they became to the engine.
+//! Claims commands and hands the instances they became to the engine; on its fallback
+//! tick it also starts waiting serial runs that nothing woke (see `wake_stranded_runs`).
 
 use crate::engine::EngineMsg;
 use shoal_common::metrics;
@@ -30,10 +31,21 @@ impl Intake {
         loop {
             // Cancellation-safe: a signal or tick that loses the race only causes one more
             // claim pass, which is harmless.
-            tokio::select! {
+            let ticked = tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = async { signal.as_mut().expect("guarded").recv().await }, if signal.is_some() => {}
-                _ = tick.tick() => {}
+                _ = async { signal.as_mut().expect("guarded").recv().await }, if signal.is_some() => false,
+                _ = tick.tick() => true,
+            };
+            if ticked {
+                match self.store.wake_stranded_runs(&self.owner).await {
+                    Ok(woken) if !woken.is_empty() => {
+                        if engine.send(EngineMsg::Claimed(woken)).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => error!(error = %e, "waking waiting serial runs failed"),
+                }
             }
             // Drain: keep claiming while full batches come back.
             loop {

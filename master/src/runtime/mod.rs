@@ -108,7 +108,8 @@ enum Slot {
 fn rank(state: TaskState) -> u8 {
     match state {
         TaskState::Delayed => 0,
-        TaskState::Submitted => 1,
+        // Waiting for a task-group slot is being queued, one step earlier.
+        TaskState::Submitted | TaskState::WaitingTaskGroup => 1,
         TaskState::Dispatched => 2,
         TaskState::Running => 3,
         _ => 4,
@@ -291,6 +292,24 @@ impl WorkflowRuntime {
         }
         vars.extend(own);
         self.outputs[node] = vars;
+    }
+
+    /// Names of the tasks whose latest attempt failed, in definition order (for alerts).
+    pub fn failed_tasks(&self) -> Vec<&str> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                matches!(
+                    s,
+                    Slot::Done {
+                        state: TaskState::Failure,
+                        ..
+                    }
+                )
+            })
+            .map(|(node, _)| self.def.tasks[node].name.as_str())
+            .collect()
     }
 
     /// Attempts still in flight (for the caller to adopt after a failover restore).

@@ -387,6 +387,7 @@ fn pause_lets_running_tasks_finish_and_resume_continues_from_the_store() {
         exit_code: None,
         output: Params::new(),
         message: None,
+        task_group: None,
     };
     let stored = [
         row(1, "a", TaskState::Success, 1),
