@@ -7,35 +7,10 @@
 mod support;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
-use support::{Api, MiniCluster, Standalone, cli, text, wait_for};
+use std::path::Path;
+use support::{Env, LONG, cli, text, wait_for};
 
-const LONG: Duration = Duration::from_secs(60);
-
-/// Every test runs once per deployment (see `semantics!`).
-macro_rules! semantics {
-    ($($test:ident),* $(,)?) => {
-        mod standalone {
-            $(
-                #[test]
-                fn $test() {
-                    super::$test(super::Env::Standalone(super::Standalone::start()));
-                }
-            )*
-        }
-        mod cluster {
-            $(
-                #[test]
-                fn $test() {
-                    super::$test(super::Env::Cluster(super::MiniCluster::start(1, 1)));
-                }
-            )*
-        }
-    };
-}
-
-semantics!(
+support::deployments!(
     retries_make_one_attempt_row_each_and_then_fail_or_succeed,
     failure_strategy_continue_runs_independent_branches_and_skipped_tasks_pass,
     stop_kills_a_sleeping_task_and_its_process_is_gone,
@@ -49,66 +24,6 @@ semantics!(
     stopping_a_parent_stops_its_child_run_and_pausing_lets_the_child_finish,
     every_task_type_runs_and_both_timeouts_hold,
 );
-
-enum Env {
-    Standalone(Standalone),
-    Cluster(MiniCluster),
-}
-
-impl Env {
-    fn api(&self) -> &Api {
-        match self {
-            Env::Standalone(s) => &s.api,
-            Env::Cluster(c) => &c.api,
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        match self {
-            Env::Standalone(s) => s.dir.path().join(name),
-            Env::Cluster(c) => c.dir.path().join(name),
-        }
-    }
-
-    fn apply(&self, yaml: &str) {
-        let (status, body) = self.api().post("/projects/default/workflows", yaml);
-        assert!(status == 201 || status == 200, "apply: {status} {body}");
-    }
-
-    /// Starts a workflow with a JSON start body and returns the instance id.
-    fn start(&self, name: &str, body: &str) -> i64 {
-        let (status, resp) = self
-            .api()
-            .post(&format!("/projects/default/workflows/{name}/start"), body);
-        assert_eq!(status, 202, "start {name}: {resp}");
-        self.instance_of(resp["command_id"].as_i64().unwrap())
-    }
-
-    fn instance_of(&self, command: i64) -> i64 {
-        wait_for(&format!("command {command}"), LONG, || {
-            let c = self.api().get(&format!("/commands/{command}"));
-            assert_ne!(c["status"], "error", "{c}");
-            c["workflow_instance_id"].as_i64()
-        })
-    }
-
-    fn action(&self, id: i64, action: &str) -> (u16, Value) {
-        self.api().post(&format!("/instances/{id}/{action}"), "")
-    }
-
-    fn wait_state(&self, id: i64, states: &[&str]) -> Value {
-        wait_for(&format!("instance {id} to reach {states:?}"), LONG, || {
-            let inst = self.api().get(&format!("/instances/{id}"));
-            states
-                .contains(&inst["state"].as_str().unwrap_or_default())
-                .then_some(inst)
-        })
-    }
-
-    fn end(&self, id: i64) -> Value {
-        self.wait_state(id, &["success", "failure", "stopped", "paused"])
-    }
-}
 
 fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)

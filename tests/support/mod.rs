@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use serde_json::Value;
+use std::collections::HashMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -561,4 +562,157 @@ fn run(cmd: &mut Command) {
         text(&out.stdout),
         text(&out.stderr)
     );
+}
+
+// ---- one test over both deployments (semantics, execution types, groups, alerts) ----
+
+pub const LONG: Duration = Duration::from_secs(60);
+
+/// Runs each listed test function (taking an [`Env`]) once over `shoal standalone` and
+/// once over a one-master, one-worker [`MiniCluster`], in modules `standalone` and `cluster`.
+#[allow(unused_macros)] // not every test binary runs over both
+macro_rules! deployments {
+    ($($test:ident),* $(,)?) => {
+        mod standalone {
+            $(
+                #[test]
+                fn $test() {
+                    super::$test($crate::support::Env::Standalone(
+                        $crate::support::Standalone::start(),
+                    ));
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[test]
+                fn $test() {
+                    super::$test($crate::support::Env::Cluster(
+                        $crate::support::MiniCluster::start(1, 1),
+                    ));
+                }
+            )*
+        }
+    };
+}
+
+#[allow(unused_imports)]
+pub(crate) use deployments;
+
+/// Where a test runs: `shoal standalone` or a cluster of processes.
+pub enum Env {
+    Standalone(Standalone),
+    Cluster(MiniCluster),
+}
+
+impl Env {
+    pub fn api(&self) -> &Api {
+        match self {
+            Env::Standalone(s) => &s.api,
+            Env::Cluster(c) => &c.api,
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        match self {
+            Env::Standalone(s) => s.dir.path().join(name),
+            Env::Cluster(c) => c.dir.path().join(name),
+        }
+    }
+
+    pub fn apply(&self, yaml: &str) {
+        let (status, body) = self.api().post("/projects/default/workflows", yaml);
+        assert!(status == 201 || status == 200, "apply: {status} {body}");
+    }
+
+    /// Starts a workflow with a JSON start body and returns the instance id.
+    pub fn start(&self, name: &str, body: &str) -> i64 {
+        let (status, resp) = self
+            .api()
+            .post(&format!("/projects/default/workflows/{name}/start"), body);
+        assert_eq!(status, 202, "start {name}: {resp}");
+        self.instance_of(resp["command_id"].as_i64().unwrap())
+    }
+
+    pub fn instance_of(&self, command: i64) -> i64 {
+        wait_for(&format!("command {command}"), LONG, || {
+            let c = self.api().get(&format!("/commands/{command}"));
+            assert_ne!(c["status"], "error", "{c}");
+            c["workflow_instance_id"].as_i64()
+        })
+    }
+
+    pub fn action(&self, id: i64, action: &str) -> (u16, Value) {
+        self.api().post(&format!("/instances/{id}/{action}"), "")
+    }
+
+    pub fn wait_state(&self, id: i64, states: &[&str]) -> Value {
+        wait_for(&format!("instance {id} to reach {states:?}"), LONG, || {
+            let inst = self.api().get(&format!("/instances/{id}"));
+            states
+                .contains(&inst["state"].as_str().unwrap_or_default())
+                .then_some(inst)
+        })
+    }
+
+    pub fn end(&self, id: i64) -> Value {
+        self.wait_state(id, &["success", "failure", "stopped", "paused"])
+    }
+}
+
+impl Env {
+    /// Everything the processes of the deployment logged so far.
+    pub fn log_text(&self) -> String {
+        match self {
+            Env::Standalone(s) => s.proc.log_text(),
+            Env::Cluster(c) => c.procs.iter().map(Proc::log_text).collect(),
+        }
+    }
+}
+
+// ---- overlap of task runs: `<tag> start|end <nanoseconds>` lines in a file ----
+
+/// A shell command that records when it started and ended under `tag`.
+pub fn timed(file: &Path, tag: &str, seconds: &str) -> String {
+    let f = file.display();
+    format!(
+        "echo \"{tag} start $(date +%s%N)\" >> {f}; sleep {seconds}; echo \"{tag} end $(date +%s%N)\" >> {f}"
+    )
+}
+
+/// (tag, start, end) per tag, from the lines `timed` wrote.
+pub fn intervals(file: &Path) -> Vec<(String, u128, u128)> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut spans: HashMap<String, (u128, u128)> = HashMap::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let [tag, edge, at] = parts[..] else {
+            panic!("bad line {line:?}")
+        };
+        let at: u128 = at.parse().unwrap();
+        let span = spans.entry(tag.to_string()).or_default();
+        match edge {
+            "start" => span.0 = at,
+            _ => span.1 = at,
+        }
+    }
+    let mut out: Vec<_> = spans.into_iter().map(|(t, (s, e))| (t, s, e)).collect();
+    out.sort_by_key(|(_, s, _)| *s);
+    out
+}
+
+/// Most intervals open at the same moment.
+pub fn max_overlap(spans: &[(String, u128, u128)]) -> usize {
+    let mut edges: Vec<(u128, i32)> = spans
+        .iter()
+        .flat_map(|(_, s, e)| [(*s, 1), (*e, -1)])
+        .collect();
+    // An end before a start at the same instant: touching is not overlapping.
+    edges.sort();
+    let (mut open, mut most) = (0, 0);
+    for (_, d) in edges {
+        open += d;
+        most = most.max(open);
+    }
+    most as usize
 }

@@ -23,8 +23,8 @@ mod serial;
 mod signal;
 mod task_groups;
 
-pub use backfills::{BackfillRow, BackfillRunRow, NewBackfill};
 pub use alerts::{ALERT_FAILED, ALERT_PENDING, ALERT_SENT, Delivery};
+pub use backfills::{BackfillRow, BackfillRunRow, NewBackfill};
 pub use commands::recovery_allowed;
 pub use model::*;
 pub use schedules::{ScheduleRow, ScheduleSpec};
