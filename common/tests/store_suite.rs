@@ -61,11 +61,24 @@ store_suite!(
     dependent_checks_use_the_schedule_time,
     a_serial_backfill_runs_one_date_after_another,
     a_backfill_stops_on_failure_when_asked_and_runs_n_at_once,
+    serial_starts_run_wait_or_are_discarded_by_execution_type,
+    ending_a_serial_run_starts_the_next_one_once,
+    concurrent_claims_start_one_run_of_a_serial_workflow,
+    recovering_a_serial_run_is_refused_while_another_is_active,
+    task_group_slots_go_to_the_best_waiters_and_free_when_attempts_end,
+    concurrent_acquirers_never_exceed_a_groups_slots,
+    task_group_mistakes_change_nothing,
+    alerts_are_written_with_the_run_and_leased_to_one_sender,
+    alert_channels_are_kept_and_mistakes_refused,
 );
 
 #[path = "store_suite/schedules.rs"]
 mod schedules;
 use schedules::*;
+
+#[path = "store_suite/serial_groups_alerts.rs"]
+mod serial_groups_alerts;
+use serial_groups_alerts::*;
 
 // ---- harness ----
 

@@ -114,15 +114,27 @@ impl Store {
     /// Claims up to `limit` commands and turns each into a running workflow instance owned
     /// by `owner` at `owner_epoch`, in one transaction that also deletes the claimed
     /// commands. A command whose definition version is gone moves to the error-command
-    /// table with the reason.
+    /// table with the reason; a start of a serial workflow may become a waiting or a
+    /// discarded instance instead of a running one.
     pub async fn claim_commands(
         &self,
         owner: &str,
         owner_epoch: i64,
         limit: usize,
     ) -> Result<Vec<ClaimedInstance>> {
+        Ok(self.claim_batch(owner, owner_epoch, limit).await?.0)
+    }
+
+    /// `claim_commands`, also saying how many commands the batch took (a caller drains
+    /// the queue while batches come back full, whatever became of their commands).
+    pub async fn claim_batch(
+        &self,
+        owner: &str,
+        owner_epoch: i64,
+        limit: usize,
+    ) -> Result<(Vec<ClaimedInstance>, usize)> {
         if limit == 0 {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), 0));
         }
         let mut select = Query::select();
         select
@@ -150,7 +162,7 @@ impl Store {
         let mut tx = self.db.begin().await?;
         let commands: Vec<CommandRecord> = tx.fetch_all(&select).await?;
         if commands.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), 0));
         }
 
         let now = now_ms();
@@ -271,7 +283,7 @@ impl Store {
             .chain(recovered.into_iter().chain(serial_started).map(Ok))
             .collect::<Result<Vec<_>>>()?;
         tx.commit().await?;
-        Ok(claimed)
+        Ok((claimed, commands.len()))
     }
 }
 
@@ -281,11 +293,12 @@ pub(super) async fn insert_instances(
     rows: &[&InstanceRow],
 ) -> Result<HashMap<i64, i64>> {
     let mut ids: HashMap<i64, i64> = HashMap::with_capacity(rows.len());
-    for chunk in rows.chunks(tx.rows_per_statement(16)) {
+    for chunk in rows.chunks(tx.rows_per_statement(17)) {
         let mut insert = insert_rows(
             Inst::Table,
             [
                 Inst::ScheduleTime,
+                Inst::EndedAt,
                 Inst::Message,
                 Inst::ParentTaskId,
                 Inst::Options,
@@ -307,6 +320,7 @@ pub(super) async fn insert_instances(
                 .map(|row| -> Result<_> {
                     Ok([
                         row.schedule_time.into(),
+                        row.ended_at.into(),
                         row.message.as_deref().into(),
                         row.parent_task_id.into(),
                         to_json(&row.options)?.into(),

@@ -65,7 +65,11 @@ pub(super) async fn admit(
         .map(|(id, _)| *id)
         .collect();
     let kind = definition.execution_type;
-    let ahead = running.or(queued.last().copied());
+    // The run this one would follow: serial_priority discards the waiting ones below.
+    let ahead = match kind {
+        ExecutionType::SerialPriority => running,
+        _ => queued.last().copied().or(running),
+    };
     match (kind, ahead) {
         (_, None) => {}
         (ExecutionType::SerialDiscard, Some(other)) => {
@@ -77,8 +81,6 @@ pub(super) async fn admit(
                 "discarded: instance {other} of this workflow is active (execution type serial_discard)"
             ));
         }
-        // serial_priority waits behind the running one only; earlier waiters go below.
-        (ExecutionType::SerialPriority, _) if running.is_none() => {}
         (_, Some(other)) => {
             row.state = WorkflowState::SerialWait;
             row.owner = None;

@@ -49,10 +49,10 @@ impl Intake {
             }
             // Drain: keep claiming while full batches come back.
             loop {
-                match self.store.claim_commands(&self.owner, 1, self.batch).await {
-                    Ok(claimed) => {
-                        metrics::COMMANDS_CLAIMED.add(claimed.len() as u64);
-                        let full = claimed.len() == self.batch;
+                match self.store.claim_batch(&self.owner, 1, self.batch).await {
+                    Ok((claimed, taken)) => {
+                        metrics::COMMANDS_CLAIMED.add(taken as u64);
+                        let full = taken == self.batch;
                         if !claimed.is_empty() {
                             debug!(count = claimed.len(), "commands claimed");
                             if engine.send(EngineMsg::Claimed(claimed)).is_err() {
