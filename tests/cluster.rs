@@ -6,7 +6,7 @@ mod support;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::time::Duration;
-use support::{MiniCluster, wait_for};
+use support::{MiniCluster, intervals, max_overlap, timed, wait_for};
 
 #[test]
 fn fifty_instances_started_at_once_all_succeed_across_both_workers() {
@@ -84,5 +84,57 @@ fn fifty_instances_started_at_once_all_succeed_across_both_workers() {
         (count("master"), count("worker")),
         (2, 2),
         "shoal cluster lists every live node: {nodes}"
+    );
+}
+
+/// The slot count of a task group holds across masters: each master drives some of the
+/// instances, and never more than two of their tasks run at once.
+#[test]
+fn a_task_group_limits_tasks_driven_by_two_masters() {
+    let cluster = MiniCluster::start(2, 2);
+    let api = &cluster.api;
+    let (status, body) = api.post("/task-groups", r#"{"name": "duo", "slots": 2}"#);
+    assert_eq!(status, 201, "{body}");
+    let spans = cluster.dir.path().join("spans");
+    let task = |t: &str| {
+        let command = timed(
+            &spans,
+            &format!("${{system.workflow.instance.id}}.{t}"),
+            "0.4",
+        );
+        format!("- {{ name: {t}, type: shell, task_group: duo, command: '{command}' }}\n")
+    };
+    let yaml = format!("name: grouped\ntasks:\n{}{}", task("a"), task("b"));
+    let (status, body) = api.post("/projects/default/workflows", &yaml);
+    assert_eq!(status, 201, "{body}");
+
+    // Started one by one until both masters drive some (whichever claims first wins).
+    let mut instances = Vec::new();
+    let mut masters = HashSet::new();
+    while instances.len() < 4 || (masters.len() < 2 && instances.len() < 16) {
+        let (status, body) = api.post("/projects/default/workflows/grouped/start", "{}");
+        assert_eq!(status, 202, "{body}");
+        let command = body["command_id"].as_i64().unwrap();
+        let id = wait_for("the start to be claimed", Duration::from_secs(60), || {
+            api.get(&format!("/commands/{command}"))["workflow_instance_id"].as_i64()
+        });
+        masters.insert(api.get(&format!("/instances/{id}"))["master"].to_string());
+        instances.push(id);
+    }
+    assert_eq!(
+        masters.len(),
+        2,
+        "both masters drove instances: {masters:?}"
+    );
+    for id in &instances {
+        let inst = api.wait_instance(*id, Duration::from_secs(120));
+        assert_eq!(inst["state"], "success", "{inst}");
+    }
+    let spans = intervals(&spans);
+    assert_eq!(spans.len(), 2 * instances.len(), "{spans:?}");
+    assert_eq!(
+        max_overlap(&spans),
+        2,
+        "never more than the group's 2 slots: {spans:?}"
     );
 }

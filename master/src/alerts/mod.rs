@@ -59,32 +59,37 @@ impl Sender {
             return Ok(());
         }
         let channels = self.store.list_alert_channels().await?;
+        // Concurrently: a slow channel must not hold up the others' alerts.
+        let mut sending = tokio::task::JoinSet::new();
         for alert in due {
-            let result = match channels.iter().find(|c| c.name == alert.channel) {
-                Some(channel) => deliver(http, channel, &alert).await,
-                None => Err(format!("alert channel '{}' does not exist", alert.channel)),
-            };
-            let outcome = match result {
-                Ok(()) => Delivery::Sent,
-                Err(error) => {
-                    warn!(alert_id = alert.id, channel = %alert.channel, attempt = alert.attempts, %error, "alert not delivered");
-                    Delivery::Failed {
-                        error,
-                        retry_at: retry_at(alert.attempts, now_ms()),
+            let channel = channels.iter().find(|c| c.name == alert.channel).cloned();
+            let (http, store, me) = (http.clone(), self.store.clone(), self.me.clone());
+            sending.spawn(async move {
+                let result = match &channel {
+                    Some(channel) => deliver(&http, channel, &alert).await,
+                    None => Err(format!("alert channel '{}' does not exist", alert.channel)),
+                };
+                let outcome = match result {
+                    Ok(()) => Delivery::Sent,
+                    Err(error) => {
+                        warn!(alert_id = alert.id, channel = %alert.channel, attempt = alert.attempts, %error, "alert not delivered");
+                        Delivery::Failed {
+                            error,
+                            retry_at: retry_at(alert.attempts, now_ms()),
+                        }
                     }
+                };
+                match store.record_delivery(alert.id, &me, &outcome).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        warn!(alert_id = alert.id, "alert lease lapsed before its outcome was recorded")
+                    }
+                    // Retried when the lease expires.
+                    Err(e) => warn!(alert_id = alert.id, error = %e, "cannot record an alert delivery"),
                 }
-            };
-            if !self
-                .store
-                .record_delivery(alert.id, &self.me, &outcome)
-                .await?
-            {
-                warn!(
-                    alert_id = alert.id,
-                    "alert lease lapsed before its outcome was recorded"
-                );
-            }
+            });
         }
+        while sending.join_next().await.is_some() {}
         Ok(())
     }
 }
