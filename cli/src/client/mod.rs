@@ -175,6 +175,24 @@ mod tests {
     }
 
     #[test]
+    fn task_groups_and_alert_channels_take_what_they_need() {
+        assert!(parse("task-group create etl --slots 2").is_ok());
+        let e = parse("task-group create etl").unwrap_err();
+        assert!(e.contains("--slots"), "{e}");
+        assert!(parse("task-group delete etl").is_ok());
+        assert!(parse("alert-channel create ops --type log").is_ok());
+        assert!(
+            parse("alert-channel create ops --type webhook --url http://h/x --format slack")
+                .is_ok()
+        );
+        let e = parse("alert-channel create ops --type webhook").unwrap_err();
+        assert!(e.contains("--url"), "{e}");
+        let e = parse("alert-channel create ops --type pager").unwrap_err();
+        assert!(e.contains("pager") && e.contains("webhook"), "{e}");
+        assert!(parse("alerts --instance 7 --state failed").is_ok());
+    }
+
+    #[test]
     fn a_scope_needs_a_task_to_start_from() {
         assert!(parse("start etl --from-task b --scope only --dry-run").is_ok());
         assert!(parse("start etl --from-task b").is_ok());

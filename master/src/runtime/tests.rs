@@ -586,3 +586,27 @@ fn a_switch_runs_the_chosen_branch_and_a_join_after_it() {
         "everything after it is pruned"
     );
 }
+
+#[test]
+fn failed_tasks_are_named_for_alerts_and_a_slot_wait_moves_on_to_dispatch() {
+    let mut rt = runtime(
+        "name: f\nfailure_strategy: continue\ntasks:\n- {name: a, type: noop}\n- {name: b, type: noop}\n- {name: c, type: noop}\n",
+    );
+    rt.apply(Event::Start);
+    // Waiting for a task-group slot is as far as being queued: dispatch goes on from it.
+    assert!(
+        rt.apply(task(2, TaskState::WaitingTaskGroup))
+            .actions
+            .is_empty()
+    );
+    assert!(rt.apply(task(2, TaskState::Dispatched)).accepted);
+    assert!(
+        !rt.apply(task(2, TaskState::WaitingTaskGroup)).accepted,
+        "no way back"
+    );
+    rt.apply(task(0, TaskState::Failure));
+    rt.apply(task(1, TaskState::Success));
+    rt.apply(task(2, TaskState::Failure));
+    assert_eq!(rt.state(), WorkflowState::Failure);
+    assert_eq!(rt.failed_tasks(), vec!["a", "c"]);
+}
