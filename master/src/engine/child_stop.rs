@@ -56,6 +56,17 @@ async fn once(store: &Store, parent_task_id: i64) -> Result<bool, String> {
         {
             return Ok(true);
         }
+        // Waiting its turn (serial workflow): no master drives it, it is discarded here.
+        ChildRun::Instance {
+            id,
+            state: WorkflowState::SerialWait,
+            ..
+        } => {
+            return store
+                .discard_waiting_run(id, "stopped with its parent")
+                .await
+                .map_err(|e| e.to_string());
+        }
         ChildRun::Instance { owner: None, .. } => return Ok(false),
         ChildRun::Instance {
             id,
