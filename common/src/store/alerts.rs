@@ -13,7 +13,7 @@ use super::{AlertChannel, AlertFilter, AlertRow, ChannelTarget, NewAlert, Store}
 use crate::definition::valid_name;
 use crate::error::{Error, Result};
 use crate::types::now_ms;
-use sea_query::{Expr, ExprTrait, LockBehavior, LockType, Order, Query};
+use sea_query::{Expr, ExprTrait, LockBehavior, LockType, Order, Query, SelectStatement};
 
 pub const ALERT_PENDING: &str = "pending";
 pub const ALERT_SENT: &str = "sent";
@@ -115,6 +115,23 @@ pub(super) async fn insert_alerts(tx: &mut Tx, alerts: &[&NewAlert]) -> Result<(
     Ok(())
 }
 
+/// Alerts due for a delivery attempt and not leased by a live sender, oldest first (the
+/// caller picks the columns).
+fn due_alerts(now: i64, limit: u64) -> SelectStatement {
+    Query::select()
+        .from(Alert::Table)
+        .and_where(Expr::col(Alert::State).eq(ALERT_PENDING))
+        .and_where(Expr::col(Alert::NextAttemptAt).lte(now))
+        .and_where(
+            Expr::col(Alert::LeaseUntil)
+                .is_null()
+                .or(Expr::col(Alert::LeaseUntil).lt(now)),
+        )
+        .order_by(Alert::Id, Order::Asc)
+        .limit(limit)
+        .to_owned()
+}
+
 impl Store {
     pub async fn create_alert_channel(&self, channel: &AlertChannel) -> Result<()> {
         if !valid_name(&channel.name) {
@@ -213,21 +230,20 @@ impl Store {
         lease_ms: i64,
     ) -> Result<Vec<AlertRow>> {
         let now = now_ms();
+        // A read first: most passes find nothing, and on SQLite a write transaction would
+        // queue behind (and hold up) the engine's writes.
+        let any: Option<(i64,)> = self
+            .db
+            .fetch_optional(due_alerts(now, 1).column(Alert::Id))
+            .await?;
+        if any.is_none() {
+            return Ok(Vec::new());
+        }
         let mut tx = self.db.begin().await?;
         let due: Vec<AlertRecord> = tx
             .fetch_all(
-                Query::select()
+                due_alerts(now, limit)
                     .columns(ALERT_COLUMNS)
-                    .from(Alert::Table)
-                    .and_where(Expr::col(Alert::State).eq(ALERT_PENDING))
-                    .and_where(Expr::col(Alert::NextAttemptAt).lte(now))
-                    .and_where(
-                        Expr::col(Alert::LeaseUntil)
-                            .is_null()
-                            .or(Expr::col(Alert::LeaseUntil).lt(now)),
-                    )
-                    .order_by(Alert::Id, Order::Asc)
-                    .limit(limit)
                     .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked),
             )
             .await?;
