@@ -16,7 +16,7 @@ use super::{SlotGrants, Store, TaskGroup, TaskGroupUsage};
 use crate::definition::valid_name;
 use crate::error::{Error, Result};
 use crate::types::{TaskState, now_ms};
-use sea_query::{Expr, ExprTrait, Func, LockType, Order, Query};
+use sea_query::{Expr, ExprTrait, Func, LockType, Order, Query, SelectStatement};
 use std::collections::{BTreeMap, HashMap};
 
 /// States in which an attempt uses its group: holding a slot (the first three), or waiting.
@@ -28,32 +28,72 @@ const IN_GROUP: [TaskState; 4] = [
 ];
 const HOLDING: &[TaskState] = IN_GROUP.split_at(3).0;
 
+/// The group's slot count.
+fn slots_of(name: &str) -> SelectStatement {
+    Query::select()
+        .column(Group::Slots)
+        .from(Group::Table)
+        .and_where(Expr::col(Group::Name).eq(name))
+        .to_owned()
+}
+
+/// How many attempts of the group are in one of `states`.
+fn count_of(group: &str, states: &[TaskState]) -> SelectStatement {
+    Query::select()
+        .expr(Func::count(Expr::col(Task::Id)))
+        .from(Task::Table)
+        .and_where(Expr::col(Task::TaskGroup).eq(group))
+        .and_where(Expr::col(Task::State).is_in(states.iter().map(|s| s.as_str())))
+        .to_owned()
+}
+
 /// The group's slot count, its row locked until commit (None: no such group).
 async fn lock_group(tx: &mut Tx, name: &str) -> Result<Option<i32>> {
     let slots: Option<(i32,)> = tx
-        .fetch_optional(
-            Query::select()
-                .column(Group::Slots)
-                .from(Group::Table)
-                .and_where(Expr::col(Group::Name).eq(name))
-                .lock(LockType::Update),
-        )
+        .fetch_optional(slots_of(name).lock(LockType::Update))
         .await?;
     Ok(slots.map(|(n,)| n))
 }
 
-/// Attempts of the group in one of `states`.
 async fn count_attempts(tx: &mut Tx, group: &str, states: &[TaskState]) -> Result<i64> {
-    let (n,): (i64,) = tx
-        .fetch_one(
+    let (n,): (i64,) = tx.fetch_one(&count_of(group, states)).await?;
+    Ok(n)
+}
+
+/// Under the group row's lock, moves the best waiters of the whole cluster into the free
+/// slots, conditioned on still waiting (an attempt cancelled meanwhile gets none).
+async fn grant(tx: &mut Tx, group: &str) -> Result<()> {
+    let Some(slots) = lock_group(tx, group).await? else {
+        return Ok(());
+    };
+    let free = i64::from(slots) - count_attempts(tx, group, HOLDING).await?;
+    if free <= 0 {
+        return Ok(());
+    }
+    let best: Vec<(i64,)> = tx
+        .fetch_all(
             Query::select()
-                .expr(Func::count(Expr::col(Task::Id)))
+                .column(Task::Id)
                 .from(Task::Table)
                 .and_where(Expr::col(Task::TaskGroup).eq(group))
-                .and_where(Expr::col(Task::State).is_in(states.iter().map(|s| s.as_str()))),
+                .and_where(Expr::col(Task::State).eq(TaskState::WaitingTaskGroup.as_str()))
+                .order_by(Task::TaskGroupPriority, Order::Desc)
+                .order_by(Task::Id, Order::Asc)
+                .limit(free.unsigned_abs()),
         )
         .await?;
-    Ok(n)
+    if best.is_empty() {
+        return Ok(());
+    }
+    tx.execute(
+        Query::update()
+            .table(Task::Table)
+            .value(Task::State, TaskState::Submitted.as_str())
+            .value(Task::Message, Option::<String>::None)
+            .and_where(Expr::col(Task::Id).is_in(best.into_iter().map(|(id,)| id)))
+            .and_where(Expr::col(Task::State).eq(TaskState::WaitingTaskGroup.as_str())),
+    )
+    .await
 }
 
 fn valid_group(group: &TaskGroup) -> Result<()> {
@@ -204,8 +244,8 @@ impl Store {
 
     /// Hands the free slots of each group in `waiting` to the cluster's best waiters, then
     /// says which of `waiting` (attempt id, group) hold a slot now. One transaction per
-    /// group, in name order, each under the group row's lock: concurrent masters hand out
-    /// a group's slots one after another, never more than it has.
+    /// group with free slots, in name order, each under the group row's lock: concurrent
+    /// masters hand out a group's slots one after another, never more than it has.
     pub async fn acquire_task_group_slots(&self, waiting: &[(i64, String)]) -> Result<SlotGrants> {
         let mut by_group: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
         for (id, group) in waiting {
@@ -213,46 +253,23 @@ impl Store {
         }
         let mut grants = SlotGrants::default();
         for (group, ids) in by_group {
-            let mut tx = self.db.begin().await?;
-            let Some(slots) = lock_group(&mut tx, group).await? else {
+            // Reads first: while the group is full, the usual case for a waiter, nothing
+            // is written (and on SQLite the engine's writes are not held up).
+            let slots: Option<(i32,)> = self.db.fetch_optional(&slots_of(group)).await?;
+            let Some((slots,)) = slots else {
                 grants
                     .no_group
                     .extend(ids.into_iter().map(|id| (id, group.to_string())));
                 continue;
             };
-            let in_use = count_attempts(&mut tx, group, HOLDING).await?;
-            let free = i64::from(slots) - in_use;
-            if free > 0 {
-                let best: Vec<(i64,)> = tx
-                    .fetch_all(
-                        Query::select()
-                            .column(Task::Id)
-                            .from(Task::Table)
-                            .and_where(Expr::col(Task::TaskGroup).eq(group))
-                            .and_where(
-                                Expr::col(Task::State).eq(TaskState::WaitingTaskGroup.as_str()),
-                            )
-                            .order_by(Task::TaskGroupPriority, Order::Desc)
-                            .order_by(Task::Id, Order::Asc)
-                            .limit(free.unsigned_abs()),
-                    )
-                    .await?;
-                if !best.is_empty() {
-                    // Still waiting: an attempt cancelled meanwhile is not given the slot.
-                    tx.execute(
-                        Query::update()
-                            .table(Task::Table)
-                            .value(Task::State, TaskState::Submitted.as_str())
-                            .value(Task::Message, Option::<String>::None)
-                            .and_where(Expr::col(Task::Id).is_in(best.into_iter().map(|(id,)| id)))
-                            .and_where(
-                                Expr::col(Task::State).eq(TaskState::WaitingTaskGroup.as_str()),
-                            ),
-                    )
-                    .await?;
-                }
+            let in_use: Option<(i64,)> = self.db.fetch_optional(&count_of(group, HOLDING)).await?;
+            if in_use.map_or(0, |(n,)| n) < i64::from(slots) {
+                let mut tx = self.db.begin().await?;
+                grant(&mut tx, group).await?;
+                tx.commit().await?;
             }
-            let holding: Vec<(i64, String)> = tx
+            let holding: Vec<(i64, String)> = self
+                .db
                 .fetch_all(
                     Query::select()
                         .columns([Task::Id, Task::State])
@@ -260,7 +277,6 @@ impl Store {
                         .and_where(Expr::col(Task::Id).is_in(ids)),
                 )
                 .await?;
-            tx.commit().await?;
             for (id, state) in holding {
                 let state: TaskState = parse(&format!("task_instance {id}"), &state)?;
                 if state == TaskState::Submitted {
