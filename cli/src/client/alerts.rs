@@ -1,9 +1,9 @@
 //! `shoal alert-channel create|list|delete` and `shoal alerts`.
 
 use super::http::{Api, Body};
-use super::inspect::json_out;
-use super::table::{cell, render, time};
-use super::{Connection, Output, print_out};
+use super::inspect::{filters, list_out};
+use super::table::{cell, time};
+use super::{Connection, ListArgs, NamedArgs, Output, print_out};
 use serde_json::{Value, json};
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,17 +37,8 @@ pub enum AlertChannelCommand {
         #[command(flatten)]
         conn: Connection,
     },
-    List {
-        #[arg(long, short = 'o', value_enum, default_value_t)]
-        output: Output,
-        #[command(flatten)]
-        conn: Connection,
-    },
-    Delete {
-        name: String,
-        #[command(flatten)]
-        conn: Connection,
-    },
+    List(ListArgs),
+    Delete(NamedArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -94,25 +85,14 @@ pub async fn channel(cmd: AlertChannelCommand) -> anyhow::Result<i32> {
                 .await?;
             print_out(format!("alert channel {name} created\n"))?;
         }
-        AlertChannelCommand::List { output, conn } => {
+        AlertChannelCommand::List(ListArgs { output, conn }) => {
             let channels: Vec<Value> = Api::new(&conn)?.get(&["alert-channels"], &[]).await?;
-            if output == Output::Json {
-                return json_out(&channels);
-            }
-            let rows: Vec<Vec<String>> = channels
-                .iter()
-                .map(|c| {
-                    vec![
-                        cell(&c["name"]),
-                        cell(&c["type"]),
-                        cell(&c["url"]),
-                        cell(&c["format"]),
-                    ]
-                })
-                .collect();
-            print_out(render(&["name", "type", "url", "format"], &rows))?;
+            let headers = ["name", "type", "url", "format"];
+            return list_out(&channels, output, &headers, |c| {
+                headers.iter().map(|h| cell(&c[*h])).collect()
+            });
         }
-        AlertChannelCommand::Delete { name, conn } => {
+        AlertChannelCommand::Delete(NamedArgs { name, conn }) => {
             let _: Value = Api::new(&conn)?.delete(&["alert-channels", &name]).await?;
             print_out(format!("alert channel {name} deleted\n"))?;
         }
@@ -123,36 +103,25 @@ pub async fn channel(cmd: AlertChannelCommand) -> anyhow::Result<i32> {
 /// `shoal alerts`: the outbox with each alert's delivery state, attempts and last error.
 pub async fn list(args: AlertsArgs) -> anyhow::Result<i32> {
     let api = Api::new(&args.conn)?;
-    let query: Vec<(&str, String)> = [
+    let query = filters([
         ("instance", args.instance.map(|i| i.to_string())),
         ("state", args.state),
         ("limit", args.limit.map(|n| n.to_string())),
-    ]
-    .into_iter()
-    .filter_map(|(k, v)| v.map(|v| (k, v)))
-    .collect();
+    ]);
     let alerts: Vec<Value> = api.get(&["alerts"], &query).await?;
-    if args.output == Output::Json {
-        return json_out(&alerts);
-    }
-    let rows: Vec<Vec<String>> = alerts
-        .iter()
-        .map(|a| {
-            vec![
-                cell(&a["id"]),
-                cell(&a["workflow_instance_id"]),
-                cell(&a["event"]),
-                cell(&a["channel"]),
-                cell(&a["state"]),
-                cell(&a["attempts"]),
-                time(&a["created_at"]),
-                cell(&a["last_error"]),
-            ]
-        })
-        .collect();
     let headers = [
         "id", "instance", "event", "channel", "state", "attempts", "created", "error",
     ];
-    print_out(render(&headers, &rows))?;
-    Ok(0)
+    list_out(&alerts, args.output, &headers, |a| {
+        vec![
+            cell(&a["id"]),
+            cell(&a["workflow_instance_id"]),
+            cell(&a["event"]),
+            cell(&a["channel"]),
+            cell(&a["state"]),
+            cell(&a["attempts"]),
+            time(&a["created_at"]),
+            cell(&a["last_error"]),
+        ]
+    })
 }

@@ -46,35 +46,24 @@ pub struct LogsArgs {
 
 pub async fn instances(args: InstancesArgs) -> anyhow::Result<i32> {
     let api = Api::new(&args.conn)?;
-    let query: Vec<(&str, String)> = [
+    let query = filters([
         ("workflow", args.workflow),
         ("project", args.project),
         ("state", args.state),
         ("limit", args.limit.map(|n| n.to_string())),
-    ]
-    .into_iter()
-    .filter_map(|(k, v)| v.map(|v| (k, v)))
-    .collect();
+    ]);
     let list: Vec<Value> = api.get(&["instances"], &query).await?;
-    if args.output == Output::Json {
-        return json_out(&list);
-    }
-    let rows: Vec<Vec<String>> = list
-        .iter()
-        .map(|i| {
-            vec![
-                cell(&i["id"]),
-                workflow_name(i),
-                cell(&i["version"]),
-                cell(&i["state"]),
-                time(&i["started_at"]),
-                time(&i["ended_at"]),
-            ]
-        })
-        .collect();
     let headers = ["id", "workflow", "version", "state", "started", "ended"];
-    print_out(render(&headers, &rows))?;
-    Ok(0)
+    list_out(&list, args.output, &headers, |i| {
+        vec![
+            cell(&i["id"]),
+            workflow_name(i),
+            cell(&i["version"]),
+            cell(&i["state"]),
+            time(&i["started_at"]),
+            time(&i["ended_at"]),
+        ]
+    })
 }
 
 /// `name`, or `project/name` outside the default project.
@@ -189,7 +178,32 @@ pub async fn logs(args: LogsArgs) -> anyhow::Result<i32> {
     }
 }
 
-pub(super) fn json_out(v: &impl serde::Serialize) -> anyhow::Result<i32> {
+/// Prints a list as pretty JSON, or as a table with a row per item.
+pub(super) fn list_out(
+    items: &[Value],
+    output: Output,
+    headers: &[&str],
+    row: impl Fn(&Value) -> Vec<String>,
+) -> anyhow::Result<i32> {
+    if output == Output::Json {
+        return json_out(&items);
+    }
+    let rows: Vec<Vec<String>> = items.iter().map(row).collect();
+    print_out(render(headers, &rows))?;
+    Ok(0)
+}
+
+/// The query of a list's filters that were given.
+pub(super) fn filters<'a, const N: usize>(
+    pairs: [(&'a str, Option<String>); N],
+) -> Vec<(&'a str, String)> {
+    pairs
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k, v)))
+        .collect()
+}
+
+fn json_out(v: &impl serde::Serialize) -> anyhow::Result<i32> {
     print_out(serde_json::to_string_pretty(v)? + "\n")?;
     Ok(0)
 }

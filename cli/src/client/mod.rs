@@ -34,6 +34,23 @@ pub enum Output {
     Json,
 }
 
+/// A list command's arguments.
+#[derive(clap::Args, Debug)]
+pub struct ListArgs {
+    #[arg(long, short = 'o', value_enum, default_value_t)]
+    output: Output,
+    #[command(flatten)]
+    conn: Connection,
+}
+
+/// The arguments of a command on one named thing (e.g. a delete).
+#[derive(clap::Args, Debug)]
+pub struct NamedArgs {
+    name: String,
+    #[command(flatten)]
+    conn: Connection,
+}
+
 #[derive(clap::Subcommand, Debug)]
 pub enum ClientCommand {
     /// Store a workflow definition (YAML or JSON) as a new version, unless it is unchanged.

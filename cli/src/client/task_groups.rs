@@ -1,9 +1,9 @@
 //! `shoal task-group create|list|delete`.
 
 use super::http::{Api, Body};
-use super::inspect::json_out;
-use super::table::{cell, render};
-use super::{Connection, Output, print_out};
+use super::inspect::list_out;
+use super::table::cell;
+use super::{Connection, ListArgs, NamedArgs, print_out};
 use serde_json::{Value, json};
 
 #[derive(clap::Subcommand, Debug)]
@@ -19,18 +19,9 @@ pub enum TaskGroupCommand {
         conn: Connection,
     },
     /// List task groups with their slots in use and waiting tasks.
-    List {
-        #[arg(long, short = 'o', value_enum, default_value_t)]
-        output: Output,
-        #[command(flatten)]
-        conn: Connection,
-    },
+    List(ListArgs),
     /// Delete a task group no task runs in or waits for.
-    Delete {
-        name: String,
-        #[command(flatten)]
-        conn: Connection,
-    },
+    Delete(NamedArgs),
 }
 
 pub async fn run(cmd: TaskGroupCommand) -> anyhow::Result<i32> {
@@ -47,28 +38,19 @@ pub async fn run(cmd: TaskGroupCommand) -> anyhow::Result<i32> {
                 .await?;
             print_out(format!("task group {name} created with {slots} slot(s)\n"))?;
         }
-        TaskGroupCommand::List { output, conn } => {
+        TaskGroupCommand::List(ListArgs { output, conn }) => {
             let groups: Vec<Value> = Api::new(&conn)?.get(&["task-groups"], &[]).await?;
-            if output == Output::Json {
-                return json_out(&groups);
-            }
-            let rows: Vec<Vec<String>> = groups
-                .iter()
-                .map(|g| {
-                    vec![
-                        cell(&g["name"]),
-                        format!("{}/{}", cell(&g["in_use"]), cell(&g["slots"])),
-                        cell(&g["waiting"]),
-                        cell(&g["description"]),
-                    ]
-                })
-                .collect();
-            print_out(render(
-                &["name", "in_use/slots", "waiting", "description"],
-                &rows,
-            ))?;
+            let headers = ["name", "in_use/slots", "waiting", "description"];
+            return list_out(&groups, output, &headers, |g| {
+                vec![
+                    cell(&g["name"]),
+                    format!("{}/{}", cell(&g["in_use"]), cell(&g["slots"])),
+                    cell(&g["waiting"]),
+                    cell(&g["description"]),
+                ]
+            });
         }
-        TaskGroupCommand::Delete { name, conn } => {
+        TaskGroupCommand::Delete(NamedArgs { name, conn }) => {
             let _: Value = Api::new(&conn)?.delete(&["task-groups", &name]).await?;
             print_out(format!("task group {name} deleted\n"))?;
         }
