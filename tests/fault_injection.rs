@@ -1,7 +1,8 @@
 //! Fault injection on a real cluster: etcd, a fresh Postgres database, `shoal api-server`,
 //! two masters and three workers, each its own process. A master or a worker is killed
 //! with SIGKILL, a master is frozen with SIGSTOP past its lease and resumed, etcd is
-//! killed and restarted, Postgres is crashed and restarted, and a task waits for a worker group that has no worker yet.
+//! killed and restarted, Postgres is crashed and restarted, and a task waits for a worker group that has no worker yet;
+//! a master driving a serial workflow's run and a task-group slot holder is killed.
 //!
 //! Every task appends `start <instance> <task> <task-instance id>` before its work and
 //! `end ...` after it to one shared file, so the suite counts real executions and checks
@@ -1389,5 +1390,57 @@ fn the_cluster_rides_out_a_postgres_crash_and_restart() {
             "{} died during the Postgres outage",
             n.name
         );
+    }
+}
+
+/// A waiting serial run and a task waiting for a task-group slot outlive the master that
+/// drives what they wait for: the survivor takes the running instances over, and when
+/// they end the waiting ones start, one at a time, each exactly once.
+#[test]
+fn serial_runs_and_task_group_waiters_survive_a_master_kill() {
+    let c = Cluster::start("serial_kill", &["default"]);
+    let (runs, slots) = (c.dir.path().join("runs"), c.dir.path().join("slots"));
+    let (status, body) = c.api.post("/task-groups", r#"{"name": "one", "slots": 1}"#);
+    assert_eq!(status, 201, "{body}");
+    let task = |file: &Path, group: &str| {
+        let command = support::timed(file, "${system.workflow.instance.id}", "2");
+        format!("- {{ name: t, type: shell, {group}command: '{command}' }}\n")
+    };
+    c.apply(&format!(
+        "name: queue\nexecution_type: serial_wait\ntasks:\n{}",
+        task(&runs, "")
+    ));
+    c.apply(&format!(
+        "name: grouped\ntasks:\n{}",
+        task(&slots, "task_group: one, ")
+    ));
+    let commands: Vec<i64> = ["queue", "queue", "grouped", "grouped"]
+        .iter()
+        .map(|w| c.submit(w, json!({})))
+        .collect();
+    let ids: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
+    c.wait_until(
+        "a run waiting its turn",
+        Duration::from_secs(30),
+        &ids,
+        || (c.instance(ids[1])["state"] == "serial_wait").then_some(()),
+    );
+    let running = c.wait_running(&[ids[0]]);
+    assert_eq!(running.len(), 1);
+    let owner = c.instance(ids[0])["master"].as_str().unwrap().to_string();
+    let victim = c.masters.iter().find(|m| m.addr == owner).unwrap();
+    victim.proc.signal("KILL");
+    c.log(&format!(
+        "SIGKILL {} ({owner}), which drives instance {}",
+        victim.name, ids[0]
+    ));
+
+    for inst in c.wait_all_end(&ids) {
+        assert_eq!(inst["state"], "success", "{}", c.describe(&ids));
+    }
+    for file in [&runs, &slots] {
+        let spans = support::intervals(file);
+        assert_eq!(spans.len(), 2, "{spans:?}");
+        assert_eq!(support::max_overlap(&spans), 1, "{spans:?}");
     }
 }
