@@ -925,3 +925,55 @@ async fn start_options_are_checked_and_carried_to_the_instance() {
         .unwrap();
     assert_eq!(row["options"], json!({}));
 }
+
+#[tokio::test]
+async fn task_groups_and_alert_channels_are_writes_a_token_guards() {
+    let api = api(Some("s3cret")).await;
+    let group = r#"{"name": "g", "slots": 2}"#;
+    let channel = r#"{"name": "ops", "type": "log"}"#;
+    for (method, uri, body) in [
+        ("POST", "/api/v1/task-groups", group),
+        ("DELETE", "/api/v1/task-groups/g", ""),
+        ("POST", "/api/v1/alert-channels", channel),
+        ("DELETE", "/api/v1/alert-channels/ops", ""),
+    ] {
+        let a = api.call(method, uri, None, body).await;
+        assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{method} {uri}");
+    }
+    let a = api
+        .call("POST", "/api/v1/task-groups", Some("s3cret"), group)
+        .await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.text);
+    let a = api
+        .call(
+            "POST",
+            "/api/v1/task-groups",
+            Some("s3cret"),
+            r#"{"name": "h", "slots": 1, "colour": 1}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text);
+    assert!(a.text.contains("colour"), "{}", a.text);
+    let groups = api.get("/api/v1/task-groups").await.json();
+    assert_eq!(
+        (
+            groups[0]["name"].as_str(),
+            groups[0]["slots"].as_i64(),
+            groups[0]["in_use"].as_i64()
+        ),
+        (Some("g"), Some(2), Some(0))
+    );
+    let a = api
+        .call("DELETE", "/api/v1/task-groups/g", Some("s3cret"), "")
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let a = api
+        .call("DELETE", "/api/v1/task-groups/g", Some("s3cret"), "")
+        .await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND, "{}", a.text);
+
+    assert_eq!(api.get("/api/v1/alerts").await.json(), json!([]));
+    let a = api.get("/api/v1/alerts?state=lost").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.text.contains("pending, sent or failed"), "{}", a.text);
+}
