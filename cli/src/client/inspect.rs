@@ -194,9 +194,7 @@ pub(super) fn list_out(
 }
 
 /// The query of a list's filters that were given.
-pub(super) fn filters<'a, const N: usize>(
-    pairs: [(&'a str, Option<String>); N],
-) -> Vec<(&'a str, String)> {
+pub(super) fn filters<const N: usize>(pairs: [(&str, Option<String>); N]) -> Vec<(&str, String)> {
     pairs
         .into_iter()
         .filter_map(|(k, v)| v.map(|v| (k, v)))
