@@ -9,7 +9,9 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::{Api, Proc, SHOAL, Standalone, TestDb, cli, free_port, start_etcd, text, wait_for};
+use support::{
+    Api, Env, Proc, SHOAL, Standalone, TestDb, cli, free_port, start_etcd, text, wait_for,
+};
 
 const LONG: Duration = Duration::from_secs(90);
 
@@ -147,7 +149,7 @@ fn week_of_biz_dates() -> Vec<String> {
 }
 
 /// `shoal backfill daily` over 2026-01-01 ..= 2026-01-07 with `--wait` and `extra`.
-fn backfill_week(s: &Standalone, extra: &[&str]) -> (i32, String, String) {
+fn backfill_week(e: &Env, extra: &[&str]) -> (i32, String, String) {
     let mut args = vec![
         "backfill",
         "daily",
@@ -158,15 +160,19 @@ fn backfill_week(s: &Standalone, extra: &[&str]) -> (i32, String, String) {
         "--wait",
     ];
     args.extend_from_slice(extra);
-    run_cli(&s.api, &args)
+    run_cli(e.api(), &args)
 }
 
-#[test]
-fn a_serial_backfill_runs_each_day_once_in_order_and_a_failure_does_not_stop_it() {
-    let s = Standalone::start();
-    let out = s.dir.path().join("runs.txt");
-    apply(&s.api, &daily(&out, "0.2", "20260102"));
-    let (code, stdout, stderr) = backfill_week(&s, &[]);
+// Backfills over `shoal standalone` and over a cluster (the leader master drives them).
+support::deployments!(
+    a_serial_backfill_runs_each_day_once_in_order_and_a_failure_does_not_stop_it,
+    a_parallel_backfill_runs_up_to_n_at_once_newest_first,
+);
+
+fn a_serial_backfill_runs_each_day_once_in_order_and_a_failure_does_not_stop_it(e: Env) {
+    let out = e.path("runs.txt");
+    e.apply(&daily(&out, "0.2", "20260102"));
+    let (code, stdout, stderr) = backfill_week(&e, &[]);
     assert_eq!(code, 1, "one date failed: {stdout}{stderr}");
     assert!(stderr.contains("7/7 dates done"), "{stderr}");
     assert!(stderr.contains("failed: 2026-01-03T00:00:00Z"), "{stderr}");
@@ -177,30 +183,28 @@ fn a_serial_backfill_runs_each_day_once_in_order_and_a_failure_does_not_stop_it(
     assert_eq!(max_overlap(&runs), 1, "serial runs never overlap: {runs:?}");
 
     let id = stdout.trim();
-    let b = s.api.get(&format!("/backfills/{id}"));
+    let b = e.api().get(&format!("/backfills/{id}"));
     assert_eq!(b["state"], "failure", "{b}");
     assert_eq!(
         (b["done"].as_u64(), b["succeeded"].as_u64()),
         (Some(7), Some(6))
     );
     assert_eq!(b["failed"], serde_json::json!(["2026-01-03T00:00:00.000Z"]));
-    let (code, status, err) = run_cli(&s.api, &["backfill", "status", id]);
+    let (code, status, err) = run_cli(e.api(), &["backfill", "status", id]);
     assert_eq!(code, 0, "{err}");
     assert!(
         status.contains("7/7 dates done") && status.contains("failed: 2026-01-03T00:00:00Z"),
         "{status}"
     );
-    let times = schedule_times(&s.api, "daily");
+    let times = schedule_times(e.api(), "daily");
     assert_eq!(times.len(), 7);
     assert_eq!(times[0], ms(&Value::from("2026-01-01T00:00:00Z")));
 }
 
-#[test]
-fn a_parallel_backfill_runs_up_to_n_at_once_newest_first() {
-    let s = Standalone::start();
-    let out = s.dir.path().join("runs.txt");
-    apply(&s.api, &daily(&out, "1.5", "none"));
-    let (code, stdout, stderr) = backfill_week(&s, &["--parallel", "3", "--order", "desc"]);
+fn a_parallel_backfill_runs_up_to_n_at_once_newest_first(e: Env) {
+    let out = e.path("runs.txt");
+    e.apply(&daily(&out, "1.5", "none"));
+    let (code, stdout, stderr) = backfill_week(&e, &["--parallel", "3", "--order", "desc"]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stderr.contains("7/7 dates done"), "{stderr}");
     let runs = runs(&out);
@@ -208,7 +212,7 @@ fn a_parallel_backfill_runs_up_to_n_at_once_newest_first() {
     dates.sort();
     assert_eq!(dates, week_of_biz_dates(), "each day once");
     // Instances are created in start order.
-    let list = s.api.get("/instances?workflow=daily");
+    let list = e.api().get("/instances?workflow=daily");
     let mut started: Vec<(i64, i64)> = list
         .as_array()
         .unwrap()
