@@ -58,6 +58,7 @@ store_suite!(
     a_child_run_is_withdrawn_until_a_master_claims_it,
     schedules_are_one_per_workflow_and_checked,
     a_schedule_time_fires_once,
+    fire_records_far_behind_the_cursor_are_dropped,
     dependent_checks_use_the_schedule_time,
     a_serial_backfill_runs_one_date_after_another,
     a_backfill_stops_on_failure_when_asked_and_runs_n_at_once,
@@ -91,6 +92,20 @@ struct Ctx {
 
 impl Ctx {
     /// Writes rows behind the store's back (to plant corrupt data).
+    /// Reads one number behind the store's back.
+    async fn count_raw(&self, sql: &'static str) -> i64 {
+        match self.store.backend() {
+            Backend::Sqlite => {
+                let mut conn = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
+            }
+            Backend::Postgres => {
+                let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
+            }
+        }
+    }
+
     async fn exec_raw(&self, sql: &'static str) {
         match self.store.backend() {
             Backend::Sqlite => {

@@ -27,7 +27,7 @@ pub use alerts::{ALERT_FAILED, ALERT_PENDING, ALERT_SENT, Delivery};
 pub use backfills::{BackfillRow, BackfillRunRow, NewBackfill};
 pub use commands::recovery_allowed;
 pub use model::*;
-pub use schedules::{ScheduleRow, ScheduleSpec};
+pub use schedules::{FIRE_MEMORY_MS, ScheduleRow, ScheduleSpec};
 pub use signal::CommandSignal;
 
 use crate::error::Result;

@@ -3,7 +3,9 @@
 //! The leader master plans fires with `schedule::CronSchedule::plan` and writes them with
 //! [`Store::fire_schedule`]: the cursor move (compare-and-set on `fired_until`), one
 //! `schedule_fire` row per fire (primary key `(schedule_id, schedule_time)`) and its
-//! command commit together, so no schedule time ever gets a second command.
+//! command commit together, so no schedule time ever gets a second command. Fire rows
+//! further than [`FIRE_MEMORY_MS`] behind the cursor are dropped by the same transaction:
+//! the cursor, which only moves forward, already keeps those times from firing again.
 
 use super::children::wake;
 use super::codec::{from_json, parse, to_json};
@@ -36,6 +38,9 @@ enum Schedule {
     CreatedAt,
     UpdatedAt,
 }
+
+/// How far behind a schedule's cursor its fire rows are kept (7 days).
+pub const FIRE_MEMORY_MS: i64 = 7 * 86_400_000;
 
 #[derive(Iden, Clone, Copy)]
 enum ScheduleFire {
@@ -415,6 +420,15 @@ impl Store {
                 .await?;
             }
             notify_masters(&mut tx).await?;
+            tx.execute(
+                Query::delete()
+                    .from_table(ScheduleFire::Table)
+                    .and_where(Expr::col(ScheduleFire::ScheduleId).eq(schedule))
+                    .and_where(
+                        Expr::col(ScheduleFire::ScheduleTime).lt(new_cursor - FIRE_MEMORY_MS),
+                    ),
+            )
+            .await?;
         }
         tx.commit().await?;
         if !fires.is_empty() {

@@ -143,6 +143,31 @@ pub(crate) async fn a_schedule_time_fires_once(ctx: Ctx) {
     assert!(store.claim_commands("m1", 1, 10).await.unwrap().is_empty());
 }
 
+pub(crate) async fn fire_records_far_behind_the_cursor_are_dropped(ctx: Ctx) {
+    let store = &ctx.store;
+    let s = every_second(store).await;
+    let c0 = s.fired_until;
+    let t1 = c0 + 1_000;
+    assert!(store.fire_schedule(s.id, c0, t1, &[t1]).await.unwrap());
+    let count = "SELECT COUNT(*) FROM schedule_fire";
+    assert_eq!(ctx.count_raw(count).await, 1);
+    // A week and a bit later (a misfire run_once after downtime): the old record goes.
+    let later = t1 + FIRE_MEMORY_MS + 1_000;
+    assert!(
+        store
+            .fire_schedule(s.id, t1, later, &[later])
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        ctx.count_raw(count).await,
+        1,
+        "only the recent fire is kept"
+    );
+    // The cursor still keeps the old time from firing again.
+    assert!(!store.fire_schedule(s.id, t1, later, &[t1]).await.unwrap());
+}
+
 pub(crate) async fn dependent_checks_use_the_schedule_time(ctx: Ctx) {
     let store = &ctx.store;
     let s = every_second(store).await;
