@@ -148,7 +148,7 @@ fn week_of_biz_dates() -> Vec<String> {
     .to_vec()
 }
 
-/// `shoal backfill daily` over 2026-01-01 ..= 2026-01-07 with `--wait` and `extra`.
+/// `shoal backfill daily` over 2026-01-01 ..= 2026-01-07 with `extra`.
 fn backfill_week(e: &Env, extra: &[&str]) -> (i32, String, String) {
     let mut args = vec![
         "backfill",
@@ -157,7 +157,6 @@ fn backfill_week(e: &Env, extra: &[&str]) -> (i32, String, String) {
         "2026-01-01",
         "--to",
         "2026-01-07",
-        "--wait",
     ];
     args.extend_from_slice(extra);
     run_cli(e.api(), &args)
@@ -167,12 +166,54 @@ fn backfill_week(e: &Env, extra: &[&str]) -> (i32, String, String) {
 support::deployments!(
     a_serial_backfill_runs_each_day_once_in_order_and_a_failure_does_not_stop_it,
     a_parallel_backfill_runs_up_to_n_at_once_newest_first,
+    a_cancelled_backfill_skips_the_dates_not_started_and_lets_the_running_one_finish,
 );
+
+fn a_cancelled_backfill_skips_the_dates_not_started_and_lets_the_running_one_finish(e: Env) {
+    let out = e.path("runs.txt");
+    e.apply(&daily(&out, "1.5", "none"));
+    let (code, stdout, stderr) = backfill_week(&e, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let id = stdout.trim().to_string();
+    let path = format!("/backfills/{id}");
+    wait_for("the first date to run", LONG, || {
+        let b = e.api().get(&path);
+        b["runs"][0]["state"].eq("running").then_some(())
+    });
+    let (code, _, stderr) = run_cli(e.api(), &["backfill", "cancel", &id]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("dates not started are skipped"), "{stderr}");
+    let b = wait_for("the backfill to end", LONG, || {
+        let b = e.api().get(&path);
+        (b["state"] != "running").then_some(b)
+    });
+    assert_eq!(b["state"], "cancelled", "{b}");
+    let states: Vec<&str> = b["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["state"].as_str().unwrap())
+        .collect();
+    let started = states.iter().filter(|s| **s == "success").count();
+    assert!(started >= 1, "the running date finished: {b}");
+    assert_eq!(
+        states.iter().filter(|s| **s == "skipped").count(),
+        7 - started,
+        "every other date was skipped: {b}"
+    );
+    assert_eq!(runs(&out).len(), started, "skipped dates never ran");
+    let (status, body) = e.api().post(&format!("{path}/cancel"), "");
+    assert_eq!(status, 409, "a second cancel is refused: {body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("cancelled"),
+        "{body}"
+    );
+}
 
 fn a_serial_backfill_runs_each_day_once_in_order_and_a_failure_does_not_stop_it(e: Env) {
     let out = e.path("runs.txt");
     e.apply(&daily(&out, "0.2", "20260102"));
-    let (code, stdout, stderr) = backfill_week(&e, &[]);
+    let (code, stdout, stderr) = backfill_week(&e, &["--wait"]);
     assert_eq!(code, 1, "one date failed: {stdout}{stderr}");
     assert!(stderr.contains("7/7 dates done"), "{stderr}");
     assert!(stderr.contains("failed: 2026-01-03T00:00:00Z"), "{stderr}");
@@ -204,7 +245,8 @@ fn a_serial_backfill_runs_each_day_once_in_order_and_a_failure_does_not_stop_it(
 fn a_parallel_backfill_runs_up_to_n_at_once_newest_first(e: Env) {
     let out = e.path("runs.txt");
     e.apply(&daily(&out, "1.5", "none"));
-    let (code, stdout, stderr) = backfill_week(&e, &["--parallel", "3", "--order", "desc"]);
+    let (code, stdout, stderr) =
+        backfill_week(&e, &["--wait", "--parallel", "3", "--order", "desc"]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stderr.contains("7/7 dates done"), "{stderr}");
     let runs = runs(&out);

@@ -1,6 +1,7 @@
 //! Backfills: `POST /projects/{project}/workflows/{name}/backfill` stores one run per
 //! schedule time; the leader master starts them (serially or N at once) and records how
-//! each ended. `GET /backfills/{id}` shows the progress.
+//! each ended. `GET /backfills/{id}` shows the progress; `POST /backfills/{id}/cancel` skips
+//! the runs not started yet.
 
 use crate::Ctx;
 use crate::commands::{latest_definition, refuse_undefined, startup_params};
@@ -165,12 +166,27 @@ pub async fn create(
 
 /// `GET /backfills/{id}`: state, dates done/total, failed dates named, every run.
 pub async fn get(State(ctx): State<Ctx>, ApiPath(id): ApiPath<i64>) -> Result<Json<Value>> {
-    let row = ctx
-        .store
+    Ok(Json(backfill_json(&existing(&ctx, id).await?)))
+}
+
+async fn existing(ctx: &Ctx, id: i64) -> Result<BackfillRow> {
+    ctx.store
         .get_backfill(id)
         .await?
-        .ok_or_else(|| Error::NotFound(format!("backfill {id} does not exist")))?;
-    Ok(Json(backfill_json(&row)))
+        .ok_or_else(|| Error::NotFound(format!("backfill {id} does not exist")))
+}
+
+/// `POST /backfills/{id}/cancel`: the runs not started yet are skipped, started ones go
+/// on; the backfill ends `cancelled` when they have ended. 409 unless it is running.
+pub async fn cancel(State(ctx): State<Ctx>, ApiPath(id): ApiPath<i64>) -> Result<Json<Value>> {
+    let row = existing(&ctx, id).await?;
+    let Some(skipped) = ctx.store.cancel_backfill(id).await? else {
+        return Err(Error::Conflict(format!(
+            "backfill {id} is {}; only a running backfill can be cancelled",
+            row.state
+        )));
+    };
+    Ok(Json(json!({ "id": id, "skipped": skipped })))
 }
 
 fn backfill_json(b: &BackfillRow) -> Value {

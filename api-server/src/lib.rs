@@ -103,6 +103,7 @@ pub fn router(state: ApiState) -> Router {
             post(backfills::create),
         )
         .route("/backfills/{id}", get(backfills::get))
+        .route("/backfills/{id}/cancel", post(backfills::cancel))
         .route("/commands/{id}", get(commands::status))
         .route("/cluster", get(cluster::nodes))
         .route("/instances", get(instances::list))

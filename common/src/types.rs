@@ -143,6 +143,7 @@ string_enum!(
         Running => "running",
         Success => "success",
         Failure => "failure",
+        Cancelled => "cancelled",
     }
 );
 

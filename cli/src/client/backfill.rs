@@ -1,5 +1,5 @@
-//! `shoal backfill NAME --from DATE --to DATE | --dates D1,D2 [...] [--wait]` and
-//! `shoal backfill status ID`. The server runs the backfill (the leader master starts each
+//! `shoal backfill NAME --from DATE --to DATE | --dates D1,D2 [...] [--wait]`,
+//! `shoal backfill status ID` and `shoal backfill cancel ID`. The server runs the backfill (the leader master starts each
 //! date's run); the CLI only asks and, with `--wait`, watches.
 
 use super::http::{Api, Body, Unreachable};
@@ -24,6 +24,16 @@ pub struct BackfillArgs {
 enum StatusCommand {
     /// Show a backfill's progress: dates done/total and the failed ones.
     Status(StatusArgs),
+    /// Skip the dates not started yet; started ones finish, then it ends `cancelled`.
+    Cancel(CancelArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct CancelArgs {
+    /// Backfill id (printed when it was created).
+    id: i64,
+    #[command(flatten)]
+    conn: Connection,
 }
 
 #[derive(clap::Args, Debug)]
@@ -77,8 +87,22 @@ struct StartArgs {
 pub async fn run(args: BackfillArgs) -> anyhow::Result<i32> {
     match args.status {
         Some(StatusCommand::Status(s)) => status(s).await,
+        Some(StatusCommand::Cancel(c)) => cancel(c).await,
         None => start(args.start).await,
     }
+}
+
+async fn cancel(args: CancelArgs) -> anyhow::Result<i32> {
+    let api = Api::new(&args.conn)?;
+    let id = args.id.to_string();
+    let answer: Value = api
+        .post(&["backfills", &id, "cancel"], Body::json(&json!({})))
+        .await?;
+    eprintln!(
+        "backfill {id}: {} dates not started are skipped; started ones finish",
+        cell(&answer["skipped"])
+    );
+    Ok(0)
 }
 
 async fn start(args: StartArgs) -> anyhow::Result<i32> {

@@ -234,6 +234,39 @@ impl Store {
         }))
     }
 
+    /// Cancels a running backfill: its runs not started yet are skipped (runs already
+    /// started go on), and it ends `cancelled` once those have ended. Returns how many
+    /// runs were skipped, or None when the backfill is not running (or does not exist).
+    pub async fn cancel_backfill(&self, id: i64) -> Result<Option<usize>> {
+        let mut tx = self.db.begin().await?;
+        // The same row lock as a step of the leader, so a run is either started or skipped.
+        let running: Option<(i64,)> = tx
+            .fetch_optional(
+                Query::select()
+                    .column(Backfill::Id)
+                    .from(Backfill::Table)
+                    .and_where(Expr::col(Backfill::Id).eq(id))
+                    .and_where(Expr::col(Backfill::State).eq(BackfillState::Running.as_str()))
+                    .lock(LockType::Update),
+            )
+            .await?;
+        if running.is_none() {
+            return Ok(None);
+        }
+        let skipped: Vec<(i32,)> = tx
+            .fetch_all(
+                Query::update()
+                    .table(BackfillRun::Table)
+                    .value(BackfillRun::State, BackfillRunState::Skipped.as_str())
+                    .and_where(Expr::col(BackfillRun::BackfillId).eq(id))
+                    .and_where(Expr::col(BackfillRun::State).eq(BackfillRunState::Pending.as_str()))
+                    .returning_col(BackfillRun::Position),
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(Some(skipped.len()))
+    }
+
     /// Records which runs of every running backfill ended, starts the next ones and ends
     /// backfills with nothing left. Returns how many backfills are still running.
     pub async fn advance_backfills(&self) -> Result<usize> {
@@ -327,9 +360,12 @@ async fn advance(tx: &mut Tx, id: i64) -> Result<(bool, bool)> {
         .and_where(Expr::col(Backfill::Id).eq(id));
     if !open {
         let all_passed = states.iter().all(|s| *s == BackfillRunState::Success);
-        let end = match all_passed {
-            true => BackfillState::Success,
-            false => BackfillState::Failure,
+        // Runs are skipped without a failure only by a cancel.
+        let cancelled = !failed && states.contains(&BackfillRunState::Skipped);
+        let end = match (all_passed, cancelled) {
+            (true, _) => BackfillState::Success,
+            (false, true) => BackfillState::Cancelled,
+            (false, false) => BackfillState::Failure,
         };
         update.value(Backfill::State, end.as_str());
     }
