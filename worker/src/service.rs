@@ -51,11 +51,9 @@ impl Worker for WorkerService {
     }
 
     async fn kill(&self, request: Request<KillRequest>) -> Result<Response<KillResponse>, Status> {
-        let KillRequest {
-            task_instance_id,
-            attempt,
-        } = request.into_inner();
-        let found = self.executor.kill(task_instance_id, attempt);
+        let kill = request.into_inner();
+        let (task_instance_id, attempt) = (kill.task_instance_id, kill.attempt);
+        let found = self.executor.kill(&kill);
         if !found {
             debug!(
                 task_instance_id,

@@ -258,6 +258,8 @@ impl Setup {
             .kill(KillRequest {
                 task_instance_id: t.task_instance_id,
                 attempt: t.attempt,
+                workflow_instance_id: t.workflow_instance_id,
+                owner_epoch: t.owner_epoch,
             })
             .await
             .unwrap()

@@ -1206,17 +1206,16 @@ impl Engine {
             let _ = self.dispatcher.send(DispatchMsg::Cancel(id));
             return;
         };
-        let attempt = t.attempt;
+        let request = KillRequest {
+            task_instance_id: id,
+            attempt: t.attempt,
+            workflow_instance_id: instance,
+            owner_epoch: self.runs.get(&instance).map_or(0, |r| r.epoch),
+        };
         let client = self.clients.get(&worker);
         tokio::spawn(async move {
             let result = match client {
-                Ok(mut c) => c
-                    .kill(KillRequest {
-                        task_instance_id: id,
-                        attempt,
-                    })
-                    .await
-                    .map(|_| ()),
+                Ok(mut c) => c.kill(request).await.map(|_| ()),
                 Err(e) => Err(tonic::Status::unavailable(e.to_string())),
             };
             if let Err(e) = result {

@@ -38,7 +38,7 @@ use serde::Deserialize;
 use shoal_common::definition::{HttpSpec, SqlSpec, TimeoutStrategy};
 use shoal_common::metrics;
 use shoal_common::proto::{
-    DispatchResponse, ProbeResponse, TaskAttempt, TaskEvent, TaskEventKind, TaskSpec,
+    DispatchResponse, KillRequest, ProbeResponse, TaskAttempt, TaskEvent, TaskEventKind, TaskSpec,
 };
 use shoal_common::types::now_ms;
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -442,9 +442,25 @@ impl Executor {
     }
 
     /// Kills a running task attempt; false if it is not running here.
-    pub(crate) fn kill(&self, task_instance_id: i64, attempt: i32) -> bool {
+    /// A kill from an owner older than the newest seen for the instance is refused: a
+    /// frozen old owner must not kill what its successor drives.
+    pub(crate) fn kill(&self, kill: &KillRequest) -> bool {
+        let (task_instance_id, attempt) = (kill.task_instance_id, kill.attempt);
         let task = {
             let table = self.table.lock().expect("task table lock");
+            if table
+                .fences
+                .newest(kill.workflow_instance_id)
+                .is_some_and(|newest| kill.owner_epoch < newest)
+            {
+                warn!(
+                    task_instance_id,
+                    attempt,
+                    epoch = kill.owner_epoch,
+                    "kill from a superseded owner refused"
+                );
+                return false;
+            }
             table
                 .running
                 .get(&TaskKey {
@@ -1045,6 +1061,31 @@ mod tests {
         current.owner_epoch = 2;
         assert_eq!(executor.dispatch(vec![current], false).accepted, vec![5]);
         assert_eq!(executor.probe(&[probe(5, 2)]).known, vec![5]);
+
+        // Nor can the old owner kill what the new one drives.
+        let mut sleeper = spec(6, "shell", "sleep 30");
+        sleeper.owner_epoch = 2;
+        assert_eq!(
+            executor.dispatch(vec![sleeper.clone()], false).accepted,
+            vec![6]
+        );
+        let mut stale = kill_of(&sleeper);
+        stale.owner_epoch = 1;
+        assert!(!executor.kill(&stale), "the old owner's kill is refused");
+        assert!(
+            executor.kill(&kill_of(&sleeper)),
+            "the owner's kill goes through"
+        );
+        assert!(executor.wait_idle(Duration::from_secs(10)).await);
+    }
+
+    fn kill_of(spec: &TaskSpec) -> KillRequest {
+        KillRequest {
+            task_instance_id: spec.task_instance_id,
+            attempt: spec.attempt,
+            workflow_instance_id: spec.workflow_instance_id,
+            owner_epoch: spec.owner_epoch,
+        }
     }
 
     #[tokio::test]
@@ -1090,7 +1131,7 @@ mod tests {
         assert_eq!(WORKER_TASKS_FINISHED_FAILURE.get(), failure + 1);
         assert_eq!(WORKER_TASK_DURATION.count(), observed + 2);
 
-        assert!(executor.kill(3, 1));
+        assert!(executor.kill(&kill_of(&spec(3, "shell", ""))));
         assert!(executor.wait_idle(Duration::from_secs(10)).await);
         assert_eq!(WORKER_TASKS_RUNNING.get(), running);
         assert_eq!(WORKER_TASKS_FINISHED_KILLED.get(), killed + 1);
