@@ -208,6 +208,23 @@ fn a_cancelled_backfill_skips_the_dates_not_started_and_lets_the_running_one_fin
         body["error"].as_str().unwrap().contains("cancelled"),
         "{body}"
     );
+
+    let listed = e.api().get("/backfills?workflow=daily");
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed[0]["state"], "cancelled", "{listed}");
+    assert!(
+        e.api()
+            .get("/backfills?workflow=other")
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let (code, table, err) = run_cli(e.api(), &["backfill", "list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        table.contains("default/daily") && table.contains("cancelled") && table.contains("7/7"),
+        "{table}"
+    );
 }
 
 fn a_serial_backfill_runs_each_day_once_in_order_and_a_failure_does_not_stop_it(e: Env) {

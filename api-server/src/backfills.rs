@@ -6,7 +6,7 @@
 use crate::Ctx;
 use crate::commands::{latest_definition, refuse_undefined, startup_params};
 use crate::error::{Error, Result};
-use crate::extract::{ApiPath, Body};
+use crate::extract::{ApiPath, ApiQuery, Body};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -174,6 +174,27 @@ async fn existing(ctx: &Ctx, id: i64) -> Result<BackfillRow> {
         .get_backfill(id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("backfill {id} does not exist")))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    #[serde(default = "default_project")]
+    project: String,
+    workflow: Option<String>,
+    limit: Option<u64>,
+}
+
+fn default_project() -> String {
+    "default".into()
+}
+
+/// `GET /backfills[?workflow=NAME&project=P&limit=N]`: newest first (100 by default).
+pub async fn list(State(ctx): State<Ctx>, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Json<Value>> {
+    let workflow = q.workflow.as_deref().map(|w| (q.project.as_str(), w));
+    let limit = q.limit.unwrap_or(100).clamp(1, 1_000);
+    let rows = ctx.store.list_backfills(workflow, limit).await?;
+    Ok(Json(rows.iter().map(backfill_json).collect()))
 }
 
 /// `POST /backfills/{id}/cancel`: the runs not started yet are skipped, started ones go

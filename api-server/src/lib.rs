@@ -102,6 +102,7 @@ pub fn router(state: ApiState) -> Router {
             "/projects/{project}/workflows/{name}/backfill",
             post(backfills::create),
         )
+        .route("/backfills", get(backfills::list))
         .route("/backfills/{id}", get(backfills::get))
         .route("/backfills/{id}/cancel", post(backfills::cancel))
         .route("/commands/{id}", get(commands::status))

@@ -1,5 +1,5 @@
 //! `shoal backfill NAME --from DATE --to DATE | --dates D1,D2 [...] [--wait]`,
-//! `shoal backfill status ID` and `shoal backfill cancel ID`. The server runs the backfill (the leader master starts each
+//! `shoal backfill status ID`, `shoal backfill cancel ID` and `shoal backfill list`. The server runs the backfill (the leader master starts each
 //! date's run); the CLI only asks and, with `--wait`, watches.
 
 use super::http::{Api, Body, Unreachable};
@@ -26,6 +26,21 @@ enum StatusCommand {
     Status(StatusArgs),
     /// Skip the dates not started yet; started ones finish, then it ends `cancelled`.
     Cancel(CancelArgs),
+    /// List backfills, newest first.
+    List(ListArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ListArgs {
+    /// Only the backfills of this workflow.
+    #[arg(long)]
+    workflow: Option<String>,
+    #[arg(long, env = "SHOAL_PROJECT", default_value = "default")]
+    project: String,
+    #[arg(long, short = 'o', value_enum, default_value_t)]
+    output: Output,
+    #[command(flatten)]
+    conn: Connection,
 }
 
 #[derive(clap::Args, Debug)]
@@ -88,8 +103,43 @@ pub async fn run(args: BackfillArgs) -> anyhow::Result<i32> {
     match args.status {
         Some(StatusCommand::Status(s)) => status(s).await,
         Some(StatusCommand::Cancel(c)) => cancel(c).await,
+        Some(StatusCommand::List(l)) => list(l).await,
         None => start(args.start).await,
     }
+}
+
+async fn list(args: ListArgs) -> anyhow::Result<i32> {
+    let api = Api::new(&args.conn)?;
+    let mut query = vec![("project", args.project)];
+    if let Some(w) = args.workflow {
+        query.push(("workflow", w));
+    }
+    let list: Value = api.get(&["backfills"], &query).await?;
+    if args.output == Output::Json {
+        print_out(format!("{list:#}\n"))?;
+        return Ok(0);
+    }
+    let rows: Vec<Vec<String>> = list
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|b| {
+            vec![
+                cell(&b["id"]),
+                format!("{}/{}", cell(&b["project"]), cell(&b["workflow"])),
+                cell(&b["state"]),
+                format!("{}/{}", cell(&b["done"]), cell(&b["total"])),
+                failed(b).trim_start_matches("; failed: ").to_string(),
+                time(&b["created_at"]),
+            ]
+        })
+        .collect();
+    print_out(render(
+        &["id", "workflow", "state", "done", "failed", "created"],
+        &rows,
+    ))?;
+    Ok(0)
 }
 
 async fn cancel(args: CancelArgs) -> anyhow::Result<i32> {

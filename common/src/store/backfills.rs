@@ -234,6 +234,32 @@ impl Store {
         }))
     }
 
+    /// Backfills newest first, of one workflow if `workflow` is set, at most `limit`.
+    pub async fn list_backfills(
+        &self,
+        workflow: Option<(&str, &str)>,
+        limit: u64,
+    ) -> Result<Vec<BackfillRow>> {
+        let mut select = Query::select();
+        select
+            .column(Backfill::Id)
+            .from(Backfill::Table)
+            .order_by(Backfill::Id, Order::Desc)
+            .limit(limit);
+        if let Some((project, name)) = workflow {
+            select
+                .and_where(Expr::col(Backfill::Project).eq(project))
+                .and_where(Expr::col(Backfill::Workflow).eq(name));
+        }
+        let ids: Vec<(i64,)> = self.db.fetch_all(&select).await?;
+        let mut rows = Vec::with_capacity(ids.len());
+        for (id,) in ids {
+            // Gone meanwhile only if deleted with its workflow: skip it.
+            rows.extend(self.get_backfill(id).await?);
+        }
+        Ok(rows)
+    }
+
     /// Cancels a running backfill: its runs not started yet are skipped (runs already
     /// started go on), and it ends `cancelled` once those have ended. Returns how many
     /// runs were skipped, or None when the backfill is not running (or does not exist).
