@@ -91,32 +91,33 @@ struct Ctx {
 }
 
 impl Ctx {
-    /// Writes rows behind the store's back (to plant corrupt data).
-    /// Reads one number behind the store's back.
-    async fn count_raw(&self, sql: &'static str) -> i64 {
+    /// Runs one statement behind the store's back (to plant corrupt data, or to read a
+    /// number the store does not expose); its first column of its first row, if any.
+    async fn raw(&self, sql: &'static str) -> Option<i64> {
         match self.store.backend() {
             Backend::Sqlite => {
                 let mut conn = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
-                sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
+                sqlx::query_scalar::<_, i64>(sql)
+                    .fetch_optional(&mut conn)
+                    .await
+                    .unwrap()
             }
             Backend::Postgres => {
                 let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
-                sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
+                sqlx::query_scalar::<_, i64>(sql)
+                    .fetch_optional(&mut conn)
+                    .await
+                    .unwrap()
             }
         }
     }
 
+    async fn count_raw(&self, sql: &'static str) -> i64 {
+        self.raw(sql).await.expect("a number")
+    }
+
     async fn exec_raw(&self, sql: &'static str) {
-        match self.store.backend() {
-            Backend::Sqlite => {
-                let mut conn = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
-                sqlx::query(sql).execute(&mut conn).await.unwrap();
-            }
-            Backend::Postgres => {
-                let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
-                sqlx::query(sql).execute(&mut conn).await.unwrap();
-            }
-        }
+        self.raw(sql).await;
     }
 }
 

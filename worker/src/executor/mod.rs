@@ -133,6 +133,19 @@ struct Table {
     accepting: bool,
 }
 
+impl Table {
+    /// An attempt running or finished here: its route, and whether it was abandoned.
+    fn known(&self, key: &TaskKey) -> Option<(SharedRoute, bool)> {
+        match self.running.get(key) {
+            Some(task) => Some((task.route.clone(), task.abandoned())),
+            None => self
+                .finished
+                .get(key)
+                .map(|f| (f.route.clone(), f.abandoned)),
+        }
+    }
+}
+
 /// The part of the definition JSON (a `TaskDef`) the worker reads; everything else is
 /// ignored, so that the master may send fields this worker does not know yet.
 #[derive(Default, Deserialize)]
@@ -291,13 +304,7 @@ impl Executor {
                     response.rejected.push(id);
                     continue;
                 }
-                let known = match table.running.get(&key) {
-                    Some(task) => Some((task.route.clone(), task.abandoned())),
-                    None => table
-                        .finished
-                        .get(&key)
-                        .map(|f| (f.route.clone(), f.abandoned)),
-                };
+                let known = table.known(&key);
                 if let Some((_, true)) = known {
                     debug!(
                         task_instance_id = id,
@@ -425,12 +432,8 @@ impl Executor {
                 task_instance_id: a.task_instance_id,
                 attempt: a.attempt,
             };
-            let abandoned = match table.running.get(&key) {
-                Some(task) => task.abandoned(),
-                None => match table.finished.get(&key) {
-                    Some(f) => f.abandoned,
-                    None => continue,
-                },
+            let Some((_, abandoned)) = table.known(&key) else {
+                continue;
             };
             if abandoned {
                 response.abandoned.push(a.task_instance_id);
