@@ -3,8 +3,9 @@
 mod support;
 
 use serde_json::Value;
-use std::time::Duration;
-use support::{Standalone, cli, text};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::{Api, SHOAL, Standalone, cli, free_port, text};
 
 fn apply(s: &Standalone, name: &str, yaml: &str) {
     let path = s.dir.path().join(format!("{name}.yaml"));
@@ -303,5 +304,36 @@ fn a_task_whose_group_has_no_worker_waits_with_the_reason_shown() {
     assert_eq!(
         inst["tasks"][0]["state"], "killed",
         "a queued task is withdrawn on stop"
+    );
+}
+
+#[test]
+fn logs_written_to_a_pipe_carry_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut child = Command::new(SHOAL)
+        .args(["standalone", "--port", &port.to_string(), "--data-dir"])
+        .arg(dir.path().join("data"))
+        .env("RUST_LOG", "info")
+        .env_remove("NO_COLOR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let api = Api::new(port);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !api.healthy() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let healthy = api.healthy();
+    let _ = child.kill();
+    let logs = text(&child.wait_with_output().unwrap().stderr);
+    assert!(healthy, "standalone did not answer /health:\n{logs}");
+    assert!(logs.contains("INFO"), "no log lines on stderr:\n{logs}");
+    assert!(
+        !logs.contains('\x1b'),
+        "colour codes in piped logs:\n{}",
+        logs.escape_debug()
     );
 }

@@ -4,18 +4,19 @@
 
 use crate::Ctx;
 use crate::channels::call;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorBody, Result};
 use crate::extract::ApiPath;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::{Value, json};
+use serde::Serialize;
 use shoal_common::proto::master_client::MasterClient;
 use shoal_common::proto::{ControlAction, ControlRequest};
 use shoal_common::store::{InstanceRow, NewCommand, recovery_allowed};
 use shoal_common::types::{CommandKind, WorkflowState};
 use std::time::Duration;
 use tonic::Code;
+use utoipa::{IntoParams, ToSchema};
 
 /// How long the master may take to answer a stop or pause, connecting included.
 const MASTER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -55,15 +56,69 @@ impl Action {
     }
 }
 
+/// An accepted action.
+#[derive(Serialize, ToSchema)]
+pub struct ActionAccepted {
+    /// The workflow instance.
+    pub id: i64,
+    /// The action, as named in the path (`resubmit_failed` is answered `resubmit-failed`).
+    pub action: String,
+    /// For stop and pause: the state the master reports (e.g. `ready_stop`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<WorkflowState>, nullable = false)]
+    pub state: Option<String>,
+    /// For resume, rerun and resubmit-failed: the command written
+    /// (`GET /commands/{command_id}` tells when a master took it up).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub command_id: Option<i64>,
+}
+
+/// The actions of `POST /instances/{id}/{action}`.
+#[derive(ToSchema)]
+#[schema(rename_all = "kebab-case")]
+#[allow(dead_code)]
+pub enum InstanceAction {
+    Stop,
+    Pause,
+    Resume,
+    Rerun,
+    ResubmitFailed,
+}
+
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub struct ActionPath {
+    /// The workflow instance.
+    id: i64,
+    /// The action (`resubmit_failed` is accepted too).
+    action: InstanceAction,
+}
+
 /// `POST /instances/{id}/{action}`. Answers 202 with `{"id", "action", "state"}` for stop
 /// and pause (the state the master reports, e.g. `ready_stop`), and with `{"command_id",
 /// "id", "action"}` for the others (`GET /commands/{command_id}` tells when a master took
 /// it up). 409 when the instance's state does not allow the action, 503 when the master
 /// driving it cannot be reached.
+#[utoipa::path(
+    post,
+    path = "/instances/{id}/{action}",
+    operation_id = "actOnInstance",
+    tag = "instances",
+    params(ActionPath),
+    responses(
+        (status = 202, body = ActionAccepted),
+        (status = 404, description = "No such instance, or an unknown action", body = ErrorBody),
+        (status = 409, description = "The instance's state does not allow the action, or an action on it is pending", body = ErrorBody),
+        (status = 502, description = "The master failed to answer", body = ErrorBody),
+        (status = 503, description = "No master drives the instance at the moment (failover will take it over)", body = ErrorBody),
+    )
+)]
 pub async fn act(
     State(ctx): State<Ctx>,
     ApiPath((id, action)): ApiPath<(i64, String)>,
-) -> Result<(StatusCode, Json<Value>)> {
+) -> Result<(StatusCode, Json<ActionAccepted>)> {
     let action = Action::parse(&action).ok_or_else(|| {
         Error::NotFound(format!(
             "unknown action '{action}' on workflow instance {id}; valid actions: {VALID_ACTIONS}"
@@ -87,7 +142,12 @@ pub async fn act(
                 )));
             }
             tracing::info!(instance = id, "waiting run stopped");
-            let body = json!({ "id": id, "action": "stop", "state": WorkflowState::Stopped });
+            let body = ActionAccepted {
+                id,
+                action: Action::Stop.name().to_string(),
+                state: Some(WorkflowState::Stopped.to_string()),
+                command_id: None,
+            };
             Ok((StatusCode::ACCEPTED, Json(body)))
         }
         Action::Stop => control(&ctx, &instance, Control::STOP).await,
@@ -144,7 +204,7 @@ async fn control(
     ctx: &Ctx,
     instance: &InstanceRow,
     control: Control,
-) -> Result<(StatusCode, Json<Value>)> {
+) -> Result<(StatusCode, Json<ActionAccepted>)> {
     let id = instance.id;
     let action = control.action.name();
     control.check(id, instance.state)?;
@@ -176,7 +236,12 @@ async fn control(
                 state,
                 "control requested"
             );
-            let body = json!({ "id": id, "action": action, "state": answer.state });
+            let body = ActionAccepted {
+                id,
+                action: action.to_string(),
+                state: Some(answer.state),
+                command_id: None,
+            };
             return Ok((StatusCode::ACCEPTED, Json(body)));
         }
         Err(status) => status,
@@ -221,7 +286,7 @@ async fn recover(
     instance: InstanceRow,
     action: Action,
     kind: CommandKind,
-) -> Result<(StatusCode, Json<Value>)> {
+) -> Result<(StatusCode, Json<ActionAccepted>)> {
     let id = instance.id;
     if let Err(reason) = recovery_allowed(kind, instance.state) {
         return Err(Error::Conflict(format!(
@@ -251,7 +316,12 @@ async fn recover(
         version = cmd.version,
         "command written"
     );
-    let body = json!({ "command_id": command_id, "id": id, "action": action.name() });
+    let body = ActionAccepted {
+        id,
+        action: action.name().to_string(),
+        state: None,
+        command_id: Some(command_id),
+    };
     Ok((StatusCode::ACCEPTED, Json(body)))
 }
 

@@ -2,31 +2,65 @@
 //! alert outbox with its delivery record (`GET /alerts`).
 
 use crate::Ctx;
-use crate::error::{Error, Result};
-use crate::extract::{ApiPath, ApiQuery, Body};
+use crate::error::{Error, ErrorBody, Result};
+use crate::extract::{ApiPath, ApiQuery, Body, path};
+use crate::task_groups::Deleted;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use shoal_common::store::{
-    ALERT_FAILED, ALERT_PENDING, ALERT_SENT, AlertChannel, AlertFilter, AlertRow, ChannelTarget,
+    self, ALERT_FAILED, ALERT_PENDING, ALERT_SENT, AlertFilter, AlertRow, ChannelTarget,
     WebhookFormat,
 };
 use shoal_common::types::ms_to_rfc3339;
+use utoipa::{IntoParams, ToSchema};
 
-#[derive(Deserialize)]
+/// Where alerts go: a webhook (`url`, `format`) or the master's log. The same shape is
+/// sent to create one and answered.
+#[derive(Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct ChannelRequest {
-    name: String,
+pub struct AlertChannel {
+    pub name: String,
     #[serde(rename = "type")]
-    kind: String,
-    url: Option<String>,
-    format: Option<WebhookFormat>,
+    #[schema(value_type = ChannelType)]
+    pub kind: String,
+    /// Where a webhook channel POSTs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// A webhook channel's body format (default json).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format: Option<WebhookFormat>,
 }
 
-impl ChannelRequest {
-    fn into_channel(self) -> Result<AlertChannel> {
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub enum ChannelType {
+    /// A JSON POST to `url`.
+    Webhook,
+    /// A line in the master's log.
+    Log,
+}
+
+impl From<store::AlertChannel> for AlertChannel {
+    fn from(c: store::AlertChannel) -> Self {
+        let (kind, url, format) = match c.target {
+            ChannelTarget::Webhook { url, format } => ("webhook", Some(url), Some(format)),
+            ChannelTarget::Log => ("log", None, None),
+        };
+        AlertChannel {
+            name: c.name,
+            kind: kind.to_string(),
+            url,
+            format,
+        }
+    }
+}
+
+impl AlertChannel {
+    fn into_channel(self) -> Result<store::AlertChannel> {
         let target = match (self.kind.as_str(), self.url, self.format) {
             ("webhook", Some(url), format) => ChannelTarget::Webhook {
                 url,
@@ -47,7 +81,7 @@ impl ChannelRequest {
                 )));
             }
         };
-        Ok(AlertChannel {
+        Ok(store::AlertChannel {
             name: self.name,
             target,
         })
@@ -55,42 +89,111 @@ impl ChannelRequest {
 }
 
 /// `POST /alert-channels` `{"name", "type": "webhook"|"log", "url", "format": "json"|"slack"}`.
+#[utoipa::path(
+    post,
+    path = "/alert-channels",
+    operation_id = "createAlertChannel",
+    tag = "alerts",
+    request_body = AlertChannel,
+    responses(
+        (status = 201, body = AlertChannel),
+        (status = 400, description = "A bad name, type, url or format", body = ErrorBody),
+        (status = 409, description = "The name is taken", body = ErrorBody),
+    )
+)]
 pub async fn create_channel(
     State(ctx): State<Ctx>,
     body: Body,
-) -> Result<(StatusCode, Json<Value>)> {
-    let channel = body.json::<ChannelRequest>()?.into_channel()?;
+) -> Result<(StatusCode, Json<AlertChannel>)> {
+    let channel = body.json::<AlertChannel>()?.into_channel()?;
     ctx.store.create_alert_channel(&channel).await?;
     tracing::info!(name = %channel.name, "alert channel created");
-    Ok((StatusCode::CREATED, Json(json!(channel))))
+    Ok((StatusCode::CREATED, Json(channel.into())))
 }
 
-pub async fn list_channels(State(ctx): State<Ctx>) -> Result<Json<Value>> {
-    Ok(Json(json!(ctx.store.list_alert_channels().await?)))
+/// `GET /alert-channels`: every channel.
+#[utoipa::path(
+    get,
+    path = "/alert-channels",
+    operation_id = "listAlertChannels",
+    tag = "alerts",
+    responses((status = 200, body = [AlertChannel]))
+)]
+pub async fn list_channels(State(ctx): State<Ctx>) -> Result<Json<Vec<AlertChannel>>> {
+    let channels = ctx.store.list_alert_channels().await?;
+    Ok(Json(channels.into_iter().map(AlertChannel::from).collect()))
 }
 
+/// `DELETE /alert-channels/{name}`
+#[utoipa::path(
+    delete,
+    path = "/alert-channels/{name}",
+    operation_id = "deleteAlertChannel",
+    tag = "alerts",
+    params(path::Name),
+    responses(
+        (status = 200, body = Deleted),
+        (status = 404, description = "No such alert channel", body = ErrorBody),
+    )
+)]
 pub async fn delete_channel(
     State(ctx): State<Ctx>,
     ApiPath(name): ApiPath<String>,
-) -> Result<Json<Value>> {
+) -> Result<Json<Deleted>> {
     ctx.store.delete_alert_channel(&name).await?;
     tracing::info!(%name, "alert channel deleted");
-    Ok(Json(json!({ "deleted": name })))
+    Ok(Json(Deleted { deleted: name }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AlertsQuery {
+    /// Only alerts of this workflow instance.
     instance: Option<i64>,
+    /// Only alerts in this state: pending, sent or failed.
     state: Option<String>,
+    /// How many (default 100).
     limit: Option<i64>,
 }
 
+/// An alert in the outbox with its delivery record.
+#[derive(Serialize, ToSchema)]
+pub struct Alert {
+    pub id: i64,
+    pub workflow_instance_id: i64,
+    pub channel: String,
+    /// success, failure, stopped or timeout.
+    pub event: String,
+    /// pending (to deliver, maybe after a failed attempt), sent or failed (gave up).
+    pub state: String,
+    pub attempts: i32,
+    #[schema(required = true)]
+    pub last_error: Option<String>,
+    pub next_attempt_at: String,
+    pub created_at: String,
+    #[schema(required = true)]
+    pub sent_at: Option<String>,
+    /// What is delivered.
+    pub payload: Value,
+}
+
 /// `GET /alerts?instance=&state=pending|sent|failed&limit=`: newest first.
+#[utoipa::path(
+    get,
+    path = "/alerts",
+    operation_id = "listAlerts",
+    tag = "alerts",
+    params(AlertsQuery),
+    responses(
+        (status = 200, description = "Newest first", body = [Alert]),
+        (status = 400, description = "A bad filter", body = ErrorBody),
+    )
+)]
 pub async fn list(
     State(ctx): State<Ctx>,
     ApiQuery(q): ApiQuery<AlertsQuery>,
-) -> Result<Json<Vec<Value>>> {
+) -> Result<Json<Vec<Alert>>> {
     let state = q.state.filter(|s| !s.is_empty());
     if let Some(s) = &state
         && ![ALERT_PENDING, ALERT_SENT, ALERT_FAILED].contains(&s.as_str())
@@ -108,18 +211,18 @@ pub async fn list(
     Ok(Json(rows.iter().map(alert_json).collect()))
 }
 
-fn alert_json(a: &AlertRow) -> Value {
-    json!({
-        "id": a.id,
-        "workflow_instance_id": a.workflow_instance_id,
-        "channel": a.channel,
-        "event": a.event,
-        "state": a.state,
-        "attempts": a.attempts,
-        "last_error": a.last_error,
-        "next_attempt_at": ms_to_rfc3339(a.next_attempt_at),
-        "created_at": ms_to_rfc3339(a.created_at),
-        "sent_at": a.sent_at.map(ms_to_rfc3339),
-        "payload": a.payload,
-    })
+fn alert_json(a: &AlertRow) -> Alert {
+    Alert {
+        id: a.id,
+        workflow_instance_id: a.workflow_instance_id,
+        channel: a.channel.clone(),
+        event: a.event.clone(),
+        state: a.state.clone(),
+        attempts: a.attempts,
+        last_error: a.last_error.clone(),
+        next_attempt_at: ms_to_rfc3339(a.next_attempt_at),
+        created_at: ms_to_rfc3339(a.created_at),
+        sent_at: a.sent_at.map(ms_to_rfc3339),
+        payload: a.payload.clone(),
+    }
 }

@@ -1,12 +1,16 @@
 //! Bearer-token auth: when a token is configured, every request that changes something
 //! must carry it. Reads stay open so that dashboards and `shoal status` need no secret.
 
-use crate::error::Error;
+use crate::Ctx;
+use crate::error::{Error, ErrorBody, Result};
+use axum::Json;
 use axum::extract::{Request, State};
-use axum::http::{Method, header};
+use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use std::sync::Arc;
+use utoipa::ToSchema;
 
 pub async fn require_token(
     State(token): State<Option<Arc<str>>>,
@@ -20,15 +24,48 @@ pub async fn require_token(
     if reads.contains(req.method()) {
         return next.run(req).await;
     }
-    let presented = req
-        .headers()
+    if carries(req.headers(), &token) {
+        next.run(req).await
+    } else {
+        Error::Unauthorized.into_response()
+    }
+}
+
+/// Whether `headers` carry `Authorization: Bearer <token>`.
+pub fn carries(headers: &HeaderMap, token: &str) -> bool {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match presented {
-        Some(p) if constant_time_eq(p.as_bytes(), token.as_bytes()) => next.run(req).await,
-        _ => Error::Unauthorized.into_response(),
+        .map(str::trim)
+        .is_some_and(|p| constant_time_eq(p.as_bytes(), token.as_bytes()))
+}
+
+/// `GET /session`'s answer.
+#[derive(Serialize, ToSchema)]
+pub struct Session {
+    /// Whether the server requires a token for writes.
+    auth: bool,
+}
+
+/// Checks a token: 200 when the server has none, or when the request carries the right
+/// one; 401 otherwise. A sign-in page asks this before it keeps a token.
+#[utoipa::path(
+    get,
+    path = "/session",
+    operation_id = "getSession",
+    tag = "meta",
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, body = Session),
+        (status = 401, description = "The server has a token and the request does not carry it", body = ErrorBody),
+    )
+)]
+pub(crate) async fn session(State(ctx): State<Ctx>, headers: HeaderMap) -> Result<Json<Session>> {
+    match ctx.token {
+        None => Ok(Json(Session { auth: false })),
+        Some(token) if carries(&headers, &token) => Ok(Json(Session { auth: true })),
+        Some(_) => Err(Error::Unauthorized),
     }
 }
 

@@ -5,23 +5,25 @@
 
 use crate::Ctx;
 use crate::commands::{latest_definition, refuse_undefined, startup_params};
-use crate::error::{Error, Result};
-use crate::extract::{ApiPath, ApiQuery, Body};
+use crate::error::{Error, ErrorBody, Result};
+use crate::extract::{ApiPath, ApiQuery, Body, path};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::NaiveDate;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use shoal_common::schedule::{backfill_times, parse_timezone};
 use shoal_common::store::{BackfillRow, NewBackfill, StartOptions};
-use shoal_common::types::{BackfillRunState, Priority, ms_to_rfc3339};
+use shoal_common::types::{BackfillRunState, BackfillState, Priority, ms_to_rfc3339};
 use std::collections::BTreeMap;
+use utoipa::{IntoParams, ToSchema};
 
 /// Runs one backfill may start.
 const MAX_RUNS: usize = 10_000;
 
-#[derive(Debug, Default, Deserialize, Clone, Copy, PartialEq, Eq)]
+/// Which dates run first.
+#[derive(Debug, Default, Deserialize, Clone, Copy, PartialEq, Eq, ToSchema)]
 #[serde(rename_all = "snake_case")]
 enum Order {
     #[default]
@@ -29,7 +31,8 @@ enum Order {
     Desc,
 }
 
-#[derive(Debug, Deserialize)]
+/// Runs to start for past dates: `from` and `to`, or `dates`.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BackfillRequest {
     /// First and last day (YYYY-MM-DD, inclusive).
@@ -49,6 +52,7 @@ pub struct BackfillRequest {
     /// Zone of the days when the workflow has no schedule (its schedule's zone otherwise).
     timezone: Option<String>,
     #[serde(default)]
+    #[schema(value_type = BTreeMap<String, crate::commands::StartParam>)]
     params: BTreeMap<String, Value>,
     priority: Option<Priority>,
 }
@@ -89,11 +93,24 @@ impl BackfillRequest {
 /// `POST .../backfill`: 201 `{id, runs, schedule_times}`. One run per fire time of the
 /// workflow's schedule on each day (in its zone, with its start options), or one run per
 /// day at 00:00 in `timezone` (default UTC) when the workflow has no schedule.
+#[utoipa::path(
+    post,
+    path = "/projects/{project}/workflows/{name}/backfill",
+    operation_id = "createBackfill",
+    tag = "backfills",
+    params(path::Workflow),
+    request_body = BackfillRequest,
+    responses(
+        (status = 201, body = BackfillCreated),
+        (status = 400, description = "Bad dates, zone or parameters", body = ErrorBody),
+        (status = 404, description = "No such workflow", body = ErrorBody),
+    )
+)]
 pub async fn create(
     State(ctx): State<Ctx>,
     ApiPath((project, name)): ApiPath<(String, String)>,
     body: Body,
-) -> Result<(StatusCode, Json<Value>)> {
+) -> Result<(StatusCode, Json<BackfillCreated>)> {
     let req: BackfillRequest = serde_json::from_slice(&body.0)
         .map_err(|e| Error::BadRequest(format!("invalid JSON body: {e}")))?;
     if req.parallel == 0 {
@@ -156,16 +173,37 @@ pub async fn create(
     };
     let id = ctx.store.create_backfill(&backfill).await?;
     tracing::info!(backfill_id = id, project = %backfill.project, workflow = %backfill.workflow, runs = backfill.times.len(), parallel = backfill.parallel, "backfill created");
-    let answer = json!({
-        "id": id,
-        "runs": backfill.times.len(),
-        "schedule_times": backfill.times.iter().map(|t| ms_to_rfc3339(*t)).collect::<Vec<_>>(),
-    });
+    let answer = BackfillCreated {
+        id,
+        runs: backfill.times.len(),
+        schedule_times: backfill.times.iter().map(|t| ms_to_rfc3339(*t)).collect(),
+    };
     Ok((StatusCode::CREATED, Json(answer)))
 }
 
+/// A backfill was stored; the leader master starts its runs.
+#[derive(Serialize, ToSchema)]
+pub struct BackfillCreated {
+    pub id: i64,
+    /// How many runs it has.
+    pub runs: usize,
+    /// The schedule time of each run, in start order.
+    pub schedule_times: Vec<String>,
+}
+
 /// `GET /backfills/{id}`: state, dates done/total, failed dates named, every run.
-pub async fn get(State(ctx): State<Ctx>, ApiPath(id): ApiPath<i64>) -> Result<Json<Value>> {
+#[utoipa::path(
+    get,
+    path = "/backfills/{id}",
+    operation_id = "getBackfill",
+    tag = "backfills",
+    params(path::Id),
+    responses(
+        (status = 200, body = Backfill),
+        (status = 404, description = "No such backfill", body = ErrorBody),
+    )
+)]
+pub async fn get(State(ctx): State<Ctx>, ApiPath(id): ApiPath<i64>) -> Result<Json<Backfill>> {
     Ok(Json(backfill_json(&existing(&ctx, id).await?)))
 }
 
@@ -176,12 +214,18 @@ async fn existing(ctx: &Ctx, id: i64) -> Result<BackfillRow> {
         .ok_or_else(|| Error::NotFound(format!("backfill {id} does not exist")))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
+    /// The project of `workflow` (default `default`).
     #[serde(default = "default_project")]
+    #[param(default = "default")]
     project: String,
+    /// Only backfills of this workflow.
     workflow: Option<String>,
+    /// How many, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u64>,
 }
 
@@ -190,7 +234,21 @@ fn default_project() -> String {
 }
 
 /// `GET /backfills[?workflow=NAME&project=P&limit=N]`: newest first (100 by default).
-pub async fn list(State(ctx): State<Ctx>, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Json<Value>> {
+#[utoipa::path(
+    get,
+    path = "/backfills",
+    operation_id = "listBackfills",
+    tag = "backfills",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "Newest first", body = [Backfill]),
+        (status = 400, description = "A bad query", body = ErrorBody),
+    )
+)]
+pub async fn list(
+    State(ctx): State<Ctx>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Vec<Backfill>>> {
     let workflow = q.workflow.as_deref().map(|w| (q.project.as_str(), w));
     let limit = q.limit.unwrap_or(100).clamp(1, 1_000);
     let rows = ctx.store.list_backfills(workflow, limit).await?;
@@ -199,7 +257,22 @@ pub async fn list(State(ctx): State<Ctx>, ApiQuery(q): ApiQuery<ListQuery>) -> R
 
 /// `POST /backfills/{id}/cancel`: the runs not started yet are skipped, started ones go
 /// on; the backfill ends `cancelled` when they have ended. 409 unless it is running.
-pub async fn cancel(State(ctx): State<Ctx>, ApiPath(id): ApiPath<i64>) -> Result<Json<Value>> {
+#[utoipa::path(
+    post,
+    path = "/backfills/{id}/cancel",
+    operation_id = "cancelBackfill",
+    tag = "backfills",
+    params(path::Id),
+    responses(
+        (status = 200, body = BackfillCancelled),
+        (status = 404, description = "No such backfill", body = ErrorBody),
+        (status = 409, description = "It is not running", body = ErrorBody),
+    )
+)]
+pub async fn cancel(
+    State(ctx): State<Ctx>,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<BackfillCancelled>> {
     let row = existing(&ctx, id).await?;
     let Some(skipped) = ctx.store.cancel_backfill(id).await? else {
         return Err(Error::Conflict(format!(
@@ -207,10 +280,58 @@ pub async fn cancel(State(ctx): State<Ctx>, ApiPath(id): ApiPath<i64>) -> Result
             row.state
         )));
     };
-    Ok(Json(json!({ "id": id, "skipped": skipped })))
+    Ok(Json(BackfillCancelled { id, skipped }))
 }
 
-fn backfill_json(b: &BackfillRow) -> Value {
+/// A cancel was recorded.
+#[derive(Serialize, ToSchema)]
+pub struct BackfillCancelled {
+    pub id: i64,
+    /// How many runs not started yet were skipped.
+    pub skipped: usize,
+}
+
+/// A backfill with its progress and every run.
+#[derive(Serialize, ToSchema)]
+pub struct Backfill {
+    pub id: i64,
+    pub project: String,
+    pub workflow: String,
+    /// The definition version its runs pin.
+    pub version: i32,
+    pub state: BackfillState,
+    /// Runs at once.
+    pub parallel: u32,
+    pub stop_on_failure: bool,
+    /// Runs in all.
+    pub total: usize,
+    /// Runs that ended or were skipped.
+    pub done: usize,
+    pub succeeded: usize,
+    pub running: usize,
+    pub skipped: usize,
+    /// Schedule times of the failed runs.
+    pub failed: Vec<String>,
+    /// In start order.
+    pub runs: Vec<BackfillRun>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// One schedule time of a backfill.
+#[derive(Serialize, ToSchema)]
+pub struct BackfillRun {
+    pub schedule_time: String,
+    pub state: BackfillRunState,
+    /// The instance it started, once started.
+    #[schema(required = true)]
+    pub workflow_instance_id: Option<i64>,
+    /// Why it could not start.
+    #[schema(required = true)]
+    pub error: Option<String>,
+}
+
+fn backfill_json(b: &BackfillRow) -> Backfill {
     let count = |state| b.runs.iter().filter(|r| r.state == state).count();
     let done = b
         .runs
@@ -228,27 +349,31 @@ fn backfill_json(b: &BackfillRow) -> Value {
         .filter(|r| r.state == BackfillRunState::Failure)
         .map(|r| ms_to_rfc3339(r.schedule_time))
         .collect();
-    json!({
-        "id": b.id,
-        "project": b.project,
-        "workflow": b.workflow,
-        "version": b.version,
-        "state": b.state,
-        "parallel": b.parallel,
-        "stop_on_failure": b.stop_on_failure,
-        "total": b.runs.len(),
-        "done": done,
-        "succeeded": count(BackfillRunState::Success),
-        "running": count(BackfillRunState::Running),
-        "skipped": count(BackfillRunState::Skipped),
-        "failed": failed,
-        "runs": b.runs.iter().map(|r| json!({
-            "schedule_time": ms_to_rfc3339(r.schedule_time),
-            "state": r.state,
-            "workflow_instance_id": r.workflow_instance_id,
-            "error": r.error,
-        })).collect::<Vec<_>>(),
-        "created_at": ms_to_rfc3339(b.created_at),
-        "updated_at": ms_to_rfc3339(b.updated_at),
-    })
+    Backfill {
+        id: b.id,
+        project: b.project.clone(),
+        workflow: b.workflow.clone(),
+        version: b.version,
+        state: b.state,
+        parallel: b.parallel,
+        stop_on_failure: b.stop_on_failure,
+        total: b.runs.len(),
+        done,
+        succeeded: count(BackfillRunState::Success),
+        running: count(BackfillRunState::Running),
+        skipped: count(BackfillRunState::Skipped),
+        failed,
+        runs: b
+            .runs
+            .iter()
+            .map(|r| BackfillRun {
+                schedule_time: ms_to_rfc3339(r.schedule_time),
+                state: r.state,
+                workflow_instance_id: r.workflow_instance_id,
+                error: r.error.clone(),
+            })
+            .collect(),
+        created_at: ms_to_rfc3339(b.created_at),
+        updated_at: ms_to_rfc3339(b.updated_at),
+    }
 }

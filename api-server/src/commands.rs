@@ -2,24 +2,24 @@
 //! and turns it into a workflow instance.
 
 use crate::Ctx;
-use crate::error::{Error, Result};
-use crate::extract::{ApiPath, Body};
+use crate::error::{Error, ErrorBody, Result};
+use crate::extract::{ApiPath, Body, path};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
-use shoal_common::store::{
-    CommandStatus, NewCommand, Params, Scope, StartOptions, StoredDefinition,
-};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use shoal_common::store::{self, NewCommand, Params, Scope, StartOptions, StoredDefinition};
 use shoal_common::types::{CommandKind, Priority};
 use std::collections::BTreeMap;
+use utoipa::ToSchema;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartRequest {
     /// Startup parameters; values may be strings, numbers or booleans.
     #[serde(default)]
+    #[schema(value_type = BTreeMap<String, StartParam>)]
     params: BTreeMap<String, Value>,
     /// Overrides the definition's priority for this run.
     #[serde(default)]
@@ -35,15 +35,46 @@ pub struct StartRequest {
     scope: Option<Scope>,
 }
 
+/// A startup parameter's value: tasks see it as a string.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum StartParam {
+    String(String),
+    Number(f64),
+    Boolean(bool),
+}
+
+/// A start was accepted: the command a master will turn into an instance.
+#[derive(Serialize, ToSchema)]
+pub struct StartAccepted {
+    pub command_id: i64,
+    /// The definition version the run pins (the latest).
+    pub version: i32,
+}
+
 /// `POST /projects/{project}/workflows/{name}/start` with an optional JSON body
 /// `{"params": {...}, "priority": "high", "dry_run": true, "from_task": "b",
 /// "scope": "only|upstream|downstream"}`. Pins the latest version and answers 202 with
 /// the command id; `GET /commands/{id}` tells when it became an instance.
+#[utoipa::path(
+    post,
+    path = "/projects/{project}/workflows/{name}/start",
+    operation_id = "startWorkflow",
+    tag = "workflows",
+    params(path::Workflow),
+    request_body(content = Option<StartRequest>, description = "Optional; an empty body starts with the defaults"),
+    responses(
+        (status = 202, description = "A command was written; `GET /commands/{command_id}` tells when it became an instance", body = StartAccepted),
+        (status = 400, description = "A bad body, parameter or task", body = ErrorBody),
+        (status = 404, description = "No such workflow", body = ErrorBody),
+    )
+)]
 pub async fn start(
     State(ctx): State<Ctx>,
     ApiPath((project, name)): ApiPath<(String, String)>,
     body: Body,
-) -> Result<(StatusCode, Json<Value>)> {
+) -> Result<(StatusCode, Json<StartAccepted>)> {
     let req: StartRequest = body.json_or_default()?;
     let params = startup_params(req.params)?;
     if req.scope.is_some() && req.from_task.is_none() {
@@ -90,7 +121,10 @@ pub async fn start(
         from_task = cmd.options.from_task.as_deref(),
         "command written"
     );
-    let answer = json!({ "command_id": command_id, "version": cmd.version });
+    let answer = StartAccepted {
+        command_id,
+        version: cmd.version,
+    };
     Ok((StatusCode::ACCEPTED, Json(answer)))
 }
 
@@ -148,27 +182,65 @@ pub(crate) fn startup_params(raw: BTreeMap<String, Value>) -> Result<Params> {
         .collect()
 }
 
+/// Where a command is.
+#[derive(Serialize, ToSchema)]
+pub struct CommandStatus {
+    pub id: i64,
+    pub status: CommandProgress,
+    /// The instance it became (status `done`).
+    #[schema(required = true)]
+    pub workflow_instance_id: Option<i64>,
+    /// Why it could not become an instance (status `error`).
+    #[schema(required = true)]
+    pub error: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandProgress {
+    /// Written, not yet claimed by a master.
+    Pending,
+    /// Claimed and turned into a workflow instance.
+    Done,
+    /// Could not be turned into an instance.
+    Error,
+}
+
 /// `GET /commands/{id}`: pending until a master claims it, then done with the instance id
 /// (or error with the reason it could not become an instance).
-pub async fn status(State(ctx): State<Ctx>, ApiPath(id): ApiPath<i64>) -> Result<Json<Value>> {
+#[utoipa::path(
+    get,
+    path = "/commands/{id}",
+    operation_id = "getCommand",
+    tag = "instances",
+    params(path::Id),
+    responses(
+        (status = 200, body = CommandStatus),
+        (status = 404, description = "No such command", body = ErrorBody),
+    )
+)]
+pub async fn status(
+    State(ctx): State<Ctx>,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<CommandStatus>> {
     let status = ctx
         .store
         .command_status(id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("command {id} does not exist")))?;
-    let (status, instance, error) = match status {
-        CommandStatus::Pending => ("pending", None, None),
-        CommandStatus::Done {
+    let (status, workflow_instance_id, error) = match status {
+        store::CommandStatus::Pending => (CommandProgress::Pending, None, None),
+        store::CommandStatus::Done {
             workflow_instance_id,
-        } => ("done", Some(workflow_instance_id), None),
-        CommandStatus::Error { error } => ("error", None, Some(error)),
+        } => (CommandProgress::Done, Some(workflow_instance_id), None),
+        store::CommandStatus::Error { error } => (CommandProgress::Error, None, Some(error)),
     };
-    Ok(Json(json!({
-        "id": id,
-        "status": status,
-        "workflow_instance_id": instance,
-        "error": error,
-    })))
+    Ok(Json(CommandStatus {
+        id,
+        status,
+        workflow_instance_id,
+        error,
+    }))
 }
 
 #[cfg(test)]

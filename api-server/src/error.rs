@@ -2,7 +2,9 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use shoal_common::definition::DefinitionError;
+use utoipa::ToSchema;
 
 /// Everything a request can fail with. Each variant's message is what the client reads,
 /// except for [`Error::Internal`], whose detail goes to the log only.
@@ -43,6 +45,25 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The body of every error answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong, for a person.
+    pub error: String,
+    /// For a definition that is not valid YAML or JSON: the line of the error (1-based).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub line: Option<usize>,
+    /// For a definition that is not valid YAML or JSON: the column of the error (1-based).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub column: Option<usize>,
+    /// For a refused definition: the task the error is about, when it is about one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub task: Option<String>,
+}
+
 const INTERNAL: &str = "internal error, see the api-server log";
 
 impl Error {
@@ -82,7 +103,17 @@ impl IntoResponse for Error {
             }
             self.to_string()
         };
-        (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+        let (location, task) = match &self {
+            Error::Definition(d) => (d.location(), d.task().map(str::to_string)),
+            _ => (None, None),
+        };
+        let body = ErrorBody {
+            error: message,
+            line: location.map(|(line, _)| line),
+            column: location.map(|(_, column)| column),
+            task,
+        };
+        (status, axum::Json(body)).into_response()
     }
 }
 
@@ -117,6 +148,28 @@ mod tests {
         ));
         assert_eq!(err.status(), StatusCode::BAD_REQUEST);
         assert!(body(err.into_response()).contains("limit must be positive"));
+    }
+
+    #[test]
+    fn definition_errors_locate_themselves() {
+        let err = Error::from(
+            shoal_common::definition::WorkflowDef::parse("name: w\ntasks: [\n  {name: a\n")
+                .unwrap_err(),
+        );
+        let text = body(err.into_response());
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(v["line"].as_u64().unwrap() >= 3, "{v}");
+        assert!(v["column"].is_u64() && v["task"].is_null(), "{v}");
+
+        let err = Error::from(
+            shoal_common::definition::WorkflowDef::parse(
+                "name: w\ntasks:\n- {name: a, type: noop, depends_on: [zz]}\n",
+            )
+            .unwrap_err(),
+        );
+        let v: serde_json::Value = serde_json::from_str(&body(err.into_response())).unwrap();
+        assert_eq!(v["task"], "a", "{v}");
+        assert!(v.get("line").is_none(), "{v}");
     }
 
     #[test]

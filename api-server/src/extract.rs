@@ -82,3 +82,51 @@ impl Body {
             .map_err(|e| Error::BadRequest(format!("invalid JSON body: {e}")))
     }
 }
+
+/// Path parameters, described once for the OpenAPI document (`params(...)` of the
+/// handlers). The handlers read them with [`ApiPath`].
+pub mod path {
+    #![allow(dead_code)]
+    use utoipa::IntoParams;
+
+    #[derive(IntoParams)]
+    #[into_params(parameter_in = Path)]
+    pub struct Project {
+        /// Project name (`default` unless a definition names another).
+        project: String,
+    }
+
+    #[derive(IntoParams)]
+    #[into_params(parameter_in = Path)]
+    pub struct Workflow {
+        /// Project name.
+        project: String,
+        /// Workflow name.
+        name: String,
+    }
+
+    #[derive(IntoParams)]
+    #[into_params(parameter_in = Path)]
+    pub struct Schedule {
+        /// Project name.
+        project: String,
+        /// Workflow name.
+        name: String,
+        /// Schedule id.
+        id: i64,
+    }
+
+    #[derive(IntoParams)]
+    #[into_params(parameter_in = Path)]
+    pub struct Id {
+        /// Id of the object the path names.
+        id: i64,
+    }
+
+    #[derive(IntoParams)]
+    #[into_params(parameter_in = Path)]
+    pub struct Name {
+        /// Name of the object the path names.
+        name: String,
+    }
+}

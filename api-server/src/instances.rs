@@ -2,26 +2,47 @@
 //! lowercase snake case.
 
 use crate::Ctx;
-use crate::error::{Error, Result};
-use crate::extract::{ApiPath, ApiQuery};
+use crate::error::{Error, ErrorBody, Result};
+use crate::extract::{ApiPath, ApiQuery, path};
+use crate::schedules::parse_time;
 use axum::Json;
 use axum::extract::State;
-use serde::Deserialize;
-use serde_json::{Value, json};
-use shoal_common::store::{InstanceFilter, InstanceRow, TaskInstanceRow};
-use shoal_common::types::{WorkflowState, ms_to_rfc3339};
+use axum::http::HeaderName;
+use serde::{Deserialize, Serialize};
+use shoal_common::store::{InstanceFilter, InstanceRow, StartOptions, TaskInstanceRow};
+use shoal_common::types::{Priority, TaskState, WorkflowState, ms_to_rfc3339};
+use std::collections::BTreeMap;
+use utoipa::{IntoParams, ToSchema};
 
 /// Instances listed when the query gives no `limit`, and the most it may ask for.
 const DEFAULT_LIMIT: i64 = 100;
 const MAX_LIMIT: i64 = 10_000;
+/// How many instances match the filter of `GET /instances`, whatever its limit and offset.
+pub const TOTAL_COUNT_HEADER: HeaderName = HeaderName::from_static("x-total-count");
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
+    /// Only instances of this project.
     project: Option<String>,
+    /// Only instances of workflows with this name.
     workflow: Option<String>,
+    /// Only instances in this state.
+    #[param(value_type = Option<WorkflowState>)]
     state: Option<String>,
+    /// How many to list, 1 to 10000 (default 100; the store reads at most 1000).
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 10000)]
     limit: Option<String>,
+    /// How many of the (newest first) matches to skip: 0-based.
+    #[param(value_type = Option<i64>, minimum = 0)]
+    offset: Option<String>,
+    /// Only instances created at or after this time (RFC 3339).
+    #[param(value_type = Option<String>, format = DateTime)]
+    from: Option<String>,
+    /// Only instances created before this time (RFC 3339).
+    #[param(value_type = Option<String>, format = DateTime)]
+    to: Option<String>,
 }
 
 impl ListQuery {
@@ -48,43 +69,142 @@ impl ListQuery {
                     ))
                 })?,
         };
+        let offset = match self.offset.filter(|s| !s.is_empty()) {
+            None => 0,
+            Some(s) => s.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+                Error::BadRequest(format!("offset '{s}' must be a number from 0"))
+            })?,
+        };
+        let time = |field: &str, text: Option<String>| {
+            text.filter(|s| !s.is_empty())
+                .map(|t| parse_time(field, &t))
+                .transpose()
+        };
         Ok(InstanceFilter {
             project: self.project.filter(|s| !s.is_empty()),
             workflow: self.workflow.filter(|s| !s.is_empty()),
             state,
+            from: time("from", self.from)?,
+            to: time("to", self.to)?,
             limit: Some(limit),
+            offset: Some(offset),
         })
     }
 }
 
-/// `GET /instances?project=&workflow=&state=&limit=`: instance summaries.
+/// `GET /instances?project=&workflow=&state=&from=&to=&limit=&offset=`: instance
+/// summaries, newest first, with the count of all matches in `X-Total-Count`.
+#[utoipa::path(
+    get,
+    path = "/instances",
+    operation_id = "listInstances",
+    tag = "instances",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "Newest first (created_at, then id)", body = [InstanceSummary],
+            headers(("X-Total-Count" = i64, description = "How many instances match the filter, whatever the limit and offset"))),
+        (status = 400, description = "A bad filter", body = ErrorBody),
+    )
+)]
 pub async fn list(
     State(ctx): State<Ctx>,
     ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Vec<Value>>> {
-    let rows = ctx.store.list_instances(&q.into_filter()?).await?;
-    Ok(Json(rows.iter().map(instance_summary).collect()))
+) -> Result<([(HeaderName, String); 1], Json<Vec<InstanceSummary>>)> {
+    let filter = q.into_filter()?;
+    let rows = ctx.store.list_instances(&filter).await?;
+    let total = ctx.store.count_instances(&filter).await?;
+    Ok((
+        [(TOTAL_COUNT_HEADER, total.to_string())],
+        Json(rows.iter().map(instance_summary).collect()),
+    ))
+}
+
+/// A workflow instance (one run of a workflow, with its reruns).
+#[derive(Serialize, ToSchema)]
+pub struct InstanceSummary {
+    pub id: i64,
+    pub project: String,
+    pub workflow: String,
+    /// The definition version it runs.
+    pub version: i32,
+    pub state: WorkflowState,
+    pub priority: Priority,
+    /// 1, then 2, 3... after reruns.
+    pub run: i32,
+    pub options: StartOptions,
+    /// The command it was started by.
+    pub command_id: i64,
+    /// The instant a cron or backfill run stands for.
+    #[schema(required = true)]
+    pub schedule_time: Option<String>,
+    pub created_at: String,
+    #[schema(required = true)]
+    pub started_at: Option<String>,
+    #[schema(required = true)]
+    pub ended_at: Option<String>,
+    /// Why it waits or was discarded (execution types).
+    #[schema(required = true)]
+    pub message: Option<String>,
+}
+
+/// An instance with its parameters, its master and every attempt of every task.
+#[derive(Serialize, ToSchema)]
+pub struct InstanceDetail {
+    #[serde(flatten)]
+    pub summary: InstanceSummary,
+    pub params: BTreeMap<String, String>,
+    /// Address of the master driving it.
+    #[schema(required = true)]
+    pub master: Option<String>,
+    /// By id.
+    pub tasks: Vec<TaskInstance>,
 }
 
 /// `GET /instances/{id}`: the instance with every attempt of every task.
-pub async fn get(State(ctx): State<Ctx>, ApiPath(id): ApiPath<i64>) -> Result<Json<Value>> {
+#[utoipa::path(
+    get,
+    path = "/instances/{id}",
+    operation_id = "getInstance",
+    tag = "instances",
+    params(path::Id),
+    responses(
+        (status = 200, body = InstanceDetail),
+        (status = 404, description = "No such instance", body = ErrorBody),
+    )
+)]
+pub async fn get(
+    State(ctx): State<Ctx>,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<InstanceDetail>> {
     let row = ctx
         .store
         .get_instance(id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("workflow instance {id} does not exist")))?;
     let tasks = ctx.store.list_task_instances(id).await?;
-    let mut out = instance_summary(&row);
-    out["params"] = json!(row.params);
-    out["master"] = json!(row.owner);
-    out["tasks"] = tasks.iter().map(task_json).collect();
-    Ok(Json(out))
+    Ok(Json(InstanceDetail {
+        summary: instance_summary(&row),
+        params: row.params,
+        master: row.owner,
+        tasks: tasks.iter().map(task_instance).collect(),
+    }))
 }
 
 /// `GET /task-instances/{id}`: one task attempt.
-pub async fn task(State(ctx): State<Ctx>, ApiPath(id): ApiPath<i64>) -> Result<Json<Value>> {
+#[utoipa::path(
+    get,
+    path = "/task-instances/{id}",
+    operation_id = "getTaskInstance",
+    tag = "instances",
+    params(path::Id),
+    responses(
+        (status = 200, body = TaskInstance),
+        (status = 404, description = "No such task instance", body = ErrorBody),
+    )
+)]
+pub async fn task(State(ctx): State<Ctx>, ApiPath(id): ApiPath<i64>) -> Result<Json<TaskInstance>> {
     let row = find_task(&ctx, id).await?;
-    Ok(Json(task_json(&row)))
+    Ok(Json(task_instance(&row)))
 }
 
 pub(crate) async fn find_task(ctx: &Ctx, id: i64) -> Result<TaskInstanceRow> {
@@ -94,49 +214,82 @@ pub(crate) async fn find_task(ctx: &Ctx, id: i64) -> Result<TaskInstanceRow> {
         .ok_or_else(|| Error::NotFound(format!("task instance {id} does not exist")))
 }
 
-pub(crate) fn time(ms: Option<i64>) -> Value {
-    ms.map_or(Value::Null, |ms| Value::String(ms_to_rfc3339(ms)))
+pub(crate) fn time(ms: Option<i64>) -> Option<String> {
+    ms.map(ms_to_rfc3339)
 }
 
-fn instance_summary(r: &InstanceRow) -> Value {
-    json!({
-        "id": r.id,
-        "project": r.project,
-        "workflow": r.workflow,
-        "version": r.version,
-        "state": r.state,
-        "priority": r.priority,
-        "run": r.run,
-        "options": r.options,
-        "command_id": r.command_id,
-        "schedule_time": time(r.schedule_time),
-        "created_at": ms_to_rfc3339(r.created_at),
-        "started_at": time(r.started_at),
-        "ended_at": time(r.ended_at),
-        "message": r.message,
-    })
+fn instance_summary(r: &InstanceRow) -> InstanceSummary {
+    InstanceSummary {
+        id: r.id,
+        project: r.project.clone(),
+        workflow: r.workflow.clone(),
+        version: r.version,
+        state: r.state,
+        priority: r.priority,
+        run: r.run,
+        options: r.options.clone(),
+        command_id: r.command_id,
+        schedule_time: time(r.schedule_time),
+        created_at: ms_to_rfc3339(r.created_at),
+        started_at: time(r.started_at),
+        ended_at: time(r.ended_at),
+        message: r.message.clone(),
+    }
 }
 
-fn task_json(t: &TaskInstanceRow) -> Value {
-    json!({
-        "id": t.id,
-        "workflow_instance_id": t.workflow_instance_id,
-        "run": t.run,
-        "name": t.name,
-        "type": t.task_type,
-        "state": t.state,
-        "attempt": t.attempt,
-        "priority": t.priority,
-        "worker": t.worker,
-        "worker_group": t.worker_group,
-        "submitted_at": ms_to_rfc3339(t.submitted_at),
-        "started_at": time(t.started_at),
-        "ended_at": time(t.ended_at),
-        "exit_code": t.exit_code,
-        "output": t.output,
-        "message": t.message,
-        "task_group": t.task_group,
-    })
+/// One attempt of one task.
+#[derive(Serialize, ToSchema)]
+pub struct TaskInstance {
+    pub id: i64,
+    pub workflow_instance_id: i64,
+    /// The run of the instance it belongs to.
+    pub run: i32,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub task_type: String,
+    pub state: TaskState,
+    /// 1, then 2, 3... for retries.
+    pub attempt: i32,
+    pub priority: Priority,
+    /// gRPC address of the worker it went to.
+    #[schema(required = true)]
+    pub worker: Option<String>,
+    pub worker_group: String,
+    pub submitted_at: String,
+    #[schema(required = true)]
+    pub started_at: Option<String>,
+    #[schema(required = true)]
+    pub ended_at: Option<String>,
+    #[schema(required = true)]
+    pub exit_code: Option<i32>,
+    /// Output parameters it set.
+    pub output: BTreeMap<String, String>,
+    #[schema(required = true)]
+    pub message: Option<String>,
+    #[schema(required = true)]
+    pub task_group: Option<String>,
+}
+
+fn task_instance(t: &TaskInstanceRow) -> TaskInstance {
+    TaskInstance {
+        id: t.id,
+        workflow_instance_id: t.workflow_instance_id,
+        run: t.run,
+        name: t.name.clone(),
+        task_type: t.task_type.clone(),
+        state: t.state,
+        attempt: t.attempt,
+        priority: t.priority,
+        worker: t.worker.clone(),
+        worker_group: t.worker_group.clone(),
+        submitted_at: ms_to_rfc3339(t.submitted_at),
+        started_at: time(t.started_at),
+        ended_at: time(t.ended_at),
+        exit_code: t.exit_code,
+        output: t.output.clone(),
+        message: t.message.clone(),
+        task_group: t.task_group.clone(),
+    }
 }
 
 #[cfg(test)]
@@ -149,6 +302,9 @@ mod tests {
             workflow: Some("w".into()),
             state: state.map(Into::into),
             limit: limit.map(Into::into),
+            offset: None,
+            from: None,
+            to: None,
         }
     }
 
@@ -171,6 +327,29 @@ mod tests {
             e.contains("'done'") && e.contains("running") && e.contains("serial_wait"),
             "{e}"
         );
+        let paged = ListQuery {
+            offset: Some("200".into()),
+            from: Some("2026-01-01T00:00:00Z".into()),
+            to: Some("2026-01-02T00:00:00+01:00".into()),
+            ..query(None, None)
+        }
+        .into_filter()
+        .unwrap();
+        assert_eq!(paged.offset, Some(200));
+        assert_eq!(paged.from, Some(1_767_225_600_000));
+        assert_eq!(paged.to, Some(1_767_225_600_000 + 23 * 3_600_000));
+        let bad_offset = ListQuery {
+            offset: Some("-1".into()),
+            ..query(None, None)
+        };
+        let e = bad_offset.into_filter().unwrap_err().to_string();
+        assert!(e.contains("offset '-1'"), "{e}");
+        let bad_time = ListQuery {
+            from: Some("yesterday".into()),
+            ..query(None, None)
+        };
+        let e = bad_time.into_filter().unwrap_err().to_string();
+        assert!(e.contains("from 'yesterday'"), "{e}");
         for bad in ["0", "-1", "x", "10001"] {
             let e = query(None, Some(bad))
                 .into_filter()

@@ -3,8 +3,10 @@
 //! The api-server validates input, stores definitions and writes commands; it never changes
 //! the state of a run itself (the owning master does, also when asked to stop or pause).
 //! Everything lives under `/api/v1` (and Prometheus' `GET /metrics`), leaving `/` free for
-//! the web UI. Errors are JSON `{"error": "..."}` bodies, produced in one place
-//! ([`error::Error`]'s `IntoResponse`).
+//! the web UI. Errors are JSON `{"error": "..."}` bodies ([`error::ErrorBody`]), produced in
+//! one place ([`error::Error`]'s `IntoResponse`). The OpenAPI 3.1 document is built from the
+//! same list of routes as the router ([`api_routes`]) and served at
+//! `GET /api/v1/openapi.json`, with Swagger UI at `/api/docs`.
 
 mod actions;
 mod alerts;
@@ -18,22 +20,29 @@ mod extract;
 mod instances;
 mod logs;
 mod metrics;
+mod openapi;
+mod projects;
 mod schedules;
 mod task_groups;
+mod ui;
 mod workflows;
 
 pub use error::{Error, Result};
 pub use metrics::{metrics_router, serve_metrics};
+pub use openapi::document as openapi_document;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
-use axum::routing::{delete, get, post};
+use serde::Serialize;
 use shoal_common::registry::Registry;
 use shoal_common::store::Store;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// What the api-server is started with.
 #[derive(Clone)]
@@ -53,87 +62,89 @@ pub(crate) struct Ctx {
     pub registry: Option<Registry>,
     /// gRPC channels to workers and masters.
     pub peers: Arc<channels::Channels>,
+    /// The bearer token writes need (None: no auth).
+    pub token: Option<Arc<str>>,
+    /// The OpenAPI document, serialized once.
+    pub openapi: Arc<str>,
 }
 
-/// The whole HTTP surface: `/api/v1/...`, `GET /metrics` (Prometheus) plus JSON 404/405
-/// answers for anything else.
+/// Every operation of the REST API, relative to `/api/v1`. The router and the OpenAPI
+/// document are both built from this list (`routes!` registers a handler at the method and
+/// path of its `#[utoipa::path]`, which also describes it), so neither can have an
+/// operation the other lacks. One `routes!` per path.
+fn api_routes() -> OpenApiRouter<Ctx> {
+    OpenApiRouter::new()
+        .routes(routes!(health))
+        .routes(routes!(auth::session))
+        .routes(routes!(openapi::document_json))
+        .routes(routes!(projects::list))
+        .routes(routes!(workflows::apply, workflows::list))
+        .routes(routes!(workflows::validate))
+        .routes(routes!(workflows::get))
+        .routes(routes!(workflows::versions))
+        .routes(routes!(commands::start))
+        .routes(routes!(schedules::create, schedules::list))
+        .routes(routes!(
+            schedules::get,
+            schedules::update,
+            schedules::delete
+        ))
+        .routes(routes!(schedules::enable))
+        .routes(routes!(schedules::disable))
+        .routes(routes!(schedules::preview))
+        .routes(routes!(backfills::create))
+        .routes(routes!(backfills::list))
+        .routes(routes!(backfills::get))
+        .routes(routes!(backfills::cancel))
+        .routes(routes!(commands::status))
+        .routes(routes!(cluster::nodes))
+        .routes(routes!(instances::list))
+        .routes(routes!(instances::get))
+        .routes(routes!(actions::act))
+        .routes(routes!(instances::task))
+        .routes(routes!(logs::task_log))
+        .routes(routes!(task_groups::create, task_groups::list))
+        .routes(routes!(task_groups::delete))
+        .routes(routes!(alerts::create_channel, alerts::list_channels))
+        .routes(routes!(alerts::delete_channel))
+        .routes(routes!(alerts::list))
+}
+
+/// The API router (to nest under `/api/v1`), the router of the paths outside it
+/// (`/metrics`) and the OpenAPI document describing both.
+fn parts() -> (Router<Ctx>, Router<Ctx>, utoipa::openapi::OpenApi) {
+    let (api, api_doc) = api_routes().split_for_parts();
+    let (outside, doc) = OpenApiRouter::with_openapi(openapi::base())
+        .routes(routes!(metrics::handler))
+        .split_for_parts();
+    (api, outside, openapi::finish(doc.nest("/api/v1", api_doc)))
+}
+
+/// The whole HTTP surface: `/api/v1/...`, `GET /metrics` (Prometheus), the API's
+/// interactive docs at `/api/docs`, the web UI, and JSON 404/405 answers for anything else.
 pub fn router(state: ApiState) -> Router {
+    let token: Option<Arc<str>> = state.token.filter(|t| !t.is_empty()).map(Arc::from);
+    let (api, outside, doc) = parts();
     let ctx = Ctx {
         store: state.store,
         registry: state.registry,
         peers: Arc::new(channels::Channels::default()),
+        token: token.clone(),
+        openapi: Arc::from(doc.to_json().expect("the OpenAPI document serializes")),
     };
-    let token: Option<Arc<str>> = state.token.filter(|t| !t.is_empty()).map(Arc::from);
-
-    let api = Router::new()
-        .route("/health", get(health))
-        .route(
-            "/projects/{project}/workflows",
-            post(workflows::apply).get(workflows::list),
-        )
-        .route("/projects/{project}/workflows/{name}", get(workflows::get))
-        .route(
-            "/projects/{project}/workflows/{name}/start",
-            post(commands::start),
-        )
-        .route(
-            "/projects/{project}/workflows/{name}/schedules",
-            post(schedules::create).get(schedules::list),
-        )
-        .route(
-            "/projects/{project}/workflows/{name}/schedules/{id}",
-            get(schedules::get)
-                .put(schedules::update)
-                .delete(schedules::delete),
-        )
-        .route(
-            "/projects/{project}/workflows/{name}/schedules/{id}/enable",
-            post(schedules::enable),
-        )
-        .route(
-            "/projects/{project}/workflows/{name}/schedules/{id}/disable",
-            post(schedules::disable),
-        )
-        .route(
-            "/projects/{project}/workflows/{name}/schedules/{id}/preview",
-            get(schedules::preview),
-        )
-        .route(
-            "/projects/{project}/workflows/{name}/backfill",
-            post(backfills::create),
-        )
-        .route("/backfills", get(backfills::list))
-        .route("/backfills/{id}", get(backfills::get))
-        .route("/backfills/{id}/cancel", post(backfills::cancel))
-        .route("/commands/{id}", get(commands::status))
-        .route("/cluster", get(cluster::nodes))
-        .route("/instances", get(instances::list))
-        .route("/instances/{id}", get(instances::get))
-        .route("/instances/{id}/{action}", post(actions::act))
-        .route("/task-instances/{id}", get(instances::task))
-        .route("/task-instances/{id}/log", get(logs::task_log))
-        .route(
-            "/task-groups",
-            post(task_groups::create).get(task_groups::list),
-        )
-        .route("/task-groups/{name}", delete(task_groups::delete))
-        .route(
-            "/alert-channels",
-            post(alerts::create_channel).get(alerts::list_channels),
-        )
-        .route("/alert-channels/{name}", delete(alerts::delete_channel))
-        .route("/alerts", get(alerts::list))
+    let api = api
         .method_not_allowed_fallback(method_not_allowed)
         .route_layer(axum::middleware::from_fn_with_state(
             token,
             auth::require_token,
         ))
         .layer(axum::middleware::from_fn(metrics::track))
-        .with_state(ctx);
+        .with_state(ctx.clone());
 
-    Router::new()
-        .route("/metrics", get(metrics::handler))
+    outside
+        .with_state(ctx)
         .nest("/api/v1", api)
+        .merge(openapi::docs_router())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())
@@ -156,12 +167,29 @@ pub async fn serve(
     Ok(())
 }
 
-async fn health() -> axum::Json<serde_json::Value> {
-    axum::Json(serde_json::json!({ "status": "ok" }))
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Health {
+    /// Always `ok`: the api-server answers.
+    #[schema(example = "ok")]
+    status: &'static str,
 }
 
-async fn not_found(uri: axum::http::Uri) -> Error {
-    Error::NotFound(format!("no such endpoint: {}", uri.path()))
+/// Whether the api-server answers (it does not check the store).
+#[utoipa::path(get, path = "/health", operation_id = "health", tag = "meta", responses((status = 200, body = Health)))]
+async fn health() -> axum::Json<Health> {
+    axum::Json(Health { status: "ok" })
+}
+
+/// The web UI for page and asset paths, JSON 404 for anything else.
+async fn not_found(
+    method: Method,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    ui::serve(&method, &uri, &headers).unwrap_or_else(|| {
+        Error::NotFound(format!("no such endpoint: {}", uri.path())).into_response()
+    })
 }
 
 async fn method_not_allowed(method: Method) -> Error {

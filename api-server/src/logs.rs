@@ -2,8 +2,8 @@
 
 use crate::Ctx;
 use crate::channels::call;
-use crate::error::{Error, Result};
-use crate::extract::{ApiPath, ApiQuery};
+use crate::error::{Error, ErrorBody, Result};
+use crate::extract::{ApiPath, ApiQuery, path};
 use crate::instances::find_task;
 use axum::extract::State;
 use axum::http::header::{CONTENT_TYPE, HeaderName};
@@ -12,6 +12,7 @@ use serde::Deserialize;
 use shoal_common::proto::ReadLogRequest;
 use shoal_common::proto::worker_client::WorkerClient;
 use std::time::Duration;
+use utoipa::IntoParams;
 
 /// How long one call to a worker may take, connecting included.
 const WORKER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -24,14 +25,32 @@ pub const NEXT_OFFSET_HEADER: HeaderName = HeaderName::from_static("x-shoal-log-
 /// `true` when the answer stopped at [`MAX_LOG_BYTES`] and the log goes on.
 pub const MORE_HEADER: HeaderName = HeaderName::from_static("x-shoal-log-more");
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct LogQuery {
+    /// The byte to read from (default 0); pass back `X-Shoal-Log-Next-Offset` to read on.
     #[serde(default)]
     offset: u64,
 }
 
 /// `GET /task-instances/{id}/log[?offset=N]`: the attempt's log as `text/plain`.
+#[utoipa::path(
+    get,
+    path = "/task-instances/{id}/log",
+    operation_id = "getTaskLog",
+    tag = "instances",
+    params(path::Id, LogQuery),
+    responses(
+        (status = 200, description = "The log from `offset`, at most 16 MiB", body = String, content_type = "text/plain",
+            headers(
+                ("X-Shoal-Log-Next-Offset" = u64, description = "Where the next unread byte is"),
+                ("X-Shoal-Log-More" = bool, description = "True when the answer stopped at its limit and the log goes on"),
+            )),
+        (status = 404, description = "No such task instance, not started on a worker yet, or the worker has no log for it", body = ErrorBody),
+        (status = 502, description = "The worker is unreachable or failed", body = ErrorBody),
+    )
+)]
 pub async fn task_log(
     State(ctx): State<Ctx>,
     ApiPath(id): ApiPath<i64>,

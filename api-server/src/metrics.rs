@@ -17,6 +17,13 @@ use tokio_util::sync::CancellationToken;
 
 /// `GET /metrics`: every metric of the process in the Prometheus text format. No auth,
 /// like the other reads.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "getMetrics",
+    tag = "meta",
+    responses((status = 200, description = "Every metric of the process in the Prometheus text format (0.0.4)", body = String, content_type = "text/plain"))
+)]
 pub(crate) async fn handler() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],

@@ -4,36 +4,46 @@
 
 use crate::Ctx;
 use crate::commands::{latest_definition, refuse_undefined, startup_params};
-use crate::error::{Error, Result};
-use crate::extract::{ApiPath, ApiQuery, Body};
+use crate::error::{Error, ErrorBody, Result};
+use crate::extract::{ApiPath, ApiQuery, Body, path};
 use crate::instances::time;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use shoal_common::schedule::Misfire;
 use shoal_common::store::{ScheduleRow, ScheduleSpec};
 use shoal_common::types::{FailureStrategy, Priority, ms_to_rfc3339, now_ms};
 use std::collections::BTreeMap;
+use utoipa::{IntoParams, ToSchema};
 
 /// Fire times a preview shows unless asked, and the most it shows.
 const DEFAULT_PREVIEW: usize = 5;
 const MAX_PREVIEW: usize = 100;
 
-#[derive(Debug, Deserialize)]
+/// A schedule to create, or to replace one with.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleRequest {
+    /// 5 fields (`minute hour day-of-month month day-of-week`) or 6 with a leading second.
+    #[schema(example = "30 2 * * *")]
     cron: String,
+    /// IANA zone the cron is read in (default UTC).
     #[serde(default = "utc")]
     timezone: String,
+    /// No fire before this time (RFC 3339).
     start_time: Option<String>,
+    /// No fire after this time (RFC 3339).
     end_time: Option<String>,
+    /// Default true.
     #[serde(default = "yes")]
     enabled: bool,
     #[serde(default)]
     misfire: Misfire,
+    /// Startup parameters of every run it fires.
     #[serde(default)]
+    #[schema(value_type = BTreeMap<String, crate::commands::StartParam>)]
     params: BTreeMap<String, Value>,
     priority: Option<Priority>,
     worker_group: Option<String>,
@@ -100,42 +110,88 @@ async fn checked_spec(ctx: &Ctx, project: &str, name: &str, body: &Body) -> Resu
 }
 
 /// `POST .../schedules`: 201 with the schedule; 409 when the workflow has one.
+#[utoipa::path(
+    post,
+    path = "/projects/{project}/workflows/{name}/schedules",
+    operation_id = "createSchedule",
+    tag = "schedules",
+    params(path::Workflow),
+    request_body = ScheduleRequest,
+    responses(
+        (status = 201, body = Schedule),
+        (status = 400, description = "A bad cron, zone, time or parameter", body = ErrorBody),
+        (status = 404, description = "No such workflow", body = ErrorBody),
+        (status = 409, description = "The workflow has a schedule already", body = ErrorBody),
+    )
+)]
 pub async fn create(
     State(ctx): State<Ctx>,
     ApiPath((project, name)): ApiPath<(String, String)>,
     body: Body,
-) -> Result<(StatusCode, Json<Value>)> {
+) -> Result<(StatusCode, Json<Schedule>)> {
     let spec = checked_spec(&ctx, &project, &name, &body).await?;
     let row = ctx.store.create_schedule(&project, &name, &spec).await?;
     tracing::info!(schedule_id = row.id, %project, workflow = %name, cron = %row.spec.cron, timezone = %row.spec.timezone, "schedule created");
     Ok((StatusCode::CREATED, Json(schedule_json(&row))))
 }
 
-/// `GET .../schedules`
+/// `GET .../schedules`: the workflow's schedule, if it has one (a list of at most one).
+#[utoipa::path(
+    get,
+    path = "/projects/{project}/workflows/{name}/schedules",
+    operation_id = "listSchedules",
+    tag = "schedules",
+    params(path::Workflow),
+    responses((status = 200, body = [Schedule]))
+)]
 pub async fn list(
     State(ctx): State<Ctx>,
     ApiPath((project, name)): ApiPath<(String, String)>,
-) -> Result<Json<Vec<Value>>> {
+) -> Result<Json<Vec<Schedule>>> {
     let rows = ctx.store.list_schedules(&project, Some(&name)).await?;
     Ok(Json(rows.iter().map(schedule_json).collect()))
 }
 
 /// `GET .../schedules/{id}`
+#[utoipa::path(
+    get,
+    path = "/projects/{project}/workflows/{name}/schedules/{id}",
+    operation_id = "getSchedule",
+    tag = "schedules",
+    params(path::Schedule),
+    responses(
+        (status = 200, body = Schedule),
+        (status = 404, description = "No such schedule of this workflow", body = ErrorBody),
+    )
+)]
 pub async fn get(
     State(ctx): State<Ctx>,
     ApiPath((project, name, id)): ApiPath<(String, String, i64)>,
-) -> Result<Json<Value>> {
+) -> Result<Json<Schedule>> {
     let row = find(&ctx, &project, &name, id).await?;
     Ok(Json(schedule_json(&row)))
 }
 
 /// `PUT .../schedules/{id}`: replaces the schedule (same body as create); it fires from
 /// now on under the new spec.
+#[utoipa::path(
+    put,
+    path = "/projects/{project}/workflows/{name}/schedules/{id}",
+    operation_id = "updateSchedule",
+    tag = "schedules",
+    params(path::Schedule),
+    request_body = ScheduleRequest,
+    responses(
+        (status = 200, body = Schedule),
+        (status = 400, description = "A bad cron, zone, time or parameter", body = ErrorBody),
+        (status = 404, description = "No such schedule of this workflow", body = ErrorBody),
+    )
+)]
 pub async fn update(
     State(ctx): State<Ctx>,
     ApiPath((project, name, id)): ApiPath<(String, String, i64)>,
     body: Body,
-) -> Result<Json<Value>> {
+) -> Result<Json<Schedule>> {
     find(&ctx, &project, &name, id).await?;
     let spec = checked_spec(&ctx, &project, &name, &body).await?;
     let row = ctx.store.update_schedule(id, &spec).await?;
@@ -144,6 +200,17 @@ pub async fn update(
 }
 
 /// `DELETE .../schedules/{id}`: 204.
+#[utoipa::path(
+    delete,
+    path = "/projects/{project}/workflows/{name}/schedules/{id}",
+    operation_id = "deleteSchedule",
+    tag = "schedules",
+    params(path::Schedule),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such schedule of this workflow", body = ErrorBody),
+    )
+)]
 pub async fn delete(
     State(ctx): State<Ctx>,
     ApiPath((project, name, id)): ApiPath<(String, String, i64)>,
@@ -155,18 +222,40 @@ pub async fn delete(
 }
 
 /// `POST .../schedules/{id}/enable`: it fires from now on (time it was off is not made up).
+#[utoipa::path(
+    post,
+    path = "/projects/{project}/workflows/{name}/schedules/{id}/enable",
+    operation_id = "enableSchedule",
+    tag = "schedules",
+    params(path::Schedule),
+    responses(
+        (status = 200, body = Schedule),
+        (status = 404, description = "No such schedule of this workflow", body = ErrorBody),
+    )
+)]
 pub async fn enable(
     State(ctx): State<Ctx>,
     ApiPath((project, name, id)): ApiPath<(String, String, i64)>,
-) -> Result<Json<Value>> {
+) -> Result<Json<Schedule>> {
     set_enabled(ctx, project, name, id, true).await
 }
 
 /// `POST .../schedules/{id}/disable`
+#[utoipa::path(
+    post,
+    path = "/projects/{project}/workflows/{name}/schedules/{id}/disable",
+    operation_id = "disableSchedule",
+    tag = "schedules",
+    params(path::Schedule),
+    responses(
+        (status = 200, body = Schedule),
+        (status = 404, description = "No such schedule of this workflow", body = ErrorBody),
+    )
+)]
 pub async fn disable(
     State(ctx): State<Ctx>,
     ApiPath((project, name, id)): ApiPath<(String, String, i64)>,
-) -> Result<Json<Value>> {
+) -> Result<Json<Schedule>> {
     set_enabled(ctx, project, name, id, false).await
 }
 
@@ -176,26 +265,51 @@ async fn set_enabled(
     name: String,
     id: i64,
     enabled: bool,
-) -> Result<Json<Value>> {
+) -> Result<Json<Schedule>> {
     find(&ctx, &project, &name, id).await?;
     let row = ctx.store.set_schedule_enabled(id, enabled).await?;
     tracing::info!(schedule_id = id, enabled, "schedule switched");
     Ok(Json(schedule_json(&row)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct PreviewQuery {
+    /// How many fire times, 1 to 100 (default 5).
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 100)]
     count: Option<String>,
+}
+
+/// The next fire times of a schedule.
+#[derive(Serialize, ToSchema)]
+pub struct SchedulePreview {
+    pub id: i64,
+    pub cron: String,
+    pub timezone: String,
+    /// RFC 3339 with the zone's offset.
+    pub fire_times: Vec<String>,
 }
 
 /// `GET .../schedules/{id}/preview?count=N`: the next N fire times from now (within the
 /// schedule's start and end time), whether or not it is enabled.
+#[utoipa::path(
+    get,
+    path = "/projects/{project}/workflows/{name}/schedules/{id}/preview",
+    operation_id = "previewSchedule",
+    tag = "schedules",
+    params(path::Schedule, PreviewQuery),
+    responses(
+        (status = 200, body = SchedulePreview),
+        (status = 400, description = "A bad count", body = ErrorBody),
+        (status = 404, description = "No such schedule of this workflow", body = ErrorBody),
+    )
+)]
 pub async fn preview(
     State(ctx): State<Ctx>,
     ApiPath((project, name, id)): ApiPath<(String, String, i64)>,
     ApiQuery(q): ApiQuery<PreviewQuery>,
-) -> Result<Json<Value>> {
+) -> Result<Json<SchedulePreview>> {
     let count = match q.count.filter(|c| !c.is_empty()) {
         None => DEFAULT_PREVIEW,
         Some(c) => c
@@ -220,12 +334,12 @@ pub async fn preview(
         fires.push(cron.show(t));
         cursor = t;
     }
-    Ok(Json(json!({
-        "id": row.id,
-        "cron": row.spec.cron,
-        "timezone": row.spec.timezone,
-        "fire_times": fires,
-    })))
+    Ok(Json(SchedulePreview {
+        id: row.id,
+        cron: row.spec.cron,
+        timezone: row.spec.timezone,
+        fire_times: fires,
+    }))
 }
 
 /// The schedule `id` of `project/name`; 404 otherwise.
@@ -241,32 +355,64 @@ async fn find(ctx: &Ctx, project: &str, name: &str, id: i64) -> Result<ScheduleR
         })
 }
 
-fn schedule_json(s: &ScheduleRow) -> Value {
-    let next = s
-        .spec
+/// A workflow's cron schedule.
+#[derive(Serialize, ToSchema)]
+pub struct Schedule {
+    pub id: i64,
+    pub project: String,
+    pub workflow: String,
+    pub cron: String,
+    pub timezone: String,
+    #[schema(required = true)]
+    pub start_time: Option<String>,
+    #[schema(required = true)]
+    pub end_time: Option<String>,
+    pub enabled: bool,
+    pub misfire: Misfire,
+    /// Startup parameters of every run it fires.
+    pub params: BTreeMap<String, String>,
+    #[schema(required = true)]
+    pub priority: Option<Priority>,
+    #[schema(required = true)]
+    pub worker_group: Option<String>,
+    #[schema(required = true)]
+    pub failure_strategy: Option<FailureStrategy>,
+    /// The next fire time, in the schedule's zone; null when disabled or past its end.
+    #[schema(required = true)]
+    pub next_fire: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// The schedule's next fire time (RFC 3339 in its zone), if enabled and not past its end.
+pub(crate) fn next_fire(s: &ScheduleRow) -> Option<String> {
+    s.spec
         .check()
         .ok()
         .filter(|_| s.spec.enabled)
         .and_then(|cron| {
             let t = cron.next_due(s.spec.window(), s.fired_until.max(now_ms()))?;
             Some(cron.show(t))
-        });
-    json!({
-        "id": s.id,
-        "project": s.project,
-        "workflow": s.workflow,
-        "cron": s.spec.cron,
-        "timezone": s.spec.timezone,
-        "start_time": time(s.spec.start_time),
-        "end_time": time(s.spec.end_time),
-        "enabled": s.spec.enabled,
-        "misfire": s.spec.misfire,
-        "params": s.spec.params,
-        "priority": s.spec.priority,
-        "worker_group": s.spec.worker_group,
-        "failure_strategy": s.spec.failure_strategy,
-        "next_fire": next,
-        "created_at": ms_to_rfc3339(s.created_at),
-        "updated_at": ms_to_rfc3339(s.updated_at),
-    })
+        })
+}
+
+fn schedule_json(s: &ScheduleRow) -> Schedule {
+    Schedule {
+        id: s.id,
+        project: s.project.clone(),
+        workflow: s.workflow.clone(),
+        cron: s.spec.cron.clone(),
+        timezone: s.spec.timezone.clone(),
+        start_time: time(s.spec.start_time),
+        end_time: time(s.spec.end_time),
+        enabled: s.spec.enabled,
+        misfire: s.spec.misfire,
+        params: s.spec.params.clone(),
+        priority: s.spec.priority,
+        worker_group: s.spec.worker_group.clone(),
+        failure_strategy: s.spec.failure_strategy,
+        next_fire: next_fire(s),
+        created_at: ms_to_rfc3339(s.created_at),
+        updated_at: ms_to_rfc3339(s.updated_at),
+    }
 }

@@ -1,26 +1,60 @@
-//! Workflow definitions: apply (create a new version), list, read.
+//! Workflow definitions: apply (create a new version), validate, list, read, versions.
 
 use crate::Ctx;
-use crate::error::{Error, Result};
-use crate::extract::{ApiPath, ApiQuery, Body};
+use crate::error::{Error, ErrorBody, Result};
+use crate::extract::{ApiPath, ApiQuery, Body, path};
+use crate::schedules::next_fire;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 use shoal_common::definition::{DefinitionError, WorkflowDef};
 use shoal_common::store::StoredDefinition;
-use shoal_common::types::ms_to_rfc3339;
+use shoal_common::types::{WorkflowState, ms_to_rfc3339};
+use std::collections::HashMap;
+use utoipa::{IntoParams, ToSchema};
+
+/// What applying a definition did.
+#[derive(Serialize, ToSchema)]
+pub struct Applied {
+    pub project: String,
+    pub name: String,
+    /// The version the definition is stored as.
+    pub version: i32,
+    /// False when the definition equals the latest version (nothing was stored).
+    pub created: bool,
+}
 
 /// `POST /projects/{project}/workflows`: the body is the definition, YAML or JSON.
 /// Answers 201 when a new version was stored, 200 when the body equals the latest version.
+#[utoipa::path(
+    post,
+    path = "/projects/{project}/workflows",
+    operation_id = "applyWorkflow",
+    tag = "workflows",
+    params(path::Project),
+    request_body(
+        description = "The workflow definition, YAML or JSON (the content type is not looked at). \
+            Without a `project` key it belongs to the URL's project.",
+        content(
+            (String = "application/yaml"),
+            (WorkflowDef = "application/json"),
+            (String = "text/plain"),
+        )
+    ),
+    responses(
+        (status = 201, description = "Stored as a new version", body = Applied),
+        (status = 200, description = "Equal to the latest version; nothing stored", body = Applied),
+        (status = 400, description = "Refused: the message (and `line`, `column`, `task` when known) names the offending part", body = ErrorBody),
+        (status = 413, description = "The body is larger than the limit", body = ErrorBody),
+    )
+)]
 pub async fn apply(
     State(ctx): State<Ctx>,
     ApiPath(project): ApiPath<String>,
     body: Body,
-) -> Result<(StatusCode, Json<Value>)> {
-    let def = parse_for_project(body.text()?, &project)?;
-    check_references(&ctx, &def).await?;
+) -> Result<(StatusCode, Json<Applied>)> {
+    let def = checked(&ctx, &project, &body).await?;
     let (version, created) = ctx.store.put_definition(&def).await?;
     tracing::info!(
         project = %def.project,
@@ -35,13 +69,92 @@ pub async fn apply(
     } else {
         StatusCode::OK
     };
-    let answer = json!({
-        "project": def.project,
-        "name": def.name,
-        "version": version,
-        "created": created,
-    });
+    let answer = Applied {
+        project: def.project,
+        name: def.name,
+        version,
+        created,
+    };
     Ok((status, Json(answer)))
+}
+
+/// A definition as apply and validate check it: parsed, valid, in the URL's project,
+/// naming task groups and alert channels that exist.
+async fn checked(ctx: &Ctx, project: &str, body: &Body) -> Result<WorkflowDef> {
+    let def = parse_for_project(body.text()?, project)?;
+    check_references(ctx, &def).await?;
+    Ok(def)
+}
+
+/// A definition that passed validation, as the editor shows it.
+#[derive(Serialize, ToSchema)]
+pub struct Validated {
+    pub name: String,
+    /// In definition order.
+    pub tasks: Vec<ValidatedTask>,
+    /// The global parameters, by name.
+    pub params: Vec<Param>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ValidatedTask {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub task_type: String,
+    pub depends_on: Vec<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Param {
+    pub name: String,
+    pub value: String,
+}
+
+/// `POST /projects/{project}/workflows/validate`: checks a definition exactly as apply
+/// does and stores nothing.
+#[utoipa::path(
+    post,
+    path = "/projects/{project}/workflows/validate",
+    operation_id = "validateWorkflow",
+    tag = "workflows",
+    params(path::Project),
+    request_body(
+        description = "The workflow definition, YAML or JSON, as for apply.",
+        content(
+            (String = "application/yaml"),
+            (WorkflowDef = "application/json"),
+            (String = "text/plain"),
+        )
+    ),
+    responses(
+        (status = 200, description = "Valid; the DAG it describes", body = Validated),
+        (status = 400, description = "Refused, as apply would: the message (and `line`, `column`, `task` when known) names the offending part", body = ErrorBody),
+        (status = 413, description = "The body is larger than the limit", body = ErrorBody),
+    )
+)]
+pub async fn validate(
+    State(ctx): State<Ctx>,
+    ApiPath(project): ApiPath<String>,
+    body: Body,
+) -> Result<Json<Validated>> {
+    let def = checked(&ctx, &project, &body).await?;
+    Ok(Json(Validated {
+        tasks: def
+            .tasks
+            .into_iter()
+            .map(|t| ValidatedTask {
+                name: t.name,
+                task_type: t.task_type,
+                depends_on: t.depends_on,
+            })
+            .collect(),
+        params: def
+            .params
+            .into_iter()
+            .map(|(name, value)| Param { name, value })
+            .collect(),
+        name: def.name,
+    }))
 }
 
 /// Task groups and alert channels a definition names must exist when it is applied (a
@@ -95,42 +208,182 @@ fn parse_for_project(text: &str, url_project: &str) -> Result<WorkflowDef, Defin
     Ok(def)
 }
 
-/// `GET /projects/{project}/workflows`: one line per workflow with its latest version.
+/// One line of a project's workflow list.
+#[derive(Serialize, ToSchema)]
+pub struct WorkflowSummary {
+    pub project: String,
+    pub name: String,
+    pub latest_version: i32,
+    /// When the latest version was stored.
+    pub updated_at: String,
+    /// The workflow's schedule, if it has one.
+    #[schema(required = true)]
+    pub schedule: Option<ScheduleBrief>,
+    /// The workflow's latest run, if it ran.
+    #[schema(required = true)]
+    pub last_run: Option<LastRun>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ScheduleBrief {
+    pub id: i64,
+    pub cron: String,
+    pub timezone: String,
+    pub enabled: bool,
+    /// The next fire time, in the schedule's zone; null when disabled or past its end.
+    #[schema(required = true)]
+    pub next_fire: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct LastRun {
+    /// The workflow instance id.
+    pub id: i64,
+    pub state: WorkflowState,
+    pub created_at: String,
+    #[schema(required = true)]
+    pub ended_at: Option<String>,
+}
+
+/// `GET /projects/{project}/workflows`: one line per workflow with its latest version,
+/// schedule and latest run (three queries in all).
+#[utoipa::path(
+    get,
+    path = "/projects/{project}/workflows",
+    operation_id = "listWorkflows",
+    tag = "workflows",
+    params(path::Project),
+    responses((status = 200, description = "By name", body = [WorkflowSummary]))
+)]
 pub async fn list(
     State(ctx): State<Ctx>,
     ApiPath(project): ApiPath<String>,
-) -> Result<Json<Vec<Value>>> {
+) -> Result<Json<Vec<WorkflowSummary>>> {
     let rows = ctx.store.list_definitions(&project).await?;
+    let mut schedules: HashMap<String, ScheduleBrief> = ctx
+        .store
+        .list_schedules(&project, None)
+        .await?
+        .into_iter()
+        .map(|s| {
+            let brief = ScheduleBrief {
+                id: s.id,
+                next_fire: next_fire(&s),
+                cron: s.spec.cron,
+                timezone: s.spec.timezone,
+                enabled: s.spec.enabled,
+            };
+            (s.workflow, brief)
+        })
+        .collect();
+    let mut last_runs: HashMap<String, LastRun> = ctx
+        .store
+        .latest_instances(&project)
+        .await?
+        .into_iter()
+        .map(|r| {
+            let run = LastRun {
+                id: r.id,
+                state: r.state,
+                created_at: ms_to_rfc3339(r.created_at),
+                ended_at: r.ended_at.map(ms_to_rfc3339),
+            };
+            (r.workflow, run)
+        })
+        .collect();
     let out = rows
         .into_iter()
-        .map(|d| {
-            json!({
-                "project": d.project,
-                "name": d.name,
-                "latest_version": d.latest_version,
-                "updated_at": ms_to_rfc3339(d.updated_at),
-            })
+        .map(|d| WorkflowSummary {
+            schedule: schedules.remove(&d.name),
+            last_run: last_runs.remove(&d.name),
+            updated_at: ms_to_rfc3339(d.updated_at),
+            project: d.project,
+            name: d.name,
+            latest_version: d.latest_version,
         })
         .collect();
     Ok(Json(out))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct VersionQuery {
+    /// The version to read (default: the latest).
     version: Option<i32>,
 }
 
+/// One stored version of a workflow.
+#[derive(Serialize, ToSchema)]
+pub struct Workflow {
+    pub project: String,
+    pub name: String,
+    pub version: i32,
+    /// When this version was stored.
+    pub created_at: String,
+    pub definition: WorkflowDef,
+}
+
 /// `GET /projects/{project}/workflows/{name}[?version=N]`: the latest or a given version.
+#[utoipa::path(
+    get,
+    path = "/projects/{project}/workflows/{name}",
+    operation_id = "getWorkflow",
+    tag = "workflows",
+    params(path::Workflow, VersionQuery),
+    responses(
+        (status = 200, body = Workflow),
+        (status = 404, description = "No such workflow, or no such version of it", body = ErrorBody),
+    )
+)]
 pub async fn get(
     State(ctx): State<Ctx>,
     ApiPath((project, name)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<VersionQuery>,
-) -> Result<Json<Value>> {
+) -> Result<Json<Workflow>> {
     match ctx.store.get_definition(&project, &name, q.version).await? {
-        Some(def) => Ok(Json(definition_json(&def))),
+        Some(def) => Ok(Json(workflow(def))),
         None => Err(missing(&ctx, &project, &name, q.version).await),
     }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct WorkflowVersion {
+    pub version: i32,
+    /// When this version was stored.
+    pub created_at: String,
+}
+
+/// `GET /projects/{project}/workflows/{name}/versions`: every stored version, newest
+/// first (`GET .../{name}?version=N` reads one).
+#[utoipa::path(
+    get,
+    path = "/projects/{project}/workflows/{name}/versions",
+    operation_id = "listWorkflowVersions",
+    tag = "workflows",
+    params(path::Workflow),
+    responses(
+        (status = 200, description = "Newest first", body = [WorkflowVersion]),
+        (status = 404, description = "No such workflow", body = ErrorBody),
+    )
+)]
+pub async fn versions(
+    State(ctx): State<Ctx>,
+    ApiPath((project, name)): ApiPath<(String, String)>,
+) -> Result<Json<Vec<WorkflowVersion>>> {
+    let versions = ctx.store.list_versions(&project, &name).await?;
+    if versions.is_empty() {
+        return Err(missing(&ctx, &project, &name, None).await);
+    }
+    Ok(Json(
+        versions
+            .into_iter()
+            .map(|v| WorkflowVersion {
+                version: v.version,
+                created_at: ms_to_rfc3339(v.created_at),
+            })
+            .collect(),
+    ))
 }
 
 /// The 404 for a definition lookup, telling a missing workflow from a missing version.
@@ -150,14 +403,14 @@ async fn missing(ctx: &Ctx, project: &str, name: &str, version: Option<i32>) -> 
     Error::NotFound(format!("workflow '{project}/{name}' does not exist"))
 }
 
-pub fn definition_json(d: &StoredDefinition) -> Value {
-    json!({
-        "project": d.project,
-        "name": d.name,
-        "version": d.version,
-        "created_at": ms_to_rfc3339(d.created_at),
-        "definition": d.definition,
-    })
+fn workflow(d: StoredDefinition) -> Workflow {
+    Workflow {
+        project: d.project,
+        name: d.name,
+        version: d.version,
+        created_at: ms_to_rfc3339(d.created_at),
+        definition: d.definition,
+    }
 }
 
 #[cfg(test)]

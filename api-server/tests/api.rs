@@ -39,6 +39,7 @@ struct Api {
 struct Answer {
     status: StatusCode,
     content_type: String,
+    headers: axum::http::HeaderMap,
     text: String,
 }
 
@@ -86,12 +87,14 @@ impl Api {
             .get(header::CONTENT_TYPE)
             .map(|v| v.to_str().unwrap().to_string())
             .unwrap_or_default();
+        let headers = resp.headers().clone();
         let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
             .await
             .unwrap();
         Answer {
             status,
             content_type,
+            headers,
             text: String::from_utf8(bytes.to_vec()).unwrap(),
         }
     }
@@ -976,4 +979,401 @@ async fn task_groups_and_alert_channels_are_writes_a_token_guards() {
     let a = api.get("/api/v1/alerts?state=lost").await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
     assert!(a.text.contains("pending, sent or failed"), "{}", a.text);
+}
+
+// ---- what the web UI reads ----
+
+/// `n` runs of a one-task `workflow` (applied first), claimed one at a time a few
+/// milliseconds apart so that their created_at differ; oldest first.
+async fn runs(api: &Api, project: &str, workflow: &str, n: usize) -> Vec<InstanceRow> {
+    let def = format!("name: {workflow}\ntasks:\n- {{name: a, type: noop}}\n");
+    let a = api
+        .post(&format!("/api/v1/projects/{project}/workflows"), &def)
+        .await;
+    assert!(a.status.is_success(), "{}", a.text);
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let url = format!("/api/v1/projects/{project}/workflows/{workflow}/start");
+        assert_eq!(api.post(&url, "").await.status, StatusCode::ACCEPTED);
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+        let mut claimed = api.store.claim_commands("m1:5678", 1, 10).await.unwrap();
+        out.push(claimed.remove(0).instance);
+    }
+    out
+}
+
+fn ids(list: &Value) -> Vec<i64> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_i64().unwrap())
+        .collect()
+}
+
+fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[tokio::test]
+async fn instances_are_paged_by_offset_and_time_with_the_total_in_a_header() {
+    let api = api(None).await;
+    let a = api.get("/api/v1/instances").await;
+    assert_eq!(a.headers["x-total-count"], "0");
+    let r = runs(&api, "default", "etl", 5).await;
+    let page = |q: String| {
+        let api = &api;
+        async move {
+            let a = api.get(&format!("/api/v1/instances?{q}")).await;
+            assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+            let total: i64 = a.headers["x-total-count"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            (ids(&a.json()), total)
+        }
+    };
+    assert_eq!(
+        page(String::new()).await,
+        (vec![r[4].id, r[3].id, r[2].id, r[1].id, r[0].id], 5)
+    );
+    assert_eq!(
+        page("limit=2&offset=2".into()).await,
+        (vec![r[2].id, r[1].id], 5)
+    );
+    assert_eq!(page("offset=10".into()).await, (vec![], 5));
+    // from is inclusive, to exclusive.
+    let range = format!(
+        "from={}&to={}",
+        rfc3339(r[1].created_at),
+        rfc3339(r[3].created_at)
+    );
+    assert_eq!(page(range.clone()).await, (vec![r[2].id, r[1].id], 2));
+    assert_eq!(
+        page(format!("{range}&limit=1&offset=1")).await,
+        (vec![r[1].id], 2)
+    );
+    // Any offset: the same instant in +02:00.
+    let since = chrono::DateTime::from_timestamp_millis(r[3].created_at)
+        .unwrap()
+        .with_timezone(&chrono::FixedOffset::east_opt(7200).unwrap())
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, false)
+        .replace('+', "%2B");
+    assert_eq!(
+        page(format!("from={since}")).await,
+        (vec![r[4].id, r[3].id], 2)
+    );
+    assert_eq!(page(format!("{range}&workflow=other")).await, (vec![], 0));
+
+    for (bad, says) in [
+        ("offset=-1", "offset '-1'"),
+        ("offset=x", "offset 'x'"),
+        ("from=yesterday", "from 'yesterday'"),
+        ("to=2026-13-01T00:00:00Z", "to '2026-13-01T00:00:00Z'"),
+    ] {
+        let a = api.get(&format!("/api/v1/instances?{bad}")).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{bad}");
+        assert!(a.error().contains(says), "{bad}: {}", a.text);
+    }
+}
+
+#[tokio::test]
+async fn projects_are_listed_with_their_workflow_counts_and_default_always() {
+    let api = api(None).await;
+    assert_eq!(
+        api.get("/api/v1/projects").await.json(),
+        json!([{"name": "default", "workflows": 0}])
+    );
+    for (project, name) in [
+        ("sales", "a"),
+        ("sales", "b"),
+        ("analytics", "a"),
+        ("sales", "a"),
+    ] {
+        let def = format!("name: {name}\ntasks:\n- {{name: t, type: noop}}\n");
+        let url = format!("/api/v1/projects/{project}/workflows");
+        assert!(api.post(&url, &def).await.status.is_success());
+    }
+    assert_eq!(
+        api.get("/api/v1/projects").await.json(),
+        json!([
+            {"name": "analytics", "workflows": 1},
+            {"name": "default", "workflows": 0},
+            {"name": "sales", "workflows": 2},
+        ])
+    );
+    api.post("/api/v1/projects/default/workflows", DIAMOND)
+        .await;
+    assert_eq!(
+        api.get("/api/v1/projects").await.json()[1],
+        json!({"name": "default", "workflows": 1})
+    );
+}
+
+#[tokio::test]
+async fn the_workflow_list_carries_each_schedule_and_last_run() {
+    let api = api(None).await;
+    let url = "/api/v1/projects/default/workflows";
+    api.post(url, DIAMOND).await;
+    let r = runs(&api, "default", "report", 2).await;
+    finish(&api.store, &r[1], WorkflowState::Failure).await;
+    runs(&api, "other", "report", 1).await;
+    let a = api
+        .post(
+            "/api/v1/projects/default/workflows/etl/schedules",
+            r#"{"cron": "30 2 * * *", "timezone": "Europe/Berlin"}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.text);
+    let schedule = a.json();
+
+    let list = api.get(url).await.json();
+    assert_eq!(list.as_array().unwrap().len(), 2, "{list}");
+    let etl = &list[0];
+    assert_eq!(etl["name"], "etl");
+    assert_eq!(etl["latest_version"], 1);
+    assert!(etl["updated_at"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(etl["last_run"], Value::Null);
+    assert_eq!(
+        etl["schedule"],
+        json!({
+            "id": schedule["id"],
+            "cron": "30 2 * * *",
+            "timezone": "Europe/Berlin",
+            "enabled": true,
+            "next_fire": schedule["next_fire"],
+        })
+    );
+    assert!(
+        etl["schedule"]["next_fire"]
+            .as_str()
+            .unwrap()
+            .contains("T02:30:00"),
+        "{etl}"
+    );
+    let report = &list[1];
+    assert_eq!(report["schedule"], Value::Null);
+    assert_eq!(
+        report["last_run"],
+        json!({
+            "id": r[1].id,
+            "state": "failure",
+            "created_at": rfc3339(r[1].created_at),
+            "ended_at": "2026-01-01T00:01:40.000Z",
+        })
+    );
+    // A disabled schedule has no next fire.
+    let id = schedule["id"].as_i64().unwrap();
+    api.post(
+        &format!("/api/v1/projects/default/workflows/etl/schedules/{id}/disable"),
+        "",
+    )
+    .await;
+    let etl = &api.get(url).await.json()[0];
+    assert_eq!(etl["schedule"]["enabled"], false);
+    assert_eq!(etl["schedule"]["next_fire"], Value::Null);
+}
+
+#[tokio::test]
+async fn every_version_of_a_workflow_is_listed_newest_first() {
+    let api = api(None).await;
+    let url = "/api/v1/projects/default/workflows";
+    api.post(url, DIAMOND).await;
+    api.post(url, &DIAMOND.replace("echo ${dt}", "echo v2 ${dt}"))
+        .await;
+    api.post(url, &DIAMOND.replace("echo ${dt}", "echo v3 ${dt}"))
+        .await;
+    let a = api
+        .get("/api/v1/projects/default/workflows/etl/versions")
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let versions = a.json();
+    let numbers: Vec<i64> = versions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_i64().unwrap())
+        .collect();
+    assert_eq!(numbers, [3, 2, 1]);
+    assert!(versions[0]["created_at"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(versions[0].as_object().unwrap().len(), 2, "{versions}");
+
+    let a = api
+        .get("/api/v1/projects/default/workflows/nope/versions")
+        .await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    assert!(
+        a.error().contains("'default/nope' does not exist"),
+        "{}",
+        a.text
+    );
+}
+
+#[tokio::test]
+async fn validate_checks_like_apply_and_stores_nothing() {
+    let api = api(None).await;
+    let url = "/api/v1/projects/default/workflows/validate";
+    let a = api.post(url, DIAMOND).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert_eq!(
+        a.json(),
+        json!({
+            "name": "etl",
+            "tasks": [
+                {"name": "a", "type": "shell", "depends_on": []},
+                {"name": "b", "type": "noop", "depends_on": ["a"]},
+                {"name": "c", "type": "noop", "depends_on": ["a"]},
+                {"name": "d", "type": "noop", "depends_on": ["b", "c"]},
+            ],
+            "params": [{"name": "dt", "value": "2026-01-01"}],
+        })
+    );
+    let json_def = json!({"name": "j", "tasks": [{"name": "x", "type": "noop"}]}).to_string();
+    let a = api.post(url, &json_def).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert_eq!(a.json()["params"], json!([]));
+    // Nothing was stored.
+    assert_eq!(
+        api.get("/api/v1/projects/default/workflows").await.json(),
+        json!([])
+    );
+    assert_eq!(
+        api.get("/api/v1/projects").await.json(),
+        json!([{"name": "default", "workflows": 0}])
+    );
+
+    // The same refusals as apply, with where and which task when known.
+    let broken = "name: etl\ntasks:\n  - { name: a, type: shell\n  - { name: b }\n";
+    for path in [url, "/api/v1/projects/default/workflows"] {
+        let a = api.post(path, broken).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{path}: {}", a.text);
+        let e = a.json();
+        assert!(
+            e["error"].as_str().unwrap().contains("not valid YAML"),
+            "{e}"
+        );
+        assert!(e["line"].as_u64().unwrap() >= 3, "{e}");
+        assert!(e["column"].as_u64().unwrap() >= 1, "{e}");
+        assert!(e.get("task").is_none(), "{e}");
+    }
+    let unknown_dep = DIAMOND.replace("depends_on: [b, c]", "depends_on: [b, c, x]");
+    for path in [url, "/api/v1/projects/default/workflows"] {
+        let a = api.post(path, &unknown_dep).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{path}: {}", a.text);
+        let e = a.json();
+        assert_eq!(e["task"], "d", "{e}");
+        assert!(e["error"].as_str().unwrap().contains("'x'"), "{e}");
+        assert!(e.get("line").is_none(), "{e}");
+    }
+    let grouped = "name: g\ntasks:\n- {name: a, type: noop, task_group: nope}\n";
+    let a = api.post(url, grouped).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.error().contains("task group 'nope'"), "{}", a.text);
+    let elsewhere = format!("project: sales\n{DIAMOND}");
+    let a = api.post(url, &elsewhere).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.error().contains("'sales'"), "{}", a.text);
+}
+
+#[tokio::test]
+async fn the_session_checks_a_token_only_when_the_server_has_one() {
+    let open = api(None).await;
+    let a = open.get("/api/v1/session").await;
+    assert_eq!(
+        (a.status, a.json()),
+        (StatusCode::OK, json!({"auth": false}))
+    );
+    let a = open
+        .call("GET", "/api/v1/session", Some("anything"), "")
+        .await;
+    assert_eq!(
+        (a.status, a.json()),
+        (StatusCode::OK, json!({"auth": false}))
+    );
+
+    let guarded = api(Some("s3cret")).await;
+    let a = guarded.get("/api/v1/session").await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(a.error(), "missing or invalid bearer token");
+    let a = guarded
+        .call("GET", "/api/v1/session", Some("guess"), "")
+        .await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+    let a = guarded
+        .call("GET", "/api/v1/session", Some("s3cret"), "")
+        .await;
+    assert_eq!(
+        (a.status, a.json()),
+        (StatusCode::OK, json!({"auth": true}))
+    );
+    // Other reads stay open; no CORS headers (the UI is same-origin).
+    let a = guarded.get("/api/v1/instances").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert!(!a.headers.contains_key("access-control-allow-origin"));
+}
+
+#[tokio::test]
+async fn the_cluster_is_listed_from_the_registry_standalone_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let store = Store::connect(&url).await.unwrap();
+    let registry = shoal_common::registry::Registry::local();
+    let stop = tokio_util::sync::CancellationToken::new();
+    // Registered while the membership is held.
+    let _membership = registry
+        .register(
+            shoal_common::registry::NodeInfo {
+                role: shoal_common::registry::Role::Worker,
+                addr: "127.0.0.1:5679".into(),
+                groups: vec!["default".into()],
+                slots: 4,
+                running: 1,
+                weight: 100,
+                started_at: 1_767_225_600_000,
+                lapses: 0,
+            },
+            stop.clone(),
+        )
+        .await
+        .unwrap();
+    // The local registry takes the entry in a task of its own.
+    tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while registry.nodes().await.unwrap().is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    let app = router(ApiState {
+        store,
+        token: None,
+        registry: Some(registry),
+    });
+    let req = Request::get("/api/v1/cluster").body(Body::empty()).unwrap();
+    let resp = app.oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let nodes: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        nodes,
+        json!([{
+            "role": "worker",
+            "addr": "127.0.0.1:5679",
+            "groups": ["default"],
+            "slots": 4,
+            "running": 1,
+            "weight": 100,
+            "started_at": "2026-01-01T00:00:00.000Z",
+        }])
+    );
+    stop.cancel();
+
+    // Without a registry (an api-server started without --etcd) it says so.
+    let a = api(None).await.get("/api/v1/cluster").await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(a.error().contains("--etcd"), "{}", a.text);
 }

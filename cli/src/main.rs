@@ -6,6 +6,7 @@ mod roles;
 
 use clap::{Parser, Subcommand};
 use roles::{ApiServerArgs, MasterArgs, StandaloneArgs, WorkerArgs};
+use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -29,16 +30,31 @@ enum Cmd {
     Master(MasterArgs),
     /// A cluster worker: runs tasks and reports their events.
     Worker(WorkerArgs),
+    /// Print the REST API's OpenAPI 3.1 document (JSON); needs no server.
+    Openapi,
     #[command(flatten)]
     Client(client::ClientCommand),
 }
 
+/// Log lines go to stderr; they carry ANSI colours only when stderr is a terminal and
+/// `NO_COLOR` is unset or empty (<https://no-color.org>), so a log file or pipe stays plain.
 fn init_logs(default: &str) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let ansi = log_colours(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .init();
+}
+
+/// Whether log output is coloured, given whether its stream is a terminal and the value of
+/// `NO_COLOR`.
+fn log_colours(is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 #[tokio::main]
@@ -77,9 +93,31 @@ async fn main() -> anyhow::Result<()> {
             init_logs(server_logs);
             roles::worker(a).await
         }
+        Cmd::Openapi => {
+            println!("{}", shoal_api_server::openapi_document().to_pretty_json()?);
+            Ok(())
+        }
         Cmd::Client(c) => {
             init_logs("warn");
             std::process::exit(client::run(c).await?)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_colours;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn logs_are_coloured_only_on_a_terminal_without_no_color() {
+        assert!(log_colours(true, None));
+        assert!(
+            log_colours(true, Some(OsStr::new(""))),
+            "an empty NO_COLOR is unset"
+        );
+        assert!(!log_colours(true, Some(OsStr::new("1"))));
+        assert!(!log_colours(false, None), "a file or pipe gets plain text");
+        assert!(!log_colours(false, Some(OsStr::new("1"))));
     }
 }

@@ -16,7 +16,7 @@ pub const DEFAULT_WORKER_GROUP: &str = "default";
 /// Definitions larger than this are refused before parsing.
 pub const MAX_DEFINITION_BYTES: usize = 4 * 1024 * 1024;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkflowDef {
     pub name: String,
@@ -37,6 +37,7 @@ pub struct WorkflowDef {
         with = "crate::duration::option",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schema(value_type = Option<String>, example = "30m")]
     pub timeout: Option<Duration>,
     #[serde(default)]
     pub timeout_strategy: TimeoutStrategy,
@@ -49,7 +50,7 @@ pub struct WorkflowDef {
     pub tasks: Vec<TaskDef>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AlertSpec {
     pub on: AlertOn,
@@ -57,7 +58,7 @@ pub struct AlertSpec {
     pub channel: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskDef {
     pub name: String,
@@ -97,6 +98,7 @@ pub struct TaskDef {
         with = "crate::duration::option",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schema(value_type = Option<String>, example = "30s")]
     pub retry_interval: Option<Duration>,
     /// Wait before the first attempt starts.
     #[serde(
@@ -104,6 +106,7 @@ pub struct TaskDef {
         with = "crate::duration::option",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schema(value_type = Option<String>, example = "30s")]
     pub delay: Option<Duration>,
     /// Longest an attempt may run; what happens then is `timeout_strategy`.
     #[serde(
@@ -111,6 +114,7 @@ pub struct TaskDef {
         with = "crate::duration::option",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schema(value_type = Option<String>, example = "30m")]
     pub timeout: Option<Duration>,
     #[serde(default)]
     pub timeout_strategy: TimeoutStrategy,
@@ -138,7 +142,7 @@ pub struct TaskDef {
     pub dependent: Option<DependentSpec>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubWorkflowSpec {
     pub workflow: String,
@@ -155,7 +159,7 @@ pub struct SubWorkflowSpec {
     pub params: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DependentSpec {
     pub workflow: String,
@@ -167,10 +171,11 @@ pub struct DependentSpec {
         with = "crate::duration::option",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schema(value_type = Option<String>, example = "30m")]
     pub timeout: Option<Duration>,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConditionsSpec {
     #[serde(default)]
@@ -179,7 +184,7 @@ pub struct ConditionsSpec {
     pub failure: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SwitchSpec {
     #[serde(default)]
@@ -189,7 +194,7 @@ pub struct SwitchSpec {
     pub default: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SwitchCase {
     /// e.g. `${region} == 'eu' && ${rows} > 100` (see `common::condition`).
@@ -197,7 +202,7 @@ pub struct SwitchCase {
     pub then: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TimeoutStrategy {
     /// Log a warning and let the attempt run on.
@@ -207,7 +212,7 @@ pub enum TimeoutStrategy {
     Fail,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HttpSpec {
     pub url: String,
@@ -225,7 +230,7 @@ pub struct HttpSpec {
     pub outputs: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SqlSpec {
     /// Name of a datasource configured on the worker (`--datasource NAME=URL`).
@@ -236,7 +241,7 @@ pub struct SqlSpec {
     pub output: SqlOutput,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SqlOutput {
     /// No output parameters.
@@ -328,8 +333,13 @@ fn scalar_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String
 /// Why a definition was refused. The message names the offending part.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DefinitionError {
-    #[error("definition is not valid YAML or JSON: {0}")]
-    Syntax(String),
+    /// `line` and `column` (1-based) locate the error in the text when the parser knows.
+    #[error("definition is not valid YAML or JSON: {message}")]
+    Syntax {
+        message: String,
+        line: Option<usize>,
+        column: Option<usize>,
+    },
     #[error("definition is {0} bytes; the limit is {MAX_DEFINITION_BYTES}")]
     TooLarge(usize),
     #[error("invalid {what} '{value}': use letters, digits, '_', '-' or '.' (1-128 characters)")]
@@ -360,6 +370,37 @@ pub enum DefinitionError {
     ProjectMismatch { given: String, expected: String },
 }
 
+impl DefinitionError {
+    /// Where in the text the error is (line, column; 1-based), for a syntax error whose
+    /// parser knows.
+    pub fn location(&self) -> Option<(usize, usize)> {
+        match self {
+            DefinitionError::Syntax {
+                line: Some(line),
+                column: Some(column),
+                ..
+            } => Some((*line, *column)),
+            _ => None,
+        }
+    }
+
+    /// The task the error is about, when it is about one task.
+    pub fn task(&self) -> Option<&str> {
+        match self {
+            DefinitionError::DuplicateTask(task)
+            | DefinitionError::UnknownType { task, .. }
+            | DefinitionError::MissingField { task, .. }
+            | DefinitionError::UnknownDependency { task, .. }
+            | DefinitionError::BadBranch { task, .. } => Some(task),
+            DefinitionError::BadName {
+                what: "task name",
+                value,
+            } => Some(value),
+            _ => None,
+        }
+    }
+}
+
 pub(crate) fn valid_name(s: &str) -> bool {
     (1..=128).contains(&s.len())
         && s.chars()
@@ -372,8 +413,11 @@ impl WorkflowDef {
         if text.len() > MAX_DEFINITION_BYTES {
             return Err(DefinitionError::TooLarge(text.len()));
         }
-        let def: WorkflowDef =
-            serde_yaml::from_str(text).map_err(|e| DefinitionError::Syntax(e.to_string()))?;
+        let def: WorkflowDef = serde_yaml::from_str(text).map_err(|e| DefinitionError::Syntax {
+            line: e.location().map(|l| l.line()),
+            column: e.location().map(|l| l.column()),
+            message: e.to_string(),
+        })?;
         def.validate()?;
         Ok(def)
     }

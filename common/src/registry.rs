@@ -19,7 +19,7 @@ use tracing::{info, warn};
 const PREFIX: &str = "/shoal/nodes/";
 const LEADER_PREFIX: &str = "/shoal/leader/";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     Master,

@@ -71,11 +71,18 @@ store_suite!(
     task_group_mistakes_change_nothing,
     alerts_are_written_with_the_run_and_leased_to_one_sender,
     alert_channels_are_kept_and_mistakes_refused,
+    instances_are_paged_and_counted_within_a_time_range,
+    a_page_of_100000_instances_is_read_quickly,
+    projects_versions_and_the_latest_run_of_each_workflow,
 );
 
 #[path = "store_suite/schedules.rs"]
 mod schedules;
 use schedules::*;
+
+#[path = "store_suite/listing.rs"]
+mod listing;
+use listing::*;
 
 #[path = "store_suite/serial_groups_alerts.rs"]
 mod serial_groups_alerts;

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 pub const MISFIRE_GRACE_MS: i64 = 5_000;
 
 /// What a schedule does with fires it missed while no leader master was running.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Misfire {
     /// Every missed fire runs, oldest first.

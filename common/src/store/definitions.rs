@@ -4,7 +4,7 @@ use super::codec::{from_json, to_json};
 use super::db::Tx;
 use super::db::insert_rows;
 use super::schema::WorkflowDefinition as Def;
-use super::{DefinitionSummary, Store, StoredDefinition};
+use super::{DefinitionSummary, DefinitionVersion, ProjectSummary, Store, StoredDefinition};
 use crate::definition::WorkflowDef;
 use crate::error::{Error, Result};
 use crate::types::now_ms;
@@ -188,6 +188,47 @@ impl Store {
                     updated_at,
                 },
             )
+            .collect())
+    }
+
+    /// Every stored version of a workflow, newest first; empty when it does not exist.
+    pub async fn list_versions(&self, project: &str, name: &str) -> Result<Vec<DefinitionVersion>> {
+        let rows: Vec<(i32, i64)> = self
+            .db
+            .fetch_all(
+                Query::select()
+                    .columns([Def::Version, Def::CreatedAt])
+                    .from(Def::Table)
+                    .and_where(Expr::col(Def::Project).eq(project))
+                    .and_where(Expr::col(Def::Name).eq(name))
+                    .order_by(Def::Version, Order::Desc),
+            )
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(version, created_at)| DefinitionVersion {
+                version,
+                created_at,
+            })
+            .collect())
+    }
+
+    /// The projects that have workflows, by name, with how many each has.
+    pub async fn list_projects(&self) -> Result<Vec<ProjectSummary>> {
+        let rows: Vec<(String, i64)> = self
+            .db
+            .fetch_all(
+                Query::select()
+                    .column(Def::Project)
+                    .expr(Func::count_distinct(Expr::col(Def::Name)))
+                    .from(Def::Table)
+                    .group_by_col(Def::Project)
+                    .order_by(Def::Project, Order::Asc),
+            )
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(name, workflows)| ProjectSummary { name, workflows })
             .collect())
     }
 }

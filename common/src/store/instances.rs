@@ -2,15 +2,15 @@
 
 use super::codec::{from_json, parse, to_json};
 use super::db::{Tx, insert_rows};
-use super::schema::{TaskInstance as Task, WorkflowInstance as Inst};
+use super::schema::{TaskInstance as Task, WorkflowDefinition as Def, WorkflowInstance as Inst};
 use super::{
     InstanceFilter, InstanceRow, InstanceUpdate, NewAlert, NewTaskInstance, Store, TaskInstanceRow,
     TaskUpdate, WriteBatch, WriteResult,
 };
 use crate::error::Result;
 use sea_query::{
-    Expr, ExprTrait, Func, Iden, IntoColumnRef, IntoIden, LockType, Order, Query, SelectStatement,
-    TableRef, ValueTuple,
+    Alias, Expr, ExprTrait, Func, Iden, IntoColumnRef, IntoIden, LockType, Order, Query,
+    SelectStatement, TableRef, ValueTuple,
 };
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
@@ -212,31 +212,67 @@ impl Store {
         })
     }
 
+    /// Instances matching `filter`, newest first (created_at, then id), `filter.offset`
+    /// rows skipped.
     pub async fn list_instances(&self, filter: &InstanceFilter) -> Result<Vec<InstanceRow>> {
         let limit = filter
             .limit
             .unwrap_or(DEFAULT_LIST_LIMIT)
             .clamp(1, MAX_LIST_LIMIT);
         let mut select = Query::select();
-        select
-            .columns(INSTANCE_COLUMNS)
-            .from(Inst::Table)
-            .and_where_option(
-                filter
-                    .project
-                    .as_deref()
-                    .map(|p| Expr::col(Inst::Project).eq(p)),
-            )
-            .and_where_option(
-                filter
-                    .workflow
-                    .as_deref()
-                    .map(|w| Expr::col(Inst::Workflow).eq(w)),
-            )
-            .and_where_option(filter.state.map(|s| Expr::col(Inst::State).eq(s.as_str())))
+        select.columns(INSTANCE_COLUMNS).from(Inst::Table);
+        filter_instances(&mut select, filter)
+            .order_by(Inst::CreatedAt, Order::Desc)
             .order_by(Inst::Id, Order::Desc)
-            .limit(limit.unsigned_abs());
+            .limit(limit.unsigned_abs())
+            .offset(u64::try_from(filter.offset.unwrap_or(0)).unwrap_or(0));
         let records: Vec<InstanceRecord> = self.db.fetch_all(&select).await?;
+        records.into_iter().map(InstanceRecord::decode).collect()
+    }
+
+    /// How many instances match `filter` (its limit and offset aside).
+    pub async fn count_instances(&self, filter: &InstanceFilter) -> Result<i64> {
+        let mut select = Query::select();
+        select
+            .expr(Func::count(Expr::col(Inst::Id)))
+            .from(Inst::Table);
+        filter_instances(&mut select, filter);
+        let (count,): (i64,) = self.db.fetch_optional(&select).await?.unwrap_or_default();
+        Ok(count)
+    }
+
+    /// The latest run (by created_at, then id) of each workflow of `project` that has
+    /// one; one statement, an index seek per workflow.
+    pub async fn latest_instances(&self, project: &str) -> Result<Vec<InstanceRow>> {
+        let (w, d) = (Alias::new("w"), Alias::new("d"));
+        let latest = Query::select()
+            .column((w.clone(), Inst::Id))
+            .from_as(Inst::Table, w.clone())
+            .and_where(Expr::col((w.clone(), Inst::Project)).equals((d.clone(), Def::Project)))
+            .and_where(Expr::col((w.clone(), Inst::Workflow)).equals((d.clone(), Def::Name)))
+            .order_by((w.clone(), Inst::CreatedAt), Order::Desc)
+            .order_by((w.clone(), Inst::Id), Order::Desc)
+            .limit(1)
+            .take();
+        let workflows = Query::select()
+            .distinct()
+            .columns([Def::Project, Def::Name])
+            .from(Def::Table)
+            .and_where(Expr::col(Def::Project).eq(project))
+            .take();
+        let ids = Query::select()
+            .expr(Expr::SubQuery(None, Box::new(latest.into())))
+            .from_subquery(workflows, d)
+            .take();
+        let records: Vec<InstanceRecord> = self
+            .db
+            .fetch_all(
+                Query::select()
+                    .columns(INSTANCE_COLUMNS)
+                    .from(Inst::Table)
+                    .and_where(Expr::col(Inst::Id).in_subquery(ids)),
+            )
+            .await?;
         records.into_iter().map(InstanceRecord::decode).collect()
     }
 
@@ -276,6 +312,29 @@ impl Store {
             .await?;
         record.map(TaskRecord::decode).transpose()
     }
+}
+
+/// Adds the conditions of `filter` (not its limit and offset) to `select`.
+fn filter_instances<'a>(
+    select: &'a mut SelectStatement,
+    filter: &InstanceFilter,
+) -> &'a mut SelectStatement {
+    select
+        .and_where_option(
+            filter
+                .project
+                .as_deref()
+                .map(|p| Expr::col(Inst::Project).eq(p)),
+        )
+        .and_where_option(
+            filter
+                .workflow
+                .as_deref()
+                .map(|w| Expr::col(Inst::Workflow).eq(w)),
+        )
+        .and_where_option(filter.state.map(|s| Expr::col(Inst::State).eq(s.as_str())))
+        .and_where_option(filter.from.map(|t| Expr::col(Inst::CreatedAt).gte(t)))
+        .and_where_option(filter.to.map(|t| Expr::col(Inst::CreatedAt).lt(t)))
 }
 
 pub(super) fn select_tasks() -> SelectStatement {

@@ -46,25 +46,30 @@ pub struct NewCommand {
 }
 
 /// How a run starts, beyond its parameters.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StartOptions {
     /// Tasks succeed without executing.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
     /// Start from this task instead of the DAG's roots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub from_task: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub scope: Option<Scope>,
     /// IANA zone of the run's schedule time: `${system.biz.date}`, time expressions and
     /// a dependent task's day are local to it (UTC when unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub timezone: Option<String>,
     /// Worker group of the tasks that do not name their own (a schedule's start option).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub worker_group: Option<String>,
     /// Overrides the definition's failure strategy (a schedule's start option).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub failure_strategy: Option<FailureStrategy>,
 }
 
@@ -86,7 +91,7 @@ impl StartOptions {
 }
 
 /// Which tasks a start from a task runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     /// The task alone.
@@ -320,7 +325,30 @@ pub struct InstanceFilter {
     pub project: Option<String>,
     pub workflow: Option<String>,
     pub state: Option<WorkflowState>,
+    /// Created at or after this instant (ms).
+    #[serde(default)]
+    pub from: Option<i64>,
+    /// Created before this instant (ms).
+    #[serde(default)]
+    pub to: Option<i64>,
     pub limit: Option<i64>,
+    /// Rows of the (newest first) listing to skip.
+    #[serde(default)]
+    pub offset: Option<i64>,
+}
+
+/// A project (one that has workflows) and how many workflows it has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectSummary {
+    pub name: String,
+    pub workflows: i64,
+}
+
+/// One stored version of a workflow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefinitionVersion {
+    pub version: i32,
+    pub created_at: i64,
 }
 
 /// A named pool of slots shared by the tasks that name it, across workflows and masters.
@@ -367,7 +395,7 @@ pub enum ChannelTarget {
     Log,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WebhookFormat {
     /// The alert's fields as a JSON object.

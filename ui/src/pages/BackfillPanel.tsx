@@ -1,0 +1,139 @@
+// Backfill a range of days (or a list of dates) and follow each backfill's progress.
+import { useState, type FormEvent } from "react";
+import { getJson, send } from "../api/client";
+import type { Backfill } from "../api/types";
+import { usePoll } from "../api/usePoll";
+import { StateBadge } from "../components/StateBadge";
+import { errorText, when } from "../components/format";
+import { Link, path } from "../router";
+
+interface BackfillRun {
+  schedule_time: string;
+  state: string;
+  workflow_instance_id: number | null;
+  error: string | null;
+}
+
+const today = () => new Date().toISOString().slice(0, 10);
+
+function Progress({ b }: { b: Backfill & { runs?: BackfillRun[] } }) {
+  return (
+    <li className="card">
+      <div className="row">
+        <b>Backfill {b.id}</b> <StateBadge state={b.state} />
+        <span className="muted">{when(b.created_at as string)}</span>
+        <span className="spacer" />
+        {b.state === "running" && (
+          <button className="secondary" onClick={() => send("POST", `/backfills/${b.id}/cancel`).catch(() => undefined)}>
+            Cancel backfill {b.id}
+          </button>
+        )}
+      </div>
+      <progress
+        max={b.total}
+        value={b.done}
+        aria-label={`Backfill ${b.id} progress`}
+        aria-valuetext={`${b.done} of ${b.total} dates done`}
+      />
+      <p>
+        {b.done} of {b.total} dates done, {b.succeeded} succeeded
+        {b.failed.length > 0 && <>, failed: {b.failed.join(", ")}</>}
+      </p>
+      <details>
+        <summary>Runs</summary>
+        <ul>
+          {b.runs?.map((r) => (
+            <li key={r.schedule_time}>
+              {r.schedule_time} <StateBadge state={r.state} />{" "}
+              {r.workflow_instance_id && <Link href={path.instance(r.workflow_instance_id)}>#{r.workflow_instance_id}</Link>} {r.error}
+            </li>
+          ))}
+        </ul>
+      </details>
+    </li>
+  );
+}
+
+export function BackfillPanel({ project, name }: { project: string; name: string }) {
+  const [from, setFrom] = useState(today());
+  const [to, setTo] = useState(today());
+  const [dates, setDates] = useState("");
+  const [parallel, setParallel] = useState(1);
+  const [order, setOrder] = useState("asc");
+  const [stopOnFailure, setStopOnFailure] = useState(false);
+  const [error, setError] = useState("");
+  const { data, reload } = usePoll(
+    (signal) => getJson<Backfill[]>("/backfills", { query: { project, workflow: name, limit: 20 }, signal }),
+    `${project}/${name}`,
+    1000,
+  );
+
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    setError("");
+    const list = dates.split(/[\s,]+/).filter(Boolean);
+    const body = list.length
+      ? { dates: list, parallel, order, stop_on_failure: stopOnFailure }
+      : { from, to, parallel, order, stop_on_failure: stopOnFailure };
+    try {
+      await send("POST", `/projects/${encodeURIComponent(project)}/workflows/${encodeURIComponent(name)}/backfill`, { body });
+      reload();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+
+  return (
+    <div className="split">
+      <form className="card" onSubmit={submit}>
+        <h2>New backfill</h2>
+        <p className="muted">One run per fire time of the schedule on each day (one per day at 00:00 without a schedule).</p>
+        <div className="row">
+          <label>
+            From
+            <input type="date" value={from} onChange={(e) => setFrom(e.target.value)} disabled={!!dates.trim()} />
+          </label>
+          <label>
+            To
+            <input type="date" value={to} onChange={(e) => setTo(e.target.value)} disabled={!!dates.trim()} />
+          </label>
+        </div>
+        <label>
+          Dates (instead of a range)
+          <input value={dates} onChange={(e) => setDates(e.target.value)} placeholder="2026-01-03, 2026-01-07" />
+        </label>
+        <div className="row">
+          <label>
+            Parallel
+            <input type="number" min={1} value={parallel} onChange={(e) => setParallel(Number(e.target.value))} />
+          </label>
+          <label>
+            Order
+            <select value={order} onChange={(e) => setOrder(e.target.value)}>
+              <option value="asc">oldest first</option>
+              <option value="desc">newest first</option>
+            </select>
+          </label>
+        </div>
+        <label className="check">
+          <input type="checkbox" checked={stopOnFailure} onChange={(e) => setStopOnFailure(e.target.checked)} /> Stop on failure
+        </label>
+        {error && (
+          <p role="alert" className="error">
+            {error}
+          </p>
+        )}
+        <div className="actions">
+          <button type="submit">Start backfill</button>
+        </div>
+      </form>
+      <div>
+        <h2>Backfills</h2>
+        {data?.length === 0 && <p className="muted">None yet.</p>}
+        <ul className="plain" aria-label="Backfills">
+          {data?.map((b) => <Progress key={b.id} b={b} />)}
+        </ul>
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,135 @@
+// Write or edit a workflow as YAML. Every pause in typing asks the server to validate it
+// (nothing is stored): its error is shown beside the editor and on the offending line, and
+// the DAG preview follows. Apply stores a new version.
+import { useEffect, useState } from "react";
+import { ApiError, getJson, send } from "../api/client";
+import type { StoredWorkflow, Validated } from "../api/types";
+import { Dag } from "../components/Dag";
+import { YamlEditor, type Problem } from "../components/YamlEditor";
+import { errorText } from "../components/format";
+import { Link, navigate, path, useTitle } from "../router";
+import { yamlOf } from "./WorkflowPage";
+
+const TEMPLATE = `name: my_workflow
+description: what this workflow does
+params:
+  greeting: hello
+tasks:
+  - name: extract
+    type: shell
+    command: echo "\${greeting} from extract"
+  - name: load
+    type: shell
+    command: echo loading
+    depends_on: [extract]
+`;
+
+/** The line a problem is on: the server's line, else the line naming the task it blames. */
+function locate(text: string, e: ApiError): Problem {
+  const body = e.body as { line?: number; task?: string };
+  if (typeof body.line === "number") return { message: e.message, line: body.line };
+  const m = /line (\d+)/.exec(e.message);
+  if (m) return { message: e.message, line: Number(m[1]) };
+  const task = body.task ?? /task '([^']+)'/.exec(e.message)?.[1];
+  if (task) {
+    const esc = task.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    const re = new RegExp(`name:\\s*["']?${esc}["']?\\s*(,|}|$)`);
+    const idx = text.split("\n").findIndex((l) => re.test(l));
+    if (idx >= 0) return { message: e.message, line: idx + 1 };
+  }
+  return { message: e.message };
+}
+
+export default function EditorPage({ project, name }: { project: string; name?: string }) {
+  useTitle(name ? `Edit ${name}` : "New workflow");
+  const base = `/projects/${encodeURIComponent(project)}/workflows`;
+  const [seed, setSeed] = useState(name ? "" : TEMPLATE);
+  const [text, setText] = useState(seed);
+  const [loadError, setLoadError] = useState("");
+  const [problem, setProblem] = useState<Problem | null>(null);
+  const [preview, setPreview] = useState<Validated | null>(null);
+  const [applying, setApplying] = useState(false);
+
+  useEffect(() => {
+    if (!name) return;
+    getJson<StoredWorkflow>(`${base}/${encodeURIComponent(name)}`)
+      .then((wf) => {
+        const y = yamlOf(wf);
+        setSeed(y);
+        setText(y);
+      })
+      .catch((e) => setLoadError(errorText(e)));
+  }, [base, name]);
+
+  useEffect(() => {
+    if (!text.trim()) return;
+    const ctl = new AbortController();
+    const t = setTimeout(async () => {
+      try {
+        const v = await send<Validated>("POST", `${base}/validate`, { text: { body: text, type: "application/yaml" }, signal: ctl.signal });
+        setPreview(v);
+        setProblem(null);
+      } catch (e) {
+        if (ctl.signal.aborted) return;
+        setProblem(e instanceof ApiError && e.status === 400 ? locate(text, e) : { message: errorText(e) });
+      }
+    }, 400);
+    return () => {
+      clearTimeout(t);
+      ctl.abort();
+    };
+  }, [text, base]);
+
+  const apply = async () => {
+    setApplying(true);
+    try {
+      const res = await send<{ name: string; version: number }>("POST", base, { text: { body: text, type: "application/yaml" } });
+      navigate(path.workflow(project, res.name));
+    } catch (e) {
+      setProblem(e instanceof ApiError && e.status === 400 ? locate(text, e) : { message: errorText(e) });
+    } finally {
+      setApplying(false);
+    }
+  };
+
+  return (
+    <>
+      <p className="crumbs">
+        <Link href={path.workflows(project)}>{project}</Link> /{" "}
+        {name && (
+          <>
+            <Link href={path.workflow(project, name)}>{name}</Link> /
+          </>
+        )}
+      </p>
+      <div className="pagehead">
+        <h1>{name ? `Edit ${name}` : "New workflow"}</h1>
+        <span className="spacer" />
+        <button onClick={apply} disabled={applying || !text.trim()}>
+          Apply
+        </button>
+      </div>
+      {loadError && (
+        <p role="alert" className="error">
+          {loadError}
+        </p>
+      )}
+      <div className="split">
+        <div>
+          <YamlEditor value={seed} onChange={setText} problem={problem} />
+          {problem ? (
+            <p role="alert" className="error">
+              {problem.line ? `Line ${problem.line}: ` : ""}
+              {problem.message}
+            </p>
+          ) : (
+            <p className="muted" role="status">
+              {preview ? `Valid: ${preview.tasks.length} tasks. Apply stores a new version.` : "Checking…"}
+            </p>
+          )}
+        </div>
+        {preview ? <Dag tasks={preview.tasks} label="DAG preview" /> : <section aria-label="DAG preview" className="dag" />}
+      </div>
+    </>
+  );
+}

@@ -1,0 +1,200 @@
+// One workflow instance, live: its DAG coloured by task state, the attempts' timeline,
+// the task table with logs, and the operator actions the state allows.
+import { useMemo, useState } from "react";
+import { ApiError, getJson, send } from "../api/client";
+import type { InstanceDetail, StoredWorkflow, TaskInstance } from "../api/types";
+import { usePoll } from "../api/usePoll";
+import { Dag } from "../components/Dag";
+import { Gantt } from "../components/Gantt";
+import { StateBadge } from "../components/StateBadge";
+import { TaskLog } from "../components/TaskLog";
+import { duration, errorText, when } from "../components/format";
+import { Link, path, useTitle } from "../router";
+
+interface ActionInfo {
+  action: string;
+  allowed: boolean;
+  reason: string | null;
+}
+
+const ACTIONS: [string, string][] = [
+  ["stop", "Stop"],
+  ["pause", "Pause"],
+  ["resume", "Resume"],
+  ["rerun", "Rerun"],
+  ["resubmit-failed", "Resubmit failed"],
+];
+
+const FINISHED = new Set(["success", "failure", "stopped", "paused"]);
+
+/** The newest attempt of each task in the instance's current run. */
+function latestAttempts(tasks: TaskInstance[], run: number): Map<string, TaskInstance> {
+  const out = new Map<string, TaskInstance>();
+  for (const t of tasks) {
+    if (t.run !== run) continue;
+    const seen = out.get(t.name);
+    if (!seen || t.attempt > seen.attempt || (t.attempt === seen.attempt && t.id > seen.id)) out.set(t.name, t);
+  }
+  return out;
+}
+
+function Actions({ instance, onDone }: { instance: InstanceDetail & { actions?: ActionInfo[] }; onDone: () => void }) {
+  const [error, setError] = useState("");
+  const [status, setStatus] = useState("");
+  const [busy, setBusy] = useState(false);
+  const info = new Map((instance.actions ?? []).map((a) => [a.action, a]));
+  const run = async (action: string, label: string) => {
+    setBusy(true);
+    setError("");
+    setStatus("");
+    try {
+      await send("POST", `/instances/${instance.id}/${action}`);
+      setStatus(`${label} requested`);
+      onDone();
+    } catch (e) {
+      setError(e instanceof ApiError && e.status === 409 ? `Refused: ${e.message}` : errorText(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <div className="instance-actions">
+      <div className="row">
+        {ACTIONS.map(([action, label]) => {
+          const a = info.get(action);
+          const allowed = a ? a.allowed : true;
+          return (
+            <button
+              key={action}
+              className={action === "stop" ? "danger" : "secondary"}
+              disabled={busy || !allowed}
+              title={allowed ? undefined : (a?.reason ?? undefined)}
+              onClick={() => run(action, label)}
+            >
+              {label}
+            </button>
+          );
+        })}
+      </div>
+      {error && (
+        <p role="alert" className="error">
+          {error}
+        </p>
+      )}
+      {status && <p className="muted">{status}</p>}
+    </div>
+  );
+}
+
+export function InstancePage({ id }: { id: number }) {
+  useTitle(`Instance ${id}`);
+  const [selected, setSelected] = useState<number | null>(null);
+  const { data: inst, error, reload } = usePoll(
+    (signal) => getJson<InstanceDetail & { actions?: ActionInfo[] }>(`/instances/${id}`, { signal }),
+    String(id),
+    1000,
+  );
+  const version = inst ? `${inst.project}/${inst.workflow}@${inst.version}` : "";
+  const { data: wf } = usePoll(
+    (signal) =>
+      inst
+        ? getJson<StoredWorkflow>(`/projects/${encodeURIComponent(inst.project)}/workflows/${encodeURIComponent(inst.workflow)}`, {
+            query: { version: inst.version },
+            signal,
+          })
+        : Promise.resolve(undefined),
+    version,
+  );
+  const latest = useMemo(() => (inst ? latestAttempts(inst.tasks, inst.run) : new Map()), [inst]);
+  const states = useMemo(() => {
+    const s: Record<string, string> = {};
+    for (const [name, t] of latest) s[name] = t.state;
+    return s;
+  }, [latest]);
+
+  if (error && !inst)
+    return (
+      <div className="card">
+        <h1>Instance {id}</h1>
+        <p role="alert" className="error">
+          {errorText(error)}
+        </p>
+      </div>
+    );
+  if (!inst) return <p className="muted">Loading…</p>;
+
+  const rows = [...inst.tasks].sort((a, b) => b.run - a.run || a.submitted_at.localeCompare(b.submitted_at) || a.id - b.id);
+  const shown = rows.find((t) => t.id === selected);
+  const selectTask = (name: string) => {
+    const t = latest.get(name);
+    if (t) setSelected(t.id);
+  };
+  return (
+    <>
+      <p className="crumbs">
+        <Link href={path.workflows(inst.project)}>{inst.project}</Link> / <Link href={path.workflow(inst.project, inst.workflow)}>{inst.workflow}</Link> /
+      </p>
+      <div className="pagehead">
+        <h1>Instance {inst.id}</h1>
+        <StateBadge state={inst.state} label="Instance state" />
+        <span className="muted">
+          v{inst.version} · run {inst.run} · {inst.priority} priority
+          {inst.schedule_time && ` · schedule time ${when(inst.schedule_time)}`}
+        </span>
+        {inst.parent_instance_id && <Link href={path.instance(inst.parent_instance_id)}>parent instance {inst.parent_instance_id}</Link>}
+      </div>
+      <p className="muted">
+        Created {when(inst.created_at)} · started {when(inst.started_at)} · {FINISHED.has(inst.state) ? `ended ${when(inst.ended_at)}` : "running for"} ·{" "}
+        {duration(inst.started_at, inst.ended_at)}
+        {inst.master && ` · driven by master ${inst.master}`}
+      </p>
+      {inst.message && <p className="message-box">{inst.message}</p>}
+      <Actions instance={inst} onDone={reload} />
+      <div className="split">
+        {wf ? <Dag tasks={wf.definition.tasks} states={states} onSelect={selectTask} /> : <section aria-label="DAG" className="dag" />}
+        <Gantt tasks={inst.tasks.filter((t) => t.run === inst.run)} />
+      </div>
+      <table aria-label="Tasks">
+        <thead>
+          <tr>
+            <th>Task</th>
+            <th>Run</th>
+            <th>Attempt</th>
+            <th>State</th>
+            <th>Worker</th>
+            <th>Started</th>
+            <th>Ended</th>
+            <th>Duration</th>
+            <th>Message</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map((t) => (
+            <tr key={t.id} aria-selected={t.id === selected}>
+              <td>
+                <button className="link" onClick={() => setSelected(t.id)}>
+                  {t.name}
+                </button>{" "}
+                {t.child_instance_id && <Link href={path.instance(t.child_instance_id)}>child instance {t.child_instance_id}</Link>}
+              </td>
+              <td>{t.run}</td>
+              <td>{t.attempt}</td>
+              <td>
+                <StateBadge state={t.state} />
+              </td>
+              <td>{t.worker ?? "—"}</td>
+              <td>{when(t.started_at)}</td>
+              <td>{when(t.ended_at)}</td>
+              <td>{duration(t.started_at, t.ended_at)}</td>
+              <td className="message">
+                {t.message}
+                {t.exit_code !== null && t.exit_code !== 0 && ` (exit code ${t.exit_code})`}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {shown && <TaskLog task={shown} />}
+    </>
+  );
+}

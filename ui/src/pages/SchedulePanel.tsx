@@ -1,0 +1,145 @@
+// Create, edit, switch and delete the workflow's cron schedule; the next 5 fire times in
+// its zone are previewed (by the server's own cron math) as you type.
+import { useEffect, useState, type FormEvent } from "react";
+import { ApiError, getJson, send } from "../api/client";
+import type { Schedule } from "../api/types";
+import { usePoll } from "../api/usePoll";
+import { errorText } from "../components/format";
+
+interface Preview {
+  fire_times: string[];
+}
+
+const browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+
+function FirePreview({ cron, timezone }: { cron: string; timezone: string }) {
+  const [debounced, setDebounced] = useState({ cron, timezone });
+  useEffect(() => {
+    const t = setTimeout(() => setDebounced({ cron, timezone }), 250);
+    return () => clearTimeout(t);
+  }, [cron, timezone]);
+  const { data, error } = usePoll(
+    (signal) => getJson<Preview>("/cron/preview", { query: { ...debounced, count: 5 }, signal }),
+    JSON.stringify(debounced),
+  );
+  return (
+    <div className="preview">
+      <h3 id="fires">Next fire times ({debounced.timezone})</h3>
+      {error ? (
+        <p role="alert" className="error">
+          {errorText(error)}
+        </p>
+      ) : (
+        <ol aria-label="Next fire times">
+          {data?.fire_times.map((t) => (
+            <li key={t}>{t}</li>
+          ))}
+        </ol>
+      )}
+    </div>
+  );
+}
+
+export function SchedulePanel({ project, name }: { project: string; name: string }) {
+  const base = `/projects/${encodeURIComponent(project)}/workflows/${encodeURIComponent(name)}/schedules`;
+  const { data: list, reload } = usePoll((signal) => getJson<Schedule[]>(base, { signal }), base);
+  const current = list?.[0];
+  const [cron, setCron] = useState("0 0 2 * * *");
+  const [timezone, setTimezone] = useState(browserZone);
+  const [enabled, setEnabled] = useState(true);
+  const [startTime, setStartTime] = useState("");
+  const [endTime, setEndTime] = useState("");
+  const [error, setError] = useState("");
+  const [status, setStatus] = useState("");
+
+  useEffect(() => {
+    if (!current) return;
+    setCron(current.cron);
+    setTimezone(current.timezone);
+    setEnabled(current.enabled);
+    setStartTime(current.start_time ?? "");
+    setEndTime(current.end_time ?? "");
+  }, [current?.id]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  const act = async (what: string, run: () => Promise<unknown>) => {
+    setError("");
+    setStatus("");
+    try {
+      await run();
+      setStatus(what);
+      reload();
+    } catch (e) {
+      setError(e instanceof ApiError ? e.message : errorText(e));
+    }
+  };
+
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    const body = { cron, timezone, enabled, start_time: startTime || null, end_time: endTime || null };
+    if (current) act("Schedule saved", () => send("PUT", `${base}/${current.id}`, { body }));
+    else act("Schedule created", () => send("POST", base, { body }));
+  };
+
+  return (
+    <div className="split">
+      <form className="card" onSubmit={submit}>
+        <h2>{current ? "Schedule" : "New schedule"}</h2>
+        <p className="muted">
+          Cron with seconds: <code>sec min hour day month weekday</code>, e.g. <code>0 */15 * * * *</code>.
+        </p>
+        <label>
+          Cron
+          <input value={cron} onChange={(e) => setCron(e.target.value)} required spellCheck={false} />
+        </label>
+        <label>
+          Timezone
+          <input value={timezone} onChange={(e) => setTimezone(e.target.value)} required />
+        </label>
+        <div className="row">
+          <label>
+            Start time
+            <input value={startTime} onChange={(e) => setStartTime(e.target.value)} placeholder="2026-01-01T00:00:00Z" />
+          </label>
+          <label>
+            End time
+            <input value={endTime} onChange={(e) => setEndTime(e.target.value)} placeholder="optional" />
+          </label>
+        </div>
+        <label className="check">
+          <input type="checkbox" checked={enabled} onChange={(e) => setEnabled(e.target.checked)} /> Enabled
+        </label>
+        {error && (
+          <p role="alert" className="error">
+            {error}
+          </p>
+        )}
+        {status && <p role="status">{status}</p>}
+        <div className="actions">
+          {current && (
+            <>
+              <button
+                type="button"
+                className="secondary"
+                onClick={() => act(current.enabled ? "Schedule disabled" : "Schedule enabled", () => send("POST", `${base}/${current.id}/${current.enabled ? "disable" : "enable"}`))}
+              >
+                {current.enabled ? "Disable" : "Enable"}
+              </button>
+              <button type="button" className="danger" onClick={() => act("Schedule deleted", () => send("DELETE", `${base}/${current.id}`))}>
+                Delete schedule
+              </button>
+            </>
+          )}
+          <button type="submit">{current ? "Save schedule" : "Create schedule"}</button>
+        </div>
+      </form>
+      <div className="card">
+        <FirePreview cron={cron} timezone={timezone} />
+        {current && (
+          <p className="muted">
+            Stored: <code>{current.cron}</code> in {current.timezone}, {current.enabled ? `next fire ${current.next_fire ?? "none"}` : "disabled"}.
+          </p>
+        )}
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,174 @@
+import { useState } from "react";
+import { getJson } from "../api/client";
+import type { InstanceSummary, StoredWorkflow } from "../api/types";
+import { usePoll } from "../api/usePoll";
+import { Dag } from "../components/Dag";
+import { Diff } from "../components/Diff";
+import { StartDialog } from "../components/StartDialog";
+import { StateBadge } from "../components/StateBadge";
+import { errorText, when, duration } from "../components/format";
+import { Link, path, useTitle } from "../router";
+import { BackfillPanel } from "./BackfillPanel";
+import { SchedulePanel } from "./SchedulePanel";
+
+type Tab = "overview" | "schedule" | "backfill" | "runs";
+
+interface Version {
+  version: number;
+  created_at: string;
+}
+
+const base = (p: string, w: string) => `/projects/${encodeURIComponent(p)}/workflows/${encodeURIComponent(w)}`;
+
+/** The definition as YAML; the server renders it so the UI needs no YAML library. */
+export function yamlOf(d: StoredWorkflow): string {
+  return (d as StoredWorkflow & { yaml?: string }).yaml ?? JSON.stringify(d.definition, null, 2);
+}
+
+function Versions({ project, name, latest }: { project: string; name: string; latest: number }) {
+  const { data: versions } = usePoll((signal) => getJson<Version[]>(`${base(project, name)}/versions`, { signal }), `${project}/${name}/${latest}`);
+  const [from, setFrom] = useState<number>();
+  const [to, setTo] = useState<number>();
+  const a = from ?? Math.max(1, latest - 1);
+  const b = to ?? latest;
+  const { data: pair, error } = usePoll(
+    (signal) =>
+      Promise.all([a, b].map((v) => getJson<StoredWorkflow>(base(project, name), { query: { version: v }, signal }))),
+    `${project}/${name}/${a}/${b}`,
+  );
+  return (
+    <div className="card">
+      <h2>Versions</h2>
+      <ul aria-label="Versions" className="versions">
+        {versions?.map((v) => (
+          <li key={v.version}>
+            <b>v{v.version}</b> <span className="muted">{when(v.created_at)}</span>
+          </li>
+        ))}
+      </ul>
+      {latest > 1 && (
+        <>
+          <div className="row">
+            <label>
+              Compare
+              <select value={a} onChange={(e) => setFrom(Number(e.target.value))}>
+                {versions?.map((v) => (
+                  <option key={v.version} value={v.version}>
+                    v{v.version}
+                  </option>
+                ))}
+              </select>
+            </label>
+            <label>
+              with
+              <select value={b} onChange={(e) => setTo(Number(e.target.value))}>
+                {versions?.map((v) => (
+                  <option key={v.version} value={v.version}>
+                    v{v.version}
+                  </option>
+                ))}
+              </select>
+            </label>
+          </div>
+          {error && <p role="alert" className="error">{errorText(error)}</p>}
+          {pair && <Diff from={yamlOf(pair[0])} to={yamlOf(pair[1])} fromLabel={`v${a}`} toLabel={`v${b}`} />}
+        </>
+      )}
+    </div>
+  );
+}
+
+function Runs({ project, name }: { project: string; name: string }) {
+  const { data } = usePoll(
+    (signal) => getJson<InstanceSummary[]>("/instances", { query: { project, workflow: name, limit: 20 }, signal }),
+    `${project}/${name}`,
+    2000,
+  );
+  if (!data) return <p className="muted">Loading…</p>;
+  if (data.length === 0) return <p className="muted">No runs yet.</p>;
+  return (
+    <table aria-label="Runs">
+      <thead>
+        <tr>
+          <th>Instance</th>
+          <th>State</th>
+          <th>Version</th>
+          <th>Started</th>
+          <th>Duration</th>
+        </tr>
+      </thead>
+      <tbody>
+        {data.map((i) => (
+          <tr key={i.id}>
+            <td>
+              <Link href={path.instance(i.id)}>#{i.id}</Link>
+            </td>
+            <td>
+              <StateBadge state={i.state} />
+            </td>
+            <td>v{i.version}</td>
+            <td>{when(i.started_at ?? i.created_at)}</td>
+            <td>{duration(i.started_at, i.ended_at)}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+export function WorkflowPage({ project, name, tab }: { project: string; name: string; tab: Tab }) {
+  useTitle(name);
+  const [starting, setStarting] = useState(false);
+  const { data: wf, error } = usePoll((signal) => getJson<StoredWorkflow>(base(project, name), { signal }), `${project}/${name}`);
+  const tabs: [string, string, boolean][] = [
+    ["Overview", path.workflow(project, name), tab === "overview"],
+    ["Edit", path.workflow(project, name, "edit"), false],
+    ["Schedule", path.workflow(project, name, "schedule"), tab === "schedule"],
+    ["Backfill", path.workflow(project, name, "backfill"), tab === "backfill"],
+    ["Runs", path.workflow(project, name, "runs"), tab === "runs"],
+  ];
+  return (
+    <>
+      <p className="crumbs">
+        <Link href={path.workflows(project)}>{project}</Link> /
+      </p>
+      <div className="pagehead">
+        <h1>{name}</h1>
+        {wf && <span className="muted">v{wf.version}</span>}
+        <span className="spacer" />
+        <button onClick={() => setStarting(true)} disabled={!wf}>
+          Start
+        </button>
+      </div>
+      <nav className="tabs" aria-label="Workflow">
+        {tabs.map(([label, href, active]) => (
+          <Link key={label} href={href} aria-current={active ? "page" : undefined}>
+            {label}
+          </Link>
+        ))}
+      </nav>
+      {error && (
+        <p role="alert" className="error">
+          {errorText(error)}
+        </p>
+      )}
+      {wf && tab === "overview" && (
+        <>
+          {wf.definition.description && <p>{wf.definition.description}</p>}
+          <div className="split">
+            <Dag tasks={wf.definition.tasks} />
+            <section aria-label="Definition" className="card">
+              <h2>Definition</h2>
+              <pre className="code">{yamlOf(wf)}</pre>
+            </section>
+          </div>
+          <Versions project={project} name={name} latest={wf.version} />
+        </>
+      )}
+      {wf && tab === "schedule" && <SchedulePanel project={project} name={name} />}
+      {wf && tab === "backfill" && <BackfillPanel project={project} name={name} />}
+      {tab === "runs" && <Runs project={project} name={name} />}
+      {starting && <StartDialog project={project} workflow={name} onClose={() => setStarting(false)} />}
+    </>
+  );
+}
