@@ -54,6 +54,52 @@ impl Action {
             Action::ResubmitFailed => "resubmit-failed",
         }
     }
+
+    /// Whether an instance in `state` takes this action; the reason when it does not.
+    fn allowed(self, state: WorkflowState) -> std::result::Result<(), &'static str> {
+        match self {
+            // Waiting its turn (serial execution type), a run can be stopped too.
+            Action::Stop if state == WorkflowState::SerialWait => Ok(()),
+            Action::Stop => Control::STOP.allowed(state),
+            Action::Pause => Control::PAUSE.allowed(state),
+            Action::Resume => recovery_allowed(CommandKind::Resume, state),
+            Action::Rerun => recovery_allowed(CommandKind::Rerun, state),
+            Action::ResubmitFailed => recovery_allowed(CommandKind::ResubmitFailed, state),
+        }
+    }
+}
+
+const ALL_ACTIONS: [Action; 5] = [
+    Action::Stop,
+    Action::Pause,
+    Action::Resume,
+    Action::Rerun,
+    Action::ResubmitFailed,
+];
+
+/// Whether the instance's state allows an action, for the UI to offer or grey it out.
+#[derive(Serialize, ToSchema)]
+pub struct ActionOffer {
+    pub action: InstanceAction,
+    pub allowed: bool,
+    /// Why it is not allowed (null when it is).
+    #[schema(required = true)]
+    pub reason: Option<String>,
+}
+
+/// Every action with whether an instance in `state` takes it.
+pub(crate) fn offers(state: WorkflowState) -> Vec<ActionOffer> {
+    ALL_ACTIONS
+        .iter()
+        .map(|&a| {
+            let reason = a.allowed(state).err();
+            ActionOffer {
+                action: a.into(),
+                allowed: reason.is_none(),
+                reason: reason.map(|r| format!("the instance is {state}; {r}")),
+            }
+        })
+        .collect()
 }
 
 /// An accepted action.
@@ -75,15 +121,26 @@ pub struct ActionAccepted {
 }
 
 /// The actions of `POST /instances/{id}/{action}`.
-#[derive(ToSchema)]
-#[schema(rename_all = "kebab-case")]
-#[allow(dead_code)]
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
 pub enum InstanceAction {
     Stop,
     Pause,
     Resume,
     Rerun,
     ResubmitFailed,
+}
+
+impl From<Action> for InstanceAction {
+    fn from(a: Action) -> Self {
+        match a {
+            Action::Stop => InstanceAction::Stop,
+            Action::Pause => InstanceAction::Pause,
+            Action::Resume => InstanceAction::Resume,
+            Action::Rerun => InstanceAction::Rerun,
+            Action::ResubmitFailed => InstanceAction::ResubmitFailed,
+        }
+    }
 }
 
 #[derive(IntoParams)]
@@ -187,15 +244,17 @@ impl Control {
         only: "only a running instance can be paused",
     };
 
-    fn check(&self, id: i64, state: WorkflowState) -> Result<()> {
+    fn allowed(&self, state: WorkflowState) -> std::result::Result<(), &'static str> {
         if self.allowed.contains(&state) {
             Ok(())
         } else {
-            Err(Error::Conflict(format!(
-                "workflow instance {id} is {state}; {}",
-                self.only
-            )))
+            Err(self.only)
         }
+    }
+
+    fn check(&self, id: i64, state: WorkflowState) -> Result<()> {
+        self.allowed(state)
+            .map_err(|only| Error::Conflict(format!("workflow instance {id} is {state}; {only}")))
     }
 }
 
@@ -288,7 +347,7 @@ async fn recover(
     kind: CommandKind,
 ) -> Result<(StatusCode, Json<ActionAccepted>)> {
     let id = instance.id;
-    if let Err(reason) = recovery_allowed(kind, instance.state) {
+    if let Err(reason) = action.allowed(instance.state) {
         return Err(Error::Conflict(format!(
             "workflow instance {id} is {}; {reason}",
             instance.state
@@ -331,13 +390,7 @@ mod tests {
 
     #[test]
     fn actions_have_one_name_each_and_accept_the_underscore_spelling() {
-        for a in [
-            Action::Stop,
-            Action::Pause,
-            Action::Resume,
-            Action::Rerun,
-            Action::ResubmitFailed,
-        ] {
+        for a in ALL_ACTIONS {
             assert_eq!(Action::parse(a.name()), Some(a));
             assert!(VALID_ACTIONS.contains(a.name()));
         }
@@ -362,5 +415,31 @@ mod tests {
         assert!(Control::STOP.check(7, WorkflowState::ReadyPause).is_ok());
         assert!(Control::STOP.check(7, WorkflowState::Stopped).is_err());
         assert!(Control::PAUSE.check(7, WorkflowState::ReadyStop).is_err());
+    }
+
+    #[test]
+    fn offers_follow_the_state() {
+        let allowed = |state| -> Vec<&str> {
+            offers(state)
+                .iter()
+                .zip(ALL_ACTIONS)
+                .filter(|(o, _)| o.allowed)
+                .map(|(_, a)| a.name())
+                .collect()
+        };
+        assert_eq!(allowed(WorkflowState::Running), ["stop", "pause"]);
+        assert_eq!(allowed(WorkflowState::SerialWait), ["stop"]);
+        assert_eq!(allowed(WorkflowState::Paused), ["resume", "rerun"]);
+        assert_eq!(
+            allowed(WorkflowState::Failure),
+            ["rerun", "resubmit-failed"]
+        );
+        assert_eq!(allowed(WorkflowState::Success), ["rerun"]);
+        let refused = &offers(WorkflowState::Success)[0];
+        assert_eq!(
+            refused.reason.as_deref(),
+            Some("the instance is success; only a running or pausing instance can be stopped")
+        );
+        assert!(offers(WorkflowState::Running)[0].reason.is_none());
     }
 }

@@ -2,6 +2,7 @@
 //! lowercase snake case.
 
 use crate::Ctx;
+use crate::actions::{ActionOffer, offers};
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, ApiQuery, path};
 use crate::schedules::parse_time;
@@ -10,7 +11,7 @@ use axum::extract::State;
 use axum::http::HeaderName;
 use serde::{Deserialize, Serialize};
 use shoal_common::store::{InstanceFilter, InstanceRow, StartOptions, TaskInstanceRow};
-use shoal_common::types::{Priority, TaskState, WorkflowState, ms_to_rfc3339};
+use shoal_common::types::{Priority, TaskState, TaskType, WorkflowState, ms_to_rfc3339};
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
 
@@ -156,6 +157,13 @@ pub struct InstanceDetail {
     /// Address of the master driving it.
     #[schema(required = true)]
     pub master: Option<String>,
+    /// For a sub_workflow task's child run: the parent instance and its task instance.
+    #[schema(required = true)]
+    pub parent_instance_id: Option<i64>,
+    #[schema(required = true)]
+    pub parent_task_id: Option<i64>,
+    /// Every operator action, with whether the instance's state allows it.
+    pub actions: Vec<ActionOffer>,
     /// By id.
     pub tasks: Vec<TaskInstance>,
 }
@@ -182,11 +190,34 @@ pub async fn get(
         .await?
         .ok_or_else(|| Error::NotFound(format!("workflow instance {id} does not exist")))?;
     let tasks = ctx.store.list_task_instances(id).await?;
+    let sub_workflows: Vec<i64> = tasks
+        .iter()
+        .filter(|t| t.task_type == TaskType::SubWorkflow.as_str())
+        .map(|t| t.id)
+        .collect();
+    let children = ctx.store.child_instances(&sub_workflows).await?;
+    let parent_instance_id = match row.parent_task_id {
+        Some(task) => ctx
+            .store
+            .get_task_instance(task)
+            .await?
+            .map(|t| t.workflow_instance_id),
+        None => None,
+    };
     Ok(Json(InstanceDetail {
         summary: instance_summary(&row),
+        actions: offers(row.state),
         params: row.params,
         master: row.owner,
-        tasks: tasks.iter().map(task_instance).collect(),
+        parent_instance_id,
+        parent_task_id: row.parent_task_id,
+        tasks: tasks
+            .iter()
+            .map(|t| TaskInstance {
+                child_instance_id: children.get(&t.id).copied(),
+                ..task_instance(t)
+            })
+            .collect(),
     }))
 }
 
@@ -268,6 +299,11 @@ pub struct TaskInstance {
     pub message: Option<String>,
     #[schema(required = true)]
     pub task_group: Option<String>,
+    /// For a sub_workflow task: the child instance it started, once there is one (only
+    /// in `GET /instances/{id}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub child_instance_id: Option<i64>,
 }
 
 fn task_instance(t: &TaskInstanceRow) -> TaskInstance {
@@ -289,6 +325,7 @@ fn task_instance(t: &TaskInstanceRow) -> TaskInstance {
         output: t.output.clone(),
         message: t.message.clone(),
         task_group: t.task_group.clone(),
+        child_instance_id: None,
     }
 }
 

@@ -92,6 +92,7 @@ fn api_routes() -> OpenApiRouter<Ctx> {
         .routes(routes!(schedules::enable))
         .routes(routes!(schedules::disable))
         .routes(routes!(schedules::preview))
+        .routes(routes!(schedules::preview_cron))
         .routes(routes!(backfills::create))
         .routes(routes!(backfills::list))
         .routes(routes!(backfills::get))

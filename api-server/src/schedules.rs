@@ -12,7 +12,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use shoal_common::schedule::Misfire;
+use shoal_common::schedule::{CronSchedule, Misfire, Window};
 use shoal_common::store::{ScheduleRow, ScheduleSpec};
 use shoal_common::types::{FailureStrategy, Priority, ms_to_rfc3339, now_ms};
 use std::collections::BTreeMap;
@@ -310,8 +310,21 @@ pub async fn preview(
     ApiPath((project, name, id)): ApiPath<(String, String, i64)>,
     ApiQuery(q): ApiQuery<PreviewQuery>,
 ) -> Result<Json<SchedulePreview>> {
-    let count = match q.count.filter(|c| !c.is_empty()) {
-        None => DEFAULT_PREVIEW,
+    let count = preview_count(q.count)?;
+    let row = find(&ctx, &project, &name, id).await?;
+    let cron = row.spec.check()?;
+    Ok(Json(SchedulePreview {
+        id: row.id,
+        fire_times: upcoming(&cron, row.spec.window(), count),
+        cron: row.spec.cron,
+        timezone: row.spec.timezone,
+    }))
+}
+
+/// The `count` of a preview query: 1 to 100, default 5.
+fn preview_count(count: Option<String>) -> Result<usize> {
+    match count.filter(|c| !c.is_empty()) {
+        None => Ok(DEFAULT_PREVIEW),
         Some(c) => c
             .parse::<usize>()
             .ok()
@@ -320,11 +333,12 @@ pub async fn preview(
                 Error::BadRequest(format!(
                     "count '{c}' must be a number from 1 to {MAX_PREVIEW}"
                 ))
-            })?,
-    };
-    let row = find(&ctx, &project, &name, id).await?;
-    let cron = row.spec.check()?;
-    let window = row.spec.window();
+            }),
+    }
+}
+
+/// The next `count` fire times from now within `window`, in the cron's zone.
+fn upcoming(cron: &CronSchedule, window: Window, count: usize) -> Vec<String> {
     let mut fires = Vec::with_capacity(count);
     let mut cursor = now_ms();
     while fires.len() < count {
@@ -334,11 +348,74 @@ pub async fn preview(
         fires.push(cron.show(t));
         cursor = t;
     }
-    Ok(Json(SchedulePreview {
-        id: row.id,
-        cron: row.spec.cron,
-        timezone: row.spec.timezone,
-        fire_times: fires,
+    fires
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct CronPreviewQuery {
+    /// 5 fields (`minute hour day-of-month month day-of-week`) or 6 with a leading second.
+    #[param(example = "30 2 * * *")]
+    cron: String,
+    /// IANA zone the cron is read in (default UTC).
+    timezone: Option<String>,
+    /// No fire before this time (RFC 3339).
+    #[param(value_type = Option<String>, format = DateTime)]
+    start_time: Option<String>,
+    /// No fire after this time (RFC 3339).
+    #[param(value_type = Option<String>, format = DateTime)]
+    end_time: Option<String>,
+    /// How many fire times, 1 to 100 (default 5).
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 100)]
+    count: Option<String>,
+}
+
+/// The next fire times of a cron that is not stored (yet).
+#[derive(Serialize, ToSchema)]
+pub struct CronPreview {
+    pub cron: String,
+    pub timezone: String,
+    /// RFC 3339 with the zone's offset; fewer than asked when the end time comes first.
+    pub fire_times: Vec<String>,
+}
+
+/// `GET /cron/preview?cron=&timezone=&start_time=&end_time=&count=`: the next fire times
+/// of a cron in a zone, by the schedulers' own cron math; what a schedule form shows
+/// while it is being filled in.
+#[utoipa::path(
+    get,
+    path = "/cron/preview",
+    operation_id = "previewCron",
+    tag = "schedules",
+    params(CronPreviewQuery),
+    responses(
+        (status = 200, body = CronPreview),
+        (status = 400, description = "A bad cron, zone, time or count", body = ErrorBody),
+    )
+)]
+pub async fn preview_cron(ApiQuery(q): ApiQuery<CronPreviewQuery>) -> Result<Json<CronPreview>> {
+    let count = preview_count(q.count)?;
+    let timezone = q.timezone.filter(|z| !z.is_empty()).unwrap_or_else(utc);
+    let time = |field: &str, text: Option<String>| {
+        text.filter(|t| !t.is_empty())
+            .map(|t| parse_time(field, &t))
+            .transpose()
+    };
+    let window = Window {
+        start_ms: time("start_time", q.start_time)?,
+        end_ms: time("end_time", q.end_time)?,
+    };
+    if let (Some(start), Some(end)) = (window.start_ms, window.end_ms)
+        && end < start
+    {
+        return Err(Error::BadRequest("end_time is before start_time".into()));
+    }
+    let cron = CronSchedule::parse(&q.cron, &timezone)?;
+    Ok(Json(CronPreview {
+        fire_times: upcoming(&cron, window, count),
+        cron: q.cron,
+        timezone,
     }))
 }
 

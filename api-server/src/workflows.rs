@@ -322,6 +322,8 @@ pub struct Workflow {
     /// When this version was stored.
     pub created_at: String,
     pub definition: WorkflowDef,
+    /// The definition as YAML, as `shoal apply` takes it back.
+    pub yaml: String,
 }
 
 /// `GET /projects/{project}/workflows/{name}[?version=N]`: the latest or a given version.
@@ -409,6 +411,8 @@ fn workflow(d: StoredDefinition) -> Workflow {
         name: d.name,
         version: d.version,
         created_at: ms_to_rfc3339(d.created_at),
+        // A stored definition is plain data: rendering it cannot fail.
+        yaml: serde_yaml::to_string(&d.definition).unwrap_or_default(),
         definition: d.definition,
     }
 }

@@ -168,6 +168,29 @@ impl Store {
         })
     }
 
+    /// The child instance of each of these sub_workflow task instances that has one, by
+    /// parent task instance.
+    pub async fn child_instances(&self, parent_task_ids: &[i64]) -> Result<HashMap<i64, i64>> {
+        if parent_task_ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let rows: Vec<(i64, Option<i64>)> = self
+            .db
+            .fetch_all(
+                Query::select()
+                    .columns([Inst::Id, Inst::ParentTaskId])
+                    .from(Inst::Table)
+                    .and_where(
+                        Expr::col(Inst::ParentTaskId).is_in(parent_task_ids.iter().copied()),
+                    ),
+            )
+            .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(id, parent)| Some((parent?, id)))
+            .collect())
+    }
+
     /// Where the child run of each of these sub_workflow task instances is.
     pub async fn children(&self, parent_task_ids: &[i64]) -> Result<Vec<(i64, ChildState)>> {
         if parent_task_ids.is_empty() {

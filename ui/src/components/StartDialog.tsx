@@ -2,17 +2,11 @@
 // priority, dry run and start-from-task + scope. On success it opens the new instance.
 import { useEffect, useRef, useState, type FormEvent } from "react";
 import { getJson, send } from "../api/client";
-import type { StoredWorkflow } from "../api/types";
+import type { CommandStatus, StoredWorkflow } from "../api/types";
 import { navigate, path } from "../router";
 import { errorText } from "./format";
 
 const PRIORITIES = ["highest", "high", "medium", "low", "lowest"];
-
-interface CommandStatus {
-  status: string;
-  workflow_instance_id: number | null;
-  error: string | null;
-}
 
 export function StartDialog({ project, workflow, onClose }: { project: string; workflow: string; onClose: () => void }) {
   const ref = useRef<HTMLDialogElement>(null);

@@ -7,16 +7,9 @@ import { StateBadge } from "../components/StateBadge";
 import { errorText, when } from "../components/format";
 import { Link, path } from "../router";
 
-interface BackfillRun {
-  schedule_time: string;
-  state: string;
-  workflow_instance_id: number | null;
-  error: string | null;
-}
-
 const today = () => new Date().toISOString().slice(0, 10);
 
-function Progress({ b }: { b: Backfill & { runs?: BackfillRun[] } }) {
+function Progress({ b }: { b: Backfill }) {
   return (
     <li className="card">
       <div className="row">

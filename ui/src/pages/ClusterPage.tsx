@@ -133,7 +133,7 @@ export function ClusterPage() {
         </thead>
         <tbody>
           {alerts.data?.map((a) => {
-            const inst = a.workflow_instance_id ?? a.instance;
+            const inst = a.workflow_instance_id;
             return (
               <tr key={a.id}>
                 <td>{a.id}</td>

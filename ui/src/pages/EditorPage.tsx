@@ -8,7 +8,6 @@ import { Dag } from "../components/Dag";
 import { YamlEditor, type Problem } from "../components/YamlEditor";
 import { errorText } from "../components/format";
 import { Link, navigate, path, useTitle } from "../router";
-import { yamlOf } from "./WorkflowPage";
 
 const TEMPLATE = `name: my_workflow
 description: what this workflow does
@@ -54,7 +53,7 @@ export default function EditorPage({ project, name }: { project: string; name?: 
     if (!name) return;
     getJson<StoredWorkflow>(`${base}/${encodeURIComponent(name)}`)
       .then((wf) => {
-        const y = yamlOf(wf);
+        const y = wf.yaml;
         setSeed(y);
         setText(y);
       })

@@ -2,7 +2,7 @@
 // the task table with logs, and the operator actions the state allows.
 import { useMemo, useState } from "react";
 import { ApiError, getJson, send } from "../api/client";
-import type { InstanceDetail, StoredWorkflow, TaskInstance } from "../api/types";
+import type { ActionOffer, InstanceDetail, StoredWorkflow, TaskInstance } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { Dag } from "../components/Dag";
 import { Gantt } from "../components/Gantt";
@@ -11,13 +11,7 @@ import { TaskLog } from "../components/TaskLog";
 import { duration, errorText, when } from "../components/format";
 import { Link, path, useTitle } from "../router";
 
-interface ActionInfo {
-  action: string;
-  allowed: boolean;
-  reason: string | null;
-}
-
-const ACTIONS: [string, string][] = [
+const ACTIONS: [ActionOffer["action"], string][] = [
   ["stop", "Stop"],
   ["pause", "Pause"],
   ["resume", "Resume"],
@@ -38,11 +32,11 @@ function latestAttempts(tasks: TaskInstance[], run: number): Map<string, TaskIns
   return out;
 }
 
-function Actions({ instance, onDone }: { instance: InstanceDetail & { actions?: ActionInfo[] }; onDone: () => void }) {
+function Actions({ instance, onDone }: { instance: InstanceDetail; onDone: () => void }) {
   const [error, setError] = useState("");
   const [status, setStatus] = useState("");
   const [busy, setBusy] = useState(false);
-  const info = new Map((instance.actions ?? []).map((a) => [a.action, a]));
+  const offers = new Map(instance.actions.map((a) => [a.action, a]));
   const run = async (action: string, label: string) => {
     setBusy(true);
     setError("");
@@ -61,8 +55,8 @@ function Actions({ instance, onDone }: { instance: InstanceDetail & { actions?: 
     <div className="instance-actions">
       <div className="row">
         {ACTIONS.map(([action, label]) => {
-          const a = info.get(action);
-          const allowed = a ? a.allowed : true;
+          const a = offers.get(action);
+          const allowed = a?.allowed ?? false;
           return (
             <button
               key={action}
@@ -90,7 +84,7 @@ export function InstancePage({ id }: { id: number }) {
   useTitle(`Instance ${id}`);
   const [selected, setSelected] = useState<number | null>(null);
   const { data: inst, error, reload } = usePoll(
-    (signal) => getJson<InstanceDetail & { actions?: ActionInfo[] }>(`/instances/${id}`, { signal }),
+    (signal) => getJson<InstanceDetail>(`/instances/${id}`, { signal }),
     String(id),
     1000,
   );

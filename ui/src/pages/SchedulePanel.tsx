@@ -2,13 +2,9 @@
 // its zone are previewed (by the server's own cron math) as you type.
 import { useEffect, useState, type FormEvent } from "react";
 import { ApiError, getJson, send } from "../api/client";
-import type { Schedule } from "../api/types";
+import type { CronPreview, Schedule } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { errorText } from "../components/format";
-
-interface Preview {
-  fire_times: string[];
-}
 
 const browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
 
@@ -19,7 +15,7 @@ function FirePreview({ cron, timezone }: { cron: string; timezone: string }) {
     return () => clearTimeout(t);
   }, [cron, timezone]);
   const { data, error } = usePoll(
-    (signal) => getJson<Preview>("/cron/preview", { query: { ...debounced, count: 5 }, signal }),
+    (signal) => getJson<CronPreview>("/cron/preview", { query: { ...debounced, count: 5 }, signal }),
     JSON.stringify(debounced),
   );
   return (

@@ -1,6 +1,6 @@
 import { useState } from "react";
 import { getJson } from "../api/client";
-import type { InstanceSummary, StoredWorkflow } from "../api/types";
+import type { InstanceSummary, StoredWorkflow, WorkflowVersion } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { Dag } from "../components/Dag";
 import { Diff } from "../components/Diff";
@@ -13,20 +13,10 @@ import { SchedulePanel } from "./SchedulePanel";
 
 type Tab = "overview" | "schedule" | "backfill" | "runs";
 
-interface Version {
-  version: number;
-  created_at: string;
-}
-
 const base = (p: string, w: string) => `/projects/${encodeURIComponent(p)}/workflows/${encodeURIComponent(w)}`;
 
-/** The definition as YAML; the server renders it so the UI needs no YAML library. */
-export function yamlOf(d: StoredWorkflow): string {
-  return (d as StoredWorkflow & { yaml?: string }).yaml ?? JSON.stringify(d.definition, null, 2);
-}
-
 function Versions({ project, name, latest }: { project: string; name: string; latest: number }) {
-  const { data: versions } = usePoll((signal) => getJson<Version[]>(`${base(project, name)}/versions`, { signal }), `${project}/${name}/${latest}`);
+  const { data: versions } = usePoll((signal) => getJson<WorkflowVersion[]>(`${base(project, name)}/versions`, { signal }), `${project}/${name}/${latest}`);
   const [from, setFrom] = useState<number>();
   const [to, setTo] = useState<number>();
   const a = from ?? Math.max(1, latest - 1);
@@ -71,7 +61,7 @@ function Versions({ project, name, latest }: { project: string; name: string; la
             </label>
           </div>
           {error && <p role="alert" className="error">{errorText(error)}</p>}
-          {pair && <Diff from={yamlOf(pair[0])} to={yamlOf(pair[1])} fromLabel={`v${a}`} toLabel={`v${b}`} />}
+          {pair && <Diff from={pair[0].yaml} to={pair[1].yaml} fromLabel={`v${a}`} toLabel={`v${b}`} />}
         </>
       )}
     </div>
@@ -159,7 +149,7 @@ export function WorkflowPage({ project, name, tab }: { project: string; name: st
             <Dag tasks={wf.definition.tasks} />
             <section aria-label="Definition" className="card">
               <h2>Definition</h2>
-              <pre className="code">{yamlOf(wf)}</pre>
+              <pre className="code">{wf.yaml}</pre>
             </section>
           </div>
           <Versions project={project} name={name} latest={wf.version} />

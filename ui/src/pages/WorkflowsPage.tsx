@@ -1,17 +1,12 @@
 import { useEffect, useState } from "react";
 import { getJson } from "../api/client";
-import type { WorkflowSummary } from "../api/types";
+import type { Project, WorkflowSummary } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { StartDialog } from "../components/StartDialog";
 import { StateBadge } from "../components/StateBadge";
 import { errorText, when } from "../components/format";
 import { rememberProject } from "../project";
 import { Link, navigate, path, useTitle } from "../router";
-
-interface Project {
-  name: string;
-  workflows: number;
-}
 
 function ProjectSwitcher({ project }: { project: string }) {
   const { data } = usePoll((signal) => getJson<Project[]>("/projects", { signal }), "projects");
