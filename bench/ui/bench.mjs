@@ -75,7 +75,7 @@ async function waitForCount(n) {
 }
 
 const dir = mkdtempSync(join(tmpdir(), "shoal-ui-bench-"));
-const server = spawn(shoal, ["standalone", "--port", String(port), "--data-dir", dir], { stdio: ["ignore", "ignore", "inherit"] });
+const server = spawn(shoal, ["standalone", "--port", String(port), "--data-dir", dir], { stdio: "ignore" });
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
   args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],

@@ -384,9 +384,11 @@ impl DefinitionError {
         }
     }
 
-    /// The task the error is about, when it is about one task.
+    /// The task the error is about, when it is about one task (for a cycle: the first
+    /// task on it).
     pub fn task(&self) -> Option<&str> {
         match self {
+            DefinitionError::Cycle(cycle) => cycle.first().map(String::as_str),
             DefinitionError::DuplicateTask(task)
             | DefinitionError::UnknownType { task, .. }
             | DefinitionError::MissingField { task, .. }
@@ -715,6 +717,13 @@ tasks:
         assert_eq!(e, "tasks form a cycle: a -> b -> c -> a");
         let e = err("name: w\ntasks:\n- {name: a, type: noop, depends_on: [a]}\n");
         assert_eq!(e, "tasks form a cycle: a -> a");
+        let e = WorkflowDef::parse("name: w\ntasks:\n- {name: b, type: noop, depends_on: [b]}\n")
+            .unwrap_err();
+        assert_eq!(
+            e.task(),
+            Some("b"),
+            "the editor marks the line of the cycle's first task"
+        );
     }
 
     #[test]

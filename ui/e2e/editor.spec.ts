@@ -26,6 +26,8 @@ tasks:
   );
   const alert = page.getByRole("alert");
   await expect(alert).toContainText(/left_side|right_side/);
+  // It is pinned to the line of a task on the cycle.
+  await expect(alert).toContainText(/^Line [34]: /);
   await page.getByRole("button", { name: "Apply" }).click();
   await expect(alert).toContainText(/left_side|right_side/);
   await expect(page).toHaveURL(/\/workflows\/new$/);
@@ -42,6 +44,7 @@ tasks:
 `,
   );
   await expect(alert).toContainText("loader");
+  await expect(alert).toContainText(/^Line 4: /);
   await page.getByRole("button", { name: "Apply" }).click();
   await expect(alert).toContainText("loader");
   expect((await api.get(`/projects/default/workflows/${wf}`)).status()).toBe(404);

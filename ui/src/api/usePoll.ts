@@ -8,7 +8,8 @@ export interface Loaded<T> {
 
 /**
  * Loads `load()` when `key` changes and again every `everyMs` while that is set (live
- * pages poll at ≤ 1 s). An answer that arrives after the key changed is dropped.
+ * pages poll at ≤ 1 s). A hidden tab does not poll: it loads again as soon as it is shown.
+ * An answer that arrives after the key changed is dropped.
  */
 export function usePoll<T>(load: (signal: AbortSignal) => Promise<T>, key: string, everyMs: number | null = null): Loaded<T> {
   const [data, setData] = useState<T>();
@@ -26,7 +27,11 @@ export function usePoll<T>(load: (signal: AbortSignal) => Promise<T>, key: strin
     }
     const ctl = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let loading = false;
     const run = async () => {
+      timer = undefined;
+      if (loading || (everyMs !== null && document.hidden)) return; // onVisible starts it again
+      loading = true;
       try {
         const d = await loadRef.current(ctl.signal);
         if (ctl.signal.aborted) return;
@@ -35,13 +40,22 @@ export function usePoll<T>(load: (signal: AbortSignal) => Promise<T>, key: strin
       } catch (e) {
         if (ctl.signal.aborted) return;
         setError(e as Error);
+      } finally {
+        loading = false;
       }
       if (everyMs !== null && !ctl.signal.aborted) timer = setTimeout(run, everyMs);
     };
+    const onVisible = () => {
+      if (document.hidden || everyMs === null || loading) return;
+      if (timer) clearTimeout(timer);
+      run();
+    };
     run();
+    document.addEventListener("visibilitychange", onVisible);
     return () => {
       ctl.abort();
       if (timer) clearTimeout(timer);
+      document.removeEventListener("visibilitychange", onVisible);
     };
   }, [key, everyMs, tick]);
 

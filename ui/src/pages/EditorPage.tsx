@@ -127,7 +127,9 @@ export default function EditorPage({ project, name }: { project: string; name?: 
             </p>
           )}
         </div>
-        {preview ? <Dag tasks={preview.tasks} label="DAG preview" /> : <section aria-label="DAG preview" className="dag" />}
+        {preview ? <Dag tasks={preview.tasks} label="DAG preview" /> : <section aria-label="DAG preview" className="dag">
+            <p className="muted dag-empty">{problem ? "The DAG is drawn once the YAML is valid." : "Checking…"}</p>
+          </section>}
       </div>
     </>
   );
