@@ -1377,3 +1377,110 @@ async fn the_cluster_is_listed_from_the_registry_standalone_passes() {
     assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(a.error().contains("--etcd"), "{}", a.text);
 }
+
+/// The actions an instance offers, as `(action, allowed)`.
+fn offered(detail: &Value) -> Vec<(String, bool)> {
+    detail["actions"]
+        .as_array()
+        .expect("actions")
+        .iter()
+        .map(|a| {
+            (
+                a["action"].as_str().unwrap().to_string(),
+                a["allowed"] == true,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_instance_offers_the_actions_its_state_allows_and_says_why_not() {
+    let api = api(None).await;
+    let inst = running_instance(&api, &dead_addr(), "").await;
+    let id = inst.id;
+    let detail = api.get(&format!("/api/v1/instances/{id}")).await.json();
+    let allowed = |d: &Value| -> Vec<String> {
+        offered(d)
+            .into_iter()
+            .filter(|(_, ok)| *ok)
+            .map(|(a, _)| a)
+            .collect()
+    };
+    assert_eq!(allowed(&detail), ["stop", "pause"]);
+    assert_eq!(detail["parent_instance_id"], Value::Null);
+
+    finish(&api.store, &inst, WorkflowState::Failure).await;
+    let detail = api.get(&format!("/api/v1/instances/{id}")).await.json();
+    assert_eq!(allowed(&detail), ["rerun", "resubmit-failed"]);
+    // Each refusal it shows is the one the action endpoint answers.
+    for (action, ok) in offered(&detail) {
+        let a = api
+            .post(&format!("/api/v1/instances/{id}/{action}"), "")
+            .await;
+        if ok {
+            assert_eq!(a.status, StatusCode::ACCEPTED, "{action}: {}", a.text);
+            break; // one recovery command per instance at a time
+        }
+        assert_eq!(a.status, StatusCode::CONFLICT, "{action}: {}", a.text);
+        let reason = detail["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["action"] == action.as_str())
+            .unwrap()["reason"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            reason.ends_with(a.error().split_once("; ").unwrap().1),
+            "{action}: offer says '{reason}', the endpoint '{}'",
+            a.error()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_cron_is_previewed_in_its_zone_and_a_bad_one_is_named() {
+    let api = api(None).await;
+    let a = api
+        .get("/api/v1/cron/preview?cron=30+2+*+*+*&timezone=Asia/Kolkata&count=3")
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let fires: Vec<String> = serde_json::from_value(a.json()["fire_times"].clone()).unwrap();
+    assert_eq!(fires.len(), 3);
+    for f in &fires {
+        assert!(f.ends_with("T02:30:00+05:30"), "{fires:?}");
+    }
+    assert!(fires.windows(2).all(|w| w[0] < w[1]), "{fires:?}");
+
+    // A window that ends before the third fire shows fewer.
+    let start = "2030-01-01T00:00:00Z";
+    let end = "2030-01-02T23:00:00Z";
+    let a = api
+        .get(&format!(
+            "/api/v1/cron/preview?cron=0+0+*+*+*&start_time={start}&end_time={end}"
+        ))
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert_eq!(
+        a.json()["fire_times"],
+        json!(["2030-01-01T00:00:00+00:00", "2030-01-02T00:00:00+00:00"])
+    );
+    assert_eq!(a.json()["timezone"], "UTC");
+
+    for (query, names) in [
+        ("cron=61+*+*+*+*", "61"),
+        ("cron=0+0+*+*+*&timezone=Mars/Base", "Mars/Base"),
+        ("cron=0+0+*+*+*&count=0", "count '0'"),
+        ("cron=0+0+*+*+*&start_time=soon", "start_time 'soon'"),
+        (
+            "cron=0+0+*+*+*&start_time=2030-01-02T00:00:00Z&end_time=2030-01-01T00:00:00Z",
+            "end_time is before start_time",
+        ),
+        ("timezone=UTC", "cron"),
+    ] {
+        let a = api.get(&format!("/api/v1/cron/preview?{query}")).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{query}: {}", a.text);
+        assert!(a.error().contains(names), "{query}: {}", a.text);
+    }
+}

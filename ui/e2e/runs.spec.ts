@@ -221,4 +221,8 @@ tasks:
   await expect(instanceState(page)).toHaveText("success");
   await expect(node(page, "inner: success")).toBeVisible();
   await shot("instance-child");
+  // And back to the parent.
+  await page.getByRole("link", { name: `parent instance ${id}`, exact: true }).click();
+  await expect(page).toHaveURL(new RegExp(`/instances/${id}$`));
+  await expect(page.getByRole("heading", { name: `Instance ${id}`, level: 1 })).toBeVisible();
 });

@@ -1,13 +1,13 @@
 // Every instance, newest first, filtered and paged by the server; refreshed every 2 s.
 import { request } from "../api/client";
-import type { InstanceSummary } from "../api/types";
+import type { InstanceSummary, WorkflowState } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { StateBadge } from "../components/StateBadge";
 import { duration, errorText, when } from "../components/format";
 import { Link, path, useQueryState, useTitle } from "../router";
 
 const PAGE = 50;
-const STATES = ["submitted", "running", "ready_pause", "paused", "ready_stop", "stopped", "failure", "success", "serial_wait"];
+const STATES: WorkflowState[] = ["submitted", "running", "ready_pause", "paused", "ready_stop", "stopped", "failure", "success", "serial_wait"];
 
 /** `datetime-local` value → RFC 3339 in the browser's zone. */
 const rfc3339 = (local: string) => (local ? new Date(local).toISOString() : "");
