@@ -25,7 +25,9 @@ export function SignIn() {
     <div className="signin">
       <form onSubmit={submit} className="card">
         <h1>Sign in</h1>
-        <p className="muted">This shoal server needs an API token (the one it was started with, `--token`).</p>
+        <p className="muted">
+          This shoal server needs an API token: the one it was started with (<code>--token</code> or <code>SHOAL_TOKEN</code>).
+        </p>
         <label>
           Token
           <input type="password" value={value} onChange={(e) => setValue(e.target.value)} autoFocus required autoComplete="current-password" />
