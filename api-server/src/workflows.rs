@@ -322,7 +322,7 @@ pub struct Workflow {
     /// When this version was stored.
     pub created_at: String,
     pub definition: WorkflowDef,
-    /// The definition as YAML, as `shoal apply` takes it back.
+    /// The definition as YAML, fields at their default left out (`shoal apply` takes it).
     pub yaml: String,
 }
 
@@ -411,15 +411,72 @@ fn workflow(d: StoredDefinition) -> Workflow {
         name: d.name,
         version: d.version,
         created_at: ms_to_rfc3339(d.created_at),
-        // A stored definition is plain data: rendering it cannot fail.
-        yaml: serde_yaml::to_string(&d.definition).unwrap_or_default(),
+        yaml: yaml_of(&d.definition),
         definition: d.definition,
+    }
+}
+
+/// The definition as YAML without the fields that hold their default value: close to
+/// what its author wrote, and it parses back to the same definition.
+fn yaml_of(def: &WorkflowDef) -> String {
+    use serde_yaml::Value;
+    // serde_yaml's mappings keep the fields in declaration order (name first).
+    let mut value = serde_yaml::to_value(def).unwrap_or(Value::Null);
+    // Defaults do not depend on other fields, so one minimal definition shows them all.
+    let minimal = WorkflowDef::parse("name: d\ntasks: [{name: t, type: noop}]")
+        .ok()
+        .and_then(|d| serde_yaml::to_value(d).ok())
+        .unwrap_or(Value::Null);
+    drop_defaults(&mut value, &minimal, &["name", "tasks"]);
+    if let (Some(tasks), Some(default)) = (
+        value.get_mut("tasks").and_then(Value::as_sequence_mut),
+        minimal.get("tasks").and_then(|t| t.get(0)),
+    ) {
+        for task in tasks {
+            drop_defaults(task, default, &["name", "type"]);
+        }
+    }
+    // A stored definition is plain data: rendering it cannot fail.
+    serde_yaml::to_string(&value).unwrap_or_default()
+}
+
+/// Removes the keys of `value` (but `keep`) whose value is the one in `defaults`.
+fn drop_defaults(value: &mut serde_yaml::Value, defaults: &serde_yaml::Value, keep: &[&str]) {
+    if let Some(map) = value.as_mapping_mut() {
+        map.retain(|k, v| {
+            k.as_str().is_some_and(|k| keep.contains(&k)) || defaults.get(k) != Some(v)
+        });
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_yaml_leaves_out_defaults_and_reads_back_the_same() {
+        let text = "name: w\nproject: etl\nparams: {dt: x}\ntasks:\n- {name: a, type: shell, command: echo}\n- {name: b, type: noop, depends_on: [a], priority: high, worker_group: gpu}\n";
+        let def = WorkflowDef::parse(text).unwrap();
+        let yaml = yaml_of(&def);
+        assert_eq!(WorkflowDef::parse(&yaml).unwrap(), def, "{yaml}");
+        for default in [
+            "timeout_strategy",
+            "failure_strategy",
+            "priority: medium",
+            "worker_group: default",
+        ] {
+            assert!(!yaml.contains(default), "{default} in\n{yaml}");
+        }
+        for kept in [
+            "project: etl",
+            "dt: x",
+            "priority: high",
+            "worker_group: gpu",
+            "command: echo",
+        ] {
+            assert!(yaml.contains(kept), "{kept} missing in\n{yaml}");
+        }
+    }
 
     const NO_PROJECT: &str = "name: w\ntasks:\n- {name: a, type: noop}\n";
 

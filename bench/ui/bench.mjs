@@ -115,7 +115,9 @@ try {
     ]) {
       const t0 = Date.now();
       await page.goto(url);
-      await page.getByLabel(label, { exact: true }).waitFor();
+      // A plain selector checked every frame: Playwright's label locator costs ~1 s of
+      // main thread itself on a page of a thousand labelled nodes.
+      await page.waitForFunction((l) => document.querySelector(`[aria-label="${l}"]`) !== null, label, { polling: "raf" });
       record(`1,000-task DAG, ${name}: navigation → drawn (ms)`, Date.now() - t0);
       const layout = await page.evaluate(() => performance.getEntriesByName("dag-layout").map((e) => e.duration).pop());
       record(`1,000-task DAG, ${name}: layout (ms)`, layout);

@@ -1287,7 +1287,7 @@ export interface components {
             project: string;
             /** Format: int32 */
             version: number;
-            /** @description The definition as YAML, as `shoal apply` takes it back. */
+            /** @description The definition as YAML, fields at their default left out (`shoal apply` takes it). */
             yaml: string;
         };
         WorkflowDef: {

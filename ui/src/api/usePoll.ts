@@ -18,10 +18,14 @@ export function usePoll<T>(load: (signal: AbortSignal) => Promise<T>, key: strin
   const loadRef = useRef(load);
   loadRef.current = load;
   const keyRef = useRef(key);
+  // The last answer as JSON: an unchanged answer keeps the same object, so a live page
+  // whose data did not change does not render again.
+  const lastJson = useRef<string | undefined>(undefined);
 
   useEffect(() => {
     if (keyRef.current !== key) {
       keyRef.current = key;
+      lastJson.current = undefined;
       setData(undefined);
       setError(undefined);
     }
@@ -35,7 +39,11 @@ export function usePoll<T>(load: (signal: AbortSignal) => Promise<T>, key: strin
       try {
         const d = await loadRef.current(ctl.signal);
         if (ctl.signal.aborted) return;
-        setData(d);
+        const json = JSON.stringify(d);
+        if (json !== lastJson.current) {
+          lastJson.current = json;
+          setData(d);
+        }
         setError(undefined);
       } catch (e) {
         if (ctl.signal.aborted) return;

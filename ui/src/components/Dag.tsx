@@ -1,9 +1,11 @@
-// A workflow's DAG laid out top-down with dagre and drawn with React Flow. The layout is
-// computed from the structure only, so live state updates recolour without moving nodes.
+// A workflow's DAG laid out top-down (dagre, or `layered` for large DAGs) and drawn with
+// React Flow. The layout is computed from the structure only, so live state updates
+// recolour without moving nodes.
 import dagre from "@dagrejs/dagre";
 import { Background, Controls, Handle, Position, ReactFlow, type Edge, type Node, type NodeProps } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
-import { memo, useMemo } from "react";
+import { memo, useMemo, useRef } from "react";
+import { layered } from "./layers";
 import { stateTone } from "./StateBadge";
 
 export interface DagTask {
@@ -20,6 +22,13 @@ interface TaskNodeData extends Record<string, unknown> {
 
 const WIDTH = 180;
 const HEIGHT = 48;
+const GAP_X = 24;
+const GAP_Y = 48;
+/**
+ * Above this many tasks the layout is `layered` (a few milliseconds for 1,000 tasks)
+ * instead of dagre (most of a second, BENCHMARKS.md); dagre draws small DAGs tidier.
+ */
+const FAST_LAYOUT_ABOVE = 200;
 
 const TaskNode = memo(function TaskNode({ data }: NodeProps<Node<TaskNodeData>>) {
   return (
@@ -38,32 +47,44 @@ const TaskNode = memo(function TaskNode({ data }: NodeProps<Node<TaskNodeData>>)
 const nodeTypes = { task: TaskNode };
 
 function layout(tasks: DagTask[]): { nodes: Node<TaskNodeData>[]; edges: Edge[] } {
-  const g = new dagre.graphlib.Graph();
-  g.setGraph({ rankdir: "TB", nodesep: 24, ranksep: 48 });
-  g.setDefaultEdgeLabel(() => ({}));
-  const names = new Set(tasks.map((t) => t.name));
-  for (const t of tasks) g.setNode(t.name, { width: WIDTH, height: HEIGHT });
+  const index = new Map(tasks.map((t, i) => [t.name, i]));
+  const links: [number, number][] = [];
   const edges: Edge[] = [];
-  for (const t of tasks) {
+  tasks.forEach((t, i) => {
     for (const d of t.depends_on ?? []) {
-      if (!names.has(d)) continue;
-      g.setEdge(d, t.name);
+      const from = index.get(d);
+      if (from === undefined) continue;
+      links.push([from, i]);
       edges.push({ id: `${d}->${t.name}`, source: d, target: t.name, focusable: false });
     }
-  }
-  dagre.layout(g);
-  const nodes = tasks.map((t) => {
-    const p = g.node(t.name);
-    return {
-      id: t.name,
-      type: "task",
-      position: { x: p.x - WIDTH / 2, y: p.y - HEIGHT / 2 },
-      data: { name: t.name, type: t.type },
-      draggable: false,
-      connectable: false,
-    };
   });
+  const corners =
+    tasks.length > FAST_LAYOUT_ABOVE
+      ? layered(tasks.length, links, { width: WIDTH, height: HEIGHT, gapX: GAP_X, gapY: GAP_Y })
+      : withDagre(tasks.length, links);
+  const nodes = tasks.map((t, i) => ({
+    id: t.name,
+    type: "task",
+    position: corners[i],
+    data: { name: t.name, type: t.type },
+    draggable: false,
+    connectable: false,
+  }));
   return { nodes, edges };
+}
+
+/** Top-left corner of each node, laid out top-down by dagre. */
+function withDagre(count: number, links: [number, number][]): { x: number; y: number }[] {
+  const g = new dagre.graphlib.Graph();
+  g.setGraph({ rankdir: "TB", nodesep: GAP_X, ranksep: GAP_Y });
+  g.setDefaultEdgeLabel(() => ({}));
+  for (let i = 0; i < count; i++) g.setNode(String(i), { width: WIDTH, height: HEIGHT });
+  for (const [a, b] of links) g.setEdge(String(a), String(b));
+  dagre.layout(g);
+  return Array.from({ length: count }, (_, i) => {
+    const p = g.node(String(i));
+    return { x: p.x - WIDTH / 2, y: p.y - HEIGHT / 2 };
+  });
 }
 
 export function Dag({
@@ -89,18 +110,25 @@ export function Dag({
     performance.measure("dag-layout", { start, detail: tasks.length });
     return out;
   }, [structure]); // eslint-disable-line react-hooks/exhaustive-deps
-  const nodes = useMemo(
-    () =>
-      base.nodes.map((n) => {
-        const state = states ? (states[n.id] ?? "not started") : undefined;
-        return {
-          ...n,
-          data: { ...n.data, state },
-          ariaLabel: states ? `${n.id}: ${state}` : `${n.id} (${n.data.type})`,
-        };
-      }),
-    [base, states],
-  );
+  // A node whose state did not change keeps its object, so React Flow redraws only the
+  // nodes that changed (a live 1,000-task instance changes a few per second).
+  const drawn = useRef(new Map<string, Node<TaskNodeData>>());
+  const nodes = useMemo(() => {
+    const before = drawn.current;
+    const now = new Map<string, Node<TaskNodeData>>();
+    const out = base.nodes.map((n) => {
+      const state = states ? (states[n.id] ?? "not started") : undefined;
+      const old = before.get(n.id);
+      const node =
+        old && old.position === n.position && old.data.state === state
+          ? old
+          : { ...n, data: { ...n.data, state }, ariaLabel: states ? `${n.id}: ${state}` : `${n.id} (${n.data.type})` };
+      now.set(n.id, node);
+      return node;
+    });
+    drawn.current = now;
+    return out;
+  }, [base, states]);
   return (
     <section className="dag" aria-label={label} style={{ height }}>
       <ReactFlow

@@ -1,6 +1,6 @@
 // One workflow instance, live: its DAG coloured by task state, the attempts' timeline,
 // the task table with logs, and the operator actions the state allows.
-import { useMemo, useState } from "react";
+import { useEffect, useMemo, useState } from "react";
 import { ApiError, getJson, send } from "../api/client";
 import type { ActionOffer, InstanceDetail, StoredWorkflow, TaskInstance } from "../api/types";
 import { usePoll } from "../api/usePoll";
@@ -36,6 +36,12 @@ function Actions({ instance, onDone }: { instance: InstanceDetail; onDone: () =>
   const [error, setError] = useState("");
   const [status, setStatus] = useState("");
   const [busy, setBusy] = useState(false);
+  // "Stop requested" says the click was taken; the state badge says the rest.
+  useEffect(() => {
+    if (!status) return;
+    const t = setTimeout(() => setStatus(""), 5000);
+    return () => clearTimeout(t);
+  }, [status]);
   const offers = new Map(instance.actions.map((a) => [a.action, a]));
   const run = async (action: string, label: string) => {
     setBusy(true);
