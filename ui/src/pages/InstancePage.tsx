@@ -187,8 +187,8 @@ export function InstancePage({ id }: { id: number }) {
               <td>{when(t.ended_at)}</td>
               <td>{duration(t.started_at, t.ended_at)}</td>
               <td className="message">
-                {t.message}
-                {t.exit_code !== null && t.exit_code !== 0 && ` (exit code ${t.exit_code})`}
+                {/* The worker's message names the exit code already when there is one. */}
+                {t.message ?? (t.exit_code !== null && t.exit_code !== 0 ? `exit code ${t.exit_code}` : "")}
               </td>
             </tr>
           ))}
