@@ -337,3 +337,22 @@ fn logs_written_to_a_pipe_carry_no_colour_codes() {
         logs.escape_debug()
     );
 }
+
+#[test]
+fn dump_config_shows_that_a_token_is_set_but_not_the_token() {
+    for role in [
+        &["standalone"][..],
+        &["api-server", "--database-url", "postgres://h/db"],
+    ] {
+        let out = Command::new(SHOAL)
+            .args(role)
+            .args(["--dump-config"])
+            .env("SHOAL_TOKEN", "s3cret-value")
+            .output()
+            .unwrap();
+        let printed = text(&out.stdout);
+        assert!(out.status.success(), "{role:?}: {}", text(&out.stderr));
+        assert!(printed.contains("token = \"***\""), "{role:?}:\n{printed}");
+        assert!(!printed.contains("s3cret-value"), "{role:?}:\n{printed}");
+    }
+}

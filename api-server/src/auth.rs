@@ -1,11 +1,12 @@
-//! Bearer-token auth: when a token is configured, every request that changes something
-//! must carry it. Reads stay open so that dashboards and `shoal status` need no secret.
+//! Bearer-token auth: when a token is configured, every request under `/api/v1` must carry
+//! it, reads included (task logs print whatever tasks print), except the liveness probe,
+//! the OpenAPI document and the session check a sign-in page asks first.
 
 use crate::Ctx;
 use crate::error::{Error, ErrorBody, Result};
 use axum::Json;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, header};
+use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -20,16 +21,17 @@ pub async fn require_token(
     let Some(token) = token else {
         return next.run(req).await;
     };
-    let reads = [Method::GET, Method::HEAD, Method::OPTIONS];
-    if reads.contains(req.method()) {
-        return next.run(req).await;
-    }
-    if carries(req.headers(), &token) {
+    // The path within `/api/v1` (the nest strips its prefix).
+    if OPEN.contains(&req.uri().path()) || carries(req.headers(), &token) {
         next.run(req).await
     } else {
         Error::Unauthorized.into_response()
     }
 }
+
+/// What answers without a token: liveness, the API's description, and `GET /session`,
+/// which checks a token itself.
+const OPEN: [&str; 3] = ["/health", "/openapi.json", "/session"];
 
 /// Whether `headers` carry `Authorization: Bearer <token>`.
 pub fn carries(headers: &HeaderMap, token: &str) -> bool {
@@ -44,7 +46,7 @@ pub fn carries(headers: &HeaderMap, token: &str) -> bool {
 /// `GET /session`'s answer.
 #[derive(Serialize, ToSchema)]
 pub struct Session {
-    /// Whether the server requires a token for writes.
+    /// Whether the server requires a token.
     auth: bool,
 }
 

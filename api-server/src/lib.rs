@@ -48,7 +48,8 @@ use utoipa_axum::routes;
 #[derive(Clone)]
 pub struct ApiState {
     pub store: Store,
-    /// When set, mutating requests need `Authorization: Bearer <token>`.
+    /// When set, every request under `/api/v1` (but health, the OpenAPI document and the
+    /// session check) needs `Authorization: Bearer <token>`.
     pub token: Option<String>,
     /// Cluster membership, for `GET /cluster` (None: the api-server was started without
     /// a registry, and the listing says so).
@@ -62,7 +63,7 @@ pub(crate) struct Ctx {
     pub registry: Option<Registry>,
     /// gRPC channels to workers and masters.
     pub peers: Arc<channels::Channels>,
-    /// The bearer token writes need (None: no auth).
+    /// The bearer token requests need (None: no auth).
     pub token: Option<Arc<str>>,
     /// The OpenAPI document, serialized once.
     pub openapi: Arc<str>,

@@ -335,7 +335,7 @@ async fn bad_start_requests_are_refused() {
 }
 
 #[tokio::test]
-async fn a_token_guards_writes_but_not_reads() {
+async fn a_token_guards_reads_and_writes_but_not_health_or_the_document() {
     let api = api(Some("s3cret")).await;
     let url = "/api/v1/projects/default/workflows";
 
@@ -363,8 +363,21 @@ async fn a_token_guards_writes_but_not_reads() {
     let a = api.call("POST", url, Some("s3cret"), DIAMOND).await;
     assert_eq!(a.status, StatusCode::CREATED, "{}", a.text);
 
-    assert_eq!(api.get(url).await.status, StatusCode::OK);
-    assert_eq!(api.get("/api/v1/instances").await.status, StatusCode::OK);
+    // Reads too: task logs carry whatever tasks print.
+    for read in [
+        url,
+        "/api/v1/instances",
+        "/api/v1/task-instances/1/log",
+        "/api/v1/cluster",
+    ] {
+        let a = api.get(read).await;
+        assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{read}: {}", a.text);
+        let a = api.call("GET", read, Some("guess"), "").await;
+        assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{read}: {}", a.text);
+    }
+    let a = api.call("GET", url, Some("s3cret"), "").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert_eq!(api.get("/api/v1/openapi.json").await.status, StatusCode::OK);
     let h = api.get("/api/v1/health").await;
     assert_eq!(
         (h.status, h.json()),
@@ -930,7 +943,7 @@ async fn start_options_are_checked_and_carried_to_the_instance() {
 }
 
 #[tokio::test]
-async fn task_groups_and_alert_channels_are_writes_a_token_guards() {
+async fn task_groups_and_alert_channels_are_guarded_by_the_token() {
     let api = api(Some("s3cret")).await;
     let group = r#"{"name": "g", "slots": 2}"#;
     let channel = r#"{"name": "ops", "type": "log"}"#;
@@ -957,7 +970,10 @@ async fn task_groups_and_alert_channels_are_writes_a_token_guards() {
         .await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text);
     assert!(a.text.contains("colour"), "{}", a.text);
-    let groups = api.get("/api/v1/task-groups").await.json();
+    let groups = api
+        .call("GET", "/api/v1/task-groups", Some("s3cret"), "")
+        .await
+        .json();
     assert_eq!(
         (
             groups[0]["name"].as_str(),
@@ -975,8 +991,9 @@ async fn task_groups_and_alert_channels_are_writes_a_token_guards() {
         .await;
     assert_eq!(a.status, StatusCode::NOT_FOUND, "{}", a.text);
 
-    assert_eq!(api.get("/api/v1/alerts").await.json(), json!([]));
-    let a = api.get("/api/v1/alerts?state=lost").await;
+    let read = |uri: &'static str| api.call("GET", uri, Some("s3cret"), "");
+    assert_eq!(read("/api/v1/alerts").await.json(), json!([]));
+    let a = read("/api/v1/alerts?state=lost").await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
     assert!(a.text.contains("pending, sent or failed"), "{}", a.text);
 }
@@ -1308,8 +1325,10 @@ async fn the_session_checks_a_token_only_when_the_server_has_one() {
         (a.status, a.json()),
         (StatusCode::OK, json!({"auth": true}))
     );
-    // Other reads stay open; no CORS headers (the UI is same-origin).
-    let a = guarded.get("/api/v1/instances").await;
+    // No CORS headers (the UI is same-origin).
+    let a = guarded
+        .call("GET", "/api/v1/instances", Some("s3cret"), "")
+        .await;
     assert_eq!(a.status, StatusCode::OK);
     assert!(!a.headers.contains_key("access-control-allow-origin"));
 }

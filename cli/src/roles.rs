@@ -46,6 +46,11 @@ pub struct ExecArgs {
     pub datasources: Vec<(String, String)>,
 }
 
+/// A secret in `--dump-config`'s output: that it is set, not its value.
+fn masked<S: serde::Serializer>(_: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str("***")
+}
+
 fn parse_datasource(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((name, url)) if !name.is_empty() && !url.is_empty() => {
@@ -67,9 +72,9 @@ pub struct StandaloneArgs {
     pub port: u16,
     #[arg(long, env = "SHOAL_BIND", default_value = "127.0.0.1")]
     pub bind: IpAddr,
-    /// Bearer token required by every mutating API call.
-    #[arg(long, env = "SHOAL_TOKEN")]
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Bearer token every API call needs (but health and the OpenAPI document).
+    #[arg(long, env = "SHOAL_TOKEN", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub token: Option<String>,
     /// Tasks the embedded worker runs at once.
     #[arg(long, env = "SHOAL_SLOTS", default_value_t = 100)]
@@ -91,8 +96,9 @@ pub struct ApiServerArgs {
     pub port: u16,
     #[arg(long, env = "SHOAL_BIND", default_value = "0.0.0.0")]
     pub bind: IpAddr,
-    #[arg(long, env = "SHOAL_TOKEN")]
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Bearer token every API call needs (but health and the OpenAPI document).
+    #[arg(long, env = "SHOAL_TOKEN", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub token: Option<String>,
     /// etcd endpoints, comma separated; lets `GET /cluster` (`shoal cluster`) list nodes.
     #[arg(long, env = "SHOAL_ETCD", value_delimiter = ',')]

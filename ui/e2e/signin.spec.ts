@@ -22,4 +22,20 @@ test("sign in with the server's token; a wrong one is refused", async ({ page, c
   await page.getByRole("button", { name: "Sign in" }).click();
   await expect(page.getByRole("heading", { name: "Workflows", level: 1 })).toBeVisible();
   await expect(page.getByRole("heading", { name: "Sign in" })).toHaveCount(0);
+
+  // Reads need the token too; the tab keeps it across pages and reloads.
+  await page.getByRole("link", { name: "Instances", exact: true }).click();
+  await page.reload();
+  await expect(page.getByRole("heading", { name: "Instances", level: 1 })).toBeVisible();
+  await expect(page.getByText(/^\d+–\d+ of \d+$/)).toBeVisible();
+  await expect(page.getByRole("heading", { name: "Sign in" })).toHaveCount(0);
+});
+
+test("a request refused for its token returns to sign-in", async ({ page, request, consoleErrors }) => {
+  consoleErrors.allow(/status of 401/);
+  expect((await request.get("/api/v1/instances")).status(), "reads need the token").toBe(401);
+  await page.goto("/");
+  await page.evaluate(() => sessionStorage.setItem("shoal.token", "revoked"));
+  await page.goto("/instances");
+  await expect(page.getByRole("heading", { name: "Sign in" })).toBeVisible();
 });

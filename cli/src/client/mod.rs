@@ -22,7 +22,7 @@ pub struct Connection {
     /// Base URL of the shoal api-server (or of `shoal standalone`).
     #[arg(long, env = "SHOAL_API", default_value = "http://127.0.0.1:12345")]
     pub api: String,
-    /// Bearer token, needed for writes when the api-server was started with one.
+    /// Bearer token, needed when the api-server was started with one.
     #[arg(long, env = "SHOAL_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
 }

@@ -1071,7 +1071,7 @@ export interface components {
         Scope: "only" | "upstream" | "downstream";
         /** @description `GET /session`'s answer. */
         Session: {
-            /** @description Whether the server requires a token for writes. */
+            /** @description Whether the server requires a token. */
             auth: boolean;
         };
         /** @enum {string} */
