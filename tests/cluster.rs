@@ -138,3 +138,132 @@ fn a_task_group_limits_tasks_driven_by_two_masters() {
         "never more than the group's 2 slots: {spans:?}"
     );
 }
+
+/// Every node's gRPC service refuses a call that lacks the cluster's secret or carries
+/// another cluster's, before the service sees it: a machine that reaches a worker's port
+/// cannot dispatch a command to it.
+#[test]
+fn calls_between_nodes_need_the_cluster_secret() {
+    use shoal_common::cluster_secret::ClusterSecret;
+    use shoal_common::proto::master_client::MasterClient;
+    use shoal_common::proto::worker_client::WorkerClient;
+    use shoal_common::proto::{ControlAction, ControlRequest, ProbeRequest};
+    use tonic::Code;
+
+    let c = MiniCluster::start(1, 1);
+    let nodes = c.api.get("/cluster");
+    let addr = |role: &str| {
+        nodes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["role"] == role)
+            .unwrap()["addr"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (master, worker) = (addr("master"), addr("worker"));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        for (secret, refused) in [
+            (None, true),
+            (Some("another-cluster-s3cret-0123"), true),
+            (Some(support::CLUSTER_SECRET), false),
+        ] {
+            let secret = secret
+                .map(|s| ClusterSecret::new(s).unwrap())
+                .unwrap_or_default();
+            let channel = |addr: &str| {
+                let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"));
+                secret.channel(endpoint.unwrap().connect_lazy())
+            };
+            let probe = WorkerClient::new(channel(&worker))
+                .probe(ProbeRequest { tasks: vec![] })
+                .await;
+            let control = MasterClient::new(channel(&master))
+                .control(ControlRequest {
+                    workflow_instance_id: 987_654,
+                    action: ControlAction::Stop.into(),
+                })
+                .await;
+            let codes = [
+                probe.err().map(|s| s.code()),
+                control.err().map(|s| s.code()),
+            ];
+            if refused {
+                assert_eq!(codes, [Some(Code::Unauthenticated); 2], "{secret:?}");
+            } else {
+                // Through to the services: the probe answers, the unknown instance is not found.
+                assert_eq!(codes, [None, Some(Code::NotFound)], "{secret:?}");
+            }
+        }
+    });
+}
+
+/// `shoal worker` (or master) with `args` and no inherited secret; what it printed, once
+/// it exited or had a few seconds.
+fn worker_start(args: &[&str], secret: Option<&str>) -> (bool, String) {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(support::SHOAL);
+    cmd.args(["worker", "--port", "0", "--metrics-port", "0", "--data-dir"])
+        .arg(dir.path())
+        // Nothing listens there: a node that gets past its secret check fails on etcd.
+        .args(["--etcd", "http://127.0.0.1:9"])
+        .args(args)
+        .env_remove("SHOAL_CLUSTER_SECRET")
+        .env_remove("SHOAL_INSECURE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(s) = secret {
+        cmd.env("SHOAL_CLUSTER_SECRET", s);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    (out.status.success(), support::text(&out.stderr))
+}
+
+#[test]
+fn a_node_on_a_public_address_needs_a_secret_or_insecure() {
+    let (ok, err) = worker_start(&["--bind", "0.0.0.0"], None);
+    assert!(!ok);
+    assert!(
+        err.contains("without a cluster secret") && err.contains("SHOAL_CLUSTER_SECRET"),
+        "{err}"
+    );
+    assert!(err.contains("--insecure"), "{err}");
+
+    let (ok, err) = worker_start(&["--bind", "0.0.0.0"], Some("short"));
+    assert!(!ok);
+    assert!(err.contains("at least 16"), "{err}");
+
+    // Past the check, the worker goes on to etcd (and fails there): with --insecure it
+    // warns, with a secret or on loopback it does not.
+    for (args, secret, warns) in [
+        (&["--bind", "0.0.0.0", "--insecure"][..], None, true),
+        (
+            &["--bind", "0.0.0.0"][..],
+            Some(support::CLUSTER_SECRET),
+            false,
+        ),
+        (&["--bind", "127.0.0.1"][..], None, false),
+    ] {
+        let (_, err) = worker_start(args, secret);
+        assert!(!err.contains("listens on"), "{args:?}: refused:\n{err}");
+        assert_eq!(
+            err.contains("WITHOUT a cluster secret"),
+            warns,
+            "{args:?}:\n{err}"
+        );
+        assert!(
+            err.contains("registry"),
+            "{args:?}: did not get to the registry:\n{err}"
+        );
+    }
+}

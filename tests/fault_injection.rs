@@ -669,11 +669,12 @@ impl Cluster {
 }
 
 /// The environment of every shoal node.
-fn node_env<'a>(db: &'a str, etcd: &'a str) -> [(&'static str, &'a str); 3] {
+fn node_env<'a>(db: &'a str, etcd: &'a str) -> [(&'static str, &'a str); 4] {
     [
         ("SHOAL_DATABASE_URL", db),
         ("SHOAL_ETCD", etcd),
         ("SHOAL_LEASE_TTL", LEASE_TTL),
+        ("SHOAL_CLUSTER_SECRET", support::CLUSTER_SECRET),
     ]
 }
 

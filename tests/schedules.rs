@@ -371,6 +371,7 @@ fn a_one_second_schedule_fires_each_second_once_across_a_leader_kill() {
         ("SHOAL_ETCD", etcd_url.as_str()),
         ("SHOAL_LEASE_TTL", "3"),
         ("SHOAL_METRICS_PORT", "0"),
+        ("SHOAL_CLUSTER_SECRET", support::CLUSTER_SECRET),
     ];
     let (_api_server, api) = support::start_api_server(dir.path(), &env);
     let mut masters: Vec<Proc> = (0..2)

@@ -10,6 +10,7 @@ use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use shoal_common::cluster_secret::constant_time_eq;
 use std::sync::Arc;
 use utoipa::ToSchema;
 
@@ -68,24 +69,5 @@ pub(crate) async fn session(State(ctx): State<Ctx>, headers: HeaderMap) -> Resul
         None => Ok(Json(Session { auth: false })),
         Some(token) if carries(&headers, &token) => Ok(Json(Session { auth: true })),
         Some(_) => Err(Error::Unauthorized),
-    }
-}
-
-/// Compares without stopping at the first differing byte, so timing does not reveal how
-/// much of a guessed token was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::constant_time_eq;
-
-    #[test]
-    fn compares_whole_tokens() {
-        assert!(constant_time_eq(b"s3cret", b"s3cret"));
-        assert!(!constant_time_eq(b"s3cret", b"s3creT"));
-        assert!(!constant_time_eq(b"s3cret", b"s3cre"));
-        assert!(!constant_time_eq(b"", b"x"));
     }
 }

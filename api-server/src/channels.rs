@@ -1,5 +1,6 @@
 //! gRPC channels to the workers (task logs) and masters (stop, pause) the api-server asks.
 
+use shoal_common::cluster_secret::{ClusterSecret, PeerChannel};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -11,19 +12,26 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One channel per address, made on first use and kept: a tonic channel reconnects by
 /// itself, so an entry never goes stale. Workers and masters listen on different
-/// addresses, so one cache serves both.
-#[derive(Default)]
+/// addresses, so one cache serves both. Every call carries the cluster secret.
 pub struct Channels {
     channels: Mutex<HashMap<String, Channel>>,
+    secret: ClusterSecret,
 }
 
 impl Channels {
+    pub fn new(secret: ClusterSecret) -> Channels {
+        Channels {
+            channels: Mutex::default(),
+            secret,
+        }
+    }
+
     /// The channel to `addr` (`host:port` or a URL). Connects lazily: an unreachable peer
     /// shows as `UNAVAILABLE` on the first call. The error says why the address is unusable.
-    pub fn get(&self, addr: &str) -> Result<Channel, String> {
+    pub fn get(&self, addr: &str) -> Result<PeerChannel, String> {
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(ch) = channels.get(addr) {
-            return Ok(ch.clone());
+            return Ok(self.secret.channel(ch.clone()));
         }
         let uri = if addr.contains("://") {
             addr.to_string()
@@ -33,7 +41,7 @@ impl Channels {
         let endpoint = Endpoint::from_shared(uri).map_err(|e| format!("invalid address: {e}"))?;
         let ch = endpoint.connect_timeout(CONNECT_TIMEOUT).connect_lazy();
         channels.insert(addr.to_string(), ch.clone());
-        Ok(ch)
+        Ok(self.secret.channel(ch))
     }
 }
 

@@ -35,6 +35,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use serde::Serialize;
+use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::registry::Registry;
 use shoal_common::store::Store;
 use std::sync::Arc;
@@ -54,6 +55,8 @@ pub struct ApiState {
     /// Cluster membership, for `GET /cluster` (None: the api-server was started without
     /// a registry, and the listing says so).
     pub registry: Option<Registry>,
+    /// Carried by its gRPC calls to masters (stop, pause) and workers (task logs).
+    pub secret: ClusterSecret,
 }
 
 /// The state handlers see: the public [`ApiState`] plus what the server keeps for itself.
@@ -130,7 +133,7 @@ pub fn router(state: ApiState) -> Router {
     let ctx = Ctx {
         store: state.store,
         registry: state.registry,
-        peers: Arc::new(channels::Channels::default()),
+        peers: Arc::new(channels::Channels::new(state.secret)),
         token: token.clone(),
         openapi: Arc::from(doc.to_json().expect("the OpenAPI document serializes")),
     };

@@ -63,6 +63,7 @@ async fn api(token: Option<&str>) -> Api {
     let store = Store::connect(&url).await.unwrap();
     let state = ApiState {
         registry: None,
+        secret: Default::default(),
         store: store.clone(),
         token: token.map(Into::into),
     };
@@ -1369,6 +1370,7 @@ async fn the_cluster_is_listed_from_the_registry_standalone_passes() {
         store,
         token: None,
         registry: Some(registry),
+        secret: Default::default(),
     });
     let req = Request::get("/api/v1/cluster").body(Body::empty()).unwrap();
     let resp = app.oneshot(req).await.unwrap();

@@ -28,6 +28,7 @@ async fn app(token: Option<&str>) -> (Router, Store, TempDir) {
     let store = Store::connect(&url).await.unwrap();
     let state = ApiState {
         registry: None,
+        secret: Default::default(),
         store: store.clone(),
         token: token.map(Into::into),
     };

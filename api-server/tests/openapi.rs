@@ -30,6 +30,7 @@ async fn app() -> (Router, TempDir) {
         store,
         token: None,
         registry: None,
+        secret: Default::default(),
     };
     (router(state), dir)
 }

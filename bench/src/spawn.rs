@@ -168,6 +168,8 @@ impl Spawned {
         let log = std::fs::File::create(self.dir.path().join(format!("{name}.log")))?;
         let child = Command::new(bin)
             .args(args)
+            // As a production cluster runs: every gRPC call carries the secret.
+            .env("SHOAL_CLUSTER_SECRET", "bench-cluster-secret-0123456789")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

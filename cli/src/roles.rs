@@ -4,6 +4,7 @@ use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
 use shoal_api_server::ApiState;
+use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::registry::Registry;
 use shoal_common::store::Store;
 use shoal_master::MasterConfig;
@@ -44,6 +45,14 @@ pub struct ExecArgs {
     #[arg(long = "datasource", value_parser = parse_datasource)]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub datasources: Vec<(String, String)>,
+}
+
+/// The `--cluster-secret` given, checked; none when not given.
+fn given_secret(secret: Option<&str>) -> anyhow::Result<ClusterSecret> {
+    let secret = secret.map(ClusterSecret::new).transpose();
+    Ok(secret
+        .map_err(|e| anyhow::anyhow!("--cluster-secret: {e}"))?
+        .unwrap_or_default())
 }
 
 /// A secret in `--dump-config`'s output: that it is set, not its value.
@@ -104,6 +113,11 @@ pub struct ApiServerArgs {
     #[arg(long, env = "SHOAL_ETCD", value_delimiter = ',')]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub etcd: Vec<String>,
+    /// The cluster's secret, carried by the calls to masters (stop, pause) and workers
+    /// (task logs); the same on every node.
+    #[arg(long, env = "SHOAL_CLUSTER_SECRET", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
+    pub cluster_secret: Option<String>,
     #[command(flatten)]
     #[serde(skip)]
     pub common: Common,
@@ -127,6 +141,42 @@ pub struct ClusterArgs {
     /// Host other nodes use to reach this one.
     #[arg(long, env = "SHOAL_ADVERTISE_HOST", default_value = "127.0.0.1")]
     pub advertise_host: String,
+    /// The cluster's secret (at least 16 characters, e.g. `openssl rand -hex 32`), the same
+    /// on every node: every gRPC call between nodes carries it and every call without it is
+    /// refused. Needed when --bind is not a loopback address.
+    #[arg(long, env = "SHOAL_CLUSTER_SECRET", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
+    pub cluster_secret: Option<String>,
+    /// Run without a cluster secret on a non-loopback --bind: anyone who reaches the gRPC
+    /// port can then dispatch tasks to a worker. For trusted networks only; warns at start.
+    #[arg(long, env = "SHOAL_INSECURE")]
+    pub insecure: bool,
+}
+
+impl ClusterArgs {
+    /// The secret this node requires and carries. Without one, only a loopback --bind is
+    /// accepted, unless --insecure.
+    fn secret(&self, role: &str) -> anyhow::Result<ClusterSecret> {
+        let secret = given_secret(self.cluster_secret.as_deref())?;
+        if secret.is_set() || self.bind.is_loopback() {
+            return Ok(secret);
+        }
+        if !self.insecure {
+            anyhow::bail!(
+                "the {role} listens on {} without a cluster secret, so anyone who reaches its \
+                 port could call it: set SHOAL_CLUSTER_SECRET (the same on every node, e.g. \
+                 `openssl rand -hex 32`), bind to 127.0.0.1, or pass --insecure on a trusted \
+                 network",
+                self.bind
+            );
+        }
+        warn!(
+            bind = %self.bind,
+            "{role} runs WITHOUT a cluster secret (--insecure): anyone who reaches its gRPC \
+             port can call it; set SHOAL_CLUSTER_SECRET on every node"
+        );
+        Ok(secret)
+    }
 }
 
 #[derive(Args, Serialize, Debug)]
@@ -264,6 +314,7 @@ fn master_config(
     port: u16,
     advertise_host: &str,
     claim_batch: usize,
+    secret: ClusterSecret,
 ) -> MasterConfig {
     MasterConfig {
         listen: SocketAddr::new(bind, port),
@@ -271,6 +322,7 @@ fn master_config(
         claim_batch,
         poll: Duration::from_secs(1),
         failover_poll: Duration::from_secs(5),
+        secret,
     }
 }
 
@@ -283,6 +335,9 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
     let loopback = IpAddr::from([127, 0, 0, 1]);
+    // Its master and worker listen on loopback ports; a secret of its own keeps other local
+    // users from calling them.
+    let secret = ClusterSecret::random().context("cannot read /dev/urandom")?;
     let worker = shoal_worker::start(
         WorkerConfig {
             listen: SocketAddr::new(loopback, 0),
@@ -295,13 +350,14 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
             // Short: the embedded master stops at the same time, and a restart of standalone
             // runs again what its worker could not finish.
             grace_period: Duration::from_secs(5),
+            secret: secret.clone(),
         },
         registry.clone(),
         shutdown.clone(),
     )
     .await?;
     let master = shoal_master::start(
-        master_config(loopback, 0, &loopback.to_string(), 200),
+        master_config(loopback, 0, &loopback.to_string(), 200, secret.clone()),
         store.clone(),
         registry.clone(),
         shutdown.clone(),
@@ -320,6 +376,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
             store,
             token: args.token,
             registry: Some(registry),
+            secret,
         },
         shutdown.clone(),
     )
@@ -331,6 +388,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
 }
 
 pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
+    let secret = given_secret(args.cluster_secret.as_deref())?;
     let store = Store::connect(&args.database_url).await?;
     let registry = match args.etcd.is_empty() {
         true => None,
@@ -349,6 +407,7 @@ pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
             store,
             token: args.token,
             registry,
+            secret,
         },
         shutdown,
     )
@@ -357,6 +416,7 @@ pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
 }
 
 pub async fn master(args: MasterArgs) -> anyhow::Result<()> {
+    let secret = args.cluster.secret("master")?;
     let store = Store::connect(&args.database_url).await?;
     let registry = Registry::etcd(&args.cluster.etcd, args.cluster.lease_ttl).await?;
     let shutdown = CancellationToken::new();
@@ -365,7 +425,13 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<()> {
     let listener = metrics_listener(c.bind, args.metrics_port, MASTER_METRICS_PORT).await?;
     let metrics = spawn_metrics(listener, shutdown.clone());
     let handle = shoal_master::start(
-        master_config(c.bind, args.port, &c.advertise_host, args.claim_batch),
+        master_config(
+            c.bind,
+            args.port,
+            &c.advertise_host,
+            args.claim_batch,
+            secret,
+        ),
         store,
         registry,
         shutdown.clone(),
@@ -379,6 +445,7 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<()> {
 }
 
 pub async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
+    let secret = args.cluster.secret("worker")?;
     let registry = Registry::etcd(&args.cluster.etcd, args.cluster.lease_ttl).await?;
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
@@ -395,6 +462,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
             python: args.exec.python,
             datasources: args.exec.datasources.into_iter().collect(),
             grace_period: args.grace_period,
+            secret,
         },
         registry,
         shutdown.clone(),

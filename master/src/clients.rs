@@ -1,5 +1,8 @@
-//! One lazily connected gRPC channel per worker address, shared by dispatch and kills.
+//! One lazily connected gRPC channel per peer address (workers for dispatch, kills and
+//! probes; masters for stopping a child run), each call carrying the cluster secret.
 
+use shoal_common::cluster_secret::{ClusterSecret, PeerChannel};
+use shoal_common::proto::master_client::MasterClient;
 use shoal_common::proto::worker_client::WorkerClient;
 use shoal_common::proto::{ProbeRequest, ProbeResponse, TaskAttempt};
 use std::collections::HashMap;
@@ -7,16 +10,32 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tonic::transport::{Channel, Endpoint};
 
-#[derive(Clone, Default)]
-pub struct WorkerClients {
+#[derive(Clone)]
+pub struct Peers {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    secret: ClusterSecret,
 }
 
-impl WorkerClients {
-    pub fn get(&self, addr: &str) -> crate::Result<WorkerClient<Channel>> {
+impl Peers {
+    pub fn new(secret: ClusterSecret) -> Peers {
+        Peers {
+            channels: Arc::default(),
+            secret,
+        }
+    }
+
+    pub fn worker(&self, addr: &str) -> crate::Result<WorkerClient<PeerChannel>> {
+        Ok(WorkerClient::new(self.channel(addr)?))
+    }
+
+    pub fn master(&self, addr: &str) -> crate::Result<MasterClient<PeerChannel>> {
+        Ok(MasterClient::new(self.channel(addr)?))
+    }
+
+    fn channel(&self, addr: &str) -> crate::Result<PeerChannel> {
         let mut map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(ch) = map.get(addr) {
-            return Ok(WorkerClient::new(ch.clone()));
+            return Ok(self.secret.channel(ch.clone()));
         }
         let ch = Endpoint::from_shared(format!("http://{addr}"))
             .map_err(|e| crate::Error::BadAddress(addr.to_string(), e.to_string()))?
@@ -25,7 +44,7 @@ impl WorkerClients {
             .timeout(Duration::from_secs(30))
             .connect_lazy();
         map.insert(addr.to_string(), ch.clone());
-        Ok(WorkerClient::new(ch))
+        Ok(self.secret.channel(ch))
     }
 
     /// Which of `tasks` the worker at `addr` has, and which it gave up; the error says
@@ -35,7 +54,7 @@ impl WorkerClients {
         addr: &str,
         tasks: Vec<TaskAttempt>,
     ) -> Result<ProbeResponse, String> {
-        let mut client = self.get(addr).map_err(|e| e.to_string())?;
+        let mut client = self.worker(addr).map_err(|e| e.to_string())?;
         match client.probe(ProbeRequest { tasks }).await {
             Ok(resp) => Ok(resp.into_inner()),
             Err(status) => Err(status.to_string()),

@@ -13,13 +13,14 @@ pub mod queue;
 pub mod runtime;
 mod service;
 
-use clients::WorkerClients;
+use clients::Peers;
 use cron::Cron;
 use dispatch::{Dispatcher, LeaseCheck};
 use engine::{Engine, EngineMsg};
 use failover::Failover;
 use intake::Intake;
 use service::MasterService;
+use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::proto::master_server::MasterServer;
 use shoal_common::registry::{NodeInfo, Registry, Role};
 use shoal_common::store::Store;
@@ -57,6 +58,9 @@ pub struct MasterConfig {
     pub poll: Duration,
     /// Fallback check for dead masters and workers (membership changes act at once).
     pub failover_poll: Duration,
+    /// Required of every call to this master, and carried by its calls to workers and
+    /// other masters.
+    pub secret: ClusterSecret,
 }
 
 pub struct MasterHandle {
@@ -107,7 +111,7 @@ pub async fn start(
         .await?;
     let (engine_tx, engine_rx) = mpsc::unbounded_channel();
     let (dispatch_tx, dispatch_rx) = mpsc::unbounded_channel();
-    let clients = WorkerClients::default();
+    let clients = Peers::new(config.secret.clone());
     let workers = registry.watch(Role::Worker, shutdown.clone()).await?;
 
     let engine = Engine::new(
@@ -149,9 +153,12 @@ pub async fn start(
     // Nagle's algorithm stalls acks by ~40 ms whenever several calls share a connection.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let server = tonic::transport::Server::builder()
-        .add_service(MasterServer::new(MasterService {
-            engine: engine_tx.clone(),
-        }))
+        .add_service(MasterServer::with_interceptor(
+            MasterService {
+                engine: engine_tx.clone(),
+            },
+            config.secret.guard(),
+        ))
         .serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned());
     let mut tasks = vec![
         tokio::spawn(engine.run(engine_rx, shutdown.clone())),

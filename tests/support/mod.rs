@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 pub const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
 /// The datasource every test worker has for sql tasks: the local test server.
 pub const TEST_DATASOURCE: &str = "pg=postgres://postgres@127.0.0.1:5432/postgres";
+/// The secret of the test clusters: their nodes bind 0.0.0.0, as in production, and so
+/// need one.
+pub const CLUSTER_SECRET: &str = "test-cluster-secret-0123456789";
 
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -269,6 +272,7 @@ impl MiniCluster {
             ("SHOAL_DATABASE_URL", db.url.as_str()),
             ("SHOAL_ETCD", etcd_url.as_str()),
             ("SHOAL_LEASE_TTL", "5"),
+            ("SHOAL_CLUSTER_SECRET", CLUSTER_SECRET),
         ];
         let (api_server, api) = start_api_server(dir.path(), &env);
         let mut nodes = vec![];

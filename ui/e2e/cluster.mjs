@@ -80,7 +80,13 @@ sup.spawn("etcd", "etcd", [
 ]);
 await sup.waitFor("etcd", () => healthy(`${etcd}/health`));
 
-const env = { SHOAL_DATABASE_URL: dbUrl(db), SHOAL_ETCD: etcd, SHOAL_LEASE_TTL: "5" };
+// Masters and workers bind 0.0.0.0, as in production: they need the cluster secret.
+const env = {
+  SHOAL_DATABASE_URL: dbUrl(db),
+  SHOAL_ETCD: etcd,
+  SHOAL_LEASE_TTL: "5",
+  SHOAL_CLUSTER_SECRET: `e2e-${process.pid}-${Date.now()}-cluster-secret`,
+};
 const api = `http://127.0.0.1:${opts.port}`;
 sup.spawn("api-server", SHOAL, ["api-server", "--port", opts.port], env);
 await sup.waitFor("the api-server", () => healthy(`${api}/api/v1/health`));

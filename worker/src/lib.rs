@@ -36,6 +36,7 @@ mod service;
 use executor::{Datasources, Executor, ExecutorConfig, ExecutorDirs};
 use outbox::Outbox;
 use service::WorkerService;
+use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::proto::worker_server::WorkerServer;
 use shoal_common::registry::{Membership, NodeInfo, Registry, Role};
 use std::collections::BTreeMap;
@@ -136,6 +137,8 @@ pub struct WorkerConfig {
     /// [`DEFAULT_GRACE_PERIOD`]). Tasks still running then are killed without an event and
     /// run again elsewhere (`need_fault_tolerance`) once the worker has left the registry.
     pub grace_period: Duration,
+    /// Required of every call to this worker, and carried by its calls to masters.
+    pub secret: ClusterSecret,
 }
 
 /// A started worker.
@@ -209,7 +212,7 @@ pub async fn start(
         .port();
     let addr = host_port(&config.advertise_host, port);
 
-    let outbox = Outbox::new(addr.clone());
+    let outbox = Outbox::new(addr.clone(), config.secret.clone());
     let executor = Executor::new(
         ExecutorConfig {
             slots: config.slots,
@@ -258,7 +261,10 @@ pub async fn start(
     let service = WorkerService::new(executor.clone(), dirs.logs.clone());
     let server = tokio::spawn(
         Server::builder()
-            .add_service(WorkerServer::new(service))
+            .add_service(WorkerServer::with_interceptor(
+                service,
+                config.secret.guard(),
+            ))
             .serve_with_incoming_shutdown(incoming, server_stop.clone().cancelled_owned()),
     );
 

@@ -15,6 +15,7 @@
 //! Each master address has one lazily connected tonic `Channel` (TCP_NODELAY), reused for
 //! every call.
 
+use shoal_common::cluster_secret::{ClusterSecret, PeerChannel};
 use shoal_common::metrics::WORKER_EVENTS_UNACKED;
 use shoal_common::proto::master_client::MasterClient;
 use shoal_common::proto::{ReportEventsRequest, TaskEvent};
@@ -26,7 +27,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Endpoint;
 use tracing::{debug, warn};
 
 use crate::{Error, Result};
@@ -55,6 +56,8 @@ pub(crate) struct Outbox {
 
 struct Inner {
     shared: Arc<Shared>,
+    /// Carried by every call to a master.
+    secret: ClusterSecret,
     queues: Mutex<HashMap<String, Arc<Queue>>>,
     loops: Mutex<Vec<JoinHandle<()>>>,
     stop: CancellationToken,
@@ -141,9 +144,10 @@ impl QueueState {
 }
 
 impl Outbox {
-    pub(crate) fn new(worker_addr: String) -> Self {
+    pub(crate) fn new(worker_addr: String, secret: ClusterSecret) -> Self {
         Outbox {
             inner: Arc::new(Inner {
+                secret,
                 shared: Arc::new(Shared {
                     worker_addr,
                     next_seq: AtomicU64::new(1),
@@ -168,7 +172,7 @@ impl Outbox {
         if let Some(q) = queues.get(master) {
             return Ok(q.clone());
         }
-        let client = connect_lazy(master)?;
+        let client = connect_lazy(master, &self.inner.secret)?;
         let queue = Arc::new(Queue {
             master: master.to_string(),
             state: Mutex::new(QueueState::default()),
@@ -332,7 +336,7 @@ impl Outbox {
     }
 }
 
-fn connect_lazy(master: &str) -> Result<MasterClient<Channel>> {
+fn connect_lazy(master: &str, secret: &ClusterSecret) -> Result<MasterClient<PeerChannel>> {
     let bad = |reason: String| Error::MasterAddr {
         addr: master.to_string(),
         reason,
@@ -345,14 +349,14 @@ fn connect_lazy(master: &str) -> Result<MasterClient<Channel>> {
         .tcp_nodelay(true)
         .connect_timeout(CONNECT_TIMEOUT)
         .timeout(CALL_TIMEOUT);
-    Ok(MasterClient::new(endpoint.connect_lazy()))
+    Ok(MasterClient::new(secret.channel(endpoint.connect_lazy())))
 }
 
 /// Delivers one master's queue until `stop` is cancelled.
 async fn sender_loop(
     shared: Arc<Shared>,
     queue: Arc<Queue>,
-    mut client: MasterClient<Channel>,
+    mut client: MasterClient<PeerChannel>,
     stop: CancellationToken,
 ) {
     let master = queue.master.as_str();
@@ -492,7 +496,7 @@ mod tests {
     #[tokio::test]
     async fn seqs_increase_across_masters_and_reroute_keeps_them() {
         let _metrics = crate::tests::METRICS_LOCK.lock().await;
-        let outbox = Outbox::new("127.0.0.1:1".into());
+        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default());
         // Nothing listens on these ports; the sender loops just retry in the background.
         let a = outbox.push("127.0.0.1:9", event(0, 7).event).unwrap();
         let b = outbox.push("127.0.0.1:10", event(0, 8).event).unwrap();
@@ -524,7 +528,7 @@ mod tests {
     async fn discard_drops_one_attempt_everywhere_and_can_drain() {
         let _metrics = crate::tests::METRICS_LOCK.lock().await;
         let base = WORKER_EVENTS_UNACKED.get();
-        let outbox = Outbox::new("127.0.0.1:1".into());
+        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default());
         // Nothing listens on these ports: the events stay until discarded.
         outbox.push("127.0.0.1:9", event(0, 7).event).unwrap();
         outbox.push("127.0.0.1:10", event(0, 7).event).unwrap();
@@ -593,7 +597,7 @@ mod tests {
                 ),
         );
 
-        let outbox = Outbox::new("127.0.0.1:1".into());
+        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default());
         for task in 1..=3 {
             outbox.push(&master, event(0, task).event).unwrap();
         }
@@ -611,7 +615,7 @@ mod tests {
 
     #[tokio::test]
     async fn bad_master_addresses_are_refused() {
-        assert!(connect_lazy("").is_err());
-        assert!(connect_lazy("not a host:1").is_err());
+        assert!(connect_lazy("", &ClusterSecret::default()).is_err());
+        assert!(connect_lazy("not a host:1", &ClusterSecret::default()).is_err());
     }
 }

@@ -196,6 +196,7 @@ fn worker_config(l: &Launch, dir: &Path) -> WorkerConfig {
         python: shoal_worker::DEFAULT_PYTHON.into(),
         datasources: l.datasources.clone(),
         grace_period: l.grace_period,
+        secret: Default::default(),
     }
 }
 

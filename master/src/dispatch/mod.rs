@@ -4,7 +4,7 @@
 //! so that it only offers a worker what fits its slots; a worker that still rejects
 //! (another master filled it) is rested briefly and the tasks keep their queue place.
 
-use crate::clients::WorkerClients;
+use crate::clients::Peers;
 use crate::engine::EngineMsg;
 use crate::queue::{Popped, QueuedTask, TaskQueue};
 use shoal_common::metrics;
@@ -61,7 +61,7 @@ pub struct Dispatcher {
     checked: u64,
     queue: TaskQueue,
     workers: NodeWatch,
-    clients: WorkerClients,
+    clients: Peers,
     engine: mpsc::UnboundedSender<EngineMsg>,
     /// Tasks this master has on each worker (sent and not yet finished).
     outstanding: HashMap<String, HashSet<i64>>,
@@ -77,7 +77,7 @@ pub struct Dispatcher {
 impl Dispatcher {
     pub fn new(
         workers: NodeWatch,
-        clients: WorkerClients,
+        clients: Peers,
         engine: mpsc::UnboundedSender<EngineMsg>,
         lease: LeaseCheck,
     ) -> Self {
@@ -264,7 +264,7 @@ impl Dispatcher {
     }
 
     fn send(&self, worker: String, sent: Vec<Popped>) {
-        let client = self.clients.get(&worker);
+        let client = self.clients.worker(&worker);
         let results = self.results_tx.clone();
         let gate = self.lease.gate.clone();
         let tasks = sent.iter().map(|p| p.task.spec.clone()).collect();

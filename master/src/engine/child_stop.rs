@@ -4,23 +4,22 @@
 //! or run on any master (asked to stop through `Master.Control`, as the api-server does).
 //! A child between owners (failover under way) is asked again until it has one.
 
-use shoal_common::proto::master_client::MasterClient;
+use crate::clients::Peers;
 use shoal_common::proto::{ControlAction, ControlRequest};
 use shoal_common::store::{ChildRun, Store};
 use shoal_common::types::WorkflowState;
 use std::time::Duration;
 use tonic::Code;
-use tonic::transport::Endpoint;
 use tracing::{info, warn};
 
 const RETRY: Duration = Duration::from_secs(1);
 const TRIES: u32 = 60;
 
 /// Stops the child run of sub_workflow task `parent_task_id`, in the background.
-pub(super) fn stop_child(store: Store, parent_task_id: i64) {
+pub(super) fn stop_child(store: Store, peers: Peers, parent_task_id: i64) {
     tokio::spawn(async move {
         for _ in 0..TRIES {
-            match once(&store, parent_task_id).await {
+            match once(&store, &peers, parent_task_id).await {
                 Ok(true) => return,
                 Ok(false) => {}
                 Err(error) => {
@@ -37,7 +36,7 @@ pub(super) fn stop_child(store: Store, parent_task_id: i64) {
 }
 
 /// One try; true when there is nothing more to do.
-async fn once(store: &Store, parent_task_id: i64) -> Result<bool, String> {
+async fn once(store: &Store, peers: &Peers, parent_task_id: i64) -> Result<bool, String> {
     let (id, owner) = match store
         .withdraw_child(parent_task_id)
         .await
@@ -74,16 +73,12 @@ async fn once(store: &Store, parent_task_id: i64) -> Result<bool, String> {
             ..
         } => (id, owner),
     };
-    let channel = Endpoint::from_shared(format!("http://{owner}"))
-        .map_err(|e| e.to_string())?
-        .connect_timeout(Duration::from_secs(3))
-        .timeout(Duration::from_secs(10))
-        .connect_lazy();
+    let mut master = peers.master(&owner).map_err(|e| e.to_string())?;
     let request = ControlRequest {
         workflow_instance_id: id,
         action: ControlAction::Stop.into(),
     };
-    match MasterClient::new(channel).control(request).await {
+    match master.control(request).await {
         Ok(_) => {
             info!(
                 instance_id = id,

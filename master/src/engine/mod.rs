@@ -13,7 +13,7 @@ mod reconcile;
 mod spec;
 mod waits;
 
-use crate::clients::WorkerClients;
+use crate::clients::Peers;
 use crate::dispatch::DispatchMsg;
 use crate::runtime::{Action, Event, Node, Outcome, Recovery, Refused, WorkflowRuntime};
 use shoal_common::definition::TimeoutStrategy;
@@ -226,7 +226,7 @@ pub struct Engine {
     tasks: HashMap<i64, TaskRef>,
     dispatcher: mpsc::UnboundedSender<DispatchMsg>,
     me: mpsc::UnboundedSender<EngineMsg>,
-    clients: WorkerClients,
+    clients: Peers,
     workers: NodeWatch,
     /// Instances another master took over from this one (its writes were fenced).
     lost: HashSet<i64>,
@@ -241,7 +241,7 @@ impl Engine {
         master_addr: String,
         dispatcher: mpsc::UnboundedSender<DispatchMsg>,
         me: mpsc::UnboundedSender<EngineMsg>,
-        clients: WorkerClients,
+        clients: Peers,
         workers: NodeWatch,
     ) -> Self {
         Engine {
@@ -733,7 +733,7 @@ impl Engine {
             worker: worker.clone(),
             id,
         });
-        let (client, me) = (self.clients.get(&worker), self.me.clone());
+        let (client, me) = (self.clients.worker(&worker), self.me.clone());
         tokio::spawn(async move {
             let accepted = match client {
                 Ok(mut c) => c
@@ -1196,7 +1196,7 @@ impl Engine {
         // child run is stopped too.
         let wait = self.waits.tasks.remove(&id);
         if matches!(wait, Some(waits::Wait::Child)) {
-            child_stop::stop_child(self.store.clone(), id);
+            child_stop::stop_child(self.store.clone(), self.clients.clone(), id);
         }
         if t.delayed || wait.is_some() {
             let _ = self.me.send(EngineMsg::Cancelled { id });
@@ -1212,7 +1212,7 @@ impl Engine {
             workflow_instance_id: instance,
             owner_epoch: self.runs.get(&instance).map_or(0, |r| r.epoch),
         };
-        let client = self.clients.get(&worker);
+        let client = self.clients.worker(&worker);
         tokio::spawn(async move {
             let result = match client {
                 Ok(mut c) => c.kill(request).await.map(|_| ()),

@@ -1032,7 +1032,7 @@ mod tests {
     #[tokio::test]
     async fn a_probe_by_a_new_owner_refuses_the_old_owner_s_late_dispatch() {
         let dir = tempfile::tempdir().unwrap();
-        let outbox = Outbox::new("127.0.0.1:1".into());
+        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default());
         let executor = executor(dir.path(), &outbox);
         let probe = |id: i64, epoch: i64| TaskAttempt {
             task_instance_id: id,
@@ -1095,7 +1095,7 @@ mod tests {
     async fn metrics_follow_tasks_from_start_to_their_final_state() {
         let _metrics = crate::tests::METRICS_LOCK.lock().await;
         let dir = tempfile::tempdir().unwrap();
-        let outbox = Outbox::new("127.0.0.1:1".into());
+        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default());
         let executor = executor(dir.path(), &outbox);
         let started = WORKER_TASKS_STARTED.get();
         let running = WORKER_TASKS_RUNNING.get();
@@ -1164,7 +1164,7 @@ mod tests {
     async fn a_lost_lease_abandons_the_tasks_accepted_under_it() {
         let _metrics = crate::tests::METRICS_LOCK.lock().await;
         let dir = tempfile::tempdir().unwrap();
-        let outbox = Outbox::new("127.0.0.1:1".into());
+        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default());
         let executor = executor(dir.path(), &outbox);
         let (lost_tx, lost) = watch::channel(0u64);
         executor.follow_lease(lost.clone());

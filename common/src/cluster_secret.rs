@@ -1,0 +1,162 @@
+//! The cluster secret. Every gRPC call between shoal's processes (master → worker,
+//! worker → master, master → master, api-server → master and worker) carries it, and
+//! masters and workers refuse a call without it: a machine that can reach a worker's port
+//! cannot make it run a command, nor feed a master false task events.
+
+use std::sync::Arc;
+use tonic::metadata::AsciiMetadataValue;
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+use tonic::{Request, Status};
+
+/// The metadata key the secret travels in.
+pub const METADATA_KEY: &str = "x-shoal-cluster-secret";
+/// The environment variable the CLI reads it from (`--cluster-secret`).
+pub const ENV: &str = "SHOAL_CLUSTER_SECRET";
+/// Shorter secrets are refused: they could be guessed.
+pub const MIN_LEN: usize = 16;
+
+/// A cluster's secret, or none: a development cluster on loopback, or one started with
+/// `--insecure`. Cloning is cheap.
+#[derive(Clone, Default)]
+pub struct ClusterSecret(Option<Arc<AsciiMetadataValue>>);
+
+/// A channel whose calls carry the cluster secret.
+pub type PeerChannel = InterceptedService<Channel, ClusterSecret>;
+
+impl std::fmt::Debug for ClusterSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "***" } else { "none" })
+    }
+}
+
+impl ClusterSecret {
+    /// A secret as the operator gave it: at least [`MIN_LEN`] visible ASCII characters
+    /// (it travels as gRPC metadata).
+    pub fn new(secret: &str) -> Result<ClusterSecret, String> {
+        if secret.len() < MIN_LEN || !secret.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(format!(
+                "the cluster secret must be at least {MIN_LEN} visible ASCII characters \
+                 (no spaces), e.g. the output of `openssl rand -hex 32`"
+            ));
+        }
+        let value = AsciiMetadataValue::try_from(secret).map_err(|e| e.to_string())?;
+        Ok(ClusterSecret(Some(Arc::new(value))))
+    }
+
+    /// A fresh random secret, for the processes of one `shoal standalone`.
+    pub fn random() -> std::io::Result<ClusterSecret> {
+        use std::io::Read;
+        let mut bytes = [0u8; 32];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        Ok(ClusterSecret::new(&hex).expect("64 hex digits are a valid secret"))
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// `channel` with every call carrying the secret.
+    pub fn channel(&self, channel: Channel) -> PeerChannel {
+        InterceptedService::new(channel, self.clone())
+    }
+
+    /// The check a server puts in front of its services.
+    pub fn guard(&self) -> Guard {
+        Guard(self.0.clone())
+    }
+}
+
+/// Client side: adds the secret to each call.
+impl Interceptor for ClusterSecret {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(secret) = &self.0 {
+            request
+                .metadata_mut()
+                .insert(METADATA_KEY, secret.as_ref().clone());
+        }
+        Ok(request)
+    }
+}
+
+/// Server side: refuses a call that does not carry the secret (`UNAUTHENTICATED`).
+#[derive(Clone)]
+pub struct Guard(Option<Arc<AsciiMetadataValue>>);
+
+impl Interceptor for Guard {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        let Some(want) = &self.0 else {
+            return Ok(request);
+        };
+        match request.metadata().get(METADATA_KEY) {
+            Some(got) if constant_time_eq(got.as_bytes(), want.as_bytes()) => Ok(request),
+            Some(_) => Err(Status::unauthenticated(format!(
+                "wrong cluster secret: every shoal node of a cluster needs the same {ENV}"
+            ))),
+            None => Err(Status::unauthenticated(format!(
+                "no cluster secret: shoal's nodes call each other with {ENV}"
+            ))),
+        }
+    }
+}
+
+/// Compares without stopping at the first differing byte, so timing does not reveal how
+/// much of a guessed secret or token was right.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(guard: &mut Guard, secret: Option<&str>) -> Result<(), Status> {
+        let mut request = Request::new(());
+        if let Some(s) = secret {
+            request
+                .metadata_mut()
+                .insert(METADATA_KEY, s.parse().unwrap());
+        }
+        guard.call(request).map(drop)
+    }
+
+    #[test]
+    fn a_guard_takes_only_its_secret() {
+        let secret = ClusterSecret::new("0123456789abcdef-cluster").unwrap();
+        let mut guard = secret.guard();
+        assert!(call(&mut guard, Some("0123456789abcdef-cluster")).is_ok());
+        let wrong = call(&mut guard, Some("0123456789abcdef-clustex")).unwrap_err();
+        assert_eq!(wrong.code(), tonic::Code::Unauthenticated);
+        assert!(wrong.message().contains("wrong cluster secret"), "{wrong}");
+        let none = call(&mut guard, None).unwrap_err();
+        assert!(none.message().contains(ENV), "{none}");
+        // What the client side adds is what the guard wants.
+        let mut client = secret.clone();
+        assert!(guard.call(client.call(Request::new(())).unwrap()).is_ok());
+        // No secret configured: no check (loopback development, --insecure).
+        assert!(call(&mut ClusterSecret::default().guard(), None).is_ok());
+    }
+
+    #[test]
+    fn short_or_spaced_secrets_are_refused_and_random_ones_differ() {
+        assert!(ClusterSecret::new("short").is_err());
+        assert!(ClusterSecret::new("sixteen chars ok").is_err());
+        let (a, b) = (
+            ClusterSecret::random().unwrap(),
+            ClusterSecret::random().unwrap(),
+        );
+        assert!(a.is_set());
+        assert_ne!(a.0.as_deref(), b.0.as_deref());
+        assert_eq!(format!("{a:?}"), "***");
+    }
+
+    #[test]
+    fn compares_whole_values() {
+        assert!(constant_time_eq(b"s3cret", b"s3cret"));
+        assert!(!constant_time_eq(b"s3cret", b"s3creT"));
+        assert!(!constant_time_eq(b"s3cret", b"s3cre"));
+        assert!(!constant_time_eq(b"", b"x"));
+    }
+}
