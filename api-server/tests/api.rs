@@ -203,6 +203,20 @@ async fn json_definitions_take_the_project_from_the_url() {
 }
 
 #[tokio::test]
+async fn a_project_named_like_a_path_is_refused_and_nothing_is_stored() {
+    let api = api(None).await;
+    for project in ["%2e%2e", ".", "-x"] {
+        let a = api
+            .post(&format!("/api/v1/projects/{project}/workflows"), DIAMOND)
+            .await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{project}: {}", a.text);
+        assert!(a.error().contains("invalid project name"), "{}", a.text);
+    }
+    let projects = api.get("/api/v1/projects").await.json();
+    assert_eq!(projects, json!([{"name": "default", "workflows": 0}]));
+}
+
+#[tokio::test]
 async fn invalid_definitions_are_refused_and_nothing_is_stored() {
     let api = api(None).await;
     let url = "/api/v1/projects/default/workflows";

@@ -342,7 +342,10 @@ pub enum DefinitionError {
     },
     #[error("definition is {0} bytes; the limit is {MAX_DEFINITION_BYTES}")]
     TooLarge(usize),
-    #[error("invalid {what} '{value}': use letters, digits, '_', '-' or '.' (1-128 characters)")]
+    #[error(
+        "invalid {what} '{value}': use letters, digits, '_', '-' or '.', starting with a letter, \
+         digit or '_' (1-128 characters)"
+    )]
     BadName { what: &'static str, value: String },
     #[error("workflow '{0}' has no tasks")]
     Empty(String),
@@ -403,8 +406,11 @@ impl DefinitionError {
     }
 }
 
+/// A name of a project, workflow, task, group or channel. It may not start with '.' or
+/// '-', so no name is `..` or looks like a flag.
 pub(crate) fn valid_name(s: &str) -> bool {
     (1..=128).contains(&s.len())
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
@@ -747,6 +753,13 @@ tasks:
                 .contains("task 'a' of type shell needs 'command'")
         );
         assert!(err("name: 'bad name'\ntasks:\n- {name: a, type: noop}\n").contains("bad name"));
+        for bad in ["..", ".", ".hidden", "-rf"] {
+            let e = err(&format!(
+                "name: w\nproject: '{bad}'\ntasks:\n- {{name: a, type: noop}}\n"
+            ));
+            assert!(e.contains(&format!("invalid project name '{bad}'")), "{e}");
+        }
+        assert!(WorkflowDef::parse("name: _w.v2-x\ntasks:\n- {name: a, type: noop}\n").is_ok());
         assert!(err("name: w\ntasks:\n- {name: a, type: noop, colour: red}\n").contains("colour"));
         assert!(err("{{{").starts_with("definition is not valid"));
     }
