@@ -32,7 +32,7 @@ pub async fn require_token(
 
 /// What answers without a token: liveness, the API's description, and `GET /session`,
 /// which checks a token itself.
-const OPEN: [&str; 3] = ["/health", "/openapi.json", "/session"];
+pub(crate) const OPEN: [&str; 3] = ["/health", "/openapi.json", "/session"];
 
 /// Whether `headers` carry `Authorization: Bearer <token>`.
 pub fn carries(headers: &HeaderMap, token: &str) -> bool {

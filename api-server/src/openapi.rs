@@ -20,7 +20,7 @@ use utoipa_swagger_ui::{Config, SwaggerUi};
 pub const DOCS_PATH: &str = "/api/docs";
 /// Where the document is served.
 pub const DOCUMENT_PATH: &str = "/api/v1/openapi.json";
-/// The security scheme of writes when the server has a token.
+/// The security scheme of requests when the server has a token.
 const BEARER: &str = "bearer";
 
 #[derive(OpenApi)]
@@ -28,8 +28,8 @@ const BEARER: &str = "bearer";
     info(
         title = "shoal",
         description = "REST API of shoal, a workflow scheduler. Errors are JSON `ErrorBody` \
-            objects. When the server runs with a token, requests that change something (every \
-            method but GET) need `Authorization: Bearer <token>`; reads stay open."
+            objects. When the server runs with a token, every request needs `Authorization: \
+            Bearer <token>`, reads included, but health, this document and the session check."
     ),
     components(schemas(ErrorBody)),
     tags(
@@ -50,8 +50,8 @@ pub(crate) fn base() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
 }
 
-/// Adds what every operation shares: a 500 answer, and for writes the bearer token and
-/// its 401 answer.
+/// Adds what every operation shares: a 500 answer, and (but for the open paths and
+/// `/metrics`, outside the API) the bearer token and its 401 answer.
 pub(crate) fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     doc.components
         .get_or_insert_with(Default::default)
@@ -59,17 +59,20 @@ pub(crate) fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::Open
             BEARER,
             SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
         );
-    for item in doc.paths.paths.values_mut() {
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let guarded = path
+            .strip_prefix("/api/v1")
+            .is_some_and(|p| !crate::auth::OPEN.contains(&p));
         let operations = [
-            (&mut item.get, false),
-            (&mut item.post, true),
-            (&mut item.put, true),
-            (&mut item.delete, true),
-            (&mut item.patch, true),
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.delete,
+            &mut item.patch,
         ];
-        for (op, writes) in operations {
+        for op in operations {
             let Some(op) = op else { continue };
-            if writes {
+            if guarded {
                 op.security = Some(vec![SecurityRequirement::new(BEARER, Vec::<String>::new())]);
                 add_error(
                     op,

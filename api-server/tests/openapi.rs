@@ -23,12 +23,16 @@ const METHODS: [Method; 5] = [
 ];
 
 async fn app() -> (Router, TempDir) {
+    app_with_token(None).await
+}
+
+async fn app_with_token(token: Option<&str>) -> (Router, TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
     let store = Store::connect(&url).await.unwrap();
     let state = ApiState {
         store,
-        token: None,
+        token: token.map(Into::into),
         registry: None,
         secret: Default::default(),
     };
@@ -36,11 +40,20 @@ async fn app() -> (Router, TempDir) {
 }
 
 async fn call(app: &Router, method: &Method, uri: &str) -> (StatusCode, String, String) {
-    let req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .body(Body::empty())
-        .unwrap();
+    call_with(app, method, uri, None).await
+}
+
+async fn call_with(
+    app: &Router,
+    method: &Method,
+    uri: &str,
+    bearer: Option<&str>,
+) -> (StatusCode, String, String) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(t) = bearer {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let req = req.body(Body::empty()).unwrap();
     let resp = app.clone().oneshot(req).await.unwrap();
     let status = resp.status();
     let content_type = resp
@@ -58,6 +71,13 @@ async fn call(app: &Router, method: &Method, uri: &str) -> (StatusCode, String, 
 /// neither a 405 nor the fallback's "no such endpoint" 404. Path parameters get values
 /// that exist nowhere, so handlers answer their own 404s, 400s or 503s.
 async fn answers(app: &Router, method: &Method, path: &str) -> bool {
+    let (status, _, body) = call(app, method, &probe_uri(path)).await;
+    let fallback_404 = status == StatusCode::NOT_FOUND && body.contains("no such endpoint");
+    !(status == StatusCode::METHOD_NOT_ALLOWED || fallback_404)
+}
+
+/// `path` (a template) with values for its parameters.
+fn probe_uri(path: &str) -> String {
     let uri = path
         .replace("{project}", "default")
         .replace("{name}", "probe")
@@ -67,9 +87,7 @@ async fn answers(app: &Router, method: &Method, path: &str) -> bool {
         !uri.contains('{'),
         "no probe value for a parameter of {path}"
     );
-    let (status, _, body) = call(app, method, &uri).await;
-    let fallback_404 = status == StatusCode::NOT_FOUND && body.contains("no such endpoint");
-    !(status == StatusCode::METHOD_NOT_ALLOWED || fallback_404)
+    uri
 }
 
 /// Every route path the router holds, read from its `Debug` output (axum has no other
@@ -184,7 +202,8 @@ async fn every_operation_documents_its_errors_and_names_its_schemas() {
             assert!(ids.insert(id.to_string()), "operationId {id} is used twice");
             let responses = op["responses"].as_object().unwrap();
             assert!(responses.contains_key("500"), "{method} {path}: no 500");
-            if method != "get" {
+            let open = ["/api/v1/health", "/api/v1/openapi.json", "/metrics"];
+            if !open.contains(&path.as_str()) {
                 assert!(responses.contains_key("401"), "{method} {path}: no 401");
                 assert!(op["security"].is_array(), "{method} {path}: no security");
             }
@@ -237,4 +256,42 @@ async fn the_interactive_docs_are_served_from_the_binary() {
         !page.contains("https://") && !page.contains("http://"),
         "{page}"
     );
+}
+
+/// With a token, every operation of the document (the router's, by the test above) but
+/// the open ones answers 401 to a request without it or with another: a new route cannot
+/// be left open by mistake.
+#[tokio::test]
+async fn with_a_token_every_operation_but_the_open_ones_needs_it() {
+    let (app, _dir) = app_with_token(Some("s3cret")).await;
+    let doc = serde_json::to_value(openapi_document()).unwrap();
+    let open = [
+        ("GET", "/api/v1/health"),
+        ("GET", "/api/v1/openapi.json"),
+        ("GET", "/metrics"),
+    ];
+    let mut guarded = 0;
+    for (method, path) in documented(&doc) {
+        let m = Method::from_bytes(method.as_bytes()).unwrap();
+        let uri = probe_uri(&path);
+        let (without, ..) = call_with(&app, &m, &uri, None).await;
+        let (wrong, ..) = call_with(&app, &m, &uri, Some("guess")).await;
+        let (with, ..) = call_with(&app, &m, &uri, Some("s3cret")).await;
+        if open.contains(&(method.as_str(), path.as_str())) {
+            assert_eq!(without, StatusCode::OK, "{method} {path} is open");
+            continue;
+        }
+        assert_eq!(
+            (without, wrong),
+            (StatusCode::UNAUTHORIZED, StatusCode::UNAUTHORIZED),
+            "{method} {path}"
+        );
+        assert_ne!(
+            with,
+            StatusCode::UNAUTHORIZED,
+            "{method} {path} takes the token"
+        );
+        guarded += 1;
+    }
+    assert!(guarded >= 35, "{guarded} guarded operations");
 }

@@ -1360,6 +1360,15 @@ export interface operations {
                     "application/json": components["schemas"]["AlertChannel"][];
                 };
             };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (the detail is in the server's log) */
             500: {
                 headers: {
@@ -1513,6 +1522,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (the detail is in the server's log) */
             500: {
                 headers: {
@@ -1558,6 +1576,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (the detail is in the server's log) */
             500: {
                 headers: {
@@ -1587,6 +1614,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Backfill"];
+                };
+            };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description No such backfill */
@@ -1684,6 +1720,15 @@ export interface operations {
                     "application/json": components["schemas"]["Node"][];
                 };
             };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (the detail is in the server's log) */
             500: {
                 headers: {
@@ -1722,6 +1767,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["CommandStatus"];
+                };
+            };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description No such command */
@@ -1777,6 +1831,15 @@ export interface operations {
             };
             /** @description A bad cron, zone, time or count */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server has a token and the request does not carry it */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1867,6 +1930,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (the detail is in the server's log) */
             500: {
                 headers: {
@@ -1896,6 +1968,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["InstanceDetail"];
+                };
+            };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description No such instance */
@@ -2043,6 +2124,15 @@ export interface operations {
                     "application/json": components["schemas"]["Project"][];
                 };
             };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (the detail is in the server's log) */
             500: {
                 headers: {
@@ -2073,6 +2163,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["WorkflowSummary"][];
+                };
+            };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description Internal error (the detail is in the server's log) */
@@ -2252,6 +2351,15 @@ export interface operations {
                     "application/json": components["schemas"]["Workflow"];
                 };
             };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No such workflow, or no such version of it */
             404: {
                 headers: {
@@ -2356,6 +2464,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Schedule"][];
+                };
+            };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description Internal error (the detail is in the server's log) */
@@ -2464,6 +2581,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description No such schedule of this workflow */
@@ -2746,6 +2872,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No such schedule of this workflow */
             404: {
                 headers: {
@@ -2855,6 +2990,15 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowVersion"][];
                 };
             };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No such workflow */
             404: {
                 headers: {
@@ -2927,6 +3071,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["TaskGroup"][];
+                };
+            };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description Internal error (the detail is in the server's log) */
@@ -3077,6 +3230,15 @@ export interface operations {
                     "application/json": components["schemas"]["TaskInstance"];
                 };
             };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description No such task instance */
             404: {
                 headers: {
@@ -3123,6 +3285,15 @@ export interface operations {
                 };
                 content: {
                     "text/plain": string;
+                };
+            };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description No such task instance, not started on a worker yet, or the worker has no log for it */
