@@ -110,11 +110,11 @@ pub struct Param {
     pub value: String,
 }
 
-/// `POST /projects/{project}/workflows/validate`: checks a definition exactly as apply
+/// `POST /projects/{project}/validate`: checks a definition exactly as apply
 /// does and stores nothing.
 #[utoipa::path(
     post,
-    path = "/projects/{project}/workflows/validate",
+    path = "/projects/{project}/validate",
     operation_id = "validateWorkflow",
     tag = "workflows",
     params(path::Project),

@@ -1246,7 +1246,7 @@ async fn every_version_of_a_workflow_is_listed_newest_first() {
 #[tokio::test]
 async fn validate_checks_like_apply_and_stores_nothing() {
     let api = api(None).await;
-    let url = "/api/v1/projects/default/workflows/validate";
+    let url = "/api/v1/projects/default/validate";
     let a = api.post(url, DIAMOND).await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.text);
     assert_eq!(
@@ -1307,6 +1307,14 @@ async fn validate_checks_like_apply_and_stores_nothing() {
     let a = api.post(url, &elsewhere).await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
     assert!(a.error().contains("'sales'"), "{}", a.text);
+
+    // A workflow may be named "validate": validation does not take its path.
+    let named = DIAMOND.replace("name: etl", "name: validate");
+    let a = api.post("/api/v1/projects/default/workflows", &named).await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.text);
+    let a = api.get("/api/v1/projects/default/workflows/validate").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert_eq!(a.json()["name"], "validate");
 }
 
 #[tokio::test]

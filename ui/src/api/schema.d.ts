@@ -282,6 +282,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/projects/{project}/validate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /projects/{project}/validate`: checks a definition exactly as apply
+         *     does and stores nothing.
+         */
+        post: operations["validateWorkflow"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/projects/{project}/workflows": {
         parameters: {
             query?: never;
@@ -300,26 +320,6 @@ export interface paths {
          *     Answers 201 when a new version was stored, 200 when the body equals the latest version.
          */
         post: operations["applyWorkflow"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/projects/{project}/workflows/validate": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * `POST /projects/{project}/workflows/validate`: checks a definition exactly as apply
-         *     does and stores nothing.
-         */
-        post: operations["validateWorkflow"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2144,6 +2144,72 @@ export interface operations {
             };
         };
     };
+    validateWorkflow: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name (`default` unless a definition names another). */
+                project: string;
+            };
+            cookie?: never;
+        };
+        /** @description The workflow definition, YAML or JSON, as for apply. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WorkflowDef"];
+                "application/yaml": string;
+                "text/plain": string;
+            };
+        };
+        responses: {
+            /** @description Valid; the DAG it describes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Validated"];
+                };
+            };
+            /** @description Refused, as apply would: the message (and `line`, `column`, `task` when known) names the offending part */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The server has a token and the request does not carry it */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is larger than the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     listWorkflows: {
         parameters: {
             query?: never;
@@ -2223,72 +2289,6 @@ export interface operations {
                 };
             };
             /** @description Refused: the message (and `line`, `column`, `task` when known) names the offending part */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description The server has a token and the request does not carry it */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description The body is larger than the limit */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description Internal error (the detail is in the server's log) */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-        };
-    };
-    validateWorkflow: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description Project name (`default` unless a definition names another). */
-                project: string;
-            };
-            cookie?: never;
-        };
-        /** @description The workflow definition, YAML or JSON, as for apply. */
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["WorkflowDef"];
-                "application/yaml": string;
-                "text/plain": string;
-            };
-        };
-        responses: {
-            /** @description Valid; the DAG it describes */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Validated"];
-                };
-            };
-            /** @description Refused, as apply would: the message (and `line`, `column`, `task` when known) names the offending part */
             400: {
                 headers: {
                     [name: string]: unknown;

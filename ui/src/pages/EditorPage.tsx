@@ -65,7 +65,7 @@ export default function EditorPage({ project, name }: { project: string; name?: 
     const ctl = new AbortController();
     const t = setTimeout(async () => {
       try {
-        const v = await send<Validated>("POST", `${base}/validate`, { text: { body: text, type: "application/yaml" }, signal: ctl.signal });
+        const v = await send<Validated>("POST", `/projects/${encodeURIComponent(project)}/validate`, { text: { body: text, type: "application/yaml" }, signal: ctl.signal });
         setPreview(v);
         setProblem(null);
       } catch (e) {
