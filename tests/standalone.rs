@@ -356,3 +356,45 @@ fn dump_config_shows_that_a_token_is_set_but_not_the_token() {
         assert!(!printed.contains("s3cret-value"), "{role:?}:\n{printed}");
     }
 }
+
+/// A workflow's tenant: its shell tasks run as that OS user (`nobody` here; switching to it
+/// needs the worker to run as root, as CI's does), a tenant missing on the worker fails
+/// the task with the reason.
+#[test]
+fn a_workflow_s_tenant_runs_its_shell_tasks_as_that_os_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Standalone::start();
+    // The tenant reaches its work directories through the test's (private) directory.
+    std::fs::set_permissions(s.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    apply(
+        &s,
+        "as_nobody",
+        "name: as_nobody\ntenant: nobody\ntasks:\n  - { name: who, type: shell, command: 'id -un' }\n",
+    );
+    apply(
+        &s,
+        "as_ghost",
+        "name: as_ghost\ntenant: ghost_tenant\ntasks:\n  - { name: who, type: shell, command: 'id -un' }\n",
+    );
+    let run = |workflow: &str| {
+        let out = cli(&s.api, &["start", workflow, "--wait"]);
+        let id: i64 = text(&out.stdout).trim().parse().unwrap();
+        s.api.wait_instance(id, Duration::from_secs(20))
+    };
+    let inst = run("as_nobody");
+    assert_eq!(inst["state"], "success", "{inst}");
+    let who = task(&inst, "who")["id"].as_i64().unwrap();
+    let out = cli(&s.api, &["logs", &who.to_string()]);
+    assert_eq!(text(&out.stdout).trim(), "nobody");
+
+    let inst = run("as_ghost");
+    assert_eq!(inst["state"], "failure", "{inst}");
+    let message = task(&inst, "who")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains("'ghost_tenant' is not an OS user on this worker"),
+        "{message}"
+    );
+}

@@ -45,6 +45,10 @@ pub struct ExecArgs {
     #[arg(long = "datasource", value_parser = parse_datasource)]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub datasources: Vec<(String, String)>,
+    /// Let workflows name root as their tenant (by default their shell and python tasks
+    /// fail instead of running as root).
+    #[arg(long, env = "SHOAL_ALLOW_ROOT_TENANT")]
+    pub allow_root_tenant: bool,
 }
 
 /// The `--cluster-secret` given, checked; none when not given.
@@ -351,6 +355,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
             // runs again what its worker could not finish.
             grace_period: Duration::from_secs(5),
             secret: secret.clone(),
+            allow_root_tenant: args.exec.allow_root_tenant,
         },
         registry.clone(),
         shutdown.clone(),
@@ -463,6 +468,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
             datasources: args.exec.datasources.into_iter().collect(),
             grace_period: args.grace_period,
             secret,
+            allow_root_tenant: args.exec.allow_root_tenant,
         },
         registry,
         shutdown.clone(),

@@ -47,6 +47,11 @@ pub struct WorkflowDef {
     /// Who is told when a run ends (or times out).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alerts: Vec<AlertSpec>,
+    /// The OS user the workers run its shell and python tasks as (it must exist on them);
+    /// none: the worker's own user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub tenant: Option<String>,
     pub tasks: Vec<TaskDef>,
 }
 
@@ -415,6 +420,11 @@ pub(crate) fn valid_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
+/// An OS user name a tenant may have (what `useradd` takes by default).
+fn valid_tenant(s: &str) -> bool {
+    s.len() <= 32 && valid_name(s) && !s.contains('.')
+}
+
 impl WorkflowDef {
     /// Parses YAML (a superset of JSON) and validates the result.
     pub fn parse(text: &str) -> Result<WorkflowDef, DefinitionError> {
@@ -441,6 +451,12 @@ impl WorkflowDef {
                     value: value.clone(),
                 });
             }
+        }
+        if let Some(tenant) = self.tenant.as_ref().filter(|t| !valid_tenant(t)) {
+            return Err(DefinitionError::BadName {
+                what: "tenant (an OS user name, at most 32 characters)",
+                value: tenant.clone(),
+            });
         }
         if let Some(alert) = self.alerts.iter().find(|a| !valid_name(&a.channel)) {
             return Err(DefinitionError::BadName {
@@ -760,6 +776,19 @@ tasks:
             assert!(e.contains(&format!("invalid project name '{bad}'")), "{e}");
         }
         assert!(WorkflowDef::parse("name: _w.v2-x\ntasks:\n- {name: a, type: noop}\n").is_ok());
+        let tenant = |t: &str| {
+            WorkflowDef::parse(&format!(
+                "name: w\ntenant: '{t}'\ntasks:\n- {{name: a, type: noop}}\n"
+            ))
+        };
+        assert_eq!(
+            tenant("etl_user").unwrap().tenant.as_deref(),
+            Some("etl_user")
+        );
+        for bad in ["root;rm", "a.b", "x".repeat(33).as_str(), ""] {
+            let e = tenant(bad).unwrap_err().to_string();
+            assert!(e.contains("invalid tenant"), "{bad}: {e}");
+        }
         assert!(err("name: w\ntasks:\n- {name: a, type: noop, colour: red}\n").contains("colour"));
         assert!(err("{{{").starts_with("definition is not valid"));
     }

@@ -139,6 +139,9 @@ pub struct WorkerConfig {
     pub grace_period: Duration,
     /// Required of every call to this worker, and carried by its calls to masters.
     pub secret: ClusterSecret,
+    /// Whether a workflow's tenant may be root (`--allow-root-tenant`); by default a task
+    /// of a workflow whose tenant is root fails.
+    pub allow_root_tenant: bool,
 }
 
 /// A started worker.
@@ -219,6 +222,7 @@ pub async fn start(
             dirs: dirs.clone(),
             python: config.python.clone(),
             datasources,
+            allow_root_tenant: config.allow_root_tenant,
         },
         outbox.clone(),
     );

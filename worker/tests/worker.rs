@@ -197,6 +197,7 @@ fn worker_config(l: &Launch, dir: &Path) -> WorkerConfig {
         datasources: l.datasources.clone(),
         grace_period: l.grace_period,
         secret: Default::default(),
+        allow_root_tenant: false,
     }
 }
 
@@ -291,6 +292,7 @@ fn task(id: i64, task_type: &str, command: &str, master: &str) -> TaskSpec {
         params: HashMap::new(),
         master_addr: master.into(),
         owner_epoch: 1,
+        tenant: String::new(),
     }
 }
 
@@ -660,4 +662,72 @@ async fn redispatch_by_a_new_owner_reroutes_undelivered_events() {
         [TaskEventKind::Running, TaskEventKind::Success]
     );
     master.assert_quiet().await;
+}
+
+/// The OS user the tenant tests run tasks as: Debian's unprivileged `nobody`. Switching
+/// to it needs a worker running as root, as CI's does.
+const TENANT: &str = "nobody";
+
+#[tokio::test]
+async fn a_tenant_s_tasks_run_as_that_user_and_unknown_or_root_tenants_fail() {
+    use std::os::unix::fs::PermissionsExt;
+    let user = TENANT;
+    let mut master = start_master("127.0.0.1:0".parse().unwrap()).await;
+    let mut w = start_worker(4).await;
+    // The tenant reaches its work directory through the test's (private) directory.
+    std::fs::set_permissions(w.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let mut sh = shell(
+        41,
+        r#"echo "\${setValue(who=$(id -un))}"; echo "\${setValue(groups=$(id -G))}"; touch written_here && echo "\${setValue(home=$HOME)}""#,
+        &master.addr,
+    );
+    sh.tenant = user.into();
+    let script =
+        "import os, pwd\nprint('${setValue(who=' + pwd.getpwuid(os.getuid()).pw_name + ')}')";
+    let mut py = task(42, "python", "", &master.addr);
+    py.definition_json = serde_json::json!({"type": "python", "script": script}).to_string();
+    py.tenant = user.into();
+    assert_eq!(w.dispatch(vec![sh, py]).await.accepted, [41, 42]);
+    let mut outputs = HashMap::new();
+    for _ in 0..4 {
+        let e = master.next().await;
+        if e.kind == TaskEventKind::Success as i32 || e.kind == TaskEventKind::Failure as i32 {
+            outputs.insert(e.task_instance_id, (e.kind, e.output, e.message));
+        }
+    }
+    let (kind, out, message) = &outputs[&41];
+    assert_eq!(*kind, TaskEventKind::Success as i32, "{message}");
+    assert_eq!(out["who"], user);
+    let gid = std::process::Command::new("id")
+        .args(["-g", user])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out["groups"],
+        String::from_utf8_lossy(&gid.stdout).trim(),
+        "no root groups"
+    );
+    let (kind, out, message) = &outputs[&42];
+    assert_eq!(*kind, TaskEventKind::Success as i32, "{message}");
+    assert_eq!(out["who"], user);
+
+    for (id, tenant, says) in [
+        (
+            43,
+            "no_such_tenant_x",
+            "'no_such_tenant_x' is not an OS user",
+        ),
+        (44, "root", "--allow-root-tenant"),
+    ] {
+        let mut t = shell(id, "echo should not run", &master.addr);
+        t.tenant = tenant.into();
+        assert_eq!(w.dispatch(vec![t.clone()]).await.accepted, [id]);
+        let events = master.until_done(id).await;
+        let end = events.last().unwrap();
+        assert_eq!(end.kind, TaskEventKind::Failure as i32, "{tenant}");
+        assert!(end.message.contains(says), "{tenant}: {}", end.message);
+        let log = String::from_utf8(w.read_log(&t, 0, 0).await.unwrap_or_default()).unwrap();
+        assert!(!log.contains("should not run"), "{log}");
+    }
 }

@@ -58,6 +58,7 @@ pub(super) fn build(
             params: params.into_iter().collect(),
             master_addr: master_addr.to_string(),
             owner_epoch: run.epoch,
+            tenant: run.rt.definition().tenant.clone().unwrap_or_default(),
         },
         queued_at: std::time::Instant::now(),
         group: def.worker_group.clone(),

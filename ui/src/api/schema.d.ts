@@ -1306,6 +1306,11 @@ export interface components {
             project?: string;
             tasks: components["schemas"]["TaskDef"][];
             /**
+             * @description The OS user the workers run its shell and python tasks as (it must exist on them);
+             *     none: the worker's own user.
+             */
+            tenant?: string;
+            /**
              * @description Longest a run may take; `timeout_strategy: fail` stops it as failed.
              * @example 30m
              */

@@ -28,6 +28,7 @@ mod orphans;
 mod process;
 mod set_value;
 mod sql;
+mod tenant;
 
 use crate::logs;
 use crate::outbox::Outbox;
@@ -76,6 +77,8 @@ pub(crate) struct ExecutorConfig {
     /// Interpreter of python tasks.
     pub(crate) python: String,
     pub(crate) datasources: Datasources,
+    /// Whether a workflow's tenant may be root.
+    pub(crate) allow_root_tenant: bool,
 }
 
 /// One attempt of one task instance.
@@ -213,6 +216,7 @@ pub(crate) struct Executor {
     dirs: ExecutorDirs,
     python: String,
     datasources: Datasources,
+    allow_root_tenant: bool,
     outbox: Outbox,
     table: Mutex<Table>,
     running_count: watch::Sender<u32>,
@@ -230,12 +234,14 @@ impl Executor {
             dirs,
             python,
             datasources,
+            allow_root_tenant,
         } = config;
         Arc::new(Executor {
             slots,
             dirs,
             python,
             datasources,
+            allow_root_tenant,
             outbox,
             table: Mutex::new(Table {
                 running: HashMap::new(),
@@ -780,7 +786,15 @@ impl Executor {
             Ok(f) => f,
             Err(e) => return Outcome::failure(format!("cannot share the task log: {e}")),
         };
-        let process = match process::spawn(program, &self.work_dir(spec), script, &spec.params) {
+        let tenant = Some(spec.tenant.as_str())
+            .filter(|t| !t.is_empty())
+            .map(|t| tenant::lookup(t, self.allow_root_tenant))
+            .transpose();
+        let started = tenant.and_then(|tenant| {
+            let work_dir = self.work_dir(spec);
+            process::spawn(program, &work_dir, script, &spec.params, tenant.as_ref())
+        });
+        let process = match started {
             Ok(p) => p,
             Err(message) => {
                 note(log, &message);
@@ -1008,6 +1022,7 @@ mod tests {
             // Nothing listens there: the events stay in the outbox.
             master_addr: "127.0.0.1:9".into(),
             owner_epoch: 1,
+            tenant: String::new(),
         }
     }
 
@@ -1024,6 +1039,7 @@ mod tests {
                 dirs,
                 python: crate::DEFAULT_PYTHON.into(),
                 datasources: Datasources::new(&Default::default(), 4).unwrap(),
+                allow_root_tenant: false,
             },
             outbox.clone(),
         )

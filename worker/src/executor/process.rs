@@ -8,6 +8,7 @@
 
 use super::kill::kill_group;
 use super::set_value::OutputScanner;
+use super::tenant::Tenant;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::File;
@@ -112,6 +113,7 @@ pub(crate) fn spawn(
     work_dir: &Path,
     script: &str,
     params: &HashMap<String, String>,
+    tenant: Option<&Tenant>,
 ) -> Result<TaskProcess, String> {
     std::fs::create_dir_all(work_dir)
         .map_err(|e| format!("cannot create work directory {}: {e}", work_dir.display()))?;
@@ -121,6 +123,12 @@ pub(crate) fn spawn(
     text.push('\n');
     std::fs::write(&path, text)
         .map_err(|e| format!("cannot write script {}: {e}", path.display()))?;
+    if let Some(t) = tenant {
+        for p in [work_dir, path.as_path()] {
+            std::os::unix::fs::chown(p, Some(t.uid), Some(t.gid))
+                .map_err(|e| format!("cannot hand {} to tenant '{}': {e}", p.display(), t.name))?;
+        }
+    }
     // Both ends are close-on-exec: only the task's own stdout/stderr (dup2'ed) stay open in
     // it, and no other task spawned concurrently inherits them.
     let (reader, writer) =
@@ -139,8 +147,16 @@ pub(crate) fn spawn(
         .stdin(Stdio::null())
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::from(writer))
-        .envs(program.env.iter().copied())
-        .envs(params.iter().filter(|(k, _)| is_shell_identifier(k)));
+        .envs(program.env.iter().copied());
+    if let Some(t) = tenant {
+        // Without supplementary groups: std drops root's when it sets the uid.
+        cmd.uid(t.uid).gid(t.gid).envs([
+            ("USER", &t.name),
+            ("LOGNAME", &t.name),
+            ("HOME", &t.home),
+        ]);
+    }
+    cmd.envs(params.iter().filter(|(k, _)| is_shell_identifier(k)));
     die_with_worker(&mut cmd);
     let child = cmd
         .spawn()
@@ -297,7 +313,7 @@ mod tests {
                 .build()
                 .unwrap();
             rt.block_on(async {
-                let p = spawn(&Program::shell(), &work, "sleep 30", &HashMap::new()).unwrap();
+                let p = spawn(&Program::shell(), &work, "sleep 30", &HashMap::new(), None).unwrap();
                 p.pgid
             })
         })

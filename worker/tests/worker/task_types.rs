@@ -25,6 +25,7 @@ fn def_task(id: i64, definition: Value, master: &str) -> TaskSpec {
         params: HashMap::new(),
         master_addr: master.into(),
         owner_epoch: 1,
+        tenant: String::new(),
     }
 }
 
