@@ -201,23 +201,39 @@ fn calls_between_nodes_need_the_cluster_secret() {
     });
 }
 
-/// `shoal worker` (or master) with `args` and no inherited secret; what it printed, once
-/// it exited or had a few seconds.
+/// `shoal worker` with `args` and no inherited secret; what it printed, once it exited or
+/// had a few seconds.
 fn worker_start(args: &[&str], secret: Option<&str>) -> (bool, String) {
-    use std::process::{Command, Stdio};
     let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let mut all = vec![
+        "worker",
+        "--port",
+        "0",
+        "--metrics-port",
+        "0",
+        "--data-dir",
+        data,
+    ];
+    // Nothing listens there: a node that gets past its secret check fails on etcd.
+    all.extend(["--etcd", "http://127.0.0.1:9"]);
+    all.extend(args);
+    start_briefly(&all, secret.map(|s| ("SHOAL_CLUSTER_SECRET", s)))
+}
+
+/// `shoal` with `args`, without the security settings of the test's environment but `env`;
+/// whether it succeeded and what it printed, once it exited or had a few seconds.
+fn start_briefly(args: &[&str], env: Option<(&str, &str)>) -> (bool, String) {
+    use std::process::{Command, Stdio};
     let mut cmd = Command::new(support::SHOAL);
-    cmd.args(["worker", "--port", "0", "--metrics-port", "0", "--data-dir"])
-        .arg(dir.path())
-        // Nothing listens there: a node that gets past its secret check fails on etcd.
-        .args(["--etcd", "http://127.0.0.1:9"])
-        .args(args)
+    cmd.args(args)
         .env_remove("SHOAL_CLUSTER_SECRET")
+        .env_remove("SHOAL_TOKEN")
         .env_remove("SHOAL_INSECURE")
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    if let Some(s) = secret {
-        cmd.env("SHOAL_CLUSTER_SECRET", s);
+    if let Some((k, v)) = env {
+        cmd.env(k, v);
     }
     let mut child = cmd.spawn().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
@@ -266,4 +282,61 @@ fn a_node_on_a_public_address_needs_a_secret_or_insecure() {
             "{args:?}: did not get to the registry:\n{err}"
         );
     }
+}
+
+#[test]
+fn an_api_server_on_a_public_address_needs_a_token_or_insecure() {
+    // Not a database: an api-server past its check fails on it at once.
+    let base = [
+        "api-server",
+        "--port",
+        "0",
+        "--database-url",
+        "bogus://x",
+    ];
+    let with = |extra: &[&'static str]| [&base[..], extra].concat();
+    let (ok, err) = start_briefly(&with(&["--bind", "0.0.0.0"]), None);
+    assert!(!ok);
+    assert!(
+        err.contains("without a token")
+            && err.contains("SHOAL_TOKEN")
+            && err.contains("--insecure"),
+        "{err}"
+    );
+    for (args, env, warns) in [
+        (with(&["--bind", "0.0.0.0", "--insecure"]), None, true),
+        (
+            with(&["--bind", "0.0.0.0"]),
+            Some(("SHOAL_TOKEN", "t0ken")),
+            false,
+        ),
+        (with(&["--bind", "127.0.0.1"]), None, false),
+    ] {
+        let (_, err) = start_briefly(&args, env);
+        assert!(
+            !err.contains("without a token,"),
+            "{args:?}: refused:\n{err}"
+        );
+        assert_eq!(err.contains("WITHOUT a token"), warns, "{args:?}:\n{err}");
+    }
+    // The same for standalone, whose API is the same.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let (ok, err) = start_briefly(
+        &[
+            "standalone",
+            "--bind",
+            "0.0.0.0",
+            "--port",
+            "0",
+            "--data-dir",
+            data,
+        ],
+        None,
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("the standalone listens on 0.0.0.0 without a token"),
+        "{err}"
+    );
 }

@@ -51,6 +51,32 @@ pub struct ExecArgs {
     pub allow_root_tenant: bool,
 }
 
+/// The API's token. Without one, only a loopback --bind is accepted, unless --insecure.
+fn api_token(
+    role: &str,
+    bind: IpAddr,
+    token: Option<String>,
+    insecure: bool,
+) -> anyhow::Result<Option<String>> {
+    let token = token.filter(|t| !t.is_empty());
+    if token.is_some() || bind.is_loopback() {
+        return Ok(token);
+    }
+    if !insecure {
+        anyhow::bail!(
+            "the {role} listens on {bind} without a token, so anyone who reaches its port \
+             could start workflows (which run commands): set SHOAL_TOKEN, bind to 127.0.0.1, \
+             or pass --insecure on a trusted network"
+        );
+    }
+    warn!(
+        %bind,
+        "{role} runs WITHOUT a token (--insecure): anyone who reaches its port can start \
+         workflows; set SHOAL_TOKEN"
+    );
+    Ok(None)
+}
+
 /// The `--cluster-secret` given, checked; none when not given.
 fn given_secret(secret: Option<&str>) -> anyhow::Result<ClusterSecret> {
     let secret = secret.map(ClusterSecret::new).transpose();
@@ -85,10 +111,15 @@ pub struct StandaloneArgs {
     pub port: u16,
     #[arg(long, env = "SHOAL_BIND", default_value = "127.0.0.1")]
     pub bind: IpAddr,
-    /// Bearer token every API call needs (but health and the OpenAPI document).
+    /// Bearer token every API call needs (but health and the OpenAPI document); required
+    /// when --bind is not a loopback address.
     #[arg(long, env = "SHOAL_TOKEN", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub token: Option<String>,
+    /// Serve the API on a non-loopback --bind without a token: anyone who reaches the
+    /// port can then start workflows, which run commands. Warns at start.
+    #[arg(long, env = "SHOAL_INSECURE")]
+    pub insecure: bool,
     /// Tasks the embedded worker runs at once.
     #[arg(long, env = "SHOAL_SLOTS", default_value_t = 100)]
     pub slots: u32,
@@ -117,6 +148,10 @@ pub struct ApiServerArgs {
     #[arg(long, env = "SHOAL_ETCD", value_delimiter = ',')]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub etcd: Vec<String>,
+    /// Serve the API on a non-loopback --bind without a token: anyone who reaches the
+    /// port can then start workflows, which run commands. Warns at start.
+    #[arg(long, env = "SHOAL_INSECURE")]
+    pub insecure: bool,
     /// The cluster's secret, carried by the calls to masters (stop, pause) and workers
     /// (task logs); the same on every node.
     #[arg(long, env = "SHOAL_CLUSTER_SECRET", hide_env_values = true)]
@@ -331,6 +366,7 @@ fn master_config(
 }
 
 pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
+    let token = api_token("standalone", args.bind, args.token, args.insecure)?;
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
     let db = args.data_dir.join("shoal.db");
@@ -379,7 +415,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
         listener,
         ApiState {
             store,
-            token: args.token,
+            token,
             registry: Some(registry),
             secret,
         },
@@ -394,6 +430,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
 
 pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
     let secret = given_secret(args.cluster_secret.as_deref())?;
+    let token = api_token("api-server", args.bind, args.token, args.insecure)?;
     let store = Store::connect(&args.database_url).await?;
     let registry = match args.etcd.is_empty() {
         true => None,
@@ -410,7 +447,7 @@ pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
         listener,
         ApiState {
             store,
-            token: args.token,
+            token,
             registry,
             secret,
         },

@@ -192,7 +192,14 @@ pub fn start_api_server(dir: &Path, env: &[(&str, &str)]) -> (Proc, Api) {
         "api-server",
         dir,
         SHOAL,
-        &["api-server", "--port", &port.to_string()],
+        // On loopback: the tests call the API without a token.
+        &[
+            "api-server",
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ],
         env,
     );
     let api = Api::new(port);

@@ -88,7 +88,8 @@ const env = {
   SHOAL_CLUSTER_SECRET: `e2e-${process.pid}-${Date.now()}-cluster-secret`,
 };
 const api = `http://127.0.0.1:${opts.port}`;
-sup.spawn("api-server", SHOAL, ["api-server", "--port", opts.port], env);
+// On loopback, so the suite needs no token (the token project covers sign-in).
+sup.spawn("api-server", SHOAL, ["api-server", "--port", opts.port, "--bind", "127.0.0.1"], env);
 await sup.waitFor("the api-server", () => healthy(`${api}/api/v1/health`));
 sup.spawn("master", SHOAL, ["master", "--port", masterPort, "--metrics-port", "0"], env);
 workerPorts.forEach((port, i) =>
