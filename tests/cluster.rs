@@ -287,13 +287,7 @@ fn a_node_on_a_public_address_needs_a_secret_or_insecure() {
 #[test]
 fn an_api_server_on_a_public_address_needs_a_token_or_insecure() {
     // Not a database: an api-server past its check fails on it at once.
-    let base = [
-        "api-server",
-        "--port",
-        "0",
-        "--database-url",
-        "bogus://x",
-    ];
+    let base = ["api-server", "--port", "0", "--database-url", "bogus://x"];
     let with = |extra: &[&'static str]| [&base[..], extra].concat();
     let (ok, err) = start_briefly(&with(&["--bind", "0.0.0.0"]), None);
     assert!(!ok);
