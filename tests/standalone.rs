@@ -398,3 +398,27 @@ fn a_workflow_s_tenant_runs_its_shell_tasks_as_that_os_user() {
         "{message}"
     );
 }
+
+#[test]
+fn start_runs_the_version_asked_for() {
+    let s = Standalone::start();
+    let v1 = "name: versioned\ntasks:\n  - { name: a, type: shell, command: 'echo one' }\n";
+    apply(&s, "versioned", v1);
+    apply(&s, "versioned", &v1.replace("echo one", "echo two"));
+    let out = cli(&s.api, &["start", "versioned", "--version", "1", "--wait"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let id: i64 = text(&out.stdout).trim().parse().unwrap();
+    let inst = s.api.wait_instance(id, Duration::from_secs(20));
+    assert_eq!(inst["version"], 1);
+    let a = task(&inst, "a")["id"].as_i64().unwrap();
+    let log = cli(&s.api, &["logs", &a.to_string()]);
+    assert_eq!(text(&log.stdout).trim(), "one");
+
+    let out = cli(&s.api, &["start", "versioned", "--version", "9"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("has no version 9 (latest is 2)"),
+        "{}",
+        text(&out.stderr)
+    );
+}

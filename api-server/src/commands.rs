@@ -33,6 +33,9 @@ pub struct StartRequest {
     /// Which tasks a start from `from_task` runs (the master's default: downstream).
     #[serde(default)]
     scope: Option<Scope>,
+    /// Run this stored version instead of the latest.
+    #[serde(default)]
+    version: Option<i32>,
 }
 
 /// A startup parameter's value: tasks see it as a string.
@@ -49,14 +52,15 @@ pub enum StartParam {
 #[derive(Serialize, ToSchema)]
 pub struct StartAccepted {
     pub command_id: i64,
-    /// The definition version the run pins (the latest).
+    /// The definition version the run pins (the latest, unless the request chose one).
     pub version: i32,
 }
 
 /// `POST /projects/{project}/workflows/{name}/start` with an optional JSON body
 /// `{"params": {...}, "priority": "high", "dry_run": true, "from_task": "b",
-/// "scope": "only|upstream|downstream"}`. Pins the latest version and answers 202 with
-/// the command id; `GET /commands/{id}` tells when it became an instance.
+/// "scope": "only|upstream|downstream", "version": 3}`. Pins the latest version (or the
+/// one asked for) and answers 202 with the command id; `GET /commands/{id}` tells when it
+/// became an instance.
 #[utoipa::path(
     post,
     path = "/projects/{project}/workflows/{name}/start",
@@ -67,7 +71,7 @@ pub struct StartAccepted {
     responses(
         (status = 202, description = "A command was written; `GET /commands/{command_id}` tells when it became an instance", body = StartAccepted),
         (status = 400, description = "A bad body, parameter or task", body = ErrorBody),
-        (status = 404, description = "No such workflow", body = ErrorBody),
+        (status = 404, description = "No such workflow, or no such version of it", body = ErrorBody),
     )
 )]
 pub async fn start(
@@ -82,7 +86,13 @@ pub async fn start(
             "\"scope\" needs \"from_task\": name the task to start from".into(),
         ));
     }
-    let def = latest_definition(&ctx, &project, &name).await?;
+    let def = match req.version {
+        None => latest_definition(&ctx, &project, &name).await?,
+        Some(v) => match ctx.store.get_definition(&project, &name, Some(v)).await? {
+            Some(def) => def,
+            None => return Err(crate::workflows::missing(&ctx, &project, &name, Some(v)).await),
+        },
+    };
     if let Some(task) = &req.from_task
         && !def.definition.tasks.iter().any(|t| &t.name == task)
     {

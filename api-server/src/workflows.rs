@@ -389,7 +389,8 @@ pub async fn versions(
 }
 
 /// The 404 for a definition lookup, telling a missing workflow from a missing version.
-async fn missing(ctx: &Ctx, project: &str, name: &str, version: Option<i32>) -> Error {
+/// The 404 for a workflow, or a version of it, that does not exist.
+pub(crate) async fn missing(ctx: &Ctx, project: &str, name: &str, version: Option<i32>) -> Error {
     if let Some(v) = version {
         match ctx.store.get_definition(project, name, None).await {
             Ok(Some(latest)) => {

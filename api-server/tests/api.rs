@@ -301,6 +301,40 @@ async fn starting_writes_a_pending_command() {
         api.get("/api/v1/commands/999999").await.status,
         StatusCode::NOT_FOUND
     );
+
+    // A chosen version, not the latest: a run of the old definition.
+    let v2 = DIAMOND.replace("- { name: d,", "- { name: e, type: noop }\n  - { name: d,");
+    let a = api.post("/api/v1/projects/default/workflows", &v2).await;
+    assert_eq!(a.json()["version"], 2, "{}", a.text);
+    let a = api
+        .post(
+            "/api/v1/projects/default/workflows/etl/start",
+            r#"{"version": 1}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::ACCEPTED, "{}", a.text);
+    assert_eq!(a.json()["version"], 1);
+    let old_run = a.json()["command_id"].as_i64().unwrap();
+    let a = api
+        .post(
+            "/api/v1/projects/default/workflows/etl/start",
+            r#"{"version": 7}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND, "{}", a.text);
+    assert_eq!(
+        a.error(),
+        "workflow 'default/etl' has no version 7 (latest is 2)"
+    );
+    let claimed = api.store.claim_commands("m1:5678", 10, 10).await.unwrap();
+    let run = claimed
+        .iter()
+        .find(|c| c.instance.command_id == old_run)
+        .unwrap();
+    assert_eq!(
+        run.instance.version, 1,
+        "the run pins the version asked for"
+    );
 }
 
 #[tokio::test]

@@ -1,4 +1,5 @@
-//! `shoal start NAME [--param k=v]... [--from-task T [--scope S]] [--dry-run] [--wait]`, and
+//! `shoal start NAME [--param k=v]... [--version N] [--from-task T [--scope S]] [--dry-run]
+//! [--wait]`, and
 //! the waiting for a command and following of an instance that other commands share.
 
 use super::http::{Api, Body, Unreachable};
@@ -24,6 +25,9 @@ pub struct StartArgs {
     /// Priority of this run [default: the definition's].
     #[arg(long)]
     priority: Option<Priority>,
+    /// Run this stored version of the workflow [default: the latest].
+    #[arg(long = "version", value_name = "N")]
+    definition_version: Option<i32>,
     /// Start from this task instead of the workflow's first tasks.
     #[arg(long, value_name = "TASK")]
     from_task: Option<String>,
@@ -109,6 +113,9 @@ pub async fn run(args: StartArgs) -> anyhow::Result<i32> {
     }
     if args.dry_run {
         body["dry_run"] = json!(true);
+    }
+    if let Some(v) = args.definition_version {
+        body["version"] = json!(v);
     }
     let path = ["projects", &args.project, "workflows", &args.name, "start"];
     let started: Started = api.post(&path, Body::json(&body)).await?;

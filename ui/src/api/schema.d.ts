@@ -470,8 +470,9 @@ export interface paths {
         /**
          * `POST /projects/{project}/workflows/{name}/start` with an optional JSON body
          *     `{"params": {...}, "priority": "high", "dry_run": true, "from_task": "b",
-         *     "scope": "only|upstream|downstream"}`. Pins the latest version and answers 202 with
-         *     the command id; `GET /commands/{id}` tells when it became an instance.
+         *     "scope": "only|upstream|downstream", "version": 3}`. Pins the latest version (or the
+         *     one asked for) and answers 202 with the command id; `GET /commands/{id}` tells when it
+         *     became an instance.
          */
         post: operations["startWorkflow"];
         delete?: never;
@@ -1089,7 +1090,7 @@ export interface components {
             command_id: number;
             /**
              * Format: int32
-             * @description The definition version the run pins (the latest).
+             * @description The definition version the run pins (the latest, unless the request chose one).
              */
             version: number;
         };
@@ -1123,6 +1124,11 @@ export interface components {
             };
             priority?: components["schemas"]["Priority"] | null;
             scope?: components["schemas"]["Scope"] | null;
+            /**
+             * Format: int32
+             * @description Run this stored version instead of the latest.
+             */
+            version?: number | null;
         };
         SubWorkflowSpec: {
             /**
@@ -2952,7 +2958,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No such workflow */
+            /** @description No such workflow, or no such version of it */
             404: {
                 headers: {
                     [name: string]: unknown;
