@@ -18,6 +18,7 @@ export interface Instance {
   state: string;
   run: number;
   project: string;
+  version: number;
   workflow: string;
   tasks: { id: number; name: string; state: string; attempt: number; run: number }[];
 }

@@ -106,6 +106,29 @@ tasks:
   expect(inst.tasks.map((t) => t.name)).toEqual(["two"]);
 });
 
+test("the start form runs the version chosen in it, with that version's parameters", async ({ page, api, shot }) => {
+  const wf = unique("two_versions");
+  const v1 = `name: ${wf}\nparams: { who: first }\ntasks:\n  - { name: hello, type: shell, command: 'echo \${who}' }\n`;
+  await api.apply("default", v1);
+  await api.apply("default", v1.replace("who: first", "who: second").replace("name: hello", "name: greet"));
+  await page.goto(`/projects/default/workflows/${wf}`);
+  await page.getByRole("button", { name: "Start", exact: true }).click();
+  const dialog = page.getByRole("dialog", { name: `Start ${wf}` });
+  const version = dialog.getByRole("combobox", { name: "Version", exact: true });
+  await expect(version).toHaveValue("2");
+  await expect(dialog.getByLabel("who", { exact: true })).toHaveValue("second");
+  await version.selectOption("1");
+  await expect(dialog.getByLabel("who", { exact: true })).toHaveValue("first");
+  await expect(dialog.getByRole("combobox", { name: "Start from task", exact: true }).getByRole("option", { name: "hello" })).toHaveCount(1);
+  await shot("start-dialog-version");
+  await dialog.getByRole("button", { name: "Start run" }).click();
+  const id = await instanceIdFromUrl(page);
+  await expect(instanceState(page)).toHaveText("success");
+  const inst = await api.instance(id);
+  expect(inst.tasks.map((t) => t.name)).toEqual(["hello"]);
+  expect(inst.version).toBe(1);
+});
+
 test("an unknown route says the page was not found", async ({ page, shot }) => {
   await page.goto("/no/such/page");
   await expect(page.getByRole("heading", { name: "Page not found" })).toBeVisible();

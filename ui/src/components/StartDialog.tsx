@@ -1,8 +1,9 @@
-// "Start run": a form built from the definition's params (defaults filled in), with
-// priority, dry run and start-from-task + scope. On success it opens the new instance.
+// "Start run": a form built from the definition's params (defaults filled in), with the
+// version to run (the latest by default), priority, dry run and start-from-task + scope.
+// The run pins the version the form shows. On success it opens the new instance.
 import { useEffect, useRef, useState, type FormEvent } from "react";
 import { getJson, send } from "../api/client";
-import type { CommandStatus, StoredWorkflow } from "../api/types";
+import type { CommandStatus, StoredWorkflow, WorkflowVersion } from "../api/types";
 import { navigate, path } from "../router";
 import { errorText } from "./format";
 
@@ -11,6 +12,7 @@ const PRIORITIES = ["highest", "high", "medium", "low", "lowest"];
 export function StartDialog({ project, workflow, onClose }: { project: string; workflow: string; onClose: () => void }) {
   const ref = useRef<HTMLDialogElement>(null);
   const [def, setDef] = useState<StoredWorkflow>();
+  const [versions, setVersions] = useState<WorkflowVersion[]>([]);
   const [params, setParams] = useState<Record<string, string>>({});
   const [priority, setPriority] = useState("");
   const [dryRun, setDryRun] = useState(false);
@@ -19,32 +21,37 @@ export function StartDialog({ project, workflow, onClose }: { project: string; w
   const [error, setError] = useState("");
   const [busy, setBusy] = useState("");
 
-  useEffect(() => {
-    ref.current?.showModal();
-    getJson<StoredWorkflow>(`/projects/${encodeURIComponent(project)}/workflows/${encodeURIComponent(workflow)}`)
+  const base = `/projects/${encodeURIComponent(project)}/workflows/${encodeURIComponent(workflow)}`;
+  /** Shows `version` (the latest when undefined): its params' defaults, its tasks. */
+  const load = (version?: number) =>
+    getJson<StoredWorkflow>(base, { query: version ? { version } : {} })
       .then((d) => {
         setDef(d);
         setParams({ ...(d.definition.params ?? {}) });
+        setFromTask("");
       })
       .catch((e) => setError(errorText(e)));
-  }, [project, workflow]);
+
+  useEffect(() => {
+    ref.current?.showModal();
+    load();
+    getJson<WorkflowVersion[]>(`${base}/versions`)
+      .then(setVersions)
+      .catch((e) => setError(errorText(e)));
+  }, [base]); // eslint-disable-line react-hooks/exhaustive-deps
 
   const submit = async (e: FormEvent) => {
     e.preventDefault();
     setError("");
     setBusy("Submitting…");
     try {
-      const body: Record<string, unknown> = { params, dry_run: dryRun };
+      const body: Record<string, unknown> = { params, dry_run: dryRun, version: def?.version };
       if (priority) body.priority = priority;
       if (fromTask) {
         body.from_task = fromTask;
         body.scope = scope;
       }
-      const { command_id } = await send<{ command_id: number }>(
-        "POST",
-        `/projects/${encodeURIComponent(project)}/workflows/${encodeURIComponent(workflow)}/start`,
-        { body },
-      );
+      const { command_id } = await send<{ command_id: number }>("POST", `${base}/start`, { body });
       setBusy(`Command ${command_id} written; waiting for a master to take it…`);
       // The master turns the command into an instance within moments.
       for (let i = 0; i < 600; i++) {
@@ -68,7 +75,17 @@ export function StartDialog({ project, workflow, onClose }: { project: string; w
     <dialog ref={ref} aria-label={`Start ${workflow}`} onClose={onClose} className="card dialog">
       <form onSubmit={submit}>
         <h2>Start {workflow}</h2>
-        {def && <p className="muted">Version {def.version}</p>}
+        <label>
+          Version
+          <select value={def?.version ?? ""} onChange={(e) => load(Number(e.target.value))} disabled={versions.length < 2}>
+            {versions.map((v, i) => (
+              <option key={v.version} value={v.version}>
+                v{v.version}
+                {i === 0 ? " (latest)" : ""}
+              </option>
+            ))}
+          </select>
+        </label>
         {names.length > 0 && (
           <fieldset>
             <legend>Parameters</legend>
