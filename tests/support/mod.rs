@@ -187,24 +187,45 @@ impl Api {
 
 /// `shoal api-server` on a free port with `env`, answering /health.
 pub fn start_api_server(dir: &Path, env: &[(&str, &str)]) -> (Proc, Api) {
-    let port = free_port();
-    let proc = Proc::spawn(
-        "api-server",
-        dir,
-        SHOAL,
-        // On loopback: the tests call the API without a token.
-        &[
+    // A port free a moment ago may have been taken since by another test's process: when
+    // the api-server cannot listen on it, it exits, and another port is tried.
+    for _ in 0..3 {
+        let port = free_port();
+        let mut proc = Proc::spawn(
             "api-server",
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-        ],
-        env,
-    );
-    let api = Api::new(port);
-    api.wait_healthy(&[&proc]);
-    (proc, api)
+            dir,
+            SHOAL,
+            // On loopback: the tests call the API without a token.
+            &[
+                "api-server",
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+            ],
+            env,
+        );
+        let api = Api::new(port);
+        let up = wait_for(
+            "the api-server to answer /health",
+            Duration::from_secs(60),
+            || {
+                if api.healthy() {
+                    return Some(true);
+                }
+                proc.child.try_wait().unwrap().map(|_| false)
+            },
+        );
+        if up {
+            return (proc, api);
+        }
+        let log = proc.log_text();
+        assert!(
+            log.contains("cannot listen on"),
+            "the api-server exited:\n{log}"
+        );
+    }
+    panic!("three free ports in a row were taken before the api-server could listen");
 }
 
 /// Runs a client command of the `shoal` binary against `api`.
