@@ -5,7 +5,7 @@ use crate::Ctx;
 use crate::actions::{ActionOffer, offers};
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, ApiQuery, path};
-use crate::schedules::parse_time;
+use crate::schedules::parse_optional_time;
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderName;
@@ -76,17 +76,12 @@ impl ListQuery {
                 Error::BadRequest(format!("offset '{s}' must be a number from 0"))
             })?,
         };
-        let time = |field: &str, text: Option<String>| {
-            text.filter(|s| !s.is_empty())
-                .map(|t| parse_time(field, &t))
-                .transpose()
-        };
         Ok(InstanceFilter {
             project: self.project.filter(|s| !s.is_empty()),
             workflow: self.workflow.filter(|s| !s.is_empty()),
             state,
-            from: time("from", self.from)?,
-            to: time("to", self.to)?,
+            from: parse_optional_time("from", self.from)?,
+            to: parse_optional_time("to", self.to)?,
             limit: Some(limit),
             offset: Some(offset),
         })

@@ -58,6 +58,13 @@ fn yes() -> bool {
     true
 }
 
+/// An optional RFC 3339 time of a query (empty is none); `field` names it in the error.
+pub(crate) fn parse_optional_time(field: &str, text: Option<String>) -> Result<Option<i64>> {
+    text.filter(|t| !t.is_empty())
+        .map(|t| parse_time(field, &t))
+        .transpose()
+}
+
 /// Parses an RFC 3339 time of the request; `field` names it in the error.
 pub(crate) fn parse_time(field: &str, text: &str) -> Result<i64> {
     chrono::DateTime::parse_from_rfc3339(text)
@@ -397,20 +404,11 @@ pub struct CronPreview {
 pub async fn preview_cron(ApiQuery(q): ApiQuery<CronPreviewQuery>) -> Result<Json<CronPreview>> {
     let count = preview_count(q.count)?;
     let timezone = q.timezone.filter(|z| !z.is_empty()).unwrap_or_else(utc);
-    let time = |field: &str, text: Option<String>| {
-        text.filter(|t| !t.is_empty())
-            .map(|t| parse_time(field, &t))
-            .transpose()
-    };
     let window = Window {
-        start_ms: time("start_time", q.start_time)?,
-        end_ms: time("end_time", q.end_time)?,
-    };
-    if let (Some(start), Some(end)) = (window.start_ms, window.end_ms)
-        && end < start
-    {
-        return Err(Error::BadRequest("end_time is before start_time".into()));
+        start_ms: parse_optional_time("start_time", q.start_time)?,
+        end_ms: parse_optional_time("end_time", q.end_time)?,
     }
+    .check()?;
     let cron = CronSchedule::parse(&q.cron, &timezone)?;
     Ok(Json(CronPreview {
         fire_times: upcoming(&cron, window, count),

@@ -59,22 +59,48 @@ fn api_token(
     insecure: bool,
 ) -> anyhow::Result<Option<String>> {
     let token = token.filter(|t| !t.is_empty());
-    if token.is_some() || bind.is_loopback() {
-        return Ok(token);
+    guard_public_bind(
+        role,
+        bind,
+        token.is_some(),
+        insecure,
+        Need {
+            what: "a token",
+            risk: "start workflows (which run commands)",
+            fix: "set SHOAL_TOKEN",
+        },
+    )?;
+    Ok(token)
+}
+
+/// What a listener on a public address needs, for the refusal and the warning.
+struct Need {
+    what: &'static str,
+    risk: &'static str,
+    fix: &'static str,
+}
+
+/// A `role` listening on a non-loopback `bind` without what it `needs` refuses to start,
+/// unless `insecure`: then it warns, at every start.
+fn guard_public_bind(
+    role: &str,
+    bind: IpAddr,
+    protected: bool,
+    insecure: bool,
+    need: Need,
+) -> anyhow::Result<()> {
+    let Need { what, risk, fix } = need;
+    if protected || bind.is_loopback() {
+        return Ok(());
     }
     if !insecure {
         anyhow::bail!(
-            "the {role} listens on {bind} without a token, so anyone who reaches its port \
-             could start workflows (which run commands): set SHOAL_TOKEN, bind to 127.0.0.1, \
-             or pass --insecure on a trusted network"
+            "the {role} listens on {bind} without {what}, so anyone who reaches its port could \
+             {risk}: {fix}, bind to 127.0.0.1, or pass --insecure on a trusted network"
         );
     }
-    warn!(
-        %bind,
-        "{role} runs WITHOUT a token (--insecure): anyone who reaches its port can start \
-         workflows; set SHOAL_TOKEN"
-    );
-    Ok(None)
+    warn!(%bind, "{role} runs WITHOUT {what} (--insecure): anyone who reaches its port can {risk}; {fix}");
+    Ok(())
 }
 
 /// The `--cluster-secret` given, checked; none when not given.
@@ -197,23 +223,17 @@ impl ClusterArgs {
     /// accepted, unless --insecure.
     fn secret(&self, role: &str) -> anyhow::Result<ClusterSecret> {
         let secret = given_secret(self.cluster_secret.as_deref())?;
-        if secret.is_set() || self.bind.is_loopback() {
-            return Ok(secret);
-        }
-        if !self.insecure {
-            anyhow::bail!(
-                "the {role} listens on {} without a cluster secret, so anyone who reaches its \
-                 port could call it: set SHOAL_CLUSTER_SECRET (the same on every node, e.g. \
-                 `openssl rand -hex 32`), bind to 127.0.0.1, or pass --insecure on a trusted \
-                 network",
-                self.bind
-            );
-        }
-        warn!(
-            bind = %self.bind,
-            "{role} runs WITHOUT a cluster secret (--insecure): anyone who reaches its gRPC \
-             port can call it; set SHOAL_CLUSTER_SECRET on every node"
-        );
+        guard_public_bind(
+            role,
+            self.bind,
+            secret.is_set(),
+            self.insecure,
+            Need {
+                what: "a cluster secret",
+                risk: "call it",
+                fix: "set SHOAL_CLUSTER_SECRET (the same on every node, e.g. `openssl rand -hex 32`)",
+            },
+        )?;
         Ok(secret)
     }
 }

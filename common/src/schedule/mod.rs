@@ -188,6 +188,18 @@ pub struct Window {
     pub end_ms: Option<i64>,
 }
 
+impl Window {
+    /// An end before the start is `Error::Invalid`.
+    pub fn check(self) -> Result<Window> {
+        match (self.start_ms, self.end_ms) {
+            (Some(start), Some(end)) if end < start => {
+                Err(Error::Invalid("end_time is before start_time".into()))
+            }
+            _ => Ok(self),
+        }
+    }
+}
+
 /// What a schedule does now: the fire times to run and the new cursor (the latest fire
 /// time dealt with, run or dropped).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -89,11 +89,7 @@ impl ScheduleSpec {
     /// The parsed cron; an invalid cron, time zone or window is `Error::Invalid`.
     pub fn check(&self) -> Result<CronSchedule> {
         let cron = CronSchedule::parse(&self.cron, &self.timezone)?;
-        if let (Some(start), Some(end)) = (self.start_time, self.end_time)
-            && end < start
-        {
-            return Err(Error::Invalid("end_time is before start_time".into()));
-        }
+        self.window().check()?;
         Ok(cron)
     }
 
