@@ -284,36 +284,74 @@ fn a_node_on_a_public_address_needs_a_secret_or_insecure() {
     }
 }
 
+/// The bootstrap admin token the first start of an api-server printed in `log`.
+fn bootstrap_token(log: &str) -> Option<String> {
+    let line = log.lines().find(|l| l.trim_start().starts_with("shoal_"))?;
+    Some(line.trim().to_string())
+}
+
 #[test]
-fn an_api_server_on_a_public_address_needs_a_token_or_insecure() {
-    // Not a database: an api-server past its check fails on it at once.
-    let base = ["api-server", "--port", "0", "--database-url", "bogus://x"];
-    let with = |extra: &[&'static str]| [&base[..], extra].concat();
-    let (ok, err) = start_briefly(&with(&["--bind", "0.0.0.0"]), None);
-    assert!(!ok);
+fn an_api_server_always_needs_a_token_and_its_first_start_prints_the_admins() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = support::TestDb::create("shoal_bootstrap");
+    let start = |name: &str| {
+        let port = support::free_port();
+        let args = [
+            "api-server",
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ];
+        let env = [("SHOAL_DATABASE_URL", db.url.as_str())];
+        let proc = support::Proc::spawn(name, dir.path(), support::SHOAL, &args, &env);
+        (proc, format!("http://127.0.0.1:{port}/api/v1"))
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::blocking::Client::new();
+    let status = |url: &str, token: Option<&str>| {
+        let mut req = http.get(url);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send().map(|r| r.status().as_u16()).unwrap_or(0)
+    };
+    let (first, api) = start("api-server");
+    let token = support::wait_for("the bootstrap token", Duration::from_secs(60), || {
+        bootstrap_token(&first.log_text())
+    });
+    support::wait_for("the api", Duration::from_secs(30), || {
+        (status(&format!("{api}/health"), None) == 200).then_some(())
+    });
     assert!(
-        err.contains("without a token")
-            && err.contains("SHOAL_TOKEN")
-            && err.contains("--insecure"),
-        "{err}"
+        first
+            .log_text()
+            .contains("Created the global admin 'admin'")
     );
-    for (args, env, warns) in [
-        (with(&["--bind", "0.0.0.0", "--insecure"]), None, true),
-        (
-            with(&["--bind", "0.0.0.0"]),
-            Some(("SHOAL_TOKEN", "t0ken")),
-            false,
-        ),
-        (with(&["--bind", "127.0.0.1"]), None, false),
-    ] {
-        let (_, err) = start_briefly(&args, env);
-        assert!(
-            !err.contains("without a token,"),
-            "{args:?}: refused:\n{err}"
-        );
-        assert_eq!(err.contains("WITHOUT a token"), warns, "{args:?}:\n{err}");
-    }
-    // The same for standalone, whose API is the same.
+    assert_eq!(status(&format!("{api}/instances"), None), 401);
+    assert_eq!(status(&format!("{api}/instances"), Some("guess")), 401);
+    assert_eq!(status(&format!("{api}/instances"), Some(&token)), 200);
+    assert_eq!(
+        status(&format!("{api}/users"), Some(&token)),
+        200,
+        "a global admin"
+    );
+
+    // Later starts keep the admin and print no token.
+    let (second, api2) = start("api-server-2");
+    support::wait_for("the second api", Duration::from_secs(60), || {
+        (status(&format!("{api2}/health"), None) == 200).then_some(())
+    });
+    assert_eq!(status(&format!("{api2}/instances"), Some(&token)), 200);
+    assert_eq!(
+        bootstrap_token(&second.log_text()),
+        None,
+        "{}",
+        second.log_text()
+    );
+    drop((first, second));
+
+    // A standalone on a public address needs --auth.
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap();
     let (ok, err) = start_briefly(
@@ -330,7 +368,7 @@ fn an_api_server_on_a_public_address_needs_a_token_or_insecure() {
     );
     assert!(!ok);
     assert!(
-        err.contains("the standalone listens on 0.0.0.0 without a token"),
+        err.contains("the standalone listens on 0.0.0.0 without auth") && err.contains("--auth"),
         "{err}"
     );
 }

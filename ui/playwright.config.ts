@@ -72,7 +72,7 @@ if (wanted("cluster")) webServer.push(server("cluster", `node e2e/cluster.mjs --
 if (wanted("token"))
   webServer.push(server("token", `node e2e/standalone.mjs --name token --port ${tokenPort} --token ${TOKEN}`, tokenPort, 60_000));
 
-export default defineConfig({
+export default defineConfig<{ token?: string }>({
   testDir: "e2e",
   outputDir: "test-results",
   fullyParallel: true,
@@ -91,7 +91,7 @@ export default defineConfig({
   },
   projects: [
     { name: "standalone", testIgnore: /signin\.spec\.ts/, use: { baseURL: `http://127.0.0.1:${standalonePort}` } },
-    { name: "cluster", testIgnore: /signin\.spec\.ts/, use: { baseURL: `http://127.0.0.1:${clusterPort}` } },
+    { name: "cluster", testIgnore: /signin\.spec\.ts/, use: { baseURL: `http://127.0.0.1:${clusterPort}`, token: TOKEN } },
     { name: "token", testMatch: /signin\.spec\.ts/, use: { baseURL: `http://127.0.0.1:${tokenPort}` } },
   ],
   webServer,

@@ -2,12 +2,13 @@
 //! alert outbox with its delivery record (`GET /alerts`).
 
 use crate::Ctx;
+use crate::access::Caller;
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, ApiQuery, Body, path};
 use crate::task_groups::Deleted;
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shoal_common::store::{
@@ -192,6 +193,7 @@ pub struct Alert {
 )]
 pub async fn list(
     State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
     ApiQuery(q): ApiQuery<AlertsQuery>,
 ) -> Result<Json<Vec<Alert>>> {
     let state = q.state.filter(|s| !s.is_empty());
@@ -206,6 +208,7 @@ pub async fn list(
         workflow_instance_id: q.instance,
         state,
         limit: q.limit,
+        projects: caller.visible_projects(),
     };
     let rows = ctx.store.list_alerts(&filter).await?;
     Ok(Json(rows.iter().map(alert_json).collect()))

@@ -4,12 +4,13 @@
 //! the runs not started yet.
 
 use crate::Ctx;
+use crate::access::Caller;
 use crate::commands::{latest_definition, refuse_undefined, startup_params};
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, ApiQuery, Body, path};
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -247,11 +248,19 @@ fn default_project() -> String {
 )]
 pub async fn list(
     State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<Vec<Backfill>>> {
     let workflow = q.workflow.as_deref().map(|w| (q.project.as_str(), w));
+    if workflow.is_some() {
+        caller.check_visible(&q.project)?;
+    }
     let limit = q.limit.unwrap_or(100).clamp(1, 1_000);
-    let rows = ctx.store.list_backfills(workflow, limit).await?;
+    let visible = caller.visible_projects();
+    let rows = ctx
+        .store
+        .list_backfills(workflow, visible.as_deref(), limit)
+        .await?;
     Ok(Json(rows.iter().map(backfill_json).collect()))
 }
 

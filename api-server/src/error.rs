@@ -19,6 +19,9 @@ pub enum Error {
     NotFound(String),
     #[error("missing or invalid bearer token")]
     Unauthorized,
+    /// The caller is known but lacks the role; the message names it.
+    #[error("{0}")]
+    Forbidden(String),
     #[error("method {0} is not allowed on this path")]
     MethodNotAllowed(String),
     #[error("request body is larger than the limit of {limit} bytes")]
@@ -73,6 +76,7 @@ impl Error {
             Error::Definition(_) | Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
+            Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Error::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Error::Conflict(_) | Error::Store(S::Conflict(_)) => StatusCode::CONFLICT,

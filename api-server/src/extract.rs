@@ -12,6 +12,17 @@ use shoal_common::definition::MAX_DEFINITION_BYTES;
 /// The largest request body accepted by any route (a workflow definition is the largest).
 pub const MAX_BODY_BYTES: usize = MAX_DEFINITION_BYTES;
 
+/// 400 unless `name` is a valid name of a `what` (project, user, token): 1-128 letters,
+/// digits, `_`, `-` or `.`, not starting with `.` or `-`.
+pub fn check_name(what: &str, name: &str) -> Result<(), Error> {
+    if shoal_common::definition::valid_name(name) {
+        return Ok(());
+    }
+    Err(Error::BadRequest(format!(
+        "invalid {what} name '{name}': use 1-128 letters, digits, '_', '-' or '.', not starting with '.' or '-'"
+    )))
+}
+
 pub struct ApiPath<T>(pub T);
 
 impl<T, S> FromRequestParts<S> for ApiPath<T>

@@ -2,13 +2,14 @@
 //! lowercase snake case.
 
 use crate::Ctx;
+use crate::access::Caller;
 use crate::actions::{ActionOffer, offers};
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, ApiQuery, path};
 use crate::schedules::parse_optional_time;
-use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderName;
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use shoal_common::store::{InstanceFilter, InstanceRow, StartOptions, TaskInstanceRow};
 use shoal_common::types::{Priority, TaskState, TaskType, WorkflowState, ms_to_rfc3339};
@@ -78,6 +79,7 @@ impl ListQuery {
         };
         Ok(InstanceFilter {
             project: self.project.filter(|s| !s.is_empty()),
+            projects: None,
             workflow: self.workflow.filter(|s| !s.is_empty()),
             state,
             from: parse_optional_time("from", self.from)?,
@@ -104,9 +106,14 @@ impl ListQuery {
 )]
 pub async fn list(
     State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<([(HeaderName, String); 1], Json<Vec<InstanceSummary>>)> {
-    let filter = q.into_filter()?;
+    let mut filter = q.into_filter()?;
+    if let Some(project) = &filter.project {
+        caller.check_visible(project)?;
+    }
+    filter.projects = caller.visible_projects();
     let rows = ctx.store.list_instances(&filter).await?;
     let total = ctx.store.count_instances(&filter).await?;
     Ok((

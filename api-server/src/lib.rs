@@ -8,9 +8,9 @@
 //! same list of routes as the router ([`api_routes`]) and served at
 //! `GET /api/v1/openapi.json`, with Swagger UI at `/api/docs`.
 
+mod access;
 mod actions;
 mod alerts;
-mod auth;
 mod backfills;
 mod channels;
 mod cluster;
@@ -27,6 +27,7 @@ mod task_groups;
 mod ui;
 mod workflows;
 
+pub use access::Auth;
 pub use error::{Error, Result};
 pub use metrics::{metrics_router, serve_metrics};
 pub use openapi::document as openapi_document;
@@ -38,6 +39,7 @@ use serde::Serialize;
 use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::registry::Registry;
 use shoal_common::store::Store;
+use std::collections::HashMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
@@ -49,9 +51,9 @@ use utoipa_axum::routes;
 #[derive(Clone)]
 pub struct ApiState {
     pub store: Store,
-    /// When set, every request under `/api/v1` (but health, the OpenAPI document and the
-    /// session check) needs `Authorization: Bearer <token>`.
-    pub token: Option<String>,
+    /// Whether requests need a user's token (all under `/api/v1` but health, the OpenAPI
+    /// document and the session check, and `GET /metrics`).
+    pub auth: Auth,
     /// Cluster membership, for `GET /cluster` (None: the api-server was started without
     /// a registry, and the listing says so).
     pub registry: Option<Registry>,
@@ -66,8 +68,9 @@ pub(crate) struct Ctx {
     pub registry: Option<Registry>,
     /// gRPC channels to workers and masters.
     pub peers: Arc<channels::Channels>,
-    /// The bearer token requests need (None: no auth).
-    pub token: Option<Arc<str>>,
+    pub auth: Arc<Auth>,
+    /// The operation id of each (method, full path template), for the access policy.
+    pub operations: Arc<HashMap<(Method, String), String>>,
     /// The OpenAPI document, serialized once.
     pub openapi: Arc<str>,
 }
@@ -79,9 +82,18 @@ pub(crate) struct Ctx {
 fn api_routes() -> OpenApiRouter<Ctx> {
     OpenApiRouter::new()
         .routes(routes!(health))
-        .routes(routes!(auth::session))
+        .routes(routes!(access::session))
+        .routes(routes!(access::users::create, access::users::list))
+        .routes(routes!(access::users::disable))
+        .routes(routes!(access::users::enable))
+        .routes(routes!(access::tokens::create, access::tokens::list))
+        .routes(routes!(access::tokens::revoke))
+        .routes(routes!(access::audit::list))
         .routes(routes!(openapi::document_json))
-        .routes(routes!(projects::list))
+        .routes(routes!(projects::create, projects::list))
+        .routes(routes!(projects::get, projects::delete))
+        .routes(routes!(projects::members))
+        .routes(routes!(projects::set_member, projects::remove_member))
         .routes(routes!(workflows::apply, workflows::list))
         .routes(routes!(workflows::validate))
         .routes(routes!(workflows::get))
@@ -128,25 +140,24 @@ fn parts() -> (Router<Ctx>, Router<Ctx>, utoipa::openapi::OpenApi) {
 /// The whole HTTP surface: `/api/v1/...`, `GET /metrics` (Prometheus), the API's
 /// interactive docs at `/api/docs`, the web UI, and JSON 404/405 answers for anything else.
 pub fn router(state: ApiState) -> Router {
-    let token: Option<Arc<str>> = state.token.filter(|t| !t.is_empty()).map(Arc::from);
     let (api, outside, doc) = parts();
     let ctx = Ctx {
         store: state.store,
         registry: state.registry,
         peers: Arc::new(channels::Channels::new(state.secret)),
-        token: token.clone(),
+        auth: Arc::new(state.auth),
+        operations: Arc::new(openapi::operations(&doc)),
         openapi: Arc::from(doc.to_json().expect("the OpenAPI document serializes")),
     };
+    let guard = axum::middleware::from_fn_with_state(ctx.clone(), access::guard);
     let api = api
         .method_not_allowed_fallback(method_not_allowed)
-        .route_layer(axum::middleware::from_fn_with_state(
-            token,
-            auth::require_token,
-        ))
+        .route_layer(guard.clone())
         .layer(axum::middleware::from_fn(metrics::track))
         .with_state(ctx.clone());
 
     outside
+        .route_layer(guard)
         .with_state(ctx)
         .nest("/api/v1", api)
         .merge(openapi::docs_router())
@@ -163,9 +174,10 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<()> {
     let addr = listener.local_addr()?;
-    let auth = state.token.as_deref().is_some_and(|t| !t.is_empty());
-    tracing::info!(%addr, auth, "api-server listening");
-    axum::serve(listener, router(state))
+    tracing::info!(%addr, auth = state.auth.is_on(), "api-server listening");
+    // The peer address is what the audit log records as the caller's.
+    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await?;
     tracing::info!(%addr, "api-server stopped");

@@ -4,11 +4,14 @@
 //! (Swagger UI, bundled in the binary), printed by `shoal openapi`.
 
 use crate::Ctx;
+use crate::access::policy::{self, Need};
 use crate::error::ErrorBody;
 use axum::Router;
 use axum::extract::State;
+use axum::http::Method;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
+use std::collections::HashMap;
 use utoipa::OpenApi;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::response::ResponseBuilder;
@@ -28,11 +31,15 @@ const BEARER: &str = "bearer";
     info(
         title = "shoal",
         description = "REST API of shoal, a workflow scheduler. Errors are JSON `ErrorBody` \
-            objects. When the server runs with a token, every request needs `Authorization: \
-            Bearer <token>`, reads included, but health, this document and the session check."
+            objects. With auth on, every request needs `Authorization: Bearer <token>` (a user's \
+            API token), reads included, but health, this document and the session check; \
+            each operation needs a role: viewer, operator, editor or admin of its project, or \
+            global admin."
     ),
     components(schemas(ErrorBody)),
     tags(
+        (name = "projects", description = "Projects and their members"),
+        (name = "access", description = "Users, API tokens, the session and the audit log"),
         (name = "workflows", description = "Workflow definitions, versions and starts"),
         (name = "schedules", description = "Cron schedules of a workflow"),
         (name = "backfills", description = "Runs of a workflow for past dates"),
@@ -50,8 +57,8 @@ pub(crate) fn base() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
 }
 
-/// Adds what every operation shares: a 500 answer, and (but for the open paths and
-/// `/metrics`, outside the API) the bearer token and its 401 answer.
+/// Adds what every operation shares: a 500 answer, and (but for the open operations) the
+/// bearer token and its 401 and 403 answers.
 pub(crate) fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     doc.components
         .get_or_insert_with(Default::default)
@@ -59,10 +66,7 @@ pub(crate) fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::Open
             BEARER,
             SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
         );
-    for (path, item) in doc.paths.paths.iter_mut() {
-        let guarded = path
-            .strip_prefix("/api/v1")
-            .is_some_and(|p| !crate::auth::OPEN.contains(&p));
+    for item in doc.paths.paths.values_mut() {
         let operations = [
             &mut item.get,
             &mut item.post,
@@ -72,13 +76,11 @@ pub(crate) fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::Open
         ];
         for op in operations {
             let Some(op) = op else { continue };
-            if guarded {
+            let id = op.operation_id.as_deref().unwrap_or_default();
+            if policy::rule(id) != Some(Need::Open) {
                 op.security = Some(vec![SecurityRequirement::new(BEARER, Vec::<String>::new())]);
-                add_error(
-                    op,
-                    401,
-                    "The server has a token and the request does not carry it",
-                );
+                add_error(op, 401, "Auth is on and the request carries no valid token");
+                add_error(op, 403, "The caller lacks the role this needs");
             }
             add_error(
                 op,
@@ -105,6 +107,26 @@ fn add_error(op: &mut Operation, status: u16, description: &str) {
         .responses
         .entry(status.to_string())
         .or_insert(RefOr::T(response));
+}
+
+/// The operation id of every (method, path) of `doc`, for the access guard.
+pub(crate) fn operations(doc: &utoipa::openapi::OpenApi) -> HashMap<(Method, String), String> {
+    let mut map = HashMap::new();
+    for (path, item) in &doc.paths.paths {
+        let operations = [
+            (Method::GET, &item.get),
+            (Method::POST, &item.post),
+            (Method::PUT, &item.put),
+            (Method::DELETE, &item.delete),
+            (Method::PATCH, &item.patch),
+        ];
+        for (method, op) in operations {
+            if let Some(id) = op.as_ref().and_then(|op| op.operation_id.clone()) {
+                map.insert((method, path.clone()), id);
+            }
+        }
+    }
+    map
 }
 
 /// The OpenAPI document, built from the same routes as the router.

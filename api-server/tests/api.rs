@@ -5,7 +5,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use serde_json::{Value, json};
-use shoal_api_server::{ApiState, router};
+use shoal_api_server::{ApiState, Auth, router};
 use shoal_common::proto::master_server::{Master, MasterServer};
 use shoal_common::proto::worker_server::{Worker, WorkerServer};
 use shoal_common::proto::{
@@ -65,7 +65,7 @@ async fn api(token: Option<&str>) -> Api {
         registry: None,
         secret: Default::default(),
         store: store.clone(),
-        token: token.map(Into::into),
+        auth: token.map_or(Auth::Off, |t| Auth::tokens(Some(t.into()))),
     };
     Api {
         app: router(state),
@@ -75,6 +75,15 @@ async fn api(token: Option<&str>) -> Api {
 }
 
 impl Api {
+    /// `GET /projects` as (name, workflows) pairs.
+    async fn projects(&self) -> Value {
+        let list = self.get("/api/v1/projects").await.json();
+        let pairs = list.as_array().unwrap().iter();
+        pairs
+            .map(|p| json!({"name": p["name"], "workflows": p["workflows"]}))
+            .collect()
+    }
+
     async fn call(&self, method: &str, uri: &str, bearer: Option<&str>, body: &str) -> Answer {
         let mut req = Request::builder().method(method).uri(uri);
         if let Some(t) = bearer {
@@ -212,7 +221,7 @@ async fn a_project_named_like_a_path_is_refused_and_nothing_is_stored() {
         assert_eq!(a.status, StatusCode::BAD_REQUEST, "{project}: {}", a.text);
         assert!(a.error().contains("invalid project name"), "{}", a.text);
     }
-    let projects = api.get("/api/v1/projects").await.json();
+    let projects = api.projects().await;
     assert_eq!(projects, json!([{"name": "default", "workflows": 0}]));
 }
 
@@ -1149,7 +1158,7 @@ async fn instances_are_paged_by_offset_and_time_with_the_total_in_a_header() {
 async fn projects_are_listed_with_their_workflow_counts_and_default_always() {
     let api = api(None).await;
     assert_eq!(
-        api.get("/api/v1/projects").await.json(),
+        api.projects().await,
         json!([{"name": "default", "workflows": 0}])
     );
     for (project, name) in [
@@ -1163,7 +1172,7 @@ async fn projects_are_listed_with_their_workflow_counts_and_default_always() {
         assert!(api.post(&url, &def).await.status.is_success());
     }
     assert_eq!(
-        api.get("/api/v1/projects").await.json(),
+        api.projects().await,
         json!([
             {"name": "analytics", "workflows": 1},
             {"name": "default", "workflows": 0},
@@ -1173,7 +1182,7 @@ async fn projects_are_listed_with_their_workflow_counts_and_default_always() {
     api.post("/api/v1/projects/default/workflows", DIAMOND)
         .await;
     assert_eq!(
-        api.get("/api/v1/projects").await.json()[1],
+        api.projects().await[1],
         json!({"name": "default", "workflows": 1})
     );
 }
@@ -1306,7 +1315,7 @@ async fn validate_checks_like_apply_and_stores_nothing() {
         json!([])
     );
     assert_eq!(
-        api.get("/api/v1/projects").await.json(),
+        api.projects().await,
         json!([{"name": "default", "workflows": 0}])
     );
 
@@ -1354,18 +1363,13 @@ async fn validate_checks_like_apply_and_stores_nothing() {
 #[tokio::test]
 async fn the_session_checks_a_token_only_when_the_server_has_one() {
     let open = api(None).await;
+    let anonymous = json!({"auth": false, "user": "anonymous", "admin": true, "roles": {}});
     let a = open.get("/api/v1/session").await;
-    assert_eq!(
-        (a.status, a.json()),
-        (StatusCode::OK, json!({"auth": false}))
-    );
+    assert_eq!((a.status, a.json()), (StatusCode::OK, anonymous.clone()));
     let a = open
         .call("GET", "/api/v1/session", Some("anything"), "")
         .await;
-    assert_eq!(
-        (a.status, a.json()),
-        (StatusCode::OK, json!({"auth": false}))
-    );
+    assert_eq!((a.status, a.json()), (StatusCode::OK, anonymous));
 
     let guarded = api(Some("s3cret")).await;
     let a = guarded.get("/api/v1/session").await;
@@ -1380,7 +1384,10 @@ async fn the_session_checks_a_token_only_when_the_server_has_one() {
         .await;
     assert_eq!(
         (a.status, a.json()),
-        (StatusCode::OK, json!({"auth": true}))
+        (
+            StatusCode::OK,
+            json!({"auth": true, "user": "SHOAL_TOKEN", "admin": true, "roles": {}})
+        )
     );
     // No CORS headers (the UI is same-origin).
     let a = guarded
@@ -1424,7 +1431,7 @@ async fn the_cluster_is_listed_from_the_registry_standalone_passes() {
     .unwrap();
     let app = router(ApiState {
         store,
-        token: None,
+        auth: Auth::Off,
         registry: Some(registry),
         secret: Default::default(),
     });

@@ -7,7 +7,7 @@
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use shoal_api_server::{ApiState, router, serve_metrics};
+use shoal_api_server::{ApiState, Auth, router, serve_metrics};
 use shoal_common::store::{InstanceUpdate, Store, WriteBatch};
 use shoal_common::types::WorkflowState;
 use std::time::Duration;
@@ -30,7 +30,7 @@ async fn app(token: Option<&str>) -> (Router, Store, TempDir) {
         registry: None,
         secret: Default::default(),
         store: store.clone(),
-        token: token.map(Into::into),
+        auth: token.map_or(Auth::Off, |t| Auth::tokens(Some(t.into()))),
     };
     (router(state), store, dir)
 }

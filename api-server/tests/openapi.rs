@@ -7,7 +7,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use serde_json::Value;
-use shoal_api_server::{ApiState, openapi_document, router};
+use shoal_api_server::{ApiState, Auth, openapi_document, router};
 use shoal_common::store::Store;
 use std::collections::BTreeSet;
 use tempfile::TempDir;
@@ -32,7 +32,7 @@ async fn app_with_token(token: Option<&str>) -> (Router, TempDir) {
     let store = Store::connect(&url).await.unwrap();
     let state = ApiState {
         store,
-        token: token.map(Into::into),
+        auth: token.map_or(Auth::Off, |t| Auth::tokens(Some(t.into()))),
         registry: None,
         secret: Default::default(),
     };
@@ -82,7 +82,8 @@ fn probe_uri(path: &str) -> String {
         .replace("{project}", "default")
         .replace("{name}", "probe")
         .replace("{id}", "987654")
-        .replace("{action}", "stop");
+        .replace("{action}", "stop")
+        .replace("{user}", "probe");
     assert!(
         !uri.contains('{'),
         "no probe value for a parameter of {path}"

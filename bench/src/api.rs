@@ -60,10 +60,18 @@ struct CommandStatus {
     error: Option<String>,
 }
 
+/// The admin token (SHOAL_TOKEN) of the servers the bench starts; a standalone without
+/// auth ignores it.
+pub const TOKEN: &str = "bench-admin-token";
+
 impl Api {
     pub fn new(base: &str) -> Result<Api> {
+        let mut headers = reqwest::header::HeaderMap::new();
+        let bearer = format!("Bearer {TOKEN}");
+        headers.insert(reqwest::header::AUTHORIZATION, bearer.parse()?);
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
+            .default_headers(headers)
             .build()?;
         Ok(Api {
             http,

@@ -170,6 +170,8 @@ impl Spawned {
             .args(args)
             // As a production cluster runs: every gRPC call carries the secret.
             .env("SHOAL_CLUSTER_SECRET", "bench-cluster-secret-0123456789")
+            // The api-server's admin token, which the bench's client sends.
+            .env("SHOAL_TOKEN", crate::api::TOKEN)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

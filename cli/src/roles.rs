@@ -3,10 +3,11 @@
 use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
-use shoal_api_server::ApiState;
+use shoal_api_server::{ApiState, Auth};
+use shoal_common::access::{new_token, token_hash};
 use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::registry::Registry;
-use shoal_common::store::Store;
+use shoal_common::store::{BOOTSTRAP_ADMIN, Store};
 use shoal_master::MasterConfig;
 use shoal_worker::WorkerConfig;
 use std::net::{IpAddr, SocketAddr};
@@ -51,26 +52,41 @@ pub struct ExecArgs {
     pub allow_root_tenant: bool,
 }
 
-/// The API's token. Without one, only a loopback --bind is accepted, unless --insecure.
-fn api_token(
-    role: &str,
-    bind: IpAddr,
-    token: Option<String>,
-    insecure: bool,
-) -> anyhow::Result<Option<String>> {
-    let token = token.filter(|t| !t.is_empty());
+/// How the API of `role` authenticates. Without auth, only a loopback --bind is accepted,
+/// unless --insecure.
+fn api_auth(role: &str, bind: IpAddr, on: bool, insecure: bool) -> anyhow::Result<()> {
     guard_public_bind(
         role,
         bind,
-        token.is_some(),
+        on,
         insecure,
         Need {
-            what: "a token",
+            what: "auth",
             risk: "start workflows (which run commands)",
-            fix: "set SHOAL_TOKEN",
+            fix: "pass --auth (or set SHOAL_TOKEN)",
         },
-    )?;
-    Ok(token)
+    )
+}
+
+/// Auth on, with `token` (SHOAL_TOKEN) as a global admin's if given. Without one, the first
+/// start on a store without users creates the global admin and prints its token, once.
+async fn token_auth(store: &Store, token: Option<String>) -> anyhow::Result<Auth> {
+    let token = token.filter(|t| !t.is_empty());
+    if token.is_none() {
+        let bootstrap = new_token().context("cannot read /dev/urandom")?;
+        if store.bootstrap_admin(&token_hash(&bootstrap)).await? {
+            info!(
+                user = BOOTSTRAP_ADMIN,
+                "created the first user, a global admin"
+            );
+            println!(
+                "\nCreated the global admin '{BOOTSTRAP_ADMIN}'. Its API token, shown this once:\n\n    \
+                 {bootstrap}\n\nSign in to the web UI with it, or `export SHOAL_TOKEN=...` for the CLI; \
+                 `shoal user create` adds users, `shoal token create` more tokens.\n"
+            );
+        }
+    }
+    Ok(Auth::tokens(token))
 }
 
 /// What a listener on a public address needs, for the refusal and the warning.
@@ -137,13 +153,18 @@ pub struct StandaloneArgs {
     pub port: u16,
     #[arg(long, env = "SHOAL_BIND", default_value = "127.0.0.1")]
     pub bind: IpAddr,
-    /// Bearer token every API call needs (but health and the OpenAPI document); required
-    /// when --bind is not a loopback address.
+    /// Require API tokens (users, projects and roles, as in a cluster). The first start
+    /// with it creates the global admin `admin` and prints its token. Needed when --bind is
+    /// not a loopback address.
+    #[arg(long, env = "SHOAL_AUTH")]
+    pub auth: bool,
+    /// A token accepted as a global admin's (implies --auth); the way in before any user
+    /// exists, or back in when their tokens are lost.
     #[arg(long, env = "SHOAL_TOKEN", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub token: Option<String>,
-    /// Serve the API on a non-loopback --bind without a token: anyone who reaches the
-    /// port can then start workflows, which run commands. Warns at start.
+    /// Serve the API on a non-loopback --bind without auth: anyone who reaches the port
+    /// can then start workflows, which run commands. Warns at start.
     #[arg(long, env = "SHOAL_INSECURE")]
     pub insecure: bool,
     /// Tasks the embedded worker runs at once.
@@ -166,7 +187,9 @@ pub struct ApiServerArgs {
     pub port: u16,
     #[arg(long, env = "SHOAL_BIND", default_value = "0.0.0.0")]
     pub bind: IpAddr,
-    /// Bearer token every API call needs (but health and the OpenAPI document).
+    /// A token accepted as a global admin's, besides users' tokens (every request needs
+    /// one). Without it, the first start of a cluster creates the global admin `admin` and
+    /// prints its token once.
     #[arg(long, env = "SHOAL_TOKEN", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub token: Option<String>,
@@ -174,10 +197,6 @@ pub struct ApiServerArgs {
     #[arg(long, env = "SHOAL_ETCD", value_delimiter = ',')]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub etcd: Vec<String>,
-    /// Serve the API on a non-loopback --bind without a token: anyone who reaches the
-    /// port can then start workflows, which run commands. Warns at start.
-    #[arg(long, env = "SHOAL_INSECURE")]
-    pub insecure: bool,
     /// The cluster's secret, carried by the calls to masters (stop, pause) and workers
     /// (task logs); the same on every node.
     #[arg(long, env = "SHOAL_CLUSTER_SECRET", hide_env_values = true)]
@@ -386,11 +405,16 @@ fn master_config(
 }
 
 pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
-    let token = api_token("standalone", args.bind, args.token, args.insecure)?;
+    let auth_on = args.auth || args.token.as_deref().is_some_and(|t| !t.is_empty());
+    api_auth("standalone", args.bind, auth_on, args.insecure)?;
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
     let db = args.data_dir.join("shoal.db");
     let store = Store::connect(&format!("sqlite://{}", db.display())).await?;
+    let auth = match auth_on {
+        true => token_auth(&store, args.token).await?,
+        false => Auth::Off,
+    };
     let registry = Registry::local();
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
@@ -435,7 +459,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
         listener,
         ApiState {
             store,
-            token,
+            auth,
             registry: Some(registry),
             secret,
         },
@@ -450,8 +474,8 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
 
 pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
     let secret = given_secret(args.cluster_secret.as_deref())?;
-    let token = api_token("api-server", args.bind, args.token, args.insecure)?;
     let store = Store::connect(&args.database_url).await?;
+    let auth = token_auth(&store, args.token).await?;
     let registry = match args.etcd.is_empty() {
         true => None,
         false => Some(Registry::etcd(&args.etcd, 10).await?),
@@ -467,7 +491,7 @@ pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
         listener,
         ApiState {
             store,
-            token,
+            auth,
             registry,
             secret,
         },

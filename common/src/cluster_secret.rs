@@ -47,10 +47,7 @@ impl ClusterSecret {
 
     /// A fresh random secret, for the processes of one `shoal standalone`.
     pub fn random() -> std::io::Result<ClusterSecret> {
-        use std::io::Read;
-        let mut bytes = [0u8; 32];
-        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = crate::access::random_hex(32)?;
         Ok(ClusterSecret::new(&hex).expect("64 hex digits are a valid secret"))
     }
 

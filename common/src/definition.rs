@@ -413,7 +413,7 @@ impl DefinitionError {
 
 /// A name of a project, workflow, task, group or channel. It may not start with '.' or
 /// '-', so no name is `..` or looks like a flag.
-pub(crate) fn valid_name(s: &str) -> bool {
+pub fn valid_name(s: &str) -> bool {
     (1..=128).contains(&s.len())
         && s.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
         && s.chars()

@@ -1,6 +1,7 @@
 //! Shared layer of shoal: domain types, the definition format, the store, the registry and
 //! the generated master/worker protocol.
 
+pub mod access;
 pub mod cluster_secret;
 pub mod condition;
 pub mod definition;

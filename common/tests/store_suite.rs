@@ -74,6 +74,9 @@ store_suite!(
     instances_are_paged_and_counted_within_a_time_range,
     a_page_of_100000_instances_is_read_quickly,
     projects_versions_and_the_latest_run_of_each_workflow,
+    the_first_admin_is_created_once_and_tokens_stop_when_revoked_expired_or_disabled,
+    projects_hold_members_and_are_deleted_only_when_empty,
+    a_mutation_and_its_audit_row_commit_together,
 );
 
 #[path = "store_suite/schedules.rs"]
@@ -83,6 +86,10 @@ use schedules::*;
 #[path = "store_suite/listing.rs"]
 mod listing;
 use listing::*;
+
+#[path = "store_suite/access.rs"]
+mod access;
+use access::*;
 
 #[path = "store_suite/serial_groups_alerts.rs"]
 mod serial_groups_alerts;

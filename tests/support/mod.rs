@@ -115,10 +115,16 @@ impl Api {
     pub fn new(port: u16) -> Api {
         // reqwest is built without a default TLS provider; the binary installs ring too.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        // Every call carries the admin token of the api-servers the tests start; a
+        // standalone without auth ignores it.
+        let mut auth = reqwest::header::HeaderMap::new();
+        let bearer = format!("Bearer {API_TOKEN}");
+        auth.insert(reqwest::header::AUTHORIZATION, bearer.parse().unwrap());
         Api {
             base: format!("http://127.0.0.1:{port}"),
             http: reqwest::blocking::Client::builder()
                 .timeout(Duration::from_secs(30))
+                .default_headers(auth)
                 .build()
                 .unwrap(),
         }
@@ -185,8 +191,15 @@ impl Api {
     }
 }
 
-/// `shoal api-server` on a free port with `env`, answering /health.
+/// The admin token (SHOAL_TOKEN) of the api-servers the tests start.
+pub const API_TOKEN: &str = "test-admin-token";
+
+/// `shoal api-server` on a free port with `env` and [`API_TOKEN`], answering /health.
 pub fn start_api_server(dir: &Path, env: &[(&str, &str)]) -> (Proc, Api) {
+    let env: Vec<(&str, &str)> = [("SHOAL_TOKEN", API_TOKEN)]
+        .into_iter()
+        .chain(env.iter().copied())
+        .collect();
     // A port free a moment ago may have been taken since by another test's process: when
     // the api-server cannot listen on it, it exits, and another port is tried.
     for _ in 0..3 {
@@ -195,7 +208,6 @@ pub fn start_api_server(dir: &Path, env: &[(&str, &str)]) -> (Proc, Api) {
             "api-server",
             dir,
             SHOAL,
-            // On loopback: the tests call the API without a token.
             &[
                 "api-server",
                 "--port",
@@ -203,7 +215,7 @@ pub fn start_api_server(dir: &Path, env: &[(&str, &str)]) -> (Proc, Api) {
                 "--bind",
                 "127.0.0.1",
             ],
-            env,
+            &env,
         );
         let api = Api::new(port);
         let up = wait_for(
@@ -233,6 +245,7 @@ pub fn cli(api: &Api, args: &[&str]) -> Output {
     Command::new(SHOAL)
         .args(args)
         .env("SHOAL_API", &api.base)
+        .env("SHOAL_TOKEN", API_TOKEN)
         .output()
         .unwrap()
 }

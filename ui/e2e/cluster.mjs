@@ -88,8 +88,10 @@ const env = {
   SHOAL_CLUSTER_SECRET: `e2e-${process.pid}-${Date.now()}-cluster-secret`,
 };
 const api = `http://127.0.0.1:${opts.port}`;
-// On loopback, so the suite needs no token (the token project covers sign-in).
-sup.spawn("api-server", SHOAL, ["api-server", "--port", opts.port, "--bind", "127.0.0.1"], env);
+// A cluster's API always needs a token: the suite's is the admin token (SHOAL_TOKEN).
+const token = process.env.SHOAL_E2E_TOKEN;
+if (!token) throw new Error("set SHOAL_E2E_TOKEN, the api-server's admin token");
+sup.spawn("api-server", SHOAL, ["api-server", "--port", opts.port, "--bind", "127.0.0.1"], { ...env, SHOAL_TOKEN: token });
 await sup.waitFor("the api-server", () => healthy(`${api}/api/v1/health`));
 sup.spawn("master", SHOAL, ["master", "--port", masterPort, "--metrics-port", "0"], env);
 workerPorts.forEach((port, i) =>
@@ -99,7 +101,7 @@ workerPorts.forEach((port, i) =>
 );
 
 await sup.waitFor("the master and both workers in GET /api/v1/cluster", async () => {
-  const nodes = await getJson(`${api}/api/v1/cluster`);
+  const nodes = await getJson(`${api}/api/v1/cluster`, token);
   const count = (role) => nodes.filter((n) => n.role === role).length;
   return count("master") >= 1 && count("worker") >= WORKERS;
 });

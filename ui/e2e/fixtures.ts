@@ -101,6 +101,8 @@ export interface ConsoleGuard {
 }
 
 type Fixtures = {
+  /** The project's API token: the REST client sends it and the pages start signed in. */
+  token: string | undefined;
   consoleErrors: ConsoleGuard;
   api: Api;
   /** Saves a full-page screenshot as e2e/screenshots/{project}/{name}.png. */
@@ -108,6 +110,11 @@ type Fixtures = {
 };
 
 export const test = base.extend<Fixtures>({
+  token: [undefined, { option: true }],
+  page: async ({ page, token }, use) => {
+    if (token) await page.addInitScript((t) => sessionStorage.setItem("shoal.token", t), token);
+    await use(page);
+  },
   consoleErrors: [
     async ({ page }, use) => {
       const messages: string[] = [];
@@ -126,8 +133,8 @@ export const test = base.extend<Fixtures>({
     },
     { auto: true },
   ],
-  api: async ({ request }, use) => {
-    await use(new Api(request));
+  api: async ({ request, token }, use) => {
+    await use(new Api(request, token));
   },
   shot: async ({ page }, use, testInfo) => {
     const dir = join(testInfo.project.testDir, "screenshots", testInfo.project.name);

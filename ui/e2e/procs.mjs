@@ -141,8 +141,9 @@ export class Supervisor {
 }
 
 /** GET a URL and parse JSON; throws on a non-2xx answer. */
-export async function getJson(url) {
-  const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+export async function getJson(url, token) {
+  const headers = token ? { Authorization: `Bearer ${token}` } : {};
+  const res = await fetch(url, { headers, signal: AbortSignal.timeout(2000) });
   if (!res.ok) throw new Error(`${url}: ${res.status}`);
   return res.json();
 }

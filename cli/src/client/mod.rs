@@ -1,8 +1,9 @@
 //! The client commands of the `shoal` binary (`apply`, `start`, `stop`, `pause`, `resume`,
 //! `rerun`, `resubmit`, `instances`, `status`, `logs`, `schedule`, `backfill`, `cluster`,
-//! `task-group`, `alert-channel`, `alerts`). They talk to the api-server over
+//! `task-group`, `alert-channel`, `alerts`, `user`, `token`, `project`, `audit`). They talk to the api-server over
 //! HTTP, never to the database.
 
+mod access;
 mod alerts;
 mod apply;
 mod backfill;
@@ -22,7 +23,7 @@ pub struct Connection {
     /// Base URL of the shoal api-server (or of `shoal standalone`).
     #[arg(long, env = "SHOAL_API", default_value = "http://127.0.0.1:12345")]
     pub api: String,
-    /// Bearer token, needed when the api-server was started with one.
+    /// Your API token (`shoal token create`), needed when the server has auth on.
     #[arg(long, env = "SHOAL_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
 }
@@ -90,6 +91,17 @@ pub enum ClientCommand {
     AlertChannel(alerts::AlertChannelCommand),
     /// List alerts with their delivery state, attempts and last error, newest first.
     Alerts(alerts::AlertsArgs),
+    /// Manage users (global admins).
+    #[command(subcommand)]
+    User(access::UserCommand),
+    /// Manage API tokens.
+    #[command(subcommand)]
+    Token(access::TokenCommand),
+    /// Manage projects and their members.
+    #[command(subcommand)]
+    Project(access::ProjectCommand),
+    /// The audit log: every change made through the API, newest first (global admins).
+    Audit(access::AuditArgs),
 }
 
 /// Runs a client command and returns the process exit code. Errors are printed here, as
@@ -112,6 +124,10 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<i32> {
         ClientCommand::TaskGroup(cmd) => task_groups::run(cmd).await,
         ClientCommand::AlertChannel(cmd) => alerts::channel(cmd).await,
         ClientCommand::Alerts(args) => alerts::list(args).await,
+        ClientCommand::User(cmd) => access::user(cmd).await,
+        ClientCommand::Token(cmd) => access::token(cmd).await,
+        ClientCommand::Project(cmd) => access::project(cmd).await,
+        ClientCommand::Audit(args) => access::audit(args).await,
     };
     match result {
         Ok(code) => Ok(code),

@@ -8,7 +8,7 @@
 
 use super::codec::{from_json, to_json};
 use super::db::{Tx, insert_rows};
-use super::schema::{Alert, AlertChannel as Chan};
+use super::schema::{Alert, AlertChannel as Chan, WorkflowInstance as Inst};
 use super::{AlertChannel, AlertFilter, AlertRow, ChannelTarget, NewAlert, Store};
 use crate::definition::valid_name;
 use crate::error::{Error, Result};
@@ -326,6 +326,17 @@ impl Store {
                             .as_deref()
                             .map(|s| Expr::col(Alert::State).eq(s)),
                     )
+                    .and_where_option(filter.projects.as_ref().map(|ps| {
+                        Expr::col(Alert::WorkflowInstanceId).in_subquery(
+                            Query::select()
+                                .column(Inst::Id)
+                                .from(Inst::Table)
+                                .and_where(
+                                    Expr::col(Inst::Project).is_in(ps.iter().map(String::as_str)),
+                                )
+                                .to_owned(),
+                        )
+                    }))
                     .order_by(Alert::Id, Order::Desc)
                     .limit(limit.unsigned_abs()),
             )

@@ -16,7 +16,7 @@ use crate::types::{BackfillRunState, BackfillState, CommandKind, Priority, Workf
 use sea_query::{Expr, ExprTrait, Iden, LockType, Order, Query, SelectStatement};
 
 #[derive(Iden, Clone, Copy)]
-enum Backfill {
+pub(super) enum Backfill {
     Table,
     Id,
     Project,
@@ -234,10 +234,12 @@ impl Store {
         }))
     }
 
-    /// Backfills newest first, of one workflow if `workflow` is set, at most `limit`.
+    /// Backfills newest first, of one workflow if `workflow` is set, of `projects` only
+    /// if that is set, at most `limit`.
     pub async fn list_backfills(
         &self,
         workflow: Option<(&str, &str)>,
+        projects: Option<&[String]>,
         limit: u64,
     ) -> Result<Vec<BackfillRow>> {
         let mut select = Query::select();
@@ -245,7 +247,11 @@ impl Store {
             .column(Backfill::Id)
             .from(Backfill::Table)
             .order_by(Backfill::Id, Order::Desc)
-            .limit(limit);
+            .limit(limit)
+            .and_where_option(
+                projects
+                    .map(|ps| Expr::col(Backfill::Project).is_in(ps.iter().map(String::as_str))),
+            );
         if let Some((project, name)) = workflow {
             select
                 .and_where(Expr::col(Backfill::Project).eq(project))

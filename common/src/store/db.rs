@@ -232,7 +232,9 @@ impl Tx {
         }
     }
 
-    pub(super) async fn commit(self) -> Result<()> {
+    /// Commits; inside an audited API mutation, the first commit also writes its audit row.
+    pub(super) async fn commit(mut self) -> Result<()> {
+        super::audit::write_pending(&mut self).await?;
         match self {
             Tx::Postgres(tx) => tx.commit().await?,
             Tx::Sqlite(tx) => tx.commit().await?,

@@ -4,7 +4,7 @@ use super::codec::{from_json, to_json};
 use super::db::Tx;
 use super::db::insert_rows;
 use super::schema::WorkflowDefinition as Def;
-use super::{DefinitionSummary, DefinitionVersion, ProjectSummary, Store, StoredDefinition};
+use super::{DefinitionSummary, DefinitionVersion, Store, StoredDefinition};
 use crate::definition::WorkflowDef;
 use crate::error::{Error, Result};
 use crate::types::now_ms;
@@ -115,6 +115,7 @@ impl Store {
             }
             None => 1,
         };
+        super::projects::ensure_project(&mut tx, &def.project, "").await?;
         tx.execute(&insert_rows(
             Def::Table,
             [
@@ -210,25 +211,6 @@ impl Store {
                 version,
                 created_at,
             })
-            .collect())
-    }
-
-    /// The projects that have workflows, by name, with how many each has.
-    pub async fn list_projects(&self) -> Result<Vec<ProjectSummary>> {
-        let rows: Vec<(String, i64)> = self
-            .db
-            .fetch_all(
-                Query::select()
-                    .column(Def::Project)
-                    .expr(Func::count_distinct(Expr::col(Def::Name)))
-                    .from(Def::Table)
-                    .group_by_col(Def::Project)
-                    .order_by(Def::Project, Order::Asc),
-            )
-            .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(name, workflows)| ProjectSummary { name, workflows })
             .collect())
     }
 }

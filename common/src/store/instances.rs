@@ -332,6 +332,12 @@ fn filter_instances<'a>(
                 .as_deref()
                 .map(|w| Expr::col(Inst::Workflow).eq(w)),
         )
+        .and_where_option(
+            filter
+                .projects
+                .as_ref()
+                .map(|ps| Expr::col(Inst::Project).is_in(ps.iter().map(String::as_str))),
+        )
         .and_where_option(filter.state.map(|s| Expr::col(Inst::State).eq(s.as_str())))
         .and_where_option(filter.from.map(|t| Expr::col(Inst::CreatedAt).gte(t)))
         .and_where_option(filter.to.map(|t| Expr::col(Inst::CreatedAt).lt(t)))

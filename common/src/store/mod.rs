@@ -5,9 +5,11 @@
 //! The methods live by subject: `definitions`, `commands` (intake and claim), `instances`
 //! (the master's write batch and the run-state reads), `schedules` (cron schedules and
 //! their fires), `backfills`, `serial` (execution types), `task_groups` (slots shared
-//! across workflows), `alerts` (channels and the outbox).
+//! across workflows), `alerts` (channels and the outbox), `users` (users and API tokens),
+//! `projects` (projects and members), `audit` (the audit log).
 
 mod alerts;
+mod audit;
 mod backfills;
 mod children;
 mod codec;
@@ -17,18 +19,23 @@ mod definitions;
 mod failover;
 mod instances;
 mod model;
+mod projects;
 mod schedules;
 mod schema;
 mod serial;
 mod signal;
 mod task_groups;
+mod users;
 
 pub use alerts::{ALERT_FAILED, ALERT_PENDING, ALERT_SENT, Delivery};
+pub use audit::{AuditEntry, AuditFilter, AuditRow, audited};
 pub use backfills::{BackfillRow, BackfillRunRow, NewBackfill};
 pub use commands::recovery_allowed;
 pub use model::*;
+pub use projects::{MemberRow, Owned, ProjectRow};
 pub use schedules::{FIRE_MEMORY_MS, ScheduleRow, ScheduleSpec};
 pub use signal::CommandSignal;
+pub use users::{BOOTSTRAP_ADMIN, BOOTSTRAP_TOKEN, TokenOwner, TokenRow, UserRow};
 
 use crate::error::Result;
 use db::Db;

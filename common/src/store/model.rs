@@ -323,6 +323,9 @@ pub struct WriteResult {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct InstanceFilter {
     pub project: Option<String>,
+    /// Only instances of these projects (the ones the caller may see); None: any.
+    #[serde(skip)]
+    pub projects: Option<Vec<String>>,
     pub workflow: Option<String>,
     pub state: Option<WorkflowState>,
     /// Created at or after this instant (ms).
@@ -335,13 +338,6 @@ pub struct InstanceFilter {
     /// Rows of the (newest first) listing to skip.
     #[serde(default)]
     pub offset: Option<i64>,
-}
-
-/// A project (one that has workflows) and how many workflows it has.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProjectSummary {
-    pub name: String,
-    pub workflows: i64,
 }
 
 /// One stored version of a workflow.
@@ -442,6 +438,9 @@ pub struct AlertRow {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct AlertFilter {
     pub workflow_instance_id: Option<i64>,
+    /// Only alerts of instances of these projects; None: any.
+    #[serde(skip)]
+    pub projects: Option<Vec<String>>,
     pub state: Option<String>,
     pub limit: Option<i64>,
 }

@@ -126,3 +126,56 @@ pub(super) enum Alert {
     CreatedAt,
     SentAt,
 }
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum AppUser {
+    Table,
+    Id,
+    Name,
+    Admin,
+    Disabled,
+    CreatedAt,
+}
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum ApiToken {
+    Table,
+    Id,
+    UserId,
+    Name,
+    Hash,
+    CreatedAt,
+    ExpiresAt,
+    LastUsedAt,
+    RevokedAt,
+}
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum Project {
+    Table,
+    Name,
+    Description,
+    CreatedBy,
+    CreatedAt,
+}
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum ProjectMember {
+    Table,
+    Project,
+    UserId,
+    Role,
+}
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum AuditLog {
+    Table,
+    Id,
+    At,
+    Actor,
+    Action,
+    Target,
+    Project,
+    Address,
+    Result,
+}

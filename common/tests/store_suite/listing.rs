@@ -172,7 +172,12 @@ pub(crate) async fn a_page_of_100000_instances_is_read_quickly(ctx: Ctx) {
 
 pub(crate) async fn projects_versions_and_the_latest_run_of_each_workflow(ctx: Ctx) {
     let store = ctx.store.clone();
-    assert_eq!(store.list_projects().await.unwrap(), vec![]);
+    let projects = store.list_projects().await.unwrap();
+    assert_eq!(projects.len(), 1, "{projects:?}");
+    assert_eq!(
+        (projects[0].name.as_str(), projects[0].workflows),
+        ("default", 0)
+    );
     store
         .put_definition(&workflow("p", "etl", ""))
         .await
@@ -189,18 +194,17 @@ pub(crate) async fn projects_versions_and_the_latest_run_of_each_workflow(ctx: C
         .put_definition(&workflow("q", "etl", ""))
         .await
         .unwrap();
+    // Applying to a project creates it; `default` always exists.
+    let projects: Vec<(String, i64)> = store
+        .list_projects()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.name, p.workflows))
+        .collect();
     assert_eq!(
-        store.list_projects().await.unwrap(),
-        vec![
-            ProjectSummary {
-                name: "p".into(),
-                workflows: 2
-            },
-            ProjectSummary {
-                name: "q".into(),
-                workflows: 1
-            },
-        ]
+        projects,
+        [("default".into(), 0), ("p".into(), 2), ("q".into(), 1)]
     );
 
     let versions = store.list_versions("p", "etl").await.unwrap();

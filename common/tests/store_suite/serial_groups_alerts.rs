@@ -447,7 +447,7 @@ pub async fn alerts_are_written_with_the_run_and_leased_to_one_sender(ctx: Ctx) 
         .list_alerts(&AlertFilter {
             workflow_instance_id: Some(run.id),
             state: Some(ALERT_SENT.into()),
-            limit: None,
+            ..Default::default()
         })
         .await
         .unwrap();

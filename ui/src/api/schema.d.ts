@@ -56,6 +56,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The audit log, newest first. */
+        get: operations["listAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/backfills": {
         parameters: {
             query?: never;
@@ -272,11 +289,65 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every project that has workflows, by name; `default` is always listed. */
+        /** The projects the caller may see, by name. */
         get: operations["listProjects"];
+        put?: never;
+        /** Creates a project; the caller becomes its admin. */
+        post: operations["createProject"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/projects/{project}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A project with its members. */
+        get: operations["getProject"];
+        put?: never;
+        post?: never;
+        /** Deletes a project that has no workflows. */
+        delete: operations["deleteProject"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/projects/{project}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The members of a project and their roles, by user name. */
+        get: operations["listMembers"];
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/projects/{project}/members/{user}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Gives a user a role in the project (replacing the one they had). */
+        put: operations["setMember"];
+        post?: never;
+        /** Takes a user out of the project. */
+        delete: operations["removeMember"];
         options?: never;
         head?: never;
         patch?: never;
@@ -509,8 +580,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Checks a token: 200 when the server has none, or when the request carries the right
-         *     one; 401 otherwise. A sign-in page asks this before it keeps a token.
+         * Who the caller is: 200 when the server has no auth, or when the request carries a
+         *     valid token; 401 otherwise. A sign-in page asks this before it keeps a token.
          */
         get: operations["getSession"];
         put?: never;
@@ -584,6 +655,93 @@ export interface paths {
         get: operations["getTaskLog"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's tokens (revoked ones too), newest first. */
+        get: operations["listTokens"];
+        put?: never;
+        /** Creates a token; its value is in this answer only (the server keeps a hash). */
+        post: operations["createToken"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tokens/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revokes a token: it is refused from now on. Revoking a revoked token changes nothing. */
+        delete: operations["revokeToken"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every user, by name. */
+        get: operations["listUsers"];
+        put?: never;
+        /** Creates a user (without tokens: `POST /tokens` with `user` makes one). */
+        post: operations["createUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/users/{name}/disable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Disables a user: their tokens are refused until they are enabled again. */
+        post: operations["disableUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/users/{name}/enable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Enables a disabled user again. */
+        post: operations["enableUser"];
         delete?: never;
         options?: never;
         head?: never;
@@ -692,6 +850,23 @@ export interface components {
              * @description The version the definition is stored as.
              */
             version: number;
+        };
+        AuditRecord: {
+            /** @description The API operation, e.g. `startWorkflow`. */
+            action: string;
+            /** @description The user (`SHOAL_TOKEN` for the holder of the admin token, `anonymous` without auth). */
+            actor: string;
+            /** @description The caller's IP address. */
+            address: string;
+            /** Format: date-time */
+            at: string;
+            /** Format: int64 */
+            id: number;
+            project?: string | null;
+            /** @description `ok`, or `<status>: <error>` for a refused request. */
+            result: string;
+            /** @description Method and path. */
+            target: string;
         };
         /** @description A backfill with its progress and every run. */
         Backfill: {
@@ -806,6 +981,17 @@ export interface components {
         ConditionsSpec: {
             failure?: string[];
             success?: string[];
+        };
+        /** @description A new token, with its value: shown this once. */
+        CreatedToken: {
+            /** Format: date-time */
+            expires_at?: string | null;
+            /** Format: int64 */
+            id: number;
+            name: string;
+            /** @description Send as `Authorization: Bearer <token>`; not shown again. */
+            token: string;
+            user: string;
         };
         /** @description The next fire times of a cron that is not stored (yet). */
         CronPreview: {
@@ -939,11 +1125,23 @@ export interface components {
             id: number;
             state: components["schemas"]["WorkflowState"];
         };
+        Member: {
+            role: components["schemas"]["Role"];
+            user: string;
+        };
         /**
          * @description What a schedule does with fires it missed while no leader master was running.
          * @enum {string}
          */
         Misfire: "run_all" | "run_once" | "skip";
+        NewProject: {
+            description?: string;
+            /** @description Letters, digits, `_`, `-`, `.`; not starting with `.` or `-`. */
+            name: string;
+        };
+        NewRole: {
+            role: components["schemas"]["Role"];
+        };
         /** @description A task group to create, and what creating one answers. */
         NewTaskGroup: {
             description?: string;
@@ -953,6 +1151,22 @@ export interface components {
              * @description Attempts of its tasks that may hold a slot at once.
              */
             slots: number;
+        };
+        NewToken: {
+            /**
+             * Format: int32
+             * @description Days until it expires; none: it does not.
+             */
+            expires_in_days?: number | null;
+            /** @description What it is for, e.g. `ci` (unique per user). */
+            name: string;
+            /** @description Whose token (global admins only); default: the caller's. */
+            user?: string | null;
+        };
+        NewUser: {
+            admin?: boolean;
+            /** @description Letters, digits, `_`, `-`, `.`; not starting with `.` or `-`. */
+            name: string;
         };
         /** @description A live master or worker. */
         Node: {
@@ -990,12 +1204,22 @@ export interface components {
          */
         Priority: "highest" | "high" | "medium" | "low" | "lowest";
         Project: {
+            /** Format: date-time */
+            created_at: string;
+            /** @description Who created it (empty when a workflow applied to it did). */
+            created_by: string;
+            description: string;
             name: string;
+            role?: components["schemas"]["Role"] | null;
             /**
              * Format: int64
              * @description How many workflows it has.
              */
             workflows: number;
+        };
+        /** @description A project with its members. */
+        ProjectDetail: components["schemas"]["Project"] & {
+            members: components["schemas"]["Member"][];
         };
         /** @enum {string} */
         Role: "master" | "worker";
@@ -1072,8 +1296,16 @@ export interface components {
         Scope: "only" | "upstream" | "downstream";
         /** @description `GET /session`'s answer. */
         Session: {
+            /** @description Whether they are a global admin. */
+            admin: boolean;
             /** @description Whether the server requires a token. */
             auth: boolean;
+            /** @description Their role in each project they are a member of. */
+            roles: {
+                [key: string]: components["schemas"]["Role"];
+            };
+            /** @description Who the token belongs to (`anonymous` when auth is off). */
+            user: string;
         };
         /** @enum {string} */
         SqlOutput: "none" | "first_row" | "all_rows";
@@ -1269,6 +1501,39 @@ export interface components {
         TaskState: "submitted" | "dispatched" | "running" | "success" | "failure" | "killed" | "paused" | "need_fault_tolerance" | "delayed" | "forced_success" | "skipped" | "waiting_task_group";
         /** @enum {string} */
         TimeoutStrategy: "warn" | "fail";
+        /** @description A token as listed: never its value. */
+        Token: {
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When it stops working; null: never.
+             */
+            expires_at?: string | null;
+            /** Format: int64 */
+            id: number;
+            /**
+             * Format: date-time
+             * @description When it was last used (to the minute); null: never.
+             */
+            last_used_at?: string | null;
+            name: string;
+            /**
+             * Format: date-time
+             * @description When it was revoked; null: it was not.
+             */
+            revoked_at?: string | null;
+            user: string;
+        };
+        User: {
+            /** @description A global admin may do anything, in every project. */
+            admin: boolean;
+            /** Format: date-time */
+            created_at: string;
+            /** @description A disabled user's tokens are refused. */
+            disabled: boolean;
+            name: string;
+        };
         /** @description A definition that passed validation, as the editor shows it. */
         Validated: {
             name: string;
@@ -1371,8 +1636,17 @@ export interface operations {
                     "application/json": components["schemas"]["AlertChannel"][];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1421,8 +1695,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1470,8 +1753,17 @@ export interface operations {
                     "application/json": components["schemas"]["Deleted"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1533,8 +1825,84 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listAudit: {
+        parameters: {
+            query?: {
+                actor?: string;
+                project?: string;
+                /** @description An operation id, e.g. `applyWorkflow`. */
+                action?: string;
+                /** @description At or after this time (RFC 3339). */
+                from?: string;
+                /** @description Before this time (RFC 3339). */
+                to?: string;
+                /** @description Only records older than this id (the next page: the last id seen). */
+                before?: number;
+                /** @description 1 to 1000 (default 100). */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditRecord"][];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1587,8 +1955,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1627,8 +2004,17 @@ export interface operations {
                     "application/json": components["schemas"]["Backfill"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1676,8 +2062,17 @@ export interface operations {
                     "application/json": components["schemas"]["BackfillCancelled"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1731,8 +2126,17 @@ export interface operations {
                     "application/json": components["schemas"]["Node"][];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1780,8 +2184,17 @@ export interface operations {
                     "application/json": components["schemas"]["CommandStatus"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1849,8 +2262,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1941,8 +2363,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1981,8 +2412,17 @@ export interface operations {
                     "application/json": components["schemas"]["InstanceDetail"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2032,8 +2472,17 @@ export interface operations {
                     "application/json": components["schemas"]["ActionAccepted"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2135,8 +2584,390 @@ export interface operations {
                     "application/json": components["schemas"]["Project"][];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    createProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewProject"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Project"];
+                };
+            };
+            /** @description A bad name */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The name is taken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    getProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name (`default` unless a definition names another). */
+                project: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProjectDetail"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    deleteProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name (`default` unless a definition names another). */
+                project: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description It still has workflows */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listMembers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name (`default` unless a definition names another). */
+                project: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Member"][];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    setMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description User name. */
+                user: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewRole"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Member"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such project or user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    removeMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description User name. */
+                user: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such member */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2192,8 +3023,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2242,8 +3082,17 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowSummary"][];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2308,8 +3157,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2362,8 +3220,17 @@ export interface operations {
                     "application/json": components["schemas"]["Workflow"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2426,8 +3293,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2477,8 +3353,17 @@ export interface operations {
                     "application/json": components["schemas"]["Schedule"][];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2532,8 +3417,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2594,8 +3488,17 @@ export interface operations {
                     "application/json": components["schemas"]["Schedule"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2660,8 +3563,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2712,8 +3624,17 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2765,8 +3686,17 @@ export interface operations {
                     "application/json": components["schemas"]["Schedule"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2818,8 +3748,17 @@ export interface operations {
                     "application/json": components["schemas"]["Schedule"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2883,8 +3822,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2949,8 +3897,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3001,8 +3958,17 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowVersion"][];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3047,7 +4013,7 @@ export interface operations {
                     "application/json": components["schemas"]["Session"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3084,8 +4050,17 @@ export interface operations {
                     "application/json": components["schemas"]["TaskGroup"][];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3134,8 +4109,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3183,8 +4167,17 @@ export interface operations {
                     "application/json": components["schemas"]["Deleted"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3241,8 +4234,17 @@ export interface operations {
                     "application/json": components["schemas"]["TaskInstance"];
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3298,8 +4300,17 @@ export interface operations {
                     "text/plain": string;
                 };
             };
-            /** @description The server has a token and the request does not carry it */
+            /** @description Auth is on and the request carries no valid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3327,6 +4338,420 @@ export interface operations {
             };
             /** @description The worker is unreachable or failed */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listTokens: {
+        parameters: {
+            query?: {
+                /** @description Another user's tokens (global admins only). */
+                user?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Token"][];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    createToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewToken"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedToken"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Another user's token, and the caller is not a global admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The user has a token of that name */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    revokeToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the object the path names. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Token"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such token of the caller (or, for a global admin, of anyone) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listUsers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"][];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    createUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewUser"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            /** @description A bad name */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The name is taken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    disableUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Name of the object the path names. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    enableUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Name of the object the path names. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

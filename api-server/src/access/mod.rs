@@ -1,0 +1,322 @@
+//! Who is calling and what they may do. With auth on, every request under `/api/v1` (and
+//! `GET /metrics`) carries `Authorization: Bearer <token>` of a user, except the liveness
+//! probe, the OpenAPI document and the session check; each operation needs the role its
+//! [`policy::rule`] names. Every mutation is audited: in the transaction of its change, or,
+//! when it committed nothing (refused, or a no-op), right after.
+
+pub(crate) mod audit;
+pub(crate) mod policy;
+pub(crate) mod tokens;
+pub(crate) mod users;
+
+use crate::Ctx;
+use crate::error::{Error, ErrorBody, Result};
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{
+    ConnectInfo, FromRequestParts, MatchedPath, OriginalUri, RawPathParams, Request, State,
+};
+use axum::http::{HeaderMap, Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use policy::{Need, Scope};
+use serde::Serialize;
+use shoal_common::access::{Role, token_hash};
+use shoal_common::cluster_secret::constant_time_eq;
+use shoal_common::store::{AuditEntry, TokenOwner, audited};
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use utoipa::ToSchema;
+
+/// How the API authenticates its callers.
+#[derive(Clone, Debug, Default)]
+pub enum Auth {
+    /// No tokens: every caller is an anonymous global admin (standalone on loopback).
+    #[default]
+    Off,
+    /// Callers carry a user's API token. `admin_token` (SHOAL_TOKEN), when set, is accepted
+    /// too, as a global admin: the operator's way in before any user exists, or back in.
+    Tokens { admin_token: Option<String> },
+}
+
+impl Auth {
+    /// Tokens on, with `admin_token` (None or empty: only users' tokens).
+    pub fn tokens(admin_token: Option<String>) -> Auth {
+        Auth::Tokens {
+            admin_token: admin_token.filter(|t| !t.is_empty()),
+        }
+    }
+
+    pub fn is_on(&self) -> bool {
+        matches!(self, Auth::Tokens { .. })
+    }
+}
+
+/// Name the holder of `SHOAL_TOKEN` is audited as.
+const ADMIN_TOKEN_ACTOR: &str = "SHOAL_TOKEN";
+
+/// The caller of a request, as the guard found them; handlers that list across projects
+/// or act on a user's own things read it (`Extension<Caller>`).
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub name: String,
+    /// None for the anonymous caller (auth off) and for the holder of SHOAL_TOKEN.
+    pub user_id: Option<i64>,
+    pub admin: bool,
+    roles: HashMap<String, Role>,
+}
+
+impl Caller {
+    fn global_admin(name: &str) -> Caller {
+        Caller {
+            name: name.to_string(),
+            user_id: None,
+            admin: true,
+            roles: HashMap::new(),
+        }
+    }
+
+    fn user(owner: TokenOwner) -> Caller {
+        Caller {
+            name: owner.user,
+            user_id: Some(owner.user_id),
+            admin: owner.admin,
+            roles: owner.roles.into_iter().collect(),
+        }
+    }
+
+    /// Their role in `project` (a global admin is admin everywhere).
+    pub fn role_in(&self, project: &str) -> Option<Role> {
+        if self.admin {
+            Some(Role::Admin)
+        } else {
+            self.roles.get(project).copied()
+        }
+    }
+
+    /// Notes a role they were just given (the project they created).
+    pub fn grant(&mut self, project: &str, role: Role) {
+        self.roles.insert(project.to_string(), role);
+    }
+
+    /// The projects they may see; None: all of them.
+    pub fn visible_projects(&self) -> Option<Vec<String>> {
+        (!self.admin).then(|| self.roles.keys().cloned().collect())
+    }
+
+    /// 403 unless they may see `project`.
+    pub fn check_visible(&self, project: &str) -> Result<()> {
+        self.check(project, Role::Viewer)
+    }
+
+    /// 403 unless they have at least `role` in `project`.
+    pub fn check(&self, project: &str, role: Role) -> Result<()> {
+        match self.role_in(project) {
+            Some(has) if has >= role => Ok(()),
+            has => Err(Error::Forbidden(format!(
+                "user '{}' needs the {role} role in project '{project}' (has {}); a project admin can grant it",
+                self.name,
+                has.map_or("none".to_string(), |r| r.to_string())
+            ))),
+        }
+    }
+
+    /// 403 unless they are a global admin.
+    pub fn check_admin(&self) -> Result<()> {
+        if self.admin {
+            Ok(())
+        } else {
+            Err(Error::Forbidden(format!(
+                "user '{}' is not a global admin, which this needs",
+                self.name
+            )))
+        }
+    }
+}
+
+/// The bearer token a request carries.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
+/// Who carries `headers`: 401 when auth is on and they carry no valid token.
+async fn authenticate(ctx: &Ctx, headers: &HeaderMap) -> Result<Caller> {
+    let Auth::Tokens { admin_token } = &*ctx.auth else {
+        return Ok(Caller::global_admin("anonymous"));
+    };
+    let token = bearer(headers).ok_or(Error::Unauthorized)?;
+    if admin_token
+        .as_deref()
+        .is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes()))
+    {
+        return Ok(Caller::global_admin(ADMIN_TOKEN_ACTOR));
+    }
+    match ctx.store.token_owner(&token_hash(token)).await? {
+        Some(owner) => Ok(Caller::user(owner)),
+        None => Err(Error::Unauthorized),
+    }
+}
+
+/// The project a request is about, for the operations scoped to one; None also when the
+/// object named does not exist (its handler then answers 404).
+async fn project_of(ctx: &Ctx, params: &RawPathParams, scope: Scope) -> Result<Option<String>> {
+    let param = |name: &str| params.iter().find(|(k, _)| *k == name).map(|(_, v)| v);
+    if scope == Scope::Path {
+        return Ok(param("project").map(str::to_string));
+    }
+    let id = param("id").and_then(|v| v.parse::<i64>().ok());
+    match id.and_then(|id| scope.owned(id)) {
+        Some(owned) => Ok(ctx.store.project_of(owned).await?),
+        None => Ok(None),
+    }
+}
+
+/// Whether `caller` may call an operation that needs `need` (None: an operation the
+/// policy does not know, for global admins only) on `project`.
+fn authorize(caller: &Caller, need: Option<Need>, project: Option<&str>) -> Result<()> {
+    match (need, project) {
+        (Some(Need::Open | Need::SignedIn), _) => Ok(()),
+        (None | Some(Need::GlobalAdmin), _) => caller.check_admin(),
+        (Some(Need::Project(role, _)), Some(project)) => caller.check(project, role),
+        (Some(Need::Project(..)), None) => Ok(()),
+    }
+}
+
+/// The middleware in front of every route: authenticates, authorizes and audits.
+pub async fn guard(State(ctx): State<Ctx>, req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let op = req
+        .extensions()
+        .get::<MatchedPath>()
+        .and_then(|p| {
+            ctx.operations
+                .get(&(method.clone(), p.as_str().to_string()))
+        })
+        .cloned();
+    let need = op.as_deref().and_then(policy::rule);
+    if need == Some(Need::Open) {
+        return next.run(req).await;
+    }
+    let caller = match authenticate(&ctx, req.headers()).await {
+        Ok(caller) => caller,
+        Err(e) => return e.into_response(),
+    };
+    let (mut parts, body) = req.into_parts();
+    let project = match need {
+        Some(Need::Project(_, scope)) => {
+            let params = RawPathParams::from_request_parts(&mut parts, &()).await;
+            match params {
+                Ok(params) => project_of(&ctx, &params, scope).await,
+                Err(_) => Ok(None),
+            }
+        }
+        _ => Ok(None),
+    };
+    let project = match project {
+        Ok(project) => project,
+        Err(e) => return e.into_response(),
+    };
+    let refusal = authorize(&caller, need, project.as_deref());
+    parts.extensions.insert(caller.clone());
+    let mutation = !matches!(method, Method::GET | Method::HEAD)
+        && op.as_deref().is_none_or(|op| !policy::is_read(op));
+    let req = Request::from_parts(parts, body);
+    if !mutation {
+        return match refusal {
+            Ok(()) => next.run(req).await,
+            Err(e) => e.into_response(),
+        };
+    }
+    let entry = AuditEntry {
+        actor: caller.name,
+        action: op.unwrap_or_else(|| "unknown".into()),
+        target: format!("{method} {}", original_path(&req)),
+        project,
+        address: req
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map_or_else(|| "unknown".into(), |c| c.0.ip().to_string()),
+    };
+    let (response, written) = match refusal {
+        Ok(()) => audited(entry.clone(), next.run(req)).await,
+        Err(e) => (e.into_response(), false),
+    };
+    if written {
+        return response;
+    }
+    let (response, result) = outcome(response).await;
+    if let Err(error) = ctx.store.record_audit(&entry, &result).await {
+        tracing::error!(%error, action = %entry.action, "cannot write an audit row");
+    }
+    response
+}
+
+/// The request's path as the client sent it (a nested router sees it without its prefix).
+fn original_path(req: &Request) -> String {
+    match req.extensions().get::<OriginalUri>() {
+        Some(uri) => uri.path().to_string(),
+        None => req.uri().path().to_string(),
+    }
+}
+
+/// An error answer's body is at most this long (a JSON message).
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// The audit result of an answer that committed nothing: `ok`, or `<status>: <error>`.
+async fn outcome(response: Response) -> (Response, String) {
+    let status = response.status();
+    if status.is_success() {
+        return (response, "ok".into());
+    }
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, ERROR_BODY_LIMIT)
+        .await
+        .unwrap_or_default();
+    let message = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| v["error"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    let result = format!("{}: {message}", status.as_u16());
+    (Response::from_parts(parts, Body::from(bytes)), result)
+}
+
+/// `GET /session`'s answer.
+#[derive(Serialize, ToSchema)]
+pub struct Session {
+    /// Whether the server requires a token.
+    auth: bool,
+    /// Who the token belongs to (`anonymous` when auth is off).
+    user: String,
+    /// Whether they are a global admin.
+    admin: bool,
+    /// Their role in each project they are a member of.
+    roles: BTreeMap<String, Role>,
+}
+
+/// Who the caller is: 200 when the server has no auth, or when the request carries a
+/// valid token; 401 otherwise. A sign-in page asks this before it keeps a token.
+#[utoipa::path(
+    get,
+    path = "/session",
+    operation_id = "getSession",
+    tag = "access",
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, body = Session),
+        (status = 401, description = "Auth is on and the request carries no valid token", body = ErrorBody),
+    )
+)]
+pub(crate) async fn session(State(ctx): State<Ctx>, headers: HeaderMap) -> Result<Json<Session>> {
+    let caller = authenticate(&ctx, &headers).await?;
+    Ok(Json(Session {
+        auth: ctx.auth.is_on(),
+        user: caller.name,
+        admin: caller.admin,
+        roles: caller.roles.into_iter().collect(),
+    }))
+}

@@ -1,0 +1,85 @@
+//! What each API operation requires, by operation id. Every operation of the OpenAPI
+//! document must have a rule here (a test checks); one without is refused to all but
+//! global admins, so a new route cannot be left open by mistake.
+
+use shoal_common::access::Role;
+use shoal_common::store::Owned;
+
+/// Who may call an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Anyone, without a token.
+    Open,
+    /// Any signed-in user; lists show only the projects they may see, and a handler checks
+    /// what it acts on (e.g. their own tokens).
+    SignedIn,
+    /// A global admin.
+    GlobalAdmin,
+    /// At least `role` in the project the request is about.
+    Project(Role, Scope),
+}
+
+/// Where a request's project comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The `{project}` path parameter.
+    Path,
+    /// The project of the object whose id is the `{id}` path parameter.
+    Instance,
+    TaskInstance,
+    Command,
+    Backfill,
+}
+
+impl Scope {
+    /// The object `id` names, for the scopes that are found through one.
+    pub fn owned(self, id: i64) -> Option<Owned> {
+        match self {
+            Scope::Path => None,
+            Scope::Instance => Some(Owned::Instance(id)),
+            Scope::TaskInstance => Some(Owned::TaskInstance(id)),
+            Scope::Command => Some(Owned::Command(id)),
+            Scope::Backfill => Some(Owned::Backfill(id)),
+        }
+    }
+}
+
+/// The rule of operation `op`; None for an operation this table does not know.
+pub fn rule(op: &str) -> Option<Need> {
+    use Need::*;
+    use Role::*;
+    use Scope::*;
+    Some(match op {
+        // Metrics are aggregate counters without names, like the masters' and workers'.
+        "health" | "getOpenApi" | "getSession" | "getMetrics" => Open,
+        "listProjects" | "createProject" | "listNodes" | "previewCron" | "listTaskGroups"
+        | "listAlertChannels" | "listInstances" | "listBackfills" | "listAlerts" | "listTokens"
+        | "createToken" | "revokeToken" => SignedIn,
+        "createTaskGroup" | "deleteTaskGroup" | "createAlertChannel" | "deleteAlertChannel"
+        | "listUsers" | "createUser" | "disableUser" | "enableUser" | "listAudit" => GlobalAdmin,
+        "getProject"
+        | "listMembers"
+        | "listWorkflows"
+        | "getWorkflow"
+        | "listWorkflowVersions"
+        | "listSchedules"
+        | "getSchedule"
+        | "previewSchedule" => Project(Viewer, Path),
+        "startWorkflow" | "createBackfill" => Project(Operator, Path),
+        "applyWorkflow" | "validateWorkflow" | "createSchedule" | "updateSchedule"
+        | "deleteSchedule" | "enableSchedule" | "disableSchedule" => Project(Editor, Path),
+        "deleteProject" | "setMember" | "removeMember" => Project(Admin, Path),
+        "getInstance" => Project(Viewer, Instance),
+        "actOnInstance" => Project(Operator, Instance),
+        "getTaskInstance" | "getTaskLog" => Project(Viewer, TaskInstance),
+        "getCommand" => Project(Viewer, Command),
+        "getBackfill" => Project(Viewer, Backfill),
+        "cancelBackfill" => Project(Operator, Backfill),
+        _ => return None,
+    })
+}
+
+/// Operations that change nothing although they are not GETs: not audited.
+pub fn is_read(op: &str) -> bool {
+    op == "validateWorkflow"
+}

@@ -1,0 +1,596 @@
+//! Users, tokens, project roles and the audit log, through the router with auth on.
+//!
+//! The route × role matrix walks every operation of the OpenAPI document (which another
+//! test holds equal to the router) with no token and with the token of each role, and
+//! checks who is refused (401, 403) and who is let through: a route added without a row
+//! here fails, so none can be left open by mistake.
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use serde_json::{Value, json};
+use shoal_api_server::{ApiState, Auth, openapi_document, router};
+use shoal_common::access::{new_token, token_hash};
+use shoal_common::store::{NewTaskInstance, Store, WriteBatch};
+use shoal_common::types::{Priority, TaskState, now_ms};
+use std::collections::{BTreeMap, BTreeSet};
+use tempfile::TempDir;
+use tower::ServiceExt;
+
+/// The operator's SHOAL_TOKEN.
+const ADMIN: &str = "the-operators-admin-token";
+
+const WORKFLOW: &str = "\
+name: etl
+tasks:
+  - { name: a, type: shell, command: 'echo a' }
+  - { name: b, type: noop, depends_on: [a] }
+";
+
+/// The callers of the matrix, least privileged first; each may do what the ones before
+/// may. `owner` is the admin of project `p`; `global` a global admin.
+const CALLERS: [&str; 7] = [
+    "nobody", "outsider", "viewer", "operator", "editor", "owner", "global",
+];
+
+struct Env {
+    app: Router,
+    store: Store,
+    /// Each caller's token (none for `nobody`).
+    tokens: BTreeMap<&'static str, String>,
+    instance: i64,
+    task: i64,
+    command: i64,
+    backfill: i64,
+    schedule: i64,
+    /// A token of user `spare`, for revokeToken.
+    spare_token: i64,
+    _dir: TempDir,
+}
+
+struct Answer {
+    status: StatusCode,
+    json: Value,
+}
+
+async fn call(app: &Router, method: &str, uri: &str, token: Option<&str>, body: &str) -> Answer {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(t) = token {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let resp = app
+        .clone()
+        .oneshot(req.body(Body::from(body.to_string())).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    Answer {
+        status,
+        json: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    }
+}
+
+impl Env {
+    async fn as_(&self, who: &str, method: &str, uri: &str, body: &str) -> Answer {
+        let token = self.tokens.get(who).map(String::as_str);
+        call(&self.app, method, uri, token, body).await
+    }
+
+    async fn admin(&self, method: &str, uri: &str, body: Value) -> Value {
+        let a = call(&self.app, method, uri, Some(ADMIN), &body.to_string()).await;
+        assert!(
+            a.status.is_success(),
+            "{method} {uri}: {} {}",
+            a.status,
+            a.json
+        );
+        a.json
+    }
+
+    async fn audit(&self, query: &str) -> Vec<Value> {
+        let uri = format!("/api/v1/audit?{query}");
+        let rows = self.admin("GET", &uri, json!(null)).await;
+        rows.as_array().unwrap().clone()
+    }
+}
+
+/// An api-server with auth on; users with a token each; project `p` with a member of each
+/// role, a workflow, a schedule, a run with a task attempt, and a backfill.
+async fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let store = Store::connect(&url).await.unwrap();
+    let app = router(ApiState {
+        store: store.clone(),
+        auth: Auth::tokens(Some(ADMIN.into())),
+        registry: None,
+        secret: Default::default(),
+    });
+    let mut env = Env {
+        app,
+        store,
+        tokens: BTreeMap::new(),
+        instance: 0,
+        task: 0,
+        command: 0,
+        backfill: 0,
+        schedule: 0,
+        spare_token: 0,
+        _dir: dir,
+    };
+    for who in CALLERS.into_iter().skip(1).chain(["spare"]) {
+        let user = json!({"name": who, "admin": who == "global"});
+        env.admin("POST", "/api/v1/users", user).await;
+        let token = json!({"name": "laptop", "user": who});
+        let created = env.admin("POST", "/api/v1/tokens", token).await;
+        assert_eq!(created["user"], who);
+        if who == "spare" {
+            env.spare_token = created["id"].as_i64().unwrap();
+        } else {
+            let value = created["token"].as_str().unwrap().to_string();
+            env.tokens.insert(who, value);
+        }
+    }
+    env.admin("POST", "/api/v1/projects", json!({"name": "p"}))
+        .await;
+    for (who, role) in [
+        ("viewer", "viewer"),
+        ("operator", "operator"),
+        ("editor", "editor"),
+        ("owner", "admin"),
+    ] {
+        let uri = format!("/api/v1/projects/p/members/{who}");
+        env.admin("PUT", &uri, json!({"role": role})).await;
+    }
+    let a = call(
+        &env.app,
+        "POST",
+        "/api/v1/projects/p/workflows",
+        Some(ADMIN),
+        WORKFLOW,
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.json);
+    let schedule = json!({"cron": "0 3 * * *", "timezone": "UTC"});
+    let s = env
+        .admin(
+            "POST",
+            "/api/v1/projects/p/workflows/etl/schedules",
+            schedule,
+        )
+        .await;
+    env.schedule = s["id"].as_i64().unwrap();
+    let started = env
+        .admin("POST", "/api/v1/projects/p/workflows/etl/start", json!({}))
+        .await;
+    env.command = started["command_id"].as_i64().unwrap();
+    // A master at an address where nothing listens claims it: stop and pause then fail
+    // with 503, after the guard let them through.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let master = dead.local_addr().unwrap().to_string();
+    drop(dead);
+    let claimed = env.store.claim_commands(&master, 1, 10).await.unwrap();
+    env.instance = claimed[0].instance.id;
+    let batch = WriteBatch {
+        new_tasks: vec![NewTaskInstance {
+            workflow_instance_id: env.instance,
+            run: 1,
+            name: "a".into(),
+            task_type: "shell".into(),
+            attempt: 1,
+            priority: Priority::Medium,
+            worker_group: "default".into(),
+            state: TaskState::Submitted,
+            submitted_at: now_ms(),
+            task_group: None,
+            task_group_priority: 0,
+            message: None,
+        }],
+        ..Default::default()
+    };
+    env.task = env.store.write_batch(&batch).await.unwrap().new_task_ids[0];
+    let backfill = json!({"from": "2026-01-01", "to": "2026-01-03"});
+    let b = env
+        .admin(
+            "POST",
+            "/api/v1/projects/p/workflows/etl/backfill",
+            backfill,
+        )
+        .await;
+    env.backfill = b["id"].as_i64().unwrap();
+    env
+}
+
+/// The least privileged caller each operation lets through. `nobody` marks the open ones.
+fn minimum(op: &str) -> &'static str {
+    match op {
+        "health" | "getOpenApi" | "getMetrics" => "nobody",
+        // Open to the guard; it checks the token itself, to tell a sign-in page who it is.
+        "getSession" => "outsider",
+        "listProjects" | "createProject" | "listNodes" | "previewCron" | "listTaskGroups"
+        | "listAlertChannels" | "listInstances" | "listBackfills" | "listAlerts" | "listTokens"
+        | "createToken" | "revokeToken" => "outsider",
+        "getProject"
+        | "listMembers"
+        | "listWorkflows"
+        | "getWorkflow"
+        | "listWorkflowVersions"
+        | "listSchedules"
+        | "getSchedule"
+        | "previewSchedule"
+        | "getInstance"
+        | "getTaskInstance"
+        | "getTaskLog"
+        | "getCommand"
+        | "getBackfill" => "viewer",
+        "startWorkflow" | "createBackfill" | "actOnInstance" | "cancelBackfill" => "operator",
+        "applyWorkflow" | "validateWorkflow" | "createSchedule" | "updateSchedule"
+        | "deleteSchedule" | "enableSchedule" | "disableSchedule" => "editor",
+        "deleteProject" | "setMember" | "removeMember" => "owner",
+        "createTaskGroup" | "deleteTaskGroup" | "createAlertChannel" | "deleteAlertChannel"
+        | "listUsers" | "createUser" | "disableUser" | "enableUser" | "listAudit" => "global",
+        other => panic!("operation {other} has no row in the access matrix: add one"),
+    }
+}
+
+/// `path` (a template) with values naming the objects of project `p`.
+fn uri(env: &Env, path: &str) -> String {
+    let id = if path.starts_with("/api/v1/instances/") {
+        env.instance
+    } else if path.starts_with("/api/v1/task-instances/") {
+        env.task
+    } else if path.starts_with("/api/v1/commands/") {
+        env.command
+    } else if path.starts_with("/api/v1/backfills/") {
+        env.backfill
+    } else if path.contains("/schedules/") {
+        env.schedule
+    } else {
+        env.spare_token
+    };
+    let name = if path.contains("/workflows/") {
+        "etl"
+    } else if path.starts_with("/api/v1/users/") {
+        "spare"
+    } else {
+        "probe"
+    };
+    let uri = path
+        .replace("{project}", "p")
+        .replace("{name}", name)
+        .replace("{id}", &id.to_string())
+        .replace("{action}", "stop")
+        .replace("{user}", "probe");
+    assert!(!uri.contains('{'), "no value for a parameter of {path}");
+    uri
+}
+
+#[tokio::test]
+async fn every_operation_refuses_each_role_below_its_minimum_and_lets_the_others_through() {
+    let env = env().await;
+    let doc = serde_json::to_value(openapi_document()).unwrap();
+    let mut checked = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let id = op["operationId"].as_str().unwrap();
+            let min = minimum(id);
+            let rank = CALLERS.iter().position(|c| *c == min).unwrap();
+            let uri = uri(&env, path);
+            let method = method.to_uppercase();
+            for (i, who) in CALLERS.iter().enumerate() {
+                let a = env.as_(who, &method, &uri, "").await;
+                let expected = match i {
+                    _ if i >= rank => None,
+                    0 => Some(StatusCode::UNAUTHORIZED),
+                    _ => Some(StatusCode::FORBIDDEN),
+                };
+                match expected {
+                    Some(refused) => {
+                        assert_eq!(a.status, refused, "{who}: {method} {path} ({id})");
+                        let says = a.json["error"].as_str().unwrap_or_default();
+                        assert!(!says.is_empty(), "{who}: {method} {path}: {}", a.json);
+                    }
+                    None => assert!(
+                        ![StatusCode::UNAUTHORIZED, StatusCode::FORBIDDEN].contains(&a.status),
+                        "{who} may {method} {path} ({id}): {} {}",
+                        a.status,
+                        a.json
+                    ),
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 50, "{checked} operations");
+}
+
+#[tokio::test]
+async fn lists_show_only_the_projects_a_user_is_a_member_of() {
+    let env = env().await;
+    let names = |v: &Value| -> Vec<String> {
+        let list = v.as_array().unwrap().iter();
+        list.map(|p| p["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let outsider = env.as_("outsider", "GET", "/api/v1/projects", "").await;
+    assert_eq!(names(&outsider.json), Vec::<String>::new());
+    let viewer = env.as_("viewer", "GET", "/api/v1/projects", "").await;
+    assert_eq!(names(&viewer.json), ["p"]);
+    assert_eq!(viewer.json[0]["role"], "viewer");
+    let global = env.as_("global", "GET", "/api/v1/projects", "").await;
+    assert_eq!(names(&global.json), ["default", "p"]);
+
+    for list in ["/api/v1/instances", "/api/v1/backfills", "/api/v1/alerts"] {
+        let a = env.as_("outsider", "GET", list, "").await;
+        assert_eq!(a.json, json!([]), "{list} as an outsider");
+    }
+    let a = env.as_("viewer", "GET", "/api/v1/instances", "").await;
+    assert_eq!(a.json[0]["id"], env.instance);
+    let a = env.as_("viewer", "GET", "/api/v1/backfills", "").await;
+    assert_eq!(a.json[0]["id"], env.backfill);
+    let a = env
+        .as_("outsider", "GET", "/api/v1/instances?project=p", "")
+        .await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        a.json["error"],
+        "user 'outsider' needs the viewer role in project 'p' (has none); a project admin can grant it"
+    );
+    let a = env
+        .as_(
+            "outsider",
+            "GET",
+            "/api/v1/backfills?project=p&workflow=etl",
+            "",
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+
+    let me = env.as_("operator", "GET", "/api/v1/session", "").await;
+    assert_eq!(
+        me.json,
+        json!({"auth": true, "user": "operator", "admin": false, "roles": {"p": "operator"}})
+    );
+}
+
+#[tokio::test]
+async fn a_project_is_created_by_its_first_admin_and_deleted_only_when_empty() {
+    let env = env().await;
+    let a = env
+        .as_(
+            "outsider",
+            "POST",
+            "/api/v1/projects",
+            r#"{"name": "mine"}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.json);
+    assert_eq!(a.json["role"], "admin");
+    assert_eq!(a.json["created_by"], "outsider");
+    let a = env
+        .as_("outsider", "GET", "/api/v1/projects/mine", "")
+        .await;
+    assert_eq!(
+        a.json["members"],
+        json!([{"user": "outsider", "role": "admin"}])
+    );
+    for bad in ["..", "-x", ".hidden", ""] {
+        let body = json!({ "name": bad }).to_string();
+        let a = env.as_("outsider", "POST", "/api/v1/projects", &body).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{bad}");
+    }
+    let a = env
+        .as_("outsider", "POST", "/api/v1/projects", r#"{"name": "p"}"#)
+        .await;
+    assert_eq!(a.status, StatusCode::CONFLICT);
+
+    let a = env.as_("owner", "DELETE", "/api/v1/projects/p", "").await;
+    assert_eq!(a.status, StatusCode::CONFLICT);
+    assert!(
+        a.json["error"]
+            .as_str()
+            .unwrap()
+            .contains("still has workflows")
+    );
+    let a = env
+        .as_("outsider", "DELETE", "/api/v1/projects/mine", "")
+        .await;
+    assert_eq!(a.status, StatusCode::NO_CONTENT);
+    let a = env.as_("global", "GET", "/api/v1/projects/mine", "").await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+
+    // A member removed loses the project at once.
+    let a = env
+        .as_("owner", "DELETE", "/api/v1/projects/p/members/viewer", "")
+        .await;
+    assert_eq!(a.status, StatusCode::NO_CONTENT);
+    let a = env.as_("viewer", "GET", "/api/v1/projects/p", "").await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    let a = env
+        .as_(
+            "owner",
+            "PUT",
+            "/api/v1/projects/p/members/viewer",
+            r#"{"role": "boss"}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    let a = env
+        .as_(
+            "owner",
+            "PUT",
+            "/api/v1/projects/p/members/ghost",
+            r#"{"role": "viewer"}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn tokens_are_shown_once_and_refused_once_revoked_expired_or_their_user_disabled() {
+    let env = env().await;
+    let made = env
+        .as_(
+            "viewer",
+            "POST",
+            "/api/v1/tokens",
+            r#"{"name": "ci", "expires_in_days": 30}"#,
+        )
+        .await;
+    assert_eq!(made.status, StatusCode::CREATED);
+    let token = made.json["token"].as_str().unwrap().to_string();
+    let ok = call(&env.app, "GET", "/api/v1/projects/p", Some(&token), "").await;
+    assert_eq!(ok.status, StatusCode::OK);
+    // Listed without its value, with its last use.
+    let list = env.as_("viewer", "GET", "/api/v1/tokens", "").await;
+    let ci = list
+        .json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "ci");
+    let ci = ci.expect("the new token is listed").clone();
+    assert!(!list.json.to_string().contains(&token));
+    assert!(ci["last_used_at"].is_string() && ci["expires_at"].is_string());
+    // Another user's tokens are not theirs to see or revoke.
+    let a = env
+        .as_("viewer", "GET", "/api/v1/tokens?user=owner", "")
+        .await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    let uri = format!("/api/v1/tokens/{}", env.spare_token);
+    let a = env.as_("viewer", "DELETE", &uri, "").await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+
+    let uri = format!("/api/v1/tokens/{}", ci["id"]);
+    let a = env.as_("viewer", "DELETE", &uri, "").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert!(a.json["revoked_at"].is_string());
+    let refused = call(&env.app, "GET", "/api/v1/projects/p", Some(&token), "").await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+
+    let expired = new_token().unwrap();
+    let past = Some(now_ms() - 1);
+    let hash = token_hash(&expired);
+    env.store
+        .create_token("viewer", "old", &hash, past)
+        .await
+        .unwrap();
+    let a = call(&env.app, "GET", "/api/v1/session", Some(&expired), "").await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+
+    env.admin("POST", "/api/v1/users/viewer/disable", json!(null))
+        .await;
+    let a = env.as_("viewer", "GET", "/api/v1/session", "").await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+    env.admin("POST", "/api/v1/users/viewer/enable", json!(null))
+        .await;
+    let a = env.as_("viewer", "GET", "/api/v1/session", "").await;
+    assert_eq!(a.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn every_mutation_is_audited_with_who_what_and_the_result() {
+    let env = env().await;
+    // The setup's mutations, by the SHOAL_TOKEN holder, each with result ok.
+    let setup = env.audit("actor=SHOAL_TOKEN&limit=1000").await;
+    let actions: BTreeSet<&str> = setup
+        .iter()
+        .map(|r| r["action"].as_str().unwrap())
+        .collect();
+    for action in [
+        "createUser",
+        "createToken",
+        "createProject",
+        "setMember",
+        "applyWorkflow",
+    ] {
+        assert!(actions.contains(action), "{action} in {actions:?}");
+    }
+    assert!(setup.iter().all(|r| r["result"] == "ok"), "{setup:?}");
+
+    let a = env
+        .as_(
+            "operator",
+            "POST",
+            "/api/v1/projects/p/workflows/etl/start",
+            "{}",
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::ACCEPTED);
+    let a = env
+        .as_(
+            "viewer",
+            "POST",
+            "/api/v1/projects/p/workflows/etl/start",
+            "{}",
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    let a = env
+        .as_(
+            "operator",
+            "POST",
+            "/api/v1/projects/p/workflows/nope/start",
+            "{}",
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+
+    let rows = env.audit("project=p&action=startWorkflow").await;
+    let seen: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|r| {
+            let field = |k: &str| r[k].as_str().unwrap();
+            (field("actor"), field("target"), field("result"))
+        })
+        .collect();
+    assert_eq!(seen.len(), 4, "{rows:?}");
+    assert_eq!(
+        seen[0],
+        (
+            "operator",
+            "POST /api/v1/projects/p/workflows/nope/start",
+            "404: workflow 'p/nope' does not exist; apply it first with `shoal apply -f FILE`"
+        )
+    );
+    assert_eq!(seen[1].0, "viewer");
+    assert!(
+        seen[1]
+            .2
+            .starts_with("403: user 'viewer' needs the operator role"),
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen[2],
+        (
+            "operator",
+            "POST /api/v1/projects/p/workflows/etl/start",
+            "ok"
+        )
+    );
+    assert!(
+        rows.iter()
+            .all(|r| r["address"].is_string() && r["at"].is_string())
+    );
+    // Reads and refusals without a token are not audited.
+    call(
+        &env.app,
+        "POST",
+        "/api/v1/projects/p/workflows/etl/start",
+        None,
+        "{}",
+    )
+    .await;
+    env.as_("viewer", "GET", "/api/v1/instances", "").await;
+    assert_eq!(env.audit("project=p&action=startWorkflow").await.len(), 4);
+    assert!(env.audit("action=listInstances").await.is_empty());
+    // Pages: older than the last id seen.
+    let first = env.audit("limit=2").await;
+    let next = env
+        .audit(&format!("limit=2&before={}", first[1]["id"]))
+        .await;
+    assert!(next[0]["id"].as_i64() < first[1]["id"].as_i64());
+}

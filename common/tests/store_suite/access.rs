@@ -1,0 +1,255 @@
+//! Users, tokens, projects with members, and the audit log.
+
+use super::*;
+use shoal_common::access::{Role, token_hash};
+
+/// Whether `token` is accepted now.
+async fn valid(store: &Store, token: &str) -> bool {
+    store
+        .token_owner(&token_hash(token))
+        .await
+        .unwrap()
+        .is_some()
+}
+
+pub(crate) async fn the_first_admin_is_created_once_and_tokens_stop_when_revoked_expired_or_disabled(
+    ctx: Ctx,
+) {
+    let store = ctx.store.clone();
+    let (a, b) = (token_hash("first"), token_hash("second"));
+    let (one, two) = tokio::join!(store.bootstrap_admin(&a), store.bootstrap_admin(&b));
+    assert!(
+        one.unwrap() ^ two.unwrap(),
+        "exactly one start creates the admin"
+    );
+    let winner = if store.token_owner(&a).await.unwrap().is_some() {
+        a
+    } else {
+        b
+    };
+    assert!(!store.bootstrap_admin(&token_hash("third")).await.unwrap());
+    let owner = store.token_owner(&winner).await.unwrap().unwrap();
+    assert_eq!((owner.user.as_str(), owner.admin), (BOOTSTRAP_ADMIN, true));
+
+    store.create_user("ann", false).await.unwrap();
+    let dup = store.create_user("ann", true).await.unwrap_err();
+    assert!(matches!(dup, Error::Conflict(_)), "{dup}");
+    let id = store
+        .create_token("ann", "ci", &token_hash("ann-ci"), None)
+        .await
+        .unwrap();
+    let dup = store
+        .create_token("ann", "ci", &token_hash("x"), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(dup, Error::Conflict(_)), "{dup}");
+    let nobody = store
+        .create_token("bob", "ci", &token_hash("y"), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(nobody, Error::NotFound(_)), "{nobody}");
+
+    // Its use is noted; it stops when its user is disabled, and comes back when enabled.
+    let ann = store
+        .token_owner(&token_hash("ann-ci"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((ann.user.as_str(), ann.admin), ("ann", false));
+    let listed = store.list_tokens(Some("ann")).await.unwrap();
+    assert!(listed[0].last_used_at.is_some(), "{listed:?}");
+    store.set_user_disabled("ann", true).await.unwrap().unwrap();
+    assert!(!valid(&store, "ann-ci").await);
+    store
+        .set_user_disabled("ann", false)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(valid(&store, "ann-ci").await);
+    assert!(
+        store
+            .set_user_disabled("bob", true)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Revoked: only by its owner's name or by anyone's (None).
+    assert!(
+        store
+            .revoke_token(id, Some("admin"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let revoked = store.revoke_token(id, Some("ann")).await.unwrap().unwrap();
+    assert!(revoked.revoked_at.is_some());
+    assert!(!valid(&store, "ann-ci").await);
+
+    let past = now_ms() - 1;
+    store
+        .create_token("ann", "old", &token_hash("old"), Some(past))
+        .await
+        .unwrap();
+    assert!(!valid(&store, "old").await);
+    let later = now_ms() + 60_000;
+    store
+        .create_token("ann", "new", &token_hash("new"), Some(later))
+        .await
+        .unwrap();
+    assert!(valid(&store, "new").await);
+}
+
+pub(crate) async fn projects_hold_members_and_are_deleted_only_when_empty(ctx: Ctx) {
+    let store = ctx.store.clone();
+    store.create_user("ann", false).await.unwrap();
+    let p = store
+        .create_project("p", "the p", Some("ann"))
+        .await
+        .unwrap();
+    assert_eq!((p.created_by.as_str(), p.workflows), ("ann", 0));
+    let dup = store.create_project("p", "", None).await.unwrap_err();
+    assert!(matches!(dup, Error::Conflict(_)), "{dup}");
+    let members = store.list_members("p").await.unwrap();
+    assert_eq!(
+        members,
+        [MemberRow {
+            user: "ann".into(),
+            role: Role::Admin
+        }]
+    );
+    store.set_member("p", "ann", Role::Viewer).await.unwrap();
+    store
+        .create_token("ann", "t", &token_hash("ann"), None)
+        .await
+        .unwrap();
+    let ann = store
+        .token_owner(&token_hash("ann"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ann.roles, [("p".to_string(), Role::Viewer)]);
+    let ghost = store
+        .set_member("p", "ghost", Role::Viewer)
+        .await
+        .unwrap_err();
+    assert!(matches!(ghost, Error::NotFound(_)), "{ghost}");
+    let nowhere = store
+        .set_member("q", "ann", Role::Viewer)
+        .await
+        .unwrap_err();
+    assert!(matches!(nowhere, Error::NotFound(_)), "{nowhere}");
+
+    // A workflow applied to a project creates it; one with workflows stays.
+    store
+        .put_definition(&workflow("q", "etl", ""))
+        .await
+        .unwrap();
+    assert_eq!(store.get_project("q").await.unwrap().unwrap().workflows, 1);
+    let busy = store.delete_project("q").await.unwrap_err();
+    assert!(matches!(busy, Error::Conflict(_)), "{busy}");
+    assert!(store.delete_project("p").await.unwrap());
+    assert!(!store.delete_project("p").await.unwrap());
+    assert!(
+        store.list_members("p").await.unwrap().is_empty(),
+        "members go with it"
+    );
+
+    // The project of what a command became.
+    let cmd = store.insert_command(&command("q", "etl", 1)).await.unwrap();
+    assert_eq!(
+        store
+            .project_of(Owned::Command(cmd))
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("q")
+    );
+    let inst = store
+        .claim_commands("m", 1, 10)
+        .await
+        .unwrap()
+        .remove(0)
+        .instance;
+    assert_eq!(
+        store
+            .project_of(Owned::Command(cmd))
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("q"),
+        "after its claim"
+    );
+    assert_eq!(
+        store
+            .project_of(Owned::Instance(inst.id))
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("q")
+    );
+    assert_eq!(store.project_of(Owned::Instance(999)).await.unwrap(), None);
+}
+
+fn entry(action: &str) -> AuditEntry {
+    AuditEntry {
+        actor: "ann".into(),
+        action: action.into(),
+        target: format!("POST /api/v1/{action}"),
+        project: Some("p".into()),
+        address: "10.0.0.1".into(),
+    }
+}
+
+pub(crate) async fn a_mutation_and_its_audit_row_commit_together(ctx: Ctx) {
+    let store = ctx.store.clone();
+    // Committed: the change and its row (once, however many commits follow).
+    let (created, written) = audited(entry("createUser"), async {
+        store.create_user("ann", false).await.unwrap();
+        store.create_user("bob", false).await.unwrap();
+    })
+    .await;
+    let () = created;
+    assert!(written);
+    // Rolled back: neither.
+    let (refused, written) = audited(entry("createUser"), store.create_user("ann", false)).await;
+    assert!(refused.is_err() && !written);
+    store
+        .record_audit(&entry("deleteProject"), "409: still has workflows")
+        .await
+        .unwrap();
+
+    let rows = store
+        .list_audit(&AuditFilter {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let seen: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r.action.as_str(), r.result.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("deleteProject", "409: still has workflows"),
+            ("createUser", "ok")
+        ]
+    );
+    assert_eq!(rows[1].address, "10.0.0.1");
+    let filtered = AuditFilter {
+        action: Some("createUser".into()),
+        before: Some(rows[0].id),
+        limit: 10,
+        ..Default::default()
+    };
+    assert_eq!(store.list_audit(&filtered).await.unwrap().len(), 1);
+    // Outside an audited mutation, commits write no rows.
+    store.create_user("cy", false).await.unwrap();
+    let all = AuditFilter {
+        limit: 10,
+        ..Default::default()
+    };
+    assert_eq!(store.list_audit(&all).await.unwrap().len(), 2);
+}
