@@ -231,6 +231,29 @@ fn invalid_definitions_are_refused_with_the_offender_named() {
 }
 
 #[test]
+fn a_20_mib_body_is_refused_with_413_and_the_server_stays_healthy() {
+    let s = Standalone::start();
+    let huge = format!(
+        "name: huge\ndescription: '{}'\ntasks: []\n",
+        "x".repeat(20 << 20)
+    );
+    let (status, body) = s.api.post("/projects/default/workflows", &huge);
+    assert_eq!(status, 413);
+    assert!(
+        body["error"].as_str().unwrap().contains("--max-body-bytes"),
+        "{body}"
+    );
+    assert!(s.api.healthy());
+    apply(
+        &s,
+        "small",
+        "name: small\ntasks:\n- { name: t, type: noop }\n",
+    );
+    let out = cli(&s.api, &["start", "small", "--wait"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[test]
 fn a_crashed_standalone_finishes_its_instances_after_a_restart() {
     let mut s = Standalone::start();
     let (ran, started) = (s.dir.path().join("ran"), s.dir.path().join("started"));

@@ -24,7 +24,9 @@ pub enum Error {
     Forbidden(String),
     #[error("method {0} is not allowed on this path")]
     MethodNotAllowed(String),
-    #[error("request body is larger than the limit of {limit} bytes")]
+    #[error(
+        "request body is larger than the limit of {limit} bytes (the server's --max-body-bytes)"
+    )]
     PayloadTooLarge { limit: usize },
     /// The request clashes with the state of what it acts on (e.g. pausing a finished
     /// instance, or an action on it already pending).

@@ -1,16 +1,13 @@
 //! Extractors that report their rejections as the crate's JSON errors instead of axum's
 //! plain-text ones.
 
+use crate::Ctx;
 use crate::error::Error;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
-use shoal_common::definition::MAX_DEFINITION_BYTES;
-
-/// The largest request body accepted by any route (a workflow definition is the largest).
-pub const MAX_BODY_BYTES: usize = MAX_DEFINITION_BYTES;
 
 /// 400 unless `name` is a valid name of a `what` (project, user, token): 1-128 letters,
 /// digits, `_`, `-` or `.`, not starting with `.` or `-`.
@@ -57,17 +54,17 @@ where
     }
 }
 
-/// The raw request body, any content type, at most [`MAX_BODY_BYTES`].
+/// The raw request body, any content type, at most [`crate::Limits::body_bytes`].
 pub struct Body(pub Bytes);
 
-impl<S: Send + Sync> FromRequest<S> for Body {
+impl FromRequest<Ctx> for Body {
     type Rejection = Error;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Error> {
-        match Bytes::from_request(req, state).await {
+    async fn from_request(req: Request, ctx: &Ctx) -> Result<Self, Error> {
+        match Bytes::from_request(req, ctx).await {
             Ok(b) => Ok(Body(b)),
             Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(Error::PayloadTooLarge {
-                limit: MAX_BODY_BYTES,
+                limit: ctx.limits.body_bytes,
             }),
             Err(e) => Err(Error::BadRequest(e.body_text())),
         }

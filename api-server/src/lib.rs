@@ -59,6 +59,25 @@ pub struct ApiState {
     pub registry: Option<Registry>,
     /// Carried by its gRPC calls to masters (stop, pause) and workers (task logs).
     pub secret: ClusterSecret,
+    pub limits: Limits,
+}
+
+/// What one request may ask of the server.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest request body (a workflow definition is the largest); 413 beyond.
+    pub body_bytes: usize,
+    /// Most tasks in one workflow definition; 400 beyond.
+    pub tasks: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            body_bytes: 8 * 1024 * 1024,
+            tasks: 10_000,
+        }
+    }
 }
 
 /// The state handlers see: the public [`ApiState`] plus what the server keeps for itself.
@@ -69,6 +88,7 @@ pub(crate) struct Ctx {
     /// gRPC channels to workers and masters.
     pub peers: Arc<channels::Channels>,
     pub auth: Arc<Auth>,
+    pub limits: Limits,
     /// The operation id of each (method, full path template), for the access policy.
     pub operations: Arc<HashMap<(Method, String), String>>,
     /// The OpenAPI document, serialized once.
@@ -146,9 +166,11 @@ pub fn router(state: ApiState) -> Router {
         registry: state.registry,
         peers: Arc::new(channels::Channels::new(state.secret)),
         auth: Arc::new(state.auth),
+        limits: state.limits,
         operations: Arc::new(openapi::operations(&doc)),
         openapi: Arc::from(doc.to_json().expect("the OpenAPI document serializes")),
     };
+    let body_limit = ctx.limits.body_bytes;
     let guard = axum::middleware::from_fn_with_state(ctx.clone(), access::guard);
     let api = api
         .method_not_allowed_fallback(method_not_allowed)
@@ -162,7 +184,7 @@ pub fn router(state: ApiState) -> Router {
         .nest("/api/v1", api)
         .merge(openapi::docs_router())
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
+        .layer(DefaultBodyLimit::max(body_limit))
         .layer(TraceLayer::new_for_http())
 }
 

@@ -82,6 +82,14 @@ pub async fn apply(
 /// naming task groups and alert channels that exist.
 async fn checked(ctx: &Ctx, project: &str, body: &Body) -> Result<WorkflowDef> {
     let def = parse_for_project(body.text()?, project)?;
+    let limit = ctx.limits.tasks;
+    if def.tasks.len() > limit {
+        return Err(Error::BadRequest(format!(
+            "workflow '{}' has {} tasks; this server takes at most {limit} (its --max-tasks)",
+            def.name,
+            def.tasks.len()
+        )));
+    }
     check_references(ctx, &def).await?;
     Ok(def)
 }

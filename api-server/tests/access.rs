@@ -108,6 +108,7 @@ async fn env() -> Env {
         auth: Auth::tokens(Some(ADMIN.into())),
         registry: None,
         secret: Default::default(),
+        limits: Default::default(),
     });
     let mut env = Env {
         app,

@@ -5,7 +5,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use serde_json::{Value, json};
-use shoal_api_server::{ApiState, Auth, router};
+use shoal_api_server::{ApiState, Auth, Limits, router};
 use shoal_common::proto::master_server::{Master, MasterServer};
 use shoal_common::proto::worker_server::{Worker, WorkerServer};
 use shoal_common::proto::{
@@ -58,12 +58,17 @@ impl Answer {
 }
 
 async fn api(token: Option<&str>) -> Api {
+    api_with_limits(token, Limits::default()).await
+}
+
+async fn api_with_limits(token: Option<&str>, limits: Limits) -> Api {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
     let store = Store::connect(&url).await.unwrap();
     let state = ApiState {
         registry: None,
         secret: Default::default(),
+        limits,
         store: store.clone(),
         auth: token.map_or(Auth::Off, |t| Auth::tokens(Some(t.into()))),
     };
@@ -446,13 +451,36 @@ async fn a_token_guards_reads_and_writes_but_not_health_or_the_document() {
 #[tokio::test]
 async fn oversized_bodies_and_unknown_routes_get_json_errors() {
     let api = api(None).await;
-    let big = format!(
-        "name: big\ndescription: '{}'\ntasks: []\n",
-        "x".repeat(5 * 1024 * 1024)
+    let sized = |mib: usize| {
+        let text = "x".repeat(mib * 1024 * 1024);
+        format!("name: big\ndescription: '{text}'\ntasks:\n- {{name: t, type: noop}}\n")
+    };
+    // Within the default limit of 8 MiB, a large definition is stored.
+    let a = api
+        .post("/api/v1/projects/default/workflows", &sized(6))
+        .await;
+    assert_eq!(
+        a.status,
+        StatusCode::CREATED,
+        "{}",
+        &a.text[..200.min(a.text.len())]
     );
-    let a = api.post("/api/v1/projects/default/workflows", &big).await;
+    let a = api
+        .post("/api/v1/projects/default/workflows", &sized(20))
+        .await;
     assert_eq!(a.status, StatusCode::PAYLOAD_TOO_LARGE);
-    assert!(a.error().contains("larger than the limit"), "{}", a.text);
+    assert_eq!(
+        a.error(),
+        "request body is larger than the limit of 8388608 bytes (the server's --max-body-bytes)"
+    );
+    let versions = api
+        .get("/api/v1/projects/default/workflows/big/versions")
+        .await;
+    assert_eq!(
+        versions.json().as_array().unwrap().len(),
+        1,
+        "nothing stored"
+    );
 
     let a = api.get("/api/v1/nope").await;
     assert_eq!(a.status, StatusCode::NOT_FOUND);
@@ -461,6 +489,28 @@ async fn oversized_bodies_and_unknown_routes_get_json_errors() {
     let a = api.call("DELETE", "/api/v1/instances", None, "").await;
     assert_eq!(a.status, StatusCode::METHOD_NOT_ALLOWED);
     assert!(a.error().contains("DELETE"), "{}", a.text);
+}
+
+#[tokio::test]
+async fn a_definition_with_more_tasks_than_the_limit_is_refused() {
+    let limits = Limits {
+        tasks: 3,
+        ..Limits::default()
+    };
+    let api = api_with_limits(None, limits).await;
+    for uri in [
+        "/api/v1/projects/default/validate",
+        "/api/v1/projects/default/workflows",
+    ] {
+        let a = api.post(uri, DIAMOND).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{uri}");
+        assert_eq!(
+            a.error(),
+            "workflow 'etl' has 4 tasks; this server takes at most 3 (its --max-tasks)"
+        );
+    }
+    let a = api.get("/api/v1/projects/default/workflows").await;
+    assert_eq!(a.json(), json!([]));
 }
 
 #[tokio::test]
@@ -1434,6 +1484,7 @@ async fn the_cluster_is_listed_from_the_registry_standalone_passes() {
         auth: Auth::Off,
         registry: Some(registry),
         secret: Default::default(),
+        limits: Default::default(),
     });
     let req = Request::get("/api/v1/cluster").body(Body::empty()).unwrap();
     let resp = app.oneshot(req).await.unwrap();

@@ -29,6 +29,7 @@ async fn app(token: Option<&str>) -> (Router, Store, TempDir) {
     let state = ApiState {
         registry: None,
         secret: Default::default(),
+        limits: Default::default(),
         store: store.clone(),
         auth: token.map_or(Auth::Off, |t| Auth::tokens(Some(t.into()))),
     };

@@ -35,6 +35,7 @@ async fn app_with_token(token: Option<&str>) -> (Router, TempDir) {
         auth: token.map_or(Auth::Off, |t| Auth::tokens(Some(t.into()))),
         registry: None,
         secret: Default::default(),
+        limits: Default::default(),
     };
     (router(state), dir)
 }

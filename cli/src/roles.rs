@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
-use shoal_api_server::{ApiState, Auth};
+use shoal_api_server::{ApiState, Auth, Limits};
 use shoal_common::access::{new_token, token_hash};
 use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::registry::Registry;
@@ -143,6 +143,49 @@ fn parse_datasource(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// What one API request may ask (shared by `api-server` and `standalone`).
+#[derive(Args, Serialize, Debug)]
+pub struct LimitArgs {
+    /// Largest request body, in bytes (`8MiB`, `512KiB` also work); larger ones get 413.
+    #[arg(long, env = "SHOAL_MAX_BODY_BYTES", default_value = "8MiB", value_parser = parse_size)]
+    pub max_body_bytes: usize,
+    /// Most tasks one workflow definition may have.
+    #[arg(long, env = "SHOAL_MAX_TASKS", default_value_t = 10_000)]
+    pub max_tasks: usize,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        Limits {
+            body_bytes: self.max_body_bytes,
+            tasks: self.max_tasks,
+        }
+    }
+}
+
+/// `123`, `64KiB`, `8MiB` or `1GiB` as bytes.
+fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let scale: usize = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown unit '{other}' in '{s}': use B, KiB, MiB or GiB"
+            ));
+        }
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("'{s}' is not a size: use e.g. 8MiB or 1048576"))
+}
+
 #[derive(Args, Serialize, Debug)]
 pub struct StandaloneArgs {
     /// Where the SQLite database, task logs and work files live.
@@ -170,6 +213,8 @@ pub struct StandaloneArgs {
     /// Tasks the embedded worker runs at once.
     #[arg(long, env = "SHOAL_SLOTS", default_value_t = 100)]
     pub slots: u32,
+    #[command(flatten)]
+    pub limits: LimitArgs,
     #[command(flatten)]
     pub exec: ExecArgs,
     #[command(flatten)]
@@ -202,6 +247,8 @@ pub struct ApiServerArgs {
     #[arg(long, env = "SHOAL_CLUSTER_SECRET", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub cluster_secret: Option<String>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
     #[command(flatten)]
     #[serde(skip)]
     pub common: Common,
@@ -462,6 +509,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
             auth,
             registry: Some(registry),
             secret,
+            limits: args.limits.limits(),
         },
         shutdown.clone(),
     )
@@ -494,6 +542,7 @@ pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
             auth,
             registry,
             secret,
+            limits: args.limits.limits(),
         },
         shutdown,
     )
@@ -559,4 +608,20 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     shutdown.cancel();
     metrics.await??;
     Ok(outcome?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_take_a_binary_unit() {
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size("8MiB"), Ok(8 << 20));
+        assert_eq!(parse_size(" 512KiB "), Ok(512 << 10));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert!(parse_size("8MB").unwrap_err().contains("unknown unit 'MB'"));
+        assert!(parse_size("0").unwrap_err().contains("not a size"));
+        assert!(parse_size("MiB").unwrap_err().contains("not a size"));
+    }
 }

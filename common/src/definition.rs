@@ -13,8 +13,6 @@ use std::time::Duration;
 
 pub const DEFAULT_PROJECT: &str = "default";
 pub const DEFAULT_WORKER_GROUP: &str = "default";
-/// Definitions larger than this are refused before parsing.
-pub const MAX_DEFINITION_BYTES: usize = 4 * 1024 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -345,8 +343,6 @@ pub enum DefinitionError {
         line: Option<usize>,
         column: Option<usize>,
     },
-    #[error("definition is {0} bytes; the limit is {MAX_DEFINITION_BYTES}")]
-    TooLarge(usize),
     #[error(
         "invalid {what} '{value}': use letters, digits, '_', '-' or '.', starting with a letter, \
          digit or '_' (1-128 characters)"
@@ -426,11 +422,9 @@ fn valid_tenant(s: &str) -> bool {
 }
 
 impl WorkflowDef {
-    /// Parses YAML (a superset of JSON) and validates the result.
+    /// Parses YAML (a superset of JSON) and validates the result. The api-server's body
+    /// limit bounds the text.
     pub fn parse(text: &str) -> Result<WorkflowDef, DefinitionError> {
-        if text.len() > MAX_DEFINITION_BYTES {
-            return Err(DefinitionError::TooLarge(text.len()));
-        }
         let def: WorkflowDef = serde_yaml::from_str(text).map_err(|e| DefinitionError::Syntax {
             line: e.location().map(|l| l.line()),
             column: e.location().map(|l| l.column()),
