@@ -23,6 +23,7 @@ mod metrics;
 mod openapi;
 mod projects;
 mod schedules;
+mod secrets;
 mod task_groups;
 mod ui;
 mod workflows;
@@ -38,6 +39,7 @@ use axum::http::Method;
 use serde::Serialize;
 use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::registry::Registry;
+use shoal_common::secret_key::SecretKey;
 use shoal_common::store::Store;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -60,6 +62,8 @@ pub struct ApiState {
     /// Carried by its gRPC calls to masters (stop, pause) and workers (task logs).
     pub secret: ClusterSecret,
     pub limits: Limits,
+    /// Seals the values of project secrets (None: secrets cannot be set).
+    pub secret_key: Option<SecretKey>,
 }
 
 /// What one request may ask of the server.
@@ -89,6 +93,7 @@ pub(crate) struct Ctx {
     pub peers: Arc<channels::Channels>,
     pub auth: Arc<Auth>,
     pub limits: Limits,
+    pub secret_key: Option<SecretKey>,
     /// The operation id of each (method, full path template), for the access policy.
     pub operations: Arc<HashMap<(Method, String), String>>,
     /// The OpenAPI document, serialized once.
@@ -114,6 +119,8 @@ fn api_routes() -> OpenApiRouter<Ctx> {
         .routes(routes!(projects::get, projects::delete))
         .routes(routes!(projects::members))
         .routes(routes!(projects::set_member, projects::remove_member))
+        .routes(routes!(secrets::list))
+        .routes(routes!(secrets::set, secrets::delete))
         .routes(routes!(workflows::apply, workflows::list))
         .routes(routes!(workflows::validate))
         .routes(routes!(workflows::get))
@@ -167,6 +174,7 @@ pub fn router(state: ApiState) -> Router {
         peers: Arc::new(channels::Channels::new(state.secret)),
         auth: Arc::new(state.auth),
         limits: state.limits,
+        secret_key: state.secret_key,
         operations: Arc::new(openapi::operations(&doc)),
         openapi: Arc::from(doc.to_json().expect("the OpenAPI document serializes")),
     };

@@ -11,6 +11,7 @@ use axum::http::{Request, StatusCode, header};
 use serde_json::{Value, json};
 use shoal_api_server::{ApiState, Auth, openapi_document, router};
 use shoal_common::access::{new_token, token_hash};
+use shoal_common::secret_key::SecretKey;
 use shoal_common::store::{NewTaskInstance, Store, WriteBatch};
 use shoal_common::types::{Priority, TaskState, now_ms};
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,6 +20,8 @@ use tower::ServiceExt;
 
 /// The operator's SHOAL_TOKEN.
 const ADMIN: &str = "the-operators-admin-token";
+/// The api-server's SHOAL_SECRET_KEY.
+const KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
 
 const WORKFLOW: &str = "\
 name: etl
@@ -109,6 +112,7 @@ async fn env() -> Env {
         registry: None,
         secret: Default::default(),
         limits: Default::default(),
+        secret_key: Some(SecretKey::from_hex(KEY).unwrap()),
     });
     let mut env = Env {
         app,
@@ -226,10 +230,12 @@ fn minimum(op: &str) -> &'static str {
         | "getTaskInstance"
         | "getTaskLog"
         | "getCommand"
-        | "getBackfill" => "viewer",
+        | "getBackfill"
+        | "listSecrets" => "viewer",
         "startWorkflow" | "createBackfill" | "actOnInstance" | "cancelBackfill" => "operator",
         "applyWorkflow" | "validateWorkflow" | "createSchedule" | "updateSchedule"
-        | "deleteSchedule" | "enableSchedule" | "disableSchedule" => "editor",
+        | "deleteSchedule" | "enableSchedule" | "disableSchedule" | "setSecret"
+        | "deleteSecret" => "editor",
         "deleteProject" | "setMember" | "removeMember" => "owner",
         "createTaskGroup" | "deleteTaskGroup" | "createAlertChannel" | "deleteAlertChannel"
         | "listUsers" | "createUser" | "disableUser" | "enableUser" | "listAudit" => "global",
@@ -594,4 +600,75 @@ async fn every_mutation_is_audited_with_who_what_and_the_result() {
         .audit(&format!("limit=2&before={}", first[1]["id"]))
         .await;
     assert!(next[0]["id"].as_i64() < first[1]["id"].as_i64());
+}
+
+#[tokio::test]
+async fn a_secret_is_stored_encrypted_and_its_value_never_read_back() {
+    let env = env().await;
+    let value = "postgres://etl:hunter2@db.internal/warehouse";
+    let body = json!({"value": value, "description": "the warehouse"}).to_string();
+    let uri = "/api/v1/projects/p/secrets/warehouse";
+    let a = env.as_("editor", "PUT", uri, &body).await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.json);
+    assert_eq!(a.json["updated_by"], "editor");
+    let a = env.as_("editor", "PUT", uri, &body).await;
+    assert_eq!(a.status, StatusCode::OK, "replaced");
+    let list = env
+        .as_("viewer", "GET", "/api/v1/projects/p/secrets", "")
+        .await;
+    assert_eq!(list.json[0]["name"], "warehouse");
+    assert!(!list.json.to_string().contains("hunter2"), "{}", list.json);
+    let audit = env.audit("action=setSecret").await;
+    assert_eq!(audit.len(), 2);
+    assert!(!format!("{audit:?}").contains("hunter2"));
+
+    let sealed = env.store.sealed_secrets().await.unwrap();
+    assert_eq!(sealed.len(), 1);
+    assert!(!sealed[0].sealed.contains("hunter2"));
+    let key = SecretKey::from_hex(KEY).unwrap();
+    assert_eq!(key.open("p/warehouse", &sealed[0].sealed).unwrap(), value);
+
+    for (bad, says) in [
+        (json!({"value": ""}), "1 to 65536 bytes"),
+        (json!({"value": "x".repeat(70_000)}), "1 to 65536 bytes"),
+        (json!({"valu": "x"}), "invalid JSON body"),
+    ] {
+        let a = env.as_("editor", "PUT", uri, &bad.to_string()).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST);
+        assert!(
+            a.json["error"].as_str().unwrap().contains(says),
+            "{}",
+            a.json
+        );
+    }
+    let a = env
+        .as_("editor", "PUT", "/api/v1/projects/p/secrets/..", &body)
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+
+    let a = env.as_("editor", "DELETE", uri, "").await;
+    assert_eq!(a.status, StatusCode::NO_CONTENT);
+    let a = env.as_("editor", "DELETE", uri, "").await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+
+    // Without a key the api-server cannot take a secret, and says what to do.
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let keyless = router(ApiState {
+        store: Store::connect(&url).await.unwrap(),
+        auth: Auth::Off,
+        registry: None,
+        secret: Default::default(),
+        limits: Default::default(),
+        secret_key: None,
+    });
+    let uri = "/api/v1/projects/default/secrets/x";
+    let a = call(&keyless, "PUT", uri, None, r#"{"value": "v"}"#).await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        a.json["error"]
+            .as_str()
+            .unwrap()
+            .contains("SHOAL_SECRET_KEY")
+    );
 }

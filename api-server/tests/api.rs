@@ -69,6 +69,7 @@ async fn api_with_limits(token: Option<&str>, limits: Limits) -> Api {
         registry: None,
         secret: Default::default(),
         limits,
+        secret_key: None,
         store: store.clone(),
         auth: token.map_or(Auth::Off, |t| Auth::tokens(Some(t.into()))),
     };
@@ -1485,6 +1486,7 @@ async fn the_cluster_is_listed_from_the_registry_standalone_passes() {
         registry: Some(registry),
         secret: Default::default(),
         limits: Default::default(),
+        secret_key: None,
     });
     let req = Request::get("/api/v1/cluster").body(Body::empty()).unwrap();
     let resp = app.oneshot(req).await.unwrap();

@@ -30,6 +30,7 @@ async fn app(token: Option<&str>) -> (Router, Store, TempDir) {
         registry: None,
         secret: Default::default(),
         limits: Default::default(),
+        secret_key: None,
         store: store.clone(),
         auth: token.map_or(Auth::Off, |t| Auth::tokens(Some(t.into()))),
     };

@@ -36,6 +36,7 @@ async fn app_with_token(token: Option<&str>) -> (Router, TempDir) {
         registry: None,
         secret: Default::default(),
         limits: Default::default(),
+        secret_key: None,
     };
     (router(state), dir)
 }

@@ -7,6 +7,7 @@ use shoal_api_server::{ApiState, Auth, Limits};
 use shoal_common::access::{new_token, token_hash};
 use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::registry::Registry;
+use shoal_common::secret_key::SecretKey;
 use shoal_common::store::{BOOTSTRAP_ADMIN, Store};
 use shoal_master::MasterConfig;
 use shoal_worker::WorkerConfig;
@@ -213,6 +214,12 @@ pub struct StandaloneArgs {
     /// Tasks the embedded worker runs at once.
     #[arg(long, env = "SHOAL_SLOTS", default_value_t = 100)]
     pub slots: u32,
+    /// Key of the project secrets (64 hex digits, e.g. `openssl rand -hex 32`);
+    /// default: `<data-dir>/secret.key`, made on the first start.
+    #[arg(long, env = "SHOAL_SECRET_KEY", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
+    pub secret_key: Option<String>,
+
     #[command(flatten)]
     pub limits: LimitArgs,
     #[command(flatten)]
@@ -247,6 +254,12 @@ pub struct ApiServerArgs {
     #[arg(long, env = "SHOAL_CLUSTER_SECRET", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub cluster_secret: Option<String>,
+    /// Key of the project secrets (64 hex digits, e.g. `openssl rand -hex 32`): the api-server
+    /// encrypts them with it, masters decrypt them; the same on both. Without it, secrets
+    /// cannot be set.
+    #[arg(long, env = "SHOAL_SECRET_KEY", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
+    pub secret_key: Option<String>,
     #[command(flatten)]
     pub limits: LimitArgs,
     #[command(flatten)]
@@ -314,6 +327,12 @@ pub struct MasterArgs {
     /// Commands claimed per transaction.
     #[arg(long, env = "SHOAL_CLAIM_BATCH", default_value_t = 200)]
     pub claim_batch: usize,
+    /// Key of the project secrets (64 hex digits, e.g. `openssl rand -hex 32`), the api-server's:
+    /// tasks that name a secret need it.
+    #[arg(long, env = "SHOAL_SECRET_KEY", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
+    pub secret_key: Option<String>,
+
     /// Port of Prometheus' `GET /metrics` (on --bind); 0 turns it off. If this default
     /// port is taken (a second master on the host), the master runs without it and warns.
     #[arg(long, env = "SHOAL_METRICS_PORT", default_value_t = MASTER_METRICS_PORT)]
@@ -440,6 +459,7 @@ fn master_config(
     advertise_host: &str,
     claim_batch: usize,
     secret: ClusterSecret,
+    secret_key: Option<SecretKey>,
 ) -> MasterConfig {
     MasterConfig {
         listen: SocketAddr::new(bind, port),
@@ -448,7 +468,42 @@ fn master_config(
         poll: Duration::from_secs(1),
         failover_poll: Duration::from_secs(5),
         secret,
+        secret_key,
     }
+}
+
+/// The `--secret-key` given, checked; none when not given.
+fn given_secret_key(key: Option<&str>) -> anyhow::Result<Option<SecretKey>> {
+    key.filter(|k| !k.is_empty())
+        .map(SecretKey::from_hex)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--secret-key: {e}"))
+}
+
+/// Standalone's key: the one given, else `<data-dir>/secret.key`, made on the first start
+/// (readable by its owner only). Lose it and the stored secrets cannot be read.
+fn standalone_secret_key(
+    given: Option<&str>,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<SecretKey> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(key) = given_secret_key(given)? {
+        return Ok(key);
+    }
+    let path = data_dir.join("secret.key");
+    if !path.exists() {
+        let key = SecretKey::generate().map_err(anyhow::Error::msg)?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        std::io::Write::write_all(&mut file, key.as_bytes())?;
+    }
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read the secret key {}", path.display()))?;
+    SecretKey::from_hex(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
 pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
@@ -469,6 +524,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
     // Its master and worker listen on loopback ports; a secret of its own keeps other local
     // users from calling them.
     let secret = ClusterSecret::random().context("cannot read /dev/urandom")?;
+    let secret_key = standalone_secret_key(args.secret_key.as_deref(), &args.data_dir)?;
     let worker = shoal_worker::start(
         WorkerConfig {
             listen: SocketAddr::new(loopback, 0),
@@ -489,7 +545,14 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
     )
     .await?;
     let master = shoal_master::start(
-        master_config(loopback, 0, &loopback.to_string(), 200, secret.clone()),
+        master_config(
+            loopback,
+            0,
+            &loopback.to_string(),
+            200,
+            secret.clone(),
+            Some(secret_key.clone()),
+        ),
         store.clone(),
         registry.clone(),
         shutdown.clone(),
@@ -510,6 +573,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
             registry: Some(registry),
             secret,
             limits: args.limits.limits(),
+            secret_key: Some(secret_key),
         },
         shutdown.clone(),
     )
@@ -543,6 +607,7 @@ pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
             registry,
             secret,
             limits: args.limits.limits(),
+            secret_key: given_secret_key(args.secret_key.as_deref())?,
         },
         shutdown,
     )
@@ -566,6 +631,7 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<()> {
             &c.advertise_host,
             args.claim_batch,
             secret,
+            given_secret_key(args.secret_key.as_deref())?,
         ),
         store,
         registry,

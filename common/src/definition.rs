@@ -277,6 +277,21 @@ fn default_method() -> String {
 }
 
 impl TaskDef {
+    /// The texts parameters are expanded in: command, script, http url, headers and body,
+    /// sql query.
+    pub fn texts(&self) -> impl Iterator<Item = &str> {
+        let http = self.http.iter().flat_map(|h| {
+            std::iter::once(h.url.as_str())
+                .chain(h.headers.values().map(String::as_str))
+                .chain(h.body.as_deref())
+        });
+        [self.command.as_deref(), self.script.as_deref()]
+            .into_iter()
+            .flatten()
+            .chain(http)
+            .chain(self.sql.iter().map(|q| q.query.as_str()))
+    }
+
     /// The downstream tasks a conditions or switch task chooses among.
     pub fn branch_targets(&self) -> Vec<&str> {
         let mut targets: Vec<&str> = Vec::new();
@@ -566,18 +581,11 @@ impl WorkflowDef {
             .iter()
             .filter(|t| t.depends_on.is_empty() && t.enabled)
         {
-            let texts = [t.command.as_deref(), t.script.as_deref()]
-                .into_iter()
-                .flatten()
-                .chain(t.http.iter().flat_map(|h| {
-                    std::iter::once(h.url.as_str())
-                        .chain(h.headers.values().map(String::as_str))
-                        .chain(h.body.as_deref())
-                }))
-                .chain(t.sql.iter().map(|q| q.query.as_str()));
-            for text in texts {
+            for text in t.texts() {
                 for name in crate::params::references(text) {
+                    // A secret is looked up by the master when the task runs.
                     let known = name.starts_with("system.")
+                        || name.starts_with("secret.")
                         || start.contains_key(&name)
                         || t.params.contains_key(&name)
                         || self.params.contains_key(&name);

@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod params;
 pub mod registry;
 pub mod schedule;
+pub mod secret_key;
 pub mod store;
 pub mod types;
 

@@ -77,6 +77,7 @@ store_suite!(
     the_first_admin_is_created_once_and_tokens_stop_when_revoked_expired_or_disabled,
     projects_hold_members_and_are_deleted_only_when_empty,
     a_mutation_and_its_audit_row_commit_together,
+    secrets_are_kept_sealed_per_project,
 );
 
 #[path = "store_suite/schedules.rs"]

@@ -11,6 +11,7 @@ pub mod failover;
 pub mod intake;
 pub mod queue;
 pub mod runtime;
+mod secrets;
 mod service;
 
 use clients::Peers;
@@ -23,6 +24,7 @@ use service::MasterService;
 use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::proto::master_server::MasterServer;
 use shoal_common::registry::{NodeInfo, Registry, Role};
+use shoal_common::secret_key::SecretKey;
 use shoal_common::store::Store;
 use shoal_common::types::now_ms;
 use std::net::SocketAddr;
@@ -61,6 +63,8 @@ pub struct MasterConfig {
     /// Required of every call to this master, and carried by its calls to workers and
     /// other masters.
     pub secret: ClusterSecret,
+    /// Opens project secrets (None: a task naming one fails, saying so).
+    pub secret_key: Option<SecretKey>,
 }
 
 pub struct MasterHandle {
@@ -114,8 +118,10 @@ pub async fn start(
     let clients = Peers::new(config.secret.clone());
     let workers = registry.watch(Role::Worker, shutdown.clone()).await?;
 
+    let secrets = secrets::Secrets::new(store.clone(), config.secret_key.clone());
     let engine = Engine::new(
         store.clone(),
+        secrets.clone(),
         addr.clone(),
         dispatch_tx,
         engine_tx.clone(),
@@ -143,7 +149,8 @@ pub async fn start(
         me: addr.clone(),
     };
     let intake = Intake {
-        store,
+        store: store.clone(),
+        secrets: secrets.clone(),
         owner: addr.clone(),
         batch: config.claim_batch,
         poll: config.poll,
@@ -167,6 +174,7 @@ pub async fn start(
         tokio::spawn(intake.run(engine_tx.clone(), shutdown.clone())),
         tokio::spawn(cron.run(shutdown.clone())),
         tokio::spawn(alert_sender.run(shutdown.clone())),
+        tokio::spawn(secrets.run(shutdown.clone())),
         tokio::spawn(async move {
             if let Err(e) = server.await {
                 tracing::error!(error = %e, "master grpc server failed");

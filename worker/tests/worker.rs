@@ -293,6 +293,7 @@ fn task(id: i64, task_type: &str, command: &str, master: &str) -> TaskSpec {
         master_addr: master.into(),
         owner_epoch: 1,
         tenant: String::new(),
+        ..Default::default()
     }
 }
 

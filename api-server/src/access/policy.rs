@@ -64,10 +64,12 @@ pub fn rule(op: &str) -> Option<Need> {
         | "listWorkflowVersions"
         | "listSchedules"
         | "getSchedule"
-        | "previewSchedule" => Project(Viewer, Path),
+        | "previewSchedule"
+        | "listSecrets" => Project(Viewer, Path),
         "startWorkflow" | "createBackfill" => Project(Operator, Path),
         "applyWorkflow" | "validateWorkflow" | "createSchedule" | "updateSchedule"
-        | "deleteSchedule" | "enableSchedule" | "disableSchedule" => Project(Editor, Path),
+        | "deleteSchedule" | "enableSchedule" | "disableSchedule" | "setSecret"
+        | "deleteSecret" => Project(Editor, Path),
         "deleteProject" | "setMember" | "removeMember" => Project(Admin, Path),
         "getInstance" => Project(Viewer, Instance),
         "actOnInstance" => Project(Operator, Instance),

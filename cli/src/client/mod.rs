@@ -1,6 +1,6 @@
 //! The client commands of the `shoal` binary (`apply`, `start`, `stop`, `pause`, `resume`,
 //! `rerun`, `resubmit`, `instances`, `status`, `logs`, `schedule`, `backfill`, `cluster`,
-//! `task-group`, `alert-channel`, `alerts`, `user`, `token`, `project`, `audit`). They talk to the api-server over
+//! `task-group`, `alert-channel`, `alerts`, `user`, `token`, `project`, `secret`, `audit`). They talk to the api-server over
 //! HTTP, never to the database.
 
 mod access;
@@ -11,6 +11,7 @@ mod control;
 mod http;
 mod inspect;
 mod schedule;
+mod secrets;
 mod start;
 mod table;
 mod task_groups;
@@ -100,6 +101,9 @@ pub enum ClientCommand {
     /// Manage projects and their members.
     #[command(subcommand)]
     Project(access::ProjectCommand),
+    /// Manage a project's secrets (values are read from stdin and never shown).
+    #[command(subcommand)]
+    Secret(secrets::SecretCommand),
     /// The audit log: every change made through the API, newest first (global admins).
     Audit(access::AuditArgs),
 }
@@ -127,6 +131,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<i32> {
         ClientCommand::User(cmd) => access::user(cmd).await,
         ClientCommand::Token(cmd) => access::token(cmd).await,
         ClientCommand::Project(cmd) => access::project(cmd).await,
+        ClientCommand::Secret(cmd) => secrets::run(cmd).await,
         ClientCommand::Audit(args) => access::audit(args).await,
     };
     match result {

@@ -6,7 +6,7 @@
 //! (the master's write batch and the run-state reads), `schedules` (cron schedules and
 //! their fires), `backfills`, `serial` (execution types), `task_groups` (slots shared
 //! across workflows), `alerts` (channels and the outbox), `users` (users and API tokens),
-//! `projects` (projects and members), `audit` (the audit log).
+//! `projects` (projects and members), `audit` (the audit log), `secrets` (sealed secrets).
 
 mod alerts;
 mod audit;
@@ -22,6 +22,7 @@ mod model;
 mod projects;
 mod schedules;
 mod schema;
+mod secrets;
 mod serial;
 mod signal;
 mod task_groups;
@@ -34,6 +35,7 @@ pub use commands::recovery_allowed;
 pub use model::*;
 pub use projects::{MemberRow, Owned, ProjectRow};
 pub use schedules::{FIRE_MEMORY_MS, ScheduleRow, ScheduleSpec};
+pub use secrets::{SealedSecret, SecretRow};
 pub use signal::CommandSignal;
 pub use users::{BOOTSTRAP_ADMIN, BOOTSTRAP_TOKEN, TokenOwner, TokenRow, UserRow};
 

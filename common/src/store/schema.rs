@@ -179,3 +179,15 @@ pub(super) enum AuditLog {
     Address,
     Result,
 }
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum Secret {
+    Table,
+    Project,
+    Name,
+    Sealed,
+    Description,
+    UpdatedBy,
+    CreatedAt,
+    UpdatedAt,
+}

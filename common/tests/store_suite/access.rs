@@ -253,3 +253,43 @@ pub(crate) async fn a_mutation_and_its_audit_row_commit_together(ctx: Ctx) {
     };
     assert_eq!(store.list_audit(&all).await.unwrap().len(), 2);
 }
+
+pub(crate) async fn secrets_are_kept_sealed_per_project(ctx: Ctx) {
+    let store = ctx.store.clone();
+    assert!(
+        store
+            .put_secret("default", "db", "sealed-1", "the db", "ann")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .put_secret("default", "db", "sealed-2", "", "bob")
+            .await
+            .unwrap()
+    );
+    let missing = store
+        .put_secret("nowhere", "db", "x", "", "ann")
+        .await
+        .unwrap_err();
+    assert!(matches!(missing, Error::NotFound(_)), "{missing}");
+    let listed = store.list_secrets("default").await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].name.as_str(), listed[0].updated_by.as_str()),
+        ("db", "bob")
+    );
+    assert!(listed[0].updated_at >= listed[0].created_at);
+    let sealed = store.sealed_secrets().await.unwrap();
+    assert_eq!(
+        sealed,
+        [SealedSecret {
+            project: "default".into(),
+            name: "db".into(),
+            sealed: "sealed-2".into()
+        }]
+    );
+    assert!(store.delete_secret("default", "db").await.unwrap());
+    assert!(!store.delete_secret("default", "db").await.unwrap());
+    assert!(store.sealed_secrets().await.unwrap().is_empty());
+}

@@ -16,6 +16,7 @@ mod waits;
 use crate::clients::Peers;
 use crate::dispatch::DispatchMsg;
 use crate::runtime::{Action, Event, Node, Outcome, Recovery, Refused, WorkflowRuntime};
+use crate::secrets::Secrets;
 use shoal_common::definition::TimeoutStrategy;
 use shoal_common::metrics;
 use shoal_common::proto::{DispatchRequest, KillRequest, TaskEvent, TaskEventKind};
@@ -221,6 +222,8 @@ impl Cycle {
 
 pub struct Engine {
     store: Store,
+    /// The project secrets tasks may name.
+    secrets: Secrets,
     master_addr: String,
     runs: HashMap<i64, Run>,
     tasks: HashMap<i64, TaskRef>,
@@ -236,8 +239,9 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn new(
+    pub(crate) fn new(
         store: Store,
+        secrets: Secrets,
         master_addr: String,
         dispatcher: mpsc::UnboundedSender<DispatchMsg>,
         me: mpsc::UnboundedSender<EngineMsg>,
@@ -250,6 +254,7 @@ impl Engine {
             unattended: HashSet::new(),
             workers,
             store,
+            secrets,
             master_addr,
             runs: HashMap::new(),
             tasks: HashMap::new(),
@@ -718,7 +723,7 @@ impl Engine {
         let Some(worker) = t.worker.clone() else {
             return;
         };
-        let task = match spec::build(run, node, id, t.attempt, &self.master_addr) {
+        let task = match spec::build(run, node, id, t.attempt, &self.master_addr, &self.secrets) {
             Ok(task) => task,
             Err(message) => {
                 let _ = self.me.send(EngineMsg::Settle {
@@ -1168,7 +1173,7 @@ impl Engine {
             });
             return;
         }
-        match spec::build(run, node, id, t.attempt, &self.master_addr) {
+        match spec::build(run, node, id, t.attempt, &self.master_addr, &self.secrets) {
             Ok(task) => {
                 let _ = self.dispatcher.send(DispatchMsg::Push(task));
             }

@@ -5,13 +5,15 @@ use super::Run;
 use super::waits::{DEFAULT_DEPENDENT_TIMEOUT, Wait};
 use crate::queue::QueuedTask;
 use crate::runtime::Node;
+use crate::secrets::{self, Secrets};
 use chrono::NaiveDateTime;
 use shoal_common::condition;
-use shoal_common::definition::DependentSpec;
+use shoal_common::definition::{DependentSpec, TaskDef};
 use shoal_common::params::{Context, builtins, expand};
 use shoal_common::proto::TaskSpec;
 use shoal_common::schedule::{day_bounds, local_time};
 use shoal_common::store::{ChildStart, Params};
+use std::collections::HashMap;
 
 pub(super) fn build(
     run: &Run,
@@ -19,11 +21,30 @@ pub(super) fn build(
     id: i64,
     attempt: i32,
     master_addr: &str,
+    secrets: &Secrets,
 ) -> Result<QueuedTask, String> {
     let def = &run.rt.definition().tasks[node];
     let (params, schedule_time) = task_params(run, node, id);
+    let revealed = reveal(secrets, &run.project, def)?;
+    // `${secret.NAME}` expands like a parameter but is not one: the worker does not get it
+    // as a parameter (nor exports it to the environment).
+    let with_secrets;
     let ctx = Context {
-        params: &params,
+        params: if revealed.named.is_empty() {
+            &params
+        } else {
+            with_secrets = params
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .chain(
+                    revealed
+                        .named
+                        .iter()
+                        .map(|(k, v)| (format!("secret.{k}"), v.clone())),
+                )
+                .collect();
+            &with_secrets
+        },
         schedule_time,
     };
     let expand = |text: &mut String| -> Result<(), String> {
@@ -59,12 +80,60 @@ pub(super) fn build(
             master_addr: master_addr.to_string(),
             owner_epoch: run.epoch,
             tenant: run.rt.definition().tenant.clone().unwrap_or_default(),
+            masked: revealed.masked(),
+            datasources: revealed.datasources,
         },
         queued_at: std::time::Instant::now(),
         group: def.worker_group.clone(),
         instance_priority: run.priority,
         task_priority: def.priority,
     })
+}
+
+/// The project secrets a task uses.
+#[derive(Default)]
+struct Revealed {
+    /// Named as `${secret.NAME}` in its text.
+    named: Vec<(String, String)>,
+    /// A sql task's datasource that is a secret of the project (name -> URL).
+    datasources: HashMap<String, String>,
+}
+
+impl Revealed {
+    fn masked(&self) -> Vec<String> {
+        let named = self.named.iter().map(|(_, v)| v);
+        named.chain(self.datasources.values()).cloned().collect()
+    }
+}
+
+/// Opens the secrets `def` uses. A `${secret.NAME}` the project lacks, or this master
+/// cannot open, fails the task with the reason; a sql datasource that is not a secret is
+/// left to the worker's `--datasource`.
+fn reveal(secrets: &Secrets, project: &str, def: &TaskDef) -> Result<Revealed, String> {
+    let mut revealed = Revealed::default();
+    for name in def.texts().flat_map(secrets::referenced) {
+        if revealed.named.iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        let value = match secrets.get(project, name) {
+            Some(opened) => opened.map_err(|e| format!("task '{}': {e}", def.name))?,
+            None => {
+                return Err(format!(
+                    "task '{}': project '{project}' has no secret '{name}'; set it with `shoal secret set {name} --project {project}`",
+                    def.name
+                ));
+            }
+        };
+        revealed.named.push((name.to_string(), value));
+    }
+    if let Some(sql) = &def.sql
+        && secrets.any(project)
+        && let Some(url) = secrets.get(project, &sql.datasource)
+    {
+        let url = url.map_err(|e| format!("task '{}': {e}", def.name))?;
+        revealed.datasources.insert(sql.datasource.clone(), url);
+    }
+    Ok(revealed)
 }
 
 /// The downstream task a switch task picks: the `then` of the first case whose `when`

@@ -2,6 +2,7 @@
 //! tick it also starts waiting serial runs that nothing woke (see `wake_stranded_runs`).
 
 use crate::engine::EngineMsg;
+use crate::secrets::{self, Secrets};
 use shoal_common::metrics;
 use shoal_common::store::Store;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use tracing::{debug, error};
 
 pub struct Intake {
     pub store: Store,
+    pub(crate) secrets: Secrets,
     pub owner: String,
     pub batch: usize,
     /// Fallback poll while no signal arrives; a signal can be lost when the listener
@@ -55,6 +57,10 @@ impl Intake {
                         let full = taken == self.batch;
                         if !claimed.is_empty() {
                             debug!(count = claimed.len(), "commands claimed");
+                            // A secret set just before the start is seen by the run.
+                            if claimed.iter().any(|c| secrets::used_by(&c.definition)) {
+                                self.secrets.refresh().await;
+                            }
                             if engine.send(EngineMsg::Claimed(claimed)).is_err() {
                                 return;
                             }

@@ -7,13 +7,12 @@
 
 use super::jsonpath::{self, JsonPath};
 use super::kill::KillSwitch;
-use super::{NO_EXIT_CODE, Outcome, note};
+use super::mask::TaskLog;
+use super::{NO_EXIT_CODE, Outcome};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Client, Method, Url};
 use shoal_common::definition::HttpSpec;
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::Write;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -92,18 +91,18 @@ fn prepare(spec: &HttpSpec) -> Result<Prepared, String> {
 }
 
 /// Runs the request; a stop (kill or timeout) drops it, which cancels it.
-pub(crate) async fn run(spec: &HttpSpec, log: &File, kill: &KillSwitch) -> Outcome {
+pub(crate) async fn run(spec: &HttpSpec, log: &TaskLog, kill: &KillSwitch) -> Outcome {
     let prepared = match prepare(spec) {
         Ok(p) => p,
         Err(message) => {
-            note(log, &message);
+            log.note(&message);
             return Outcome::failure(message);
         }
     };
     let client = match client() {
         Ok(c) => c,
         Err(message) => {
-            note(log, &message);
+            log.note(&message);
             return Outcome::failure(message);
         }
     };
@@ -114,18 +113,18 @@ pub(crate) async fn run(spec: &HttpSpec, log: &File, kill: &KillSwitch) -> Outco
     }
 }
 
-async fn request(client: &Client, spec: &HttpSpec, p: Prepared, log: &File) -> Outcome {
-    note(log, &format!("{} {}", p.method, redacted(&p.url)));
+async fn request(client: &Client, spec: &HttpSpec, p: Prepared, log: &TaskLog) -> Outcome {
+    log.note(&format!("{} {}", p.method, redacted(&p.url)));
     if !p.headers.is_empty() {
         let names: Vec<&str> = p.headers.keys().map(HeaderName::as_str).collect();
-        note(log, &format!("request headers: {}", names.join(", ")));
+        log.note(&format!("request headers: {}", names.join(", ")));
     }
     let mut request = client
         .request(p.method, p.url)
         .headers(p.headers)
         .timeout(REQUEST_TIMEOUT);
     if let Some(body) = &spec.body {
-        note(log, &format!("request body: {} bytes", body.len()));
+        log.note(&format!("request body: {} bytes", body.len()));
         request = request.body(body.clone());
     }
     let mut response = match request.send().await {
@@ -133,7 +132,7 @@ async fn request(client: &Client, spec: &HttpSpec, p: Prepared, log: &File) -> O
         Err(e) => return request_failed(log, &e),
     };
     let status = response.status();
-    note(log, &format!("response status: {status}"));
+    log.note(&format!("response status: {status}"));
 
     // Only what is needed is read: the logged prefix, or the whole body for outputs.
     let keep = if p.outputs.is_empty() {
@@ -175,7 +174,7 @@ async fn request(client: &Client, spec: &HttpSpec, p: Prepared, log: &File) -> O
                 .join(", ")
         };
         let message = format!("unexpected status {status} (expected {expected})");
-        note(log, &message);
+        log.note(&message);
         return Outcome::Failure {
             exit_code: NO_EXIT_CODE,
             message,
@@ -190,7 +189,7 @@ async fn request(client: &Client, spec: &HttpSpec, p: Prepared, log: &File) -> O
     match extract(&body, complete, &p.outputs) {
         Ok(output) => Outcome::Success { output },
         Err(message) => {
-            note(log, &message);
+            log.note(&message);
             Outcome::failure(message)
         }
     }
@@ -221,19 +220,18 @@ fn extract(
         .collect()
 }
 
-fn log_body(mut log: &File, body: &[u8], complete: bool) {
+fn log_body(log: &TaskLog, body: &[u8], complete: bool) {
     let shown = &body[..body.len().min(LOG_BODY_LIMIT)];
     if !shown.is_empty() {
-        let _ = log.write_all(shown);
+        let _ = log.write(shown);
         if !shown.ends_with(b"\n") {
-            let _ = log.write_all(b"\n");
+            let _ = log.write(b"\n");
         }
     }
     if shown.len() < body.len() || !complete {
-        note(
-            log,
-            &format!("response body truncated at {LOG_BODY_LIMIT} bytes"),
-        );
+        log.note(&format!(
+            "response body truncated at {LOG_BODY_LIMIT} bytes"
+        ));
     }
 }
 
@@ -247,7 +245,7 @@ fn redacted(url: &Url) -> String {
     shown.to_string()
 }
 
-fn request_failed(log: &File, e: &reqwest::Error) -> Outcome {
+fn request_failed(log: &TaskLog, e: &reqwest::Error) -> Outcome {
     let message = if e.is_timeout() {
         format!(
             "request timed out after {}",
@@ -256,7 +254,7 @@ fn request_failed(log: &File, e: &reqwest::Error) -> Outcome {
     } else {
         format!("request failed: {}", chain(e))
     };
-    note(log, &message);
+    log.note(&message);
     Outcome::failure(message)
 }
 

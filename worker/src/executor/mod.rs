@@ -24,6 +24,7 @@ mod fence;
 mod http;
 mod jsonpath;
 mod kill;
+mod mask;
 mod orphans;
 mod process;
 mod set_value;
@@ -34,6 +35,7 @@ use crate::logs;
 use crate::outbox::Outbox;
 use fence::Fences;
 use kill::{KillSwitch, StopReason};
+use mask::{Mask, TaskLog};
 use process::Program;
 use serde::Deserialize;
 use shoal_common::definition::{HttpSpec, SqlSpec, TimeoutStrategy};
@@ -43,8 +45,6 @@ use shoal_common::proto::{
 };
 use shoal_common::types::now_ms;
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -586,6 +586,14 @@ impl Executor {
             }
             Outcome::Killed { message } => event.message = message,
         }
+        if !spec.masked.is_empty() {
+            // What the master stores and the API shows must not carry the secrets either.
+            let mask = Mask::new(&spec.masked);
+            event.message = mask.text(&event.message).into_owned();
+            for value in event.output.values_mut() {
+                *value = mask.text(value).into_owned();
+            }
+        }
         if task.abandoned() {
             info!(
                 task_instance_id = spec.task_instance_id,
@@ -709,7 +717,7 @@ impl Executor {
             spec.task_instance_id,
             spec.attempt,
         );
-        let log = match open_log(&log_path) {
+        let log = match TaskLog::open(&log_path, Mask::new(&spec.masked)) {
             Ok(f) => f,
             Err(e) => {
                 return Outcome::failure(format!(
@@ -729,7 +737,7 @@ impl Executor {
                 }
                 Work::Sql(sql) => {
                     self.started(spec, task, None);
-                    sql::run(&self.datasources, sql, &log, &task.kill).await
+                    sql::run(&self.datasources, &spec.datasources, sql, &log, &task.kill).await
                 }
             }
         };
@@ -746,15 +754,14 @@ impl Executor {
                 ))
             }
             (killed @ Outcome::Killed { .. }, Some(StopReason::Abandoned)) => {
-                note(
-                    &log,
+                log.note(
                     "task abandoned by the worker (lost its registry lease or shut down); \
                      the attempt runs again elsewhere",
                 );
                 killed
             }
             (killed @ Outcome::Killed { .. }, _) => {
-                note(&log, "task killed");
+                log.note("task killed");
                 killed
             }
             (outcome, _) => outcome,
@@ -780,7 +787,7 @@ impl Executor {
         task: &RunningTask,
         program: &Program<'_>,
         script: &str,
-        log: &File,
+        log: &TaskLog,
     ) -> Outcome {
         let output_log = match log.try_clone() {
             Ok(f) => f,
@@ -797,7 +804,7 @@ impl Executor {
         let process = match started {
             Ok(p) => p,
             Err(message) => {
-                note(log, &message);
+                log.note(&message);
                 warn!(task_instance_id = spec.task_instance_id, attempt = spec.attempt, error = %message, "task could not start");
                 return Outcome::failure(message);
             }
@@ -811,7 +818,7 @@ impl Executor {
         task.kill.attach(process.pgid);
         self.started(spec, task, Some(process.pgid));
 
-        let exit = process.wait(output_log).await;
+        let exit = process.wait(output_log, log.mask().stream()).await;
         task.kill.detach();
         // `wait` killed what was left of the group after the task exited.
         if let Some(record) = record {
@@ -820,19 +827,16 @@ impl Executor {
 
         let mut output = exit.output;
         if exit.output_truncated {
-            note(
-                log,
-                &format!(
-                    "output parameters beyond {} bytes were dropped",
-                    set_value::MAX_OUTPUT
-                ),
-            );
+            log.note(&format!(
+                "output parameters beyond {} bytes were dropped",
+                set_value::MAX_OUTPUT
+            ));
         }
         let status = match exit.status {
             Ok(status) => status,
             Err(e) => {
                 let message = format!("cannot wait for the task process: {e}");
-                note(log, &message);
+                log.note(&message);
                 return Outcome::failure(message);
             }
         };
@@ -851,7 +855,7 @@ impl Executor {
             ),
             (None, None) => (NO_EXIT_CODE, format!("command ended with {status}")),
         };
-        note(log, &message);
+        log.note(&message);
         Outcome::Failure {
             exit_code,
             message,
@@ -868,8 +872,8 @@ impl Executor {
             spec.task_instance_id,
             spec.attempt,
         );
-        if let Ok(log) = open_log(&path) {
-            note(&log, &message);
+        if let Ok(log) = TaskLog::open(&path, Mask::new(&spec.masked)) {
+            log.note(&message);
         }
         Outcome::failure(message)
     }
@@ -945,23 +949,6 @@ fn event(spec: &TaskSpec, kind: TaskEventKind) -> TaskEvent {
     }
 }
 
-/// Opens (creating it and its directory) the log of one attempt for appending.
-fn open_log(path: &Path) -> std::io::Result<File> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-}
-
-/// Appends a worker note to the task log; a log that cannot be written is not worth
-/// failing the task for.
-fn note(mut log: &File, message: &str) {
-    let _ = writeln!(log, "[shoal] {message}");
-}
-
 /// Runs `run` under the task's timeout. `fail`: at the deadline the task is stopped (the
 /// runner then returns as if killed, and the caller turns that into a timeout failure).
 /// `warn`: one warning line in the log, and the task runs on.
@@ -970,7 +957,7 @@ async fn with_timeout(
     limit: Duration,
     strategy: TimeoutStrategy,
     task: &RunningTask,
-    log: &File,
+    log: &TaskLog,
     spec: &TaskSpec,
 ) -> Outcome {
     tokio::pin!(run);
@@ -987,11 +974,11 @@ async fn with_timeout(
                 expired = true;
                 match strategy {
                     TimeoutStrategy::Warn => {
-                        note(log, &format!("warning: task exceeded its timeout of {limit_text}"));
+                        log.note(&format!("warning: task exceeded its timeout of {limit_text}"));
                         warn!(task_instance_id = spec.task_instance_id, attempt = spec.attempt, timeout = %limit_text, "task exceeded its timeout");
                     }
                     TimeoutStrategy::Fail => {
-                        note(log, &format!("timed out after {limit_text}, stopping the task"));
+                        log.note(&format!("timed out after {limit_text}, stopping the task"));
                         info!(task_instance_id = spec.task_instance_id, attempt = spec.attempt, timeout = %limit_text, "task timed out, stopping it");
                         task.kill.stop(StopReason::TimedOut);
                     }
@@ -1023,6 +1010,7 @@ mod tests {
             master_addr: "127.0.0.1:9".into(),
             owner_epoch: 1,
             tenant: String::new(),
+            ..Default::default()
         }
     }
 

@@ -7,6 +7,7 @@
 //! environment variables.
 
 use super::kill::kill_group;
+use super::mask::MaskStream;
 use super::set_value::OutputScanner;
 use super::tenant::Tenant;
 use std::collections::HashMap;
@@ -215,10 +216,11 @@ fn die_with_worker(cmd: &mut Command) {
 fn die_with_worker(_: &mut Command) {}
 
 impl TaskProcess {
-    /// Copies the output to `log` until the task exits, then kills what is left of its
-    /// process group: background processes of a finished task would hold its slot's
-    /// resources with nobody left to track or kill them (and keep its output open).
-    pub(crate) async fn wait(self, mut log: File) -> TaskExit {
+    /// Copies the output to `log` (through `mask`) until the task exits, then kills what
+    /// is left of its process group: background processes of a finished task would hold
+    /// its slot's resources with nobody left to track or kill them (and keep its output
+    /// open).
+    pub(crate) async fn wait(self, mut log: File, mut mask: MaskStream) -> TaskExit {
         let TaskProcess {
             mut child,
             mut output,
@@ -234,13 +236,14 @@ impl TaskProcess {
                     match output.read(&mut buf).await {
                         Ok(0) => break,
                         Ok(n) => {
-                            if let Err(e) = log.write_all(&buf[..n])
+                            let shown = mask.feed(&buf[..n]);
+                            if let Err(e) = log.write_all(&shown)
                                 && !log_failed
                             {
                                 log_failed = true;
                                 warn!(error = %e, "cannot write task log");
                             }
-                            scanner.feed(&buf[..n]);
+                            scanner.feed(&shown);
                         }
                         Err(e) => {
                             warn!(error = %e, "cannot read task output");
@@ -273,6 +276,11 @@ impl TaskProcess {
                 );
             }
         }
+        let rest = mask.finish();
+        if log.write_all(&rest).is_err() && !log_failed {
+            warn!("cannot write task log");
+        }
+        scanner.feed(&rest);
         let (output, output_truncated) = scanner.finish();
         TaskExit {
             status,

@@ -13,14 +13,14 @@
 //! background on its connection thread before the connection closes.)
 
 use super::kill::KillSwitch;
-use super::{NO_EXIT_CODE, Outcome, note};
+use super::mask::TaskLog;
+use super::{NO_EXIT_CODE, Outcome};
 use shoal_common::definition::{SqlOutput, SqlSpec};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 use sqlx::{Column, Database, Either, Executor, Postgres, Row, Sqlite, TypeInfo};
 use sqlx::{Pool, ValueRef};
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
 use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -61,20 +61,7 @@ impl Datasources {
     pub(crate) fn new(urls: &BTreeMap<String, String>, slots: u32) -> Result<Self, String> {
         let mut targets = BTreeMap::new();
         for (name, url) in urls {
-            let scheme = url.split_once(':').map_or("", |(s, _)| s);
-            let target = match scheme {
-                "postgres" | "postgresql" => PgConnectOptions::from_str(url).map(Target::Postgres),
-                "sqlite" => SqliteConnectOptions::from_str(url).map(Target::Sqlite),
-                _ => {
-                    return Err(format!(
-                        "datasource '{name}': unsupported url scheme '{scheme}' \
-                         (use postgres://... or sqlite://...)"
-                    ));
-                }
-            }
-            // The error text of a URL parse never contains the password.
-            .map_err(|e| format!("datasource '{name}': invalid url: {e}"))?;
-            targets.insert(name.clone(), target);
+            targets.insert(name.clone(), target(name, url)?);
         }
         Ok(Datasources {
             targets,
@@ -83,13 +70,20 @@ impl Datasources {
         })
     }
 
-    /// The pool of `name`, created on first use (lazily: connections open on demand).
-    fn pool(&self, name: &str) -> Result<DsPool, String> {
+    /// The pool of datasource `name`: at `given` (a URL the task's project defines as a
+    /// secret), else configured on this worker. Created on first use (lazily: connections
+    /// open on demand); a given URL has a pool of its own.
+    fn pool(&self, name: &str, given: Option<&String>) -> Result<DsPool, String> {
+        let key = match given {
+            Some(url) => format!("{name}\0{url}"),
+            None => name.to_string(),
+        };
         let mut pools = self.pools.lock().expect("datasource pools lock");
-        if let Some(pool) = pools.get(name) {
+        if let Some(pool) = pools.get(&key) {
             return Ok(pool.clone());
         }
-        let Some(target) = self.targets.get(name) else {
+        let given = given.map(|url| target(name, url)).transpose()?;
+        let Some(target) = given.as_ref().or_else(|| self.targets.get(name)) else {
             let known = if self.targets.is_empty() {
                 "none are configured on this worker".to_string()
             } else {
@@ -112,7 +106,7 @@ impl Datasources {
                     .connect_lazy_with(options),
             ),
         };
-        pools.insert(name.to_string(), pool.clone());
+        pools.insert(key, pool.clone());
         Ok(pool)
     }
 
@@ -131,24 +125,42 @@ impl Datasources {
     }
 }
 
-/// Runs the task's query.
+/// Where datasource `name` at `url` connects; an error names what is wrong (never the
+/// password: a URL parse error does not contain it).
+fn target(name: &str, url: &str) -> Result<Target, String> {
+    let scheme = url.split_once(':').map_or("", |(s, _)| s);
+    match scheme {
+        "postgres" | "postgresql" => PgConnectOptions::from_str(url).map(Target::Postgres),
+        "sqlite" => SqliteConnectOptions::from_str(url).map(Target::Sqlite),
+        _ => {
+            return Err(format!(
+                "datasource '{name}': unsupported url scheme '{scheme}' \
+                 (use postgres://... or sqlite://...)"
+            ));
+        }
+    }
+    .map_err(|e| format!("datasource '{name}': invalid url: {e}"))
+}
+
+/// Runs the task's query; `given` are the datasources the task's project defines.
 pub(crate) async fn run(
     datasources: &Datasources,
+    given: &HashMap<String, String>,
     spec: &SqlSpec,
-    log: &File,
+    log: &TaskLog,
     kill: &KillSwitch,
 ) -> Outcome {
-    let pool = match datasources.pool(&spec.datasource) {
+    let pool = match datasources.pool(&spec.datasource, given.get(&spec.datasource)) {
         Ok(p) => p,
         Err(message) => {
-            note(log, &message);
+            log.note(&message);
             return Outcome::failure(message);
         }
     };
-    note(
-        log,
-        &format!("sql on datasource '{}':\n{}", spec.datasource, spec.query),
-    );
+    log.note(&format!(
+        "sql on datasource '{}':\n{}",
+        spec.datasource, spec.query
+    ));
     let result = match pool {
         DsPool::Postgres(pool) => run_postgres(&pool, spec, kill).await,
         DsPool::Sqlite(pool) => run_on(&pool, spec, kill, |_| async {}).await,
@@ -159,14 +171,14 @@ pub(crate) async fn run(
             if done.affected > 0 {
                 line.push_str(&format!(", {} rows affected", done.affected));
             }
-            note(log, &line);
+            log.note(&line);
             Outcome::Success {
                 output: done.output,
             }
         }
         Ok(None) => Outcome::killed(),
         Err(message) => {
-            note(log, &message);
+            log.note(&message);
             Outcome::Failure {
                 exit_code: NO_EXIT_CODE,
                 message,

@@ -26,6 +26,7 @@ fn def_task(id: i64, definition: Value, master: &str) -> TaskSpec {
         master_addr: master.into(),
         owner_epoch: 1,
         tenant: String::new(),
+        ..Default::default()
     }
 }
 

@@ -1,0 +1,179 @@
+//! Writes `***` in place of the project secrets a task was given ([`TaskSpec::masked`]),
+//! in its log, its output parameters and the messages it reports: a task that prints a
+//! secret does not publish it.
+//!
+//! [`TaskSpec::masked`]: shoal_common::proto::TaskSpec
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+const MASK: &[u8] = b"***";
+/// Shorter values are not masked: they would blank ordinary text, and cannot be secret.
+const MIN_LEN: usize = 3;
+
+/// The values to hide. Cheap to clone.
+#[derive(Clone, Default)]
+pub(crate) struct Mask(Arc<[Vec<u8>]>);
+
+impl Mask {
+    pub(crate) fn new(values: &[String]) -> Mask {
+        let mut values: Vec<Vec<u8>> = values
+            .iter()
+            .filter(|v| v.len() >= MIN_LEN)
+            .map(|v| v.as_bytes().to_vec())
+            .collect();
+        // Longest first, so a secret containing another is hidden whole.
+        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        values.dedup();
+        Mask(values.into())
+    }
+
+    /// `bytes` with every value replaced.
+    pub(crate) fn bytes<'a>(&self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
+        let mut out = Cow::Borrowed(bytes);
+        for value in self.0.iter() {
+            if let Some(replaced) = replace(&out, value) {
+                out = Cow::Owned(replaced);
+            }
+        }
+        out
+    }
+
+    pub(crate) fn text<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match self.bytes(text.as_bytes()) {
+            Cow::Borrowed(_) => Cow::Borrowed(text),
+            Cow::Owned(b) => Cow::Owned(String::from_utf8_lossy(&b).into_owned()),
+        }
+    }
+
+    /// A masker for output that arrives in pieces: a value split across two pieces is
+    /// still hidden.
+    pub(crate) fn stream(&self) -> MaskStream {
+        MaskStream {
+            keep: self.0.first().map_or(0, |v| v.len() - 1),
+            mask: self.clone(),
+            held: Vec::new(),
+        }
+    }
+}
+
+/// `haystack` with `needle` replaced by `***`; None when it does not occur.
+fn replace(haystack: &[u8], needle: &[u8]) -> Option<Vec<u8>> {
+    let first = haystack.windows(needle.len()).position(|w| w == needle)?;
+    let mut out = Vec::with_capacity(haystack.len());
+    out.extend_from_slice(&haystack[..first]);
+    let mut rest = &haystack[first..];
+    while !rest.is_empty() {
+        if rest.starts_with(needle) {
+            out.extend_from_slice(MASK);
+            rest = &rest[needle.len()..];
+        } else {
+            out.push(rest[0]);
+            rest = &rest[1..];
+        }
+    }
+    Some(out)
+}
+
+/// Holds back the last (longest value − 1) bytes of what it was fed, which may be the
+/// start of a value the next piece completes.
+pub(crate) struct MaskStream {
+    mask: Mask,
+    held: Vec<u8>,
+    keep: usize,
+}
+
+impl MaskStream {
+    /// What may be written of `piece` now.
+    pub(crate) fn feed(&mut self, piece: &[u8]) -> Vec<u8> {
+        if self.keep == 0 {
+            return piece.to_vec();
+        }
+        self.held.extend_from_slice(piece);
+        let masked = self.mask.bytes(&self.held).into_owned();
+        let split = masked.len().saturating_sub(self.keep);
+        self.held = masked[split..].to_vec();
+        masked[..split].to_vec()
+    }
+
+    /// The rest, at the end of the output.
+    pub(crate) fn finish(self) -> Vec<u8> {
+        self.held
+    }
+}
+
+/// The log of one task attempt, masked.
+pub(crate) struct TaskLog {
+    file: File,
+    mask: Mask,
+}
+
+impl TaskLog {
+    /// Opens (creating it and its directory) the log of one attempt for appending.
+    pub(crate) fn open(path: &Path, mask: Mask) -> std::io::Result<TaskLog> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(TaskLog { file, mask })
+    }
+
+    pub(crate) fn mask(&self) -> &Mask {
+        &self.mask
+    }
+
+    /// Appends a worker note; a log that cannot be written is not worth failing the task.
+    pub(crate) fn note(&self, message: &str) {
+        let line = format!("[shoal] {}\n", self.mask.text(message));
+        let _ = (&self.file).write_all(line.as_bytes());
+    }
+
+    /// Appends `bytes`, masked.
+    pub(crate) fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
+        (&self.file).write_all(&self.mask.bytes(bytes))
+    }
+
+    /// Another handle on the file, for output copied in pieces (mask it with a
+    /// [`MaskStream`] on the way).
+    pub(crate) fn try_clone(&self) -> std::io::Result<File> {
+        self.file.try_clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_hidden_whole_and_short_ones_left() {
+        let mask = Mask::new(&["hunter2".into(), "hunter2-long".into(), "ab".into()]);
+        assert_eq!(mask.text("pw=hunter2-long;hunter2 ab"), "pw=***;*** ab");
+        assert!(matches!(mask.text("nothing here"), Cow::Borrowed(_)));
+        assert_eq!(Mask::default().text("hunter2"), "hunter2");
+    }
+
+    #[test]
+    fn a_value_split_across_pieces_is_hidden() {
+        let mask = Mask::new(&["s3cr3t-value".into()]);
+        let text = b"before s3cr3t-value middle s3cr3t-value after";
+        for size in 1..text.len() {
+            let mut stream = mask.stream();
+            let mut out = Vec::new();
+            for piece in text.chunks(size) {
+                out.extend(stream.feed(piece));
+            }
+            out.extend(stream.finish());
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                "before *** middle *** after",
+                "pieces of {size}"
+            );
+        }
+    }
+}
