@@ -23,6 +23,7 @@ support::deployments!(
     a_sub_workflow_runs_as_a_child_and_hands_back_its_outputs,
     stopping_a_parent_stops_its_child_run_and_pausing_lets_the_child_finish,
     every_task_type_runs_and_both_timeouts_hold,
+    a_secret_reaches_its_task_masked_in_the_log_and_a_secret_datasource_is_used,
 );
 
 fn lines(path: &Path) -> Vec<String> {
@@ -492,5 +493,97 @@ tasks:
             .unwrap_or_default()
             .contains("timed out after 1s"),
         "{failed}"
+    );
+}
+
+/// `shoal secret set NAME` with `value` on stdin.
+fn set_secret(e: &Env, name: &str, value: &str) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(support::SHOAL)
+        .args(["secret", "set", name, "--description", "test"])
+        .env("SHOAL_API", &e.api().base)
+        .env("SHOAL_TOKEN", support::API_TOKEN)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{value}").unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "secret set {name}: {}",
+        text(&out.stderr)
+    );
+    assert!(!text(&out.stdout).contains(value));
+}
+
+fn a_secret_reaches_its_task_masked_in_the_log_and_a_secret_datasource_is_used(e: Env) {
+    let key = "sk-live-7f3a9c0e55d1";
+    set_secret(&e, "api_key", key);
+    let db = e.path("warehouse.db");
+    set_secret(
+        &e,
+        "warehouse",
+        &format!("sqlite://{}?mode=rwc", db.display()),
+    );
+    let out = cli(e.api(), &["secret", "list", "-o", "json"]);
+    let listed = text(&out.stdout);
+    assert!(
+        listed.contains("api_key") && listed.contains("warehouse"),
+        "{listed}"
+    );
+    assert!(!listed.contains(key), "{listed}");
+    e.apply(
+        r#"
+name: uses_secrets
+tasks:
+  - name: call
+    type: shell
+    command: |
+      test "${secret.api_key}" = "sk-live-7f3a9c0e55d1" && echo "the key reached the task"
+      echo "key=${secret.api_key}"
+      printf 'sk-live-'; printf '7f3a9c0e55d1\n'
+      echo '${setValue(leaked=${secret.api_key})}'
+  - name: query
+    type: sql
+    sql: { datasource: warehouse, query: "select 41 + 1 as answer", output: first_row }
+    depends_on: [call]
+"#,
+    );
+    let out = cli(e.api(), &["start", "uses_secrets", "--wait"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let id: i64 = text(&out.stdout).trim().parse().unwrap();
+    let inst = e.api().get(&format!("/instances/{id}"));
+    assert!(
+        !inst.to_string().contains(key),
+        "the API shows the key: {inst}"
+    );
+    let call = attempts(&inst, "call")[0]["id"].as_i64().unwrap();
+    let log = text(&cli(e.api(), &["logs", &call.to_string()]).stdout);
+    assert!(log.contains("the key reached the task"), "{log}");
+    assert!(log.contains("key=***"), "{log}");
+    assert!(
+        !log.contains(key),
+        "the log shows the key, even printed in two pieces: {log}"
+    );
+    let query = attempts(&inst, "query")[0]["id"].as_i64().unwrap();
+    let log = text(&cli(e.api(), &["logs", &query.to_string()]).stdout);
+    assert!(log.contains("1 rows returned"), "{log}");
+
+    // A secret the project lacks fails the task, saying which and how to set it.
+    e.apply(
+        "name: needs_secret\ntasks:\n- { name: t, type: shell, command: 'echo ${secret.nope}' }\n",
+    );
+    let out = cli(e.api(), &["start", "needs_secret", "--wait"]);
+    assert!(!out.status.success());
+    let id: i64 = text(&out.stdout).trim().parse().unwrap();
+    let inst = e.api().wait_instance(id, LONG);
+    let message = attempts(&inst, "t")[0]["message"].to_string();
+    assert!(
+        message.contains("has no secret 'nope'") && message.contains("shoal secret set nope"),
+        "{message}"
     );
 }

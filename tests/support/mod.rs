@@ -14,6 +14,8 @@ pub const TEST_DATASOURCE: &str = "pg=postgres://postgres@127.0.0.1:5432/postgre
 /// The secret of the test clusters: their nodes bind 0.0.0.0, as in production, and so
 /// need one.
 pub const CLUSTER_SECRET: &str = "test-cluster-secret-0123456789";
+/// The key of project secrets in the clusters the tests start (api-server and masters).
+pub const SECRET_KEY: &str = "5eccc8b2d6a4f0e1c3b5a7d9f1e3c5b7a9d1f3e5c7b9a1d3f5e7c9b1a3d5f7e9";
 
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -314,6 +316,7 @@ impl MiniCluster {
             ("SHOAL_ETCD", etcd_url.as_str()),
             ("SHOAL_LEASE_TTL", "5"),
             ("SHOAL_CLUSTER_SECRET", CLUSTER_SECRET),
+            ("SHOAL_SECRET_KEY", SECRET_KEY),
         ];
         let (api_server, api) = start_api_server(dir.path(), &env);
         let mut nodes = vec![];
