@@ -139,16 +139,20 @@ fn a_task_group_limits_tasks_driven_by_two_masters() {
     );
 }
 
-/// Every node's gRPC service refuses a call that lacks the cluster's secret or carries
-/// another cluster's, before the service sees it: a machine that reaches a worker's port
-/// cannot dispatch a command to it.
+/// Every node's gRPC service refuses a peer without a certificate of the cluster's CA at
+/// the TLS handshake, and a call that lacks the cluster's secret or carries another
+/// cluster's, before the service sees it: a machine that reaches a worker's port cannot
+/// dispatch a command to it. (Every cluster of the suite runs on mutual TLS, so the runs
+/// of the other tests go over it.)
 #[test]
-fn calls_between_nodes_need_the_cluster_secret() {
+fn calls_between_nodes_need_the_cluster_s_certificate_and_secret() {
     use shoal_common::cluster_secret::ClusterSecret;
+    use shoal_common::cluster_tls::ClusterTls;
     use shoal_common::proto::master_client::MasterClient;
     use shoal_common::proto::worker_client::WorkerClient;
     use shoal_common::proto::{ControlAction, ControlRequest, ProbeRequest};
     use tonic::Code;
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
     let c = MiniCluster::start(1, 1);
     let nodes = c.api.get("/cluster");
@@ -164,8 +168,60 @@ fn calls_between_nodes_need_the_cluster_secret() {
             .to_string()
     };
     let (master, worker) = (addr("master"), addr("worker"));
+    let file = |name: &str| c.dir.path().join(name);
+    let own = || {
+        ClusterTls::load(
+            &file("cluster-node.pem"),
+            &file("cluster-node.key"),
+            &file("cluster-ca.pem"),
+        )
+        .unwrap()
+    };
+    let rogue = support::make_certs(c.dir.path(), "rogue");
+    let right = ClusterSecret::new(support::CLUSTER_SECRET).unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
+        // Without the cluster's certificate: refused by the transport, before any service
+        // (which would say Unauthenticated), even with the right secret.
+        let tls = |identity: Option<&support::Certs>| {
+            let ca = std::fs::read(file("cluster-ca.pem")).unwrap();
+            let config = ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(ca))
+                .domain_name("127.0.0.1");
+            match identity {
+                Some(c) => config.identity(Identity::from_pem(
+                    std::fs::read(&c.cert).unwrap(),
+                    std::fs::read(&c.key).unwrap(),
+                )),
+                None => config,
+            }
+        };
+        let https = Endpoint::from_shared(format!("https://{worker}")).unwrap();
+        for (what, endpoint) in [
+            (
+                "plain http",
+                Endpoint::from_shared(format!("http://{worker}")).unwrap(),
+            ),
+            (
+                "tls without a certificate",
+                https.clone().tls_config(tls(None)).unwrap(),
+            ),
+            (
+                "a certificate of another CA",
+                https.tls_config(tls(Some(&rogue))).unwrap(),
+            ),
+        ] {
+            let mut client = WorkerClient::new(right.channel(endpoint.connect_lazy()));
+            let refused = client
+                .probe(ProbeRequest { tasks: vec![] })
+                .await
+                .expect_err(what);
+            let by_transport = std::error::Error::source(&refused)
+                .is_some_and(|e| e.downcast_ref::<tonic::transport::Error>().is_some());
+            assert!(by_transport, "{what}: {refused}");
+        }
+
+        // With the cluster's certificate, as the nodes connect: the secret decides.
         for (secret, refused) in [
             (None, true),
             (Some("another-cluster-s3cret-0123"), true),
@@ -173,11 +229,10 @@ fn calls_between_nodes_need_the_cluster_secret() {
         ] {
             let secret = secret
                 .map(|s| ClusterSecret::new(s).unwrap())
-                .unwrap_or_default();
-            let channel = |addr: &str| {
-                let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"));
-                secret.channel(endpoint.unwrap().connect_lazy())
-            };
+                .unwrap_or_default()
+                .with_tls(own());
+            let channel =
+                |addr: &str| secret.channel(secret.endpoint(addr).unwrap().connect_lazy());
             let probe = WorkerClient::new(channel(&worker))
                 .probe(ProbeRequest { tasks: vec![] })
                 .await;

@@ -4,7 +4,7 @@ use shoal_common::cluster_secret::{ClusterSecret, PeerChannel};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Response, Status};
 
 /// How long opening a connection may take; each call has its own overall deadline.
@@ -26,19 +26,17 @@ impl Channels {
         }
     }
 
-    /// The channel to `addr` (`host:port` or a URL). Connects lazily: an unreachable peer
+    /// The channel to `addr` (`host:port`). Connects lazily: an unreachable peer
     /// shows as `UNAVAILABLE` on the first call. The error says why the address is unusable.
     pub fn get(&self, addr: &str) -> Result<PeerChannel, String> {
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(ch) = channels.get(addr) {
             return Ok(self.secret.channel(ch.clone()));
         }
-        let uri = if addr.contains("://") {
-            addr.to_string()
-        } else {
-            format!("http://{addr}")
-        };
-        let endpoint = Endpoint::from_shared(uri).map_err(|e| format!("invalid address: {e}"))?;
+        let endpoint = self
+            .secret
+            .endpoint(addr)
+            .map_err(|e| format!("invalid address: {e}"))?;
         let ch = endpoint.connect_timeout(CONNECT_TIMEOUT).connect_lazy();
         channels.insert(addr.to_string(), ch.clone());
         Ok(self.secret.channel(ch))

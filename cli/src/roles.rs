@@ -6,6 +6,7 @@ use serde::Serialize;
 use shoal_api_server::{ApiState, Auth, Limits};
 use shoal_common::access::{new_token, token_hash};
 use shoal_common::cluster_secret::ClusterSecret;
+use shoal_common::cluster_tls::ClusterTls;
 use shoal_common::registry::Registry;
 use shoal_common::secret_key::SecretKey;
 use shoal_common::store::{BOOTSTRAP_ADMIN, Store};
@@ -120,12 +121,39 @@ fn guard_public_bind(
     Ok(())
 }
 
-/// The `--cluster-secret` given, checked; none when not given.
-fn given_secret(secret: Option<&str>) -> anyhow::Result<ClusterSecret> {
+/// Mutual TLS between the nodes (shared by `api-server`, `master` and `worker`).
+#[derive(Args, Serialize, Debug)]
+pub struct TlsArgs {
+    /// This node's certificate (PEM), signed by the cluster's CA; with --tls-key and
+    /// --tls-ca, every gRPC connection between nodes is mutual TLS.
+    #[arg(long, env = "SHOAL_TLS_CERT", requires_all = ["tls_key", "tls_ca"])]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<PathBuf>,
+    /// This node's private key (PEM).
+    #[arg(long, env = "SHOAL_TLS_KEY", requires_all = ["tls_cert", "tls_ca"])]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<PathBuf>,
+    /// The cluster's CA certificate (PEM): only peers with a certificate it signed are
+    /// accepted.
+    #[arg(long, env = "SHOAL_TLS_CA", requires_all = ["tls_cert", "tls_key"])]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<PathBuf>,
+}
+
+/// The `--cluster-secret` given, checked (none when not given), with mutual TLS when
+/// `tls` names the files.
+fn given_secret(secret: Option<&str>, tls: &TlsArgs) -> anyhow::Result<ClusterSecret> {
     let secret = secret.map(ClusterSecret::new).transpose();
-    Ok(secret
+    let secret = secret
         .map_err(|e| anyhow::anyhow!("--cluster-secret: {e}"))?
-        .unwrap_or_default())
+        .unwrap_or_default();
+    match (&tls.tls_cert, &tls.tls_key, &tls.tls_ca) {
+        (Some(cert), Some(key), Some(ca)) => {
+            let tls = ClusterTls::load(cert, key, ca).map_err(anyhow::Error::msg)?;
+            Ok(secret.with_tls(tls))
+        }
+        _ => Ok(secret),
+    }
 }
 
 /// A secret in `--dump-config`'s output: that it is set, not its value.
@@ -254,6 +282,8 @@ pub struct ApiServerArgs {
     #[arg(long, env = "SHOAL_CLUSTER_SECRET", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub cluster_secret: Option<String>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// Key of the project secrets (64 hex digits, e.g. `openssl rand -hex 32`): the api-server
     /// encrypts them with it, masters decrypt them; the same on both. Without it, secrets
     /// cannot be set.
@@ -291,8 +321,11 @@ pub struct ClusterArgs {
     #[arg(long, env = "SHOAL_CLUSTER_SECRET", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub cluster_secret: Option<String>,
-    /// Run without a cluster secret on a non-loopback --bind: anyone who reaches the gRPC
-    /// port can then dispatch tasks to a worker. For trusted networks only; warns at start.
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Run without a cluster secret or TLS on a non-loopback --bind: anyone who reaches the
+    /// gRPC port can then dispatch tasks to a worker. For trusted networks only; warns at
+    /// start.
     #[arg(long, env = "SHOAL_INSECURE")]
     pub insecure: bool,
 }
@@ -301,7 +334,7 @@ impl ClusterArgs {
     /// The secret this node requires and carries. Without one, only a loopback --bind is
     /// accepted, unless --insecure.
     fn secret(&self, role: &str) -> anyhow::Result<ClusterSecret> {
-        let secret = given_secret(self.cluster_secret.as_deref())?;
+        let secret = given_secret(self.cluster_secret.as_deref(), &self.tls)?;
         guard_public_bind(
             role,
             self.bind,
@@ -310,7 +343,7 @@ impl ClusterArgs {
             Need {
                 what: "a cluster secret",
                 risk: "call it",
-                fix: "set SHOAL_CLUSTER_SECRET (the same on every node, e.g. `openssl rand -hex 32`)",
+                fix: "set SHOAL_CLUSTER_SECRET (the same on every node, e.g. `openssl rand -hex 32`) or SHOAL_TLS_CERT, SHOAL_TLS_KEY and SHOAL_TLS_CA",
             },
         )?;
         Ok(secret)
@@ -585,7 +618,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
 }
 
 pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
-    let secret = given_secret(args.cluster_secret.as_deref())?;
+    let secret = given_secret(args.cluster_secret.as_deref(), &args.tls)?;
     let store = Store::connect(&args.database_url).await?;
     let auth = token_auth(&store, args.token).await?;
     let registry = match args.etcd.is_empty() {

@@ -3,11 +3,12 @@
 //! masters and workers refuse a call without it: a machine that can reach a worker's port
 //! cannot make it run a command, nor feed a master false task events.
 
+use crate::cluster_tls::{CA_ENV, CERT_ENV, ClusterTls, KEY_ENV, host_of};
 use std::sync::Arc;
 use tonic::metadata::AsciiMetadataValue;
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
+use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Request, Status};
 
 /// The metadata key the secret travels in.
@@ -17,17 +18,22 @@ pub const ENV: &str = "SHOAL_CLUSTER_SECRET";
 /// Shorter secrets are refused: they could be guessed.
 pub const MIN_LEN: usize = 16;
 
-/// A cluster's secret, or none: a development cluster on loopback, or one started with
-/// `--insecure`. Cloning is cheap.
+/// How a cluster's nodes prove to each other that they belong: a shared secret, mutual
+/// TLS ([`ClusterTls`]), both, or neither (a development cluster on loopback, or one
+/// started with `--insecure`). Cloning is cheap.
 #[derive(Clone, Default)]
-pub struct ClusterSecret(Option<Arc<AsciiMetadataValue>>);
+pub struct ClusterSecret {
+    secret: Option<Arc<AsciiMetadataValue>>,
+    tls: Option<Arc<ClusterTls>>,
+}
 
 /// A channel whose calls carry the cluster secret.
 pub type PeerChannel = InterceptedService<Channel, ClusterSecret>;
 
 impl std::fmt::Debug for ClusterSecret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "***" } else { "none" })
+        let secret = if self.secret.is_some() { "***" } else { "none" };
+        write!(f, "secret {secret}, tls {}", self.tls.is_some())
     }
 }
 
@@ -42,7 +48,10 @@ impl ClusterSecret {
             ));
         }
         let value = AsciiMetadataValue::try_from(secret).map_err(|e| e.to_string())?;
-        Ok(ClusterSecret(Some(Arc::new(value))))
+        Ok(ClusterSecret {
+            secret: Some(Arc::new(value)),
+            tls: None,
+        })
     }
 
     /// A fresh random secret, for the processes of one `shoal standalone`.
@@ -51,8 +60,17 @@ impl ClusterSecret {
         Ok(ClusterSecret::new(&hex).expect("64 hex digits are a valid secret"))
     }
 
+    /// These credentials with mutual TLS too.
+    pub fn with_tls(self, tls: ClusterTls) -> ClusterSecret {
+        ClusterSecret {
+            tls: Some(Arc::new(tls)),
+            ..self
+        }
+    }
+
+    /// Whether calls between nodes are authenticated (by the secret, TLS or both).
     pub fn is_set(&self) -> bool {
-        self.0.is_some()
+        self.secret.is_some() || self.tls.is_some()
     }
 
     /// `channel` with every call carrying the secret.
@@ -60,16 +78,41 @@ impl ClusterSecret {
         InterceptedService::new(channel, self.clone())
     }
 
+    /// The endpoint of the node at `addr` (`host:port`): `https` with the node's
+    /// certificate under mutual TLS, `http` otherwise.
+    pub fn endpoint(&self, addr: &str) -> Result<Endpoint, String> {
+        let Some(tls) = &self.tls else {
+            return Endpoint::from_shared(format!("http://{addr}")).map_err(|e| e.to_string());
+        };
+        Endpoint::from_shared(format!("https://{addr}"))
+            .and_then(|e| e.tls_config(tls.client(host_of(addr))))
+            .map_err(|e| e.to_string())
+    }
+
+    /// A gRPC server builder: it requires a client certificate of the cluster's CA under
+    /// mutual TLS. The error (a certificate or key that does not load) names the problem.
+    pub fn server(&self) -> Result<Server, String> {
+        let builder = Server::builder();
+        match &self.tls {
+            None => Ok(builder),
+            Some(tls) => builder.tls_config(tls.server()).map_err(|e| {
+                format!(
+                    "cannot use the TLS certificate and key ({CERT_ENV}, {KEY_ENV}, {CA_ENV}): {e}"
+                )
+            }),
+        }
+    }
+
     /// The check a server puts in front of its services.
     pub fn guard(&self) -> Guard {
-        Guard(self.0.clone())
+        Guard(self.secret.clone())
     }
 }
 
 /// Client side: adds the secret to each call.
 impl Interceptor for ClusterSecret {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        if let Some(secret) = &self.0 {
+        if let Some(secret) = &self.secret {
             request
                 .metadata_mut()
                 .insert(METADATA_KEY, secret.as_ref().clone());
@@ -145,8 +188,8 @@ mod tests {
             ClusterSecret::random().unwrap(),
         );
         assert!(a.is_set());
-        assert_ne!(a.0.as_deref(), b.0.as_deref());
-        assert_eq!(format!("{a:?}"), "***");
+        assert_ne!(a.secret.as_deref(), b.secret.as_deref());
+        assert_eq!(format!("{a:?}"), "secret ***, tls false", "the value is not shown");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod cluster_secret;
+pub mod cluster_tls;
 pub mod condition;
 pub mod definition;
 pub mod duration;

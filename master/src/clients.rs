@@ -8,7 +8,7 @@ use shoal_common::proto::{ProbeRequest, ProbeResponse, TaskAttempt};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 #[derive(Clone)]
 pub struct Peers {
@@ -37,8 +37,10 @@ impl Peers {
         if let Some(ch) = map.get(addr) {
             return Ok(self.secret.channel(ch.clone()));
         }
-        let ch = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|e| crate::Error::BadAddress(addr.to_string(), e.to_string()))?
+        let ch = self
+            .secret
+            .endpoint(addr)
+            .map_err(|e| crate::Error::BadAddress(addr.to_string(), e))?
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(3))
             .timeout(Duration::from_secs(30))

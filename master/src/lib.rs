@@ -42,6 +42,8 @@ pub enum Error {
     Listen(SocketAddr, std::io::Error),
     #[error("invalid address '{0}': {1}")]
     BadAddress(String, String),
+    #[error("{0}")]
+    Tls(String),
     #[error("master task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
 }
@@ -159,7 +161,10 @@ pub async fn start(
     // The builder's tcp_nodelay does not reach a listener we bind ourselves; without it,
     // Nagle's algorithm stalls acks by ~40 ms whenever several calls share a connection.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    let server = tonic::transport::Server::builder()
+    let server = config
+        .secret
+        .server()
+        .map_err(Error::Tls)?
         .add_service(MasterServer::with_interceptor(
             MasterService {
                 engine: engine_tx.clone(),

@@ -307,17 +307,31 @@ pub struct MiniCluster {
 }
 
 impl MiniCluster {
+    /// As production runs: calls between nodes on mutual TLS (certificates in
+    /// `dir/cluster-*`) and carrying the cluster secret.
     pub fn start(masters: usize, workers: usize) -> MiniCluster {
         let dir = tempfile::tempdir().unwrap();
+        let certs = make_certs(dir.path(), "cluster");
+        MiniCluster::start_with(masters, workers, dir, &certs.env())
+    }
+
+    /// A cluster in `dir` whose every node also gets `extra` in its environment.
+    fn start_with(
+        masters: usize,
+        workers: usize,
+        dir: tempfile::TempDir,
+        extra: &[(&str, &str)],
+    ) -> MiniCluster {
         let db = TestDb::create("shoal_cluster");
         let (etcd, etcd_url) = start_etcd(dir.path());
-        let env = [
+        let mut env = vec![
             ("SHOAL_DATABASE_URL", db.url.as_str()),
             ("SHOAL_ETCD", etcd_url.as_str()),
             ("SHOAL_LEASE_TTL", "5"),
             ("SHOAL_CLUSTER_SECRET", CLUSTER_SECRET),
             ("SHOAL_SECRET_KEY", SECRET_KEY),
         ];
+        env.extend_from_slice(extra);
         let (api_server, api) = start_api_server(dir.path(), &env);
         let mut nodes = vec![];
         for i in 0..masters {
@@ -369,6 +383,109 @@ impl MiniCluster {
             dir,
         }
     }
+}
+
+/// The files of one node's mutual TLS: its certificate and key, and its cluster's CA.
+pub struct Certs {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
+}
+
+impl Certs {
+    /// The environment that gives a node these files.
+    pub fn env(&self) -> [(&'static str, &str); 3] {
+        [
+            ("SHOAL_TLS_CERT", self.cert.to_str().unwrap()),
+            ("SHOAL_TLS_KEY", self.key.to_str().unwrap()),
+            ("SHOAL_TLS_CA", self.ca.to_str().unwrap()),
+        ]
+    }
+}
+
+/// A new CA in `dir` (files `<name>-ca.*`) and a node certificate it signed for
+/// 127.0.0.1 and localhost, made with openssl as docs/security.md shows.
+pub fn make_certs(dir: &Path, name: &str) -> Certs {
+    let file = |suffix: &str| dir.join(format!("{name}-{suffix}"));
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .output()
+            .expect("openssl runs");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            text(&out.stderr)
+        );
+    };
+    let s = |p: &PathBuf| p.to_str().unwrap().to_string();
+    let (ca_key, ca, key, csr, cert, ext) = (
+        file("ca.key"),
+        file("ca.pem"),
+        file("node.key"),
+        file("node.csr"),
+        file("node.pem"),
+        file("node.ext"),
+    );
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    let subject = format!("/CN={name}-ca");
+    run(&[
+        &["req", "-x509"][..],
+        &ec,
+        &[
+            "-keyout",
+            &s(&ca_key),
+            "-out",
+            &s(&ca),
+            "-days",
+            "2",
+            "-subj",
+            &subject,
+        ],
+    ]
+    .concat());
+    run(&[
+        &["req"][..],
+        &ec,
+        &[
+            "-keyout",
+            &s(&key),
+            "-out",
+            &s(&csr),
+            "-subj",
+            "/CN=shoal-node",
+        ],
+    ]
+    .concat());
+    std::fs::write(
+        &ext,
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        &s(&csr),
+        "-CA",
+        &s(&ca),
+        "-CAkey",
+        &s(&ca_key),
+        "-CAcreateserial",
+        "-out",
+        &s(&cert),
+        "-days",
+        "2",
+        "-extfile",
+        &s(&ext),
+    ]);
+    Certs { cert, key, ca }
 }
 
 /// A real etcd on free loopback ports with a temporary data dir.

@@ -47,7 +47,6 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tracing::{error, info, warn};
 
@@ -69,6 +68,8 @@ pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
 pub enum Error {
     #[error("invalid worker config: {0}")]
     Config(String),
+    #[error("{0}")]
+    Tls(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -263,8 +264,9 @@ pub async fn start(
     let server_stop = CancellationToken::new();
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let service = WorkerService::new(executor.clone(), dirs.logs.clone());
+    let mut builder = config.secret.server().map_err(Error::Tls)?;
     let server = tokio::spawn(
-        Server::builder()
+        builder
             .add_service(WorkerServer::with_interceptor(
                 service,
                 config.secret.guard(),

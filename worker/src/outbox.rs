@@ -27,7 +27,6 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Endpoint;
 use tracing::{debug, warn};
 
 use crate::{Error, Result};
@@ -344,8 +343,9 @@ fn connect_lazy(master: &str, secret: &ClusterSecret) -> Result<MasterClient<Pee
     if master.is_empty() {
         return Err(bad("empty".into()));
     }
-    let endpoint = Endpoint::from_shared(format!("http://{master}"))
-        .map_err(|e| bad(e.to_string()))?
+    let endpoint = secret
+        .endpoint(master)
+        .map_err(bad)?
         .tcp_nodelay(true)
         .connect_timeout(CONNECT_TIMEOUT)
         .timeout(CALL_TIMEOUT);
