@@ -189,7 +189,11 @@ mod tests {
         );
         assert!(a.is_set());
         assert_ne!(a.secret.as_deref(), b.secret.as_deref());
-        assert_eq!(format!("{a:?}"), "secret ***, tls false", "the value is not shown");
+        assert_eq!(
+            format!("{a:?}"),
+            "secret ***, tls false",
+            "the value is not shown"
+        );
     }
 
     #[test]
