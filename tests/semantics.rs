@@ -444,6 +444,7 @@ fn stopping_a_parent_stops_its_child_run_and_pausing_lets_the_child_finish(e: En
 
 fn every_task_type_runs_and_both_timeouts_hold(e: Env) {
     let (f, warned) = (e.path("ran"), e.path("warned"));
+    let health = format!("{}/api/v1/health", e.api().base);
     e.apply(&format!(
         r#"
 name: kinds
@@ -462,7 +463,6 @@ tasks:
   - {{ name: slow_warn, type: shell, command: "sleep 1.5; echo done >> {w}", timeout: 1s, timeout_strategy: warn }}
   - {{ name: slow_fail, type: shell, command: "sleep 30", timeout: 1s, timeout_strategy: fail }}
 "#,
-        health = format!("{}/api/v1/health", e.api().base),
         f = f.display(),
         w = warned.display()
     ));

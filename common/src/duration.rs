@@ -24,7 +24,7 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             ));
         }
     };
-    if !secs.is_finite() || secs < 0.0 || secs > 366.0 * 86400.0 {
+    if !secs.is_finite() || !(0.0..=366.0 * 86400.0).contains(&secs) {
         return Err(format!("duration '{text}' is out of range (0 to 366d)"));
     }
     Ok(Duration::from_secs_f64(secs))

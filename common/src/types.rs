@@ -110,6 +110,8 @@ string_enum!(
     }
 );
 
+// Written out: `string_enum!` makes the enum, so `#[default]` cannot be put on a variant.
+#[allow(clippy::derivable_impls)]
 impl Default for Priority {
     fn default() -> Self {
         Priority::Medium
@@ -131,6 +133,8 @@ string_enum!(
     }
 );
 
+// Written out: `string_enum!` makes the enum, so `#[default]` cannot be put on a variant.
+#[allow(clippy::derivable_impls)]
 impl Default for FailureStrategy {
     fn default() -> Self {
         FailureStrategy::End
@@ -172,6 +176,8 @@ string_enum!(
     }
 );
 
+// Written out: `string_enum!` makes the enum, so `#[default]` cannot be put on a variant.
+#[allow(clippy::derivable_impls)]
 impl Default for ExecutionType {
     fn default() -> Self {
         ExecutionType::Parallel

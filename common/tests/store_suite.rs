@@ -88,6 +88,9 @@ use schedules::*;
 mod listing;
 use listing::*;
 
+#[path = "store_suite/schema_parity.rs"]
+mod schema_parity;
+
 #[path = "store_suite/access.rs"]
 mod access;
 use access::*;
@@ -189,15 +192,8 @@ async fn open(backend: Backend) -> (Ctx, Cleanup) {
     }
 }
 
-/// Runs one test body and always cleans up; a failure in the body is re-raised after.
-async fn run<F, Fut>(backend: Backend, test: F)
-where
-    F: FnOnce(Ctx) -> Fut,
-    Fut: Future<Output = ()> + Send + 'static,
-{
-    let (ctx, cleanup) = open(backend).await;
-    let outcome = tokio::spawn(test(ctx)).await;
-    // Best effort, like any cleanup.
+/// Removes a test's database. Best effort, like any cleanup.
+async fn cleanup(cleanup: Cleanup) {
     match cleanup {
         Cleanup::Sqlite(dir) => {
             let _ = dir.close();
@@ -209,6 +205,17 @@ where
             let _ = sqlx::query(&drop).execute(&mut admin).await;
         }
     }
+}
+
+/// Runs one test body and always cleans up; a failure in the body is re-raised after.
+async fn run<F, Fut>(backend: Backend, test: F)
+where
+    F: FnOnce(Ctx) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let (ctx, cleanup_of) = open(backend).await;
+    let outcome = tokio::spawn(test(ctx)).await;
+    cleanup(cleanup_of).await;
     if let Err(e) = outcome {
         std::panic::resume_unwind(e.into_panic());
     }

@@ -21,6 +21,8 @@ const REST: Duration = Duration::from_millis(200);
 /// Most tasks sent to one worker in one RPC.
 const MAX_BATCH: usize = 512;
 
+// Most messages are pushes: boxing them would add an allocation per dispatched task.
+#[allow(clippy::large_enum_variant)]
 pub enum DispatchMsg {
     Push(QueuedTask),
     /// Take the task out of the queue if it has not gone to a worker yet.

@@ -175,6 +175,9 @@ struct PendingCreate {
     start: Option<Option<Duration>>,
 }
 
+/// An event's sequence number and the instance it belongs to.
+type EventOf = (u64, i64);
+
 /// Writes and follow-ups collected during one cycle.
 #[derive(Default)]
 struct Cycle {
@@ -182,7 +185,7 @@ struct Cycle {
     updates: HashMap<i64, usize>,
     creates: Vec<PendingCreate>,
     /// Per report: (event seq, its instance), acknowledged after the commit.
-    acks: Vec<(oneshot::Sender<Vec<u64>>, Vec<(u64, i64)>)>,
+    acks: Vec<(oneshot::Sender<Vec<u64>>, Vec<EventOf>)>,
     replies: Vec<(ControlReply, Result<WorkflowState, ControlError>)>,
     kills: Vec<(i64, Node)>,
     withdraws: Vec<(i64, Node)>,

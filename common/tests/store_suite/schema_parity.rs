@@ -1,0 +1,85 @@
+//! The Postgres and SQLite migrations stay in step: applied to fresh databases, they make
+//! the same tables with the same columns, and the same named indexes.
+
+use super::*;
+use std::collections::BTreeSet;
+
+/// (table, column) pairs and index names of a schema.
+type Shape = (BTreeSet<(String, String)>, BTreeSet<String>);
+
+async fn postgres_shape(url: &str) -> Shape {
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let columns: Vec<(String, String)> = sqlx::query_as(
+        "SELECT table_name::text, column_name::text FROM information_schema.columns \
+         WHERE table_schema = 'public' AND table_name <> '_sqlx_migrations'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    // Indexes the migrations name (not those behind PRIMARY KEY and UNIQUE constraints).
+    let indexes: Vec<(String,)> = sqlx::query_as(
+        "SELECT indexname::text FROM pg_indexes WHERE schemaname = 'public' \
+         AND indexname NOT IN (SELECT conname FROM pg_constraint)",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    (
+        columns.into_iter().collect(),
+        indexes.into_iter().map(|(i,)| i).collect(),
+    )
+}
+
+async fn sqlite_shape(url: &str) -> Shape {
+    let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
+    let columns: Vec<(String, String)> = sqlx::query_as(
+        "SELECT m.name, p.name FROM sqlite_master m, pragma_table_info(m.name) p \
+         WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' AND m.name <> '_sqlx_migrations'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    // Automatic indexes (of PRIMARY KEY and UNIQUE) have no SQL.
+    let indexes: Vec<(String,)> =
+        sqlx::query_as("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    (
+        columns.into_iter().collect(),
+        indexes.into_iter().map(|(i,)| i).collect(),
+    )
+}
+
+/// What `a` has that `b` lacks.
+fn only<T: Ord + Clone>(a: &BTreeSet<T>, b: &BTreeSet<T>) -> Vec<T> {
+    a.difference(b).cloned().collect()
+}
+
+#[tokio::test]
+async fn postgres_and_sqlite_migrations_make_the_same_tables_columns_and_indexes() {
+    let (pg, pg_cleanup) = open(Backend::Postgres).await;
+    let (lite, lite_cleanup) = open(Backend::Sqlite).await;
+    let (pg_shape, lite_shape) = (postgres_shape(&pg.url).await, sqlite_shape(&lite.url).await);
+    drop((pg, lite));
+    cleanup(pg_cleanup).await;
+    cleanup(lite_cleanup).await;
+
+    assert!(pg_shape.0.len() > 50, "{:?}", pg_shape.0);
+    assert_eq!(
+        (
+            only(&pg_shape.0, &lite_shape.0),
+            only(&lite_shape.0, &pg_shape.0)
+        ),
+        (vec![], vec![]),
+        "columns only in Postgres, only in SQLite"
+    );
+    assert_eq!(
+        (
+            only(&pg_shape.1, &lite_shape.1),
+            only(&lite_shape.1, &pg_shape.1)
+        ),
+        (vec![], vec![]),
+        "indexes only in Postgres, only in SQLite"
+    );
+}
