@@ -457,3 +457,61 @@ fn start_runs_the_version_asked_for() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_config_file_sets_what_neither_flags_nor_the_environment_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("shoal.toml");
+    std::fs::write(
+        &file,
+        "slots = 7\nmax_tasks = 50\nport = 12999\ndatabase_url = 'postgres://h/db'\n",
+    )
+    .unwrap();
+    let dump = |env: &[(&str, &str)], args: &[&str]| {
+        let out = Command::new(SHOAL)
+            .args([
+                "standalone",
+                "--config",
+                file.to_str().unwrap(),
+                "--dump-config",
+            ])
+            .args(args)
+            .env_remove("SHOAL_SLOTS")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let printed = dump(&[], &[]);
+    assert!(
+        printed.contains("slots = 7") && printed.contains("max_tasks = 50"),
+        "{printed}"
+    );
+    assert!(printed.contains("port = 12999"), "{printed}");
+    assert!(
+        dump(&[("SHOAL_SLOTS", "9")], &[]).contains("slots = 9"),
+        "the environment wins"
+    );
+    assert!(
+        dump(&[("SHOAL_SLOTS", "9")], &["--slots", "5"]).contains("slots = 5"),
+        "a flag wins"
+    );
+
+    std::fs::write(&file, "slotz = 7\n").unwrap();
+    let out = Command::new(SHOAL)
+        .args([
+            "standalone",
+            "--config",
+            file.to_str().unwrap(),
+            "--dump-config",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("'slotz' is not a setting"),
+        "{}",
+        text(&out.stderr)
+    );
+}

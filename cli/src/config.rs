@@ -1,16 +1,19 @@
-//! `--config FILE`: a TOML file whose keys are the flags' long names.
+//! `--config FILE`: a TOML file whose keys are the flags' long names (`database_url` or
+//! `database-url`).
 //!
-//! Precedence is flag > environment > file > default. The file is applied by exporting
-//! each key as its `SHOAL_*` variable when the environment does not set it already, so
-//! that clap's own env handling does the merging and there is one source of truth for
-//! every setting's name and default.
+//! Precedence is flag > environment > file > default. The file's settings become flags of
+//! the subcommand, added to the command line for each setting neither the command line nor
+//! the environment gives, so clap does all the parsing and checking. A key that is a flag
+//! of another role is skipped (one file can serve a cluster's roles); a key that is no
+//! flag at all is an error (a typo).
 
 use anyhow::{Context, bail};
+use clap::{ArgAction, Command};
 
-/// Finds `--config FILE` / `--config=FILE` in the raw arguments and applies the file.
-pub fn apply_config_file(args: &[String]) -> anyhow::Result<()> {
+/// `argv` with the settings of the `--config` file (or `SHOAL_CONFIG`) added.
+pub fn with_config_file(mut argv: Vec<String>, cli: &Command) -> anyhow::Result<Vec<String>> {
     let mut path = None;
-    let mut it = args.iter();
+    let mut it = argv.iter();
     while let Some(a) = it.next() {
         if a == "--config" {
             path = it.next().cloned();
@@ -19,35 +22,150 @@ pub fn apply_config_file(args: &[String]) -> anyhow::Result<()> {
         }
     }
     let Some(path) = path.or_else(|| std::env::var("SHOAL_CONFIG").ok()) else {
-        return Ok(());
+        return Ok(argv);
+    };
+    let Some(role) = argv.iter().skip(1).find(|a| !a.starts_with('-')).cloned() else {
+        return Ok(argv);
+    };
+    let Some(command) = cli.find_subcommand(&role) else {
+        return Ok(argv);
     };
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read config file {path}"))?;
     let table: toml::Table = text
         .parse()
         .with_context(|| format!("config file {path} is not valid TOML"))?;
+    let mut added = Vec::new();
     for (key, value) in table {
-        let var = format!("SHOAL_{}", key.to_uppercase().replace('-', "_"));
-        let value = match value {
-            toml::Value::String(s) => s,
-            toml::Value::Integer(i) => i.to_string(),
-            toml::Value::Float(f) => f.to_string(),
-            toml::Value::Boolean(b) => b.to_string(),
+        let long = key.replace('_', "-");
+        let Some(arg) = command
+            .get_arguments()
+            .find(|a| a.get_long() == Some(long.as_str()))
+        else {
+            let anywhere = cli.get_subcommands().any(|c| {
+                c.get_arguments()
+                    .any(|a| a.get_long() == Some(long.as_str()))
+            });
+            if anywhere {
+                continue;
+            }
+            bail!(
+                "config file {path}: '{key}' is not a setting of shoal (see `shoal {role} --help`)"
+            );
+        };
+        let from_env = arg
+            .get_env()
+            .is_some_and(|var| std::env::var_os(var).is_some());
+        let flag = format!("--{long}");
+        let given = argv
+            .iter()
+            .any(|a| *a == flag || a.starts_with(&format!("{flag}=")));
+        if from_env || given {
+            continue;
+        }
+        let values = match value {
+            toml::Value::Boolean(on) => {
+                if on {
+                    added.push(flag);
+                }
+                continue;
+            }
+            toml::Value::String(s) => vec![s],
+            toml::Value::Integer(i) => vec![i.to_string()],
+            toml::Value::Float(f) => vec![f.to_string()],
             toml::Value::Array(items) => items
                 .iter()
-                .map(|v| {
-                    v.as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| v.to_string())
-                })
-                .collect::<Vec<_>>()
-                .join(","),
-            other => bail!("config file {path}: key '{key}' has an unsupported value {other}"),
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                .collect(),
+            other => bail!("config file {path}: '{key}' has an unsupported value {other}"),
         };
-        if std::env::var_os(&var).is_none() {
-            // SAFETY: called at start-up before any other thread exists.
-            unsafe { std::env::set_var(&var, value) };
+        // A flag given once per value (`--datasource`), or once with a list (`--etcd a,b`).
+        if matches!(arg.get_action(), ArgAction::Append) && arg.get_value_delimiter().is_none() {
+            for v in values {
+                added.extend([flag.clone(), v]);
+            }
+        } else {
+            added.extend([flag, values.join(",")]);
         }
     }
-    Ok(())
+    argv.extend(added);
+    Ok(argv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{Arg, ArgAction};
+
+    fn cli() -> Command {
+        Command::new("shoal")
+            .subcommand(
+                Command::new("worker")
+                    .arg(Arg::new("port").long("port").env("SHOAL_TEST_CONFIG_PORT"))
+                    .arg(Arg::new("slots").long("slots"))
+                    .arg(
+                        Arg::new("insecure")
+                            .long("insecure")
+                            .action(ArgAction::SetTrue),
+                    )
+                    .arg(
+                        Arg::new("etcd")
+                            .long("etcd")
+                            .value_delimiter(',')
+                            .action(ArgAction::Append),
+                    )
+                    .arg(
+                        Arg::new("datasource")
+                            .long("datasource")
+                            .action(ArgAction::Append),
+                    )
+                    .arg(Arg::new("config").long("config")),
+            )
+            .subcommand(Command::new("master").arg(Arg::new("database-url").long("database-url")))
+    }
+
+    fn with(file: &str, args: &[&str]) -> anyhow::Result<Vec<String>> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shoal.toml");
+        std::fs::write(&path, file).unwrap();
+        let mut argv: Vec<String> = ["shoal", "worker", "--config", path.to_str().unwrap()]
+            .map(String::from)
+            .to_vec();
+        argv.extend(args.iter().map(|a| a.to_string()));
+        with_config_file(argv, &cli()).map(|a| a[4..].to_vec())
+    }
+
+    #[test]
+    fn settings_become_flags_unless_given() {
+        let file = "slots = 8\ninsecure = true\netcd = ['http://a:2379', 'http://b:2379']\n\
+                    datasource = ['x=sqlite://x', 'y=sqlite://y']\ndatabase_url = 'postgres://h/db'\n";
+        assert_eq!(
+            with(file, &[]).unwrap(),
+            [
+                "--datasource",
+                "x=sqlite://x",
+                "--datasource",
+                "y=sqlite://y",
+                "--etcd",
+                "http://a:2379,http://b:2379",
+                "--insecure",
+                "--slots",
+                "8",
+            ]
+        );
+        // The command line wins; a key of another role is left to it.
+        assert_eq!(with("slots = 8\n", &["--slots=2"]).unwrap(), ["--slots=2"]);
+        assert_eq!(
+            with("insecure = false\n", &[]).unwrap(),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn a_key_that_is_no_setting_is_refused() {
+        let e = with("slotz = 8\n", &[]).unwrap_err().to_string();
+        assert!(e.contains("'slotz' is not a setting"), "{e}");
+        let e = with("slots = [", &[]).unwrap_err().to_string();
+        assert!(e.contains("not valid TOML"), "{e}");
+    }
 }

@@ -4,7 +4,7 @@ mod client;
 mod config;
 mod roles;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use roles::{ApiServerArgs, MasterArgs, StandaloneArgs, WorkerArgs};
 use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
@@ -59,10 +59,9 @@ fn log_colours(is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let argv: Vec<String> = std::env::args().collect();
-    config::apply_config_file(&argv)?;
+    let argv = config::with_config_file(std::env::args().collect(), &Cli::command())?;
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(argv);
     let server_logs = "info,sqlx=warn,h2=warn,tower=warn,hyper=warn";
     match cli.cmd {
         Cmd::Standalone(a) => {
