@@ -350,16 +350,10 @@ fn an_api_server_always_needs_a_token_and_its_first_start_prints_the_admins() {
     let dir = tempfile::tempdir().unwrap();
     let db = support::TestDb::create("shoal_bootstrap");
     let start = |name: &str| {
-        let port = support::free_port();
-        let args = [
-            "api-server",
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-        ];
+        let args = ["api-server", "--port", "0", "--bind", "127.0.0.1"];
         let env = [("SHOAL_DATABASE_URL", db.url.as_str())];
         let proc = support::Proc::spawn(name, dir.path(), support::SHOAL, &args, &env);
+        let port = support::bound_port(&proc);
         (proc, format!("http://127.0.0.1:{port}/api/v1"))
     };
     let _ = rustls::crypto::ring::default_provider().install_default();

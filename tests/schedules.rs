@@ -9,9 +9,7 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::{
-    Api, Env, Proc, SHOAL, Standalone, TestDb, cli, free_port, start_etcd, text, wait_for,
-};
+use support::{Api, Env, Proc, SHOAL, Standalone, TestDb, cli, start_etcd, text, wait_for};
 
 const LONG: Duration = Duration::from_secs(90);
 
@@ -376,14 +374,8 @@ fn a_one_second_schedule_fires_each_second_once_across_a_leader_kill() {
     let (_api_server, api) = support::start_api_server(dir.path(), &env);
     let mut masters: Vec<Proc> = (0..2)
         .map(|i| {
-            let port = free_port().to_string();
-            Proc::spawn(
-                &format!("master{i}"),
-                dir.path(),
-                SHOAL,
-                &["master", "--port", &port],
-                &env,
-            )
+            let args = ["master", "--port", "0"];
+            Proc::spawn(&format!("master{i}"), dir.path(), SHOAL, &args, &env)
         })
         .collect();
     let data = dir.path().join("worker");
@@ -394,7 +386,7 @@ fn a_one_second_schedule_fires_each_second_once_across_a_leader_kill() {
         &[
             "worker",
             "--port",
-            &free_port().to_string(),
+            "0",
             "--data-dir",
             data.to_str().unwrap(),
         ],

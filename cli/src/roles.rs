@@ -220,7 +220,8 @@ pub struct StandaloneArgs {
     /// Where the SQLite database, task logs and work files live.
     #[arg(long, env = "SHOAL_DATA_DIR", default_value = "./shoal-data")]
     pub data_dir: PathBuf,
-    /// Port of the REST API, web UI and Prometheus' `GET /metrics`.
+    /// Port of the REST API, web UI and Prometheus' `GET /metrics`; 0 picks a free one
+    /// (logged).
     #[arg(long, env = "SHOAL_PORT", default_value_t = 12345)]
     pub port: u16,
     #[arg(long, env = "SHOAL_BIND", default_value = "127.0.0.1")]
@@ -262,7 +263,7 @@ pub struct ApiServerArgs {
     /// Postgres URL, e.g. postgres://postgres@127.0.0.1:5432/shoal
     #[arg(long, env = "SHOAL_DATABASE_URL")]
     pub database_url: String,
-    /// Port of the REST API and Prometheus' `GET /metrics`.
+    /// Port of the REST API and Prometheus' `GET /metrics`; 0 picks a free one (logged).
     #[arg(long, env = "SHOAL_PORT", default_value_t = 12345)]
     pub port: u16,
     #[arg(long, env = "SHOAL_BIND", default_value = "0.0.0.0")]
@@ -597,7 +598,8 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
         .with_context(|| {
             format!("cannot listen on {listen}: is another shoal running? pick another --port")
         })?;
-    info!(url = %format!("http://{listen}"), data_dir = %args.data_dir.display(), "shoal standalone ready");
+    let bound = listener.local_addr()?;
+    info!(url = %format!("http://{bound}"), data_dir = %args.data_dir.display(), "shoal standalone ready");
     shoal_api_server::serve(
         listener,
         ApiState {
@@ -631,7 +633,7 @@ pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    info!(%listen, "api-server ready");
+    info!(listen = %listener.local_addr()?, "api-server ready");
     shoal_api_server::serve(
         listener,
         ApiState {

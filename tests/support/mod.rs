@@ -202,44 +202,33 @@ pub fn start_api_server(dir: &Path, env: &[(&str, &str)]) -> (Proc, Api) {
         .into_iter()
         .chain(env.iter().copied())
         .collect();
-    // A port free a moment ago may have been taken since by another test's process: when
-    // the api-server cannot listen on it, it exits, and another port is tried.
-    for _ in 0..3 {
-        let port = free_port();
-        let mut proc = Proc::spawn(
-            "api-server",
-            dir,
-            SHOAL,
-            &[
-                "api-server",
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-            ],
-            &env,
-        );
-        let api = Api::new(port);
-        let up = wait_for(
-            "the api-server to answer /health",
-            Duration::from_secs(60),
-            || {
-                if api.healthy() {
-                    return Some(true);
-                }
-                proc.child.try_wait().unwrap().map(|_| false)
-            },
-        );
-        if up {
-            return (proc, api);
-        }
-        let log = proc.log_text();
-        assert!(
-            log.contains("cannot listen on"),
-            "the api-server exited:\n{log}"
-        );
-    }
-    panic!("three free ports in a row were taken before the api-server could listen");
+    // Port 0: the system picks a free port, and the api-server logs which.
+    let proc = Proc::spawn(
+        "api-server",
+        dir,
+        SHOAL,
+        &["api-server", "--port", "0", "--bind", "127.0.0.1"],
+        &env,
+    );
+    let api = Api::new(bound_port(&proc));
+    api.wait_healthy(&[&proc]);
+    (proc, api)
+}
+
+/// The port the API of `proc` (an api-server or a standalone started with `--port 0`)
+/// listens on, from its log.
+pub fn bound_port(proc: &Proc) -> u16 {
+    const LINE: &str = "api-server listening addr=";
+    wait_for(
+        &format!("{} to log '{LINE}'", proc.name),
+        Duration::from_secs(60),
+        || {
+            let log = proc.log_text();
+            let at = log.find(LINE)? + LINE.len();
+            let addr = log[at..].split_whitespace().next()?;
+            addr.rsplit_once(':')?.1.parse().ok()
+        },
+    )
 }
 
 /// Runs a client command of the `shoal` binary against `api`.
@@ -266,9 +255,8 @@ pub struct Standalone {
 impl Standalone {
     pub fn start() -> Standalone {
         let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let proc = Self::spawn(dir.path(), port, "standalone");
-        let api = Api::new(port);
+        let proc = Self::spawn(dir.path(), 0, "standalone");
+        let api = Api::new(bound_port(&proc));
         api.wait_healthy(&[&proc]);
         Standalone { dir, api, proc }
     }
@@ -334,9 +322,9 @@ impl MiniCluster {
         env.extend_from_slice(extra);
         let (api_server, api) = start_api_server(dir.path(), &env);
         let mut nodes = vec![];
+        // Port 0: each registers the address it bound.
         for i in 0..masters {
-            let port = free_port().to_string();
-            let args = ["master", "--port", &port];
+            let args = ["master", "--port", "0"];
             nodes.push(Proc::spawn(
                 &format!("master{i}"),
                 dir.path(),
@@ -346,12 +334,11 @@ impl MiniCluster {
             ));
         }
         for i in 0..workers {
-            let port = free_port().to_string();
             let data = dir.path().join(format!("worker{i}"));
             let args = [
                 "worker",
                 "--port",
-                &port,
+                "0",
                 "--slots",
                 "4",
                 "--data-dir",
