@@ -1,0 +1,213 @@
+//! Taking runs on: claimed commands, and attempts adopted from a master that is gone.
+
+use super::tasks::timer;
+use super::*;
+
+impl Engine {
+    /// Builds the runtime of a claimed instance and starts it.
+    pub(super) fn take(&mut self, c: ClaimedInstance, cycle: &mut Cycle, now: i64) {
+        // Takeovers count as failovers, so started + failovers = finished + running.
+        if c.kind != CommandKind::RecoverFailover {
+            metrics::INSTANCES_STARTED.inc();
+        }
+        let id = c.instance.id;
+        let mut definition = c.definition;
+        c.instance.options.apply_to(&mut definition);
+        let def = Arc::new(definition);
+        let from = c.instance.options.from_task.as_deref().map(|t| {
+            (
+                t,
+                c.instance
+                    .options
+                    .scope
+                    .unwrap_or(shoal_common::store::Scope::Downstream),
+            )
+        });
+        let rt = match c.kind {
+            CommandKind::Resume | CommandKind::ResubmitFailed => {
+                let mut rt = WorkflowRuntime::restore(def, &c.tasks, Recovery::Rerun);
+                rt.limit_to(from).map(|()| rt)
+            }
+            CommandKind::RecoverFailover => {
+                let mut rt = WorkflowRuntime::restore(def, &c.tasks, Recovery::Failover);
+                rt.limit_to(from).map(|()| rt)
+            }
+            _ => WorkflowRuntime::new(def, from),
+        };
+        let rt = match rt {
+            Ok(rt) => rt,
+            Err(Refused(reason)) => {
+                warn!(instance_id = id, %reason, "instance cannot start");
+                cycle.batch.instance_updates.push(InstanceUpdate {
+                    id,
+                    owner_epoch: c.instance.owner_epoch,
+                    state: WorkflowState::Failure,
+                    ended_at: Some(now),
+                });
+                return;
+            }
+        };
+        info!(instance_id = id, workflow = %c.instance.workflow, kind = %c.kind, run = c.instance.run, "instance started");
+        let n = rt.definition().tasks.len();
+        let run = Run {
+            instance_id: id,
+            project: c.instance.project.clone(),
+            run_no: c.instance.run,
+            started_at: c.instance.started_at.unwrap_or(c.instance.created_at),
+            schedule_time: c.instance.schedule_time,
+            rt,
+            epoch: c.instance.owner_epoch,
+            priority: c.instance.priority,
+            start_params: c.instance.params,
+            options: c.instance.options,
+            task_ids: vec![None; n],
+        };
+        if let Some(timeout) = run.rt.definition().timeout {
+            let left = Duration::from_millis(
+                (run.started_at + timeout.as_millis() as i64 - now).max(0) as u64,
+            );
+            let (me, run_no) = (self.me.clone(), run.run_no);
+            tokio::spawn(async move {
+                tokio::time::sleep(left).await;
+                let _ = me.send(EngineMsg::Timeout {
+                    instance: id,
+                    run_no,
+                });
+            });
+        }
+        let state_before = c.instance.state;
+        if self.runs.insert(id, run).is_none() {
+            metrics::INSTANCES_RUNNING.inc();
+        }
+        if c.kind == CommandKind::RecoverFailover {
+            self.adopt_in_flight(id, &c.tasks, cycle, now);
+        }
+        self.apply(id, Event::Start, cycle, now);
+        // An operator's stop or pause that the previous master had not finished.
+        let pending = match state_before {
+            WorkflowState::ReadyStop => self.runs.get_mut(&id).and_then(|r| r.rt.stop().ok()),
+            WorkflowState::ReadyPause => self.runs.get_mut(&id).and_then(|r| r.rt.pause().ok()),
+            _ => None,
+        };
+        if let Some(actions) = pending {
+            self.perform(id, actions, cycle, now);
+        }
+    }
+
+    /// After a failover restore: attempts on a live worker are adopted (the worker is
+    /// told to report here; it does not run them again), queued or waiting ones go back
+    /// to the queue or timer, and those on a worker that is gone run again.
+    pub(super) fn adopt_in_flight(
+        &mut self,
+        instance: i64,
+        rows: &[TaskInstanceRow],
+        cycle: &mut Cycle,
+        now: i64,
+    ) {
+        let Some(run) = self.runs.get_mut(&instance) else {
+            return;
+        };
+        let live: HashSet<String> = self.workers.current().into_iter().map(|w| w.addr).collect();
+        let mut lost = Vec::new();
+        for (node, attempt, state) in run.rt.in_flight() {
+            let name = &run.rt.definition().tasks[node].name;
+            let Some(row) = rows
+                .iter()
+                .find(|r| &r.name == name && r.attempt == attempt)
+            else {
+                continue;
+            };
+            run.task_ids[node] = Some(row.id);
+            let delayed = state == TaskState::Delayed;
+            let worker = row.worker.clone();
+            // A delayed attempt of a group never held a slot; a granted one holds it still.
+            let needs_slot = state == TaskState::WaitingTaskGroup
+                || (delayed && groups::slot_group(run, node).is_some());
+            self.tasks.insert(
+                row.id,
+                TaskRef {
+                    instance,
+                    node,
+                    attempt,
+                    worker: worker.clone(),
+                    delayed,
+                    waiting: false,
+                    needs_slot,
+                    kill_requested: false,
+                },
+            );
+            match worker {
+                _ if delayed => {
+                    let def = &run.rt.definition().tasks[node];
+                    let wait = def.retry_interval.or(def.delay).unwrap_or_default();
+                    timer(&self.me, instance, node, attempt, wait);
+                }
+                // Still waiting for a slot: it never reached the queue.
+                None if needs_slot => cycle.enqueues.push((instance, node)),
+                // Never recorded on a worker, but it may have reached one just before the
+                // old master died: ask the workers before queueing it again.
+                None => cycle.probes.push(row.id),
+                Some(w) if live.contains(&w) => cycle.adoptions.push((instance, node)),
+                Some(_) => lost.push(row.id),
+            }
+        }
+        for id in lost {
+            let message =
+                Some("its worker was gone when a new master took the instance over".to_string());
+            self.settle(id, TaskState::NeedFaultTolerance, message, cycle, now);
+        }
+    }
+
+    /// Re-sends an adopted attempt to the worker that runs it, naming this master: the
+    /// worker recognises the attempt, does not start it again, and reports here.
+    pub(super) fn adopt(&mut self, instance: i64, node: Node) {
+        let Some(run) = self.runs.get(&instance) else {
+            return;
+        };
+        let Some(id) = run.task_ids[node] else { return };
+        let Some(t) = self.tasks.get(&id) else { return };
+        let Some(worker) = t.worker.clone() else {
+            return;
+        };
+        let task = match spec::build(run, node, id, t.attempt, &self.master_addr, &self.secrets) {
+            Ok(task) => task,
+            Err(message) => {
+                let _ = self.me.send(EngineMsg::Settle {
+                    id,
+                    state: TaskState::Failure,
+                    message: Some(message),
+                });
+                return;
+            }
+        };
+        let _ = self.dispatcher.send(DispatchMsg::Adopted {
+            worker: worker.clone(),
+            id,
+        });
+        let (client, me) = (self.clients.worker(&worker), self.me.clone());
+        tokio::spawn(async move {
+            let accepted = match client {
+                Ok(mut c) => c
+                    .dispatch(DispatchRequest {
+                        tasks: vec![task.spec],
+                        adopt_only: true,
+                    })
+                    .await
+                    .map(|r| r.into_inner().accepted.contains(&id))
+                    .unwrap_or(false),
+                Err(_) => false,
+            };
+            if !accepted {
+                warn!(task_instance_id = id, %worker, "worker did not take the adopted task back; it runs again");
+                let message = Some(format!(
+                    "worker {worker} could not be reached after a master failover"
+                ));
+                let _ = me.send(EngineMsg::Settle {
+                    id,
+                    state: TaskState::NeedFaultTolerance,
+                    message,
+                });
+            }
+        });
+    }
+}

@@ -1,0 +1,238 @@
+//! Worker events and operator controls, applied to a run's runtime, and the actions
+//! the runtime answers with.
+
+use super::tasks::new_task;
+use super::*;
+
+impl Engine {
+    pub(super) fn control(
+        &mut self,
+        instance: i64,
+        control: Control,
+        cycle: &mut Cycle,
+        now: i64,
+    ) -> Result<WorkflowState, ControlError> {
+        let run = self
+            .runs
+            .get_mut(&instance)
+            .ok_or(ControlError::NotHere(instance))?;
+        let actions = match control {
+            Control::Stop => run.rt.stop()?,
+            Control::Pause => run.rt.pause()?,
+        };
+        info!(
+            instance_id = instance,
+            ?control,
+            "operator request accepted"
+        );
+        let state = run.rt.state();
+        self.perform(instance, actions, cycle, now);
+        Ok(state)
+    }
+
+    pub(super) fn on_worker_event(&mut self, worker: &str, ev: TaskEvent, cycle: &mut Cycle) {
+        let state = match ev.kind() {
+            TaskEventKind::Running => TaskState::Running,
+            TaskEventKind::Success => TaskState::Success,
+            TaskEventKind::Failure => TaskState::Failure,
+            TaskEventKind::Killed => TaskState::Killed,
+            TaskEventKind::Unspecified => return,
+        };
+        match self.tasks.get_mut(&ev.task_instance_id) {
+            // Events can overtake the dispatcher's notice: remember the worker either way,
+            // so its slot is given back when the task ends.
+            Some(t) if t.attempt == ev.attempt => t.worker = Some(worker.to_string()),
+            // Not ours (any more), or another attempt: acknowledged and ignored.
+            _ => return,
+        }
+        let mut u = TaskUpdate::state(ev.task_instance_id, state);
+        u.worker = Some(worker.to_string());
+        if state == TaskState::Running {
+            u.started_at = Some(ev.at_ms);
+        } else {
+            u.ended_at = Some(ev.at_ms);
+            u.exit_code = Some(ev.exit_code);
+            u.output = (!ev.output.is_empty()).then(|| ev.output.clone().into_iter().collect());
+            u.message = (!ev.message.is_empty()).then(|| ev.message.clone());
+        }
+        self.task_event(
+            ev.task_instance_id,
+            u,
+            ev.output.into_iter().collect(),
+            None,
+            cycle,
+            ev.at_ms,
+        );
+    }
+
+    pub(super) fn settle(
+        &mut self,
+        id: i64,
+        state: TaskState,
+        message: Option<String>,
+        cycle: &mut Cycle,
+        now: i64,
+    ) {
+        let mut u = TaskUpdate::state(id, state);
+        u.ended_at = Some(now);
+        u.message = message;
+        self.task_event(id, u, Params::new(), None, cycle, now);
+    }
+
+    /// Applies a task's state change to its runtime and records it if accepted;
+    /// `chosen` carries a switch task's branch.
+    pub(super) fn task_event(
+        &mut self,
+        id: i64,
+        mut u: TaskUpdate,
+        output: Params,
+        chosen: Option<Vec<String>>,
+        cycle: &mut Cycle,
+        at: i64,
+    ) {
+        let Some(t) = self.tasks.get(&id) else { return };
+        let (instance, node, attempt) = (t.instance, t.node, t.attempt);
+        let state = u.state;
+        let event = match chosen {
+            Some(chosen) => Event::Branched {
+                node,
+                attempt,
+                chosen,
+            },
+            None => Event::Task {
+                node,
+                attempt,
+                state,
+                output,
+            },
+        };
+        let Some(outcome) = self.apply(instance, event, cycle, at) else {
+            return;
+        };
+        if !outcome.accepted {
+            return;
+        }
+        if state == TaskState::NeedFaultTolerance {
+            metrics::TASKS_LOST.inc();
+        }
+        if state.is_terminal() {
+            if !outcome.was_running {
+                // It never reported running (e.g. a noop): it started when it ended.
+                u.started_at = u.started_at.or(u.ended_at);
+            }
+            cycle.ended_tasks.push(id);
+        }
+        cycle.update(u);
+    }
+
+    pub(super) fn apply(
+        &mut self,
+        instance: i64,
+        event: Event,
+        cycle: &mut Cycle,
+        now: i64,
+    ) -> Option<Outcome> {
+        let run = self.runs.get_mut(&instance)?;
+        cycle.epochs.insert(instance, run.epoch);
+        let mut outcome = run.rt.apply(event);
+        if outcome.accepted {
+            metrics::EVENTS_APPLIED.inc();
+        } else {
+            metrics::EVENTS_IGNORED.inc();
+        }
+        let actions = std::mem::take(&mut outcome.actions);
+        self.perform(instance, actions, cycle, now);
+        Some(outcome)
+    }
+
+    /// Turns a runtime's actions into this cycle's writes and follow-ups.
+    pub(super) fn perform(
+        &mut self,
+        instance: i64,
+        actions: Vec<Action>,
+        cycle: &mut Cycle,
+        now: i64,
+    ) {
+        let Some(run) = self.runs.get(&instance) else {
+            return;
+        };
+        cycle.epochs.insert(instance, run.epoch);
+        for action in actions {
+            match action {
+                Action::CreateTask {
+                    node,
+                    attempt,
+                    delay,
+                } => {
+                    let state = if delay.is_some() {
+                        TaskState::Delayed
+                    } else {
+                        TaskState::Submitted
+                    };
+                    cycle
+                        .batch
+                        .new_tasks
+                        .push(new_task(run, node, attempt, state, now));
+                    cycle.creates.push(PendingCreate {
+                        instance,
+                        node,
+                        attempt,
+                        start: Some(delay),
+                    });
+                }
+                Action::Skip { node } => {
+                    cycle
+                        .batch
+                        .new_tasks
+                        .push(new_task(run, node, 1, TaskState::Skipped, now));
+                    cycle.creates.push(PendingCreate {
+                        instance,
+                        node,
+                        attempt: 1,
+                        start: None,
+                    });
+                }
+                Action::Enqueue { node, .. } => {
+                    if let Some(id) = run.task_ids[node] {
+                        let u = match groups::slot_group(run, node) {
+                            Some(group) => groups::waiting_update(id, group),
+                            None => TaskUpdate::state(id, TaskState::Submitted),
+                        };
+                        cycle.update(u);
+                        cycle.enqueues.push((instance, node));
+                    }
+                }
+                Action::KillTask { node, .. } => cycle.kills.push((instance, node)),
+                Action::Withdraw { node, .. } => cycle.withdraws.push((instance, node)),
+                Action::SetState { state } => {
+                    cycle.batch.instance_updates.push(InstanceUpdate {
+                        id: instance,
+                        owner_epoch: run.epoch,
+                        state,
+                        ended_at: None,
+                    });
+                }
+                Action::Finish { state } => {
+                    info!(instance_id = instance, %state, "instance finished");
+                    cycle.batch.instance_updates.push(InstanceUpdate {
+                        id: instance,
+                        owner_epoch: run.epoch,
+                        state,
+                        ended_at: Some(now),
+                    });
+                    let def = run.rt.definition();
+                    cycle.batch.alerts.extend(alerts::on_end(run, state, now));
+                    if !def.execution_type.is_parallel() {
+                        cycle.batch.serial_ended.push(SerialEnd {
+                            instance,
+                            project: run.project.clone(),
+                            workflow: def.name.clone(),
+                            owner: self.master_addr.clone(),
+                        });
+                    }
+                    cycle.finished.push((instance, state));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The engine's dispatch of each message to what it changes.
+
+use super::*;
+
+impl Engine {
+    pub(super) fn handle(&mut self, msg: EngineMsg, cycle: &mut Cycle) {
+        let now = now_ms();
+        match msg {
+            EngineMsg::Claimed(list) => {
+                for c in list {
+                    self.take(c, cycle, now);
+                }
+            }
+            EngineMsg::WorkerEvents {
+                worker,
+                events,
+                ack,
+            } => {
+                let mut seqs = Vec::with_capacity(events.len());
+                for ev in events {
+                    // An instance lost to another master: no ack, so the worker keeps the
+                    // event until the new owner adopts the task and it is rerouted there.
+                    if self.lost.contains(&ev.workflow_instance_id) {
+                        continue;
+                    }
+                    seqs.push((ev.seq, ev.workflow_instance_id));
+                    self.on_worker_event(&worker, ev, cycle);
+                }
+                cycle.acks.push((ack, seqs));
+            }
+            EngineMsg::Dispatched { id, worker } => {
+                let Some(t) = self.tasks.get_mut(&id) else {
+                    // Ended or dropped meanwhile: the dispatcher counted a slot for it.
+                    let _ = self.dispatcher.send(DispatchMsg::Finished { worker, id });
+                    return;
+                };
+                t.worker = Some(worker.clone());
+                if t.kill_requested {
+                    cycle.kills.push((t.instance, t.node));
+                }
+                let mut u = TaskUpdate::state(id, TaskState::Dispatched);
+                u.worker = Some(worker);
+                if std::mem::take(&mut t.waiting) {
+                    u.message = Some(String::new());
+                }
+                self.task_event(id, u, Params::new(), None, cycle, now);
+            }
+            EngineMsg::Cancelled { id } => {
+                let Some(t) = self.tasks.get(&id) else { return };
+                let pausing = self.runs.get(&t.instance).is_some_and(|r| r.rt.pausing());
+                let (state, why) = if pausing && !t.kill_requested {
+                    (TaskState::Paused, "paused before it reached a worker")
+                } else {
+                    (TaskState::Killed, "cancelled before it reached a worker")
+                };
+                self.settle(id, state, Some(why.to_string()), cycle, now);
+            }
+            EngineMsg::Settle { id, state, message } => self.settle(id, state, message, cycle, now),
+            EngineMsg::Ready {
+                instance,
+                node,
+                attempt,
+            } => {
+                self.apply(instance, Event::Ready { node, attempt }, cycle, now);
+            }
+            EngineMsg::Control {
+                instance,
+                control,
+                reply,
+            } => {
+                let result = self.control(instance, control, cycle, now);
+                cycle.replies.push((reply, result));
+            }
+            EngineMsg::Probed {
+                found,
+                abandoned,
+                asked,
+            } => {
+                let found: HashMap<i64, String> = found.into_iter().collect();
+                for id in asked {
+                    if abandoned.contains(&id) {
+                        let message = Some("its worker gave it up".to_string());
+                        self.settle(id, TaskState::NeedFaultTolerance, message, cycle, now);
+                        continue;
+                    }
+                    let Some(t) = self.tasks.get_mut(&id) else {
+                        continue;
+                    };
+                    match found.get(&id) {
+                        Some(worker) => {
+                            t.worker = Some(worker.clone());
+                            cycle.adoptions.push((t.instance, t.node));
+                        }
+                        None => cycle.enqueues.push((t.instance, t.node)),
+                    }
+                }
+            }
+            EngineMsg::StartChild { id } => {
+                let Some(t) = self.tasks.get(&id) else { return };
+                // Stopped before its child was written: it never starts one.
+                if t.kill_requested {
+                    let _ = self.me.send(EngineMsg::Cancelled { id });
+                    return;
+                }
+                let Some(run) = self.runs.get(&t.instance) else {
+                    return;
+                };
+                match spec::child_start(run, t.node, id) {
+                    Ok(child) => {
+                        cycle.epochs.insert(t.instance, run.epoch);
+                        cycle.batch.children.push(child);
+                        cycle.waits.push((id, waits::Wait::Child));
+                    }
+                    Err(message) => self.settle(id, TaskState::Failure, Some(message), cycle, now),
+                }
+            }
+            EngineMsg::Polled(polled) => {
+                self.waits.polled();
+                // A slot granted in the store is durable already: queue the task at once.
+                for id in polled.grants.granted {
+                    if self.waits.tasks.remove(&id).is_none() {
+                        continue; // cancelled meanwhile; its end frees the slot
+                    }
+                    let Some(t) = self.tasks.get_mut(&id) else {
+                        continue;
+                    };
+                    t.needs_slot = false;
+                    let (instance, node) = (t.instance, t.node);
+                    self.enqueue(instance, node);
+                }
+                for (id, group) in polled.grants.no_group {
+                    self.waits.tasks.remove(&id);
+                    let message = format!(
+                        "task group '{group}' does not exist; create it with `shoal task-group create {group} --slots N`"
+                    );
+                    self.settle(id, TaskState::Failure, Some(message), cycle, now);
+                }
+                for (id, child) in polled.children {
+                    let (state, message, output) = match child {
+                        ChildState::Waiting => continue,
+                        ChildState::Ended {
+                            instance,
+                            state,
+                            outputs,
+                        } => {
+                            let task_state = if state == WorkflowState::Success {
+                                TaskState::Success
+                            } else {
+                                TaskState::Failure
+                            };
+                            (
+                                task_state,
+                                format!("child instance {instance} ended {state}"),
+                                outputs,
+                            )
+                        }
+                        ChildState::Failed(reason) => (TaskState::Failure, reason, Params::new()),
+                    };
+                    self.waits.tasks.remove(&id);
+                    let mut u = TaskUpdate::state(id, state);
+                    u.ended_at = Some(now);
+                    u.message = Some(message);
+                    u.output = (!output.is_empty()).then(|| output.clone());
+                    self.task_event(id, u, output, None, cycle, now);
+                }
+                for id in polled.met {
+                    self.waits.tasks.remove(&id);
+                    self.settle(
+                        id,
+                        TaskState::Success,
+                        Some("its dependency succeeded".into()),
+                        cycle,
+                        now,
+                    );
+                }
+                for id in polled.timed_out {
+                    self.waits.tasks.remove(&id);
+                    let message = Some("timed out waiting for its dependency to succeed".into());
+                    self.settle(id, TaskState::Failure, message, cycle, now);
+                }
+            }
+            EngineMsg::CheckOwnership { generation } => {
+                warn!(
+                    instances = self.runs.len(),
+                    "lease lapsed; checking which instances are still ours"
+                );
+                cycle.check_ownership = Some(generation);
+                cycle
+                    .epochs
+                    .extend(self.runs.iter().map(|(id, run)| (*id, run.epoch)));
+            }
+            EngineMsg::Branched { id, chosen } => {
+                let mut u = TaskUpdate::state(id, TaskState::Success);
+                u.ended_at = Some(now);
+                u.output = Some(Params::from([("branch".to_string(), chosen.join(","))]));
+                u.message = Some(match chosen.is_empty() {
+                    true => {
+                        "no case held and there is no default: nothing downstream runs".to_string()
+                    }
+                    false => format!("chose {}", chosen.join(", ")),
+                });
+                self.task_event(id, u, Params::new(), Some(chosen), cycle, now);
+            }
+            EngineMsg::Waiting { ids, reason } => {
+                for id in ids {
+                    let Some(t) = self.tasks.get_mut(&id) else {
+                        continue;
+                    };
+                    let Some(run) = self.runs.get(&t.instance) else {
+                        continue;
+                    };
+                    t.waiting = true;
+                    cycle.epochs.insert(t.instance, run.epoch);
+                    let mut u = TaskUpdate::state(id, TaskState::Submitted);
+                    u.message = Some(reason.clone());
+                    cycle.update(u);
+                }
+            }
+            EngineMsg::WorkersGone(gone) => {
+                let lost: Vec<i64> = self
+                    .tasks
+                    .iter()
+                    .filter(|(_, t)| t.worker.as_ref().is_some_and(|w| gone.contains(w)))
+                    .map(|(id, _)| *id)
+                    .collect();
+                for id in lost {
+                    warn!(
+                        task_instance_id = id,
+                        "task lost with its worker; it runs again"
+                    );
+                    let message = Some("its worker left the cluster".to_string());
+                    self.settle(id, TaskState::NeedFaultTolerance, message, cycle, now);
+                }
+            }
+            EngineMsg::Reconcile => {
+                self.recheck(None);
+                self.sweep_owned();
+            }
+            EngineMsg::WorkersRestarted(workers) => self.recheck(Some(&workers)),
+            EngineMsg::Rechecked { worker, unknown } => {
+                for id in self.lost_on(&worker, unknown) {
+                    let message = Some(format!(
+                        "worker {worker} no longer had this attempt (it restarted or gave it up)"
+                    ));
+                    self.settle(id, TaskState::NeedFaultTolerance, message, cycle, now);
+                }
+            }
+            EngineMsg::Unattended(owned) => self.take_up_unattended(owned),
+            EngineMsg::Timeout { instance, run_no } => {
+                let Some(run) = self.runs.get_mut(&instance).filter(|r| r.run_no == run_no) else {
+                    return;
+                };
+                let def = run.rt.definition().clone();
+                warn!(instance_id = instance, timeout = ?def.timeout, strategy = ?def.timeout_strategy, "instance exceeded its timeout");
+                let timed_out = alerts::on_timeout(run);
+                if !timed_out.is_empty() {
+                    cycle.epochs.insert(instance, run.epoch);
+                    cycle.batch.alerts.extend(timed_out);
+                }
+                if def.timeout_strategy == TimeoutStrategy::Fail {
+                    let actions = run.rt.time_out();
+                    self.perform(instance, actions, cycle, now);
+                }
+            }
+        }
+    }
+}
