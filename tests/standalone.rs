@@ -464,7 +464,7 @@ fn a_config_file_sets_what_neither_flags_nor_the_environment_do() {
     let file = dir.path().join("shoal.toml");
     std::fs::write(
         &file,
-        "slots = 7\nmax_tasks = 50\nport = 12999\ndatabase_url = 'postgres://h/db'\n",
+        "slots = 7\nmax_tasks = 50\nport = 12999\ncommand_poll = '500ms'\ndatabase_url = 'postgres://h/db'\n",
     )
     .unwrap();
     let dump = |env: &[(&str, &str)], args: &[&str]| {
@@ -489,6 +489,11 @@ fn a_config_file_sets_what_neither_flags_nor_the_environment_do() {
         "{printed}"
     );
     assert!(printed.contains("port = 12999"), "{printed}");
+    assert!(
+        printed.contains("command_poll = \"500ms\"")
+            && printed.contains("reconcile_interval = \"30s\""),
+        "{printed}"
+    );
     assert!(
         dump(&[("SHOAL_SLOTS", "9")], &[]).contains("slots = 9"),
         "the environment wins"

@@ -252,6 +252,8 @@ pub struct StandaloneArgs {
     #[command(flatten)]
     pub limits: LimitArgs,
     #[command(flatten)]
+    pub timing: TimingArgs,
+    #[command(flatten)]
     pub exec: ExecArgs,
     #[command(flatten)]
     #[serde(skip)]
@@ -372,6 +374,8 @@ pub struct MasterArgs {
     #[arg(long, env = "SHOAL_METRICS_PORT", default_value_t = MASTER_METRICS_PORT)]
     pub metrics_port: u16,
     #[command(flatten)]
+    pub timing: TimingArgs,
+    #[command(flatten)]
     pub cluster: ClusterArgs,
     #[command(flatten)]
     #[serde(skip)]
@@ -487,20 +491,45 @@ fn spawn_metrics(
     })
 }
 
-fn master_config(
+/// How often a master looks for what nobody told it about (shared by `master` and
+/// `standalone`).
+#[derive(Args, Serialize, Debug)]
+pub struct TimingArgs {
+    /// Poll for new commands when no notification arrives (e.g. 1s, 500ms).
+    #[arg(long, env = "SHOAL_COMMAND_POLL", default_value = "1s", value_parser = shoal_common::duration::parse)]
+    #[serde(serialize_with = "serialize_duration")]
+    pub command_poll: Duration,
+    /// Check for dead masters and workers; a membership change acts at once.
+    #[arg(long, env = "SHOAL_FAILOVER_POLL", default_value = "5s", value_parser = shoal_common::duration::parse)]
+    #[serde(serialize_with = "serialize_duration")]
+    pub failover_poll: Duration,
+    /// Check every worker's attempts against the store.
+    #[arg(long, env = "SHOAL_RECONCILE_INTERVAL", default_value = "30s", value_parser = shoal_common::duration::parse)]
+    #[serde(serialize_with = "serialize_duration")]
+    pub reconcile_interval: Duration,
+}
+
+/// Where a master listens and how it is reached.
+struct Listen<'a> {
     bind: IpAddr,
     port: u16,
-    advertise_host: &str,
+    advertise_host: &'a str,
+}
+
+fn master_config(
+    listen: Listen<'_>,
     claim_batch: usize,
+    timing: &TimingArgs,
     secret: ClusterSecret,
     secret_key: Option<SecretKey>,
 ) -> MasterConfig {
     MasterConfig {
-        listen: SocketAddr::new(bind, port),
-        advertise_host: advertise_host.to_string(),
+        listen: SocketAddr::new(listen.bind, listen.port),
+        advertise_host: listen.advertise_host.to_string(),
         claim_batch,
-        poll: Duration::from_secs(1),
-        failover_poll: Duration::from_secs(5),
+        poll: timing.command_poll,
+        failover_poll: timing.failover_poll,
+        reconcile: timing.reconcile_interval,
         secret,
         secret_key,
     }
@@ -580,10 +609,13 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
     .await?;
     let master = shoal_master::start(
         master_config(
-            loopback,
-            0,
-            &loopback.to_string(),
+            Listen {
+                bind: loopback,
+                port: 0,
+                advertise_host: &loopback.to_string(),
+            },
             200,
+            &args.timing,
             secret.clone(),
             Some(secret_key.clone()),
         ),
@@ -661,10 +693,13 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<()> {
     let metrics = spawn_metrics(listener, shutdown.clone());
     let handle = shoal_master::start(
         master_config(
-            c.bind,
-            args.port,
-            &c.advertise_host,
+            Listen {
+                bind: c.bind,
+                port: args.port,
+                advertise_host: &c.advertise_host,
+            },
             args.claim_batch,
+            &args.timing,
             secret,
             given_secret_key(args.secret_key.as_deref())?,
         ),

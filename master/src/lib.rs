@@ -62,6 +62,8 @@ pub struct MasterConfig {
     pub poll: Duration,
     /// Fallback check for dead masters and workers (membership changes act at once).
     pub failover_poll: Duration,
+    /// How often every worker's attempts are checked against the store.
+    pub reconcile: Duration,
     /// Required of every call to this master, and carried by its calls to workers and
     /// other masters.
     pub secret: ClusterSecret,
@@ -136,6 +138,7 @@ pub async fn start(
         masters: registry.watch(Role::Master, shutdown.clone()).await?,
         workers: workers.clone(),
         poll: config.failover_poll,
+        reconcile: config.reconcile,
     };
     let lease = LeaseCheck {
         gate: membership.gate(),

@@ -3,7 +3,8 @@
 //! A worker that leaves the cluster takes its running tasks with it: the engine re-runs
 //! them as new attempts. A worker that registered again under its address as a new
 //! process (a quick restart: its entry never went away), or after a lapsed lease, is
-//! rechecked by the engine, and so, every [`RECONCILE`], is every worker. An instance whose master is gone (no live master owns it) is
+//! rechecked by the engine, and so, every `reconcile` interval, is every worker. An
+//! instance whose master is gone (no live master owns it) is
 //! taken over with an epoch bump and rebuilt from the store; this also picks up what a
 //! restarted `shoal standalone` left running, and anything a crashed master left half done.
 
@@ -19,8 +20,6 @@ use tracing::{error, info};
 
 /// Instances taken over per pass; the next pass takes more.
 const TAKEOVER_BATCH: u64 = 200;
-/// How often the engine's reconciler sweeps (see `engine::reconcile`).
-const RECONCILE: Duration = Duration::from_secs(30);
 
 pub struct Failover {
     pub store: Store,
@@ -30,6 +29,8 @@ pub struct Failover {
     pub workers: NodeWatch,
     /// Fallback check interval; membership changes trigger a check at once.
     pub poll: Duration,
+    /// How often the engine's reconciler sweeps (see `engine::reconcile`).
+    pub reconcile: Duration,
 }
 
 impl Failover {
@@ -41,7 +42,7 @@ impl Failover {
         let mut known_workers = incarnations(&self.workers);
         let mut known_masters = HashSet::new();
         let mut tick = tokio::time::interval(self.poll);
-        let mut reconcile = tokio::time::interval(RECONCILE);
+        let mut reconcile = tokio::time::interval(self.reconcile);
         reconcile.reset();
         loop {
             // Cancellation-safe: watch changes and ticks only trigger another check.
