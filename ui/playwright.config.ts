@@ -90,9 +90,9 @@ export default defineConfig<{ token?: string }>({
     navigationTimeout: 30_000,
   },
   projects: [
-    { name: "standalone", testIgnore: /signin\.spec\.ts/, use: { baseURL: `http://127.0.0.1:${standalonePort}` } },
-    { name: "cluster", testIgnore: /signin\.spec\.ts/, use: { baseURL: `http://127.0.0.1:${clusterPort}`, token: TOKEN } },
-    { name: "token", testMatch: /signin\.spec\.ts/, use: { baseURL: `http://127.0.0.1:${tokenPort}` } },
+    { name: "standalone", testIgnore: /(signin|access)\.spec\.ts/, use: { baseURL: `http://127.0.0.1:${standalonePort}` } },
+    { name: "cluster", testIgnore: /(signin|access)\.spec\.ts/, use: { baseURL: `http://127.0.0.1:${clusterPort}`, token: TOKEN } },
+    { name: "token", testMatch: /(signin|access)\.spec\.ts/, use: { baseURL: `http://127.0.0.1:${tokenPort}` } },
   ],
   webServer,
 });

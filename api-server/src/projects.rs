@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use shoal_common::access::Role;
-use shoal_common::store::{MemberRow, ProjectRow};
+use shoal_common::store::{MemberRow, ProjectRow, audit_project};
 use shoal_common::types::ms_to_rfc3339;
 use utoipa::{IntoParams, ToSchema};
 
@@ -130,14 +130,12 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Project>)> {
     let new: NewProject = body.json()?;
     check_name("project", &new.name)?;
+    audit_project(&new.name);
     let admin = caller.user_id.map(|_| caller.name.as_str());
-    let mut project = ctx
+    let project = ctx
         .store
-        .create_project(&new.name, &new.description, admin)
+        .create_project(&new.name, &new.description, &caller.name, admin)
         .await?;
-    if admin.is_none() {
-        project.created_by = caller.name.clone();
-    }
     let mut caller = caller;
     caller.grant(&project.name, Role::Admin);
     Ok((StatusCode::CREATED, Json(project_json(project, &caller))))

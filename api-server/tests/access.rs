@@ -542,6 +542,11 @@ async fn every_mutation_is_audited_with_who_what_and_the_result() {
         assert!(actions.contains(action), "{action} in {actions:?}");
     }
     assert!(setup.iter().all(|r| r["result"] == "ok"), "{setup:?}");
+    let created = setup
+        .iter()
+        .find(|r| r["action"] == "createProject")
+        .unwrap();
+    assert_eq!(created["project"], "p", "the project a body names");
 
     let a = env
         .as_(

@@ -11,6 +11,7 @@ use utoipa::ToSchema;
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[schema(as = ProjectRole)]
 pub enum Role {
     /// Reads the project: workflows, runs, task logs, schedules, backfills.
     Viewer,

@@ -69,6 +69,7 @@ export function useTitle(title: string) {
 }
 
 export const path = {
+  project: (p: string) => `/projects/${encodeURIComponent(p)}`,
   workflows: (p: string) => `/projects/${encodeURIComponent(p)}/workflows`,
   workflow: (p: string, w: string, tab = "") =>
     `/projects/${encodeURIComponent(p)}/workflows/${encodeURIComponent(w)}${tab ? `/${tab}` : ""}`,

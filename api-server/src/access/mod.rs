@@ -242,9 +242,9 @@ pub async fn guard(State(ctx): State<Ctx>, req: Request, next: Next) -> Response
             .get::<ConnectInfo<SocketAddr>>()
             .map_or_else(|| "unknown".into(), |c| c.0.ip().to_string()),
     };
-    let (response, written) = match refusal {
-        Ok(()) => audited(entry.clone(), next.run(req)).await,
-        Err(e) => (e.into_response(), false),
+    let (response, written, entry) = match refusal {
+        Ok(()) => audited(entry, next.run(req)).await,
+        Err(e) => (e.into_response(), false, entry),
     };
     if written {
         return response;

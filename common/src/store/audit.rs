@@ -11,6 +11,7 @@ use crate::types::now_ms;
 use sea_query::{Expr, ExprTrait, Order, Query};
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// One mutation: who, what, on what, from where.
@@ -53,7 +54,7 @@ pub struct AuditFilter {
 }
 
 struct Pending {
-    entry: AuditEntry,
+    entry: Mutex<AuditEntry>,
     written: AtomicBool,
 }
 
@@ -62,14 +63,23 @@ tokio::task_local! {
 }
 
 /// Runs `mutation` with `entry` pending: the first transaction it commits writes the row
-/// (result `ok`). Returns the output and whether that happened.
-pub async fn audited<F: Future>(entry: AuditEntry, mutation: F) -> (F::Output, bool) {
+/// (result `ok`). Returns the output, whether that happened, and the entry as it ended.
+pub async fn audited<F: Future>(entry: AuditEntry, mutation: F) -> (F::Output, bool, AuditEntry) {
     let pending = Arc::new(Pending {
-        entry,
+        entry: Mutex::new(entry),
         written: AtomicBool::new(false),
     });
     let output = PENDING.scope(pending.clone(), mutation).await;
-    (output, pending.written.load(Ordering::Acquire))
+    let entry = pending.entry.lock().expect("audit entry lock").clone();
+    (output, pending.written.load(Ordering::Acquire), entry)
+}
+
+/// Names the project of the mutation this task runs, when only its body tells (a project
+/// being created).
+pub fn audit_project(project: &str) {
+    let _ = PENDING.try_with(|p| {
+        p.entry.lock().expect("audit entry lock").project = Some(project.to_string());
+    });
 }
 
 /// The columns of a row but its id, in [`AuditRow`]'s order.
@@ -107,7 +117,8 @@ pub(super) async fn write_pending(tx: &mut Tx) -> Result<()> {
     if pending.written.swap(true, Ordering::AcqRel) {
         return Ok(());
     }
-    tx.execute(&insert(&pending.entry, "ok")).await
+    let entry = pending.entry.lock().expect("audit entry lock").clone();
+    tx.execute(&insert(&entry, "ok")).await
 }
 
 impl Store {

@@ -29,7 +29,7 @@ mod task_groups;
 mod users;
 
 pub use alerts::{ALERT_FAILED, ALERT_PENDING, ALERT_SENT, Delivery};
-pub use audit::{AuditEntry, AuditFilter, AuditRow, audited};
+pub use audit::{AuditEntry, AuditFilter, AuditRow, audit_project, audited};
 pub use backfills::{BackfillRow, BackfillRunRow, NewBackfill};
 pub use commands::recovery_allowed;
 pub use model::*;

@@ -50,11 +50,13 @@ pub(super) async fn ensure_project(tx: &mut Tx, project: &str, by: &str) -> Resu
 }
 
 impl Store {
-    /// Creates a project; `admin`, when given, becomes its first member, as admin.
+    /// Creates a project, made by `by`; `admin`, when given, becomes its first member, as
+    /// admin.
     pub async fn create_project(
         &self,
         name: &str,
         description: &str,
+        by: &str,
         admin: Option<&str>,
     ) -> Result<ProjectRow> {
         let mut tx = self.db.begin().await?;
@@ -66,12 +68,7 @@ impl Store {
                 Project::CreatedBy,
                 Project::CreatedAt,
             ],
-            [[
-                name.into(),
-                description.into(),
-                admin.unwrap_or_default().into(),
-                now_ms().into(),
-            ]],
+            [[name.into(), description.into(), by.into(), now_ms().into()]],
         );
         match tx.execute(&insert).await {
             Err(Error::Database(sqlx::Error::Database(e))) if e.is_unique_violation() => {

@@ -104,11 +104,14 @@ pub(crate) async fn projects_hold_members_and_are_deleted_only_when_empty(ctx: C
     let store = ctx.store.clone();
     store.create_user("ann", false).await.unwrap();
     let p = store
-        .create_project("p", "the p", Some("ann"))
+        .create_project("p", "the p", "ann", Some("ann"))
         .await
         .unwrap();
     assert_eq!((p.created_by.as_str(), p.workflows), ("ann", 0));
-    let dup = store.create_project("p", "", None).await.unwrap_err();
+    let dup = store
+        .create_project("p", "", "bob", None)
+        .await
+        .unwrap_err();
     assert!(matches!(dup, Error::Conflict(_)), "{dup}");
     let members = store.list_members("p").await.unwrap();
     assert_eq!(
@@ -204,7 +207,7 @@ fn entry(action: &str) -> AuditEntry {
 pub(crate) async fn a_mutation_and_its_audit_row_commit_together(ctx: Ctx) {
     let store = ctx.store.clone();
     // Committed: the change and its row (once, however many commits follow).
-    let (created, written) = audited(entry("createUser"), async {
+    let (created, written, _) = audited(entry("createUser"), async {
         store.create_user("ann", false).await.unwrap();
         store.create_user("bob", false).await.unwrap();
     })
@@ -212,7 +215,7 @@ pub(crate) async fn a_mutation_and_its_audit_row_commit_together(ctx: Ctx) {
     let () = created;
     assert!(written);
     // Rolled back: neither.
-    let (refused, written) = audited(entry("createUser"), store.create_user("ann", false)).await;
+    let (refused, written, _) = audited(entry("createUser"), store.create_user("ann", false)).await;
     assert!(refused.is_err() && !written);
     store
         .record_audit(&entry("deleteProject"), "409: still has workflows")

@@ -353,6 +353,41 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/projects/{project}/secrets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The secrets of a project, by name, without their values. */
+        get: operations["listSecrets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/projects/{project}/secrets/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Sets a secret's value (creating the secret, or replacing its value). */
+        put: operations["setSecret"];
+        post?: never;
+        /** Deletes a secret; tasks that name it fail from then on. */
+        delete: operations["deleteSecret"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/projects/{project}/validate": {
         parameters: {
             query?: never;
@@ -1126,7 +1161,7 @@ export interface components {
             state: components["schemas"]["WorkflowState"];
         };
         Member: {
-            role: components["schemas"]["Role"];
+            role: components["schemas"]["ProjectRole"];
             user: string;
         };
         /**
@@ -1140,7 +1175,7 @@ export interface components {
             name: string;
         };
         NewRole: {
-            role: components["schemas"]["Role"];
+            role: components["schemas"]["ProjectRole"];
         };
         /** @description A task group to create, and what creating one answers. */
         NewTaskGroup: {
@@ -1210,7 +1245,7 @@ export interface components {
             created_by: string;
             description: string;
             name: string;
-            role?: components["schemas"]["Role"] | null;
+            role?: components["schemas"]["ProjectRole"] | null;
             /**
              * Format: int64
              * @description How many workflows it has.
@@ -1221,6 +1256,11 @@ export interface components {
         ProjectDetail: components["schemas"]["Project"] & {
             members: components["schemas"]["Member"][];
         };
+        /**
+         * @description A user's role in a project; each includes the ones before it.
+         * @enum {string}
+         */
+        ProjectRole: "viewer" | "operator" | "editor" | "admin";
         /** @enum {string} */
         Role: "master" | "worker";
         /** @description A workflow's cron schedule. */
@@ -1294,6 +1334,23 @@ export interface components {
          * @enum {string}
          */
         Scope: "only" | "upstream" | "downstream";
+        /** @description A secret as listed: its name, never its value. */
+        Secret: {
+            /** Format: date-time */
+            created_at: string;
+            description: string;
+            /** @description Referenced as `${secret.NAME}` in a task's text, or as a sql task's `datasource`. */
+            name: string;
+            /** Format: date-time */
+            updated_at: string;
+            /** @description Who set its value last. */
+            updated_by: string;
+        };
+        SecretValue: {
+            description?: string;
+            /** @description The value (at most 64 KiB); stored encrypted, never shown again. */
+            value: string;
+        };
         /** @description `GET /session`'s answer. */
         Session: {
             /** @description Whether they are a global admin. */
@@ -1302,7 +1359,7 @@ export interface components {
             auth: boolean;
             /** @description Their role in each project they are a member of. */
             roles: {
-                [key: string]: components["schemas"]["Role"];
+                [key: string]: components["schemas"]["ProjectRole"];
             };
             /** @description Who the token belongs to (`anonymous` when auth is off). */
             user: string;
@@ -2967,6 +3024,203 @@ export interface operations {
                 };
             };
             /** @description No such member */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listSecrets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name (`default` unless a definition names another). */
+                project: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Secret"][];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    setSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description Secret name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SecretValue"];
+            };
+        };
+        responses: {
+            /** @description Its value replaced */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Secret"];
+                };
+            };
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Secret"];
+                };
+            };
+            /** @description A bad name or value */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such project */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The api-server has no secret key */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    deleteSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description Secret name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -26,7 +26,8 @@ export function SignIn() {
       <form onSubmit={submit} className="card">
         <h1>Sign in</h1>
         <p className="muted">
-          This shoal server needs an API token: the one it was started with (<code>--token</code> or <code>SHOAL_TOKEN</code>).
+          This shoal server needs an API token: yours (<code>shoal token create</code>, or from an admin), the one its first
+          start printed for the admin, or its <code>SHOAL_TOKEN</code>.
         </p>
         <label>
           Token

@@ -1,0 +1,16 @@
+// Who the signed-in caller is (GET /session), for the header, the nav and what pages offer.
+import { getJson, token } from "./client";
+import type { Role, Session } from "./types";
+import { usePoll } from "./usePoll";
+
+export function useSession(): Session | undefined {
+  // Keyed by the token: signing in as someone else asks again.
+  return usePoll((signal) => getJson<Session>("/session", { signal }), `session:${token() ?? ""}`).data;
+}
+
+const RANK: Record<Role, number> = { viewer: 0, operator: 1, editor: 2, admin: 3 };
+
+/** Whether `has` includes `needs` (a role includes the ones below it). */
+export function atLeast(has: Role | null | undefined, needs: Role): boolean {
+  return has != null && RANK[has] >= RANK[needs];
+}

@@ -1,0 +1,219 @@
+// A project's settings: its members and their roles, its secrets (names only), and
+// deleting it. What the caller may change follows their role in it.
+import { useState, type FormEvent } from "react";
+import { getJson, send } from "../api/client";
+import { atLeast } from "../api/session";
+import type { ProjectDetail, Role, Secret } from "../api/types";
+import { usePoll } from "../api/usePoll";
+import { errorText, when } from "../components/format";
+import { Link, navigate, path, useTitle } from "../router";
+
+const ROLES: Role[] = ["viewer", "operator", "editor", "admin"];
+
+function Alert({ text }: { text: string }) {
+  return text ? (
+    <p role="alert" className="error">
+      {text}
+    </p>
+  ) : null;
+}
+
+export function ProjectPage({ project }: { project: string }) {
+  useTitle(`${project} · settings`);
+  const base = `/projects/${encodeURIComponent(project)}`;
+  const detail = usePoll((signal) => getJson<ProjectDetail>(base, { signal }), `project:${project}`);
+  const secrets = usePoll((signal) => getJson<Secret[]>(`${base}/secrets`, { signal }), `secrets:${project}`);
+  const [error, setError] = useState("");
+  const role = detail.data?.role;
+  const act = async (what: () => Promise<unknown>, reload: () => void) => {
+    setError("");
+    try {
+      await what();
+      reload();
+    } catch (e) {
+      setError(errorText(e));
+    }
+  };
+  const member = (user: string) => `${base}/members/${encodeURIComponent(user)}`;
+
+  const [newUser, setNewUser] = useState("");
+  const [newRole, setNewRole] = useState<Role>("viewer");
+  const addMember = (e: FormEvent) => {
+    e.preventDefault();
+    act(() => send("PUT", member(newUser), { body: { role: newRole } }), detail.reload).then(() => setNewUser(""));
+  };
+  const [secretName, setSecretName] = useState("");
+  const [secretValue, setSecretValue] = useState("");
+  const [secretDescription, setSecretDescription] = useState("");
+  const setSecret = (e: FormEvent) => {
+    e.preventDefault();
+    const body = { value: secretValue, description: secretDescription };
+    act(() => send("PUT", `${base}/secrets/${encodeURIComponent(secretName)}`, { body }), secrets.reload).then(() => {
+      setSecretName("");
+      setSecretValue("");
+      setSecretDescription("");
+    });
+  };
+  const remove = async () => {
+    setError("");
+    try {
+      await send("DELETE", base);
+      navigate("/projects");
+    } catch (e) {
+      setError(errorText(e));
+    }
+  };
+
+  if (detail.error) {
+    return (
+      <>
+        <h1>{project}</h1>
+        <Alert text={errorText(detail.error)} />
+      </>
+    );
+  }
+  const d = detail.data;
+  return (
+    <>
+      <div className="pagehead">
+        <p className="crumbs">
+          <Link href="/projects">Projects</Link> /
+        </p>
+        <h1>{project}</h1>
+        <Link href={path.workflows(project)}>Workflows</Link>
+        <span className="spacer" />
+        {atLeast(role, "admin") && (
+          <button type="button" className="danger" onClick={remove} disabled={!!d && d.workflows > 0} title={d && d.workflows > 0 ? "Only an empty project can be deleted" : undefined}>
+            Delete project
+          </button>
+        )}
+      </div>
+      {d && (
+        <p className="muted">
+          {d.description ? `${d.description}. ` : ""}
+          {d.workflows} workflow(s). Created {when(d.created_at)}
+          {d.created_by ? ` by ${d.created_by}` : ""}. Your role: <strong>{role ?? "none"}</strong>.
+        </p>
+      )}
+      <Alert text={error} />
+      <div className="split">
+        <div>
+          <h2>Members</h2>
+          <table aria-label="Members">
+            <thead>
+              <tr>
+                <th>User</th>
+                <th>Role</th>
+                <th></th>
+              </tr>
+            </thead>
+            <tbody>
+              {d?.members.map((m) => (
+                <tr key={m.user}>
+                  <td>{m.user}</td>
+                  <td>
+                    {atLeast(role, "admin") ? (
+                      <select
+                        aria-label={`Role of ${m.user}`}
+                        value={m.role}
+                        onChange={(e) => act(() => send("PUT", member(m.user), { body: { role: e.target.value } }), detail.reload)}
+                      >
+                        {ROLES.map((r) => (
+                          <option key={r}>{r}</option>
+                        ))}
+                      </select>
+                    ) : (
+                      m.role
+                    )}
+                  </td>
+                  <td className="right">
+                    {atLeast(role, "admin") && (
+                      <button type="button" onClick={() => act(() => send("DELETE", member(m.user)), detail.reload)}>
+                        Remove
+                      </button>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          {atLeast(role, "admin") && (
+            <form className="card" onSubmit={addMember} aria-label="Add member">
+              <div className="row">
+                <label>
+                  User
+                  <input value={newUser} onChange={(e) => setNewUser(e.target.value)} required />
+                </label>
+                <label>
+                  Role
+                  <select value={newRole} onChange={(e) => setNewRole(e.target.value as Role)}>
+                    {ROLES.map((r) => (
+                      <option key={r}>{r}</option>
+                    ))}
+                  </select>
+                </label>
+                <div className="row-button"><button type="submit">Add member</button></div>
+              </div>
+            </form>
+          )}
+        </div>
+        <div>
+          <h2>Secrets</h2>
+          <p className="muted">
+            Tasks use a secret as <code>{"${secret.NAME}"}</code>, or as a sql task's datasource. Values are never shown.
+          </p>
+          <table aria-label="Secrets">
+            <thead>
+              <tr>
+                <th>Name</th>
+                <th>Description</th>
+                <th>Updated</th>
+                <th></th>
+              </tr>
+            </thead>
+            <tbody>
+              {secrets.data?.map((s) => (
+                <tr key={s.name}>
+                  <td>
+                    <code>{s.name}</code>
+                  </td>
+                  <td>{s.description}</td>
+                  <td>
+                    {when(s.updated_at)} by {s.updated_by}
+                  </td>
+                  <td className="right">
+                    {atLeast(role, "editor") && (
+                      <button type="button" onClick={() => act(() => send("DELETE", `${base}/secrets/${encodeURIComponent(s.name)}`), secrets.reload)}>
+                        Delete
+                      </button>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          {secrets.data?.length === 0 && <p className="muted">No secrets.</p>}
+          {atLeast(role, "editor") && (
+            <form className="card" onSubmit={setSecret} aria-label="Set secret">
+              <div className="row">
+                <label>
+                  Name
+                  <input value={secretName} onChange={(e) => setSecretName(e.target.value)} required />
+                </label>
+                <label>
+                  Value
+                  <input type="password" value={secretValue} onChange={(e) => setSecretValue(e.target.value)} required autoComplete="off" />
+                </label>
+                <label>
+                  Description
+                  <input value={secretDescription} onChange={(e) => setSecretDescription(e.target.value)} />
+                </label>
+                <div className="row-button"><button type="submit">Set secret</button></div>
+              </div>
+            </form>
+          )}
+        </div>
+      </div>
+    </>
+  );
+}
