@@ -12,9 +12,9 @@ use shoal_common::proto::{
     ControlAction, ControlRequest, ControlResponse, DispatchRequest, DispatchResponse, KillRequest,
     KillResponse, ReadLogRequest, ReadLogResponse, ReportEventsRequest, ReportEventsResponse,
 };
+use shoal_common::start::{Scope, StartOptions};
 use shoal_common::store::{
-    InstanceRow, InstanceUpdate, NewTaskInstance, Scope, StartOptions, Store, TaskUpdate,
-    WriteBatch,
+    InstanceRow, InstanceUpdate, NewTaskInstance, Store, TaskUpdate, WriteBatch,
 };
 use shoal_common::types::{CommandKind, Priority, TaskState, WorkflowState};
 use tempfile::TempDir;

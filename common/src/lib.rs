@@ -13,6 +13,7 @@ pub mod params;
 pub mod registry;
 pub mod schedule;
 pub mod secret_key;
+pub mod start;
 pub mod store;
 pub mod types;
 

@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use shoal_common::store::{Scope, StartOptions};
+use shoal_common::start::{Scope, StartOptions};
 use shoal_common::types::{Priority, TaskState, WorkflowState};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};

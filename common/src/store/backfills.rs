@@ -10,8 +10,9 @@ use super::codec::{from_json, parse, to_json};
 use super::commands::{insert_command_statement, notify_masters};
 use super::db::{Tx, insert_rows};
 use super::schema::{ErrorCommand as ErrCmd, WorkflowInstance as Inst};
-use super::{NewCommand, Params, StartOptions, Store};
+use super::{NewCommand, Store};
 use crate::error::{Error, Result};
+use crate::start::{Params, StartOptions};
 use crate::types::{BackfillRunState, BackfillState, CommandKind, Priority, WorkflowState, now_ms};
 use sea_query::{Expr, ExprTrait, Iden, LockType, Order, Query, SelectStatement};
 

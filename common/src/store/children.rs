@@ -7,8 +7,9 @@ use super::schema::{
     Command as Cmd, ErrorCommand as ErrCmd, TaskInstance as Task, WorkflowDefinition as Def,
     WorkflowInstance as Inst,
 };
-use super::{ChildRun, ChildStart, ChildState, NewCommand, Params, StartOptions, Store};
+use super::{ChildRun, ChildStart, ChildState, NewCommand, Store};
 use crate::error::Result;
+use crate::start::{Params, StartOptions};
 use crate::types::{CommandKind, TaskState, WorkflowState, now_ms};
 use sea_query::{Expr, ExprTrait, Func, Order, Query};
 use std::collections::{HashMap, HashSet};

@@ -9,11 +9,10 @@ use super::schema::TaskInstance as Task;
 use super::schema::{Command as Cmd, ErrorCommand as ErrCmd, WorkflowInstance as Inst};
 use super::serial;
 use super::signal::{COMMAND_CHANNEL, CommandSignal};
-use super::{
-    Backend, ClaimedInstance, CommandStatus, InstanceRow, NewCommand, Params, StartOptions, Store,
-};
+use super::{Backend, ClaimedInstance, CommandStatus, InstanceRow, NewCommand, Store};
 use crate::definition::WorkflowDef;
 use crate::error::{Error, Result};
+use crate::start::{Params, StartOptions};
 use crate::types::{CommandKind, Priority, WorkflowState, now_ms};
 use sea_query::{Expr, ExprTrait, Func, InsertStatement, LockBehavior, LockType, Order, Query};
 use sqlx::postgres::PgListener;

@@ -12,9 +12,10 @@ use super::codec::{from_json, parse, to_json};
 use super::commands::{insert_command_statement, notify_masters};
 use super::db::{Tx, insert_rows};
 use super::schema::WorkflowDefinition as Def;
-use super::{NewCommand, Params, StartOptions, Store};
+use super::{NewCommand, Store};
 use crate::error::{Error, Result};
 use crate::schedule::{CronSchedule, Misfire, Window};
+use crate::start::{Params, StartOptions};
 use crate::types::{CommandKind, FailureStrategy, Priority, now_ms};
 use sea_query::{Cond, Expr, ExprTrait, Func, Iden, Order, Query};
 

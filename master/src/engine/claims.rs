@@ -20,16 +20,16 @@ impl Engine {
                 c.instance
                     .options
                     .scope
-                    .unwrap_or(shoal_common::store::Scope::Downstream),
+                    .unwrap_or(shoal_common::start::Scope::Downstream),
             )
         });
         let rt = match c.kind {
             CommandKind::Resume | CommandKind::ResubmitFailed => {
-                let mut rt = WorkflowRuntime::restore(def, &c.tasks, Recovery::Rerun);
+                let mut rt = WorkflowRuntime::restore(def, &recorded(&c.tasks), Recovery::Rerun);
                 rt.limit_to(from).map(|()| rt)
             }
             CommandKind::RecoverFailover => {
-                let mut rt = WorkflowRuntime::restore(def, &c.tasks, Recovery::Failover);
+                let mut rt = WorkflowRuntime::restore(def, &recorded(&c.tasks), Recovery::Failover);
                 rt.limit_to(from).map(|()| rt)
             }
             _ => WorkflowRuntime::new(def, from),
@@ -210,4 +210,16 @@ impl Engine {
             }
         });
     }
+}
+
+/// The runtime's view of the attempts the store recorded.
+fn recorded(rows: &[TaskInstanceRow]) -> Vec<Recorded<'_>> {
+    rows.iter()
+        .map(|r| Recorded {
+            name: &r.name,
+            attempt: r.attempt,
+            state: r.state,
+            output: &r.output,
+        })
+        .collect()
 }

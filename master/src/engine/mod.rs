@@ -26,15 +26,16 @@ mod waits;
 
 use crate::clients::Peers;
 use crate::dispatch::DispatchMsg;
-use crate::runtime::{Action, Event, Node, Outcome, Recovery, Refused, WorkflowRuntime};
+use crate::runtime::{Action, Event, Node, Outcome, Recorded, Recovery, Refused, WorkflowRuntime};
 use crate::secrets::Secrets;
 use shoal_common::definition::TimeoutStrategy;
 use shoal_common::metrics;
 use shoal_common::proto::{DispatchRequest, KillRequest, TaskEvent, TaskEventKind};
 use shoal_common::registry::NodeWatch;
+use shoal_common::start::{Params, StartOptions};
 use shoal_common::store::{
-    ChildState, ClaimedInstance, InstanceUpdate, NewTaskInstance, Params, SerialEnd, StartOptions,
-    Store, TaskInstanceRow, TaskUpdate, WriteBatch, WriteResult,
+    ChildState, ClaimedInstance, InstanceUpdate, NewTaskInstance, SerialEnd, Store,
+    TaskInstanceRow, TaskUpdate, WriteBatch, WriteResult,
 };
 use shoal_common::types::{CommandKind, Priority, TaskState, TaskType, WorkflowState, now_ms};
 use std::collections::{HashMap, HashSet};

@@ -12,7 +12,8 @@ use shoal_common::definition::{DependentSpec, TaskDef};
 use shoal_common::params::{Context, builtins, expand};
 use shoal_common::proto::TaskSpec;
 use shoal_common::schedule::{day_bounds, local_time};
-use shoal_common::store::{ChildStart, Params};
+use shoal_common::start::Params;
+use shoal_common::store::ChildStart;
 use std::collections::HashMap;
 
 pub(super) fn build(

@@ -7,12 +7,17 @@
 //! would move a task backwards are ignored, which makes late, duplicate and reordered
 //! worker events harmless.
 
+mod branch;
+mod control;
+mod restore;
 mod scope;
+
+pub use restore::Recorded;
 
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
 use shoal_common::definition::WorkflowDef;
-use shoal_common::store::{Params, Scope, TaskInstanceRow};
+use shoal_common::start::{Params, Scope};
 use shoal_common::types::{FailureStrategy, TaskState, WorkflowState};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -182,100 +187,6 @@ impl WorkflowRuntime {
         Ok(())
     }
 
-    /// Rebuilds a run from its stored attempts (the latest attempt of each task counts).
-    ///
-    /// `Recovery::Rerun` (resume, resubmit-failed): tasks that passed keep their state and
-    /// outputs; everything else (failed, killed, paused, never run) runs again as a new
-    /// attempt. `Recovery::Failover` (a master took the instance over): every attempt keeps
-    /// its state; those still in flight stay active for the caller to adopt, and only
-    /// tasks never started (or lost with a dead worker) start now.
-    pub fn restore(
-        def: Arc<WorkflowDef>,
-        attempts: &[TaskInstanceRow],
-        recovery: Recovery,
-    ) -> Self {
-        let mut rt = Self::empty(def);
-        let index: HashMap<&str, Node> = rt
-            .def
-            .tasks
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.name.as_str(), i))
-            .collect();
-        let mut latest: Vec<Option<&TaskInstanceRow>> = vec![None; rt.slots.len()];
-        for row in attempts {
-            let Some(&node) = index.get(row.name.as_str()) else {
-                continue;
-            };
-            rt.last_attempt[node] = rt.last_attempt[node].max(row.attempt);
-            if recovery == Recovery::Failover && row.state == TaskState::Failure {
-                rt.retries_left[node] = rt.retries_left[node].saturating_sub(1);
-            }
-            if latest[node].is_none_or(|l| l.attempt <= row.attempt) {
-                latest[node] = Some(row);
-            }
-        }
-        for (node, row) in latest.iter().enumerate() {
-            let Some(row) = row else { continue };
-            let (attempt, state) = (row.attempt, row.state);
-            if state.lets_downstream_run() {
-                rt.slots[node] = Slot::Done { attempt, state };
-                rt.mark_passed(node);
-            } else if recovery == Recovery::Rerun || state == TaskState::NeedFaultTolerance {
-                // Left NotStarted: it runs again as attempt last + 1.
-            } else if state.is_terminal() {
-                rt.slots[node] = Slot::Done { attempt, state };
-                rt.failed |= state == TaskState::Failure;
-            } else {
-                rt.slots[node] = Slot::Active { attempt, state };
-                rt.active += 1;
-            }
-        }
-        // Upstream first, so each node inherits what its upstream tasks handed on, and
-        // the branches conditions and switch tasks did not take stay pruned.
-        let order = petgraph::algo::toposort(&rt.dag, None).unwrap_or_default();
-        for n in order {
-            let node = n.index();
-            if let (Some(row), Slot::Done { state, .. }) = (latest[node], rt.slots[node])
-                && state.lets_downstream_run()
-            {
-                rt.hand_on(node, row.output.clone());
-                let chosen = match rt.def.tasks[node].switch {
-                    Some(_) => row.output.get("branch").map(|b| {
-                        b.split(',')
-                            .filter(|t| !t.is_empty())
-                            .map(str::to_string)
-                            .collect()
-                    }),
-                    None => rt.conditions_branch(node),
-                };
-                if let Some(chosen) = chosen {
-                    rt.prune_unchosen(node, &chosen);
-                }
-            }
-        }
-        rt
-    }
-
-    /// Marks the edges from a branch task to the downstream tasks it did not choose, and
-    /// prunes those whose every upstream edge is now pruned. Returns what may start.
-    fn prune_unchosen(&mut self, node: Node, chosen: &[String]) -> Vec<Node> {
-        let mut freed = Vec::new();
-        for d in self.downstream(node) {
-            if chosen.contains(&self.def.tasks[d].name) {
-                freed.push(d);
-                continue;
-            }
-            self.pruned_upstream[d] += 1;
-            if self.pruned_upstream[d] == self.in_degree(d) {
-                freed.extend(self.prune(d));
-            } else {
-                freed.push(d);
-            }
-        }
-        freed
-    }
-
     /// Records what a passed node hands downstream: its upstream tasks' outputs,
     /// overridden by its own.
     fn hand_on(&mut self, node: Node, own: Params) {
@@ -433,64 +344,6 @@ impl WorkflowRuntime {
         }
     }
 
-    /// The workflow's timeout passed under strategy `fail`: stop, but end `failure`.
-    pub fn time_out(&mut self) -> Vec<Action> {
-        if self.stop_requested || self.state.is_terminal() {
-            return vec![];
-        }
-        self.timed_out = true;
-        self.stop().unwrap_or_default()
-    }
-
-    /// Stop: kill what runs, start nothing new; the instance ends `stopped`.
-    pub fn stop(&mut self) -> Result<Vec<Action>, Refused> {
-        match self.state {
-            WorkflowState::ReadyStop => return Ok(vec![]),
-            WorkflowState::Running | WorkflowState::ReadyPause => {}
-            other => {
-                return Err(Refused(format!(
-                    "instance is {other}; only a running or pausing instance can be stopped"
-                )));
-            }
-        }
-        self.stop_requested = true;
-        self.state = WorkflowState::ReadyStop;
-        let mut actions = vec![Action::SetState {
-            state: WorkflowState::ReadyStop,
-        }];
-        actions.extend(
-            self.active_attempts()
-                .map(|(node, attempt)| Action::KillTask { node, attempt }),
-        );
-        self.finish_if_settled(&mut actions);
-        Ok(actions)
-    }
-
-    /// Pause: running tasks finish, queued ones are withdrawn, nothing new starts; the
-    /// instance ends `paused` and can be resumed.
-    pub fn pause(&mut self) -> Result<Vec<Action>, Refused> {
-        match self.state {
-            WorkflowState::ReadyPause => return Ok(vec![]),
-            WorkflowState::Running => {}
-            other => {
-                return Err(Refused(format!(
-                    "instance is {other}; only a running instance can be paused"
-                )));
-            }
-        }
-        self.pause_requested = true;
-        self.state = WorkflowState::ReadyPause;
-        let mut actions = vec![Action::SetState {
-            state: WorkflowState::ReadyPause,
-        }];
-        actions.extend(
-            self.active_attempts()
-                .map(|(node, attempt)| Action::Withdraw { node, attempt }),
-        );
-        self.finish_if_settled(&mut actions);
-        Ok(actions)
-    }
-
     fn active_attempts(&self) -> impl Iterator<Item = (Node, i32)> + '_ {
         self.slots
             .iter()
@@ -587,67 +440,6 @@ impl WorkflowRuntime {
         }
         self.release(candidates, &mut out.actions);
         out
-    }
-
-    fn downstream(&self, node: Node) -> Vec<Node> {
-        self.dag
-            .neighbors_directed(NodeIndex::new(node), Direction::Outgoing)
-            .map(|d| d.index())
-            .collect()
-    }
-
-    fn is_conditions(&self, node: Node) -> bool {
-        self.def.tasks[node].conditions.is_some()
-    }
-
-    fn feeds_conditions(&self, node: Node) -> bool {
-        self.downstream(node)
-            .into_iter()
-            .any(|d| self.is_conditions(d))
-    }
-
-    /// The branch a conditions task takes: `success` when every upstream task passed.
-    fn conditions_branch(&self, node: Node) -> Option<Vec<String>> {
-        let spec = self.def.tasks[node].conditions.as_ref()?;
-        let all_passed = self.dag.neighbors_directed(NodeIndex::new(node), Direction::Incoming).all(|u| {
-            matches!(self.slots[u.index()], Slot::OutOfScope)
-                || matches!(self.slots[u.index()], Slot::Done { state, .. } if state.lets_downstream_run())
-        });
-        Some(if all_passed {
-            spec.success.clone()
-        } else {
-            spec.failure.clone()
-        })
-    }
-
-    fn in_degree(&self, node: Node) -> usize {
-        self.dag
-            .neighbors_directed(NodeIndex::new(node), Direction::Incoming)
-            .count()
-    }
-
-    /// Prunes `node` and, transitively, what depends only on pruned tasks. Returns the
-    /// downstream tasks whose wait may be over.
-    fn prune(&mut self, node: Node) -> Vec<Node> {
-        let mut freed = Vec::new();
-        let mut stack = vec![node];
-        while let Some(n) = stack.pop() {
-            if self.slots[n] != Slot::NotStarted {
-                continue;
-            }
-            self.slots[n] = Slot::Pruned;
-            self.settled_otherwise += 1;
-            for d in self.downstream(n) {
-                self.pruned_upstream[d] += 1;
-                self.waiting_on[d] -= 1;
-                if self.pruned_upstream[d] == self.in_degree(d) {
-                    stack.push(d);
-                } else {
-                    freed.push(d);
-                }
-            }
-        }
-        freed
     }
 
     fn begin_attempt(&mut self, node: Node, delay: Option<Duration>, actions: &mut Vec<Action>) {

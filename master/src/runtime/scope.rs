@@ -3,7 +3,7 @@
 use super::Node;
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
-use shoal_common::store::Scope;
+use shoal_common::start::Scope;
 use std::collections::HashSet;
 
 /// The task itself plus, for `upstream`/`downstream`, everything reachable that way.

@@ -1,6 +1,6 @@
 use super::*;
 use shoal_common::definition::WorkflowDef;
-use shoal_common::store::{Scope, TaskInstanceRow};
+use shoal_common::start::Scope;
 
 fn runtime(yaml: &str) -> WorkflowRuntime {
     WorkflowRuntime::new(Arc::new(WorkflowDef::parse(yaml).unwrap()), None).unwrap()
@@ -370,35 +370,23 @@ fn pause_lets_running_tasks_finish_and_resume_continues_from_the_store() {
         "nothing new starts"
     );
 
-    let row = |id, name: &str, state, attempt| TaskInstanceRow {
-        id,
-        workflow_instance_id: 1,
-        run: 1,
-        name: name.into(),
-        task_type: "noop".into(),
+    let no_output = Params::new();
+    let row = |name, state, attempt| Recorded {
+        name,
         state,
         attempt,
-        priority: Default::default(),
-        worker_group: "default".into(),
-        worker: None,
-        submitted_at: 0,
-        started_at: None,
-        ended_at: None,
-        exit_code: None,
-        output: Params::new(),
-        message: None,
-        task_group: None,
+        output: &no_output,
     };
     let stored = [
-        row(1, "a", TaskState::Success, 1),
-        row(2, "b", TaskState::Success, 1),
-        row(3, "c", TaskState::Paused, 1),
+        row("a", TaskState::Success, 1),
+        row("b", TaskState::Success, 1),
+        row("c", TaskState::Paused, 1),
     ];
     let after_failover = WorkflowRuntime::restore(
         rt.definition().clone(),
         &[
-            row(1, "a", TaskState::Success, 1),
-            row(2, "b", TaskState::Running, 1),
+            row("a", TaskState::Success, 1),
+            row("b", TaskState::Running, 1),
         ],
         Recovery::Failover,
     );

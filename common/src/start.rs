@@ -1,0 +1,94 @@
+//! What a run starts with: its parameters, and the options that shape which tasks run and
+//! how. Shared by the store, the runtime, the api-server and the CLI.
+
+use crate::definition::WorkflowDef;
+use crate::types::FailureStrategy;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Named string parameters: a run's start parameters, a task's outputs.
+pub type Params = BTreeMap<String, String>;
+
+/// How a run starts, beyond its parameters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct StartOptions {
+    /// Tasks succeed without executing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+    /// Start from this task instead of the DAG's roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub from_task: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub scope: Option<Scope>,
+    /// IANA zone of the run's schedule time: `${system.biz.date}`, time expressions and
+    /// a dependent task's day are local to it (UTC when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub timezone: Option<String>,
+    /// Worker group of the tasks that do not name their own (a schedule's start option).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub worker_group: Option<String>,
+    /// Overrides the definition's failure strategy (a schedule's start option).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub failure_strategy: Option<FailureStrategy>,
+}
+
+impl StartOptions {
+    /// The definition as this run executes it: the start options' worker group and
+    /// failure strategy win over the definition's defaults.
+    pub fn apply_to(&self, def: &mut WorkflowDef) {
+        if let Some(strategy) = self.failure_strategy {
+            def.failure_strategy = strategy;
+        }
+        if let Some(group) = &self.worker_group {
+            for task in &mut def.tasks {
+                if task.worker_group == crate::definition::DEFAULT_WORKER_GROUP {
+                    task.worker_group.clone_from(group);
+                }
+            }
+        }
+    }
+}
+
+/// Which tasks a start from a task runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// The task alone.
+    Only,
+    /// The task and everything it depends on.
+    Upstream,
+    /// The task and everything that depends on it (the default).
+    Downstream,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_options_override_the_group_of_default_tasks_and_the_failure_strategy() {
+        let mut def = WorkflowDef::parse(
+            "name: w\ntasks:\n- {name: a, type: noop}\n- {name: b, type: noop, worker_group: gpu}\n",
+        )
+        .unwrap();
+        StartOptions::default().apply_to(&mut def);
+        assert_eq!(
+            def.tasks[0].worker_group, "default",
+            "no options, no change"
+        );
+        let options = StartOptions {
+            worker_group: Some("etl".into()),
+            failure_strategy: Some(FailureStrategy::Continue),
+            ..Default::default()
+        };
+        options.apply_to(&mut def);
+        assert_eq!(def.tasks[0].worker_group, "etl");
+        assert_eq!(def.tasks[1].worker_group, "gpu", "a task's own group wins");
+        assert_eq!(def.failure_strategy, FailureStrategy::Continue);
+    }
+}

@@ -1,0 +1,84 @@
+//! Rebuilding a run from the attempts the store recorded (resume, resubmit, failover).
+
+use super::*;
+
+/// One recorded attempt of a task, as the store holds it.
+pub struct Recorded<'a> {
+    pub name: &'a str,
+    pub attempt: i32,
+    pub state: TaskState,
+    pub output: &'a Params,
+}
+
+impl WorkflowRuntime {
+    /// Rebuilds a run from its stored attempts (the latest attempt of each task counts).
+    ///
+    /// `Recovery::Rerun` (resume, resubmit-failed): tasks that passed keep their state and
+    /// outputs; everything else (failed, killed, paused, never run) runs again as a new
+    /// attempt. `Recovery::Failover` (a master took the instance over): every attempt keeps
+    /// its state; those still in flight stay active for the caller to adopt, and only
+    /// tasks never started (or lost with a dead worker) start now.
+    pub fn restore(def: Arc<WorkflowDef>, attempts: &[Recorded<'_>], recovery: Recovery) -> Self {
+        let mut rt = Self::empty(def);
+        let index: HashMap<&str, Node> = rt
+            .def
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.as_str(), i))
+            .collect();
+        let mut latest: Vec<Option<&Recorded>> = vec![None; rt.slots.len()];
+        for row in attempts {
+            let Some(&node) = index.get(row.name) else {
+                continue;
+            };
+            rt.last_attempt[node] = rt.last_attempt[node].max(row.attempt);
+            if recovery == Recovery::Failover && row.state == TaskState::Failure {
+                rt.retries_left[node] = rt.retries_left[node].saturating_sub(1);
+            }
+            if latest[node].is_none_or(|l| l.attempt <= row.attempt) {
+                latest[node] = Some(row);
+            }
+        }
+        for (node, row) in latest.iter().enumerate() {
+            let Some(row) = row else { continue };
+            let (attempt, state) = (row.attempt, row.state);
+            if state.lets_downstream_run() {
+                rt.slots[node] = Slot::Done { attempt, state };
+                rt.mark_passed(node);
+            } else if recovery == Recovery::Rerun || state == TaskState::NeedFaultTolerance {
+                // Left NotStarted: it runs again as attempt last + 1.
+            } else if state.is_terminal() {
+                rt.slots[node] = Slot::Done { attempt, state };
+                rt.failed |= state == TaskState::Failure;
+            } else {
+                rt.slots[node] = Slot::Active { attempt, state };
+                rt.active += 1;
+            }
+        }
+        // Upstream first, so each node inherits what its upstream tasks handed on, and
+        // the branches conditions and switch tasks did not take stay pruned.
+        let order = petgraph::algo::toposort(&rt.dag, None).unwrap_or_default();
+        for n in order {
+            let node = n.index();
+            if let (Some(row), Slot::Done { state, .. }) = (latest[node], rt.slots[node])
+                && state.lets_downstream_run()
+            {
+                rt.hand_on(node, row.output.clone());
+                let chosen = match rt.def.tasks[node].switch {
+                    Some(_) => row.output.get("branch").map(|b| {
+                        b.split(',')
+                            .filter(|t| !t.is_empty())
+                            .map(str::to_string)
+                            .collect()
+                    }),
+                    None => rt.conditions_branch(node),
+                };
+                if let Some(chosen) = chosen {
+                    rt.prune_unchosen(node, &chosen);
+                }
+            }
+        }
+        rt
+    }
+}
