@@ -5,6 +5,7 @@
 
 use shoal_common::Error;
 use shoal_common::definition::WorkflowDef;
+use shoal_common::start::*;
 use shoal_common::store::*;
 use shoal_common::types::{CommandKind, Priority, TaskState, WorkflowState, now_ms};
 use sqlx::Connection;
