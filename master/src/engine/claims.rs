@@ -118,38 +118,42 @@ impl Engine {
                 continue;
             };
             run.task_ids[node] = Some(row.id);
-            let delayed = state == TaskState::Delayed;
-            let worker = row.worker.clone();
-            // A delayed attempt of a group never held a slot; a granted one holds it still.
-            let needs_slot = state == TaskState::WaitingTaskGroup
-                || (delayed && groups::slot_group(run, node).is_some());
+            // A delayed attempt of a group has not asked for its slot yet, one that waits
+            // for it is routed again; a submitted one holds its slot still.
+            let place = match &row.worker {
+                _ if state == TaskState::Delayed => {
+                    let def = &run.rt.definition().tasks[node];
+                    let wait = def.retry_interval.or(def.delay).unwrap_or_default();
+                    timer(&self.me, instance, node, attempt, wait);
+                    Place::Delayed
+                }
+                None if state == TaskState::WaitingTaskGroup => {
+                    cycle.enqueues.push((instance, node));
+                    Place::New
+                }
+                // Never recorded on a worker, but it may have reached one just before the
+                // old master died: ask the workers before queueing it again.
+                None => {
+                    cycle.probes.push(row.id);
+                    Place::Probing
+                }
+                Some(w) => {
+                    match live.contains(w) {
+                        true => cycle.adoptions.push((instance, node)),
+                        false => lost.push(row.id),
+                    }
+                    Place::OnWorker(w.clone())
+                }
+            };
             self.tasks.insert(
                 row.id,
                 TaskRef {
                     instance,
                     node,
                     attempt,
-                    worker: worker.clone(),
-                    delayed,
-                    waiting: false,
-                    needs_slot,
-                    kill_requested: false,
+                    place,
                 },
             );
-            match worker {
-                _ if delayed => {
-                    let def = &run.rt.definition().tasks[node];
-                    let wait = def.retry_interval.or(def.delay).unwrap_or_default();
-                    timer(&self.me, instance, node, attempt, wait);
-                }
-                // Still waiting for a slot: it never reached the queue.
-                None if needs_slot => cycle.enqueues.push((instance, node)),
-                // Never recorded on a worker, but it may have reached one just before the
-                // old master died: ask the workers before queueing it again.
-                None => cycle.probes.push(row.id),
-                Some(w) if live.contains(&w) => cycle.adoptions.push((instance, node)),
-                Some(_) => lost.push(row.id),
-            }
         }
         for id in lost {
             let message =
@@ -166,7 +170,7 @@ impl Engine {
         };
         let Some(id) = run.task_ids[node] else { return };
         let Some(t) = self.tasks.get(&id) else { return };
-        let Some(worker) = t.worker.clone() else {
+        let Some(worker) = t.place.worker().map(str::to_string) else {
             return;
         };
         let task = match spec::build(run, node, id, t.attempt, &self.master_addr, &self.secrets) {

@@ -54,8 +54,9 @@ impl Engine {
         }
         for id in cycle.ended_tasks {
             if let Some(t) = self.tasks.remove(&id)
-                && let Some(worker) = t.worker
+                && let Some(worker) = t.place.worker()
             {
+                let worker = worker.to_string();
                 let _ = self.dispatcher.send(DispatchMsg::Finished { worker, id });
             }
         }
@@ -71,19 +72,17 @@ impl Engine {
             };
             let Some(delay) = pc.start else { continue };
             run.task_ids[pc.node] = Some(id);
-            let delayed = delay.is_some();
-            let needs_slot = groups::slot_group(run, pc.node).is_some();
+            let place = match delay {
+                Some(_) => Place::Delayed,
+                None => Place::New,
+            };
             self.tasks.insert(
                 id,
                 TaskRef {
                     instance: pc.instance,
                     node: pc.node,
                     attempt: pc.attempt,
-                    worker: None,
-                    delayed,
-                    waiting: false,
-                    needs_slot,
-                    kill_requested: false,
+                    place,
                 },
             );
             match delay {
@@ -95,9 +94,19 @@ impl Engine {
             self.enqueue(instance, node);
         }
         for (id, wait) in cycle.waits {
-            if self.tasks.contains_key(&id) {
-                self.waits.tasks.insert(id, wait);
+            let Some(t) = self.tasks.get_mut(&id) else {
+                continue;
+            };
+            // Stopped while its wait was written (a child run): the child is stopped too.
+            if t.place.killing() {
+                if matches!(wait, waits::Wait::Child) {
+                    child_stop::stop_child(self.store.clone(), self.clients.clone(), id);
+                }
+                let _ = self.me.send(EngineMsg::Cancelled { id });
+                continue;
             }
+            t.place = Place::Waiting;
+            self.waits.tasks.insert(id, wait);
         }
         self.waits.tasks.retain(|id, _| self.tasks.contains_key(id));
         self.waits.poll(&self.store, &self.me);

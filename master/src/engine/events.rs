@@ -41,7 +41,7 @@ impl Engine {
         match self.tasks.get_mut(&ev.task_instance_id) {
             // Events can overtake the dispatcher's notice: remember the worker either way,
             // so its slot is given back when the task ends.
-            Some(t) if t.attempt == ev.attempt => t.worker = Some(worker.to_string()),
+            Some(t) if t.attempt == ev.attempt => t.place.reached(worker),
             // Not ours (any more), or another attempt: acknowledged and ignored.
             _ => return,
         }

@@ -34,13 +34,15 @@ impl Engine {
                     let _ = self.dispatcher.send(DispatchMsg::Finished { worker, id });
                     return;
                 };
-                t.worker = Some(worker.clone());
-                if t.kill_requested {
+                let no_worker = t.place == Place::Queued { no_worker: true };
+                // A kill that raced the dispatch RPC is carried out on the worker.
+                if t.place.killing() {
                     cycle.kills.push((t.instance, t.node));
                 }
+                t.place.reached(&worker);
                 let mut u = TaskUpdate::state(id, TaskState::Dispatched);
                 u.worker = Some(worker);
-                if std::mem::take(&mut t.waiting) {
+                if no_worker {
                     u.message = Some(String::new());
                 }
                 self.task_event(id, u, Params::new(), None, cycle, now);
@@ -48,7 +50,7 @@ impl Engine {
             EngineMsg::Cancelled { id } => {
                 let Some(t) = self.tasks.get(&id) else { return };
                 let pausing = self.runs.get(&t.instance).is_some_and(|r| r.rt.pausing());
-                let (state, why) = if pausing && !t.kill_requested {
+                let (state, why) = if pausing && !t.place.killing() {
                     (TaskState::Paused, "paused before it reached a worker")
                 } else {
                     (TaskState::Killed, "cancelled before it reached a worker")
@@ -88,8 +90,15 @@ impl Engine {
                     };
                     match found.get(&id) {
                         Some(worker) => {
-                            t.worker = Some(worker.clone());
+                            if t.place.killing() {
+                                cycle.kills.push((t.instance, t.node));
+                            }
+                            t.place.reached(worker);
                             cycle.adoptions.push((t.instance, t.node));
+                        }
+                        // Killed while the workers were asked: it never goes out.
+                        None if t.place.killing() => {
+                            let _ = self.me.send(EngineMsg::Cancelled { id });
                         }
                         None => cycle.enqueues.push((t.instance, t.node)),
                     }
@@ -98,7 +107,7 @@ impl Engine {
             EngineMsg::StartChild { id } => {
                 let Some(t) = self.tasks.get(&id) else { return };
                 // Stopped before its child was written: it never starts one.
-                if t.kill_requested {
+                if t.place.killing() {
                     let _ = self.me.send(EngineMsg::Cancelled { id });
                     return;
                 }
@@ -121,12 +130,11 @@ impl Engine {
                     if self.waits.tasks.remove(&id).is_none() {
                         continue; // cancelled meanwhile; its end frees the slot
                     }
-                    let Some(t) = self.tasks.get_mut(&id) else {
+                    let Some(t) = self.tasks.get(&id) else {
                         continue;
                     };
-                    t.needs_slot = false;
                     let (instance, node) = (t.instance, t.node);
-                    self.enqueue(instance, node);
+                    self.send_out(instance, node);
                 }
                 for (id, group) in polled.grants.no_group {
                     self.waits.tasks.remove(&id);
@@ -209,7 +217,10 @@ impl Engine {
                     let Some(run) = self.runs.get(&t.instance) else {
                         continue;
                     };
-                    t.waiting = true;
+                    let Place::Queued { no_worker } = &mut t.place else {
+                        continue;
+                    };
+                    *no_worker = true;
                     cycle.epochs.insert(t.instance, run.epoch);
                     let mut u = TaskUpdate::state(id, TaskState::Submitted);
                     u.message = Some(reason.clone());
@@ -220,7 +231,11 @@ impl Engine {
                 let lost: Vec<i64> = self
                     .tasks
                     .iter()
-                    .filter(|(_, t)| t.worker.as_ref().is_some_and(|w| gone.contains(w)))
+                    .filter(|(_, t)| {
+                        t.place
+                            .worker()
+                            .is_some_and(|w| gone.iter().any(|g| g == w))
+                    })
                     .map(|(id, _)| *id)
                     .collect();
                 for id in lost {

@@ -169,14 +169,59 @@ struct TaskRef {
     instance: i64,
     node: Node,
     attempt: i32,
-    worker: Option<String>,
-    /// Waiting out a delay or retry interval: in no queue, on no worker.
-    delayed: bool,
-    /// Its row says it waits for a worker of its group (cleared when dispatched).
-    waiting: bool,
-    /// Needs a slot of its task group before it may be queued (cleared when granted).
-    needs_slot: bool,
-    kill_requested: bool,
+    place: Place,
+}
+
+/// Where an attempt the engine has out is: the one record of it on this master (its state
+/// as the runtime sees it lives in the runtime; the row follows both). Every move is in
+/// docs/task-life.md.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Place {
+    /// Recorded, not yet routed: `enqueue` sends it to a slot wait, the master or the queue.
+    New,
+    /// Waiting out a delay or retry interval; a timer brings `Ready`.
+    Delayed,
+    /// In `waits` (a task-group slot, a child run, a dependency), polled from the store.
+    Waiting,
+    /// Being settled on the master by a message the engine sent itself: a logic task, a
+    /// dry run, a sub_workflow task whose child run is being written.
+    OnMaster,
+    /// With the dispatcher, in its queue or in a dispatch RPC; `no_worker`: its row says
+    /// no live worker serves its group.
+    Queued {
+        no_worker: bool,
+    },
+    /// Adopted after a failover with no worker on record: the live workers are asked.
+    Probing,
+    OnWorker(String),
+    /// Taken out of its wait by a pause; it settles as paused.
+    Withdrawn,
+    /// Asked to end: taken out of the queue or its wait, or killed on its worker.
+    Killing {
+        worker: Option<String>,
+    },
+}
+
+impl Place {
+    /// The worker the attempt is on, if it reached one.
+    fn worker(&self) -> Option<&str> {
+        match self {
+            Place::OnWorker(w) | Place::Killing { worker: Some(w) } => Some(w),
+            _ => None,
+        }
+    }
+
+    /// A worker reported the attempt (its events may overtake the dispatcher's notice).
+    fn reached(&mut self, worker: &str) {
+        match self {
+            Place::Killing { worker: w } => *w = Some(worker.to_string()),
+            p => *p = Place::OnWorker(worker.to_string()),
+        }
+    }
+
+    fn killing(&self) -> bool {
+        matches!(self, Place::Killing { .. })
+    }
 }
 
 struct PendingCreate {

@@ -92,10 +92,10 @@ impl Engine {
     pub(super) fn recheck(&self, workers: Option<&[String]>) {
         let mut by_worker: HashMap<String, Vec<i64>> = HashMap::new();
         for (id, t) in &self.tasks {
-            if let Some(w) = &t.worker
-                && workers.is_none_or(|ws| ws.contains(w))
+            if let Some(w) = t.place.worker()
+                && workers.is_none_or(|ws| ws.iter().any(|x| x == w))
             {
-                by_worker.entry(w.clone()).or_default().push(*id);
+                by_worker.entry(w.to_string()).or_default().push(*id);
             }
         }
         for (worker, ids) in by_worker {
@@ -128,7 +128,7 @@ impl Engine {
             .filter(|id| {
                 self.tasks
                     .get(id)
-                    .is_some_and(|t| t.worker.as_deref() == Some(worker))
+                    .is_some_and(|t| t.place.worker() == Some(worker))
             })
             .inspect(|id| {
                 warn!(

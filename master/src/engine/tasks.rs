@@ -4,7 +4,8 @@
 use super::*;
 
 impl Engine {
-    /// Hands a recorded attempt to the dispatcher (or, in a dry run, settles it at once).
+    /// Routes a recorded attempt that may start now: to a wait for its task group's slot
+    /// if it has not held one, otherwise out (see `send_out`).
     pub(super) fn enqueue(&mut self, instance: i64, node: Node) {
         let Some(run) = self.runs.get(&instance) else {
             return;
@@ -13,66 +14,70 @@ impl Engine {
         let Some(t) = self.tasks.get_mut(&id) else {
             return;
         };
-        t.delayed = false;
-        if t.needs_slot
-            && let Some(group) = groups::slot_group(run, node)
-        {
-            self.waits
-                .tasks
-                .insert(id, waits::Wait::TaskGroup(group.to_string()));
-            self.waits.poll(&self.store, &self.me);
-            return;
+        match t.place {
+            // Stopped or paused meanwhile (a timer's `Ready` can cross a kill): its
+            // `Cancelled` settles it.
+            Place::Killing { .. } | Place::Withdrawn => return,
+            Place::New | Place::Delayed => {
+                if let Some(group) = groups::slot_group(run, node) {
+                    t.place = Place::Waiting;
+                    let wait = waits::Wait::TaskGroup(group.to_string());
+                    self.waits.tasks.insert(id, wait);
+                    self.waits.poll(&self.store, &self.me);
+                    return;
+                }
+            }
+            _ => {}
         }
+        self.send_out(instance, node);
+    }
+
+    /// Sends an attempt that may start (its slot, if any, held) where it runs: to the
+    /// dispatcher's queue, or settles it on the master (logic tasks, a dry run).
+    pub(super) fn send_out(&mut self, instance: i64, node: Node) {
+        let Some(run) = self.runs.get(&instance) else {
+            return;
+        };
+        let Some(id) = run.task_ids[node] else { return };
+        let Some(t) = self.tasks.get_mut(&id) else {
+            return;
+        };
         let kind = run.rt.definition().tasks[node].kind();
-        if kind.on_master() {
+        let msg = if kind.on_master() {
             // Logic tasks end here, on the master: a delay task has waited its delay
             // already, a conditions task's branch is taken by the runtime.
-            let msg = match kind {
+            match kind {
                 TaskType::SubWorkflow => EngineMsg::StartChild { id },
                 TaskType::Dependent => {
-                    let wait = spec::dependency(run, node);
-                    self.waits.tasks.insert(id, wait);
+                    t.place = Place::Waiting;
+                    self.waits.tasks.insert(id, spec::dependency(run, node));
                     self.waits.poll(&self.store, &self.me);
                     return;
                 }
                 TaskType::Switch => match spec::switch_choice(run, node, id) {
                     Ok(chosen) => EngineMsg::Branched { id, chosen },
-                    Err(message) => EngineMsg::Settle {
-                        id,
-                        state: TaskState::Failure,
-                        message: Some(message),
-                    },
+                    Err(message) => settle_msg(id, TaskState::Failure, message),
                 },
                 _ => EngineMsg::Settle {
                     id,
                     state: TaskState::Success,
                     message: None,
                 },
-            };
-            let _ = self.me.send(msg);
-            return;
-        }
-        if run.options.dry_run {
-            let message = Some("dry run: not executed".to_string());
-            let _ = self.me.send(EngineMsg::Settle {
-                id,
-                state: TaskState::Success,
-                message,
-            });
-            return;
-        }
-        match spec::build(run, node, id, t.attempt, &self.master_addr, &self.secrets) {
-            Ok(task) => {
-                let _ = self.dispatcher.send(DispatchMsg::Push(task));
             }
-            Err(message) => {
-                let _ = self.me.send(EngineMsg::Settle {
-                    id,
-                    state: TaskState::Failure,
-                    message: Some(message),
-                });
+        } else if run.options.dry_run {
+            settle_msg(id, TaskState::Success, "dry run: not executed".into())
+        } else {
+            match spec::build(run, node, id, t.attempt, &self.master_addr, &self.secrets) {
+                Ok(task) => {
+                    t.place = Place::Queued { no_worker: false };
+                    let _ = self.dispatcher.send(DispatchMsg::Push(task));
+                    return;
+                }
+                Err(message) => settle_msg(id, TaskState::Failure, message),
             }
-        }
+        };
+        t.place = Place::OnMaster;
+        let _ = self.me.send(msg);
     }
 
     /// Kills the current attempt of a task: on its worker if it reached one, otherwise by
@@ -84,20 +89,30 @@ impl Engine {
         let Some(t) = self.tasks.get_mut(&id) else {
             return;
         };
-        t.kill_requested = true;
-        // Waiting in no queue and on no worker: cancelled right here; a sub_workflow's
-        // child run is stopped too.
-        let wait = self.waits.tasks.remove(&id);
-        if matches!(wait, Some(waits::Wait::Child)) {
+        let was = std::mem::replace(&mut t.place, Place::Killing { worker: None });
+        // A sub_workflow's child run is stopped too.
+        if let Some(waits::Wait::Child) = self.waits.tasks.remove(&id) {
             child_stop::stop_child(self.store.clone(), self.clients.clone(), id);
         }
-        if t.delayed || wait.is_some() {
-            let _ = self.me.send(EngineMsg::Cancelled { id });
-            return;
-        }
-        let Some(worker) = t.worker.clone() else {
-            let _ = self.dispatcher.send(DispatchMsg::Cancel(id));
-            return;
+        let worker = match was {
+            // In no queue and on no worker: cancelled right here.
+            Place::New | Place::Delayed | Place::Waiting | Place::Withdrawn => {
+                let _ = self.me.send(EngineMsg::Cancelled { id });
+                return;
+            }
+            // Its message, or the workers' answer, finds it killing.
+            Place::OnMaster | Place::Probing => return,
+            Place::Queued { .. } | Place::Killing { worker: None } => {
+                let _ = self.dispatcher.send(DispatchMsg::Cancel(id));
+                return;
+            }
+            Place::OnWorker(worker)
+            | Place::Killing {
+                worker: Some(worker),
+            } => worker,
+        };
+        t.place = Place::Killing {
+            worker: Some(worker.clone()),
         };
         let request = KillRequest {
             task_instance_id: id,
@@ -124,16 +139,25 @@ impl Engine {
         let Some(id) = self.runs.get(&instance).and_then(|r| r.task_ids[node]) else {
             return;
         };
-        let Some(t) = self.tasks.get(&id) else { return };
-        let waiting = match self.waits.tasks.get(&id) {
-            Some(waits::Wait::Child) => return,
-            Some(_) => self.waits.tasks.remove(&id).is_some(),
-            None => false,
+        let Some(t) = self.tasks.get_mut(&id) else {
+            return;
         };
-        if t.delayed || waiting {
-            let _ = self.me.send(EngineMsg::Cancelled { id });
-        } else if t.worker.is_none() {
-            let _ = self.dispatcher.send(DispatchMsg::Cancel(id));
+        match self.waits.tasks.get(&id) {
+            Some(waits::Wait::Child) => return,
+            Some(_) => {
+                self.waits.tasks.remove(&id);
+            }
+            None => {}
+        }
+        match t.place {
+            Place::New | Place::Delayed | Place::Waiting => {
+                t.place = Place::Withdrawn;
+                let _ = self.me.send(EngineMsg::Cancelled { id });
+            }
+            Place::Queued { .. } => {
+                let _ = self.dispatcher.send(DispatchMsg::Cancel(id));
+            }
+            _ => {}
         }
     }
 
@@ -141,19 +165,30 @@ impl Engine {
         if let Some(run) = self.runs.remove(&instance) {
             metrics::INSTANCES_RUNNING.dec();
             for id in run.task_ids.into_iter().flatten() {
-                match self.tasks.remove(&id).map(|t| t.worker) {
-                    // A lost run's queued tasks must not go out from here any more.
-                    Some(None) => {
-                        let _ = self.dispatcher.send(DispatchMsg::Cancel(id));
-                    }
+                let Some(t) = self.tasks.remove(&id) else {
+                    continue;
+                };
+                match t.place.worker() {
                     // Its slot on the worker is no longer this master's to count.
-                    Some(Some(worker)) => {
+                    Some(worker) => {
+                        let worker = worker.to_string();
                         let _ = self.dispatcher.send(DispatchMsg::Finished { worker, id });
                     }
-                    None => {}
+                    // A lost run's queued tasks must not go out from here any more.
+                    None => {
+                        let _ = self.dispatcher.send(DispatchMsg::Cancel(id));
+                    }
                 }
             }
         }
+    }
+}
+
+fn settle_msg(id: i64, state: TaskState, message: String) -> EngineMsg {
+    EngineMsg::Settle {
+        id,
+        state,
+        message: Some(message),
     }
 }
 
