@@ -291,10 +291,8 @@ fn start_briefly(args: &[&str], env: Option<(&str, &str)>) -> (bool, String) {
         cmd.env(k, v);
     }
     let mut child = cmd.spawn().unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // Not exited after 20 s: it runs (is killed below).
+    support::poll(Duration::from_secs(20), || child.try_wait().unwrap());
     let _ = child.kill();
     let out = child.wait_with_output().unwrap();
     (out.status.success(), support::text(&out.stderr))

@@ -17,792 +17,20 @@
 //!
 //! Postgres is restarted on a server of that test's own (the other tests share one server,
 //! a database each).
+//!
+//! The harness (the cluster, faults, checks) is in `support/fault.rs`; this file holds the
+//! scenarios.
 
+#[path = "support/fault.rs"]
+mod fault;
 mod support;
 
+use fault::*;
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
-use support::{Api, Proc, SHOAL, TestDb, free_port, start_api_server, start_etcd_on};
-
-/// Lease TTL (seconds) of every node: a dead node leaves the registry this long after
-/// its last renewal. Short, so that failover is quick.
-const LEASE_TTL: &str = "2";
-/// Longest wait for a new master to take over: the lease, the failover loop's 5 s
-/// fallback tick, and slack for a loaded CI machine.
-const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(30);
-/// Longest wait for every instance of a scenario to end.
-const END_TIMEOUT: Duration = Duration::from_secs(60);
-const DIAMOND_TASKS: [&str; 4] = ["a", "b", "c", "d"];
-/// Instances of short tasks started around a fault, so that it lands while the masters
-/// claim commands and dispatch tasks at full speed.
-const STORM: usize = 120;
-
-// ---------------------------------------------------------------------------------------
-// Seeded choices
-
-/// A small LCG (Knuth's MMIX constants): enough to pick victims and moments repeatably.
-struct Lcg(u64);
-
-impl Lcg {
-    /// The generator of one test: the suite's seed mixed with the test's name, so tests
-    /// draw differently but each is repeatable from the printed seed.
-    fn for_test(test: &str) -> Lcg {
-        let seed = std::env::var("SHOAL_FAULT_SEED")
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_nanos() as u64
-            });
-        eprintln!("[{test}] SHOAL_FAULT_SEED={seed}");
-        // FNV-1a of the name.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in test.bytes() {
-            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-        let mut lcg = Lcg(seed ^ h);
-        lcg.next();
-        lcg
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        self.0 >> 33
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        assert!(n > 0);
-        (self.next() % n as u64) as usize
-    }
-
-    fn millis(&mut self, lo: u64, hi: u64) -> Duration {
-        Duration::from_millis(lo + self.next() % (hi - lo + 1))
-    }
-
-    /// A task's sleep in seconds, 0.2 to 0.9, as text for a parameter.
-    fn nap(&mut self) -> String {
-        self.nap_tenths(2, 9)
-    }
-
-    /// A sleep of `lo` to `hi` tenths of a second, as text for a parameter.
-    fn nap_tenths(&mut self, lo: usize, hi: usize) -> String {
-        let tenths = lo + self.below(hi - lo + 1);
-        format!("{}.{}", tenths / 10, tenths % 10)
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// The cluster
-
-struct Node {
-    name: String,
-    /// host:port as registered: the owner name of a master's instances, the `worker` of a
-    /// task row.
-    addr: String,
-    proc: Proc,
-}
-
-/// The processes of one test's cluster. Field order is drop order: shoal nodes go first,
-/// then etcd, then the database and the directory.
-struct Cluster {
-    test: &'static str,
-    masters: Vec<Node>,
-    workers: Vec<Node>,
-    _api_server: Proc,
-    /// Replaced when etcd restarts (behind a lock, so that a test can restart it while
-    /// other threads use the cluster).
-    etcd: std::sync::Mutex<Proc>,
-    api: Api,
-    etcd_ports: (u16, u16),
-    etcd_url: String,
-    etcd_starts: std::sync::atomic::AtomicUsize,
-    db: TestDb,
-    /// The execution log every task appends to.
-    execs: PathBuf,
-    t0: Instant,
-    dir: tempfile::TempDir,
-}
-
-impl Cluster {
-    /// etcd, api-server, two masters and a worker per entry of `worker_groups` (its
-    /// `--groups`).
-    fn start(test: &'static str, worker_groups: &[&str]) -> Cluster {
-        Self::start_on(TestDb::create("shoal_fault"), test, worker_groups)
-    }
-
-    /// The same on the database `db` (e.g. on a Postgres server of the test's own).
-    fn start_on(db: TestDb, test: &'static str, worker_groups: &[&str]) -> Cluster {
-        let t0 = Instant::now();
-        let mut dir = tempfile::tempdir().unwrap();
-        // SHOAL_FAULT_KEEP=1 keeps the logs and the execution log for a look afterwards.
-        if std::env::var_os("SHOAL_FAULT_KEEP").is_some() {
-            dir.disable_cleanup(true);
-            eprintln!("[{test}] keeping {}", dir.path().display());
-        }
-        let etcd_ports = (free_port(), free_port());
-        let (etcd, etcd_url) = start_etcd_on(dir.path(), "etcd", etcd_ports.0, etcd_ports.1);
-        let execs = dir.path().join("executions");
-        let env = node_env(&db.url, &etcd_url);
-        let (api_server, api) = start_api_server(dir.path(), &env);
-        let mut c = Cluster {
-            test,
-            masters: vec![],
-            workers: vec![],
-            _api_server: api_server,
-            etcd: std::sync::Mutex::new(etcd),
-            api,
-            etcd_ports,
-            etcd_url,
-            etcd_starts: std::sync::atomic::AtomicUsize::new(1),
-            db,
-            execs,
-            t0,
-            dir,
-        };
-        for i in 0..2 {
-            let m = c.spawn_node(&format!("master{i}"), &["master"]);
-            c.masters.push(m);
-        }
-        for (i, groups) in worker_groups.iter().enumerate() {
-            c.add_worker(&format!("worker{i}"), groups);
-        }
-        c.log(&format!(
-            "cluster up: masters {:?}, workers {:?}",
-            c.masters.iter().map(|n| &n.addr).collect::<Vec<_>>(),
-            c.workers.iter().map(|n| &n.addr).collect::<Vec<_>>()
-        ));
-        c
-    }
-
-    fn log(&self, msg: &str) {
-        eprintln!(
-            "[{} +{:.1}s] {msg}",
-            self.test,
-            self.t0.elapsed().as_secs_f64()
-        );
-    }
-
-    /// Starts `shoal <role_args> --port P` and waits until it has registered.
-    fn spawn_node(&self, name: &str, role_args: &[&str]) -> Node {
-        self.spawn_node_on(free_port(), name, role_args)
-    }
-
-    fn spawn_node_on(&self, port: u16, name: &str, role_args: &[&str]) -> Node {
-        let mut args: Vec<&str> = role_args.to_vec();
-        let port_s = port.to_string();
-        args.extend(["--port", &port_s]);
-        let env = node_env(&self.db.url, &self.etcd_url);
-        let proc = Proc::spawn(name, self.dir.path(), SHOAL, &args, &env);
-        let started = if role_args[0] == "master" {
-            "master started"
-        } else {
-            "worker started"
-        };
-        support::wait_for(
-            &format!("{name} to register ('{started}' in its log)"),
-            Duration::from_secs(60),
-            || proc.log_text().contains(started).then_some(()),
-        );
-        Node {
-            name: name.to_string(),
-            addr: format!("127.0.0.1:{port}"),
-            proc,
-        }
-    }
-
-    fn add_worker(&mut self, name: &str, groups: &str) -> String {
-        let w = self.spawn_worker(free_port(), name, groups);
-        let addr = w.addr.clone();
-        self.workers.push(w);
-        addr
-    }
-
-    /// A worker with its own data dir (the same one on every start under `name`).
-    fn spawn_worker(&self, port: u16, name: &str, groups: &str) -> Node {
-        let data = self.dir.path().join(name);
-        let data = data.to_str().unwrap().to_string();
-        self.spawn_node_on(
-            port,
-            name,
-            &[
-                "worker",
-                "--slots",
-                "4",
-                "--groups",
-                groups,
-                "--data-dir",
-                &data,
-            ],
-        )
-    }
-
-    /// SIGKILL etcd, and later start it again on the same ports and data dir.
-    fn kill_etcd(&self) {
-        self.etcd.lock().unwrap().kill();
-    }
-
-    fn restart_etcd(&self) {
-        let n = 1 + self
-            .etcd_starts
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let (etcd, url) = start_etcd_on(
-            self.dir.path(),
-            &format!("etcd{n}"),
-            self.etcd_ports.0,
-            self.etcd_ports.1,
-        );
-        assert_eq!(url, self.etcd_url);
-        *self.etcd.lock().unwrap() = etcd;
-    }
-
-    fn apply(&self, yaml: &str) {
-        let (status, body) = self.api.post("/projects/default/workflows", yaml);
-        assert!(status == 201 || status == 200, "apply: {status} {body}");
-    }
-
-    /// Starts `workflow` with `params`; returns the command id.
-    fn submit(&self, workflow: &str, params: Value) -> i64 {
-        let body = json!({ "params": params }).to_string();
-        let (status, resp) = self.api.post(
-            &format!("/projects/default/workflows/{workflow}/start"),
-            &body,
-        );
-        assert_eq!(status, 202, "start {workflow}: {resp}");
-        resp["command_id"].as_i64().unwrap()
-    }
-
-    /// Starts a workflow of [`dag`] with a random sleep per task; returns the command id.
-    fn submit_naps(&self, workflow: &str, tasks: &[&str], rng: &mut Lcg) -> i64 {
-        self.submit_with(workflow, tasks, || rng.nap())
-    }
-
-    fn submit_with(&self, workflow: &str, tasks: &[&str], mut nap: impl FnMut() -> String) -> i64 {
-        let params: serde_json::Map<String, Value> = tasks
-            .iter()
-            .map(|t| (format!("n_{t}"), Value::String(nap())))
-            .collect();
-        self.submit(workflow, Value::Object(params))
-    }
-
-    fn submit_diamond(&self, rng: &mut Lcg) -> i64 {
-        self.submit_naps("diamond", &DIAMOND_TASKS, rng)
-    }
-
-    /// A diamond whose tasks sleep 1.0 to 2.5 s: still running after a loaded machine's
-    /// slow start.
-    fn submit_slow_diamond(&self, rng: &mut Lcg) -> i64 {
-        self.submit_with("diamond", &DIAMOND_TASKS, || rng.nap_tenths(10, 25))
-    }
-
-    fn instance_of(&self, command: i64) -> i64 {
-        self.wait_until(
-            &format!("command {command} to become an instance"),
-            Duration::from_secs(60),
-            &[],
-            || {
-                let c = self.api.get(&format!("/commands/{command}"));
-                assert_ne!(c["status"], "error", "command {command} failed: {c}");
-                c["workflow_instance_id"].as_i64()
-            },
-        )
-    }
-
-    fn instance(&self, id: i64) -> Value {
-        self.api.get(&format!("/instances/{id}"))
-    }
-
-    /// One line per instance: state, owner and every attempt, for failure messages. Of
-    /// many instances, only those that did not succeed are shown.
-    fn describe(&self, ids: &[i64]) -> String {
-        let mut out = String::new();
-        let mut succeeded = 0;
-        for id in ids {
-            let inst = self.instance(*id);
-            if ids.len() > 12 && inst["state"] == "success" {
-                succeeded += 1;
-                continue;
-            }
-            out.push_str(&format!(
-                "\n  instance {id}: {} (master {})",
-                inst["state"].as_str().unwrap_or("?"),
-                inst["master"].as_str().unwrap_or("-")
-            ));
-            for t in inst["tasks"].as_array().into_iter().flatten() {
-                out.push_str(&format!(
-                    " | {}#{} id {} {} @{}",
-                    t["name"].as_str().unwrap_or("?"),
-                    t["attempt"],
-                    t["id"],
-                    t["state"].as_str().unwrap_or("?"),
-                    t["worker"].as_str().unwrap_or("-")
-                ));
-                if let Some(m) = t["message"].as_str().filter(|m| !m.is_empty()) {
-                    out.push_str(&format!(" ({m})"));
-                }
-            }
-        }
-        if succeeded > 0 {
-            out.push_str(&format!("\n  ({succeeded} more instances succeeded)"));
-        }
-        out
-    }
-
-    /// Polls `f` until it returns Some; on timeout fails naming `what` and showing the
-    /// instances `ids`.
-    fn wait_until<T>(
-        &self,
-        what: &str,
-        timeout: Duration,
-        ids: &[i64],
-        mut f: impl FnMut() -> Option<T>,
-    ) -> T {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(v) = f() {
-                return v;
-            }
-            if Instant::now() >= deadline {
-                panic!(
-                    "[{}] timed out after {timeout:?} waiting for {what}; instances:{}\ndatabase sessions (state, wait, query):\n{}",
-                    self.test,
-                    self.describe(ids),
-                    self.db_sessions()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Waits until every instance is in a terminal state; returns them with their tasks.
-    fn wait_all_end(&self, ids: &[i64]) -> Vec<Value> {
-        let wanted: HashSet<i64> = ids.iter().copied().collect();
-        self.wait_until("every instance to end", END_TIMEOUT, ids, || {
-            let list = self.api.get("/instances?limit=1000");
-            let ended = list
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|i| wanted.contains(&i["id"].as_i64().unwrap()))
-                .filter(|i| {
-                    matches!(
-                        i["state"].as_str(),
-                        Some("success" | "failure" | "stopped" | "paused")
-                    )
-                })
-                .count();
-            (ended == wanted.len()).then_some(())
-        });
-        ids.iter().map(|id| self.instance(*id)).collect()
-    }
-
-    /// Waits until some task of `ids` is running; returns the running rows.
-    fn wait_running(&self, ids: &[i64]) -> Vec<Value> {
-        self.wait_until("a task to run", Duration::from_secs(60), ids, || {
-            let rows = self.rows_in(ids, "running");
-            (!rows.is_empty()).then_some(rows)
-        })
-    }
-
-    /// Task rows of `ids` in `state`.
-    fn rows_in(&self, ids: &[i64], state: &str) -> Vec<Value> {
-        ids.iter()
-            .flat_map(|id| {
-                let inst = self.instance(*id);
-                inst["tasks"].as_array().cloned().unwrap_or_default()
-            })
-            .filter(|t| t["state"] == state)
-            .collect()
-    }
-
-    /// Instances in `state` driven by `owner`, with their owner epoch (read from the
-    /// database: the API does not show epochs).
-    fn owned(&self, owner: &str, state: &str) -> BTreeMap<i64, i64> {
-        self.db
-            .query(&format!(
-                "SELECT id, owner_epoch FROM workflow_instance WHERE owner = '{owner}' AND state = '{state}'"
-            ))
-            .lines()
-            .filter(|l| !l.is_empty())
-            .map(|l| {
-                let (id, epoch) = l.split_once('|').unwrap();
-                (id.parse().unwrap(), epoch.parse().unwrap())
-            })
-            .collect()
-    }
-
-    /// The sessions of this test's database that are in a transaction or waiting, for
-    /// timeout messages: a frozen node's open transaction shows here.
-    fn db_sessions(&self) -> String {
-        self.db.query(
-            "SELECT pid, state, coalesce(wait_event_type, '-'), \
-             round(extract(epoch FROM now() - xact_start)::numeric, 1) AS xact_secs, \
-             left(regexp_replace(query, '\\s+', ' ', 'g'), 160) \
-             FROM pg_stat_activity \
-             WHERE datname = current_database() AND pid <> pg_backend_pid() \
-             AND (state <> 'idle' OR wait_event_type = 'Lock')",
-        )
-    }
-
-    /// Holds a lock on `task_instance` that blocks every write to task rows (reads go on)
-    /// for `how_long`, in a psql of its own; wait for the returned child.
-    fn stall_task_writes(&self, how_long: Duration) -> std::process::Child {
-        let sql = format!(
-            "BEGIN; LOCK TABLE task_instance IN SHARE MODE; SELECT pg_sleep({}); COMMIT;",
-            how_long.as_secs_f64()
-        );
-        std::process::Command::new("psql")
-            .args([&self.db.url, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", &sql])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("psql must be installed (PostgreSQL client)")
-    }
-
-    /// Every attempt in state `running`, from the database, with when its task stops
-    /// sleeping at the earliest (its sleep parameter counted from when it reported
-    /// running). Only instances among `sleepy` have tasks that sleep.
-    fn running_attempts(&self, sleepy: &[i64]) -> Vec<Running> {
-        let mut naps: HashMap<i64, Value> = HashMap::new();
-        self.db
-            .query(
-                "SELECT id, workflow_instance_id, worker, name, started_at FROM task_instance \
-                 WHERE state = 'running' ORDER BY id",
-            )
-            .lines()
-            .filter(|l| !l.is_empty())
-            .map(|l| {
-                let f: Vec<&str> = l.split('|').collect();
-                let instance: i64 = f[1].parse().unwrap();
-                let nap: f64 = if sleepy.contains(&instance) {
-                    let params = naps
-                        .entry(instance)
-                        .or_insert_with(|| self.instance(instance)["params"].clone());
-                    params[format!("n_{}", f[3])]
-                        .as_str()
-                        .and_then(|n| n.parse().ok())
-                        .unwrap_or(0.0)
-                } else {
-                    0.0
-                };
-                let started: i64 = f[4].parse().unwrap_or(0);
-                Running {
-                    id: f[0].parse().unwrap(),
-                    instance,
-                    worker: f[2].to_string(),
-                    sleeps_until_ms: started + (nap * 1000.0) as i64,
-                }
-            })
-            .collect()
-    }
-
-    fn epoch(&self, id: i64) -> i64 {
-        self.db
-            .query(&format!(
-                "SELECT owner_epoch FROM workflow_instance WHERE id = {id}"
-            ))
-            .trim()
-            .parse()
-            .unwrap()
-    }
-
-    fn executions(&self) -> Vec<Exec> {
-        std::fs::read_to_string(&self.execs)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                assert_eq!(f.len(), 4, "execution log line '{l}'");
-                Exec {
-                    start: match f[0] {
-                        "start" => true,
-                        "end" => false,
-                        other => panic!("execution log line '{l}': {other}"),
-                    },
-                    instance: f[1].parse().unwrap(),
-                    task: f[2].to_string(),
-                    tid: f[3].parse().unwrap(),
-                }
-            })
-            .collect()
-    }
-
-    /// Each command became exactly one instance, and `workflow` has no others.
-    fn check_commands(&self, workflow: &str, commands: &[i64], ids: &[i64]) {
-        assert_eq!(commands.len(), ids.len());
-        let distinct: HashSet<_> = ids.iter().collect();
-        assert_eq!(
-            distinct.len(),
-            ids.len(),
-            "two commands became the same instance: {ids:?}"
-        );
-        for (cmd, id) in commands.iter().zip(ids) {
-            let inst = self.instance(*id);
-            assert_eq!(inst["command_id"], *cmd, "instance {id}: {inst}");
-        }
-        let listed = self
-            .api
-            .get(&format!("/instances?workflow={workflow}&limit=1000"));
-        let listed: HashSet<i64> = listed
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i["id"].as_i64().unwrap())
-            .collect();
-        assert_eq!(
-            listed,
-            ids.iter().copied().collect::<HashSet<_>>(),
-            "no command became two instances, none was lost"
-        );
-    }
-
-    /// The end state every scenario must reach (see the module doc). `nothing_rerun`:
-    /// no worker died, so every task ran exactly once and has exactly one attempt row.
-    fn check_runs(&self, ids: &[i64], tasks: &[&str], nothing_rerun: bool) -> Vec<Value> {
-        let insts = self.wait_all_end(ids);
-        let execs = self.executions();
-        let mut starts: HashMap<i64, usize> = HashMap::new();
-        let mut ends: HashMap<i64, usize> = HashMap::new();
-        let mut per_task: HashMap<(i64, &str), usize> = HashMap::new();
-        for e in &execs {
-            if e.start {
-                *starts.entry(e.tid).or_default() += 1;
-                *per_task.entry((e.instance, e.task.as_str())).or_default() += 1;
-            } else {
-                *ends.entry(e.tid).or_default() += 1;
-            }
-        }
-        for inst in &insts {
-            let id = inst["id"].as_i64().unwrap();
-            let described = || self.describe(&[id]);
-            assert_eq!(
-                inst["state"],
-                "success",
-                "[{}] instance {id} did not succeed:{}",
-                self.test,
-                described()
-            );
-            let rows = inst["tasks"].as_array().unwrap();
-            let row_ids: HashMap<i64, &str> = rows
-                .iter()
-                .map(|r| (r["id"].as_i64().unwrap(), r["name"].as_str().unwrap()))
-                .collect();
-            for r in rows {
-                let state = r["state"].as_str().unwrap();
-                assert!(
-                    state == "success" || (state == "need_fault_tolerance" && !nothing_rerun),
-                    "[{}] instance {id} ended success but its attempt {} ({}#{}) is {state}:{}",
-                    self.test,
-                    r["id"],
-                    r["name"],
-                    r["attempt"],
-                    described()
-                );
-            }
-            for task in tasks {
-                let succeeded: Vec<&Value> = rows
-                    .iter()
-                    .filter(|r| r["name"] == *task && r["state"] == "success")
-                    .collect();
-                assert_eq!(
-                    succeeded.len(),
-                    1,
-                    "[{}] instance {id}: task {task} must have exactly one success row:{}",
-                    self.test,
-                    described()
-                );
-                let tid = succeeded[0]["id"].as_i64().unwrap();
-                let (s, e) = (
-                    starts.get(&tid).copied().unwrap_or(0),
-                    ends.get(&tid).copied().unwrap_or(0),
-                );
-                // Where a worker was killed, an attempt whose dispatch call died with it may
-                // have started there too and been sent again (the master cannot tell a lost
-                // answer from a refusal); it never finished there. Invariant 5 is about
-                // finished tasks: the successful attempt ends exactly once.
-                let interrupted_once = !nothing_rerun && s == 2;
-                assert!(
-                    e == 1 && (s == 1 || interrupted_once),
-                    "[{}] instance {id}: the successful attempt {tid} of {task} must have run exactly once, it started {s} and ended {e} times:{}",
-                    self.test,
-                    described()
-                );
-                if nothing_rerun {
-                    let runs = per_task.get(&(id, *task)).copied().unwrap_or(0);
-                    let attempts = rows.iter().filter(|r| r["name"] == *task).count();
-                    assert!(
-                        runs == 1 && attempts == 1,
-                        "[{}] instance {id}: no worker died, so {task} must run once in one attempt; it ran {runs} times in {attempts} attempts:{}",
-                        self.test,
-                        described()
-                    );
-                }
-            }
-            for e in execs.iter().filter(|e| e.instance == id) {
-                let n = starts.get(&e.tid).copied().unwrap_or(0);
-                assert!(
-                    n <= 1,
-                    "[{}] instance {id}: attempt {} of {} started {n} times: an attempt runs at most once:{}",
-                    self.test,
-                    e.tid,
-                    e.task,
-                    described()
-                );
-                assert_eq!(
-                    row_ids.get(&e.tid).copied(),
-                    Some(e.task.as_str()),
-                    "[{}] instance {id}: task {} ran as task instance {}, which is not one of its attempt rows:{}",
-                    self.test,
-                    e.task,
-                    e.tid,
-                    described()
-                );
-            }
-        }
-        insts
-    }
-}
-
-/// The environment of every shoal node.
-fn node_env<'a>(db: &'a str, etcd: &'a str) -> [(&'static str, &'a str); 4] {
-    [
-        ("SHOAL_DATABASE_URL", db),
-        ("SHOAL_ETCD", etcd),
-        ("SHOAL_LEASE_TTL", LEASE_TTL),
-        ("SHOAL_CLUSTER_SECRET", support::CLUSTER_SECRET),
-    ]
-}
-
-fn lease_ttl() -> Duration {
-    Duration::from_secs(LEASE_TTL.parse().unwrap())
-}
-
-/// An attempt that was running when looked at.
-#[derive(Debug)]
-struct Running {
-    id: i64,
-    instance: i64,
-    worker: String,
-    /// Its task sleeps at least until then (ms since the epoch).
-    sleeps_until_ms: i64,
-}
-
-/// One line of the execution log.
-struct Exec {
-    start: bool,
-    instance: i64,
-    task: String,
-    tid: i64,
-}
-
-/// A task command that records its execution around a sleep of `${nap}`.
-fn recorded(log: &Path, task: &str, nap: &str) -> String {
-    let l = log.display();
-    let me = format!("${{system.workflow.instance.id}} {task} ${{system.task.instance.id}}");
-    format!("echo start {me} >> {l}; sleep ${{{nap}}}; echo end {me} >> {l}")
-}
-
-/// A workflow whose tasks (name, upstream tasks, worker group or "") record their
-/// executions; task `x` sleeps its parameter `n_x` (default 0.3 s).
-fn dag(name: &str, log: &Path, tasks: &[(&str, &[&str], &str)]) -> String {
-    let params: Vec<String> = tasks.iter().map(|t| format!("n_{}: '0.3'", t.0)).collect();
-    let mut yaml = format!(
-        "name: {name}\nparams: {{ {} }}\ntasks:\n",
-        params.join(", ")
-    );
-    for (task, deps, group) in tasks {
-        yaml.push_str(&format!(
-            "  - {{ name: {task}, type: shell, command: '{}'",
-            recorded(log, task, &format!("n_{task}"))
-        ));
-        if !deps.is_empty() {
-            yaml.push_str(&format!(", depends_on: [{}]", deps.join(", ")));
-        }
-        if !group.is_empty() {
-            yaml.push_str(&format!(", worker_group: {group}"));
-        }
-        yaml.push_str(" }\n");
-    }
-    yaml
-}
-
-/// a -> (b, c) -> d.
-fn diamond(log: &Path) -> String {
-    dag(
-        "diamond",
-        log,
-        &[
-            ("a", &[], ""),
-            ("b", &["a"], ""),
-            ("c", &["a"], ""),
-            ("d", &["b", "c"], ""),
-        ],
-    )
-}
-
-/// The state of instance `id` in `insts`.
-fn find(insts: &[Value], id: i64) -> &Value {
-    insts
-        .iter()
-        .find(|i| i["id"] == id)
-        .unwrap_or_else(|| panic!("instance {id} missing"))
-}
-
-/// Which masters (indices) drive a running instance among `ids`.
-fn masters_driving(c: &Cluster, ids: &[i64]) -> Vec<usize> {
-    let owners: HashSet<String> = ids
-        .iter()
-        .map(|id| c.instance(*id))
-        .filter(|i| i["state"] == "running")
-        .filter_map(|i| i["master"].as_str().map(str::to_string))
-        .collect();
-    (0..c.masters.len())
-        .filter(|m| owners.contains(&c.masters[*m].addr))
-        .collect()
-}
-
-/// Starts `STORM` instances whose tasks do not sleep, from another thread; returns their
-/// command ids. Masters claim and dispatch at full speed while it lasts.
-fn storm<'s>(
-    s: &'s std::thread::Scope<'s, '_>,
-    c: &'s Cluster,
-) -> std::thread::ScopedJoinHandle<'s, Vec<i64>> {
-    s.spawn(|| {
-        (0..STORM)
-            .map(|_| {
-                c.submit(
-                    "diamond",
-                    json!({"n_a": "0", "n_b": "0", "n_c": "0", "n_d": "0"}),
-                )
-            })
-            .collect()
-    })
-}
-
-/// Submits diamonds after each of `gaps`, from another thread, while the caller injects a
-/// fault; returns their command ids.
-fn submit_during<'s>(
-    s: &'s std::thread::Scope<'s, '_>,
-    c: &'s Cluster,
-    rng: &mut Lcg,
-    n: usize,
-) -> std::thread::ScopedJoinHandle<'s, Vec<i64>> {
-    let gaps: Vec<Duration> = (0..n).map(|_| rng.millis(50, 250)).collect();
-    let mut sub_rng = Lcg(rng.next());
-    s.spawn(move || {
-        gaps.into_iter()
-            .map(|gap| {
-                std::thread::sleep(gap);
-                c.submit_diamond(&mut sub_rng)
-            })
-            .collect()
-    })
-}
+use support::{Lcg, TestDb};
 
 /// Two rounds: a master is killed while it drives instances whose tasks are out on the
 /// workers and while both masters claim and dispatch a storm of short instances; a new
@@ -825,6 +53,7 @@ fn a_killed_master_s_instances_are_taken_over_and_finish() {
         let sleepy_ids: Vec<i64> = sleepy.iter().map(|cmd| c.instance_of(*cmd)).collect();
         commands.extend(sleepy);
         c.wait_running(&sleepy_ids);
+        // Scenario, not a wait: the fault lands at a random moment of the run.
         std::thread::sleep(rng.millis(0, 800));
         let driving: Vec<usize> = masters_driving(&c, &sleepy_ids)
             .into_iter()
@@ -846,11 +75,14 @@ fn a_killed_master_s_instances_are_taken_over_and_finish() {
         let (more, t_kill) = std::thread::scope(|s| {
             let storm = storm(s, &c);
             let late = submit_during(s, &c, &mut rng, 3);
+            // Scenario: the kill lands this far into the storm.
             std::thread::sleep(kill_after);
             // Round 2: the database stalls writes to task rows around the kill (as an
             // fsync or lock stall would); dispatches go on, their records wait.
             let stall = (round == 2).then(|| {
                 let stall = c.stall_task_writes(Duration::from_millis(800));
+                // Not a wait for the lock (it is held): the kill lands mid-stall, after the
+                // master handed tasks to workers whose records now wait.
                 std::thread::sleep(Duration::from_millis(400));
                 stall
             });
@@ -874,7 +106,8 @@ fn a_killed_master_s_instances_are_taken_over_and_finish() {
             chrono::Utc::now().timestamp_millis() - t_kill.elapsed().as_millis() as i64,
         ));
         // A commit the victim had in flight settles within moments; after that, what it
-        // drove is frozen until a survivor takes it.
+        // drove is frozen until a survivor takes it. A grace period: nothing observable
+        // says the dead process's last commit is through.
         std::thread::sleep(Duration::from_millis(300));
         let orphans = c.owned(&victim, "running");
         let orphan_ids: Vec<i64> = orphans.keys().copied().collect();
@@ -952,12 +185,14 @@ fn a_killed_worker_s_tasks_run_again_elsewhere() {
     let mut commands: Vec<i64> = (0..6).map(|_| c.submit_slow_diamond(&mut rng)).collect();
     let sleepy: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
     c.wait_running(&sleepy);
+    // Scenario, not a wait: the fault lands at a random moment of the run.
     std::thread::sleep(rng.millis(0, 600));
     // The worker dies while tasks run on it and while a storm of short instances is being
     // dispatched to every worker.
     let kill_after = rng.millis(300, 1200);
     let (more, victim, lost, sure, t_kill) = std::thread::scope(|s| {
         let storm = storm(s, &c);
+        // Scenario: the kill lands this far into the storm.
         std::thread::sleep(kill_after);
         // The victim runs a task that still sleeps for a while: that attempt is surely lost.
         let (running, now) = c.wait_until(
@@ -1085,6 +320,7 @@ fn a_master_frozen_past_its_lease_is_fenced_out_when_it_resumes() {
     let mut commands: Vec<i64> = (0..6).map(|_| c.submit_diamond(&mut rng)).collect();
     let first: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
     c.wait_running(&first);
+    // Scenario, not a wait: the fault lands at a random moment of the run.
     std::thread::sleep(rng.millis(0, 600));
     let driving = masters_driving(&c, &first);
     assert!(
@@ -1099,6 +335,7 @@ fn a_master_frozen_past_its_lease_is_fenced_out_when_it_resumes() {
     let stop_after = rng.millis(300, 1200);
     let (storm, t_stop) = std::thread::scope(|s| {
         let storm = storm(s, &c);
+        // Scenario: the stop lands this far into the storm.
         std::thread::sleep(stop_after);
         c.masters[v].proc.signal("STOP");
         let t_stop = Instant::now();
@@ -1109,6 +346,8 @@ fn a_master_frozen_past_its_lease_is_fenced_out_when_it_resumes() {
         (storm.join().unwrap(), t_stop)
     });
     commands.extend(storm);
+    // A grace period, as for a kill: a commit the frozen master had in flight settles,
+    // and nothing observable says when.
     std::thread::sleep(Duration::from_millis(300).saturating_sub(t_stop.elapsed()));
     let frozen = c.owned(&victim, "running");
     let frozen_ids: Vec<i64> = frozen.keys().copied().collect();
@@ -1137,7 +376,8 @@ fn a_master_frozen_past_its_lease_is_fenced_out_when_it_resumes() {
         );
     }
     // Tasks end while the frozen master cannot answer, so calls wait for it in its
-    // socket. It resumes before the workers' 10 s call timeout gives up on them.
+    // socket. It resumes before the workers' 10 s call timeout gives up on them. The
+    // sleep is how long it stays frozen: scenario, not a wait.
     let more = rng.millis(300, 2000);
     std::thread::sleep(more.min(Duration::from_secs(8).saturating_sub(t_stop.elapsed())));
     c.masters[v].proc.signal("CONT");
@@ -1164,7 +404,8 @@ fn a_master_frozen_past_its_lease_is_fenced_out_when_it_resumes() {
         );
         assert_eq!(c.epoch(*id), epoch + 1, "nobody took {id} back");
     }
-    // Late writes of the resumed master would show up as changes after the end.
+    // Late writes of the resumed master would show up as changes after the end: a window
+    // in which nothing may change, not a wait.
     std::thread::sleep(Duration::from_millis(1500));
     for (before, id) in insts.iter().zip(&ids) {
         let after = c.instance(*id);
@@ -1184,6 +425,7 @@ fn the_cluster_recovers_from_an_etcd_restart() {
     let mut commands: Vec<i64> = (0..6).map(|_| c.submit_diamond(&mut rng)).collect();
     let first: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
     c.wait_running(&first);
+    // Scenario, not a wait: the fault lands at a random moment of the run.
     std::thread::sleep(rng.millis(0, 600));
     c.kill_etcd();
     let t_kill = Instant::now();
@@ -1194,8 +436,10 @@ fn the_cluster_recovers_from_an_etcd_restart() {
     c.log(&format!("SIGKILL etcd for {down:?}"));
     std::thread::scope(|s| {
         let late = submit_during(s, &c, &mut rng, 2);
+        // Scenario: etcd stays down for `down`; the storm comes shortly before it returns.
         std::thread::sleep(down.saturating_sub(Duration::from_millis(500)));
         let storm = storm(s, &c);
+        // The rest of the outage.
         std::thread::sleep(down.saturating_sub(t_kill.elapsed()));
         c.restart_etcd();
         commands.extend(late.join().unwrap());
@@ -1262,6 +506,7 @@ fn a_task_waits_for_a_worker_of_its_group_and_runs_when_one_joins() {
             .then_some(())
         },
     );
+    // A window, not a wait: g must stay queued while no gpu worker exists.
     std::thread::sleep(rng.millis(1500, 3000));
     for id in &ids {
         let inst = c.instance(*id);
@@ -1317,6 +562,7 @@ fn a_worker_restarted_under_its_address_has_its_lost_attempts_run_again() {
     c.wait_until("task s to run", Duration::from_secs(30), &[id], || {
         (!c.rows_in(&[id], "running").is_empty()).then_some(())
     });
+    // Scenario, not a wait: the fault lands at a random moment of the run.
     std::thread::sleep(rng.millis(0, 500));
     // Back on the same address well within the lease TTL: its registry entry never goes
     // away, so nothing says "worker left"; only its new start time tells.
@@ -1362,6 +608,7 @@ fn the_cluster_rides_out_a_postgres_crash_and_restart() {
     let mut commands: Vec<i64> = (0..6).map(|_| c.submit_slow_diamond(&mut rng)).collect();
     let sleepy: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
     c.wait_running(&sleepy);
+    // Scenario, not a wait: the fault lands at a random moment of the run.
     std::thread::sleep(rng.millis(0, 800));
     // Tasks keep running on the workers while the database is gone; their events wait in
     // the workers' outboxes, the masters' commits fail and are tried again.
@@ -1369,6 +616,7 @@ fn the_cluster_rides_out_a_postgres_crash_and_restart() {
     let server = c.db.server.as_ref().unwrap();
     c.log(&format!("Postgres stopped (immediate) for {down:?}"));
     server.stop();
+    // Scenario: the outage lasts `down`.
     std::thread::sleep(down);
     server.start_again();
     let t_back = Instant::now();

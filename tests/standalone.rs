@@ -4,7 +4,7 @@ mod support;
 
 use serde_json::Value;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::{Api, SHOAL, Standalone, cli, free_port, text};
 
 fn apply(s: &Standalone, name: &str, yaml: &str) {
@@ -345,11 +345,7 @@ fn logs_written_to_a_pipe_carry_no_colour_codes() {
         .spawn()
         .unwrap();
     let api = Api::new(port);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !api.healthy() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let healthy = api.healthy();
+    let healthy = support::poll(Duration::from_secs(60), || api.healthy().then_some(())).is_some();
     let _ = child.kill();
     let logs = text(&child.wait_with_output().unwrap().stderr);
     assert!(healthy, "standalone did not answer /health:\n{logs}");

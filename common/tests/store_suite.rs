@@ -1,5 +1,5 @@
 //! The store suite: every test runs against SQLite (a temp file) and against Postgres (a
-//! fresh database on 127.0.0.1:5432, dropped afterwards), like quickwit's
+//! fresh database of the test kit on 127.0.0.1:5432, dropped afterwards), like quickwit's
 //! `metastore_test_suite!`. Postgres being unreachable fails the Postgres half; it is never
 //! skipped.
 
@@ -11,11 +11,8 @@ use shoal_common::types::{CommandKind, Priority, TaskState, WorkflowState, now_m
 use sqlx::Connection;
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Server URL without a database; `SHOAL_TEST_POSTGRES` overrides it.
-const DEFAULT_POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
 /// How long a test waits for a wake-up before failing instead of hanging.
 const WAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -142,21 +139,8 @@ impl Ctx {
 
 enum Cleanup {
     Sqlite(tempfile::TempDir),
-    Postgres { server: String, database: String },
-}
-
-fn postgres_server() -> String {
-    std::env::var("SHOAL_TEST_POSTGRES").unwrap_or_else(|_| DEFAULT_POSTGRES.to_string())
-}
-
-async fn admin_connection(server: &str) -> sqlx::PgConnection {
-    let url = format!("{server}/postgres");
-    sqlx::PgConnection::connect(&url).await.unwrap_or_else(|e| {
-        panic!(
-            "the store suite needs Postgres at {url} (set SHOAL_TEST_POSTGRES to use another \
-             server; `pg_ctlcluster 15 main start` starts the local one): {e}"
-        )
-    })
+    /// Dropping it drops the database.
+    Postgres(shoal_testkit::TestDb),
 }
 
 async fn open(backend: Backend) -> (Ctx, Cleanup) {
@@ -168,27 +152,11 @@ async fn open(backend: Backend) -> (Ctx, Cleanup) {
             (Ctx { store, url }, Cleanup::Sqlite(dir))
         }
         Backend::Postgres => {
-            static COUNTER: AtomicU64 = AtomicU64::new(0);
-            let server = postgres_server();
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos();
-            let database = format!(
-                "shoal_test_{}_{}_{}",
-                std::process::id(),
-                nanos,
-                COUNTER.fetch_add(1, Ordering::Relaxed)
-            );
-            let mut admin = admin_connection(&server).await;
-            // A generated identifier, not a value: CREATE DATABASE cannot take a parameter.
-            sqlx::query(&format!("CREATE DATABASE {database}"))
-                .execute(&mut admin)
-                .await
-                .unwrap();
-            let url = format!("{server}/{database}");
+            // The test kit's fresh database (`SHOAL_TEST_POSTGRES` picks another server).
+            let db = shoal_testkit::TestDb::create("shoal_test");
+            let url = db.url.clone();
             let store = Store::connect(&url).await.unwrap();
-            (Ctx { store, url }, Cleanup::Postgres { server, database })
+            (Ctx { store, url }, Cleanup::Postgres(db))
         }
     }
 }
@@ -199,12 +167,8 @@ async fn cleanup(cleanup: Cleanup) {
         Cleanup::Sqlite(dir) => {
             let _ = dir.close();
         }
-        Cleanup::Postgres { server, database } => {
-            // FORCE ends the connections the store's pool still holds.
-            let mut admin = admin_connection(&server).await;
-            let drop = format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)");
-            let _ = sqlx::query(&drop).execute(&mut admin).await;
-        }
+        // DROP ... WITH (FORCE): it ends the connections the store's pool still holds.
+        Cleanup::Postgres(db) => drop(db),
     }
 }
 
@@ -884,6 +848,8 @@ async fn command_signal_wakes_after_insert(ctx: Ctx) {
     // Written while waiting.
     let writer = store.clone();
     let insert = tokio::spawn(async move {
+        // Meant to land while recv waits; nothing shows that it waits, and landing before
+        // is the case above, so this only steers the order, it waits for nothing.
         tokio::time::sleep(Duration::from_millis(100)).await;
         writer.insert_command(&command("p", "w", 1)).await.unwrap();
     });

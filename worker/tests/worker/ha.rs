@@ -4,6 +4,7 @@
 
 use super::*;
 use shoal_common::registry::NodeInfo;
+use shoal_testkit::{start_etcd, wait_for};
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
@@ -233,11 +234,10 @@ async fn a_restarted_worker_kills_what_its_crashed_predecessor_left() {
             });
             // The runtime's threads run the task on; read what it wrote.
             let pids = std::fs::read_to_string(&fifo).unwrap();
-            let deadline = Instant::now() + WAIT;
-            while !record.exists() {
-                assert!(Instant::now() < deadline, "no process group record");
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            // A plain thread, outside the runtime: a blocking poll stalls nothing.
+            wait_for("the process group record", WAIT, || {
+                record.exists().then_some(())
+            });
             rt.shutdown_timeout(Duration::from_secs(5));
             let pids: Vec<i32> = pids
                 .split_whitespace()
@@ -358,110 +358,20 @@ async fn a_data_dir_serves_one_worker_at_a_time() {
 
 // ---------------------------------------------------------------- lease loss (real etcd)
 
-/// A throwaway single-member etcd (`/usr/bin/etcd`), killed with the guard.
-struct Etcd {
-    child: Child,
-    client_port: u16,
-    url: String,
-    log: PathBuf,
-}
-
-impl Etcd {
-    fn start(dir: &Path) -> Etcd {
-        // Both sockets held at once, so that the two ports differ.
-        let (a, b) = (
-            std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
-            std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
+/// A registry with `ttl_secs` leases on the etcd at `url` (serving: see [`start_etcd`]).
+async fn etcd_registry(url: &str, ttl_secs: i64) -> Registry {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Ok(r) = Registry::etcd(&[url.to_string()], ttl_secs).await
+            && r.nodes().await.is_ok()
+        {
+            return r;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no registry on etcd at {url}"
         );
-        let (client, peer) = (
-            a.local_addr().unwrap().port(),
-            b.local_addr().unwrap().port(),
-        );
-        drop((a, b));
-        let url = format!("http://127.0.0.1:{client}");
-        let peer_url = format!("http://127.0.0.1:{peer}");
-        let log_path = dir.join("etcd.log");
-        let log = std::fs::File::create(&log_path).unwrap();
-        let child = Command::new("etcd")
-            .args([
-                "--data-dir",
-                dir.join("etcd").to_str().unwrap(),
-                "--listen-client-urls",
-                &url,
-                "--advertise-client-urls",
-                &url,
-                "--listen-peer-urls",
-                &peer_url,
-                "--initial-advertise-peer-urls",
-                &peer_url,
-                "--initial-cluster",
-                &format!("default={peer_url}"),
-            ])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("etcd must be installed (/usr/bin/etcd)");
-        Etcd {
-            child,
-            client_port: client,
-            url,
-            log: log_path,
-        }
-    }
-
-    fn signal(&self, signal: libc::c_int) {
-        // SAFETY: kill(2) on the pid of our own child.
-        assert_eq!(unsafe { libc::kill(self.child.id() as i32, signal) }, 0);
-    }
-
-    /// A registry with `ttl_secs` leases, once this etcd serves. Its own log must say so: a
-    /// port taken meanwhile by another process (another test's etcd) would make it exit,
-    /// and the registry would talk to that other process.
-    async fn registry(&mut self, ttl_secs: i64) -> Registry {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        let serving = format!(
-            "serving insecure client requests on 127.0.0.1:{}",
-            self.client_port
-        );
-        while !std::fs::read_to_string(&self.log).is_ok_and(|l| l.contains(&serving)) {
-            assert!(
-                matches!(self.child.try_wait(), Ok(None)),
-                "etcd exited before it served"
-            );
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "etcd did not come up"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        loop {
-            if let Ok(r) = Registry::etcd(std::slice::from_ref(&self.url), ttl_secs).await
-                && r.nodes().await.is_ok()
-            {
-                return r;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "etcd did not come up"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(40).collect();
-            eprintln!("--- etcd log (last lines)");
-            for line in tail.into_iter().rev() {
-                eprintln!("{line}");
-            }
-        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -469,8 +379,8 @@ impl Drop for Etcd {
 async fn a_lost_etcd_lease_kills_the_tasks_of_the_worker() {
     init_tracing();
     let dir = tempfile::tempdir().unwrap();
-    let mut etcd = Etcd::start(dir.path());
-    let registry = etcd.registry(2).await;
+    let (mut etcd, url) = start_etcd(dir.path());
+    let registry = etcd_registry(&url, 2).await;
     let mut master = start_master("127.0.0.1:0".parse().unwrap()).await;
     let mut w = launch(Launch {
         registry: Some(registry.clone()),
@@ -491,10 +401,11 @@ async fn a_lost_etcd_lease_kills_the_tasks_of_the_worker() {
     // Freeze etcd for longer than the TTL: the worker cannot renew, and when etcd resumes
     // the lease has expired (masters would have seen the worker leave). The worker
     // registers again and kills what it was running.
-    etcd.signal(libc::SIGSTOP);
+    etcd.signal("STOP");
+    // The outage itself (longer than the TTL), not a wait for something.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    etcd.signal(libc::SIGCONT);
-    assert!(matches!(etcd.child.try_wait(), Ok(None)), "etcd is gone");
+    etcd.signal("CONT");
+    assert!(!etcd.exited(), "etcd is gone");
     wait_gone(bash).await;
     wait_gone(sleep).await;
     // Nothing is reported for the abandoned attempt, and it is not taken again.

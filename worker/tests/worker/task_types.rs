@@ -166,6 +166,7 @@ async fn start_http_server() -> HttpServer {
         .route(
             "/hang",
             get(|| async {
+                // A server that never answers in time: what the timeout tests hit.
                 tokio::time::sleep(Duration::from_secs(120)).await;
                 "late"
             }),
