@@ -86,7 +86,8 @@ impl Error {
             Error::Peer { .. } => StatusCode::BAD_GATEWAY,
             Error::Store(S::Definition(_) | S::Invalid(_)) => StatusCode::BAD_REQUEST,
             Error::Store(S::NotFound(_)) => StatusCode::NOT_FOUND,
-            Error::Store(S::Registry(_)) => StatusCode::SERVICE_UNAVAILABLE,
+            // The connection broke during COMMIT: the caller checks and tries again.
+            Error::Store(S::Registry(_) | S::CommitUnknown(_)) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Store(S::Database(_) | S::Migrate(_) | S::Corrupt(_)) | Error::Io(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }

@@ -21,4 +21,4 @@ pub mod proto {
     tonic::include_proto!("shoal.v1");
 }
 
-pub use error::{Error, Result};
+pub use error::{Error, Failure, Result};

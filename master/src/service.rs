@@ -66,6 +66,7 @@ impl Master for MasterService {
             })),
             Err(e @ ControlError::NotHere(_)) => Err(Status::not_found(e.to_string())),
             Err(e @ ControlError::Refused(_)) => Err(Status::failed_precondition(e.to_string())),
+            Err(e @ ControlError::NotRecorded(_)) => Err(Status::unavailable(e.to_string())),
         }
     }
 }

@@ -235,11 +235,16 @@ impl Tx {
     /// Commits; inside an audited API mutation, the first commit also writes its audit row.
     pub(super) async fn commit(mut self) -> Result<()> {
         super::audit::write_pending(&mut self).await?;
-        match self {
-            Tx::Postgres(tx) => tx.commit().await?,
-            Tx::Sqlite(tx) => tx.commit().await?,
-        }
-        Ok(())
+        let result = match self {
+            Tx::Postgres(tx) => tx.commit().await,
+            Tx::Sqlite(tx) => tx.commit().await,
+        };
+        result.map_err(|e| match e {
+            // The server answered: the transaction was rolled back.
+            sqlx::Error::Database(_) => Error::Database(e),
+            // The connection broke during COMMIT: it may or may not have been applied.
+            e => Error::CommitUnknown(e),
+        })
     }
 }
 

@@ -8,6 +8,7 @@ use super::{
     TaskUpdate, WriteBatch, WriteResult,
 };
 use crate::error::Result;
+use crate::types::{WorkflowState, now_ms};
 use sea_query::{
     Alias, Expr, ExprTrait, Func, Iden, IntoColumnRef, IntoIden, LockType, Order, Query,
     SelectStatement, TableRef, ValueTuple,
@@ -210,6 +211,27 @@ impl Store {
             fenced_instances,
             woken,
         })
+    }
+
+    /// Ends a driven instance as failed with `reason`, when its writes cannot be
+    /// committed; fenced like every engine write (false: the epoch moved on, or it ended).
+    pub async fn fail_instance(&self, id: i64, owner_epoch: i64, reason: &str) -> Result<bool> {
+        let mut tx = self.db.begin().await?;
+        let failed: Vec<(i64,)> = tx
+            .fetch_all(
+                Query::update()
+                    .table(Inst::Table)
+                    .value(Inst::State, WorkflowState::Failure.as_str())
+                    .value(Inst::EndedAt, now_ms())
+                    .value(Inst::Message, reason)
+                    .and_where(Expr::col(Inst::Id).eq(id))
+                    .and_where(Expr::col(Inst::OwnerEpoch).eq(owner_epoch))
+                    .and_where(Expr::col(Inst::EndedAt).is_null())
+                    .returning_col(Inst::Id),
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(!failed.is_empty())
     }
 
     /// Instances matching `filter`, newest first (created_at, then id), `filter.offset`

@@ -217,21 +217,14 @@ impl Dispatcher {
                 continue;
             }
             loop {
-                let best = members
-                    .iter()
-                    .filter(|w| !self.resting.contains_key(&w.addr))
-                    .filter(|w| batches.get(&w.addr).is_none_or(|b| b.len() < MAX_BATCH))
-                    .map(|w| {
-                        let out = self
-                            .outstanding
-                            .get(&w.addr)
-                            .map_or(0, |ids| ids.len() as u32);
-                        let free = w.slots.saturating_sub(out.max(w.running));
-                        (u64::from(free) * u64::from(w.weight.max(1)), *w)
-                    })
-                    .filter(|(score, _)| *score > 0)
-                    .max_by_key(|(score, w)| (*score, std::cmp::Reverse(w.addr.clone())));
-                let Some((_, w)) = best else { break };
+                let out = |addr: &str| {
+                    let sent = self.outstanding.get(addr).map_or(0, HashSet::len);
+                    let full = batches.get(addr).is_some_and(|b| b.len() >= MAX_BATCH);
+                    (!self.resting.contains_key(addr) && !full).then_some(sent as u32)
+                };
+                let Some(w) = choose(&members, out) else {
+                    break;
+                };
                 let Some(p) = self.queue.pop(&group) else {
                     break;
                 };
@@ -300,5 +293,80 @@ impl Dispatcher {
                 accepted,
             });
         });
+    }
+}
+
+/// The member with the most free slots, weighted by its weight (ties: the lowest address).
+/// `out` gives the tasks this master has out on a worker, or None if it must not be
+/// offered more now (resting, or its batch of this pass is full). A worker's free slots
+/// are its slots less the larger of what this master has out there and what it reports
+/// running (other masters' tasks included).
+fn choose<'a>(members: &[&'a NodeInfo], out: impl Fn(&str) -> Option<u32>) -> Option<&'a NodeInfo> {
+    members
+        .iter()
+        .filter_map(|w| {
+            let free = w.slots.saturating_sub(out(&w.addr)?.max(w.running));
+            Some((u64::from(free) * u64::from(w.weight.max(1)), *w))
+        })
+        .filter(|(score, _)| *score > 0)
+        .max_by_key(|(score, w)| (*score, std::cmp::Reverse(w.addr.clone())))
+        .map(|(_, w)| w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_common::registry::Role;
+
+    fn worker(addr: &str, slots: u32, running: u32, weight: u32) -> NodeInfo {
+        NodeInfo {
+            role: Role::Worker,
+            addr: addr.into(),
+            groups: vec!["default".into()],
+            slots,
+            running,
+            weight,
+            started_at: 0,
+            lapses: 0,
+        }
+    }
+
+    fn chosen(members: &[NodeInfo], out: impl Fn(&str) -> Option<u32>) -> Option<&str> {
+        let refs: Vec<&NodeInfo> = members.iter().collect();
+        choose(&refs, out).map(|w| w.addr.as_str())
+    }
+
+    #[test]
+    fn the_worker_with_most_weighted_free_slots_is_chosen() {
+        let ws = [worker("a", 4, 0, 100), worker("b", 8, 0, 100)];
+        assert_eq!(chosen(&ws, |_| Some(0)), Some("b"), "more free slots");
+        assert_eq!(
+            chosen(&ws, |w| Some(if w == "b" { 6 } else { 0 })),
+            Some("a"),
+            "what this master has out there counts"
+        );
+        let ws = [worker("a", 4, 0, 300), worker("b", 8, 0, 100)];
+        assert_eq!(chosen(&ws, |_| Some(0)), Some("a"), "4 x 300 beats 8 x 100");
+    }
+
+    #[test]
+    fn running_tasks_of_other_masters_and_resting_workers_are_respected() {
+        let ws = [worker("a", 4, 4, 100), worker("b", 2, 0, 100)];
+        assert_eq!(
+            chosen(&ws, |_| Some(0)),
+            Some("b"),
+            "a is full of others' tasks"
+        );
+        assert_eq!(
+            chosen(&ws, |w| (w != "b").then_some(0)),
+            None,
+            "b rests and a is full: nobody"
+        );
+        let ws = [worker("b", 2, 0, 100), worker("a", 2, 0, 100)];
+        assert_eq!(
+            chosen(&ws, |_| Some(0)),
+            Some("a"),
+            "a tie goes to the lowest address"
+        );
     }
 }

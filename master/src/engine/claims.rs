@@ -11,6 +11,7 @@ impl Engine {
             metrics::INSTANCES_STARTED.inc();
         }
         let id = c.instance.id;
+        self.reloading.remove(&id);
         let mut definition = c.definition;
         c.instance.options.apply_to(&mut definition);
         let def = Arc::new(definition);

@@ -1,48 +1,35 @@
 //! The end of a cycle: its writes committed in one batch, then what follows from them.
 
+use super::commit::Committed;
 use super::tasks::timer;
 use super::*;
 
 impl Engine {
-    /// Commits the cycle's writes, retrying while the database is unreachable. Returns
-    /// None when shutdown interrupted the retries.
-    pub(super) async fn commit(
-        &self,
-        batch: &WriteBatch,
-        shutdown: &CancellationToken,
-    ) -> Option<WriteResult> {
-        if batch.is_empty() {
-            return Some(WriteResult::default());
-        }
-        let mut delay = Duration::from_millis(100);
-        loop {
-            match self.store.write_batch(batch).await {
-                Ok(r) => return Some(r),
-                Err(e) => {
-                    error!(error = %e, retry_in_ms = delay.as_millis() as u64, "cannot commit engine writes");
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return None,
-                        _ = tokio::time::sleep(delay) => {}
-                    }
-                    delay = (delay * 2).min(Duration::from_secs(5));
-                }
-            }
-        }
-    }
-
-    pub(super) fn after_commit(&mut self, cycle: Cycle, result: WriteResult) {
+    pub(super) fn after_commit(&mut self, cycle: Cycle, committed: Committed) {
+        // Instances whose writes of this cycle are not (known to be) in the store.
+        let excluded = committed.excluded();
+        let Committed {
+            result,
+            refused,
+            unsure,
+        } = committed;
         self.lost.extend(result.fenced_instances.iter().copied());
+        self.reloading.extend(unsure.iter().copied());
         // Serial runs that start now that their predecessor ended: ours to drive.
         if !result.woken.is_empty() {
             let _ = self.me.send(EngineMsg::Claimed(result.woken));
         }
         for (ack, seqs) in cycle.acks {
-            let durable = seqs
-                .into_iter()
-                .filter(|(_, instance)| !self.lost.contains(instance));
+            let durable = seqs.into_iter().filter(|(_, instance)| {
+                !self.lost.contains(instance) && !self.reloading.contains(instance)
+            });
             let _ = ack.send(durable.map(|(seq, _)| seq).collect());
         }
-        for (reply, outcome) in cycle.replies {
+        for (instance, reply, outcome) in cycle.replies {
+            let outcome = match excluded.contains(&instance) && !self.lost.contains(&instance) {
+                true => Err(ControlError::NotRecorded(instance)),
+                false => outcome,
+            };
             let _ = reply.send(outcome);
         }
         for &instance in &result.fenced_instances {
@@ -52,6 +39,12 @@ impl Engine {
             );
             self.drop_run(instance);
         }
+        for (instance, reason) in refused {
+            self.fail(instance, reason);
+        }
+        for &instance in &unsure {
+            self.reload(instance);
+        }
         for id in cycle.ended_tasks {
             if let Some(t) = self.tasks.remove(&id)
                 && let Some(worker) = t.place.worker()
@@ -60,12 +53,11 @@ impl Engine {
                 let _ = self.dispatcher.send(DispatchMsg::Finished { worker, id });
             }
         }
-        // The store wrote no task of a fenced instance: line up the ids with the rest.
-        let fenced: HashSet<i64> = result.fenced_instances.iter().copied().collect();
+        // The store wrote no task of an excluded instance: line up the ids with the rest.
         let creates = cycle
             .creates
             .into_iter()
-            .filter(|pc| !fenced.contains(&pc.instance));
+            .filter(|pc| !excluded.contains(&pc.instance));
         for (pc, id) in creates.zip(result.new_task_ids) {
             let Some(run) = self.runs.get_mut(&pc.instance) else {
                 continue;
@@ -118,9 +110,14 @@ impl Engine {
         }
         // After the lost runs were dropped (their queued tasks withdrawn) above.
         if let Some(generation) = cycle.check_ownership {
-            let _ = self
-                .dispatcher
-                .send(DispatchMsg::OwnershipChecked(generation));
+            // An unknown outcome may have hidden a fenced instance: check again.
+            if unsure.is_empty() {
+                let _ = self
+                    .dispatcher
+                    .send(DispatchMsg::OwnershipChecked(generation));
+            } else {
+                let _ = self.me.send(EngineMsg::CheckOwnership { generation });
+            }
         }
         for (instance, node) in cycle.kills {
             self.kill(instance, node);

@@ -20,7 +20,9 @@ impl Engine {
                 for ev in events {
                     // An instance lost to another master: no ack, so the worker keeps the
                     // event until the new owner adopts the task and it is rerouted there.
-                    if self.lost.contains(&ev.workflow_instance_id) {
+                    if self.lost.contains(&ev.workflow_instance_id)
+                        || self.reloading.contains(&ev.workflow_instance_id)
+                    {
                         continue;
                     }
                     seqs.push((ev.seq, ev.workflow_instance_id));
@@ -71,7 +73,7 @@ impl Engine {
                 reply,
             } => {
                 let result = self.control(instance, control, cycle, now);
-                cycle.replies.push((reply, result));
+                cycle.replies.push((instance, reply, result));
             }
             EngineMsg::Probed {
                 found,
@@ -261,6 +263,10 @@ impl Engine {
                 }
             }
             EngineMsg::Unattended(owned) => self.take_up_unattended(owned),
+            EngineMsg::NotReloaded(instance) => {
+                self.reloading.remove(&instance);
+                self.lost.insert(instance);
+            }
             EngineMsg::Timeout { instance, run_no } => {
                 let Some(run) = self.runs.get_mut(&instance).filter(|r| r.run_no == run_no) else {
                     return;

@@ -15,6 +15,7 @@
 mod alerts;
 mod child_stop;
 mod claims;
+mod commit;
 mod cycle;
 mod events;
 mod groups;
@@ -22,6 +23,8 @@ mod handle;
 mod reconcile;
 mod spec;
 mod tasks;
+#[cfg(test)]
+mod tests;
 mod waits;
 
 use crate::clients::Peers;
@@ -61,6 +64,11 @@ pub enum ControlError {
     NotHere(i64),
     #[error(transparent)]
     Refused(#[from] Refused),
+    /// Its writes could not be committed (the instance failed, or is being reloaded).
+    #[error(
+        "the request for workflow instance {0} could not be recorded; check its state and try again"
+    )]
+    NotRecorded(i64),
 }
 
 pub type ControlReply = oneshot::Sender<Result<WorkflowState, ControlError>>;
@@ -145,6 +153,8 @@ pub enum EngineMsg {
     },
     /// Instances in a driven state the store says this master owns: (id, epoch).
     Unattended(Vec<(i64, i64)>),
+    /// A reloaded instance had moved on (another master has it, or it ended).
+    NotReloaded(i64),
 }
 
 /// An instance this master drives.
@@ -243,7 +253,8 @@ struct Cycle {
     creates: Vec<PendingCreate>,
     /// Per report: (event seq, its instance), acknowledged after the commit.
     acks: Vec<(oneshot::Sender<Vec<u64>>, Vec<EventOf>)>,
-    replies: Vec<(ControlReply, Result<WorkflowState, ControlError>)>,
+    /// Per control request: (its instance, the reply, what the engine answers).
+    replies: Vec<(i64, ControlReply, Result<WorkflowState, ControlError>)>,
     kills: Vec<(i64, Node)>,
     withdraws: Vec<(i64, Node)>,
     enqueues: Vec<(i64, Node)>,
@@ -261,6 +272,14 @@ struct Cycle {
 }
 
 impl Cycle {
+    /// Ends the cycle's intake: epochs go along with writes, or alone when this master
+    /// must check which instances it still owns (after its lease lapsed).
+    fn seal(&mut self) {
+        if !self.batch.is_empty() || self.check_ownership.is_some() {
+            self.batch.epochs = self.epochs.iter().map(|(i, e)| (*i, *e)).collect();
+        }
+    }
+
     /// Folds a task update into the batch; several events for one task in a cycle become
     /// one row update (the batch must not name a row twice).
     fn update(&mut self, u: TaskUpdate) {
@@ -293,6 +312,9 @@ pub struct Engine {
     workers: NodeWatch,
     /// Instances another master took over from this one (its writes were fenced).
     lost: HashSet<i64>,
+    /// Instances whose last commit had an unknown outcome, being reloaded from the store;
+    /// like lost ones, their workers' events are not acknowledged meanwhile.
+    reloading: HashSet<i64>,
     waits: waits::Waits,
     /// Owned instances the last reconciler sweep found not driven here.
     unattended: HashSet<i64>,
@@ -311,6 +333,7 @@ impl Engine {
         Engine {
             waits: waits::Waits::default(),
             lost: HashSet::new(),
+            reloading: HashSet::new(),
             unattended: HashSet::new(),
             workers,
             store,
@@ -343,15 +366,11 @@ impl Engine {
                 self.handle(m, &mut cycle);
                 n += 1;
             }
-            // Epochs go along with writes, or alone when this master must check which
-            // instances it still owns (after its lease lapsed).
-            if !cycle.batch.is_empty() || cycle.check_ownership.is_some() {
-                cycle.batch.epochs = cycle.epochs.iter().map(|(i, e)| (*i, *e)).collect();
-            }
-            let Some(result) = self.commit(&cycle.batch, &shutdown).await else {
+            cycle.seal();
+            let Some(committed) = self.commit(&cycle.batch, &shutdown).await else {
                 break;
             };
-            self.after_commit(cycle, result);
+            self.after_commit(cycle, committed);
         }
         info!(instances = self.runs.len(), "engine stopped");
     }

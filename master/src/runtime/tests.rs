@@ -112,13 +112,8 @@ fn stale_duplicate_and_backward_events_are_ignored() {
 /// instance always ends success and never finishes twice.
 #[test]
 fn scrambled_and_repeated_events_still_finish_once() {
-    let mut seed: u64 = 0x5eed;
-    let mut next = move || {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (seed >> 33) as usize
-    };
+    let mut rng = shoal_testkit::Lcg::new(0x5eed);
+    let mut next = move || rng.next_u64() as usize;
     for _ in 0..200 {
         let mut rt = runtime(DIAMOND);
         let mut pending: Vec<Event> = Vec::new();

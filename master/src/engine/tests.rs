@@ -1,0 +1,439 @@
+//! The engine over a real store (a fresh Postgres database of the test kit) and the
+//! in-process registry: messages in, one cycle, then what it wrote, what it queued and
+//! what it sent itself. No worker runs: the tests play the dispatcher's and the workers'
+//! part with the messages those send.
+
+use super::commit::Committed;
+use super::*;
+use shoal_common::cluster_secret::ClusterSecret;
+use shoal_common::definition::WorkflowDef;
+use shoal_common::registry::{NodeInfo, Registry, Role};
+use shoal_common::store::NewCommand;
+use shoal_testkit::TestDb;
+
+const ME: &str = "127.0.0.1:1";
+const EPOCH: i64 = 1;
+
+struct Harness {
+    engine: Engine,
+    inbox: mpsc::UnboundedReceiver<EngineMsg>,
+    dispatcher: mpsc::UnboundedReceiver<DispatchMsg>,
+    store: Store,
+    registry: Registry,
+    shutdown: CancellationToken,
+    db: TestDb,
+}
+
+impl Harness {
+    async fn new() -> Harness {
+        let db = TestDb::create("shoal_engine");
+        let store = Store::connect(&db.url).await.unwrap();
+        let registry = Registry::local();
+        let shutdown = CancellationToken::new();
+        let workers = registry
+            .watch(Role::Worker, shutdown.clone())
+            .await
+            .unwrap();
+        let (me, inbox) = mpsc::unbounded_channel();
+        let (to_dispatcher, dispatcher) = mpsc::unbounded_channel();
+        let engine = Engine::new(
+            store.clone(),
+            Secrets::new(store.clone(), None),
+            ME.into(),
+            to_dispatcher,
+            me,
+            Peers::new(ClusterSecret::default()),
+            workers,
+        );
+        Harness {
+            engine,
+            inbox,
+            dispatcher,
+            store,
+            registry,
+            shutdown,
+            db,
+        }
+    }
+
+    /// One engine cycle over `msgs`: handled, committed, followed up.
+    async fn cycle(&mut self, msgs: Vec<EngineMsg>) {
+        let mut cycle = Cycle::default();
+        for m in msgs {
+            self.engine.handle(m, &mut cycle);
+        }
+        cycle.seal();
+        let committed = self
+            .engine
+            .commit(&cycle.batch, &self.shutdown)
+            .await
+            .unwrap();
+        self.engine.after_commit(cycle, committed);
+    }
+
+    /// Starts `yaml` (claimed by this master) and returns its instance id.
+    async fn start(&mut self, yaml: &str) -> i64 {
+        let def = WorkflowDef::parse(yaml).unwrap();
+        let (version, _) = self.store.put_definition(&def).await.unwrap();
+        self.store
+            .insert_command(&NewCommand {
+                kind: CommandKind::Start,
+                project: def.project.clone(),
+                workflow: def.name.clone(),
+                version,
+                params: Params::new(),
+                priority: None,
+                workflow_instance_id: None,
+                options: StartOptions::default(),
+                parent_task_id: None,
+                schedule_time: None,
+            })
+            .await
+            .unwrap();
+        let claimed = self.store.claim_commands(ME, EPOCH, 10).await.unwrap();
+        let id = claimed[0].instance.id;
+        self.cycle(vec![EngineMsg::Claimed(claimed)]).await;
+        id
+    }
+
+    /// Task instance ids the dispatcher was asked to queue since the last call.
+    fn pushed(&mut self) -> Vec<i64> {
+        let mut ids = Vec::new();
+        while let Ok(m) = self.dispatcher.try_recv() {
+            if let DispatchMsg::Push(t) = m {
+                ids.push(t.spec.task_instance_id);
+            }
+        }
+        ids
+    }
+
+    fn place(&self, id: i64) -> Option<&Place> {
+        self.engine.tasks.get(&id).map(|t| &t.place)
+    }
+
+    /// (name, attempt, state) of every row of an instance, by id.
+    async fn rows(&self, instance: i64) -> Vec<(String, i32, TaskState)> {
+        let mut rows = self
+            .store
+            .list_task_instances(instance)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.id, r.name, r.attempt, r.state))
+            .collect::<Vec<_>>();
+        rows.sort_by_key(|r| r.0);
+        rows.into_iter().map(|(_, n, a, s)| (n, a, s)).collect()
+    }
+}
+
+const CHAIN: &str = "name: chain\nproject: p\ntasks:\n\
+    - {name: a, type: shell, command: 'true'}\n\
+    - {name: b, type: shell, command: 'true', depends_on: [a]}\n";
+
+fn dispatched(id: i64, worker: &str) -> EngineMsg {
+    EngineMsg::Dispatched {
+        id,
+        worker: worker.into(),
+    }
+}
+
+/// A worker's report of task `id` (attempt 1) of `instance`, and its acknowledgement.
+fn report(
+    instance: i64,
+    id: i64,
+    kind: TaskEventKind,
+    message: &str,
+) -> (EngineMsg, oneshot::Receiver<Vec<u64>>) {
+    let (ack, acked) = oneshot::channel();
+    let event = TaskEvent {
+        seq: id as u64,
+        task_instance_id: id,
+        attempt: 1,
+        workflow_instance_id: instance,
+        kind: kind.into(),
+        at_ms: now_ms(),
+        exit_code: 0,
+        output: Default::default(),
+        message: message.into(),
+    };
+    let msg = EngineMsg::WorkerEvents {
+        worker: "w1".into(),
+        events: vec![event],
+        ack,
+    };
+    (msg, acked)
+}
+
+#[test]
+fn several_changes_of_a_task_in_one_cycle_become_one_row_update() {
+    let mut cycle = Cycle::default();
+    let mut running = TaskUpdate::state(7, TaskState::Running);
+    running.started_at = Some(10);
+    running.worker = Some("w1".into());
+    cycle.update(running);
+    let mut done = TaskUpdate::state(7, TaskState::Success);
+    done.ended_at = Some(20);
+    done.exit_code = Some(0);
+    cycle.update(done);
+    cycle.update(TaskUpdate::state(8, TaskState::Running));
+    assert_eq!(cycle.batch.task_updates.len(), 2, "one row update per task");
+    let u = &cycle.batch.task_updates[0];
+    assert_eq!(u.state, TaskState::Success, "the latest state wins");
+    assert_eq!(
+        (u.started_at, u.ended_at, u.worker.as_deref()),
+        (Some(10), Some(20), Some("w1")),
+        "what each change set is kept"
+    );
+}
+
+#[tokio::test]
+async fn a_task_moves_from_queue_to_worker_and_its_end_queues_the_next() {
+    let mut h = Harness::new().await;
+    let instance = h.start(CHAIN).await;
+    let [a] = h.pushed()[..] else {
+        panic!("the root alone is queued")
+    };
+    assert_eq!(h.place(a), Some(&Place::Queued { no_worker: false }));
+
+    h.cycle(vec![dispatched(a, "w1")]).await;
+    assert_eq!(h.place(a), Some(&Place::OnWorker("w1".into())));
+
+    let (msg, acked) = report(instance, a, TaskEventKind::Success, "");
+    h.cycle(vec![msg]).await;
+    assert_eq!(acked.await.unwrap(), vec![a as u64], "acked once committed");
+    assert_eq!(h.place(a), None, "an ended attempt leaves the engine");
+    let finished = std::iter::from_fn(|| h.dispatcher.try_recv().ok()).any(
+        |m| matches!(m, DispatchMsg::Finished { ref worker, id } if id == a && worker == "w1"),
+    );
+    assert!(finished, "its slot on w1 is given back");
+    let [b] = h.pushed()[..] else {
+        panic!("b is queued after a")
+    };
+    assert_eq!(
+        h.rows(instance).await,
+        vec![
+            ("a".into(), 1, TaskState::Success),
+            ("b".into(), 1, TaskState::Submitted)
+        ]
+    );
+    assert_eq!(h.place(b), Some(&Place::Queued { no_worker: false }));
+}
+
+#[tokio::test]
+async fn a_fenced_instance_is_dropped_with_its_creates_and_the_other_goes_on() {
+    let mut h = Harness::new().await;
+    let (lost, kept) = (h.start(CHAIN).await, h.start(CHAIN).await);
+    let [a_lost, a_kept] = h.pushed()[..] else {
+        panic!("both roots are queued")
+    };
+    h.cycle(vec![dispatched(a_lost, "w1"), dispatched(a_kept, "w1")])
+        .await;
+    // Another master took `lost` over meanwhile.
+    h.db.query(&format!(
+        "UPDATE workflow_instance SET owner_epoch = 9, owner = 'other' WHERE id = {lost}"
+    ));
+    let (m1, acked_lost) = report(lost, a_lost, TaskEventKind::Success, "");
+    let (m2, acked_kept) = report(kept, a_kept, TaskEventKind::Success, "");
+    h.cycle(vec![m1, m2]).await;
+
+    assert_eq!(
+        acked_lost.await.unwrap(),
+        Vec::<u64>::new(),
+        "not acked: its new owner needs it"
+    );
+    assert_eq!(acked_kept.await.unwrap(), vec![a_kept as u64]);
+    assert!(!h.engine.runs.contains_key(&lost) && h.engine.lost.contains(&lost));
+    assert!(h.engine.tasks.values().all(|t| t.instance != lost));
+    assert_eq!(
+        h.rows(lost).await,
+        vec![("a".into(), 1, TaskState::Dispatched)],
+        "nothing of the fenced cycle was written: no b"
+    );
+    assert_eq!(h.pushed().len(), 1, "only the kept instance's b goes out");
+    assert_eq!(h.rows(kept).await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_write_the_store_refuses_fails_only_its_instance_with_the_reason() {
+    let mut h = Harness::new().await;
+    let (bad, good) = (h.start(CHAIN).await, h.start(CHAIN).await);
+    let [a_bad, a_good] = h.pushed()[..] else {
+        panic!("both roots are queued")
+    };
+    h.cycle(vec![dispatched(a_bad, "w1"), dispatched(a_good, "w1")])
+        .await;
+    // Postgres refuses a NUL in a text column, every time: retrying cannot help.
+    let (m1, _) = report(bad, a_bad, TaskEventKind::Failure, "broken\0message");
+    let (m2, acked_good) = report(good, a_good, TaskEventKind::Success, "");
+    h.cycle(vec![m1, m2]).await;
+
+    assert_eq!(acked_good.await.unwrap(), vec![a_good as u64]);
+    assert_eq!(h.rows(good).await.len(), 2, "the other instance went on");
+    assert!(
+        !h.engine.runs.contains_key(&bad),
+        "the refused instance is dropped"
+    );
+    let row = eventually(|| async {
+        let row = h.store.get_instance(bad).await.unwrap().unwrap();
+        (row.state == WorkflowState::Failure).then_some(row)
+    })
+    .await;
+    let message = row.message.unwrap_or_default();
+    assert!(
+        message.contains("could not record") && message.contains("0x00"),
+        "the reason is recorded: {message}"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_commit_outcome_reloads_the_instance_instead_of_replaying() {
+    let mut h = Harness::new().await;
+    let instance = h.start(CHAIN).await;
+    let [a] = h.pushed()[..] else { panic!() };
+    h.cycle(vec![dispatched(a, "w1")]).await;
+
+    // a's success is committed, but the connection broke before the answer came back.
+    let (msg, acked) = report(instance, a, TaskEventKind::Success, "");
+    let mut cycle = Cycle::default();
+    h.engine.handle(msg, &mut cycle);
+    cycle.seal();
+    h.store.write_batch(&cycle.batch).await.unwrap();
+    let unsure = Committed {
+        unsure: vec![instance],
+        ..Committed::default()
+    };
+    h.engine.after_commit(cycle, unsure);
+    assert_eq!(
+        acked.await.unwrap(),
+        Vec::<u64>::new(),
+        "the worker keeps the event"
+    );
+    assert!(!h.engine.runs.contains_key(&instance));
+
+    // Taken over again from the store (epoch bumped), b found as written, not twice.
+    let claimed = h.inbox.recv().await.unwrap();
+    assert!(matches!(claimed, EngineMsg::Claimed(ref c) if c[0].instance.owner_epoch > EPOCH));
+    h.cycle(vec![claimed]).await;
+    assert!(h.engine.runs.contains_key(&instance) && !h.engine.reloading.contains(&instance));
+    let b_row = h.rows(instance).await;
+    assert_eq!(
+        b_row,
+        vec![
+            ("a".into(), 1, TaskState::Success),
+            ("b".into(), 1, TaskState::Submitted)
+        ],
+        "no second row for b"
+    );
+    // b had no worker on record: the live workers (none) are asked, then it is queued.
+    let probed = h.inbox.recv().await.unwrap();
+    assert!(matches!(probed, EngineMsg::Probed { .. }));
+    h.cycle(vec![probed]).await;
+    assert_eq!(h.pushed().len(), 1, "b goes out once");
+}
+
+#[tokio::test]
+async fn a_failover_sorts_attempts_by_where_they_were() {
+    let mut h = Harness::new().await;
+    let _live = h
+        .registry
+        .register(
+            NodeInfo {
+                role: Role::Worker,
+                addr: "live:1".into(),
+                groups: vec!["default".into()],
+                slots: 4,
+                running: 0,
+                weight: 100,
+                started_at: 0,
+                lapses: 0,
+            },
+            h.shutdown.clone(),
+        )
+        .await
+        .unwrap();
+    let yaml = "name: five\nproject: p\ntasks:\n\
+        - {name: delayed, type: shell, command: 'true', delay: 1h}\n\
+        - {name: slot, type: shell, command: 'true', task_group: g}\n\
+        - {name: queued, type: shell, command: 'true'}\n\
+        - {name: on_live, type: shell, command: 'true'}\n\
+        - {name: on_gone, type: shell, command: 'true'}\n";
+    let instance = h.start(yaml).await;
+    let rows: Vec<(&str, TaskState, Option<&str>)> = vec![
+        ("delayed", TaskState::Delayed, None),
+        ("slot", TaskState::WaitingTaskGroup, None),
+        ("queued", TaskState::Submitted, None),
+        ("on_live", TaskState::Running, Some("live:1")),
+        ("on_gone", TaskState::Running, Some("gone:1")),
+    ];
+    let mut claimed = h
+        .store
+        .take_over(instance, EPOCH, ME)
+        .await
+        .unwrap()
+        .unwrap();
+    for (name, state, worker) in &rows {
+        let row = claimed.tasks.iter_mut().find(|r| r.name == *name).unwrap();
+        row.state = *state;
+        row.worker = worker.map(str::to_string);
+    }
+    claimed.kind = CommandKind::RecoverFailover;
+    h.engine.drop_run(instance);
+    let mut cycle = Cycle::default();
+    h.engine
+        .handle(EngineMsg::Claimed(vec![claimed]), &mut cycle);
+
+    let id = |name: &str| {
+        let t = h
+            .engine
+            .tasks
+            .iter()
+            .find(|(_, t)| h.engine.runs[&instance].rt.definition().tasks[t.node].name == name);
+        t.map(|(id, _)| *id).unwrap()
+    };
+    let node = |name: &str| h.engine.tasks[&id(name)].node;
+    assert_eq!(
+        h.place(id("delayed")),
+        Some(&Place::Delayed),
+        "its timer runs again"
+    );
+    assert_eq!(h.place(id("slot")), Some(&Place::New));
+    assert_eq!(
+        cycle.enqueues,
+        vec![(instance, node("slot"))],
+        "it waits for its slot again"
+    );
+    assert_eq!(h.place(id("queued")), Some(&Place::Probing));
+    assert_eq!(
+        cycle.probes,
+        vec![id("queued")],
+        "the workers are asked first"
+    );
+    assert_eq!(
+        h.place(id("on_live")),
+        Some(&Place::OnWorker("live:1".into()))
+    );
+    assert_eq!(
+        cycle.adoptions,
+        vec![(instance, node("on_live"))],
+        "adopted where it runs"
+    );
+    let lost = cycle
+        .batch
+        .task_updates
+        .iter()
+        .find(|u| u.id == id("on_gone"))
+        .expect("the attempt on a gone worker is settled");
+    assert_eq!(lost.state, TaskState::NeedFaultTolerance);
+}
+
+/// Polls `f` until it yields, for at most 10 s.
+async fn eventually<T, F: std::future::Future<Output = Option<T>>>(mut f: impl FnMut() -> F) -> T {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
