@@ -437,3 +437,29 @@ async fn eventually<T, F: std::future::Future<Output = Option<T>>>(mut f: impl F
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn a_delayed_task_is_queued_when_its_delay_is_over_and_not_before() {
+    let mut h = Harness::new().await;
+    let yaml = "name: later\nproject: p\ntasks:\n\
+        - {name: a, type: shell, command: 'true', delay: 1h}\n";
+    let instance = h.start(yaml).await;
+    let a = *h.engine.tasks.keys().next().unwrap();
+    assert_eq!(h.place(a), Some(&Place::Delayed));
+    assert!(h.pushed().is_empty(), "nothing goes out during the delay");
+
+    // Paused after the store's round trips: only the engine's timer waits on this clock.
+    tokio::time::pause();
+    tokio::time::advance(Duration::from_secs(3599)).await;
+    assert!(h.inbox.try_recv().is_err(), "not a second early");
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let ready = h.inbox.recv().await.unwrap();
+    assert!(matches!(ready, EngineMsg::Ready { instance: i, attempt: 1, .. } if i == instance));
+    tokio::time::resume();
+    h.cycle(vec![ready]).await;
+    assert_eq!(h.pushed(), vec![a], "queued once the delay is over");
+    assert_eq!(
+        h.rows(instance).await,
+        vec![("a".into(), 1, TaskState::Submitted)]
+    );
+}

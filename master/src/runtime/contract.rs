@@ -1,0 +1,59 @@
+//! What goes into a runtime and what comes out: events in, actions out.
+
+use super::Node;
+use shoal_common::start::Params;
+use shoal_common::types::{TaskState, WorkflowState};
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// The instance was claimed: release what may run.
+    Start,
+    /// A task attempt moved to `state` (dispatched, running or a terminal state).
+    Task {
+        node: Node,
+        attempt: i32,
+        state: TaskState,
+        output: Params,
+    },
+    /// The wait before an attempt (task delay or retry interval) is over.
+    Ready { node: Node, attempt: i32 },
+    /// A switch task chose these downstream tasks (by name) and succeeded.
+    Branched {
+        node: Node,
+        attempt: i32,
+        chosen: Vec<String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Record a new attempt of the task. Without a delay it is queued for dispatch at
+    /// once; with one it is recorded as `delayed` and a timer brings `Ready` later.
+    CreateTask {
+        node: Node,
+        attempt: i32,
+        delay: Option<Duration>,
+    },
+    /// A delayed attempt may be queued now.
+    Enqueue { node: Node, attempt: i32 },
+    /// Record the task as skipped (`enabled: false`); downstream treats it as passed.
+    Skip { node: Node },
+    /// Kill the attempt, or take it out of the queue if it has not reached a worker.
+    KillTask { node: Node, attempt: i32 },
+    /// Take the attempt out of the queue if it has not reached a worker (pause).
+    Withdraw { node: Node, attempt: i32 },
+    /// The instance moved to a non-final state (`ready_stop`, `ready_pause`).
+    SetState { state: WorkflowState },
+    /// The instance is over.
+    Finish { state: WorkflowState },
+}
+
+/// Whether `apply` changed anything; ignored events are still acknowledged.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Outcome {
+    pub accepted: bool,
+    /// Whether the task's attempt was seen running before this event (for timestamps).
+    pub was_running: bool,
+    pub actions: Vec<Action>,
+}
