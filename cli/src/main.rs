@@ -57,11 +57,18 @@ fn log_colours(is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
     is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    // The config file and the environment are read before any runtime thread exists.
     let argv = config::with_config_file(std::env::args().collect(), &Cli::command())?;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse_from(argv);
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     let server_logs = "info,sqlx=warn,h2=warn,tower=warn,hyper=warn";
     match cli.cmd {
         Cmd::Standalone(a) => {
