@@ -178,8 +178,8 @@ pub struct LimitArgs {
     /// Largest request body, in bytes (`8MiB`, `512KiB` also work); larger ones get 413.
     #[arg(long, env = "SHOAL_MAX_BODY_BYTES", default_value = "8MiB", value_parser = parse_size)]
     pub max_body_bytes: usize,
-    /// Most tasks one workflow definition may have.
-    #[arg(long, env = "SHOAL_MAX_TASKS", default_value_t = 10_000)]
+    /// Most tasks one workflow definition may have (the largest DAG shoal is built for).
+    #[arg(long, env = "SHOAL_MAX_TASKS", default_value_t = 100_000)]
     pub max_tasks: usize,
 }
 
