@@ -1,6 +1,6 @@
 //! Taking runs on: claimed commands, and attempts adopted from a master that is gone.
 
-use super::tasks::timer;
+use super::timers::Due;
 use super::*;
 
 impl Engine {
@@ -64,17 +64,12 @@ impl Engine {
             task_ids: vec![None; n],
         };
         if let Some(timeout) = run.rt.definition().timeout {
-            let left = Duration::from_millis(
-                (run.started_at + timeout.as_millis() as i64 - now).max(0) as u64,
-            );
-            let (me, run_no) = (self.me.clone(), run.run_no);
-            tokio::spawn(async move {
-                tokio::time::sleep(left).await;
-                let _ = me.send(EngineMsg::Timeout {
-                    instance: id,
-                    run_no,
-                });
-            });
+            let due = Due::Timeout {
+                instance: id,
+                run_no: run.run_no,
+            };
+            self.timers
+                .at(run.started_at + timeout.as_millis() as i64, due);
         }
         let state_before = c.instance.state;
         if self.runs.insert(id, run).is_none() {
@@ -122,10 +117,17 @@ impl Engine {
             // A delayed attempt of a group has not asked for its slot yet, one that waits
             // for it is routed again; a submitted one holds its slot still.
             let place = match &row.worker {
+                // Resumed, not restarted: due where the old owner's timer was.
                 _ if state == TaskState::Delayed => {
                     let def = &run.rt.definition().tasks[node];
                     let wait = def.retry_interval.or(def.delay).unwrap_or_default();
-                    timer(&self.me, instance, node, attempt, wait);
+                    let due = Due::Ready {
+                        instance,
+                        node,
+                        attempt,
+                    };
+                    self.timers
+                        .at(row.submitted_at + wait.as_millis() as i64, due);
                     Place::Delayed
                 }
                 None if state == TaskState::WaitingTaskGroup => {
@@ -153,6 +155,7 @@ impl Engine {
                     node,
                     attempt,
                     place,
+                    since_ms: row.submitted_at,
                 },
             );
         }

@@ -1,7 +1,7 @@
 //! The end of a cycle: its writes committed in one batch, then what follows from them.
 
 use super::commit::Committed;
-use super::tasks::timer;
+use super::timers::Due;
 use super::*;
 
 impl Engine {
@@ -75,10 +75,18 @@ impl Engine {
                     node: pc.node,
                     attempt: pc.attempt,
                     place,
+                    since_ms: pc.at,
                 },
             );
             match delay {
-                Some(delay) => timer(&self.me, pc.instance, pc.node, pc.attempt, delay),
+                Some(delay) => {
+                    let due = Due::Ready {
+                        instance: pc.instance,
+                        node: pc.node,
+                        attempt: pc.attempt,
+                    };
+                    self.timers.at(pc.at + delay.as_millis() as i64, due);
+                }
                 None => self.enqueue(pc.instance, pc.node),
             }
         }

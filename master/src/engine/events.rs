@@ -177,6 +177,7 @@ impl Engine {
                         instance,
                         node,
                         attempt,
+                        at: now,
                         start: Some(delay),
                     });
                 }
@@ -189,6 +190,7 @@ impl Engine {
                         instance,
                         node,
                         attempt: 1,
+                        at: now,
                         start: None,
                     });
                 }

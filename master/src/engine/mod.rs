@@ -25,6 +25,7 @@ mod spec;
 mod tasks;
 #[cfg(test)]
 mod tests;
+mod timers;
 mod waits;
 
 use crate::clients::Peers;
@@ -180,6 +181,9 @@ struct TaskRef {
     node: Node,
     attempt: i32,
     place: Place,
+    /// When the attempt was recorded (its row's `submitted_at`): its delay and its
+    /// dependency's timeout count from here, on whichever master drives it.
+    since_ms: i64,
 }
 
 /// Where an attempt the engine has out is: the one record of it on this master (its state
@@ -238,6 +242,8 @@ struct PendingCreate {
     instance: i64,
     node: Node,
     attempt: i32,
+    /// Its row's `submitted_at`.
+    at: i64,
     /// None: a skipped task, recorded only.
     start: Option<Option<Duration>>,
 }
@@ -316,6 +322,7 @@ pub struct Engine {
     /// like lost ones, their workers' events are not acknowledged meanwhile.
     reloading: HashSet<i64>,
     waits: waits::Waits,
+    timers: timers::Timers,
     /// Owned instances the last reconciler sweep found not driven here.
     unattended: HashSet<i64>,
 }
@@ -332,6 +339,7 @@ impl Engine {
     ) -> Self {
         Engine {
             waits: waits::Waits::default(),
+            timers: timers::Timers::default(),
             lost: HashSet::new(),
             reloading: HashSet::new(),
             unattended: HashSet::new(),
@@ -354,13 +362,18 @@ impl Engine {
     ) {
         loop {
             // Cancellation-safe: a message is either received whole or left in the channel.
+            let next = self.timers.next();
             let first = tokio::select! {
                 _ = shutdown.cancelled() => break,
-                m = inbox.recv() => match m { Some(m) => m, None => break },
+                m = inbox.recv() => match m { Some(m) => Some(m), None => break },
+                _ = sleep_until(next), if next.is_some() => None,
             };
             let mut cycle = Cycle::default();
-            self.handle(first, &mut cycle);
-            let mut n = 1;
+            let mut n = 0;
+            for m in first.into_iter().chain(self.timers.due()) {
+                self.handle(m, &mut cycle);
+                n += 1;
+            }
             while n < MAX_CYCLE_MSGS {
                 let Ok(m) = inbox.try_recv() else { break };
                 self.handle(m, &mut cycle);
@@ -373,5 +386,13 @@ impl Engine {
             self.after_commit(cycle, committed);
         }
         info!(instances = self.runs.len(), "engine stopped");
+    }
+}
+
+/// Sleeps until `at` (forever without one; the caller guards the branch).
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

@@ -14,7 +14,9 @@ use shoal_common::proto::TaskSpec;
 use shoal_common::schedule::{day_bounds, local_time};
 use shoal_common::start::Params;
 use shoal_common::store::ChildStart;
+use shoal_common::types::now_ms;
 use std::collections::HashMap;
+use std::time::Duration;
 
 pub(super) fn build(
     run: &Run,
@@ -210,7 +212,8 @@ impl Run {
 
 /// What a dependent task waits for: a success of the named workflow for the same day as
 /// this run (the local day of its schedule time; UTC for manual runs).
-pub(super) fn dependency(run: &Run, node: Node) -> Wait {
+/// The wait of a dependent task recorded at `since_ms`: its timeout counts from then.
+pub(super) fn dependency(run: &Run, node: Node, since_ms: i64) -> Wait {
     let def = &run.rt.definition().tasks[node];
     let dep = def.dependent.clone().unwrap_or_else(|| DependentSpec {
         workflow: String::new(),
@@ -225,6 +228,10 @@ pub(super) fn dependency(run: &Run, node: Node) -> Wait {
         workflow: dep.workflow,
         from_ms,
         to_ms,
-        deadline: tokio::time::Instant::now() + dep.timeout.unwrap_or(DEFAULT_DEPENDENT_TIMEOUT),
+        deadline: {
+            let timeout = dep.timeout.unwrap_or(DEFAULT_DEPENDENT_TIMEOUT);
+            let left = (since_ms + timeout.as_millis() as i64 - now_ms()).max(0);
+            tokio::time::Instant::now() + Duration::from_millis(left as u64)
+        },
     }
 }

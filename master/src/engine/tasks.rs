@@ -50,7 +50,8 @@ impl Engine {
                 TaskType::SubWorkflow => EngineMsg::StartChild { id },
                 TaskType::Dependent => {
                     t.place = Place::Waiting;
-                    self.waits.tasks.insert(id, spec::dependency(run, node));
+                    let wait = spec::dependency(run, node, t.since_ms);
+                    self.waits.tasks.insert(id, wait);
                     self.waits.poll(&self.store, &self.me);
                     return;
                 }
@@ -222,25 +223,4 @@ pub(super) fn new_task(
         state,
         submitted_at: now,
     }
-}
-
-/// Brings `Ready` for the attempt after `wait`.
-pub(super) fn timer(
-    me: &mpsc::UnboundedSender<EngineMsg>,
-    instance: i64,
-    node: Node,
-    attempt: i32,
-    wait: Duration,
-) {
-    let me = me.clone();
-    // A timer holds no thread and no worker slot; the runtime ignores it if the
-    // attempt was cancelled meanwhile.
-    tokio::spawn(async move {
-        tokio::time::sleep(wait).await;
-        let _ = me.send(EngineMsg::Ready {
-            instance,
-            node,
-            attempt,
-        });
-    });
 }

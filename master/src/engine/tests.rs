@@ -451,13 +451,56 @@ async fn a_delayed_task_is_queued_when_its_delay_is_over_and_not_before() {
     // Paused after the store's round trips: only the engine's timer waits on this clock.
     tokio::time::pause();
     tokio::time::advance(Duration::from_secs(3599)).await;
-    assert!(h.inbox.try_recv().is_err(), "not a second early");
+    assert!(h.engine.timers.due().is_empty(), "not a second early");
     tokio::time::advance(Duration::from_secs(1)).await;
-    let ready = h.inbox.recv().await.unwrap();
-    assert!(matches!(ready, EngineMsg::Ready { instance: i, attempt: 1, .. } if i == instance));
+    let ready = h.engine.timers.due();
+    assert!(
+        matches!(ready[..], [EngineMsg::Ready { instance: i, attempt: 1, .. }] if i == instance)
+    );
     tokio::time::resume();
-    h.cycle(vec![ready]).await;
+    h.cycle(ready).await;
     assert_eq!(h.pushed(), vec![a], "queued once the delay is over");
+    assert_eq!(
+        h.rows(instance).await,
+        vec![("a".into(), 1, TaskState::Submitted)]
+    );
+}
+
+#[tokio::test]
+async fn a_delay_resumes_on_the_new_owner_where_the_old_one_left_it() {
+    let mut h = Harness::new().await;
+    let yaml = "name: later\nproject: p\ntasks:\n\
+        - {name: a, type: shell, command: 'true', delay: 60s}\n";
+    let instance = h.start(yaml).await;
+    // The old owner recorded the delayed attempt 40 s ago, then died.
+    h.db.query(&format!(
+        "UPDATE task_instance SET submitted_at = submitted_at - 40000 \
+         WHERE workflow_instance_id = {instance}"
+    ));
+    h.engine.drop_run(instance);
+    h.engine.timers = Default::default();
+    let claimed = h
+        .store
+        .take_over(instance, EPOCH, ME)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.kind, CommandKind::RecoverFailover);
+    h.cycle(vec![EngineMsg::Claimed(vec![claimed])]).await;
+
+    tokio::time::pause();
+    tokio::time::advance(Duration::from_secs(19)).await;
+    assert!(h.engine.timers.due().is_empty(), "20 s were left, not 60");
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let ready = h.engine.timers.due();
+    assert!(
+        matches!(ready[..], [EngineMsg::Ready { attempt: 1, .. }]),
+        "{}",
+        ready.len()
+    );
+    tokio::time::resume();
+    h.cycle(ready).await;
+    assert_eq!(h.pushed().len(), 1);
     assert_eq!(
         h.rows(instance).await,
         vec![("a".into(), 1, TaskState::Submitted)]
