@@ -179,8 +179,25 @@ impl Engine {
         let Some(run) = self.runs.get(&instance) else {
             return;
         };
-        let (epoch, nodes) = (run.epoch, run.task_ids.len());
         error!(instance_id = instance, %reason, "the store refused this instance's writes; it fails");
+        // What any end of a run brings: its alerts, and the next waiting serial run.
+        let now = now_ms();
+        let def = run.rt.definition();
+        let follow_up = WriteBatch {
+            epochs: vec![(instance, run.epoch)],
+            alerts: alerts::on_end(run, WorkflowState::Failure, now),
+            serial_ended: (!def.execution_type.is_parallel())
+                .then(|| SerialEnd {
+                    instance,
+                    project: run.project.clone(),
+                    workflow: def.name.clone(),
+                    owner: self.master_addr.clone(),
+                })
+                .into_iter()
+                .collect(),
+            ..WriteBatch::default()
+        };
+        let (epoch, nodes) = (run.epoch, run.task_ids.len());
         for node in 0..nodes {
             self.kill(instance, node);
         }
@@ -188,22 +205,21 @@ impl Engine {
             counter.inc();
         }
         self.drop_run(instance);
-        let store = self.store.clone();
+        let (store, me) = (self.store.clone(), self.me.clone());
         let reason = format!("the master could not record this run's progress: {reason}");
         tokio::spawn(async move {
-            let mut delay = FIRST_RETRY;
-            loop {
-                match store.fail_instance(instance, epoch, &reason).await {
-                    Ok(_) => return,
-                    Err(e) if e.failure() == Failure::Transient => {
-                        warn!(instance_id = instance, error = %e, "cannot record the failure yet")
-                    }
-                    Err(e) => {
-                        return error!(instance_id = instance, error = %e, "cannot record the failure");
-                    }
+            let failed = retry_transient(|| store.fail_instance(instance, epoch, &reason)).await;
+            let written = match failed {
+                Ok(true) => retry_transient(|| store.write_batch(&follow_up)).await,
+                Ok(false) => return, // another master has it, or it ended meanwhile
+                Err(e) => Err(e),
+            };
+            match written {
+                Ok(r) if !r.woken.is_empty() => {
+                    let _ = me.send(EngineMsg::Claimed(r.woken));
                 }
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(LAST_RETRY);
+                Ok(_) => {}
+                Err(e) => error!(instance_id = instance, error = %e, "cannot record the failure"),
             }
         });
     }
@@ -243,5 +259,23 @@ impl Engine {
                 return;
             }
         });
+    }
+}
+
+/// Runs `op` until it succeeds or fails other than transiently, with backoff.
+async fn retry_transient<T, Fut>(mut op: impl FnMut() -> Fut) -> shoal_common::Result<T>
+where
+    Fut: std::future::Future<Output = shoal_common::Result<T>>,
+{
+    let mut delay = FIRST_RETRY;
+    loop {
+        match op().await {
+            Err(e) if e.failure() == Failure::Transient => {
+                warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "database unavailable");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(LAST_RETRY);
+            }
+            result => return result,
+        }
     }
 }

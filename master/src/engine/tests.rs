@@ -73,6 +73,14 @@ impl Harness {
 
     /// Starts `yaml` (claimed by this master) and returns its instance id.
     async fn start(&mut self, yaml: &str) -> i64 {
+        let claimed = self.claim(yaml).await;
+        let id = claimed[0].instance.id;
+        self.cycle(vec![EngineMsg::Claimed(claimed)]).await;
+        id
+    }
+
+    /// Writes a start command of `yaml` and claims it: the runs that start now.
+    async fn claim(&mut self, yaml: &str) -> Vec<ClaimedInstance> {
         let def = WorkflowDef::parse(yaml).unwrap();
         let (version, _) = self.store.put_definition(&def).await.unwrap();
         self.store
@@ -90,10 +98,7 @@ impl Harness {
             })
             .await
             .unwrap();
-        let claimed = self.store.claim_commands(ME, EPOCH, 10).await.unwrap();
-        let id = claimed[0].instance.id;
-        self.cycle(vec![EngineMsg::Claimed(claimed)]).await;
-        id
+        self.store.claim_commands(ME, EPOCH, 10).await.unwrap()
     }
 
     /// Task instance ids the dispatcher was asked to queue since the last call.
@@ -256,7 +261,12 @@ async fn a_fenced_instance_is_dropped_with_its_creates_and_the_other_goes_on() {
 #[tokio::test]
 async fn a_write_the_store_refuses_fails_only_its_instance_with_the_reason() {
     let mut h = Harness::new().await;
-    let (bad, good) = (h.start(CHAIN).await, h.start(CHAIN).await);
+    let serial = format!("{CHAIN}execution_type: serial_wait\n").replace("chain", "serial");
+    let (bad, good) = (h.start(&serial).await, h.start(CHAIN).await);
+    assert!(
+        h.claim(&serial).await.is_empty(),
+        "the next serial run waits"
+    );
     let [a_bad, a_good] = h.pushed()[..] else {
         panic!("both roots are queued")
     };
@@ -282,6 +292,12 @@ async fn a_write_the_store_refuses_fails_only_its_instance_with_the_reason() {
     assert!(
         message.contains("could not record") && message.contains("0x00"),
         "the reason is recorded: {message}"
+    );
+    // Its end wakes the next serial run, driven here.
+    let woken = h.inbox.recv().await.unwrap();
+    assert!(
+        matches!(woken, EngineMsg::Claimed(ref c) if c.len() == 1 && c[0].instance.id > good),
+        "the waiting serial run starts"
     );
 }
 
