@@ -64,10 +64,10 @@ async fn main() -> Result<()> {
     anyhow::ensure!(args.scale > 0.0, "--scale must be positive");
 
     let (rows, mode) = match args.spawn {
-        None => (bench(&args, &args.api).await?, args.mode),
+        None => (bench(&args, &args.api, &[]).await?, args.mode),
         Some(mode) => {
             let shoal = spawn::spawn(mode, &args.shoal_bin).await?;
-            let rows = bench(&args, &shoal.api_url).await;
+            let rows = bench(&args, &shoal.api_url, &shoal.engine_pids()).await;
             let logs = shoal.stop(rows.is_ok()).await;
             (
                 rows.with_context(|| format!("shoal logs kept in {logs}"))?,
@@ -86,7 +86,9 @@ async fn main() -> Result<()> {
     Ok(())
 }
 
-async fn bench(args: &Args, url: &str) -> Result<Vec<Row>> {
+/// Runs the scenarios against `url`; `pids` are the processes that drive instances
+/// (known when the bench spawned them).
+async fn bench(args: &Args, url: &str, pids: &[u32]) -> Result<Vec<Row>> {
     let api = Api::new(url)?;
     let timeout = Duration::from_secs(args.timeout_secs);
     let sizes = Sizes::scaled(args.scale);
@@ -105,7 +107,7 @@ async fn bench(args: &Args, url: &str) -> Result<Vec<Row>> {
             let name = format!("bench-{}-{stamp}-{i}", scenario.name());
             eprint!("{} run {i}/{}:", scenario.name(), args.runs);
             let figures = scenario
-                .run(&api, &name, sizes, timeout)
+                .run(&api, &name, sizes, timeout, pids)
                 .await
                 .inspect_err(|_| eprintln!(" failed"))
                 .with_context(|| format!("{} run {i}/{} ({name})", scenario.name(), args.runs))?;

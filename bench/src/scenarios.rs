@@ -22,6 +22,9 @@ pub enum Scenario {
     Latency,
     /// 1,000 instances of a 5-task diamond started at once: instances per second.
     Diamonds,
+    /// One instance of 10,000 tasks each waiting out a 1 h delay: memory of the masters
+    /// (resident set, with --spawn only) per pending delayed task.
+    Timers,
 }
 
 /// A design target a figure is held against.
@@ -43,6 +46,7 @@ pub struct Sizes {
     pub fanout: usize,
     pub latency: usize,
     pub diamonds: usize,
+    pub timers: usize,
 }
 
 impl Sizes {
@@ -53,6 +57,7 @@ impl Sizes {
             fanout: s(10_000.0),
             latency: s(200.0),
             diamonds: s(1000.0),
+            timers: s(10_000.0),
         }
     }
 }
@@ -64,6 +69,7 @@ impl Scenario {
             Scenario::Fanout => "fanout",
             Scenario::Latency => "latency",
             Scenario::Diamonds => "diamonds",
+            Scenario::Timers => "timers",
         }
     }
 
@@ -92,6 +98,10 @@ impl Scenario {
                 name: "instances/s",
                 target: None,
             }],
+            Scenario::Timers => &[Metric {
+                name: "master RSS per delayed task (bytes)",
+                target: None,
+            }],
         }
     }
 
@@ -102,6 +112,7 @@ impl Scenario {
         name: &str,
         sizes: Sizes,
         timeout: Duration,
+        pids: &[u32],
     ) -> Result<Vec<f64>> {
         let deadline = Instant::now() + timeout;
         match self {
@@ -109,6 +120,7 @@ impl Scenario {
             Scenario::Fanout => fanout(api, name, sizes.fanout, deadline).await,
             Scenario::Latency => latency(api, name, sizes.latency, deadline).await,
             Scenario::Diamonds => diamonds(api, name, sizes.diamonds, deadline).await,
+            Scenario::Timers => timers(api, name, sizes.timers, deadline, pids).await,
         }
     }
 }
@@ -219,4 +231,53 @@ pub async fn warm_up(api: &Api, timeout: Duration) -> Result<()> {
         .await
         .context("warm-up instance")?;
     Ok(())
+}
+
+/// Resident set of these processes, in bytes (Linux `/proc`).
+fn rss_bytes(pids: &[u32]) -> Result<u64> {
+    let mut total = 0;
+    for pid in pids {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+        let kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .with_context(|| format!("no VmRSS for process {pid}"))?;
+        total += kib * 1024;
+    }
+    Ok(total)
+}
+
+async fn timers(
+    api: &Api,
+    name: &str,
+    n: usize,
+    deadline: Instant,
+    pids: &[u32],
+) -> Result<Vec<f64>> {
+    if pids.is_empty() {
+        bail!("the timers scenario reads the masters' memory: run it with --spawn");
+    }
+    let tasks: Vec<Value> = (0..n)
+        .map(|i| json!({ "name": format!("d{i}"), "type": "noop", "delay": "1h" }))
+        .collect();
+    api.apply(&json!({ "name": name, "tasks": tasks })).await?;
+    let before = rss_bytes(pids)?;
+    let command = api.start(name).await?;
+    let id = api.wait_command(command, deadline).await?;
+    loop {
+        let inst: Value = api.get(&format!("/instances/{id}")).await?;
+        let tasks = inst["tasks"].as_array().map_or(&[][..], Vec::as_slice);
+        if tasks.iter().filter(|t| t["state"] == "delayed").count() == n {
+            break;
+        }
+        if Instant::now() >= deadline {
+            bail!("timed out: instance {id} has not recorded its {n} delayed tasks");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = rss_bytes(pids)?;
+    api.post::<Value>(&format!("/instances/{id}/stop"), &json!({}))
+        .await?;
+    Ok(vec![after.saturating_sub(before) as f64 / n as f64])
 }

@@ -183,6 +183,15 @@ impl Spawned {
         Ok(())
     }
 
+    /// Process ids of what drives instances: the standalone process, or the masters.
+    pub fn engine_pids(&self) -> Vec<u32> {
+        self.children
+            .iter()
+            .filter(|(name, _)| name == "standalone" || name.starts_with("master"))
+            .filter_map(|(_, child)| child.id())
+            .collect()
+    }
+
     /// Waits until `url` answers 2xx, failing early if a process the bench started exited.
     async fn wait_healthy(&mut self, url: &str) -> Result<()> {
         let http = reqwest::Client::builder()
