@@ -65,24 +65,12 @@ impl Engine {
         batch: &WriteBatch,
         shutdown: &CancellationToken,
     ) -> Option<Result<WriteResult, (Failure, String)>> {
-        let mut delay = FIRST_RETRY;
-        loop {
-            let e = match self.store.write_batch(batch).await {
-                Ok(r) => return Some(Ok(r)),
-                Err(e) => e,
-            };
+        let result = retry_transient(shutdown, || self.store.write_batch(batch)).await?;
+        Some(result.map_err(|e| {
             let failure = e.failure();
-            if failure != Failure::Transient {
-                error!(error = %e, ?failure, "engine writes not committed");
-                return Some(Err((failure, e.to_string())));
-            }
-            error!(error = %e, retry_in_ms = delay.as_millis() as u64, "cannot commit engine writes");
-            tokio::select! {
-                _ = shutdown.cancelled() => return None,
-                _ = tokio::time::sleep(delay) => {}
-            }
-            delay = (delay * 2).min(LAST_RETRY);
-        }
+            error!(error = %e, ?failure, "engine writes not committed");
+            (failure, e.to_string())
+        }))
     }
 
     /// After a refused batch: each instance's writes in a transaction of their own.
@@ -205,12 +193,18 @@ impl Engine {
             counter.inc();
         }
         self.drop_run(instance);
-        let (store, me) = (self.store.clone(), self.me.clone());
+        let (store, me, stop) = (self.store.clone(), self.me.clone(), self.shutdown.clone());
         let reason = format!("the master could not record this run's progress: {reason}");
         tokio::spawn(async move {
-            let failed = retry_transient(|| store.fail_instance(instance, epoch, &reason)).await;
+            let fail = || store.fail_instance(instance, epoch, &reason);
+            let Some(failed) = retry_transient(&stop, fail).await else {
+                return;
+            };
             let written = match failed {
-                Ok(true) => retry_transient(|| store.write_batch(&follow_up)).await,
+                Ok(true) => match retry_transient(&stop, || store.write_batch(&follow_up)).await {
+                    Some(written) => written,
+                    None => return,
+                },
                 Ok(false) => return, // another master has it, or it ended meanwhile
                 Err(e) => Err(e),
             };
@@ -262,8 +256,12 @@ impl Engine {
     }
 }
 
-/// Runs `op` until it succeeds or fails other than transiently, with backoff.
-async fn retry_transient<T, Fut>(mut op: impl FnMut() -> Fut) -> shoal_common::Result<T>
+/// Runs `op` until it succeeds or fails other than transiently, with backoff; None when
+/// `stop` is cancelled while it waits to try again.
+async fn retry_transient<T, Fut>(
+    stop: &CancellationToken,
+    mut op: impl FnMut() -> Fut,
+) -> Option<shoal_common::Result<T>>
 where
     Fut: std::future::Future<Output = shoal_common::Result<T>>,
 {
@@ -271,11 +269,14 @@ where
     loop {
         match op().await {
             Err(e) if e.failure() == Failure::Transient => {
-                warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "database unavailable");
-                tokio::time::sleep(delay).await;
+                error!(error = %e, retry_in_ms = delay.as_millis() as u64, "database unavailable");
+                tokio::select! {
+                    _ = stop.cancelled() => return None,
+                    _ = tokio::time::sleep(delay) => {}
+                }
                 delay = (delay * 2).min(LAST_RETRY);
             }
-            result => return result,
+            result => return Some(result),
         }
     }
 }

@@ -227,6 +227,9 @@ impl Place {
 
     /// A worker reported the attempt (its events may overtake the dispatcher's notice).
     fn reached(&mut self, worker: &str) {
+        if self.worker() == Some(worker) {
+            return; // already known (every event of the attempt names its worker)
+        }
         match self {
             Place::Killing { worker: w } => *w = Some(worker.to_string()),
             p => *p = Place::OnWorker(worker.to_string()),
@@ -323,6 +326,8 @@ pub struct Engine {
     reloading: HashSet<i64>,
     waits: waits::Waits,
     timers: timers::Timers,
+    /// The master's shutdown, for the engine's background retries (set by `run`).
+    shutdown: CancellationToken,
     /// Owned instances the last reconciler sweep found not driven here.
     unattended: HashSet<i64>,
 }
@@ -340,6 +345,7 @@ impl Engine {
         Engine {
             waits: waits::Waits::default(),
             timers: timers::Timers::default(),
+            shutdown: CancellationToken::new(),
             lost: HashSet::new(),
             reloading: HashSet::new(),
             unattended: HashSet::new(),
@@ -360,6 +366,7 @@ impl Engine {
         mut inbox: mpsc::UnboundedReceiver<EngineMsg>,
         shutdown: CancellationToken,
     ) {
+        self.shutdown = shutdown.clone();
         loop {
             // Cancellation-safe: a message is either received whole or left in the channel.
             let next = self.timers.next();
