@@ -4,6 +4,7 @@
 //! types, dependencies that exist and no cycle, so the master can build its DAG without
 //! checking again.
 
+pub use crate::trigger::TriggerDef;
 use crate::types::{AlertOn, ExecutionType, FailureStrategy, Priority, TaskType};
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::DiGraph;
@@ -50,6 +51,9 @@ pub struct WorkflowDef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub tenant: Option<String>,
+    /// Webhooks that start runs (`POST /api/v1/hooks/{project}/{workflow}/{trigger}`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<TriggerDef>,
     pub tasks: Vec<TaskDef>,
 }
 
@@ -143,6 +147,41 @@ pub struct TaskDef {
     /// `dependent`: waits until another workflow has succeeded for this run's date.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependent: Option<DependentSpec>,
+    /// `callback`: the request that hands an outside system the task's callback URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback: Option<CallbackSpec>,
+    /// `wait` and `callback`: what happens when `timeout` passes first: `fail` (the
+    /// default), `succeed`, or the name of a downstream task that then runs instead of
+    /// the others (it is skipped when the task completes in time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_timeout: Option<String>,
+}
+
+/// What a `wait` or `callback` task does when its `timeout` passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnTimeout<'a> {
+    Fail,
+    Succeed,
+    /// Run this downstream task (and skip the others).
+    Run(&'a str),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallbackSpec {
+    /// `${callback.url}` in the url, headers or body is the URL the outside system POSTs
+    /// its result to; it is also sent as the `X-Shoal-Callback` header.
+    pub url: String,
+    #[serde(default = "default_callback_method")]
+    pub method: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Default: `{"callback_url": ..., "task_instance_id": ..., "workflow_instance_id": ...}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// Status codes that mean the request was taken; default: any 2xx.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected_status: Vec<u16>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -276,6 +315,10 @@ fn default_method() -> String {
     "GET".to_string()
 }
 
+fn default_callback_method() -> String {
+    "POST".to_string()
+}
+
 impl TaskDef {
     /// The texts parameters are expanded in: command, script, http url, headers and body,
     /// sql query.
@@ -290,6 +333,20 @@ impl TaskDef {
             .flatten()
             .chain(http)
             .chain(self.sql.iter().map(|q| q.query.as_str()))
+            .chain(self.callback.iter().flat_map(|c| {
+                std::iter::once(c.url.as_str())
+                    .chain(c.headers.values().map(String::as_str))
+                    .chain(c.body.as_deref())
+            }))
+    }
+
+    /// What passing `timeout` does to a `wait` or `callback` task.
+    pub fn on_timeout(&self) -> OnTimeout<'_> {
+        match self.on_timeout.as_deref() {
+            None | Some("fail") => OnTimeout::Fail,
+            Some("succeed") => OnTimeout::Succeed,
+            Some(task) => OnTimeout::Run(task),
+        }
     }
 
     /// The downstream tasks a conditions or switch task chooses among.
@@ -305,6 +362,9 @@ impl TaskDef {
                     .map(|c| c.then.as_str())
                     .chain(sw.default.as_deref()),
             );
+        }
+        if let OnTimeout::Run(task) = self.on_timeout() {
+            targets.push(task);
         }
         targets
     }
@@ -385,6 +445,8 @@ pub enum DefinitionError {
     BadBranch { task: String, reason: String },
     #[error("tasks form a cycle: {}", .0.join(" -> "))]
     Cycle(Vec<String>),
+    #[error("trigger '{trigger}': {reason}")]
+    BadTrigger { trigger: String, reason: String },
     #[error("project '{given}' in the definition does not match '{expected}' in the URL")]
     ProjectMismatch { given: String, expected: String },
 }
@@ -473,6 +535,7 @@ impl WorkflowDef {
                 value: alert.channel.clone(),
             });
         }
+        crate::trigger::validate(&self.triggers)?;
         if self.tasks.is_empty() {
             return Err(DefinitionError::Empty(self.name.clone()));
         }
@@ -517,13 +580,20 @@ impl WorkflowDef {
                 TaskType::Switch => t.switch.is_none().then_some("switch"),
                 TaskType::SubWorkflow => t.sub_workflow.is_none().then_some("sub_workflow"),
                 TaskType::Dependent => t.dependent.is_none().then_some("dependent"),
-                TaskType::Noop | TaskType::Delay => None,
+                TaskType::Callback => t.callback.is_none().then_some("callback"),
+                TaskType::Noop | TaskType::Delay | TaskType::Wait => None,
             };
             if let Some(field) = missing {
                 return Err(DefinitionError::MissingField {
                     task: t.name.clone(),
                     task_type: kind.as_str(),
                     field,
+                });
+            }
+            if t.on_timeout.is_some() && !matches!(kind, TaskType::Wait | TaskType::Callback) {
+                return Err(DefinitionError::BadBranch {
+                    task: t.name.clone(),
+                    reason: "on_timeout applies to wait and callback tasks only".into(),
                 });
             }
         }

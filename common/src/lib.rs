@@ -8,6 +8,7 @@ pub mod condition;
 pub mod definition;
 pub mod duration;
 pub mod error;
+pub mod jsonpath;
 pub mod metrics;
 pub mod params;
 pub mod registry;
@@ -15,6 +16,7 @@ pub mod schedule;
 pub mod secret_key;
 pub mod start;
 pub mod store;
+pub mod trigger;
 pub mod types;
 
 pub mod proto {

@@ -62,7 +62,8 @@ impl WorkflowState {
 }
 
 string_enum!(
-    /// Lifecycle of one task attempt.
+    /// Lifecycle of one task attempt; `waiting`: a wait or callback task waiting for its
+    /// completion (by the API, its callback or its timeout).
     TaskState {
         Submitted => "submitted",
         Dispatched => "dispatched",
@@ -76,6 +77,7 @@ string_enum!(
         ForcedSuccess => "forced_success",
         Skipped => "skipped",
         WaitingTaskGroup => "waiting_task_group",
+        Waiting => "waiting",
     }
 );
 
@@ -228,6 +230,8 @@ string_enum!(
         Delay => "delay",
         SubWorkflow => "sub_workflow",
         Dependent => "dependent",
+        Wait => "wait",
+        Callback => "callback",
     }
 );
 
@@ -236,7 +240,13 @@ impl TaskType {
     pub fn on_master(self) -> bool {
         matches!(
             self,
-            Self::Conditions | Self::Switch | Self::Delay | Self::SubWorkflow | Self::Dependent
+            Self::Conditions
+                | Self::Switch
+                | Self::Delay
+                | Self::SubWorkflow
+                | Self::Dependent
+                | Self::Wait
+                | Self::Callback
         )
     }
 }

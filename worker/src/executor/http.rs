@@ -1,17 +1,17 @@
 //! Http tasks: one request from the worker itself. Success means an expected status (any
 //! 2xx when the task lists none); output parameters are picked out of a JSON response with
-//! the [`jsonpath`](super::jsonpath) subset.
+//! the [`jsonpath`](shoal_common::jsonpath) subset.
 //!
 //! The log gets the request line, the header names (not their values, which often carry
 //! credentials), the status and the response body up to [`LOG_BODY_LIMIT`].
 
-use super::jsonpath::{self, JsonPath};
 use super::kill::KillSwitch;
 use super::mask::TaskLog;
 use super::{NO_EXIT_CODE, Outcome};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Client, Method, Url};
 use shoal_common::definition::HttpSpec;
+use shoal_common::jsonpath::{self, JsonPath};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;

@@ -22,7 +22,6 @@
 
 mod fence;
 mod http;
-mod jsonpath;
 mod kill;
 mod mask;
 mod orphans;

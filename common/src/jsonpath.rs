@@ -1,4 +1,5 @@
-//! The small JSONPath subset http tasks use to pick output parameters out of a response:
+//! The small JSONPath subset that picks values out of JSON: http task outputs from a
+//! response, webhook trigger parameters from a payload:
 //! `$` (the whole document), `.key`, `['key']` / `["key"]` and `[index]`. No wildcards,
 //! filters, slices, recursive descent or negative indexes: a path names exactly one value.
 
@@ -7,23 +8,23 @@ use std::fmt;
 
 /// One step from a value to one of its children.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Step {
+pub enum Step {
     Key(String),
     Index(usize),
 }
 
 /// A parsed path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct JsonPath {
+pub struct JsonPath {
     steps: Vec<Step>,
 }
 
 /// Why a path was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PathError {
+pub struct PathError {
     /// Byte offset of the problem in the path text.
-    pub(crate) at: usize,
-    pub(crate) reason: &'static str,
+    pub at: usize,
+    pub reason: &'static str,
 }
 
 impl fmt::Display for PathError {
@@ -33,7 +34,7 @@ impl fmt::Display for PathError {
 }
 
 impl JsonPath {
-    pub(crate) fn parse(text: &str) -> Result<JsonPath, PathError> {
+    pub fn parse(text: &str) -> Result<JsonPath, PathError> {
         let err = |at, reason| PathError { at, reason };
         let bytes = text.as_bytes();
         if bytes.first() != Some(&b'$') {
@@ -99,7 +100,7 @@ impl JsonPath {
     }
 
     /// The value the path names in `root`, if there is one.
-    pub(crate) fn find<'v>(&self, root: &'v Value) -> Option<&'v Value> {
+    pub fn find<'v>(&self, root: &'v Value) -> Option<&'v Value> {
         self.steps.iter().try_fold(root, |value, step| match step {
             Step::Key(key) => value.as_object()?.get(key),
             Step::Index(index) => value.as_array()?.get(*index),
@@ -123,7 +124,7 @@ fn quoted(text: &str, from: usize, quote: u8) -> Option<(String, usize)> {
 }
 
 /// The text of an output parameter: a string as itself, anything else as compact JSON.
-pub(crate) fn render(value: &Value) -> String {
+pub fn render(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
         other => other.to_string(),
