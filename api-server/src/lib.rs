@@ -15,6 +15,7 @@ mod backfills;
 mod channels;
 mod cluster;
 mod commands;
+mod completions;
 pub mod error;
 mod extract;
 mod instances;
@@ -146,6 +147,8 @@ fn api_routes() -> OpenApiRouter<Ctx> {
         .routes(routes!(instances::get))
         .routes(routes!(actions::act))
         .routes(routes!(instances::task))
+        .routes(routes!(completions::complete))
+        .routes(routes!(completions::callback))
         .routes(routes!(logs::task_log))
         .routes(routes!(task_groups::create, task_groups::list))
         .routes(routes!(task_groups::delete))

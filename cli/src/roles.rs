@@ -226,6 +226,11 @@ pub struct StandaloneArgs {
     pub port: u16,
     #[arg(long, env = "SHOAL_BIND", default_value = "127.0.0.1")]
     pub bind: IpAddr,
+    /// The URL outside systems reach the API on, for callback tasks' callback URLs
+    /// (default: http://BIND:PORT).
+    #[arg(long, env = "SHOAL_API_URL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_url: Option<String>,
     /// Require API tokens (users, projects and roles, as in a cluster). The first start
     /// with it creates the global admin `admin` and prints its token. Needed when --bind is
     /// not a loopback address.
@@ -368,6 +373,11 @@ pub struct MasterArgs {
     #[arg(long, env = "SHOAL_SECRET_KEY", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub secret_key: Option<String>,
+    /// The api-server's URL that outside systems reach (e.g. http://shoal.example:8080):
+    /// callback tasks hand out callback URLs on it.
+    #[arg(long, env = "SHOAL_API_URL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_url: Option<String>,
 
     /// Port of Prometheus' `GET /metrics` (on --bind); 0 turns it off. If this default
     /// port is taken (a second master on the host), the master runs without it and warns.
@@ -522,8 +532,10 @@ fn master_config(
     timing: &TimingArgs,
     secret: ClusterSecret,
     secret_key: Option<SecretKey>,
+    api_url: Option<String>,
 ) -> MasterConfig {
     MasterConfig {
+        api_url,
         listen: SocketAddr::new(listen.bind, listen.port),
         advertise_host: listen.advertise_host.to_string(),
         claim_batch,
@@ -588,6 +600,21 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
     // users from calling them.
     let secret = ClusterSecret::random().context("cannot read /dev/urandom")?;
     let secret_key = standalone_secret_key(args.secret_key.as_deref(), &args.data_dir)?;
+    let listen = SocketAddr::new(args.bind, args.port);
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| {
+            format!("cannot listen on {listen}: is another shoal running? pick another --port")
+        })?;
+    let bound = listener.local_addr()?;
+    // Callback tasks hand out callback URLs on the API's own port.
+    let api_url = args.api_url.clone().unwrap_or_else(|| {
+        let host = match bound.ip().is_unspecified() {
+            true => loopback,
+            false => bound.ip(),
+        };
+        format!("http://{}", SocketAddr::new(host, bound.port()))
+    });
     let worker = shoal_worker::start(
         WorkerConfig {
             listen: SocketAddr::new(loopback, 0),
@@ -618,19 +645,13 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
             &args.timing,
             secret.clone(),
             Some(secret_key.clone()),
+            Some(api_url),
         ),
         store.clone(),
         registry.clone(),
         shutdown.clone(),
     )
     .await?;
-    let listen = SocketAddr::new(args.bind, args.port);
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| {
-            format!("cannot listen on {listen}: is another shoal running? pick another --port")
-        })?;
-    let bound = listener.local_addr()?;
     info!(url = %format!("http://{bound}"), data_dir = %args.data_dir.display(), "shoal standalone ready");
     shoal_api_server::serve(
         listener,
@@ -702,6 +723,7 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<()> {
             &args.timing,
             secret,
             given_secret_key(args.secret_key.as_deref())?,
+            args.api_url.clone(),
         ),
         store,
         registry,

@@ -157,6 +157,13 @@ pub struct TaskDef {
     pub on_timeout: Option<String>,
 }
 
+/// The parameter a callback task's request carries its callback URL in.
+pub const CALLBACK_URL: &str = "callback.url";
+
+/// The output a `wait` or `callback` task that timed out carries (`"true"`); downstream
+/// tasks see it as `${timed_out}`, and it picks an `on_timeout` branch.
+pub const TIMED_OUT: &str = "timed_out";
+
 /// What a `wait` or `callback` task does when its `timeout` passes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnTimeout<'a> {
@@ -656,6 +663,7 @@ impl WorkflowDef {
                     // A secret is looked up by the master when the task runs.
                     let known = name.starts_with("system.")
                         || name.starts_with("secret.")
+                        || name == CALLBACK_URL
                         || start.contains_key(&name)
                         || t.params.contains_key(&name)
                         || self.params.contains_key(&name);

@@ -69,6 +69,8 @@ pub struct MasterConfig {
     pub secret: ClusterSecret,
     /// Opens project secrets (None: a task naming one fails, saying so).
     pub secret_key: Option<SecretKey>,
+    /// The api-server's URL outside systems reach (None: callback tasks fail, saying so).
+    pub api_url: Option<String>,
 }
 
 pub struct MasterHandle {
@@ -131,7 +133,8 @@ pub async fn start(
         engine_tx.clone(),
         clients.clone(),
         workers.clone(),
-    );
+    )
+    .with_api_url(config.api_url.clone());
     let failover = Failover {
         store: store.clone(),
         me: addr.clone(),

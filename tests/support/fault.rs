@@ -126,6 +126,9 @@ impl Cluster {
         let port_s = port.to_string();
         args.extend(["--port", &port_s]);
         let env = node_env(&self.db.url, &self.etcd_url);
+        // Callback tasks hand out callback URLs on the api-server.
+        let mut env = env.to_vec();
+        env.push(("SHOAL_API_URL", &self.api.base));
         let proc = Proc::spawn(name, self.dir.path(), SHOAL, &args, &env);
         let started = if role_args[0] == "master" {
             "master started"

@@ -229,6 +229,9 @@ impl MiniCluster {
         ];
         env.extend_from_slice(extra);
         let (api_server, api) = start_api_server(dir.path(), &env);
+        // Callback tasks hand out callback URLs on the api-server.
+        let api_url = api.base.clone();
+        env.push(("SHOAL_API_URL", &api_url));
         let mut nodes = vec![];
         // Port 0: each registers the address it bound.
         for i in 0..masters {

@@ -52,6 +52,8 @@ pub fn rule(op: &str) -> Option<Need> {
     Some(match op {
         // Metrics are aggregate counters without names, like the masters' and workers'.
         "health" | "getOpenApi" | "getSession" | "getMetrics" => Open,
+        // Its one-time token is the credential (see `completions`).
+        "completeCallback" => Open,
         "listProjects" | "createProject" | "listNodes" | "previewCron" | "listTaskGroups"
         | "listAlertChannels" | "listInstances" | "listBackfills" | "listAlerts" | "listTokens"
         | "createToken" | "revokeToken" => SignedIn,
@@ -73,6 +75,7 @@ pub fn rule(op: &str) -> Option<Need> {
         "deleteProject" | "setMember" | "removeMember" => Project(Admin, Path),
         "getInstance" => Project(Viewer, Instance),
         "actOnInstance" => Project(Operator, Instance),
+        "completeTaskInstance" => Project(Operator, TaskInstance),
         "getTaskInstance" | "getTaskLog" => Project(Viewer, TaskInstance),
         "getCommand" => Project(Viewer, Command),
         "getBackfill" => Project(Viewer, Backfill),

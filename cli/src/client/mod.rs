@@ -15,6 +15,7 @@ mod secrets;
 mod start;
 mod table;
 mod task_groups;
+mod tasks;
 
 use std::io::ErrorKind;
 
@@ -84,6 +85,9 @@ pub enum ClientCommand {
     /// Run a workflow once per schedule time over past dates (`backfill status ID` shows
     /// the progress).
     Backfill(backfill::BackfillArgs),
+    /// Act on one task instance (complete a waiting wait or callback task).
+    #[command(subcommand)]
+    Task(tasks::TaskCommand),
     /// Manage task groups: slots shared by tasks across workflows.
     #[command(subcommand)]
     TaskGroup(task_groups::TaskGroupCommand),
@@ -125,6 +129,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<i32> {
         ClientCommand::Cluster(args) => inspect::cluster(args).await,
         ClientCommand::Schedule(cmd) => schedule::run(cmd).await,
         ClientCommand::Backfill(args) => backfill::run(args).await,
+        ClientCommand::Task(cmd) => tasks::run(cmd).await,
         ClientCommand::TaskGroup(cmd) => task_groups::run(cmd).await,
         ClientCommand::AlertChannel(cmd) => alerts::channel(cmd).await,
         ClientCommand::Alerts(args) => alerts::list(args).await,

@@ -27,6 +27,7 @@ mod serial;
 mod signal;
 mod task_groups;
 mod users;
+mod waits;
 
 pub use alerts::{ALERT_FAILED, ALERT_PENDING, ALERT_SENT, Delivery};
 pub use audit::{AuditEntry, AuditFilter, AuditRow, audit_project, audited};

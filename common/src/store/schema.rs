@@ -191,3 +191,12 @@ pub(super) enum Secret {
     CreatedAt,
     UpdatedAt,
 }
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum TaskCallback {
+    Table,
+    TokenHash,
+    TaskInstanceId,
+    CreatedAt,
+    SentAt,
+}

@@ -130,6 +130,14 @@ impl Engine {
                         .at(row.submitted_at + wait.as_millis() as i64, due);
                     Place::Delayed
                 }
+                // Waiting for its completion: the wait goes on, its timeout where it was.
+                _ if state == TaskState::Waiting => {
+                    let started = row.started_at.unwrap_or(row.submitted_at);
+                    cycle.waits.push((row.id, spec::signal(run, node, started)));
+                    let api = self.api_url.as_deref();
+                    resend_callback(run, node, row.id, &self.secrets, api, cycle);
+                    Place::OnMaster
+                }
                 None if state == TaskState::WaitingTaskGroup => {
                     cycle.enqueues.push((instance, node));
                     Place::New
@@ -230,4 +238,27 @@ fn recorded(rows: &[TaskInstanceRow]) -> Vec<Recorded<'_>> {
             output: &r.output,
         })
         .collect()
+}
+
+/// A callback task taken over while waiting sends its request again, unless the master
+/// before marked it sent (`callback::send` checks).
+fn resend_callback(
+    run: &Run,
+    node: Node,
+    id: i64,
+    secrets: &Secrets,
+    api: Option<&str>,
+    cycle: &mut Cycle,
+) {
+    if run.rt.definition().tasks[node].kind() != TaskType::Callback {
+        return;
+    }
+    match spec::callback_request(run, node, id, secrets, api) {
+        Ok(request) => cycle.callbacks.push((id, request)),
+        // Its request may have gone out already: the wait and its timeout go on.
+        Err(reason) => warn!(
+            task_instance_id = id,
+            reason, "cannot send a callback request again"
+        ),
+    }
 }

@@ -1,5 +1,6 @@
 //! The end of a cycle: its writes committed in one batch, then what follows from them.
 
+use super::callback;
 use super::commit::Committed;
 use super::timers::Due;
 use super::*;
@@ -110,6 +111,11 @@ impl Engine {
         }
         self.waits.tasks.retain(|id, _| self.tasks.contains_key(id));
         self.waits.poll(&self.store, &self.me);
+        for (id, request) in cycle.callbacks {
+            if self.waits.tasks.contains_key(&id) {
+                callback::send(self.store.clone(), id, request);
+            }
+        }
         for (instance, node) in cycle.adoptions {
             self.adopt(instance, node);
         }

@@ -125,6 +125,7 @@ impl Engine {
                     Err(message) => self.settle(id, TaskState::Failure, Some(message), cycle, now),
                 }
             }
+            EngineMsg::StartWait { id } => self.start_wait(id, cycle, now),
             EngineMsg::Polled(polled) => {
                 self.waits.polled();
                 // A slot granted in the store is durable already: queue the task at once.
@@ -182,6 +183,18 @@ impl Engine {
                         cycle,
                         now,
                     );
+                }
+                // Ended by the API, a callback, this master's timeout or a failed callback
+                // request: the row says how; the runtime follows it.
+                for row in polled.ended {
+                    if self.waits.tasks.remove(&row.id).is_none() {
+                        continue;
+                    }
+                    let mut u = TaskUpdate::state(row.id, row.state);
+                    u.ended_at = row.ended_at.or(Some(now));
+                    u.message = row.message;
+                    u.output = (!row.output.is_empty()).then(|| row.output.clone());
+                    self.task_event(row.id, u, row.output, None, cycle, now);
                 }
                 for id in polled.timed_out {
                     self.waits.tasks.remove(&id);
@@ -284,5 +297,42 @@ impl Engine {
                 }
             }
         }
+    }
+}
+
+impl Engine {
+    /// Records a wait or callback task as waiting (and its callback request, sent once the
+    /// record is committed).
+    fn start_wait(&mut self, id: i64, cycle: &mut Cycle, now: i64) {
+        let Some(t) = self.tasks.get(&id) else { return };
+        if t.place.killing() {
+            let _ = self.me.send(EngineMsg::Cancelled { id });
+            return;
+        }
+        let Some(run) = self.runs.get(&t.instance) else {
+            return;
+        };
+        let node = t.node;
+        let mut message = format!(
+            "waiting to be completed: `shoal task complete {id}` or POST /api/v1/task-instances/{id}/complete"
+        );
+        if run.rt.definition().tasks[node].kind() == TaskType::Callback {
+            let api = self.api_url.as_deref();
+            match spec::callback_request(run, node, id, &self.secrets, api) {
+                Ok(request) => {
+                    message = format!("waiting for its callback (request to {})", request.url);
+                    cycle.callbacks.push((id, request));
+                }
+                Err(message) => {
+                    return self.settle(id, TaskState::Failure, Some(message), cycle, now);
+                }
+            }
+        }
+        let wait = spec::signal(run, node, now);
+        let mut u = TaskUpdate::state(id, TaskState::Waiting);
+        u.started_at = Some(now);
+        u.message = Some(message);
+        self.task_event(id, u, Params::new(), None, cycle, now);
+        cycle.waits.push((id, wait));
     }
 }

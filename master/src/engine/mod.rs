@@ -13,6 +13,7 @@
 //! receives), `waits`, `reconcile`, `child_stop`, `groups`, `alerts`.
 
 mod alerts;
+mod callback;
 mod child_stop;
 mod claims;
 mod commit;
@@ -121,6 +122,10 @@ pub enum EngineMsg {
     },
     /// A sub_workflow task may start its child run now.
     StartChild {
+        id: i64,
+    },
+    /// A wait or callback task starts waiting for its completion.
+    StartWait {
         id: i64,
     },
     /// What the last poll for waiting sub_workflow and dependent tasks found.
@@ -278,6 +283,8 @@ struct Cycle {
     check_ownership: Option<u64>,
     /// Tasks that start waiting once the cycle is committed.
     waits: Vec<(i64, waits::Wait)>,
+    /// Callback tasks whose request goes out once they wait.
+    callbacks: Vec<(i64, callback::Request)>,
 }
 
 impl Cycle {
@@ -330,6 +337,8 @@ pub struct Engine {
     shutdown: CancellationToken,
     /// Owned instances the last reconciler sweep found not driven here.
     unattended: HashSet<i64>,
+    /// The api-server's URL outside systems reach, for callback tasks' callback URLs.
+    api_url: Option<String>,
 }
 
 impl Engine {
@@ -349,6 +358,7 @@ impl Engine {
             lost: HashSet::new(),
             reloading: HashSet::new(),
             unattended: HashSet::new(),
+            api_url: None,
             workers,
             store,
             secrets,
@@ -359,6 +369,12 @@ impl Engine {
             me,
             clients,
         }
+    }
+
+    /// Where callback tasks' callbacks go: the api-server's URL outside systems reach.
+    pub(crate) fn with_api_url(mut self, url: Option<String>) -> Self {
+        self.api_url = url;
+        self
     }
 
     pub async fn run(

@@ -1,20 +1,22 @@
 //! Turns a runtime's task into what a worker receives: parameters resolved, every text
 //! field the task runs expanded.
 
-use super::Run;
-use super::waits::{DEFAULT_DEPENDENT_TIMEOUT, Wait};
+use super::waits::{DEFAULT_DEPENDENT_TIMEOUT, Expiry, Wait};
+use super::{Run, callback};
 use crate::queue::QueuedTask;
 use crate::runtime::Node;
 use crate::secrets::{self, Secrets};
 use chrono::NaiveDateTime;
 use shoal_common::condition;
-use shoal_common::definition::{DependentSpec, TaskDef};
+use shoal_common::definition::{CALLBACK_URL, DependentSpec, OnTimeout, TaskDef};
+use shoal_common::duration;
 use shoal_common::params::{Context, builtins, expand};
 use shoal_common::proto::TaskSpec;
 use shoal_common::schedule::{day_bounds, local_time};
 use shoal_common::start::Params;
 use shoal_common::store::ChildStart;
-use shoal_common::types::now_ms;
+use shoal_common::types::{TaskState, now_ms};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -29,25 +31,9 @@ pub(super) fn build(
     let def = &run.rt.definition().tasks[node];
     let (params, schedule_time) = task_params(run, node, id);
     let revealed = reveal(secrets, &run.project, def)?;
-    // `${secret.NAME}` expands like a parameter but is not one: the worker does not get it
-    // as a parameter (nor exports it to the environment).
-    let with_secrets;
+    let all = with_secrets(&params, &revealed);
     let ctx = Context {
-        params: if revealed.named.is_empty() {
-            &params
-        } else {
-            with_secrets = params
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .chain(
-                    revealed
-                        .named
-                        .iter()
-                        .map(|(k, v)| (format!("secret.{k}"), v.clone())),
-                )
-                .collect();
-            &with_secrets
-        },
+        params: &all,
         schedule_time,
     };
     let expand = |text: &mut String| -> Result<(), String> {
@@ -91,6 +77,89 @@ pub(super) fn build(
         instance_priority: run.priority,
         task_priority: def.priority,
     })
+}
+
+/// `${secret.NAME}` expands like a parameter but is not one: the worker does not get it
+/// as a parameter (nor exports it to the environment), so it joins only the expansion.
+fn with_secrets<'a>(params: &'a Params, revealed: &Revealed) -> Cow<'a, Params> {
+    if revealed.named.is_empty() {
+        return Cow::Borrowed(params);
+    }
+    let named = revealed.named.iter();
+    let mut all = params.clone();
+    all.extend(named.map(|(k, v)| (format!("secret.{k}"), v.clone())));
+    Cow::Owned(all)
+}
+
+/// A callback task's request: its texts expanded, `${callback.url}` a fresh one-time URL
+/// on the api-server at `api`.
+pub(super) fn callback_request(
+    run: &Run,
+    node: Node,
+    id: i64,
+    secrets: &Secrets,
+    api: Option<&str>,
+) -> Result<callback::Request, String> {
+    let def = &run.rt.definition().tasks[node];
+    let Some(cb) = &def.callback else {
+        return Err(format!("task '{}' has no callback", def.name));
+    };
+    let Some(api) = api else {
+        return Err(format!(
+            "task '{}': a callback task needs the api-server's URL the outside system calls back: start the master with --api-url http://HOST:PORT",
+            def.name
+        ));
+    };
+    let (token, callback_url) = callback::new_token(api)
+        .map_err(|e| format!("task '{}': no callback token: {e}", def.name))?;
+    let (params, schedule_time) = task_params(run, node, id);
+    let revealed = reveal(secrets, &run.project, def)?;
+    let mut all = with_secrets(&params, &revealed).into_owned();
+    all.insert(CALLBACK_URL.to_string(), callback_url.clone());
+    let ctx = Context {
+        params: &all,
+        schedule_time,
+    };
+    let expand = |text: &str| expand(text, &ctx).map_err(|e| format!("task '{}': {e}", def.name));
+    let body = match &cb.body {
+        Some(body) => expand(body)?,
+        None => serde_json::json!({
+            "callback_url": callback_url,
+            "task_instance_id": id,
+            "workflow_instance_id": run.instance_id,
+        })
+        .to_string(),
+    };
+    let headers = cb.headers.iter().map(|(k, v)| Ok((k.clone(), expand(v)?)));
+    Ok(callback::Request {
+        token,
+        url: expand(&cb.url)?,
+        method: cb.method.clone(),
+        headers: headers.collect::<Result<_, String>>()?,
+        body,
+        expected_status: cb.expected_status.clone(),
+        callback_url,
+    })
+}
+
+/// The wait of a wait or callback task that started waiting at `started_ms`: its
+/// timeout, if any, counts from then, on whichever master drives it.
+pub(super) fn signal(run: &Run, node: Node, started_ms: i64) -> Wait {
+    let def = &run.rt.definition().tasks[node];
+    let expiry = def.timeout.map(|timeout| {
+        let after = format!("timed out after {}", duration::format(timeout));
+        let (state, message) = match def.on_timeout() {
+            OnTimeout::Fail => (TaskState::Failure, format!("{after}: nothing completed it")),
+            OnTimeout::Succeed => (TaskState::Success, format!("{after}; on_timeout: succeed")),
+            OnTimeout::Run(task) => (TaskState::Success, format!("{after}; '{task}' runs")),
+        };
+        Expiry {
+            at_ms: started_ms + timeout.as_millis() as i64,
+            state,
+            message,
+        }
+    });
+    Wait::Signal { expiry }
 }
 
 /// The project secrets a task uses.

@@ -48,6 +48,7 @@ impl Engine {
             // already, a conditions task's branch is taken by the runtime.
             match kind {
                 TaskType::SubWorkflow => EngineMsg::StartChild { id },
+                TaskType::Wait | TaskType::Callback => EngineMsg::StartWait { id },
                 TaskType::Dependent => {
                     t.place = Place::Waiting;
                     let wait = spec::dependency(run, node, t.since_ms);

@@ -1,10 +1,13 @@
 //! Tasks that wait for something else: a sub_workflow task for its child run to end, a
 //! dependent task for another workflow's success on the run's date, a task of a task
-//! group for a slot. One cheap poll of the store every half second covers all of them,
-//! and only while any wait.
+//! group for a slot, a wait or callback task for its completion. One cheap poll of the
+//! store every half second covers all of them, and only while any wait.
 
 use super::EngineMsg;
-use shoal_common::store::{ChildState, SlotGrants, Store};
+use shoal_common::definition::TIMED_OUT;
+use shoal_common::start::Params;
+use shoal_common::store::{ChildState, SlotGrants, Store, TaskInstanceRow};
+use shoal_common::types::{TaskState, now_ms};
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -26,6 +29,19 @@ pub enum Wait {
     },
     /// A slot of this task group.
     TaskGroup(String),
+    /// A wait or callback task's completion: its row leaves `waiting` by one conditional
+    /// write (the API, its callback, or this poll when `expiry` passed).
+    Signal {
+        expiry: Option<Expiry>,
+    },
+}
+
+/// How a wait or callback task ends when nothing completed it in time.
+#[derive(Debug, Clone)]
+pub struct Expiry {
+    pub at_ms: i64,
+    pub state: TaskState,
+    pub message: String,
 }
 
 /// What one poll found.
@@ -34,6 +50,8 @@ pub struct Polled {
     pub met: Vec<i64>,
     pub timed_out: Vec<i64>,
     pub grants: SlotGrants,
+    /// Wait and callback tasks whose rows no longer wait.
+    pub ended: Vec<TaskInstanceRow>,
 }
 
 #[derive(Default)]
@@ -68,7 +86,9 @@ async fn check(store: &Store, waits: HashMap<i64, Wait>) -> Polled {
         met: Vec::new(),
         timed_out: Vec::new(),
         grants: SlotGrants::default(),
+        ended: Vec::new(),
     };
+    signals(store, &waits, &mut polled).await;
     let slots: Vec<(i64, String)> = waits
         .iter()
         .filter_map(|(id, w)| match w {
@@ -113,4 +133,27 @@ async fn check(store: &Store, waits: HashMap<i64, Wait>) -> Polled {
         }
     }
     polled
+}
+
+/// Ends the signal waits whose expiry passed (unless completed first), then reads which
+/// of them no longer wait.
+async fn signals(store: &Store, waits: &HashMap<i64, Wait>, polled: &mut Polled) {
+    let mut ids = Vec::new();
+    for (id, wait) in waits {
+        let Wait::Signal { expiry } = wait else {
+            continue;
+        };
+        ids.push(*id);
+        let Some(e) = expiry.as_ref().filter(|e| now_ms() >= e.at_ms) else {
+            continue;
+        };
+        let output = Params::from([(TIMED_OUT.to_string(), "true".to_string())]);
+        if let Err(error) = store.end_waiting(*id, e.state, &output, &e.message).await {
+            tracing::warn!(%error, task_instance_id = id, "cannot time out a waiting task; trying again");
+        }
+    }
+    match store.ended_waits(&ids).await {
+        Ok(rows) => polled.ended = rows,
+        Err(error) => tracing::warn!(%error, "cannot read waiting tasks; trying again"),
+    }
 }

@@ -2,6 +2,7 @@
 //! and the pruning of the branches not taken.
 
 use super::*;
+use shoal_common::definition::{OnTimeout, TIMED_OUT};
 
 impl WorkflowRuntime {
     /// Marks the edges from a branch task to the downstream tasks it did not choose, and
@@ -52,6 +53,21 @@ impl WorkflowRuntime {
         } else {
             spec.failure.clone()
         })
+    }
+
+    /// The branch a wait or callback task with `on_timeout: <task>` takes: that task
+    /// alone when it timed out (its output says so), every other downstream task when
+    /// it completed in time.
+    pub(super) fn timeout_branch(&self, node: Node, output: &Params) -> Option<Vec<String>> {
+        let OnTimeout::Run(target) = self.def.tasks[node].on_timeout() else {
+            return None;
+        };
+        if output.get(TIMED_OUT).is_some_and(|v| v == "true") {
+            return Some(vec![target.to_string()]);
+        }
+        let others = self.downstream(node).into_iter();
+        let names = others.map(|d| self.def.tasks[d].name.clone());
+        Some(names.filter(|n| n != target).collect())
     }
 
     pub(super) fn in_degree(&self, node: Node) -> usize {

@@ -65,7 +65,8 @@ fn rank(state: TaskState) -> u8 {
         // Waiting for a task-group slot is being queued, one step earlier.
         TaskState::Submitted | TaskState::WaitingTaskGroup => 1,
         TaskState::Dispatched => 2,
-        TaskState::Running => 3,
+        // A wait or callback task waits where a script task runs.
+        TaskState::Running | TaskState::Waiting => 3,
         _ => 4,
     }
 }
@@ -345,7 +346,9 @@ impl WorkflowRuntime {
         self.active -= 1;
         let mut candidates = Vec::new();
         if state.lets_downstream_run() {
-            let chosen = chosen.or_else(|| self.conditions_branch(node));
+            let chosen = chosen
+                .or_else(|| self.conditions_branch(node))
+                .or_else(|| self.timeout_branch(node, &output));
             self.hand_on(node, output);
             self.mark_passed(node);
             match chosen {

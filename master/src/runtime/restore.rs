@@ -72,7 +72,9 @@ impl WorkflowRuntime {
                             .map(str::to_string)
                             .collect()
                     }),
-                    None => rt.conditions_branch(node),
+                    None => rt
+                        .conditions_branch(node)
+                        .or_else(|| rt.timeout_branch(node, row.output)),
                 };
                 if let Some(chosen) = chosen {
                     rt.prune_unchosen(node, &chosen);

@@ -1,0 +1,234 @@
+//! Wait and callback tasks, each test over the real `shoal standalone` and over a cluster
+//! of processes: a wait completed through the API and the CLI (a second completion is
+//! refused), a timeout that takes the `on_timeout` branch or fails the run, and a callback
+//! task whose outside system (an HTTP server of the test's own) calls back, or never does.
+
+#[path = "support/callback_server.rs"]
+mod callback_server;
+mod support;
+
+use callback_server::CallbackServer;
+use serde_json::{Value, json};
+use support::{Env, cli, text, wait_for};
+
+support::deployments!(
+    a_wait_is_completed_through_the_cli_and_the_api_and_only_once,
+    a_wait_that_times_out_takes_its_on_timeout_branch_or_fails,
+    a_callback_task_ends_with_what_its_outside_system_posts_back,
+);
+
+fn attempts<'a>(inst: &'a Value, name: &str) -> Vec<&'a Value> {
+    inst["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == name)
+        .collect()
+}
+
+/// The id of `task`'s attempt once it waits.
+fn waiting(e: &Env, instance: i64, task: &str) -> i64 {
+    wait_for(&format!("{task} to wait"), support::LONG, || {
+        let inst = e.api().get(&format!("/instances/{instance}"));
+        let t = attempts(&inst, task).into_iter().next()?.clone();
+        (t["state"] == "waiting").then(|| t["id"].as_i64().unwrap())
+    })
+}
+
+fn a_wait_is_completed_through_the_cli_and_the_api_and_only_once(e: Env) {
+    let seen = e.path("seen");
+    e.apply(&format!(
+        r#"
+name: approval
+tasks:
+  - {{ name: approve, type: wait, timeout: 10m }}
+  - {{ name: reject, type: wait }}
+  - {{ name: ship, type: shell, depends_on: [approve], command: "echo ${{approved_by}} >> {f}" }}
+"#,
+        f = seen.display()
+    ));
+    let id = e.start("approval", "{}");
+    let approve = waiting(&e, id, "approve");
+    let reject = waiting(&e, id, "reject");
+    let task = e.api().get(&format!("/task-instances/{approve}"));
+    assert!(
+        task["message"]
+            .as_str()
+            .unwrap()
+            .contains("shoal task complete"),
+        "the waiting task says how to complete it: {task}"
+    );
+
+    let out = cli(
+        e.api(),
+        &[
+            "task",
+            "complete",
+            &approve.to_string(),
+            "--output",
+            "approved_by=ann",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("completed as success"));
+    let (status, body) = e.api().post(
+        &format!("/task-instances/{approve}/complete"),
+        r#"{"state": "failure"}"#,
+    );
+    assert_eq!(status, 409, "a second completion is refused: {body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("success already"),
+        "{body}"
+    );
+
+    // Bad input changes nothing: a state a completion cannot set, a reserved output.
+    let (status, body) = e.api().post(
+        &format!("/task-instances/{reject}/complete"),
+        r#"{"state": "killed"}"#,
+    );
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = e.api().post(
+        &format!("/task-instances/{reject}/complete"),
+        r#"{"outputs": {"timed_out": "x"}}"#,
+    );
+    assert_eq!(status, 400, "{body}");
+    let (status, _) = e.api().post("/task-instances/999999/complete", "");
+    assert_eq!(status, 404);
+    let ship = wait_for("ship to run", support::LONG, || {
+        std::fs::read_to_string(&seen).ok()
+    });
+    assert_eq!(
+        ship.trim(),
+        "ann",
+        "the completion's output reached downstream"
+    );
+
+    let (status, body) = e.api().post(
+        &format!("/task-instances/{reject}/complete"),
+        r#"{"state": "failure", "message": "not this week"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let inst = e.end(id);
+    assert_eq!(
+        inst["state"], "failure",
+        "the rejected approval fails the run"
+    );
+    let reject_row = attempts(&inst, "reject")[0];
+    assert_eq!(reject_row["state"], "failure");
+    assert_eq!(reject_row["message"], "not this week");
+    assert_eq!(attempts(&inst, "approve").len(), 1, "one attempt: {inst}");
+
+    // A shell task is not completed from outside.
+    let shell = attempts(&inst, "ship")[0]["id"].as_i64().unwrap();
+    let (status, body) = e
+        .api()
+        .post(&format!("/task-instances/{shell}/complete"), "");
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("shell task"),
+        "{body}"
+    );
+}
+
+fn a_wait_that_times_out_takes_its_on_timeout_branch_or_fails(e: Env) {
+    let ran = e.path("ran");
+    e.apply(&format!(
+        r#"
+name: escalating
+tasks:
+  - {{ name: signoff, type: wait, timeout: 1s, on_timeout: escalate }}
+  - {{ name: proceed, type: shell, depends_on: [signoff], command: "echo proceed >> {f}" }}
+  - {{ name: escalate, type: shell, depends_on: [signoff], command: "echo escalate ${{timed_out}} >> {f}" }}
+"#,
+        f = ran.display()
+    ));
+    e.apply("name: strict\ntasks:\n- { name: gate, type: wait, timeout: 1s }\n");
+    let (escalating, strict) = (e.start("escalating", "{}"), e.start("strict", "{}"));
+
+    let inst = e.end(escalating);
+    assert_eq!(inst["state"], "success", "{inst}");
+    let signoff = attempts(&inst, "signoff")[0];
+    assert_eq!(signoff["state"], "success");
+    assert!(
+        signoff["message"]
+            .as_str()
+            .unwrap()
+            .contains("timed out after 1s")
+    );
+    assert_eq!(
+        std::fs::read_to_string(&ran).unwrap(),
+        "escalate true\n",
+        "only the timeout branch ran"
+    );
+    assert!(attempts(&inst, "proceed").is_empty(), "{inst}");
+    let (status, _) = e
+        .api()
+        .post(&format!("/task-instances/{}/complete", signoff["id"]), "");
+    assert_eq!(status, 409, "a timed-out wait is not completed later");
+
+    let inst = e.end(strict);
+    assert_eq!(inst["state"], "failure");
+    let gate = attempts(&inst, "gate")[0];
+    assert!(
+        gate["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing completed it"),
+        "{gate}"
+    );
+}
+
+fn a_callback_task_ends_with_what_its_outside_system_posts_back(e: Env) {
+    let answering = CallbackServer::start(Some(json!({"outputs": {"answer": 42}})));
+    let silent = CallbackServer::start(None);
+    let seen = e.path("seen");
+    e.apply(&format!(
+        r#"
+name: outside
+params: {{ job: nightly }}
+tasks:
+  - {{ name: ask, type: callback, callback: {{ url: "{a}" }} }}
+  - {{ name: use, type: shell, depends_on: [ask], command: "echo answer=${{answer}} >> {f}" }}
+  - {{ name: hopeful, type: callback, timeout: 2s, on_timeout: succeed,
+       callback: {{ url: "{s}", body: '{{"job": "${{job}}", "reply_to": "${{callback.url}}"}}' }} }}
+"#,
+        a = answering.url,
+        s = silent.url,
+        f = seen.display()
+    ));
+    let id = e.start("outside", "{}");
+    let inst = e.end(id);
+    assert_eq!(inst["state"], "success", "{inst}");
+    assert_eq!(std::fs::read_to_string(&seen).unwrap(), "answer=42\n");
+    let ask = attempts(&inst, "ask")[0];
+    assert_eq!(ask["state"], "success");
+    assert_eq!(ask["message"], "completed by its callback");
+
+    let sent = answering.requests();
+    assert_eq!(sent.len(), 1, "one request: {sent:?}");
+    assert_eq!(sent[0]["task_instance_id"], ask["id"]);
+    assert_eq!(sent[0]["workflow_instance_id"], id);
+    let callback_url = sent[0]["callback_url"].as_str().unwrap();
+    let again = reqwest::blocking::Client::new()
+        .post(callback_url)
+        .body("{}")
+        .send()
+        .unwrap();
+    assert_eq!(again.status().as_u16(), 409, "the token works once");
+    let wrong = format!("{}x", callback_url.trim_end_matches(char::is_alphanumeric));
+    let wrong = reqwest::blocking::Client::new().post(wrong).send().unwrap();
+    assert_eq!(wrong.status().as_u16(), 404, "a wrong token is refused");
+
+    let asked = silent.requests();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["job"], "nightly", "the body template was expanded");
+    assert!(
+        asked[0]["reply_to"]
+            .as_str()
+            .unwrap()
+            .contains("/api/v1/callbacks/")
+    );
+    let hopeful = attempts(&inst, "hopeful")[0];
+    assert_eq!(hopeful["state"], "success");
+    assert!(hopeful["message"].as_str().unwrap().contains("timed out"));
+}
