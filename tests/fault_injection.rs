@@ -2,7 +2,8 @@
 //! two masters and three workers, each its own process. A master or a worker is killed
 //! with SIGKILL, a master is frozen with SIGSTOP past its lease and resumed, etcd is
 //! killed and restarted, Postgres is crashed and restarted, and a task waits for a worker group that has no worker yet;
-//! a master driving a serial workflow's run and a task-group slot holder is killed.
+//! a master driving a serial workflow's run and a task-group slot holder is killed, and one
+//! driving a wait, a callback and a long delay is killed.
 //!
 //! Every task appends `start <instance> <task> <task-instance id>` before its work and
 //! `end ...` after it to one shared file, so the suite counts real executions and checks
@@ -21,6 +22,8 @@
 //! The harness (the cluster, faults, checks) is in `support/fault.rs`; this file holds the
 //! scenarios.
 
+#[path = "support/callback_server.rs"]
+mod callback_server;
 #[path = "support/fault.rs"]
 mod fault;
 mod support;
@@ -692,4 +695,96 @@ fn serial_runs_and_task_group_waiters_survive_a_master_kill() {
         assert_eq!(spans.len(), 2, "{spans:?}");
         assert_eq!(support::max_overlap(&spans), 1, "{spans:?}");
     }
+}
+
+/// Milliseconds between two RFC 3339 times of a task row.
+fn between(row: &Value, from: &str, to: &str) -> i64 {
+    let at = |k: &str| {
+        let t = row[k].as_str().unwrap_or_else(|| panic!("{k} of {row}"));
+        chrono::DateTime::parse_from_rfc3339(t)
+            .unwrap()
+            .timestamp_millis()
+    };
+    at(to) - at(from)
+}
+
+/// A wait, a callback and a 12 s delay are out when the master driving them is killed
+/// 5 s in: the master that takes over keeps their deadlines (counted from when they
+/// began, so they end about 12 s in, not 12 s after the takeover), does not send the
+/// callback request again, and runs the delayed task once.
+#[test]
+fn waits_callbacks_and_delays_keep_their_deadlines_across_a_master_kill() {
+    let c = Cluster::start("deadlines", &["default"]);
+    let silent = callback_server::CallbackServer::start(None);
+    let ran = c.dir.path().join("ran");
+    c.apply(&format!(
+        r#"
+name: deadlines
+tasks:
+  - {{ name: gate, type: wait, timeout: 12s, on_timeout: succeed }}
+  - {{ name: ask, type: callback, timeout: 12s, on_timeout: succeed, callback: {{ url: "{url}" }} }}
+  - {{ name: later, type: shell, delay: 12s, command: "echo later >> {f}" }}
+"#,
+        url = silent.url,
+        f = ran.display()
+    ));
+    let id = c.instance_of(c.submit("deadlines", json!({})));
+    c.wait_until(
+        "gate and ask to wait",
+        Duration::from_secs(30),
+        &[id],
+        || {
+            let inst = c.instance(id);
+            let tasks = inst["tasks"].as_array().unwrap();
+            let waiting = tasks.iter().filter(|t| t["state"] == "waiting").count();
+            (waiting == 2 && silent.requests().len() == 1).then_some(())
+        },
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    let owner = c.instance(id)["master"].as_str().unwrap().to_string();
+    let victim = c.masters.iter().find(|m| m.addr == owner).unwrap();
+    victim.proc.signal("KILL");
+    c.log(&format!(
+        "SIGKILL {} ({owner}), which drives instance {id}",
+        victim.name
+    ));
+
+    c.wait_all_end(&[id]);
+    let inst = c.instance(id);
+    assert_eq!(inst["state"], "success", "{}", c.describe(&[id]));
+    assert_ne!(inst["master"], owner, "another master finished it");
+    let row = |name: &str| {
+        let tasks = inst["tasks"].as_array().unwrap();
+        let rows: Vec<&Value> = tasks.iter().filter(|t| t["name"] == name).collect();
+        assert_eq!(rows.len(), 1, "one attempt of {name}: {inst}");
+        rows[0].clone()
+    };
+    // A deadline restarted by the new owner would end at least 5 + 2 (lease) + 12 s in.
+    for (name, from, to) in [
+        ("gate", "started_at", "ended_at"),
+        ("ask", "started_at", "ended_at"),
+        ("later", "submitted_at", "started_at"),
+    ] {
+        let took = between(&row(name), from, to);
+        assert!(
+            (12_000..16_000).contains(&took),
+            "{name}: {took} ms from {from} to {to}: {inst}"
+        );
+    }
+    assert!(
+        row("gate")["message"]
+            .as_str()
+            .unwrap()
+            .contains("timed out")
+    );
+    assert_eq!(
+        silent.requests().len(),
+        1,
+        "the callback request was not sent again"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&ran).unwrap(),
+        "later\n",
+        "ran once"
+    );
 }

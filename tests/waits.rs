@@ -232,3 +232,38 @@ tasks:
     assert_eq!(hopeful["state"], "success");
     assert!(hopeful["message"].as_str().unwrap().contains("timed out"));
 }
+
+/// `shoal standalone` crashes (SIGKILL) while a wait with a 10 s timeout is 3 s in: after
+/// the restart it times out about 10 s after it began, not 10 s after the restart.
+#[test]
+fn a_standalone_restart_keeps_a_wait_s_deadline() {
+    let mut s = support::Standalone::start();
+    let (status, body) = s.api.post(
+        "/projects/default/workflows",
+        "name: gated\ntasks:\n- { name: gate, type: wait, timeout: 10s, on_timeout: succeed }\n",
+    );
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = s.api.post("/projects/default/workflows/gated/start", "");
+    assert_eq!(status, 202, "{body}");
+    let command = body["command_id"].as_i64().unwrap();
+    let id = wait_for("the instance", support::LONG, || {
+        s.api.get(&format!("/commands/{command}"))["workflow_instance_id"].as_i64()
+    });
+    wait_for("gate to wait", support::LONG, || {
+        let inst = s.api.get(&format!("/instances/{id}"));
+        (inst["tasks"][0]["state"] == "waiting").then_some(())
+    });
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    s.crash_and_restart();
+    let inst = s.api.wait_instance(id, support::LONG);
+    assert_eq!(inst["state"], "success", "{inst}");
+    let gate = &inst["tasks"][0];
+    let at = |k: &str| {
+        let t = gate[k].as_str().unwrap();
+        chrono::DateTime::parse_from_rfc3339(t)
+            .unwrap()
+            .timestamp_millis()
+    };
+    let took = at("ended_at") - at("started_at");
+    assert!((10_000..12_500).contains(&took), "{took} ms: {inst}");
+}

@@ -874,6 +874,33 @@ tasks:
     }
 
     #[test]
+    fn wait_and_callback_tasks_are_checked() {
+        let def = WorkflowDef::parse(
+            "name: w\ntasks:\n- {name: gate, type: wait, timeout: 1h, on_timeout: late}\n- {name: late, type: noop, depends_on: [gate]}\n- {name: ask, type: callback, callback: {url: 'http://x/${callback.url}'}}\n",
+        )
+        .unwrap();
+        assert_eq!(def.tasks[0].on_timeout(), OnTimeout::Run("late"));
+        assert_eq!(def.tasks[2].on_timeout(), OnTimeout::Fail);
+        assert_eq!(def.tasks[2].callback.as_ref().unwrap().method, "POST");
+        assert!(def.unresolvable_references(&BTreeMap::new()).is_empty());
+        let e = err("name: w\ntasks:\n- {name: gate, type: wait, on_timeout: ghost}\n");
+        assert!(
+            e.contains("'ghost' must be a task that depends on 'gate'"),
+            "{e}"
+        );
+        let e = err("name: w\ntasks:\n- {name: s, type: shell, command: x, on_timeout: succeed}\n");
+        assert!(
+            e.contains("on_timeout applies to wait and callback tasks only"),
+            "{e}"
+        );
+        let e = err("name: w\ntasks:\n- {name: c, type: callback}\n");
+        assert!(
+            e.contains("task 'c' of type callback needs 'callback'"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn execution_type_task_groups_and_alerts_are_read_and_checked() {
         let def = WorkflowDef::parse(
             "name: s\nexecution_type: serial_wait\nalerts: [{on: failure, channel: ops}, {on: any, channel: ops}]\ntasks:\n- {name: a, type: noop, task_group: etl, task_group_priority: 3}\n- {name: b, type: noop, task_group: etl}\n",

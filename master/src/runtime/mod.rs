@@ -335,7 +335,7 @@ impl WorkflowRuntime {
         }
         let mut out = Outcome {
             accepted: true,
-            was_running: was == TaskState::Running,
+            was_running: matches!(was, TaskState::Running | TaskState::Waiting),
             actions: vec![],
         };
         if !state.is_terminal() {

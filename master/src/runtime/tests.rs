@@ -1,5 +1,5 @@
 use super::*;
-use shoal_common::definition::WorkflowDef;
+use shoal_common::definition::{TIMED_OUT, WorkflowDef};
 use shoal_common::start::Scope;
 
 fn runtime(yaml: &str) -> WorkflowRuntime {
@@ -592,4 +592,46 @@ fn failed_tasks_are_named_for_alerts_and_a_slot_wait_moves_on_to_dispatch() {
     rt.apply(task(2, TaskState::Failure));
     assert_eq!(rt.state(), WorkflowState::Failure);
     assert_eq!(rt.failed_tasks(), vec!["a", "c"]);
+}
+
+#[test]
+fn a_wait_s_on_timeout_branch_runs_only_when_it_timed_out_live_and_after_a_failover() {
+    let yaml = "name: w\ntasks:\n- {name: gate, type: wait, timeout: 1m, on_timeout: escalate}\n- {name: proceed, type: noop, depends_on: [gate]}\n- {name: escalate, type: noop, depends_on: [gate]}\n";
+    let timed_out = Params::from([(TIMED_OUT.to_string(), "true".to_string())]);
+    let ended = |output: &Params| Event::Task {
+        node: 0,
+        attempt: 1,
+        state: TaskState::Success,
+        output: output.clone(),
+    };
+    let mut rt = runtime(yaml);
+    rt.apply(Event::Start);
+    assert!(rt.apply(task(0, TaskState::Waiting)).accepted);
+    assert_eq!(
+        created(&rt.apply(ended(&Params::new()))),
+        vec![1],
+        "completed in time"
+    );
+
+    let mut late = runtime(yaml);
+    late.apply(Event::Start);
+    late.apply(task(0, TaskState::Waiting));
+    assert_eq!(
+        created(&late.apply(ended(&timed_out))),
+        vec![2],
+        "timed out"
+    );
+
+    // A master taking the run over reads the same choice from the stored row.
+    let row = |output| Recorded {
+        name: "gate",
+        attempt: 1,
+        state: TaskState::Success,
+        output,
+    };
+    for (output, runs) in [(&timed_out, 2), (&Params::new(), 1)] {
+        let mut restored =
+            WorkflowRuntime::restore(rt.definition().clone(), &[row(output)], Recovery::Failover);
+        assert_eq!(created(&restored.apply(Event::Start)), vec![runs]);
+    }
 }
