@@ -29,7 +29,7 @@ pub struct Completion {
     #[serde(default)]
     #[schema(value_type = BTreeMap<String, crate::commands::StartParam>)]
     outputs: BTreeMap<String, Value>,
-    /// Shown on the task (default: who completed it).
+    /// Shown on the task (default: how it was completed).
     #[serde(default)]
     message: Option<String>,
 }
@@ -70,7 +70,7 @@ pub async fn complete(
     ApiPath(id): ApiPath<i64>,
     body: Body,
 ) -> Result<Json<Completed>> {
-    end(&ctx, id, body, "completed through the API").await
+    end(&ctx, id, body, "through the API").await
 }
 
 /// `POST /callbacks/{token}` `{"state": "success", "outputs": {...}}`: the outside system
@@ -99,7 +99,7 @@ pub async fn callback(
             "no callback has this token: check the URL the task sent".into(),
         ));
     };
-    end(&ctx, id, body, "completed by its callback").await
+    end(&ctx, id, body, "by its callback").await
 }
 
 async fn end(ctx: &Ctx, id: i64, body: Body, by: &str) -> Result<Json<Completed>> {
@@ -116,7 +116,10 @@ async fn end(ctx: &Ctx, id: i64, body: Body, by: &str) -> Result<Json<Completed>
             "output '{TIMED_OUT}' is set by shoal when a task times out: name it otherwise"
         )));
     }
-    let message = req.message.unwrap_or_else(|| by.to_string());
+    let message = req.message.unwrap_or_else(|| match state {
+        TaskState::Success => format!("completed {by}"),
+        _ => format!("failed {by}"),
+    });
     if ctx.store.end_waiting(id, state, &outputs, &message).await? {
         tracing::info!(task_instance_id = id, %state, by, "waiting task completed");
         return Ok(Json(Completed { id, state }));

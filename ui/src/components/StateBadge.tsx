@@ -17,6 +17,7 @@ export function stateTone(state: string | undefined): string {
     case "delayed":
     case "serial_wait":
     case "waiting_task_group":
+    case "waiting":
       return "wait";
     case "killed":
     case "stopped":

@@ -8,6 +8,7 @@ import { Dag } from "../components/Dag";
 import { Gantt } from "../components/Gantt";
 import { StateBadge } from "../components/StateBadge";
 import { TaskLog } from "../components/TaskLog";
+import { WaitingTasks } from "../components/WaitingTasks";
 import { duration, errorText, when } from "../components/format";
 import { Link, path, useTitle } from "../router";
 
@@ -150,6 +151,7 @@ export function InstancePage({ id }: { id: number }) {
       </p>
       {inst.message && <p className="message-box">{inst.message}</p>}
       <Actions instance={inst} onDone={reload} />
+      <WaitingTasks tasks={inst.tasks} onDone={reload} />
       <div className="split">
         {wf ? <Dag tasks={wf.definition.tasks} states={states} onSelect={selectTask} /> : <section aria-label="DAG" className="dag" />}
         <Gantt tasks={inst.tasks.filter((t) => t.run === inst.run)} />

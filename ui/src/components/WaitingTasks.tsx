@@ -1,0 +1,82 @@
+// The instance's wait and callback tasks that wait for a completion: an operator
+// completes one (an approval) or fails it (a rejection), with output parameters the
+// downstream tasks see and a message shown on the task.
+import { useState } from "react";
+import { ApiError, send } from "../api/client";
+import type { TaskInstance } from "../api/types";
+import { errorText } from "./format";
+
+/** `key=value` pairs separated by commas or new lines; an error names a malformed one. */
+export function parseOutputs(text: string): Record<string, string> | string {
+  const out: Record<string, string> = {};
+  for (const part of text.split(/[,\n]/).map((p) => p.trim()).filter(Boolean)) {
+    const eq = part.indexOf("=");
+    if (eq <= 0) return `"${part}" is not key=value`;
+    out[part.slice(0, eq).trim()] = part.slice(eq + 1).trim();
+  }
+  return out;
+}
+
+function Completer({ task, onDone }: { task: TaskInstance; onDone: () => void }) {
+  const [outputs, setOutputs] = useState("");
+  const [message, setMessage] = useState("");
+  const [error, setError] = useState("");
+  const [busy, setBusy] = useState(false);
+  const complete = async (state: "success" | "failure") => {
+    const parsed = parseOutputs(outputs);
+    if (typeof parsed === "string") return setError(parsed);
+    setBusy(true);
+    setError("");
+    try {
+      await send("POST", `/task-instances/${task.id}/complete`, {
+        body: { state, outputs: parsed, ...(message.trim() ? { message: message.trim() } : {}) },
+      });
+      onDone();
+    } catch (e) {
+      setError(e instanceof ApiError && e.status === 409 ? `Refused: ${e.message}` : errorText(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <div className="card waiting-task" aria-label={`Waiting task ${task.name}`}>
+      <p>
+        <strong>{task.name}</strong> ({task.type} task) is waiting to be completed.
+        {task.message && <span className="muted"> {task.message}</span>}
+      </p>
+      <div className="row">
+        <label>
+          Outputs
+          <input value={outputs} placeholder="approved_by=ann, ticket=42" onChange={(e) => setOutputs(e.target.value)} />
+        </label>
+        <label>
+          Message
+          <input value={message} placeholder="shown on the task" onChange={(e) => setMessage(e.target.value)} />
+        </label>
+        <button disabled={busy} onClick={() => complete("success")}>
+          Complete
+        </button>
+        <button className="danger" disabled={busy} onClick={() => complete("failure")}>
+          Fail
+        </button>
+      </div>
+      {error && (
+        <p role="alert" className="error">
+          {error}
+        </p>
+      )}
+    </div>
+  );
+}
+
+export function WaitingTasks({ tasks, onDone }: { tasks: TaskInstance[]; onDone: () => void }) {
+  const waiting = tasks.filter((t) => t.state === "waiting");
+  if (waiting.length === 0) return null;
+  return (
+    <section aria-label="Waiting tasks">
+      {waiting.map((t) => (
+        <Completer key={t.id} task={t} onDone={onDone} />
+      ))}
+    </section>
+  );
+}
