@@ -37,3 +37,4 @@ export type Token = S["Token"];
 export type CreatedToken = S["CreatedToken"];
 export type AuditRecord = S["AuditRecord"];
 export type Secret = S["Secret"];
+export type TriggerInfo = S["TriggerInfo"];

@@ -10,8 +10,9 @@ import { errorText, when, duration } from "../components/format";
 import { Link, path, useTitle } from "../router";
 import { BackfillPanel } from "./BackfillPanel";
 import { SchedulePanel } from "./SchedulePanel";
+import { TriggersPanel } from "./TriggersPanel";
 
-type Tab = "overview" | "schedule" | "backfill" | "runs";
+type Tab = "overview" | "schedule" | "backfill" | "triggers" | "runs";
 
 const base = (p: string, w: string) => `/projects/${encodeURIComponent(p)}/workflows/${encodeURIComponent(w)}`;
 
@@ -115,6 +116,7 @@ export function WorkflowPage({ project, name, tab }: { project: string; name: st
     ["Edit", path.workflow(project, name, "edit"), false],
     ["Schedule", path.workflow(project, name, "schedule"), tab === "schedule"],
     ["Backfill", path.workflow(project, name, "backfill"), tab === "backfill"],
+    ["Triggers", path.workflow(project, name, "triggers"), tab === "triggers"],
     ["Runs", path.workflow(project, name, "runs"), tab === "runs"],
   ];
   return (
@@ -157,6 +159,7 @@ export function WorkflowPage({ project, name, tab }: { project: string; name: st
       )}
       {wf && tab === "schedule" && <SchedulePanel project={project} name={name} />}
       {wf && tab === "backfill" && <BackfillPanel project={project} name={name} />}
+      {wf && tab === "triggers" && <TriggersPanel project={project} name={name} />}
       {tab === "runs" && <Runs project={project} name={name} />}
       {starting && <StartDialog project={project} workflow={name} onClose={() => setStarting(false)} />}
     </>

@@ -1,0 +1,138 @@
+// A workflow's webhook triggers: each one's URL, who may call it and how its payload
+// maps to parameters, and a form that calls it the way an outside system would (with the
+// trigger's own credential, not the signed-in user's token).
+import { useState } from "react";
+import { getJson } from "../api/client";
+import type { TriggerInfo } from "../api/types";
+import { usePoll } from "../api/usePoll";
+import { errorText } from "../components/format";
+
+/** The Authorization header the trigger's credential makes. */
+function authorization(kind: string, secret: string, user: string): string {
+  return kind === "basic" ? `Basic ${btoa(`${user}:${secret}`)}` : `Bearer ${secret}`;
+}
+
+function CallForm({ trigger, url }: { trigger: TriggerInfo; url: string }) {
+  const [secret, setSecret] = useState("");
+  const [user, setUser] = useState("");
+  const [payload, setPayload] = useState("{}");
+  const [key, setKey] = useState("");
+  const [answer, setAnswer] = useState<{ status: number; body: string } | null>(null);
+  const [error, setError] = useState("");
+  const [busy, setBusy] = useState(false);
+  const call = async () => {
+    setError("");
+    setAnswer(null);
+    try {
+      JSON.parse(payload);
+    } catch (e) {
+      return setError(`The payload is not JSON: ${errorText(e)}`);
+    }
+    setBusy(true);
+    try {
+      const headers: Record<string, string> = {
+        "Content-Type": "application/json",
+        Authorization: authorization(trigger.auth, secret, user),
+      };
+      if (key.trim()) headers["Idempotency-Key"] = key.trim();
+      // Straight to the hook: the shared client would send the user's token instead.
+      const res = await fetch(url, { method: "POST", headers, body: payload });
+      const text = await res.text();
+      let body = text;
+      try {
+        body = JSON.stringify(JSON.parse(text), null, 2);
+      } catch {
+        // not JSON: shown as it came
+      }
+      setAnswer({ status: res.status, body });
+    } catch (e) {
+      setError(errorText(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <div className="trigger-call">
+      <div className="row">
+        {trigger.auth === "basic" && (
+          <label>
+            User
+            <input value={user} onChange={(e) => setUser(e.target.value)} autoComplete="off" />
+          </label>
+        )}
+        <label>
+          {trigger.auth === "basic" ? "Password" : "Token"}
+          <input type="password" value={secret} onChange={(e) => setSecret(e.target.value)} autoComplete="off" />
+        </label>
+        <label>
+          Idempotency key
+          <input value={key} placeholder="optional" onChange={(e) => setKey(e.target.value)} />
+        </label>
+      </div>
+      <label>
+        Payload (JSON)
+        <textarea rows={4} value={payload} onChange={(e) => setPayload(e.target.value)} />
+      </label>
+      <button disabled={busy} onClick={call}>
+        {busy && trigger.mode === "sync" ? "Waiting for the run…" : "Call"}
+      </button>
+      {error && (
+        <p role="alert" className="error">
+          {error}
+        </p>
+      )}
+      {answer && (
+        <section aria-label={`Answer of ${trigger.name}`}>
+          <p>
+            HTTP <b>{answer.status}</b>
+          </p>
+          <pre className="code">{answer.body}</pre>
+        </section>
+      )}
+    </div>
+  );
+}
+
+export function TriggersPanel({ project, name }: { project: string; name: string }) {
+  const { data, error } = usePoll(
+    (signal) => getJson<TriggerInfo[]>(`/projects/${encodeURIComponent(project)}/triggers`, { signal }),
+    `${project}/${name}`,
+  );
+  if (error) return <p role="alert" className="error">{errorText(error)}</p>;
+  if (!data) return <p className="muted">Loading…</p>;
+  const mine = data.filter((t) => t.workflow === name);
+  if (mine.length === 0)
+    return (
+      <p className="muted">
+        No triggers. Add <code>triggers: [{"{"}name, mode: async|sync, auth: {"{"}token: …{"}"}{"}"}]</code> to the definition to start runs from a webhook.
+      </p>
+    );
+  return (
+    <>
+      {mine.map((t) => {
+        const url = `${window.location.origin}${t.path}`;
+        const params = Object.entries(t.params);
+        return (
+          <section key={t.name} className="card" aria-label={`Trigger ${t.name}`}>
+            <h2>{t.name}</h2>
+            <p>
+              <code className="trigger-url">POST {url}</code>
+            </p>
+            <p className="muted">
+              {t.mode === "sync" ? `sync: answers with the run's state and outputs (waits up to ${t.timeout})` : "async: answers with the run at once"}
+              {" · "}
+              {t.auth === "basic" ? "HTTP Basic" : "bearer token"}
+              {" · "}
+              {t.allow_ips.length ? `from ${t.allow_ips.join(", ")}` : "from any address"}
+              {t.outputs.length > 0 && ` · outputs ${t.outputs.join(", ")}`}
+            </p>
+            {params.length > 0 && (
+              <p className="muted">Parameters: {params.map(([p, jp]) => `${p} ← ${jp}`).join(", ")}</p>
+            )}
+            <CallForm trigger={t} url={url} />
+          </section>
+        );
+      })}
+    </>
+  );
+}
