@@ -150,6 +150,9 @@ pub struct TaskDef {
     /// `callback`: the request that hands an outside system the task's callback URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callback: Option<CallbackSpec>,
+    /// `terminate`: ends the run at once in this state, killing what runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminate: Option<TerminateSpec>,
     /// `wait` and `callback`: what happens when `timeout` passes first: `fail` (the
     /// default), `succeed`, or the name of a downstream task that then runs instead of
     /// the others (it is skipped when the task completes in time).
@@ -163,6 +166,32 @@ pub const CALLBACK_URL: &str = "callback.url";
 /// The output a `wait` or `callback` task that timed out carries (`"true"`); downstream
 /// tasks see it as `${timed_out}`, and it picks an `on_timeout` branch.
 pub const TIMED_OUT: &str = "timed_out";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TerminateSpec {
+    pub state: TerminateState,
+    /// Shown as the instance's message, in `shoal status`, the UI and alerts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The state a `terminate` task ends its run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminateState {
+    Success,
+    Failure,
+}
+
+impl TerminateState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TerminateState::Success => "success",
+            TerminateState::Failure => "failure",
+        }
+    }
+}
 
 /// What a `wait` or `callback` task does when its `timeout` passes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -588,6 +617,7 @@ impl WorkflowDef {
                 TaskType::SubWorkflow => t.sub_workflow.is_none().then_some("sub_workflow"),
                 TaskType::Dependent => t.dependent.is_none().then_some("dependent"),
                 TaskType::Callback => t.callback.is_none().then_some("callback"),
+                TaskType::Terminate => t.terminate.is_none().then_some("terminate"),
                 TaskType::Noop | TaskType::Delay | TaskType::Wait => None,
             };
             if let Some(field) = missing {

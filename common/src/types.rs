@@ -232,6 +232,7 @@ string_enum!(
         Dependent => "dependent",
         Wait => "wait",
         Callback => "callback",
+        Terminate => "terminate",
     }
 );
 
@@ -247,6 +248,7 @@ impl TaskType {
                 | Self::Dependent
                 | Self::Wait
                 | Self::Callback
+                | Self::Terminate
         )
     }
 }

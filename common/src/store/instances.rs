@@ -182,6 +182,17 @@ impl Store {
             .cloned()
             .collect();
         fenced.extend(update_instances(&mut tx, &instance_updates).await?);
+        for (id, message) in batch.instance_messages.iter() {
+            if !fenced.contains(id) {
+                tx.execute(
+                    Query::update()
+                        .table(Inst::Table)
+                        .value(Inst::Message, message)
+                        .and_where(Expr::col(Inst::Id).eq(*id)),
+                )
+                .await?;
+            }
+        }
         let children_written =
             super::children::start_children(&mut tx, &batch.children, &fenced).await?;
         let mut woken = Vec::new();

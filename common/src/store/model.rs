@@ -183,6 +183,8 @@ pub struct WriteBatch {
     pub serial_ended: Vec<SerialEnd>,
     /// Alerts to deliver (the outbox), written with the state change they report.
     pub alerts: Vec<NewAlert>,
+    /// Why an instance ended as it did (e.g. a terminate task's message).
+    pub instance_messages: Vec<(i64, String)>,
 }
 
 /// A run of a serial workflow ended; `owner` drives the next waiting run, if any.
@@ -248,6 +250,7 @@ impl WriteBatch {
             && self.children.is_empty()
             && self.serial_ended.is_empty()
             && self.alerts.is_empty()
+            && self.instance_messages.is_empty()
     }
 }
 

@@ -51,6 +51,7 @@ fn alerts(
         "started_at": ms_to_rfc3339(run.started_at),
         "ended_at": ended_at.map(ms_to_rfc3339),
         "failed_tasks": run.rt.failed_tasks(),
+        "message": run.rt.end_message(),
     });
     channels
         .into_iter()

@@ -223,6 +223,10 @@ impl Engine {
                         ended_at: Some(now),
                     });
                     let def = run.rt.definition();
+                    if let Some(message) = run.rt.end_message() {
+                        let ended = (instance, message.to_string());
+                        cycle.batch.instance_messages.push(ended);
+                    }
                     cycle.batch.alerts.extend(alerts::on_end(run, state, now));
                     if !def.execution_type.is_parallel() {
                         cycle.batch.serial_ended.push(SerialEnd {

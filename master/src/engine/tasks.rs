@@ -49,6 +49,11 @@ impl Engine {
             match kind {
                 TaskType::SubWorkflow => EngineMsg::StartChild { id },
                 TaskType::Wait | TaskType::Callback => EngineMsg::StartWait { id },
+                TaskType::Terminate => {
+                    let spec = run.rt.definition().tasks[node].terminate.as_ref();
+                    let state = spec.map_or("", |t| t.state.as_str());
+                    settle_msg(id, TaskState::Success, format!("ended the run as {state}"))
+                }
                 TaskType::Dependent => {
                     t.place = Place::Waiting;
                     let wait = spec::dependency(run, node, t.since_ms);

@@ -1,6 +1,7 @@
 //! Operator requests and the workflow timeout: stop, pause, time out.
 
 use super::*;
+use shoal_common::definition::TerminateState;
 
 impl WorkflowRuntime {
     /// The workflow's timeout passed under strategy `fail`: stop, but end `failure`.
@@ -10,6 +11,32 @@ impl WorkflowRuntime {
         }
         self.timed_out = true;
         self.stop().unwrap_or_default()
+    }
+
+    /// A terminate task succeeded: what runs is killed, nothing new starts, and the run
+    /// ends in the task's state once what ran has settled.
+    pub(super) fn terminate(&mut self, node: Node) -> Vec<Action> {
+        let task = &self.def.tasks[node];
+        let Some(spec) = &task.terminate else {
+            return vec![];
+        };
+        self.terminated = Some(match spec.state {
+            TerminateState::Success => WorkflowState::Success,
+            TerminateState::Failure => WorkflowState::Failure,
+        });
+        self.end_message = Some(
+            spec.message
+                .clone()
+                .unwrap_or_else(|| format!("terminated by task '{}'", task.name)),
+        );
+        self.kill_all()
+    }
+
+    /// Kills every attempt in flight.
+    pub(super) fn kill_all(&self) -> Vec<Action> {
+        self.active_attempts()
+            .map(|(node, attempt)| Action::KillTask { node, attempt })
+            .collect()
     }
 
     /// Stop: kill what runs, start nothing new; the instance ends `stopped`.
@@ -28,10 +55,7 @@ impl WorkflowRuntime {
         let mut actions = vec![Action::SetState {
             state: WorkflowState::ReadyStop,
         }];
-        actions.extend(
-            self.active_attempts()
-                .map(|(node, attempt)| Action::KillTask { node, attempt }),
-        );
+        actions.extend(self.kill_all());
         self.finish_if_settled(&mut actions);
         Ok(actions)
     }

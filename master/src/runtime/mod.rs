@@ -95,6 +95,10 @@ pub struct WorkflowRuntime {
     stop_requested: bool,
     /// The run exceeded the workflow's timeout under strategy `fail`.
     timed_out: bool,
+    /// A terminate task ended the run in this state (once what ran has settled).
+    terminated: Option<WorkflowState>,
+    /// Why the run ended as it did, when a task said so (a terminate task's message).
+    end_message: Option<String>,
     pause_requested: bool,
     /// Attempts in flight (delayed, queued, on a worker).
     active: usize,
@@ -217,6 +221,8 @@ impl WorkflowRuntime {
             failed: false,
             stop_requested: false,
             timed_out: false,
+            terminated: None,
+            end_message: None,
             pause_requested: false,
             active: 0,
             passed: 0,
@@ -229,6 +235,11 @@ impl WorkflowRuntime {
 
     pub fn state(&self) -> WorkflowState {
         self.state
+    }
+
+    /// Why the run ended as it did, when a task said so (a terminate task's message).
+    pub fn end_message(&self) -> Option<&str> {
+        self.end_message.as_deref()
     }
 
     /// True while a pause is settling: what is withdrawn from the queue becomes `paused`.
@@ -256,6 +267,10 @@ impl WorkflowRuntime {
                     accepted: true,
                     ..Outcome::default()
                 };
+                // Terminated before a failover: what still ran is killed now.
+                if self.terminated.is_some() {
+                    out.actions.extend(self.kill_all());
+                }
                 let all: Vec<Node> = (0..self.slots.len()).collect();
                 self.release(all, &mut out.actions);
                 out
@@ -307,6 +322,7 @@ impl WorkflowRuntime {
     fn starting_blocked(&self) -> bool {
         self.stop_requested
             || self.pause_requested
+            || self.terminated.is_some()
             || (self.failed && self.def.failure_strategy == FailureStrategy::End)
     }
 
@@ -355,6 +371,9 @@ impl WorkflowRuntime {
                 Some(chosen) => candidates = self.prune_unchosen(node, &chosen),
                 None => candidates.extend(self.downstream(node)),
             }
+            if self.def.tasks[node].terminate.is_some() {
+                out.actions.extend(self.terminate(node));
+            }
             // Definition order, so equal-priority tasks are submitted as written.
             candidates.sort_unstable();
         } else if state == TaskState::Failure
@@ -382,12 +401,7 @@ impl WorkflowRuntime {
             let first_failure = !self.failed;
             self.failed = true;
             if first_failure && self.def.failure_strategy == FailureStrategy::End {
-                let running: Vec<_> = self.active_attempts().collect();
-                out.actions.extend(
-                    running
-                        .into_iter()
-                        .map(|(node, attempt)| Action::KillTask { node, attempt }),
-                );
+                out.actions.extend(self.kill_all());
             }
         }
         self.release(candidates, &mut out.actions);
@@ -452,7 +466,9 @@ impl WorkflowRuntime {
         if self.active > 0 {
             return;
         }
-        self.state = if self.timed_out {
+        self.state = if let Some(state) = self.terminated {
+            state
+        } else if self.timed_out {
             WorkflowState::Failure
         } else if self.stop_requested {
             WorkflowState::Stopped

@@ -46,6 +46,8 @@ impl WorkflowRuntime {
             if state.lets_downstream_run() {
                 rt.slots[node] = Slot::Done { attempt, state };
                 rt.mark_passed(node);
+                // What still runs is killed when the run starts again (`Event::Start`).
+                rt.terminate(node);
             } else if recovery == Recovery::Rerun || state == TaskState::NeedFaultTolerance {
                 // Left NotStarted: it runs again as attempt last + 1.
             } else if state.is_terminal() {

@@ -635,3 +635,51 @@ fn a_wait_s_on_timeout_branch_runs_only_when_it_timed_out_live_and_after_a_failo
         assert_eq!(created(&restored.apply(Event::Start)), vec![runs]);
     }
 }
+
+#[test]
+fn a_terminate_task_kills_what_runs_starts_nothing_more_and_ends_the_run_its_way() {
+    let yaml = "name: t\ntasks:\n- {name: long, type: shell, command: sleep 60}\n- {name: check, type: noop}\n- {name: stop, type: terminate, depends_on: [check], terminate: {state: success, message: no data}}\n- {name: after, type: noop, depends_on: [stop]}\n";
+    let mut rt = runtime(yaml);
+    assert_eq!(created(&rt.apply(Event::Start)), vec![0, 1]);
+    rt.apply(task(0, TaskState::Running));
+    assert_eq!(created(&rt.apply(task(1, TaskState::Success))), vec![2]);
+    let out = rt.apply(task(2, TaskState::Success));
+    assert_eq!(
+        out.actions,
+        vec![Action::KillTask {
+            node: 0,
+            attempt: 1
+        }],
+        "long is killed and after never starts"
+    );
+    assert_eq!(rt.end_message(), Some("no data"));
+    assert_eq!(
+        rt.apply(task(0, TaskState::Killed)).actions,
+        vec![Action::Finish {
+            state: WorkflowState::Success
+        }],
+        "the run ends in the terminate task's state"
+    );
+
+    // A master that takes the run over before the kill landed kills it then.
+    let none = Params::new();
+    let row = |name, state| Recorded {
+        name,
+        attempt: 1,
+        state,
+        output: &none,
+    };
+    let rows = [
+        row("long", TaskState::Running),
+        row("check", TaskState::Success),
+        row("stop", TaskState::Success),
+    ];
+    let mut restored = WorkflowRuntime::restore(rt.definition().clone(), &rows, Recovery::Failover);
+    assert_eq!(
+        restored.apply(Event::Start).actions,
+        vec![Action::KillTask {
+            node: 0,
+            attempt: 1
+        }]
+    );
+}
