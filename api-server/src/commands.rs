@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use shoal_common::start::{Params, Scope, StartOptions};
+use shoal_common::start::{Params, Scope, StartOptions, check_param_name};
 use shoal_common::store::{self, NewCommand, StoredDefinition};
 use shoal_common::types::{CommandKind, Priority};
 use std::collections::BTreeMap;
@@ -171,13 +171,7 @@ pub(crate) fn refuse_undefined(def: &StoredDefinition, params: &Params) -> Resul
 pub(crate) fn startup_params(raw: BTreeMap<String, Value>) -> Result<Params> {
     raw.into_iter()
         .map(|(k, v)| {
-            let valid = (1..=128).contains(&k.len())
-                && k.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
-            if !valid {
-                return Err(Error::BadRequest(format!(
-                    "invalid parameter name '{k}': use letters, digits, '_', '.' or '-' (1-128 characters)"
-                )));
-            }
+            check_param_name(&k).map_err(Error::BadRequest)?;
             let v = match v {
                 Value::String(s) => s,
                 Value::Number(n) => n.to_string(),

@@ -9,6 +9,20 @@ use std::collections::BTreeMap;
 /// Named string parameters: a run's start parameters, a task's outputs.
 pub type Params = BTreeMap<String, String>;
 
+/// Refuses a name a start parameter cannot have: 1-128 letters, digits, '_', '.' or '-'.
+pub fn check_param_name(name: &str) -> Result<(), String> {
+    let valid = (1..=128).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if valid {
+        return Ok(());
+    }
+    Err(format!(
+        "invalid parameter name '{name}': use letters, digits, '_', '.' or '-' (1-128 characters)"
+    ))
+}
+
 /// How a run starts, beyond its parameters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StartOptions {

@@ -1,11 +1,33 @@
 //! Webhook triggers of a workflow: who may call them (a token or a basic password, an
 //! address allowlist), how a call's JSON payload becomes start parameters, and what a
 //! synchronous call answers with.
+//!
+//! Credentials are never stored as given: [`seal`] replaces a literal token or password by
+//! `sha256:<hex>` when the definition is applied, so a fetched definition shows only the
+//! hash and applies again unchanged. `${secret.NAME}` names a project secret instead,
+//! read when the trigger is called.
 
+pub mod cidr;
+
+use crate::access::token_hash;
+use crate::cluster_secret::constant_time_eq;
 use crate::definition::DefinitionError;
+use crate::jsonpath::{JsonPath, render};
+use crate::start::{Params, check_param_name};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// How long a `sync` call waits for its run when the trigger names no `timeout`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest `timeout` a trigger may have: a caller's HTTP request stays open that long.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+/// What a sealed credential starts with; 64 hex digits of SHA-256 follow.
+pub const SEALED_PREFIX: &str = "sha256:";
+/// Literal credentials shorter than this are refused: their hash is in the definition,
+/// which the project's viewers read, so it must not be guessable.
+const MIN_LITERAL_LEN: usize = 16;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -66,12 +88,48 @@ fn webhook() -> String {
     "webhook".to_string()
 }
 
+impl TriggerDef {
+    /// How long a `sync` call waits.
+    pub fn timeout(&self) -> Duration {
+        self.timeout.unwrap_or(DEFAULT_TIMEOUT)
+    }
+
+    /// `token` or `basic`.
+    pub fn auth_kind(&self) -> &'static str {
+        if self.auth.basic.is_some() {
+            "basic"
+        } else {
+            "token"
+        }
+    }
+
+    /// The start parameters a call's `payload` maps to: each value its JSONPath names,
+    /// a string as itself and anything else as compact JSON. The error names the
+    /// parameter and the path the payload lacks.
+    pub fn map_params(&self, payload: &Value) -> Result<Params, String> {
+        self.params
+            .iter()
+            .map(|(param, path)| {
+                let parsed = JsonPath::parse(path)
+                    .map_err(|e| format!("param '{param}': '{path}' is not a JSONPath: {e}"))?;
+                match parsed.find(payload) {
+                    None => Err(format!(
+                        "the payload has no value at {path}, which trigger '{}' maps to param '{param}'",
+                        self.name
+                    )),
+                    Some(Value::Null) => Err(format!(
+                        "the payload's value at {path} (param '{param}' of trigger '{}') is null",
+                        self.name
+                    )),
+                    Some(value) => Ok((param.clone(), render(value))),
+                }
+            })
+            .collect()
+    }
+}
+
 /// Checks every trigger of a definition.
 pub fn validate(triggers: &[TriggerDef]) -> Result<(), DefinitionError> {
-    let bad = |t: &TriggerDef, reason: String| DefinitionError::BadTrigger {
-        trigger: t.name.clone(),
-        reason,
-    };
     for (i, t) in triggers.iter().enumerate() {
         if !crate::definition::valid_name(&t.name) {
             return Err(DefinitionError::BadName {
@@ -79,21 +137,320 @@ pub fn validate(triggers: &[TriggerDef]) -> Result<(), DefinitionError> {
                 value: t.name.clone(),
             });
         }
+        let bad = |reason: String| DefinitionError::BadTrigger {
+            trigger: t.name.clone(),
+            reason,
+        };
         if triggers[..i].iter().any(|o| o.name == t.name) {
-            return Err(bad(t, "the name is used more than once".into()));
+            return Err(bad("the name is used more than once".into()));
         }
-        if t.trigger_type != "webhook" {
-            return Err(bad(
-                t,
-                format!("unknown type '{}' (known: webhook)", t.trigger_type),
-            ));
-        }
-        if t.auth.token.is_some() == t.auth.basic.is_some() {
-            return Err(bad(
-                t,
-                "auth needs exactly one of {token: T} or {basic: {user, password}}".into(),
-            ));
-        }
+        check(t).map_err(bad)?;
     }
     Ok(())
+}
+
+/// What is wrong with one trigger, if anything.
+fn check(t: &TriggerDef) -> Result<(), String> {
+    if t.trigger_type != "webhook" {
+        return Err(format!(
+            "unknown type '{}' (known: webhook)",
+            t.trigger_type
+        ));
+    }
+    match (&t.auth.token, &t.auth.basic) {
+        (Some(token), None) => check_credential("auth.token", token)?,
+        (None, Some(basic)) => {
+            if basic.user.is_empty() || basic.user.contains(':') {
+                return Err(
+                    "auth.basic.user must be non-empty and without ':' (HTTP Basic splits at the first ':')"
+                        .into(),
+                );
+            }
+            check_credential("auth.basic.password", &basic.password)?;
+        }
+        _ => {
+            return Err("auth needs exactly one of {token: T} or {basic: {user, password}}".into());
+        }
+    }
+    for (i, entry) in t.allow_ips.iter().enumerate() {
+        entry
+            .parse::<cidr::Cidr>()
+            .map_err(|e| format!("allow_ips[{i}]: {e}"))?;
+    }
+    for (param, path) in &t.params {
+        check_param_name(param).map_err(|e| format!("params: {e}"))?;
+        JsonPath::parse(path).map_err(|e| {
+            format!("params.{param}: '{path}' is not a supported JSONPath ($, .key, ['key'], [index]): {e}")
+        })?;
+    }
+    for output in &t.outputs {
+        check_param_name(output).map_err(|e| format!("outputs: {e}"))?;
+    }
+    if t.mode == TriggerMode::Async && (t.timeout.is_some() || !t.outputs.is_empty()) {
+        return Err(
+            "timeout and outputs are for mode: sync (an async call answers at once)".into(),
+        );
+    }
+    match t.timeout {
+        Some(d) if d.is_zero() || d > MAX_TIMEOUT => Err(format!(
+            "timeout must be more than 0 and at most {}",
+            crate::duration::format(MAX_TIMEOUT)
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A credential as given: `sha256:` and 64 hex digits, `${secret.NAME}`, or a literal
+/// long enough not to be guessed from its hash.
+fn check_credential(field: &str, value: &str) -> Result<(), String> {
+    match Credential::of(value) {
+        Credential::Secret(name) if !crate::definition::valid_name(name) => Err(format!(
+            "{field}: '{name}' is not a secret name; write ${{secret.NAME}}"
+        )),
+        Credential::Hash(hex) if !is_sha256_hex(hex) => Err(format!(
+            "{field} starts with '{SEALED_PREFIX}' but is not followed by 64 lowercase hex digits; give the token itself, it is hashed when applied"
+        )),
+        Credential::Literal(text) if text.chars().count() < MIN_LITERAL_LEN => Err(format!(
+            "{field} must be at least {MIN_LITERAL_LEN} characters (e.g. `openssl rand -hex 16`), or name a project secret as ${{secret.NAME}}"
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn is_sha256_hex(hex: &str) -> bool {
+    hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// A credential of a trigger, as the definition holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential<'a> {
+    /// The hex SHA-256 of the value (stored as `sha256:<hex>`).
+    Hash(&'a str),
+    /// The project secret holding the value (`${secret.NAME}`).
+    Secret(&'a str),
+    /// Not sealed yet (a definition being applied).
+    Literal(&'a str),
+}
+
+impl<'a> Credential<'a> {
+    pub fn of(value: &'a str) -> Credential<'a> {
+        if let Some(hex) = value.strip_prefix(SEALED_PREFIX) {
+            Credential::Hash(hex)
+        } else if let Some(name) = value
+            .strip_prefix("${secret.")
+            .and_then(|rest| rest.strip_suffix('}'))
+        {
+            Credential::Secret(name)
+        } else {
+            Credential::Literal(value)
+        }
+    }
+}
+
+/// Replaces every literal token and password by its `sha256:` form; sealed values and
+/// secret references stay as they are.
+pub fn seal(triggers: &mut [TriggerDef]) {
+    for t in triggers {
+        let values = [
+            t.auth.token.as_mut(),
+            t.auth.basic.as_mut().map(|b| &mut b.password),
+        ];
+        for value in values.into_iter().flatten() {
+            if matches!(Credential::of(value), Credential::Literal(_)) {
+                *value = format!("{SEALED_PREFIX}{}", token_hash(value));
+            }
+        }
+    }
+}
+
+/// Whether `presented` is the value whose hex SHA-256 is `hash`, without letting the
+/// comparison's timing tell how much of it matched.
+pub fn matches_hash(presented: &str, hash: &str) -> bool {
+    constant_time_eq(token_hash(presented).as_bytes(), hash.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::definition::WorkflowDef;
+    use serde_json::json;
+
+    const TOKEN: &str = "0123456789abcdef-token";
+
+    fn trigger(yaml: &str) -> Result<Vec<TriggerDef>, String> {
+        let text = format!("name: w\ntriggers:\n{yaml}\ntasks:\n- {{name: a, type: noop}}\n");
+        WorkflowDef::parse(&text)
+            .map(|d| d.triggers)
+            .map_err(|e| e.to_string())
+    }
+
+    fn refused(yaml: &str) -> String {
+        trigger(yaml).expect_err(yaml)
+    }
+
+    #[test]
+    fn a_full_trigger_parses() {
+        let t = trigger(&format!(
+            "- {{name: deploy, mode: sync, auth: {{token: {TOKEN}}}, allow_ips: [10.0.0.0/8, '::1'], \
+             params: {{env: $.env, id: \"$.items[0]['id']\"}}, timeout: 2m, outputs: [url]}}"
+        ))
+        .unwrap();
+        assert_eq!(t[0].mode, TriggerMode::Sync);
+        assert_eq!(t[0].timeout(), Duration::from_secs(120));
+        assert_eq!(t[0].auth_kind(), "token");
+        let basic =
+            trigger("- {name: b, auth: {basic: {user: ci, password: '${secret.hook_pw}'}}}")
+                .unwrap();
+        assert_eq!(basic[0].mode, TriggerMode::Async);
+        assert_eq!(basic[0].timeout(), DEFAULT_TIMEOUT);
+        assert_eq!(basic[0].auth_kind(), "basic");
+    }
+
+    #[test]
+    fn mistakes_are_refused_naming_the_field_and_the_fix() {
+        let token = format!("auth: {{token: {TOKEN}}}");
+        for (yaml, says) in [
+            (
+                format!("- {{name: t, {token}, allow_ips: [10.0.0.0/33]}}"),
+                "trigger 't': allow_ips[0]: '10.0.0.0/33'",
+            ),
+            (
+                format!("- {{name: t, {token}, allow_ips: ['::1', nope]}}"),
+                "allow_ips[1]: 'nope' is not an IP address",
+            ),
+            (
+                format!("- {{name: t, {token}, params: {{id: data.id}}}}"),
+                "params.id: 'data.id' is not a supported JSONPath ($, .key, ['key'], [index]): a path starts with '$' at position 0",
+            ),
+            (
+                format!("- {{name: t, {token}, params: {{id: '$..id'}}}}"),
+                "at position 2",
+            ),
+            (
+                format!("- {{name: t, {token}, params: {{'a b': $.x}}}}"),
+                "params: invalid parameter name 'a b'",
+            ),
+            (
+                format!("- {{name: t, mode: sync, {token}, outputs: ['x y']}}"),
+                "outputs: invalid parameter name 'x y'",
+            ),
+            (
+                format!("- {{name: t, mode: sync, {token}, timeout: 11m}}"),
+                "timeout must be more than 0 and at most 600s",
+            ),
+            (
+                format!("- {{name: t, mode: sync, {token}, timeout: 0s}}"),
+                "timeout must be more than 0",
+            ),
+            (
+                format!("- {{name: t, {token}, timeout: 5s}}"),
+                "timeout and outputs are for mode: sync",
+            ),
+            (
+                format!("- {{name: t, {token}, outputs: [x]}}"),
+                "timeout and outputs are for mode: sync",
+            ),
+            (
+                "- {name: t, auth: {token: short}}".into(),
+                "auth.token must be at least 16 characters",
+            ),
+            (
+                "- {name: t, auth: {token: 'sha256:abc'}}".into(),
+                "not followed by 64 lowercase hex digits",
+            ),
+            (
+                "- {name: t, auth: {token: '${secret.a b}'}}".into(),
+                "'a b' is not a secret name",
+            ),
+            (
+                "- {name: t, auth: {basic: {user: 'a:b', password: '${secret.pw}'}}}".into(),
+                "without ':'",
+            ),
+            (
+                "- {name: t, auth: {basic: {user: u, password: short}}}".into(),
+                "auth.basic.password must be at least 16",
+            ),
+            ("- {name: t, auth: {}}".into(), "exactly one of"),
+            (
+                format!("- {{name: t, type: cron, {token}}}"),
+                "unknown type 'cron'",
+            ),
+            (
+                format!("- {{name: t, {token}}}\n- {{name: t, {token}}}"),
+                "used more than once",
+            ),
+            (format!("- {{name: '-t', {token}}}"), "trigger name"),
+        ] {
+            let e = refused(&yaml);
+            assert!(e.contains(says), "{yaml}\n  says: {e}\n  want: {says}");
+        }
+    }
+
+    #[test]
+    fn sealing_hashes_literals_and_keeps_hashes_and_secret_references() {
+        let mut triggers = trigger(&format!(
+            "- {{name: a, auth: {{token: {TOKEN}}}}}\n\
+             - {{name: b, auth: {{basic: {{user: ci, password: correct-horse-battery}}}}}}\n\
+             - {{name: c, auth: {{token: '${{secret.hook}}'}}}}"
+        ))
+        .unwrap();
+        seal(&mut triggers);
+        let token = triggers[0].auth.token.clone().unwrap();
+        assert_eq!(token, format!("sha256:{}", token_hash(TOKEN)));
+        let Credential::Hash(hex) = Credential::of(&token) else {
+            panic!("{token}")
+        };
+        assert!(matches_hash(TOKEN, hex));
+        assert!(!matches_hash("0123456789abcdef-tokeN", hex));
+        assert!(!matches_hash("", hex));
+        let password = &triggers[1].auth.basic.as_ref().unwrap().password;
+        assert_eq!(
+            *password,
+            format!("sha256:{}", token_hash("correct-horse-battery"))
+        );
+        assert_eq!(triggers[1].auth.basic.as_ref().unwrap().user, "ci");
+        assert_eq!(triggers[2].auth.token.as_deref(), Some("${secret.hook}"));
+        assert_eq!(Credential::of("${secret.hook}"), Credential::Secret("hook"));
+        // Sealed again (a fetched definition applied again): unchanged, and still valid.
+        let once = triggers.clone();
+        seal(&mut triggers);
+        assert_eq!(triggers, once);
+        validate(&triggers).unwrap();
+    }
+
+    #[test]
+    fn a_payload_maps_to_params_or_the_error_names_the_path_and_the_param() {
+        let t = &trigger(&format!(
+            "- {{name: t, auth: {{token: {TOKEN}}}, params: {{env: $.env, n: $.n, ok: $.ok, \
+             first: '$.items[0].id', all: $.items, whole: $}}}}"
+        ))
+        .unwrap()[0];
+        let payload = json!({"env": "prod", "n": 3, "ok": true, "items": [{"id": "a"}]});
+        let p = t.map_params(&payload).unwrap();
+        assert_eq!(p["env"], "prod");
+        assert_eq!(p["n"], "3");
+        assert_eq!(p["ok"], "true");
+        assert_eq!(p["first"], "a");
+        assert_eq!(p["all"], r#"[{"id":"a"}]"#);
+        assert!(p["whole"].starts_with('{'));
+
+        let e = t.map_params(&json!({"n": 1, "items": []})).unwrap_err();
+        assert!(
+            e.contains("no value at $.env") && e.contains("param 'env'"),
+            "{e}"
+        );
+        let e = t
+            .map_params(&json!({"env": null, "n": 1, "ok": 1, "items": []}))
+            .unwrap_err();
+        assert!(e.contains("$.env") && e.contains("is null"), "{e}");
+        let e = t
+            .map_params(&json!({"env": "x", "n": 1, "ok": 1, "items": []}))
+            .unwrap_err();
+        assert!(
+            e.contains("$.items[0].id") && e.contains("param 'first'"),
+            "{e}"
+        );
+        let none = &trigger(&format!("- {{name: t, auth: {{token: {TOKEN}}}}}")).unwrap()[0];
+        assert!(none.map_params(&json!("anything")).unwrap().is_empty());
+    }
 }

@@ -76,6 +76,9 @@ store_suite!(
     projects_hold_members_and_are_deleted_only_when_empty,
     a_mutation_and_its_audit_row_commit_together,
     secrets_are_kept_sealed_per_project,
+    a_repeated_idempotency_key_returns_the_first_run_and_starts_nothing,
+    concurrent_calls_with_one_key_start_one_run,
+    a_rejected_command_and_the_triggers_of_the_latest_versions_are_read,
 );
 
 #[path = "store_suite/schedules.rs"]
@@ -96,6 +99,10 @@ use access::*;
 #[path = "store_suite/serial_groups_alerts.rs"]
 mod serial_groups_alerts;
 use serial_groups_alerts::*;
+
+#[path = "store_suite/triggers.rs"]
+mod triggers;
+use triggers::*;
 
 // ---- harness ----
 

@@ -248,8 +248,9 @@ impl Store {
             .collect())
     }
 
-    /// Outputs of an instance's succeeded tasks, later tasks winning.
-    async fn outputs_of(&self, instance: i64) -> Result<Params> {
+    /// Outputs of an instance's succeeded tasks, later tasks winning (what a parent task
+    /// and a sync trigger's caller get).
+    pub async fn outputs_of(&self, instance: i64) -> Result<Params> {
         let rows: Vec<(i64, Option<String>)> = self
             .db
             .fetch_all(

@@ -6,7 +6,8 @@
 //! (the master's write batch and the run-state reads), `schedules` (cron schedules and
 //! their fires), `backfills`, `serial` (execution types), `task_groups` (slots shared
 //! across workflows), `alerts` (channels and the outbox), `users` (users and API tokens),
-//! `projects` (projects and members), `audit` (the audit log), `secrets` (sealed secrets).
+//! `projects` (projects and members), `audit` (the audit log), `secrets` (sealed secrets),
+//! `triggers` (webhook calls and their idempotency keys).
 
 mod alerts;
 mod audit;
@@ -26,6 +27,7 @@ mod secrets;
 mod serial;
 mod signal;
 mod task_groups;
+mod triggers;
 mod users;
 mod waits;
 
@@ -38,6 +40,7 @@ pub use projects::{MemberRow, Owned, ProjectRow};
 pub use schedules::{FIRE_MEMORY_MS, ScheduleRow, ScheduleSpec};
 pub use secrets::{SealedSecret, SecretRow};
 pub use signal::CommandSignal;
+pub use triggers::{CallKey, RunProgress, TriggeredRun};
 pub use users::{BOOTSTRAP_ADMIN, BOOTSTRAP_TOKEN, TokenOwner, TokenRow, UserRow};
 
 use crate::error::Result;

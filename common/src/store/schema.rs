@@ -200,3 +200,16 @@ pub(super) enum TaskCallback {
     CreatedAt,
     SentAt,
 }
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum TriggerCall {
+    Table,
+    Project,
+    Workflow,
+    TriggerName,
+    IdempotencyKey,
+    ParamsHash,
+    CommandId,
+    WorkflowInstanceId,
+    CreatedAt,
+}

@@ -118,6 +118,21 @@ impl Store {
             .await
     }
 
+    /// One secret's sealed value; None when `project` has no secret `name`.
+    pub async fn sealed_secret(&self, project: &str, name: &str) -> Result<Option<String>> {
+        let row: Option<(String,)> = self
+            .db
+            .fetch_optional(
+                Query::select()
+                    .column(Secret::Sealed)
+                    .from(Secret::Table)
+                    .and_where(Expr::col(Secret::Project).eq(project))
+                    .and_where(Expr::col(Secret::Name).eq(name)),
+            )
+            .await?;
+        Ok(row.map(|(sealed,)| sealed))
+    }
+
     /// Deletes a secret; false when there was none.
     pub async fn delete_secret(&self, project: &str, name: &str) -> Result<bool> {
         let mut tx = self.db.begin().await?;
