@@ -67,6 +67,10 @@ pub struct ErrorBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub task: Option<String>,
+    /// For a webhook trigger's call that timed out (504): the run, which goes on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub workflow_instance_id: Option<i64>,
 }
 
 const INTERNAL: &str = "internal error, see the api-server log";
@@ -119,6 +123,7 @@ impl IntoResponse for Error {
             line: location.map(|(line, _)| line),
             column: location.map(|(_, column)| column),
             task,
+            workflow_instance_id: None,
         };
         (status, axum::Json(body)).into_response()
     }

@@ -18,6 +18,7 @@ mod commands;
 mod completions;
 pub mod error;
 mod extract;
+mod hooks;
 mod instances;
 mod logs;
 mod metrics;
@@ -42,6 +43,7 @@ use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::registry::Registry;
 use shoal_common::secret_key::SecretKey;
 use shoal_common::store::Store;
+use shoal_common::trigger::cidr::Cidr;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -65,6 +67,8 @@ pub struct ApiState {
     pub limits: Limits,
     /// Seals the values of project secrets (None: secrets cannot be set).
     pub secret_key: Option<SecretKey>,
+    /// Reverse proxies whose `X-Forwarded-For` names a webhook caller's address.
+    pub trusted_proxies: Vec<Cidr>,
 }
 
 /// What one request may ask of the server.
@@ -95,6 +99,10 @@ pub(crate) struct Ctx {
     pub auth: Arc<Auth>,
     pub limits: Limits,
     pub secret_key: Option<SecretKey>,
+    pub trusted_proxies: Arc<[Cidr]>,
+    /// Cancelled when the server shuts down: webhook calls waiting for their run stop
+    /// waiting.
+    pub shutdown: CancellationToken,
     /// The operation id of each (method, full path template), for the access policy.
     pub operations: Arc<HashMap<(Method, String), String>>,
     /// The OpenAPI document, serialized once.
@@ -127,6 +135,8 @@ fn api_routes() -> OpenApiRouter<Ctx> {
         .routes(routes!(workflows::get))
         .routes(routes!(workflows::versions))
         .routes(routes!(commands::start))
+        .routes(routes!(hooks::call))
+        .routes(routes!(hooks::list))
         .routes(routes!(schedules::create, schedules::list))
         .routes(routes!(
             schedules::get,
@@ -170,6 +180,11 @@ fn parts() -> (Router<Ctx>, Router<Ctx>, utoipa::openapi::OpenApi) {
 /// The whole HTTP surface: `/api/v1/...`, `GET /metrics` (Prometheus), the API's
 /// interactive docs at `/api/docs`, the web UI, and JSON 404/405 answers for anything else.
 pub fn router(state: ApiState) -> Router {
+    router_until(state, CancellationToken::new())
+}
+
+/// [`router`], whose long waits end when `shutdown` is cancelled.
+fn router_until(state: ApiState, shutdown: CancellationToken) -> Router {
     let (api, outside, doc) = parts();
     let ctx = Ctx {
         store: state.store,
@@ -178,6 +193,8 @@ pub fn router(state: ApiState) -> Router {
         auth: Arc::new(state.auth),
         limits: state.limits,
         secret_key: state.secret_key,
+        trusted_proxies: state.trusted_proxies.into(),
+        shutdown,
         operations: Arc::new(openapi::operations(&doc)),
         openapi: Arc::from(doc.to_json().expect("the OpenAPI document serializes")),
     };
@@ -209,7 +226,8 @@ pub async fn serve(
     let addr = listener.local_addr()?;
     tracing::info!(%addr, auth = state.auth.is_on(), "api-server listening");
     // The peer address is what the audit log records as the caller's.
-    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let app = router_until(state, shutdown.clone())
+        .into_make_service_with_connect_info::<std::net::SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await?;

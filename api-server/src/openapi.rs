@@ -23,8 +23,11 @@ use utoipa_swagger_ui::{Config, SwaggerUi};
 pub const DOCS_PATH: &str = "/api/docs";
 /// Where the document is served.
 pub const DOCUMENT_PATH: &str = "/api/v1/openapi.json";
-/// The security scheme of requests when the server has a token.
+/// The security scheme of requests when the server has a token (and of triggers that
+/// take a token).
 const BEARER: &str = "bearer";
+/// The security scheme of triggers that take HTTP Basic credentials.
+pub(crate) const BASIC: &str = "basic";
 
 #[derive(OpenApi)]
 #[openapi(
@@ -65,6 +68,12 @@ pub(crate) fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::Open
         .add_security_scheme(
             BEARER,
             SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
+    doc.components
+        .get_or_insert_with(Default::default)
+        .add_security_scheme(
+            BASIC,
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Basic)),
         );
     for item in doc.paths.paths.values_mut() {
         let operations = [

@@ -54,7 +54,9 @@ pub async fn apply(
     ApiPath(project): ApiPath<String>,
     body: Body,
 ) -> Result<(StatusCode, Json<Applied>)> {
-    let def = checked(&ctx, &project, &body).await?;
+    let mut def = checked(&ctx, &project, &body).await?;
+    // Triggers' literal tokens and passwords are stored as their hashes only.
+    shoal_common::trigger::seal(&mut def.triggers);
     let (version, created) = ctx.store.put_definition(&def).await?;
     tracing::info!(
         project = %def.project,

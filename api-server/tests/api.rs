@@ -70,6 +70,7 @@ async fn api_with_limits(token: Option<&str>, limits: Limits) -> Api {
         secret: Default::default(),
         limits,
         secret_key: None,
+        trusted_proxies: Vec::new(),
         store: store.clone(),
         auth: token.map_or(Auth::Off, |t| Auth::tokens(Some(t.into()))),
     };
@@ -1487,6 +1488,7 @@ async fn the_cluster_is_listed_from_the_registry_standalone_passes() {
         secret: Default::default(),
         limits: Default::default(),
         secret_key: None,
+        trusted_proxies: Vec::new(),
     });
     let req = Request::get("/api/v1/cluster").body(Body::empty()).unwrap();
     let resp = app.oneshot(req).await.unwrap();

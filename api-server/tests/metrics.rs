@@ -31,6 +31,7 @@ async fn app(token: Option<&str>) -> (Router, Store, TempDir) {
         secret: Default::default(),
         limits: Default::default(),
         secret_key: None,
+        trusted_proxies: Vec::new(),
         store: store.clone(),
         auth: token.map_or(Auth::Off, |t| Auth::tokens(Some(t.into()))),
     };

@@ -10,6 +10,7 @@ use shoal_common::cluster_tls::ClusterTls;
 use shoal_common::registry::Registry;
 use shoal_common::secret_key::SecretKey;
 use shoal_common::store::{BOOTSTRAP_ADMIN, Store};
+use shoal_common::trigger::cidr::Cidr;
 use shoal_master::MasterConfig;
 use shoal_worker::WorkerConfig;
 use std::net::{IpAddr, SocketAddr};
@@ -192,6 +193,17 @@ impl LimitArgs {
     }
 }
 
+/// Who a webhook trigger's caller is (shared by `api-server` and `standalone`).
+#[derive(Args, Serialize, Debug)]
+pub struct ProxyArgs {
+    /// A reverse proxy (address or CIDR) whose X-Forwarded-For header names the caller of
+    /// a webhook trigger, for its allow_ips; repeat the flag or separate with commas.
+    /// Without it, the caller is the TCP peer and X-Forwarded-For is ignored.
+    #[arg(long = "trusted-proxy", value_name = "CIDR", env = "SHOAL_TRUSTED_PROXY", value_delimiter = ',', value_parser = str::parse::<Cidr>)]
+    #[serde(rename = "trusted_proxy", skip_serializing_if = "Vec::is_empty")]
+    pub trusted_proxies: Vec<Cidr>,
+}
+
 /// `123`, `64KiB`, `8MiB` or `1GiB` as bytes.
 fn parse_size(s: &str) -> Result<usize, String> {
     let t = s.trim();
@@ -257,6 +269,9 @@ pub struct StandaloneArgs {
     #[command(flatten)]
     pub limits: LimitArgs,
     #[command(flatten)]
+    #[serde(flatten)]
+    pub proxies: ProxyArgs,
+    #[command(flatten)]
     pub timing: TimingArgs,
     #[command(flatten)]
     pub exec: ExecArgs,
@@ -300,6 +315,9 @@ pub struct ApiServerArgs {
     pub secret_key: Option<String>,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub proxies: ProxyArgs,
     #[command(flatten)]
     #[serde(skip)]
     pub common: Common,
@@ -662,6 +680,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
             secret,
             limits: args.limits.limits(),
             secret_key: Some(secret_key),
+            trusted_proxies: args.proxies.trusted_proxies,
         },
         shutdown.clone(),
     )
@@ -696,6 +715,7 @@ pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
             secret,
             limits: args.limits.limits(),
             secret_key: given_secret_key(args.secret_key.as_deref())?,
+            trusted_proxies: args.proxies.trusted_proxies,
         },
         shutdown,
     )

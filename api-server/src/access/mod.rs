@@ -1,8 +1,9 @@
 //! Who is calling and what they may do. With auth on, every request under `/api/v1` (and
 //! `GET /metrics`) carries `Authorization: Bearer <token>` of a user, except the liveness
-//! probe, the OpenAPI document and the session check; each operation needs the role its
-//! [`policy::rule`] names. Every mutation is audited: in the transaction of its change, or,
-//! when it committed nothing (refused, or a no-op), right after.
+//! probe, the OpenAPI document, the session check and webhook trigger calls (which carry
+//! the trigger's own credential, checked by [`crate::hooks`]); each operation needs the
+//! role its [`policy::rule`] names. Every mutation is audited: in the transaction of its
+//! change, or, when it committed nothing (refused, or a no-op), right after.
 
 pub(crate) mod audit;
 pub(crate) mod policy;
@@ -242,10 +243,22 @@ pub async fn guard(State(ctx): State<Ctx>, req: Request, next: Next) -> Response
             .get::<ConnectInfo<SocketAddr>>()
             .map_or_else(|| "unknown".into(), |c| c.0.ip().to_string()),
     };
-    let (response, written, entry) = match refusal {
-        Ok(()) => audited(entry, next.run(req)).await,
-        Err(e) => (e.into_response(), false, entry),
-    };
+    match refusal {
+        Ok(()) => audit(&ctx, entry, next.run(req)).await,
+        Err(e) => audit(&ctx, entry, std::future::ready(e.into_response())).await,
+    }
+}
+
+/// Answers with `answer`, the mutation `entry` describes: its first commit writes the
+/// audit row; an answer that committed nothing (refused, or a no-op) is recorded right
+/// after, with its result. Routes that authenticate their callers themselves (webhook
+/// triggers) call it once they know who calls.
+pub(crate) async fn audit(
+    ctx: &Ctx,
+    entry: AuditEntry,
+    answer: impl Future<Output = Response>,
+) -> Response {
+    let (response, written, entry) = audited(entry, answer).await;
     if written {
         return response;
     }

@@ -52,6 +52,8 @@ pub fn rule(op: &str) -> Option<Need> {
     Some(match op {
         // Metrics are aggregate counters without names, like the masters' and workers'.
         "health" | "getOpenApi" | "getSession" | "getMetrics" => Open,
+        // The trigger's own token or password, and its address allowlist (see `hooks`).
+        "callTrigger" => Open,
         // Its one-time token is the credential (see `completions`).
         "completeCallback" => Open,
         "listProjects" | "createProject" | "listNodes" | "previewCron" | "listTaskGroups"
@@ -67,7 +69,8 @@ pub fn rule(op: &str) -> Option<Need> {
         | "listSchedules"
         | "getSchedule"
         | "previewSchedule"
-        | "listSecrets" => Project(Viewer, Path),
+        | "listSecrets"
+        | "listTriggers" => Project(Viewer, Path),
         "startWorkflow" | "createBackfill" => Project(Operator, Path),
         "applyWorkflow" | "validateWorkflow" | "createSchedule" | "updateSchedule"
         | "deleteSchedule" | "enableSchedule" | "disableSchedule" | "setSecret"

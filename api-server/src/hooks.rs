@@ -1,0 +1,391 @@
+//! Webhook triggers: `POST /hooks/{project}/{workflow}/{trigger}` starts a run of the
+//! workflow from any JSON payload, `GET /projects/{project}/triggers` lists them. A call
+//! authenticates itself with the trigger's own credential and address allowlist ([`auth`]),
+//! so the access guard lets it through without a user's token; once authenticated, it is
+//! audited like any other mutation (unauthenticated refusals are not, as for the guard).
+//!
+//! An `async` call answers 202 as soon as a master has claimed the run's command, or after
+//! [`CLAIM_WAIT`] with a null instance id (`GET /commands/{id}` tells later). A `sync` call
+//! answers 200 when the run has ended, or 504 with its instance when the trigger's timeout
+//! passes first; the run goes on either way.
+
+mod auth;
+
+use crate::Ctx;
+use crate::access::audit;
+use crate::commands::refuse_undefined;
+use crate::error::{Error, ErrorBody, Result};
+use crate::extract::{ApiPath, Body, path};
+use axum::Json;
+use axum::extract::{ConnectInfo, FromRequest, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::Value;
+use shoal_common::start::Params;
+use shoal_common::store::{
+    AuditEntry, CallKey, NewCommand, RunProgress, StoredDefinition, TriggeredRun,
+};
+use shoal_common::trigger::{TriggerDef, TriggerMode};
+use shoal_common::types::{CommandKind, WorkflowState};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::time::Instant;
+use utoipa::{IntoParams, ToSchema};
+
+/// How long an async call waits for a master to claim its run, to answer with the instance.
+const CLAIM_WAIT: Duration = Duration::from_secs(2);
+/// How often a waiting call reads its run's state (one indexed row).
+const POLL: Duration = Duration::from_millis(150);
+/// The longest `Idempotency-Key` taken.
+const MAX_KEY_LEN: usize = 255;
+
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub struct HookPath {
+    /// Project name.
+    project: String,
+    /// Workflow name.
+    workflow: String,
+    /// The trigger's name (its `name` in the workflow's `triggers`).
+    trigger: String,
+}
+
+/// An `async` trigger's run was started.
+#[derive(Serialize, ToSchema)]
+pub struct TriggerStarted {
+    /// The run; null when no master claimed its command within 2 s
+    /// (`GET /commands/{command_id}` tells it later).
+    #[schema(required = true)]
+    pub workflow_instance_id: Option<i64>,
+    pub command_id: i64,
+}
+
+/// A `sync` trigger's run ended.
+#[derive(Serialize, ToSchema)]
+pub struct TriggerFinished {
+    pub workflow_instance_id: i64,
+    pub state: WorkflowState,
+    /// The trigger's `outputs` that the run's succeeded tasks set (by name).
+    pub outputs: BTreeMap<String, String>,
+}
+
+/// `POST /hooks/{project}/{workflow}/{trigger}`: starts a run of the workflow's latest
+/// version, its parameters mapped from the JSON payload by the trigger's `params`.
+/// `Idempotency-Key` makes a retried call return the run the first call started.
+#[utoipa::path(
+    post,
+    path = "/hooks/{project}/{workflow}/{trigger}",
+    operation_id = "callTrigger",
+    tag = "workflows",
+    params(
+        HookPath,
+        ("Idempotency-Key" = Option<String>, Header, description = "A call repeating the key (per trigger, with the same parameters) gets the first call's run instead of starting another"),
+    ),
+    security(("bearer" = []), ("basic" = [])),
+    request_body(content = Option<Object>, description = "Any JSON; an empty body is `{}`"),
+    responses(
+        (status = 202, description = "`async`: the run was started", body = TriggerStarted),
+        (status = 200, description = "`sync`: the run ended", body = TriggerFinished),
+        (status = 400, description = "The body is not JSON, or lacks a value the trigger's `params` map (the message names the JSONPath and the param)", body = ErrorBody),
+        (status = 401, description = "The trigger's token or basic credentials are missing or wrong (with `WWW-Authenticate`)", body = ErrorBody),
+        (status = 403, description = "The caller's address is not in the trigger's `allow_ips`", body = ErrorBody),
+        (status = 404, description = "No such project, workflow or trigger", body = ErrorBody),
+        (status = 409, description = "The `Idempotency-Key` was sent before with other parameters", body = ErrorBody),
+        (status = 413, description = "The body is larger than the limit", body = ErrorBody),
+        (status = 503, description = "A secret the trigger's credential names cannot be read, or the server is shutting down (a started run goes on)", body = ErrorBody),
+        (status = 504, description = "`sync`: the run did not end within the trigger's timeout; it goes on (`workflow_instance_id`)", body = ErrorBody),
+    )
+)]
+pub async fn call(
+    State(ctx): State<Ctx>,
+    ApiPath((project, workflow, trigger)): ApiPath<(String, String, String)>,
+    req: Request,
+) -> Result<Response> {
+    // One answer whether the project, the workflow or the trigger is missing: an
+    // unauthenticated caller learns nothing of what exists.
+    let def = ctx.store.get_definition(&project, &workflow, None).await?;
+    let found = def.as_ref().and_then(|d| {
+        let triggers = &d.definition.triggers;
+        triggers.iter().find(|t| t.name == trigger)
+    });
+    let (Some(def), Some(t)) = (&def, found) else {
+        return Err(Error::NotFound(format!(
+            "no trigger '{project}/{workflow}/{trigger}': check the project, workflow and \
+             trigger names (`shoal trigger list --project {project}`)"
+        )));
+    };
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let client = auth::client_address(peer, req.headers(), &ctx.trusted_proxies);
+    auth::check_address(t, client)?;
+    if let Err(refused) =
+        auth::check_credential(&ctx, &project, &workflow, t, req.headers()).await?
+    {
+        return Ok(refused.into_response());
+    }
+    let entry = AuditEntry {
+        actor: format!("trigger {workflow}/{trigger}"),
+        action: "callTrigger".into(),
+        target: format!("POST /api/v1/hooks/{project}/{workflow}/{trigger}"),
+        project: Some(project.clone()),
+        address: client.map_or_else(|| "unknown".into(), |ip| ip.to_string()),
+    };
+    let answer = async {
+        match start(&ctx, def, t, req).await {
+            Ok(response) => response,
+            Err(e) => e.into_response(),
+        }
+    };
+    Ok(audit(&ctx, entry, answer).await)
+}
+
+/// Maps the payload, writes the start command and answers as the trigger's mode says.
+async fn start(
+    ctx: &Ctx,
+    def: &StoredDefinition,
+    t: &TriggerDef,
+    req: Request,
+) -> Result<Response> {
+    let key = idempotency_key(req.headers())?;
+    let body = Body::from_request(req, ctx).await?;
+    let payload = body
+        .json_or_default::<Option<Value>>()?
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    let params: Params = t.map_params(&payload).map_err(Error::BadRequest)?;
+    refuse_undefined(def, &params)?;
+    let cmd = NewCommand {
+        kind: CommandKind::Start,
+        project: def.project.clone(),
+        workflow: def.name.clone(),
+        version: def.version,
+        params,
+        priority: None,
+        workflow_instance_id: None,
+        options: Default::default(),
+        parent_task_id: None,
+        schedule_time: None,
+    };
+    let key = key.as_deref().map(|key| CallKey {
+        trigger: &t.name,
+        key,
+    });
+    let run = ctx.store.start_triggered(&cmd, key).await?;
+    tracing::info!(
+        command_id = run.command_id,
+        project = %cmd.project,
+        workflow = %cmd.workflow,
+        trigger = %t.name,
+        replayed = run.replayed,
+        "trigger called"
+    );
+    let follow = Follow {
+        ctx,
+        cmd: &cmd,
+        key,
+    };
+    match t.mode {
+        TriggerMode::Async => {
+            let progress = follow.until(&run, CLAIM_WAIT, |p| p != &RunProgress::Pending);
+            let workflow_instance_id = match progress.await? {
+                RunProgress::Instance(id, _) => Some(id),
+                _ => None,
+            };
+            let answer = TriggerStarted {
+                workflow_instance_id,
+                command_id: run.command_id,
+            };
+            Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
+        }
+        TriggerMode::Sync => {
+            let ended =
+                |p: &RunProgress| matches!(p, RunProgress::Instance(_, s) if s.is_terminal());
+            match follow.until(&run, t.timeout(), ended).await? {
+                RunProgress::Instance(id, state) if state.is_terminal() => {
+                    let mut outputs = ctx.store.outputs_of(id).await?;
+                    outputs.retain(|name, _| t.outputs.contains(name));
+                    let answer = TriggerFinished {
+                        workflow_instance_id: id,
+                        state,
+                        outputs,
+                    };
+                    Ok(Json(answer).into_response())
+                }
+                progress => Ok(timed_out(t, &run, &progress)),
+            }
+        }
+    }
+}
+
+/// The `Idempotency-Key` header, if the call sent one.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>> {
+    let Some(value) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    match value.to_str() {
+        Ok(key) if (1..=MAX_KEY_LEN).contains(&key.len()) => Ok(Some(key.to_string())),
+        _ => Err(Error::BadRequest(format!(
+            "Idempotency-Key must be 1 to {MAX_KEY_LEN} visible ASCII characters (e.g. a UUID)"
+        ))),
+    }
+}
+
+/// A call waiting for the run it started.
+struct Follow<'a> {
+    ctx: &'a Ctx,
+    cmd: &'a NewCommand,
+    key: Option<CallKey<'a>>,
+}
+
+impl Follow<'_> {
+    /// Reads the run's progress until `done` holds or `within` has passed, and returns
+    /// the last one read. A run whose command was rejected is an error.
+    async fn until(
+        &self,
+        run: &TriggeredRun,
+        within: Duration,
+        done: impl Fn(&RunProgress) -> bool,
+    ) -> Result<RunProgress> {
+        let deadline = Instant::now() + within;
+        let mut instance = run.workflow_instance_id;
+        loop {
+            let progress = self
+                .ctx
+                .store
+                .run_progress(run.command_id, instance)
+                .await?;
+            match &progress {
+                RunProgress::Rejected(why) => {
+                    return Err(Error::Store(shoal_common::Error::Corrupt(format!(
+                        "command {} of a trigger call could not start: {why}",
+                        run.command_id
+                    ))));
+                }
+                RunProgress::Instance(id, _) if instance.is_none() => {
+                    instance = Some(*id);
+                    if let Some(key) = self.key {
+                        let (project, workflow) = (&self.cmd.project, &self.cmd.workflow);
+                        let store = &self.ctx.store;
+                        store
+                            .remember_triggered_instance(project, workflow, key, *id)
+                            .await?;
+                    }
+                }
+                _ => {}
+            }
+            let now = Instant::now();
+            if done(&progress) || now >= deadline {
+                return Ok(progress);
+            }
+            tokio::select! {
+                () = tokio::time::sleep(POLL.min(deadline - now)) => {}
+                () = self.ctx.shutdown.cancelled() => {
+                    return Err(Error::Unavailable(format!(
+                        "the api-server is shutting down; the run goes on (command {}{})",
+                        run.command_id,
+                        instance.map_or_else(String::new, |id| format!(", workflow instance {id}"))
+                    )));
+                }
+            }
+        }
+    }
+}
+
+/// 504: the run did not end within the trigger's timeout.
+fn timed_out(t: &TriggerDef, run: &TriggeredRun, progress: &RunProgress) -> Response {
+    let timeout = shoal_common::duration::format(t.timeout());
+    let (error, workflow_instance_id) = match progress {
+        RunProgress::Instance(id, state) => (
+            format!(
+                "the run did not end within trigger '{}''s timeout of {timeout}; it goes on as \
+                 workflow instance {id} ({state}): GET /api/v1/instances/{id}",
+                t.name
+            ),
+            Some(*id),
+        ),
+        _ => (
+            format!(
+                "no master took the run within trigger '{}''s timeout of {timeout}; it starts \
+                 when one does: GET /api/v1/commands/{}",
+                t.name, run.command_id
+            ),
+            None,
+        ),
+    };
+    let body = error_body(error, workflow_instance_id);
+    (StatusCode::GATEWAY_TIMEOUT, Json(body)).into_response()
+}
+
+/// An error answer built here rather than by [`Error`]: one with a header or an instance.
+fn error_body(error: String, workflow_instance_id: Option<i64>) -> ErrorBody {
+    ErrorBody {
+        error,
+        line: None,
+        column: None,
+        task: None,
+        workflow_instance_id,
+    }
+}
+
+/// One trigger of a project's workflow, as listed: never its credential.
+#[derive(Serialize, ToSchema)]
+pub struct TriggerInfo {
+    pub workflow: String,
+    pub name: String,
+    pub mode: TriggerMode,
+    /// `token` (`Authorization: Bearer`) or `basic` (HTTP Basic).
+    #[schema(example = "token")]
+    pub auth: String,
+    /// Addresses allowed to call (CIDR); empty: any.
+    pub allow_ips: Vec<String>,
+    /// Start parameter -> JSONPath into the payload.
+    pub params: BTreeMap<String, String>,
+    /// `sync`: the run's outputs the answer carries.
+    pub outputs: Vec<String>,
+    /// `sync`: how long a call waits for the run (null for `async`).
+    #[schema(required = true, example = "30s")]
+    pub timeout: Option<String>,
+    /// Where to POST the payload.
+    #[schema(example = "/api/v1/hooks/default/etl/deploy")]
+    pub path: String,
+}
+
+/// `GET /projects/{project}/triggers`: the triggers of the latest version of every
+/// workflow of the project, by workflow.
+#[utoipa::path(
+    get,
+    path = "/projects/{project}/triggers",
+    operation_id = "listTriggers",
+    tag = "workflows",
+    params(path::Project),
+    responses((status = 200, description = "By workflow, in definition order", body = [TriggerInfo]))
+)]
+pub async fn list(
+    State(ctx): State<Ctx>,
+    ApiPath(project): ApiPath<String>,
+) -> Result<Json<Vec<TriggerInfo>>> {
+    let workflows = ctx.store.project_triggers(&project).await?;
+    let listed = workflows
+        .into_iter()
+        .flat_map(|(workflow, triggers)| {
+            let project = project.clone();
+            triggers.into_iter().map(move |t| TriggerInfo {
+                path: format!("/api/v1/hooks/{project}/{workflow}/{}", t.name),
+                workflow: workflow.clone(),
+                auth: t.auth_kind().to_string(),
+                timeout: (t.mode == TriggerMode::Sync)
+                    .then(|| shoal_common::duration::format(t.timeout())),
+                name: t.name,
+                mode: t.mode,
+                allow_ips: t.allow_ips,
+                params: t.params,
+                outputs: t.outputs,
+            })
+        })
+        .collect();
+    Ok(Json(listed))
+}

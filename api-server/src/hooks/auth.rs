@@ -1,0 +1,309 @@
+//! Who may call a trigger: a caller from an allowed address (the TCP peer, or what a
+//! trusted proxy says it forwarded), carrying the trigger's token or basic password.
+
+use crate::Ctx;
+use crate::error::{Error, Result};
+use axum::Json;
+use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use shoal_common::access::token_hash;
+use shoal_common::cluster_secret::constant_time_eq;
+use shoal_common::trigger::cidr::Cidr;
+use shoal_common::trigger::{Credential, TriggerDef, matches_hash};
+use std::net::{IpAddr, SocketAddr};
+
+/// The caller's address: the TCP peer, unless the peer is a trusted proxy; then the
+/// nearest address of its `X-Forwarded-For` that is not a trusted proxy itself (the
+/// header's right end is what the proxy next to us added; anything left of an untrusted
+/// hop could be forged). None when the server was not given the peer (tests).
+pub(super) fn client_address(
+    peer: Option<IpAddr>,
+    headers: &HeaderMap,
+    trusted: &[Cidr],
+) -> Option<IpAddr> {
+    let is_trusted = |ip: IpAddr| trusted.iter().any(|c| c.contains(ip));
+    let mut client = peer?;
+    if !is_trusted(client) {
+        return Some(client);
+    }
+    let hops: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .collect();
+    for hop in hops.into_iter().rev() {
+        // Some proxies add the port too.
+        let ip = hop
+            .parse::<IpAddr>()
+            .or_else(|_| hop.parse::<SocketAddr>().map(|a| a.ip()));
+        // An unreadable hop ends the trust at the proxy that passed it on.
+        let Ok(ip) = ip else { break };
+        client = ip.to_canonical();
+        if !is_trusted(client) {
+            break;
+        }
+    }
+    Some(client)
+}
+
+/// 403 unless `client` is in the trigger's `allow_ips` (an empty list allows anyone).
+pub(super) fn check_address(t: &TriggerDef, client: Option<IpAddr>) -> Result<()> {
+    if t.allow_ips.is_empty() {
+        return Ok(());
+    }
+    // Checked when the definition was applied: an entry that no longer parses allows no one.
+    let allowed = client.is_some_and(|ip| {
+        t.allow_ips
+            .iter()
+            .filter_map(|c| c.parse::<Cidr>().ok())
+            .any(|c| c.contains(ip))
+    });
+    if allowed {
+        return Ok(());
+    }
+    let who = client.map_or_else(|| "an unknown address".to_string(), |ip| ip.to_string());
+    // Not the list itself: the caller may be anyone.
+    Err(Error::Forbidden(format!(
+        "trigger '{}' may not be called from {who}, which is not in its allow_ips; behind a \
+         reverse proxy, start the server with --trusted-proxy set to the proxy's address",
+        t.name
+    )))
+}
+
+/// What a request's `Authorization` header carries.
+enum Presented {
+    None,
+    Bearer(String),
+    Basic { user: String, password: String },
+    Unreadable,
+}
+
+fn presented(headers: &HeaderMap) -> Presented {
+    let Some(value) = headers.get(AUTHORIZATION) else {
+        return Presented::None;
+    };
+    let Ok(value) = value.to_str() else {
+        return Presented::Unreadable;
+    };
+    let (scheme, rest) = value.trim().split_once(' ').unwrap_or((value, ""));
+    let rest = rest.trim();
+    if scheme.eq_ignore_ascii_case("bearer") && !rest.is_empty() {
+        return Presented::Bearer(rest.to_string());
+    }
+    if scheme.eq_ignore_ascii_case("basic") {
+        let pair = base64_decode(rest).and_then(|bytes| String::from_utf8(bytes).ok());
+        if let Some((user, password)) = pair.as_deref().and_then(|p| p.split_once(':')) {
+            return Presented::Basic {
+                user: user.to_string(),
+                password: password.to_string(),
+            };
+        }
+    }
+    Presented::Unreadable
+}
+
+/// Standard base64 (RFC 4648; trailing `=` optional), as HTTP Basic sends it.
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in text.trim_end_matches('=').bytes() {
+        let sextet = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(sextet);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push(u8::try_from(acc >> bits).ok()?);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+/// A refused credential: 401 with the challenge of the trigger's scheme, so a client that
+/// sends credentials only when challenged (curl --anyauth, browsers) sends them.
+pub(super) struct Refused {
+    scheme: &'static str,
+    realm: String,
+    message: String,
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        let challenge = format!(
+            "{} realm=\"{}\", charset=\"UTF-8\"",
+            self.scheme, self.realm
+        );
+        let body = super::error_body(self.message, None);
+        let mut response = (StatusCode::UNAUTHORIZED, Json(body)).into_response();
+        if let Ok(value) = challenge.parse() {
+            response.headers_mut().insert(WWW_AUTHENTICATE, value);
+        }
+        response
+    }
+}
+
+/// Checks the request's credential against the trigger's: Ok, a 401 ([`Refused`]), or
+/// an error when the trigger's own credential cannot be read (a secret it names is
+/// missing).
+pub(super) async fn check_credential(
+    ctx: &Ctx,
+    project: &str,
+    workflow: &str,
+    t: &TriggerDef,
+    headers: &HeaderMap,
+) -> Result<std::result::Result<(), Refused>> {
+    let refuse = |scheme: &'static str, message: String| Refused {
+        scheme,
+        realm: format!("shoal trigger {project}/{workflow}/{}", t.name),
+        message,
+    };
+    let name = &t.name;
+    match (&t.auth.basic, &t.auth.token, presented(headers)) {
+        (None, Some(stored), Presented::Bearer(token)) => {
+            let hash = expected_hash(ctx, project, stored).await?;
+            Ok(matches_hash(&token, &hash)
+                .then_some(())
+                .ok_or_else(|| refuse("Bearer", format!("wrong token for trigger '{name}'"))))
+        }
+        (None, Some(_), _) => Ok(Err(refuse(
+            "Bearer",
+            format!("trigger '{name}' needs its token: send Authorization: Bearer <token>"),
+        ))),
+        (Some(basic), _, Presented::Basic { user, password }) => {
+            let hash = expected_hash(ctx, project, &basic.password).await?;
+            // Both compared, so the time taken does not tell which one was wrong.
+            let right_user = constant_time_eq(
+                token_hash(&user).as_bytes(),
+                token_hash(&basic.user).as_bytes(),
+            );
+            let right = right_user & matches_hash(&password, &hash);
+            Ok(right.then_some(()).ok_or_else(|| {
+                refuse(
+                    "Basic",
+                    format!("wrong user or password for trigger '{name}'"),
+                )
+            }))
+        }
+        (Some(_), ..) => Ok(Err(refuse(
+            "Basic",
+            format!(
+                "trigger '{name}' needs HTTP Basic credentials: send Authorization: Basic base64(user:password)"
+            ),
+        ))),
+        (None, None, _) => Err(Error::Store(shoal_common::Error::Corrupt(format!(
+            "trigger '{name}' of workflow '{project}/{workflow}' has no credential"
+        )))),
+    }
+}
+
+/// The hex SHA-256 of the value a stored credential stands for: the stored hash, or the
+/// hash of the project secret it names.
+async fn expected_hash(ctx: &Ctx, project: &str, stored: &str) -> Result<String> {
+    let name = match Credential::of(stored) {
+        Credential::Hash(hex) => return Ok(hex.to_string()),
+        Credential::Literal(value) => return Ok(token_hash(value)),
+        Credential::Secret(name) => name,
+    };
+    let unavailable = |why: String| Err(Error::Unavailable(why));
+    let Some(sealed) = ctx.store.sealed_secret(project, name).await? else {
+        return unavailable(format!(
+            "the trigger's credential is secret '{name}', which project '{project}' does not have: \
+             set it with `shoal secret set {name} --project {project}`"
+        ));
+    };
+    let Some(key) = &ctx.secret_key else {
+        return unavailable(format!(
+            "the trigger's credential is secret '{name}', and this api-server has no secret key \
+             to read it: start it with SHOAL_SECRET_KEY"
+        ));
+    };
+    match key.open(&format!("{project}/{name}"), &sealed) {
+        Ok(value) => Ok(token_hash(&value)),
+        Err(why) => unavailable(why),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn forwarded(values: &[&str]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for v in values {
+            headers.append("x-forwarded-for", HeaderValue::from_str(v).unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn forwarded_addresses_count_only_from_trusted_proxies() {
+        let trusted: Vec<Cidr> = ["10.0.0.0/8", "::1"]
+            .iter()
+            .map(|c| c.parse().unwrap())
+            .collect();
+        let client = |peer: &str, xff: &[&str]| {
+            client_address(Some(ip(peer)), &forwarded(xff), &trusted)
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(client("203.0.113.5", &["198.51.100.1"]), "203.0.113.5");
+        assert_eq!(client("10.0.0.2", &["198.51.100.1"]), "198.51.100.1");
+        assert_eq!(client("10.0.0.2", &[]), "10.0.0.2");
+        // The nearest untrusted hop; what it claims before that could be forged.
+        assert_eq!(
+            client("10.0.0.2", &["1.1.1.1, 198.51.100.1, 10.0.0.9"]),
+            "198.51.100.1"
+        );
+        assert_eq!(
+            client("10.0.0.2", &["1.1.1.1", "198.51.100.1"]),
+            "198.51.100.1"
+        );
+        assert_eq!(client("10.0.0.2", &["198.51.100.1:4431"]), "198.51.100.1");
+        assert_eq!(client("10.0.0.2", &["[2001:db8::7]:80"]), "2001:db8::7");
+        assert_eq!(client("10.0.0.2", &["nonsense"]), "10.0.0.2");
+        assert_eq!(
+            client("10.0.0.2", &["198.51.100.1, junk, 10.0.0.3"]),
+            "10.0.0.3"
+        );
+        assert_eq!(client("::1", &["::ffff:198.51.100.1"]), "198.51.100.1");
+        assert!(client_address(None, &forwarded(&["1.1.1.1"]), &trusted).is_none());
+    }
+
+    #[test]
+    fn basic_credentials_are_decoded() {
+        let basic = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+            match presented(&h) {
+                Presented::Basic { user, password } => Some((user, password)),
+                _ => None,
+            }
+        };
+        // echo -n 'ci:pa:ss wörd' | base64
+        let pair = basic("Basic Y2k6cGE6c3Mgd8O2cmQ=").unwrap();
+        assert_eq!(pair, ("ci".to_string(), "pa:ss wörd".to_string()));
+        assert_eq!(basic("basic  dTpw ").unwrap(), ("u".into(), "p".into()));
+        assert!(basic("Basic dTpw!").is_none());
+        assert!(basic("Basic dXNlcg==").is_none(), "no ':'");
+        assert!(basic("Bearer dTpw").is_none());
+        assert_eq!(base64_decode("").unwrap(), b"");
+        assert_eq!(base64_decode("TWFu").unwrap(), b"Man");
+        assert_eq!(base64_decode("TWE=").unwrap(), b"Ma");
+        assert_eq!(base64_decode("TQ==").unwrap(), b"M");
+    }
+}
