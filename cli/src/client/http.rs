@@ -84,31 +84,41 @@ impl Api {
         query: &[(&str, String)],
         body: Option<Body>,
     ) -> anyhow::Result<Response> {
-        let url = self.url(segments, query);
-        let mut req = self.http.request(method, url.clone());
-        if let Some(t) = &self.token {
-            req = req.bearer_auth(t);
-        }
+        let mut req = self.request(method, segments, query);
         if let Some(b) = body {
             req = req
                 .header(reqwest::header::CONTENT_TYPE, b.content_type)
                 .body(b.bytes);
         }
-        let resp = req.send().await.map_err(|e| self.transport_error(e))?;
+        let resp = self.execute(req).await?;
         let status = resp.status();
         if status.is_success() {
             return Ok(resp);
         }
-        let text = resp.text().await.unwrap_or_default();
-        let message = serde_json::from_str::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|v| v["error"].as_str().map(str::to_string))
-            .or_else(|| Some(text.trim().to_string()).filter(|t| !t.is_empty()))
-            .unwrap_or_else(|| format!("the api answered {status} to {url}"));
+        let message = error_message(resp).await;
         Err(match status {
             StatusCode::UNAUTHORIZED => anyhow!("{message} (pass --token or set SHOAL_TOKEN)"),
             _ => anyhow!(message),
         })
+    }
+
+    /// A request to `/api/v1/<segments...>`, with the token if there is one.
+    pub fn request(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, String)],
+    ) -> reqwest::RequestBuilder {
+        let req = self.http.request(method, self.url(segments, query));
+        match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        }
+    }
+
+    /// Sends `req`; a failure to reach the api says what to do.
+    pub async fn execute(&self, req: reqwest::RequestBuilder) -> anyhow::Result<Response> {
+        req.send().await.map_err(|e| self.transport_error(e))
     }
 
     pub async fn get<T: DeserializeOwned>(
@@ -159,6 +169,17 @@ impl Api {
         };
         Unreachable(message).into()
     }
+}
+
+/// What an error answer says: its JSON `error`, else its text, else its status.
+pub async fn error_message(resp: Response) -> String {
+    let (status, url) = (resp.status(), resp.url().clone());
+    let text = resp.text().await.unwrap_or_default();
+    serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v["error"].as_str().map(str::to_string))
+        .or_else(|| Some(text.trim().to_string()).filter(|t| !t.is_empty()))
+        .unwrap_or_else(|| format!("the api answered {status} to {url}"))
 }
 
 /// The api could not be asked (refused, timed out, connection lost), as opposed to an

@@ -1,7 +1,7 @@
 //! The client commands of the `shoal` binary (`apply`, `start`, `stop`, `pause`, `resume`,
 //! `rerun`, `resubmit`, `instances`, `status`, `logs`, `schedule`, `backfill`, `cluster`,
-//! `task-group`, `alert-channel`, `alerts`, `user`, `token`, `project`, `secret`, `audit`). They talk to the api-server over
-//! HTTP, never to the database.
+//! `task-group`, `alert-channel`, `alerts`, `user`, `token`, `project`, `secret`, `audit`,
+//! `trigger`). They talk to the api-server over HTTP, never to the database.
 
 mod access;
 mod alerts;
@@ -16,6 +16,7 @@ mod start;
 mod table;
 mod task_groups;
 mod tasks;
+mod triggers;
 
 use std::io::ErrorKind;
 
@@ -110,6 +111,9 @@ pub enum ClientCommand {
     Secret(secrets::SecretCommand),
     /// The audit log: every change made through the API, newest first (global admins).
     Audit(access::AuditArgs),
+    /// Webhook triggers: list a project's, or call one with its credential.
+    #[command(subcommand)]
+    Trigger(triggers::TriggerCommand),
 }
 
 /// Runs a client command and returns the process exit code. Errors are printed here, as
@@ -138,6 +142,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<i32> {
         ClientCommand::Project(cmd) => access::project(cmd).await,
         ClientCommand::Secret(cmd) => secrets::run(cmd).await,
         ClientCommand::Audit(args) => access::audit(args).await,
+        ClientCommand::Trigger(cmd) => triggers::run(cmd).await,
     };
     match result {
         Ok(code) => Ok(code),
