@@ -158,18 +158,34 @@ pub struct Standalone {
     pub dir: tempfile::TempDir,
     pub api: Api,
     pub proc: Proc,
+    /// Its extra environment, for a restart.
+    env: Vec<(String, String)>,
 }
 
 impl Standalone {
     pub fn start() -> Standalone {
-        let dir = tempfile::tempdir().unwrap();
-        let proc = Self::spawn(dir.path(), 0, "standalone");
-        let api = Api::new(bound_port(&proc));
-        api.wait_healthy(&[&proc]);
-        Standalone { dir, api, proc }
+        Standalone::start_with(&[])
     }
 
-    fn spawn(dir: &Path, port: u16, name: &str) -> Proc {
+    /// A standalone with `env` in its environment.
+    pub fn start_with(env: &[(&str, &str)]) -> Standalone {
+        let dir = tempfile::tempdir().unwrap();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let proc = Self::spawn(dir.path(), 0, "standalone", &env);
+        let api = Api::new(bound_port(&proc));
+        api.wait_healthy(&[&proc]);
+        Standalone {
+            dir,
+            api,
+            proc,
+            env,
+        }
+    }
+
+    fn spawn(dir: &Path, port: u16, name: &str, env: &[(String, String)]) -> Proc {
         let data = dir.join("data");
         let args = [
             "standalone",
@@ -180,14 +196,15 @@ impl Standalone {
             "--datasource",
             TEST_DATASOURCE,
         ];
-        Proc::spawn(name, dir, SHOAL, &args, &[])
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        Proc::spawn(name, dir, SHOAL, &args, &env)
     }
 
     /// Kills the process with SIGKILL (a crash) and starts it again on the same data.
     pub fn crash_and_restart(&mut self) {
         self.proc.kill();
         let port: u16 = self.api.base.rsplit(':').next().unwrap().parse().unwrap();
-        self.proc = Self::spawn(self.dir.path(), port, "standalone-restarted");
+        self.proc = Self::spawn(self.dir.path(), port, "standalone-restarted", &self.env);
         self.api.wait_healthy(&[&self.proc]);
     }
 }
@@ -206,9 +223,19 @@ impl MiniCluster {
     /// As production runs: calls between nodes on mutual TLS (certificates in
     /// `dir/cluster-*`) and carrying the cluster secret.
     pub fn start(masters: usize, workers: usize) -> MiniCluster {
+        MiniCluster::start_env(masters, workers, &[])
+    }
+
+    /// [`MiniCluster::start`] with `extra` in every node's environment.
+    pub fn start_env(masters: usize, workers: usize, extra: &[(&str, &str)]) -> MiniCluster {
         let dir = tempfile::tempdir().unwrap();
         let certs = make_certs(dir.path(), "cluster");
-        MiniCluster::start_with(masters, workers, dir, &certs.env())
+        let env: Vec<(&str, &str)> = certs
+            .env()
+            .into_iter()
+            .chain(extra.iter().copied())
+            .collect();
+        MiniCluster::start_with(masters, workers, dir, &env)
     }
 
     /// A cluster in `dir` whose every node also gets `extra` in its environment.
@@ -395,12 +422,16 @@ pub const LONG: Duration = Duration::from_secs(60);
 #[allow(unused_macros)] // not every test binary runs over both
 macro_rules! deployments {
     ($($test:ident),* $(,)?) => {
+        $crate::support::deployments!(env: &[]; $($test),*);
+    };
+    // With `env` in the environment of the standalone and of every node of the cluster.
+    (env: $env:expr; $($test:ident),* $(,)?) => {
         mod standalone {
             $(
                 #[test]
                 fn $test() {
                     super::$test($crate::support::Env::Standalone(
-                        $crate::support::Standalone::start(),
+                        $crate::support::Standalone::start_with($env),
                     ));
                 }
             )*
@@ -410,7 +441,7 @@ macro_rules! deployments {
                 #[test]
                 fn $test() {
                     super::$test($crate::support::Env::Cluster(
-                        $crate::support::MiniCluster::start(1, 1),
+                        $crate::support::MiniCluster::start_env(1, 1, $env),
                     ));
                 }
             )*
