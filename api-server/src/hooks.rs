@@ -22,6 +22,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
+use shoal_common::metrics::API_COMMANDS_WRITTEN;
 use shoal_common::start::Params;
 use shoal_common::store::{
     AuditEntry, CallKey, NewCommand, RunProgress, StoredDefinition, TriggeredRun,
@@ -175,6 +176,9 @@ async fn start(
         key,
     });
     let run = ctx.store.start_triggered(&cmd, key).await?;
+    if !run.replayed {
+        API_COMMANDS_WRITTEN.inc();
+    }
     tracing::info!(
         command_id = run.command_id,
         project = %cmd.project,

@@ -35,7 +35,9 @@ pub(crate) async fn handler() -> impl IntoResponse {
 ///
 /// A command is written exactly when a command route answers 202 (start, and the
 /// resume/rerun/resubmit-failed actions; stop and pause answer 202 without writing one),
-/// so the count is taken from the answer instead of from inside each handler.
+/// so the count is taken from the answer instead of from inside each handler. A webhook
+/// call counts its own: its answer does not tell (a sync one answers 200 or 504, and a
+/// repeated idempotency key writes none).
 pub(crate) async fn track(req: Request, next: Next) -> Response {
     API_REQUESTS.inc();
     let writes_command = writes_command(req.method(), req.uri().path());

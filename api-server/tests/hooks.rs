@@ -153,6 +153,21 @@ impl Env {
             .await
     }
 
+    /// `shoal_api_commands_written_total` (each test runs in a process of its own).
+    async fn commands_written(&self) -> u64 {
+        let req = Request::get("/metrics").body(Body::empty()).unwrap();
+        let resp = self.app.clone().oneshot(req).await.unwrap();
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("shoal_api_commands_written_total "))
+            .expect("the counter");
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    }
+
     async fn instances(&self) -> usize {
         let all = self
             .store
@@ -311,6 +326,7 @@ async fn a_payload_is_mapped_checked_and_an_idempotency_key_returns_the_first_ru
             .header("idempotency-key", "delivery-42")
             .body(PAYLOAD)
     };
+    let written = env.commands_written().await;
     let first = env.hook(keyed()).await;
     assert_eq!(first.status, StatusCode::ACCEPTED, "{}", first.json);
     let before = env.instances().await;
@@ -318,6 +334,11 @@ async fn a_payload_is_mapped_checked_and_an_idempotency_key_returns_the_first_ru
     assert_eq!(again.status, StatusCode::ACCEPTED, "{}", again.json);
     assert_eq!(again.json, first.json, "the same run");
     assert_eq!(env.instances().await, before, "nothing new started");
+    assert_eq!(
+        env.commands_written().await,
+        written + 1,
+        "one command counted"
+    );
     let other = call().header("idempotency-key", "delivery-42");
     let other = env
         .hook(other.body(r#"{"user": {"name": "bob"}, "items": [1]}"#))
