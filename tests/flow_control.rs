@@ -1,6 +1,7 @@
 //! Flow control, each test over the real `shoal standalone` and over a cluster of
 //! processes: a terminate task that ends its run while a sibling runs (whose process is
-//! gone afterwards) in the state and with the message it names.
+//! gone afterwards) in the state and with the message it names; error handlers that catch
+//! a failure into a handler task (which may fail itself), ignore it, or throw it.
 
 mod support;
 
@@ -8,7 +9,10 @@ use serde_json::Value;
 use std::path::Path;
 use support::{Env, wait_for};
 
-support::deployments!(a_terminate_task_ends_the_run_at_once_and_kills_what_runs,);
+support::deployments!(
+    a_terminate_task_ends_the_run_at_once_and_kills_what_runs,
+    error_handlers_catch_ignore_and_throw,
+);
 
 fn attempts<'a>(inst: &'a Value, name: &str) -> Vec<&'a Value> {
     inst["tasks"]
@@ -61,4 +65,73 @@ tasks:
             (!alive(&pid)).then_some(())
         });
     }
+}
+
+fn error_handlers_catch_ignore_and_throw(e: Env) {
+    let (ran, pid) = (e.path("ran"), e.path("pid"));
+    e.apply(&format!(
+        r#"
+name: handled
+failure_strategy: continue
+tasks:
+  - {{ name: load, type: shell, command: 'echo loading; exit 3', on_error: {{ action: catch, then: cleanup }} }}
+  - {{ name: publish, type: shell, depends_on: [load], command: 'echo publish >> {f}' }}
+  - {{ name: cleanup, type: shell, command: 'echo "${{error.task}} ${{error.exit_code}}" >> {f}' }}
+  - {{ name: optional, type: shell, command: 'exit 1', on_error: {{ action: ignore, retries: 1 }} }}
+  - {{ name: after_optional, type: shell, depends_on: [optional], command: 'echo after_optional >> {f}' }}
+"#,
+        f = ran.display()
+    ));
+    let inst = e.end(e.start("handled", "{}"));
+    assert_eq!(
+        inst["state"], "success",
+        "caught and ignored failures pass: {inst}"
+    );
+    let mut lines: Vec<String> = std::fs::read_to_string(&ran)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    assert_eq!(lines, vec!["after_optional", "load 3"], "publish never ran");
+    assert_eq!(
+        attempts(&inst, "load")[0]["state"],
+        "failure",
+        "the failure is on record"
+    );
+    assert_eq!(
+        attempts(&inst, "optional").len(),
+        2,
+        "its on_error retry ran first"
+    );
+
+    e.apply(
+        "name: handler_fails\ntasks:\n- { name: load, type: shell, command: 'exit 1', on_error: { action: catch, then: cleanup } }\n- { name: cleanup, type: shell, command: 'exit 2' }\n",
+    );
+    let inst = e.end(e.start("handler_fails", "{}"));
+    assert_eq!(inst["state"], "failure", "the handler failed: {inst}");
+    assert_eq!(attempts(&inst, "cleanup")[0]["state"], "failure");
+
+    e.apply(&format!(
+        r#"
+name: thrown
+failure_strategy: continue
+tasks:
+  - {{ name: long, type: shell, command: 'echo $$ > {p}; sleep 60' }}
+  - {{ name: fatal, type: shell, command: 'sleep 1; exit 1', on_error: {{ action: throw }} }}
+"#,
+        p = pid.display()
+    ));
+    let started = std::time::Instant::now();
+    let inst = e.end(e.start("thrown", "{}"));
+    assert!(
+        started.elapsed().as_secs() < 30,
+        "failed at once, not after long's 60 s"
+    );
+    assert_eq!(inst["state"], "failure", "{inst}");
+    assert_eq!(attempts(&inst, "long")[0]["state"], "killed");
+    let pid = std::fs::read_to_string(&pid).unwrap();
+    wait_for("long's process to be gone", support::LONG, || {
+        (!alive(&pid)).then_some(())
+    });
 }

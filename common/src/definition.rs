@@ -150,6 +150,9 @@ pub struct TaskDef {
     /// `callback`: the request that hands an outside system the task's callback URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callback: Option<CallbackSpec>,
+    /// What a failure does once the task's retries are spent: see [`OnErrorSpec`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_error: Option<OnErrorSpec>,
     /// `terminate`: ends the run at once in this state, killing what runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminate: Option<TerminateSpec>,
@@ -166,6 +169,47 @@ pub const CALLBACK_URL: &str = "callback.url";
 /// The output a `wait` or `callback` task that timed out carries (`"true"`); downstream
 /// tasks see it as `${timed_out}`, and it picks an `on_timeout` branch.
 pub const TIMED_OUT: &str = "timed_out";
+
+/// A task's error handler.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OnErrorSpec {
+    pub action: ErrorAction,
+    /// Further attempts before the action (instead of the task's `retries`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+    /// Wait between those attempts (instead of the task's `retry_interval`).
+    #[serde(
+        default,
+        with = "crate::duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<String>, example = "30s")]
+    pub interval: Option<Duration>,
+    /// `catch`: the handler task that runs then (and only then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub then: Option<String>,
+}
+
+/// What a task's failure does once its retries are spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorAction {
+    /// Fail as usual (after the handler's `retries`): the workflow's `failure_strategy`.
+    Retry,
+    /// Record the failure and go on as if the task passed.
+    Ignore,
+    /// Run the `then` handler task instead of what follows the task; the run fails only
+    /// if the handler fails.
+    Catch,
+    /// Fail the run at once, killing what runs, whatever the `failure_strategy`.
+    Throw,
+}
+
+/// The parameters a catch handler task sees about the failure it handles.
+pub const ERROR_TASK: &str = "error.task";
+pub const ERROR_MESSAGE: &str = "error.message";
+pub const ERROR_EXIT_CODE: &str = "error.exit_code";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -374,6 +418,26 @@ impl TaskDef {
                     .chain(c.headers.values().map(String::as_str))
                     .chain(c.body.as_deref())
             }))
+    }
+
+    /// Further attempts after a failure (`on_error.retries` if given, else `retries`).
+    pub fn retry_count(&self) -> u32 {
+        self.on_error
+            .as_ref()
+            .and_then(|e| e.retries)
+            .unwrap_or(self.retries)
+    }
+
+    /// Wait between attempts (`on_error.interval` if given, else `retry_interval`).
+    pub fn retry_wait(&self) -> Option<Duration> {
+        let handler = self.on_error.as_ref().and_then(|e| e.interval);
+        handler.or(self.retry_interval)
+    }
+
+    /// The action of its error handler, with a catch's handler task.
+    pub fn error_action(&self) -> Option<(ErrorAction, Option<&str>)> {
+        let e = self.on_error.as_ref()?;
+        Some((e.action, e.then.as_deref()))
     }
 
     /// What passing `timeout` does to a `wait` or `callback` task.
@@ -647,6 +711,7 @@ impl WorkflowDef {
         if let Some(cycle) = self.find_cycle(&index) {
             return Err(DefinitionError::Cycle(cycle));
         }
+        self.check_error_handlers(&index)?;
         for t in &self.tasks {
             for target in t.branch_targets() {
                 let depends = self
@@ -694,6 +759,7 @@ impl WorkflowDef {
                     let known = name.starts_with("system.")
                         || name.starts_with("secret.")
                         || name == CALLBACK_URL
+                        || name.starts_with("error.")
                         || start.contains_key(&name)
                         || t.params.contains_key(&name)
                         || self.params.contains_key(&name);
@@ -747,6 +813,64 @@ impl WorkflowDef {
                     .collect()
             })
             .collect()
+    }
+
+    /// Catch handlers name a task of the workflow that waits for nothing else and handles
+    /// one task's failures; handlers do not catch each other in a circle.
+    fn check_error_handlers(&self, index: &HashMap<&str, usize>) -> Result<(), DefinitionError> {
+        let mut handled_by: HashMap<&str, &str> = HashMap::new();
+        for t in &self.tasks {
+            let Some(e) = &t.on_error else { continue };
+            let bad = |reason: String| DefinitionError::BadBranch {
+                task: t.name.clone(),
+                reason,
+            };
+            if t.retries != 0 && e.retries.is_some() {
+                return Err(bad(
+                    "give retries either on the task or in on_error, not both".into(),
+                ));
+            }
+            let then = match (e.action, e.then.as_deref()) {
+                (ErrorAction::Catch, Some(then)) => then,
+                (ErrorAction::Catch, None) => {
+                    return Err(bad("on_error catch needs `then`: the handler task".into()));
+                }
+                (_, Some(_)) => {
+                    return Err(bad("on_error `then` applies to action catch only".into()));
+                }
+                (_, None) => continue,
+            };
+            let Some(&h) = index.get(then) else {
+                return Err(bad(format!(
+                    "on_error handler '{then}' is not a task of this workflow"
+                )));
+            };
+            if !self.tasks[h].depends_on.is_empty() || then == t.name {
+                return Err(bad(format!(
+                    "on_error handler '{then}' runs only when the catch fires: it may not depend on other tasks"
+                )));
+            }
+            if let Some(other) = handled_by.insert(then, &t.name) {
+                return Err(bad(format!(
+                    "on_error handler '{then}' already handles '{other}': give each catch its own handler"
+                )));
+            }
+        }
+        let catches: HashMap<&str, &str> = handled_by.iter().map(|(h, t)| (*t, *h)).collect();
+        for start in catches.keys() {
+            let mut path = vec![*start];
+            while let Some(next) = catches.get(path[path.len() - 1]) {
+                if path.contains(next) {
+                    path.push(next);
+                    return Err(DefinitionError::BadBranch {
+                        task: start.to_string(),
+                        reason: format!("error handlers catch each other: {}", path.join(" -> ")),
+                    });
+                }
+                path.push(next);
+            }
+        }
+        Ok(())
     }
 
     /// Returns the task names of one cycle, first name repeated at the end.
@@ -928,6 +1052,68 @@ tasks:
             e.contains("task 'c' of type callback needs 'callback'"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn error_handlers_and_terminate_are_checked() {
+        let def = WorkflowDef::parse(
+            "name: w\ntasks:\n- {name: load, type: shell, command: x, on_error: {action: catch, then: cleanup, retries: 2, interval: 5s}}\n- {name: cleanup, type: shell, command: 'echo ${error.message}'}\n- {name: end, type: terminate, terminate: {state: failure, message: no data}}\n",
+        )
+        .unwrap();
+        assert_eq!(def.tasks[0].retry_count(), 2);
+        assert_eq!(def.tasks[0].retry_wait(), Some(Duration::from_secs(5)));
+        assert_eq!(
+            def.tasks[0].error_action(),
+            Some((ErrorAction::Catch, Some("cleanup")))
+        );
+        assert!(def.unresolvable_references(&BTreeMap::new()).is_empty());
+        let task = |t: &str| {
+            format!(
+                "name: w\ntasks:\n{t}- {{name: h, type: noop}}\n- {{name: g, type: noop, depends_on: [h]}}\n"
+            )
+        };
+        for (tasks, expected) in [
+            (
+                "- {name: a, type: noop, on_error: {action: catch}}\n",
+                "needs `then`",
+            ),
+            (
+                "- {name: a, type: noop, on_error: {action: catch, then: ghost}}\n",
+                "'ghost' is not a task",
+            ),
+            (
+                "- {name: a, type: noop, on_error: {action: ignore, then: h}}\n",
+                "applies to action catch only",
+            ),
+            (
+                "- {name: a, type: noop, on_error: {action: catch, then: g}}\n",
+                "may not depend on other tasks",
+            ),
+            (
+                "- {name: a, type: noop, on_error: {action: catch, then: h}}\n- {name: b, type: noop, on_error: {action: catch, then: h}}\n",
+                "already handles 'a'",
+            ),
+            (
+                "- {name: a, type: noop, retries: 1, on_error: {action: retry, retries: 2}}\n",
+                "not both",
+            ),
+            (
+                "- {name: a, type: noop, on_error: {action: catch, then: b}}\n- {name: b, type: noop, on_error: {action: catch, then: a}}\n",
+                "catch each other: ",
+            ),
+            (
+                "- {name: a, type: noop, on_error: {action: swallow}}\n",
+                "swallow",
+            ),
+            ("- {name: a, type: terminate}\n", "needs 'terminate'"),
+            (
+                "- {name: a, type: terminate, terminate: {state: stopped}}\n",
+                "stopped",
+            ),
+        ] {
+            let e = err(&task(tasks));
+            assert!(e.contains(expected), "{tasks}: {e}");
+        }
     }
 
     #[test]

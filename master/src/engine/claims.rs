@@ -120,7 +120,7 @@ impl Engine {
                 // Resumed, not restarted: due where the old owner's timer was.
                 _ if state == TaskState::Delayed => {
                     let def = &run.rt.definition().tasks[node];
-                    let wait = def.retry_interval.or(def.delay).unwrap_or_default();
+                    let wait = def.retry_wait().or(def.delay).unwrap_or_default();
                     let due = Due::Ready {
                         instance,
                         node,

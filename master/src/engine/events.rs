@@ -3,6 +3,7 @@
 
 use super::tasks::new_task;
 use super::*;
+use shoal_common::definition::{ERROR_EXIT_CODE, ERROR_MESSAGE, ErrorAction};
 
 impl Engine {
     pub(super) fn control(
@@ -85,7 +86,7 @@ impl Engine {
         &mut self,
         id: i64,
         mut u: TaskUpdate,
-        output: Params,
+        mut output: Params,
         chosen: Option<Vec<String>>,
         cycle: &mut Cycle,
         at: i64,
@@ -93,6 +94,20 @@ impl Engine {
         let Some(t) = self.tasks.get(&id) else { return };
         let (instance, node, attempt) = (t.instance, t.node, t.attempt);
         let state = u.state;
+        // A failure a handler may catch carries what the handler sees, in its row too (a
+        // master taking the run over reads it there).
+        let caught = self.runs.get(&instance).and_then(|r| {
+            let (action, _) = r.rt.definition().tasks[node].error_action()?;
+            Some(action == ErrorAction::Catch)
+        });
+        if state == TaskState::Failure && caught == Some(true) {
+            let message = u.message.clone().unwrap_or_default();
+            output.insert(ERROR_MESSAGE.to_string(), message);
+            if let Some(code) = u.exit_code {
+                output.insert(ERROR_EXIT_CODE.to_string(), code.to_string());
+            }
+            u.output = Some(output.clone());
+        }
         let event = match chosen {
             Some(chosen) => Event::Branched {
                 node,

@@ -10,6 +10,7 @@
 mod branch;
 mod contract;
 mod control;
+mod errors;
 mod restore;
 mod scope;
 
@@ -18,7 +19,7 @@ pub use restore::Recorded;
 
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
-use shoal_common::definition::WorkflowDef;
+use shoal_common::definition::{ErrorAction, WorkflowDef};
 use shoal_common::start::{Params, Scope};
 use shoal_common::types::{FailureStrategy, TaskState, WorkflowState};
 use std::collections::HashMap;
@@ -89,6 +90,13 @@ pub struct WorkflowRuntime {
     last_attempt: Vec<i32>,
     /// Retries each node may still use in this run.
     retries_left: Vec<u32>,
+    /// The catch handler of each node (`on_error: {action: catch, then}`). A handler
+    /// waits on one more edge than it has, which only its catch releases.
+    handlers: Vec<Option<Node>>,
+    /// What a fired catch hands its handler (`error.task`, `error.message`, ...).
+    injected: Vec<Params>,
+    /// A task's error handler threw: the run fails at once, whatever the strategy.
+    thrown: bool,
     state: WorkflowState,
     /// A task failed for good: under strategy `end` nothing new starts.
     failed: bool,
@@ -144,7 +152,7 @@ impl WorkflowRuntime {
     /// Records what a passed node hands downstream: its upstream tasks' outputs,
     /// overridden by its own.
     fn hand_on(&mut self, node: Node, own: Params) {
-        let mut vars = Params::new();
+        let mut vars = self.injected[node].clone();
         for u in self
             .dag
             .neighbors_directed(NodeIndex::new(node), Direction::Incoming)
@@ -200,13 +208,24 @@ impl WorkflowRuntime {
                 dag.add_edge(NodeIndex::new(u), NodeIndex::new(i), ());
             }
         }
-        let waiting_on = (0..n)
+        let mut waiting_on: Vec<usize> = (0..n)
             .map(|i| {
                 dag.neighbors_directed(NodeIndex::new(i), Direction::Incoming)
                     .count()
             })
             .collect();
-        let retries_left = def.tasks.iter().map(|t| t.retries).collect();
+        let retries_left = def.tasks.iter().map(|t| t.retry_count()).collect();
+        let handlers: Vec<Option<Node>> = def
+            .tasks
+            .iter()
+            .map(|t| match t.error_action() {
+                Some((ErrorAction::Catch, Some(h))) => def.tasks.iter().position(|d| d.name == h),
+                _ => None,
+            })
+            .collect();
+        for h in handlers.iter().flatten() {
+            waiting_on[*h] += 1;
+        }
         WorkflowRuntime {
             def,
             dag,
@@ -217,6 +236,9 @@ impl WorkflowRuntime {
             settled_otherwise: 0,
             last_attempt: vec![0; n],
             retries_left,
+            handlers,
+            injected: vec![Params::new(); n],
+            thrown: false,
             state: WorkflowState::Running,
             failed: false,
             stop_requested: false,
@@ -323,6 +345,7 @@ impl WorkflowRuntime {
         self.stop_requested
             || self.pause_requested
             || self.terminated.is_some()
+            || self.thrown
             || (self.failed && self.def.failure_strategy == FailureStrategy::End)
     }
 
@@ -371,6 +394,7 @@ impl WorkflowRuntime {
                 Some(chosen) => candidates = self.prune_unchosen(node, &chosen),
                 None => candidates.extend(self.downstream(node)),
             }
+            candidates.extend(self.drop_handler(node));
             if self.def.tasks[node].terminate.is_some() {
                 out.actions.extend(self.terminate(node));
             }
@@ -396,7 +420,14 @@ impl WorkflowRuntime {
             && !self.starting_blocked()
         {
             self.retries_left[node] -= 1;
-            self.begin_attempt(node, self.def.tasks[node].retry_interval, &mut out.actions);
+            self.begin_attempt(node, self.def.tasks[node].retry_wait(), &mut out.actions);
+        } else if state == TaskState::Failure
+            && !self.starting_blocked()
+            && let Some((action, _)) = self.def.tasks[node].error_action()
+            && action != ErrorAction::Retry
+        {
+            candidates = self.handle_error(node, action, output, &mut out.actions);
+            candidates.sort_unstable();
         } else if state == TaskState::Failure {
             let first_failure = !self.failed;
             self.failed = true;
@@ -451,6 +482,8 @@ impl WorkflowRuntime {
                     self.hand_on(node, Params::new());
                     self.mark_passed(node);
                     actions.push(Action::Skip { node });
+                    let unused = self.drop_handler(node);
+                    candidates.extend(unused);
                     candidates.extend(
                         self.dag
                             .neighbors_directed(NodeIndex::new(node), Direction::Outgoing)
@@ -498,6 +531,7 @@ impl WorkflowRuntime {
                     .map(|(k, v)| (k.clone(), v.clone())),
             );
         }
+        p.extend(self.injected[node].clone());
         p.extend(
             self.def.tasks[node]
                 .params

@@ -43,7 +43,7 @@ impl WorkflowRuntime {
         for (node, row) in latest.iter().enumerate() {
             let Some(row) = row else { continue };
             let (attempt, state) = (row.attempt, row.state);
-            if state.lets_downstream_run() {
+            if rt.passes(node, state) {
                 rt.slots[node] = Slot::Done { attempt, state };
                 rt.mark_passed(node);
                 // What still runs is killed when the run starts again (`Event::Start`).
@@ -52,10 +52,18 @@ impl WorkflowRuntime {
                 // Left NotStarted: it runs again as attempt last + 1.
             } else if state.is_terminal() {
                 rt.slots[node] = Slot::Done { attempt, state };
-                rt.failed |= state == TaskState::Failure;
+                rt.failed |= state == TaskState::Failure && !rt.caught(node, state);
             } else {
                 rt.slots[node] = Slot::Active { attempt, state };
                 rt.active += 1;
+            }
+        }
+        // Caught failures first: their handlers see the failure before handing on.
+        for (node, row) in latest.iter().enumerate() {
+            if let (Some(row), Slot::Done { state, .. }) = (row, rt.slots[node])
+                && rt.caught(node, state)
+            {
+                rt.catch(node, row.output.clone());
             }
         }
         // Upstream first, so each node inherits what its upstream tasks handed on, and
@@ -63,9 +71,12 @@ impl WorkflowRuntime {
         let order = petgraph::algo::toposort(&rt.dag, None).unwrap_or_default();
         for n in order {
             let node = n.index();
-            if let (Some(row), Slot::Done { state, .. }) = (latest[node], rt.slots[node])
-                && state.lets_downstream_run()
-            {
+            let Some(row) = latest[node] else { continue };
+            let Slot::Done { state, .. } = rt.slots[node] else {
+                continue;
+            };
+            if rt.passes(node, state) {
+                rt.drop_handler(node);
                 rt.hand_on(node, row.output.clone());
                 let chosen = match rt.def.tasks[node].switch {
                     Some(_) => row.output.get("branch").map(|b| {

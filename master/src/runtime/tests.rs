@@ -683,3 +683,120 @@ fn a_terminate_task_kills_what_runs_starts_nothing_more_and_ends_the_run_its_way
         }]
     );
 }
+
+const CAUGHT: &str = "name: c\nfailure_strategy: continue\ntasks:\n- {name: load, type: shell, command: x, on_error: {action: catch, then: cleanup}}\n- {name: after, type: noop, depends_on: [load]}\n- {name: cleanup, type: shell, command: 'echo ${error.task}'}\n- {name: other, type: noop}\n";
+
+fn finished(out: &Outcome) -> Option<WorkflowState> {
+    out.actions.iter().find_map(|a| match a {
+        Action::Finish { state } => Some(*state),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_caught_failure_runs_only_its_handler_and_the_run_fails_only_if_the_handler_does() {
+    let mut rt = runtime(CAUGHT);
+    assert_eq!(
+        created(&rt.apply(Event::Start)),
+        vec![0, 3],
+        "the handler is not a root"
+    );
+    rt.apply(task(3, TaskState::Success));
+    let failed = Event::Task {
+        node: 0,
+        attempt: 1,
+        state: TaskState::Failure,
+        output: Params::from([("error.message".to_string(), "exit code 3".to_string())]),
+    };
+    assert_eq!(
+        created(&rt.apply(failed)),
+        vec![2],
+        "cleanup runs, after does not"
+    );
+    let seen = rt.task_params(2, &Params::new(), &Params::new());
+    assert_eq!(seen["error.task"], "load");
+    assert_eq!(seen["error.message"], "exit code 3");
+    assert_eq!(
+        finished(&rt.apply(task(2, TaskState::Success))),
+        Some(WorkflowState::Success)
+    );
+
+    let mut handler_fails = runtime(CAUGHT);
+    handler_fails.apply(Event::Start);
+    handler_fails.apply(task(3, TaskState::Success));
+    handler_fails.apply(task(0, TaskState::Failure));
+    let out = handler_fails.apply(task(2, TaskState::Failure));
+    assert_eq!(finished(&out), Some(WorkflowState::Failure));
+
+    let mut no_failure = runtime(CAUGHT);
+    no_failure.apply(Event::Start);
+    no_failure.apply(task(3, TaskState::Success));
+    assert_eq!(
+        created(&no_failure.apply(task(0, TaskState::Success))),
+        vec![1]
+    );
+    let out = no_failure.apply(task(1, TaskState::Success));
+    assert_eq!(
+        finished(&out),
+        Some(WorkflowState::Success),
+        "the unused handler is pruned"
+    );
+
+    // After a failover the caught failure still releases its handler and nothing else.
+    let none = Params::new();
+    let rows = [
+        Recorded {
+            name: "load",
+            attempt: 1,
+            state: TaskState::Failure,
+            output: &none,
+        },
+        Recorded {
+            name: "other",
+            attempt: 1,
+            state: TaskState::Success,
+            output: &none,
+        },
+    ];
+    let mut restored = WorkflowRuntime::restore(rt.definition().clone(), &rows, Recovery::Failover);
+    assert_eq!(created(&restored.apply(Event::Start)), vec![2]);
+    assert_eq!(
+        finished(&restored.apply(task(2, TaskState::Success))),
+        Some(WorkflowState::Success)
+    );
+}
+
+#[test]
+fn an_ignored_failure_passes_and_a_thrown_one_fails_the_run_at_once() {
+    let yaml = "name: e\nfailure_strategy: continue\ntasks:\n- {name: flaky, type: noop, on_error: {action: ignore, retries: 1}}\n- {name: next, type: noop, depends_on: [flaky]}\n- {name: fatal, type: noop, on_error: {action: throw}}\n- {name: slow, type: noop}\n- {name: later, type: noop, depends_on: [slow]}\n";
+    let mut rt = runtime(yaml);
+    assert_eq!(created(&rt.apply(Event::Start)), vec![0, 2, 3]);
+    let out = rt.apply(task(0, TaskState::Failure));
+    assert_eq!(
+        created_with(&out),
+        vec![(0, 2, None)],
+        "its on_error retries come first"
+    );
+    let out = rt.apply(attempt(0, 2, TaskState::Failure));
+    assert_eq!(created(&out), vec![1], "ignored: next runs");
+    rt.apply(task(3, TaskState::Running));
+    let out = rt.apply(task(2, TaskState::Failure));
+    assert_eq!(
+        out.actions,
+        vec![
+            Action::KillTask {
+                node: 1,
+                attempt: 1
+            },
+            Action::KillTask {
+                node: 3,
+                attempt: 1
+            }
+        ],
+        "thrown: everything running is killed, although the strategy is continue"
+    );
+    rt.apply(task(1, TaskState::Killed));
+    let out = rt.apply(task(3, TaskState::Killed));
+    assert_eq!(finished(&out), Some(WorkflowState::Failure));
+    assert!(created(&out).is_empty(), "later never starts");
+}
