@@ -127,6 +127,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/callbacks/{token}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /callbacks/{token}` `{"state": "success", "outputs": {...}}`: the outside system
+         *     a callback task called reports back. The token is the credential and works once.
+         */
+        post: operations["completeCallback"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/cluster": {
         parameters: {
             query?: never;
@@ -199,6 +219,27 @@ export interface paths {
         get: operations["health"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/hooks/{project}/{workflow}/{trigger}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /hooks/{project}/{workflow}/{trigger}`: starts a run of the workflow's latest
+         *     version, its parameters mapped from the JSON payload by the trigger's `params`.
+         *     `Idempotency-Key` makes a retried call return the run the first call started.
+         */
+        post: operations["callTrigger"];
         delete?: never;
         options?: never;
         head?: never;
@@ -383,6 +424,26 @@ export interface paths {
         post?: never;
         /** Deletes a secret; tasks that name it fail from then on. */
         delete: operations["deleteSecret"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/projects/{project}/triggers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * `GET /projects/{project}/triggers`: the triggers of the latest version of every
+         *     workflow of the project, by workflow.
+         */
+        get: operations["listTriggers"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -673,6 +734,26 @@ export interface paths {
         get: operations["getTaskInstance"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/task-instances/{id}/complete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /task-instances/{id}/complete` `{"state": "success", "outputs": {...}}`: ends a
+         *     waiting `wait` or `callback` task.
+         */
+        post: operations["completeTaskInstance"];
         delete?: never;
         options?: never;
         head?: never;
@@ -996,6 +1077,25 @@ export interface components {
          * @enum {string}
          */
         BackfillState: "running" | "success" | "failure" | "cancelled";
+        BasicAuth: {
+            password: string;
+            user: string;
+        };
+        CallbackSpec: {
+            /** @description Default: `{"callback_url": ..., "task_instance_id": ..., "workflow_instance_id": ...}`. */
+            body?: string | null;
+            /** @description Status codes that mean the request was taken; default: any 2xx. */
+            expected_status?: number[];
+            headers?: {
+                [key: string]: string;
+            };
+            method?: string;
+            /**
+             * @description `${callback.url}` in the url, headers or body is the URL the outside system POSTs
+             *     its result to; it is also sent as the `X-Shoal-Callback` header.
+             */
+            url: string;
+        };
         /** @enum {string} */
         ChannelType: "webhook" | "log";
         /** @enum {string} */
@@ -1012,6 +1112,22 @@ export interface components {
              * @description The instance it became (status `done`).
              */
             workflow_instance_id: number | null;
+        };
+        /** @description The task ended as asked. */
+        Completed: {
+            /** Format: int64 */
+            id: number;
+            state: components["schemas"]["TaskState"];
+        };
+        /** @description How a waiting task ends. */
+        Completion: {
+            /** @description Shown on the task (default: how it was completed). */
+            message?: string | null;
+            /** @description Output parameters downstream tasks see as `${name}`; strings, numbers or booleans. */
+            outputs?: {
+                [key: string]: components["schemas"]["StartParam"];
+            };
+            state?: components["schemas"]["TaskState"] | null;
         };
         ConditionsSpec: {
             failure?: string[];
@@ -1049,6 +1165,11 @@ export interface components {
             timeout?: string | null;
             workflow: string;
         };
+        /**
+         * @description What a task's failure does once its retries are spent.
+         * @enum {string}
+         */
+        ErrorAction: "retry" | "ignore" | "catch" | "throw";
         /** @description The body of every error answer. */
         ErrorBody: {
             /** @description For a definition that is not valid YAML or JSON: the column of the error (1-based). */
@@ -1059,6 +1180,11 @@ export interface components {
             line?: number;
             /** @description For a refused definition: the task the error is about, when it is about one. */
             task?: string;
+            /**
+             * Format: int64
+             * @description For a webhook trigger's call that timed out (504): the run, which goes on.
+             */
+            workflow_instance_id?: number;
         };
         /**
          * @description How runs of one workflow may overlap (DolphinScheduler's execution types):
@@ -1223,6 +1349,22 @@ export interface components {
             started_at: string;
             /** Format: int32 */
             weight: number;
+        };
+        /** @description A task's error handler. */
+        OnErrorSpec: {
+            action: components["schemas"]["ErrorAction"];
+            /**
+             * @description Wait between those attempts (instead of the task's `retry_interval`).
+             * @example 30s
+             */
+            interval?: string | null;
+            /**
+             * Format: int32
+             * @description Further attempts before the action (instead of the task's `retries`).
+             */
+            retries?: number | null;
+            /** @description `catch`: the handler task that runs then (and only then). */
+            then?: string | null;
         };
         /**
          * @description Which dates run first.
@@ -1442,6 +1584,7 @@ export interface components {
             default?: string | null;
         };
         TaskDef: {
+            callback?: components["schemas"]["CallbackSpec"] | null;
             command?: string | null;
             conditions?: components["schemas"]["ConditionsSpec"] | null;
             /**
@@ -1455,6 +1598,13 @@ export interface components {
             enabled?: boolean;
             http?: components["schemas"]["HttpSpec"] | null;
             name: string;
+            on_error?: components["schemas"]["OnErrorSpec"] | null;
+            /**
+             * @description `wait` and `callback`: what happens when `timeout` passes first: `fail` (the
+             *     default), `succeed`, or the name of a downstream task that then runs instead of
+             *     the others (it is skipped when the task completes in time).
+             */
+            on_timeout?: string | null;
             /** @description Task-local parameters; they win over the workflow's global ones. */
             params?: {
                 [key: string]: string;
@@ -1482,6 +1632,7 @@ export interface components {
              * @description Order among the group's waiting tasks: higher first, then submit order.
              */
             task_group_priority?: number;
+            terminate?: components["schemas"]["TerminateSpec"] | null;
             /**
              * @description Longest an attempt may run; what happens then is `timeout_strategy`.
              * @example 30m
@@ -1552,10 +1703,21 @@ export interface components {
             workflow_instance_id: number;
         };
         /**
-         * @description Lifecycle of one task attempt.
+         * @description Lifecycle of one task attempt; `waiting`: a wait or callback task waiting for its
+         *     completion (by the API, its callback or its timeout).
          * @enum {string}
          */
-        TaskState: "submitted" | "dispatched" | "running" | "success" | "failure" | "killed" | "paused" | "need_fault_tolerance" | "delayed" | "forced_success" | "skipped" | "waiting_task_group";
+        TaskState: "submitted" | "dispatched" | "running" | "success" | "failure" | "killed" | "paused" | "need_fault_tolerance" | "delayed" | "forced_success" | "skipped" | "waiting_task_group" | "waiting";
+        TerminateSpec: {
+            /** @description Shown as the instance's message, in `shoal status`, the UI and alerts. */
+            message?: string | null;
+            state: components["schemas"]["TerminateState"];
+        };
+        /**
+         * @description The state a `terminate` task ends its run in.
+         * @enum {string}
+         */
+        TerminateState: "success" | "failure";
         /** @enum {string} */
         TimeoutStrategy: "warn" | "fail";
         /** @description A token as listed: never its value. */
@@ -1581,6 +1743,84 @@ export interface components {
              */
             revoked_at?: string | null;
             user: string;
+        };
+        /** @description Exactly one of `token` (sent as `Authorization: Bearer`) or `basic` (HTTP Basic). */
+        TriggerAuth: {
+            basic?: components["schemas"]["BasicAuth"] | null;
+            token?: string | null;
+        };
+        TriggerDef: {
+            /** @description Client addresses (CIDR, e.g. `10.0.0.0/8`) allowed to call; empty: any. */
+            allow_ips?: string[];
+            auth: components["schemas"]["TriggerAuth"];
+            /** @description `async` answers 202 with the run at once; `sync` waits for the run to end. */
+            mode?: components["schemas"]["TriggerMode"];
+            name: string;
+            /** @description `sync`: the run's outputs the answer carries. */
+            outputs?: string[];
+            /** @description Start parameter -> JSONPath into the payload (`$.data.id`). */
+            params?: {
+                [key: string]: string;
+            };
+            /**
+             * @description `sync`: how long the call waits for the run to end (default 30s).
+             * @example 30s
+             */
+            timeout?: string | null;
+            /** @description Only `webhook` for now. */
+            type?: string;
+        };
+        /** @description A `sync` trigger's run ended. */
+        TriggerFinished: {
+            /** @description The trigger's `outputs` that the run's succeeded tasks set (by name). */
+            outputs: {
+                [key: string]: string;
+            };
+            state: components["schemas"]["WorkflowState"];
+            /** Format: int64 */
+            workflow_instance_id: number;
+        };
+        /** @description One trigger of a project's workflow, as listed: never its credential. */
+        TriggerInfo: {
+            /** @description Addresses allowed to call (CIDR); empty: any. */
+            allow_ips: string[];
+            /**
+             * @description `token` (`Authorization: Bearer`) or `basic` (HTTP Basic).
+             * @example token
+             */
+            auth: string;
+            mode: components["schemas"]["TriggerMode"];
+            name: string;
+            /** @description `sync`: the run's outputs the answer carries. */
+            outputs: string[];
+            /** @description Start parameter -> JSONPath into the payload. */
+            params: {
+                [key: string]: string;
+            };
+            /**
+             * @description Where to POST the payload.
+             * @example /api/v1/hooks/default/etl/deploy
+             */
+            path: string;
+            /**
+             * @description `sync`: how long a call waits for the run (null for `async`).
+             * @example 30s
+             */
+            timeout: string | null;
+            workflow: string;
+        };
+        /** @enum {string} */
+        TriggerMode: "async" | "sync";
+        /** @description An `async` trigger's run was started. */
+        TriggerStarted: {
+            /** Format: int64 */
+            command_id: number;
+            /**
+             * Format: int64
+             * @description The run; null when no master claimed its command within 2 s
+             *     (`GET /commands/{command_id}` tells it later).
+             */
+            workflow_instance_id: number | null;
         };
         User: {
             /** @description A global admin may do anything, in every project. */
@@ -1644,6 +1884,8 @@ export interface components {
              */
             timeout?: string | null;
             timeout_strategy?: components["schemas"]["TimeoutStrategy"];
+            /** @description Webhooks that start runs (`POST /api/v1/hooks/{project}/{workflow}/{trigger}`). */
+            triggers?: components["schemas"]["TriggerDef"][];
         };
         /**
          * @description Lifecycle of a workflow instance.
@@ -2166,6 +2408,70 @@ export interface operations {
             };
         };
     };
+    completeCallback: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The one-time token of the callback URL. */
+                token: string;
+            };
+            cookie?: never;
+        };
+        /** @description Optional; an empty body completes it as success */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["Completion"] | null;
+            };
+        };
+        responses: {
+            /** @description The task ended; its instance goes on */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Completed"];
+                };
+            };
+            /** @description A bad body or output name */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No callback has this token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The task was completed already (the token was used) or timed out */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     listNodes: {
         parameters: {
             query?: never;
@@ -2367,6 +2673,131 @@ export interface operations {
             };
             /** @description Internal error (the detail is in the server's log) */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    callTrigger: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A call repeating the key (per trigger, with the same parameters) gets the first call's run instead of starting another */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description Workflow name. */
+                workflow: string;
+                /** @description The trigger's name (its `name` in the workflow's `triggers`). */
+                trigger: string;
+            };
+            cookie?: never;
+        };
+        /** @description Any JSON; an empty body is `{}` */
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never> | null;
+            };
+        };
+        responses: {
+            /** @description `sync`: the run ended */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TriggerFinished"];
+                };
+            };
+            /** @description `async`: the run was started */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TriggerStarted"];
+                };
+            };
+            /** @description The body is not JSON, or lacks a value the trigger's `params` map (the message names the JSONPath and the param) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The trigger's token or basic credentials are missing or wrong (with `WWW-Authenticate`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller's address is not in the trigger's `allow_ips` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such project, workflow or trigger */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The `Idempotency-Key` was sent before with other parameters */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is larger than the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A secret the trigger's credential names cannot be read, or the server is shutting down (a started run goes on) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `sync`: the run did not end within the trigger's timeout; it goes on (`workflow_instance_id`) */
+            504: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3222,6 +3653,56 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listTriggers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name (`default` unless a definition names another). */
+                project: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description By workflow, in definition order */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TriggerInfo"][];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4508,6 +4989,88 @@ export interface operations {
             };
             /** @description No such task instance */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    completeTaskInstance: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the object the path names. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        /** @description Optional; an empty body completes it as success */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["Completion"] | null;
+            };
+        };
+        responses: {
+            /** @description The task ended; its instance goes on */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Completed"];
+                };
+            };
+            /** @description A bad body or output name */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such task instance */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not a waiting wait or callback task (e.g. completed already) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
