@@ -1,7 +1,8 @@
 //! Flow control, each test over the real `shoal standalone` and over a cluster of
 //! processes: a terminate task that ends its run while a sibling runs (whose process is
 //! gone afterwards) in the state and with the message it names; error handlers that catch
-//! a failure into a handler task (which may fail itself), ignore it, or throw it.
+//! a failure into a handler task (which may fail itself), ignore it, or throw it; a
+//! failed run's exception workflow, started once with the failed run's context.
 
 mod support;
 
@@ -12,6 +13,7 @@ use support::{Env, wait_for};
 support::deployments!(
     a_terminate_task_ends_the_run_at_once_and_kills_what_runs,
     error_handlers_catch_ignore_and_throw,
+    a_failed_run_starts_its_exception_workflow_with_its_context,
 );
 
 fn attempts<'a>(inst: &'a Value, name: &str) -> Vec<&'a Value> {
@@ -134,4 +136,34 @@ tasks:
     wait_for("long's process to be gone", support::LONG, || {
         (!alive(&pid)).then_some(())
     });
+}
+
+fn a_failed_run_starts_its_exception_workflow_with_its_context(e: Env) {
+    let paged = e.path("paged");
+    e.apply(&format!(
+        "name: on_call\ntasks:\n- {{ name: page, type: shell, command: 'echo \"${{team}} ${{failed.workflow}} ${{failed.tasks}} ${{failed.instance_id}} ${{dt}}\" >> {f}' }}\n",
+        f = paged.display()
+    ));
+    e.apply(
+        "name: fragile\non_failure: { workflow: on_call, params: { team: data } }\ntasks:\n- { name: fatal, type: shell, command: 'exit 1', on_error: { action: throw } }\n",
+    );
+    let id = e.start("fragile", r#"{"params": {"dt": "2026-11-25"}}"#);
+    let inst = e.end(id);
+    assert_eq!(inst["state"], "failure");
+    assert_eq!(
+        inst["message"],
+        "its exception workflow 'on_call' was started"
+    );
+    let handler = wait_for("the exception run", support::LONG, || {
+        let list = e.api().get("/instances?workflow=on_call");
+        list.as_array()?.first().cloned()
+    });
+    assert_eq!(handler["options"]["handles_failure_of"], id, "{handler}");
+    let handler = e.end(handler["id"].as_i64().unwrap());
+    assert_eq!(handler["state"], "success", "{handler}");
+    assert_eq!(
+        std::fs::read_to_string(&paged).unwrap(),
+        format!("data fragile fatal {id} 2026-11-25\n"),
+        "it ran once, with the failed run's context and parameters"
+    );
 }

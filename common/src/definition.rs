@@ -51,6 +51,9 @@ pub struct WorkflowDef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub tenant: Option<String>,
+    /// A workflow started when a run fails, with that run's context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<ExceptionHandler>,
     /// Webhooks that start runs (`POST /api/v1/hooks/{project}/{workflow}/{trigger}`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub triggers: Vec<TriggerDef>,
@@ -169,6 +172,24 @@ pub const CALLBACK_URL: &str = "callback.url";
 /// The output a `wait` or `callback` task that timed out carries (`"true"`); downstream
 /// tasks see it as `${timed_out}`, and it picks an `on_timeout` branch.
 pub const TIMED_OUT: &str = "timed_out";
+
+/// The exception workflow of a workflow: it runs when a run fails, with the failed run's
+/// parameters and `failed.instance_id`, `failed.workflow`, `failed.tasks`,
+/// `failed.message`, plus its own `params`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExceptionHandler {
+    pub workflow: String,
+    /// Default: the failed run's project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "scalar_map",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub params: BTreeMap<String, String>,
+}
 
 /// A task's error handler.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -629,6 +650,19 @@ impl WorkflowDef {
                 value: tenant.clone(),
             });
         }
+        if let Some(h) = &self.on_failure {
+            for (what, value) in [
+                ("on_failure workflow", Some(&h.workflow)),
+                ("on_failure project", h.project.as_ref()),
+            ] {
+                if let Some(value) = value.filter(|v| !valid_name(v)) {
+                    return Err(DefinitionError::BadName {
+                        what,
+                        value: value.clone(),
+                    });
+                }
+            }
+        }
         if let Some(alert) = self.alerts.iter().find(|a| !valid_name(&a.channel)) {
             return Err(DefinitionError::BadName {
                 what: "alert channel",
@@ -760,6 +794,7 @@ impl WorkflowDef {
                         || name.starts_with("secret.")
                         || name == CALLBACK_URL
                         || name.starts_with("error.")
+                        || name.starts_with("failed.")
                         || start.contains_key(&name)
                         || t.params.contains_key(&name)
                         || self.params.contains_key(&name);

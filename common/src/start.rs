@@ -49,6 +49,10 @@ pub struct StartOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub failure_strategy: Option<FailureStrategy>,
+    /// The failed instance whose workflow's `on_failure` started this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub handles_failure_of: Option<i64>,
 }
 
 impl StartOptions {

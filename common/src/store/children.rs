@@ -62,27 +62,7 @@ pub(super) async fn start_children(
         .into_iter()
         .filter(|c| !started.contains(&c.parent_task_id))
     {
-        let (version,): (Option<i32>,) = tx
-            .fetch_one(
-                Query::select()
-                    .expr(Func::max(Expr::col(Def::Version)))
-                    .from(Def::Table)
-                    .and_where(Expr::col(Def::Project).eq(child.project.as_str()))
-                    .and_where(Expr::col(Def::Name).eq(child.workflow.as_str())),
-            )
-            .await?;
-        let Some(version) = version else {
-            let error = format!(
-                "sub-workflow '{}/{}' does not exist; apply it first with `shoal apply -f FILE`",
-                child.project, child.workflow
-            );
-            reject(tx, child, &error, now).await?;
-            continue;
-        };
-        let _: (i64,) = tx
-            .fetch_one(&insert_command_statement(&child.command(version), now)?)
-            .await?;
-        written = true;
+        written |= start_latest(tx, child.command(0), "sub-workflow", now).await?;
     }
     if written {
         notify_masters(tx).await?;
@@ -90,12 +70,60 @@ pub(super) async fn start_children(
     Ok(written)
 }
 
-/// Records a child that cannot start, under a fresh command id so `command_status` and
-/// the parent both see why.
-async fn reject(tx: &mut Tx, child: &ChildStart, error: &str, now: i64) -> Result<()> {
-    let command = child.command(0);
-    let (id,): (i64,) = tx
+/// Writes the exception handler run of each failed instance (its workflow's
+/// `on_failure`) that was not fenced. Returns whether a command was written.
+pub(super) async fn start_exception_runs(
+    tx: &mut Tx,
+    runs: &[(i64, NewCommand)],
+    fenced: &HashSet<i64>,
+) -> Result<bool> {
+    let now = now_ms();
+    let mut written = false;
+    for (failed, command) in runs.iter().filter(|(i, _)| !fenced.contains(i)) {
+        let started = start_latest(tx, command.clone(), "exception workflow", now).await?;
+        if !started {
+            tracing::warn!(instance = failed, workflow = %command.workflow, "exception workflow does not exist");
+        }
+        written |= started;
+    }
+    if written {
+        notify_masters(tx).await?;
+    }
+    Ok(written)
+}
+
+/// Writes `command` for the latest version of its workflow (a run another run starts). A
+/// workflow that does not exist sends it to the error-command table with the reason,
+/// under a fresh command id, so `command_status` and the run that started it see why.
+/// Returns whether the command was written.
+async fn start_latest(tx: &mut Tx, mut command: NewCommand, what: &str, now: i64) -> Result<bool> {
+    let (version,): (Option<i32>,) = tx
+        .fetch_one(
+            Query::select()
+                .expr(Func::max(Expr::col(Def::Version)))
+                .from(Def::Table)
+                .and_where(Expr::col(Def::Project).eq(command.project.as_str()))
+                .and_where(Expr::col(Def::Name).eq(command.workflow.as_str())),
+        )
+        .await?;
+    let Some(version) = version else {
+        let error = format!(
+            "{what} '{}/{}' does not exist; apply it first with `shoal apply -f FILE`",
+            command.project, command.workflow
+        );
+        reject(tx, &command, &error, now).await?;
+        return Ok(false);
+    };
+    command.version = version;
+    let _: (i64,) = tx
         .fetch_one(&insert_command_statement(&command, now)?)
+        .await?;
+    Ok(true)
+}
+
+async fn reject(tx: &mut Tx, command: &NewCommand, error: &str, now: i64) -> Result<()> {
+    let (id,): (i64,) = tx
+        .fetch_one(&insert_command_statement(command, now)?)
         .await?;
     tx.execute(
         Query::delete()
@@ -120,14 +148,14 @@ async fn reject(tx: &mut Tx, child: &ChildStart, error: &str, now: i64) -> Resul
         [[
             id.into(),
             command.kind.as_str().into(),
-            child.project.as_str().into(),
-            child.workflow.as_str().into(),
+            command.project.as_str().into(),
+            command.workflow.as_str().into(),
             0.into(),
             to_json(&command.params)?.into(),
             error.into(),
             now.into(),
             now.into(),
-            child.parent_task_id.into(),
+            command.parent_task_id.into(),
         ]],
     ))
     .await

@@ -193,8 +193,10 @@ impl Store {
                 .await?;
             }
         }
-        let children_written =
-            super::children::start_children(&mut tx, &batch.children, &fenced).await?;
+        let exceptions = &batch.exception_runs;
+        let children_written = super::children::start_children(&mut tx, &batch.children, &fenced)
+            .await?
+            | super::children::start_exception_runs(&mut tx, exceptions, &fenced).await?;
         let mut woken = Vec::new();
         for end in batch
             .serial_ended

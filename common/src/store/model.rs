@@ -185,6 +185,8 @@ pub struct WriteBatch {
     pub alerts: Vec<NewAlert>,
     /// Why an instance ended as it did (e.g. a terminate task's message).
     pub instance_messages: Vec<(i64, String)>,
+    /// Runs of exception workflows (`on_failure`), by the failed instance they handle.
+    pub exception_runs: Vec<(i64, NewCommand)>,
 }
 
 /// A run of a serial workflow ended; `owner` drives the next waiting run, if any.
@@ -251,6 +253,7 @@ impl WriteBatch {
             && self.serial_ended.is_empty()
             && self.alerts.is_empty()
             && self.instance_messages.is_empty()
+            && self.exception_runs.is_empty()
     }
 }
 

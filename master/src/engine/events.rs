@@ -238,9 +238,20 @@ impl Engine {
                         ended_at: Some(now),
                     });
                     let def = run.rt.definition();
-                    if let Some(message) = run.rt.end_message() {
-                        let ended = (instance, message.to_string());
-                        cycle.batch.instance_messages.push(ended);
+                    let exception = spec::exception_run(run, state);
+                    let message = match (run.rt.end_message(), &exception) {
+                        (Some(message), _) => Some(message.to_string()),
+                        (None, Some(c)) => Some(format!(
+                            "its exception workflow '{}' was started",
+                            c.workflow
+                        )),
+                        (None, None) => None,
+                    };
+                    if let Some(message) = message {
+                        cycle.batch.instance_messages.push((instance, message));
+                    }
+                    if let Some(command) = exception {
+                        cycle.batch.exception_runs.push((instance, command));
                     }
                     cycle.batch.alerts.extend(alerts::on_end(run, state, now));
                     if !def.execution_type.is_parallel() {

@@ -14,8 +14,9 @@ use shoal_common::params::{Context, builtins, expand};
 use shoal_common::proto::TaskSpec;
 use shoal_common::schedule::{day_bounds, local_time};
 use shoal_common::start::Params;
-use shoal_common::store::ChildStart;
-use shoal_common::types::{TaskState, now_ms};
+use shoal_common::start::StartOptions;
+use shoal_common::store::{ChildStart, NewCommand};
+use shoal_common::types::{CommandKind, TaskState, WorkflowState, now_ms};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -269,6 +270,49 @@ pub(super) fn child_start(run: &Run, node: Node, id: i64) -> Result<ChildStart, 
         priority: run.priority,
         schedule_time: run.schedule_time,
         timezone: run.options.timezone.clone(),
+    })
+}
+
+/// The run of the workflow's exception workflow (`on_failure`) when the run ended in
+/// `state`: only a failed run has one, and not a run that handles a failure itself (a
+/// failing handler would start handlers without end).
+pub(super) fn exception_run(run: &Run, state: WorkflowState) -> Option<NewCommand> {
+    let def = run.rt.definition();
+    let handler = def.on_failure.as_ref()?;
+    if state != WorkflowState::Failure || run.options.handles_failure_of.is_some() {
+        return None;
+    }
+    let mut params = run.start_params.clone();
+    params.extend(handler.params.clone());
+    let failed = [
+        ("failed.instance_id", run.instance_id.to_string()),
+        ("failed.project", run.project.clone()),
+        ("failed.workflow", def.name.clone()),
+        ("failed.tasks", run.rt.failed_tasks().join(",")),
+        (
+            "failed.message",
+            run.rt.end_message().unwrap_or_default().to_string(),
+        ),
+    ];
+    params.extend(failed.map(|(k, v)| (k.to_string(), v)));
+    Some(NewCommand {
+        kind: CommandKind::Start,
+        project: handler
+            .project
+            .clone()
+            .unwrap_or_else(|| run.project.clone()),
+        workflow: handler.workflow.clone(),
+        version: 0, // the latest, looked up as it is written
+        params,
+        priority: Some(run.priority),
+        workflow_instance_id: None,
+        options: StartOptions {
+            handles_failure_of: Some(run.instance_id),
+            timezone: run.options.timezone.clone(),
+            ..Default::default()
+        },
+        parent_task_id: None,
+        schedule_time: run.schedule_time,
     })
 }
 

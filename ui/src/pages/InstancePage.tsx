@@ -143,6 +143,9 @@ export function InstancePage({ id }: { id: number }) {
           {inst.schedule_time && ` · schedule time ${when(inst.schedule_time)}`}
         </span>
         {inst.parent_instance_id && <Link href={path.instance(inst.parent_instance_id)}>parent instance {inst.parent_instance_id}</Link>}
+        {inst.options.handles_failure_of && (
+          <Link href={path.instance(inst.options.handles_failure_of)}>handles the failure of instance {inst.options.handles_failure_of}</Link>
+        )}
       </div>
       <p className="muted">
         Created {when(inst.created_at)} · started {when(inst.started_at)} · {FINISHED.has(inst.state) ? `ended ${when(inst.ended_at)}` : "running for"} ·{" "}
