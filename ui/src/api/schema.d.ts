@@ -1187,6 +1187,19 @@ export interface components {
             workflow_instance_id?: number;
         };
         /**
+         * @description The exception workflow of a workflow: it runs when a run fails, with the failed run's
+         *     parameters and `failed.instance_id`, `failed.workflow`, `failed.tasks`,
+         *     `failed.message`, plus its own `params`.
+         */
+        ExceptionHandler: {
+            params?: {
+                [key: string]: string;
+            };
+            /** @description Default: the failed run's project. */
+            project?: string | null;
+            workflow: string;
+        };
+        /**
          * @description How runs of one workflow may overlap (DolphinScheduler's execution types):
          *     `serial_wait` queues a new run (state `serial_wait`, FIFO) until the previous one
          *     ended; `serial_discard` discards a new run while another is active (it ends
@@ -1533,6 +1546,11 @@ export interface components {
             failure_strategy?: components["schemas"]["FailureStrategy"];
             /** @description Start from this task instead of the DAG's roots. */
             from_task?: string;
+            /**
+             * Format: int64
+             * @description The failed instance whose workflow's `on_failure` started this run.
+             */
+            handles_failure_of?: number;
             scope?: components["schemas"]["Scope"];
             /**
              * @description IANA zone of the run's schedule time: `${system.biz.date}`, time expressions and
@@ -1866,6 +1884,7 @@ export interface components {
             execution_type?: components["schemas"]["ExecutionType"];
             failure_strategy?: components["schemas"]["FailureStrategy"];
             name: string;
+            on_failure?: components["schemas"]["ExceptionHandler"] | null;
             /** @description Global parameters, referenced as `${name}`. */
             params?: {
                 [key: string]: string;
