@@ -6,24 +6,14 @@
 
 mod support;
 
-use serde_json::Value;
 use std::path::Path;
-use support::{Env, wait_for};
+use support::{Env, attempts, wait_for};
 
 support::deployments!(
     a_terminate_task_ends_the_run_at_once_and_kills_what_runs,
     error_handlers_catch_ignore_and_throw,
     a_failed_run_starts_its_exception_workflow_with_its_context,
 );
-
-fn attempts<'a>(inst: &'a Value, name: &str) -> Vec<&'a Value> {
-    inst["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["name"] == name)
-        .collect()
-}
 
 fn alive(pid: &str) -> bool {
     Path::new(&format!("/proc/{}", pid.trim())).exists()

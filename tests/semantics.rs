@@ -8,7 +8,7 @@ mod support;
 
 use serde_json::Value;
 use std::path::Path;
-use support::{Env, LONG, cli, text, wait_for};
+use support::{Env, LONG, attempts, cli, text, wait_for};
 
 support::deployments!(
     retries_make_one_attempt_row_each_and_then_fail_or_succeed,
@@ -31,15 +31,6 @@ fn lines(path: &Path) -> Vec<String> {
         .unwrap_or_default()
         .lines()
         .map(str::to_string)
-        .collect()
-}
-
-fn attempts<'a>(inst: &'a Value, name: &str) -> Vec<&'a Value> {
-    inst["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["name"] == name)
         .collect()
 }
 
@@ -312,7 +303,7 @@ tasks:
   - {{ name: publish, type: shell, command: "echo publish >> {f}", depends_on: [check] }}
   - {{ name: alert, type: shell, command: "echo alert >> {f}", depends_on: [check] }}
   - {{ name: wait, type: delay, delay: 300ms, depends_on: [alert] }}
-  - {{ name: route, type: switch, depends_on: [wait], switch: {{ cases: [{{ when: "${{region}} == 'us'", then: us }}, {{ when: "${{region}} == eu", then: eu }}], default: us }} }}
+  - {{ name: route, type: switch, depends_on: [wait], switch: {{ cases: [{{ when: "${{region}} == 'us'", then: us }}, {{ when: "region == 'eu' && has(outputs.wait)", then: eu }}], default: us }} }}
   - {{ name: us, type: shell, command: "echo us >> {f}", depends_on: [route] }}
   - {{ name: eu, type: shell, command: "echo eu >> {f}", depends_on: [route] }}
 "#,
@@ -339,7 +330,10 @@ tasks:
     );
     assert_eq!(status, 400);
     assert!(
-        body["error"].as_str().unwrap().contains("not a comparison"),
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("case 'a ~ b': column 4"),
         "{body}"
     );
 }

@@ -8,23 +8,14 @@ mod callback_server;
 mod support;
 
 use callback_server::CallbackServer;
-use serde_json::{Value, json};
-use support::{Env, cli, text, wait_for};
+use serde_json::json;
+use support::{Env, attempts, cli, text, wait_for};
 
 support::deployments!(
     a_wait_is_completed_through_the_cli_and_the_api_and_only_once,
     a_wait_that_times_out_takes_its_on_timeout_branch_or_fails,
     a_callback_task_ends_with_what_its_outside_system_posts_back,
 );
-
-fn attempts<'a>(inst: &'a Value, name: &str) -> Vec<&'a Value> {
-    inst["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["name"] == name)
-        .collect()
-}
 
 /// The id of `task`'s attempt once it waits.
 fn waiting(e: &Env, instance: i64, task: &str) -> i64 {

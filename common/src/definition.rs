@@ -12,6 +12,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+mod fanout;
+pub use fanout::{ForeachSpec, ITEMS, MAX_ITEMS, RESULTS, child_name};
+
 pub const DEFAULT_PROJECT: &str = "default";
 pub const DEFAULT_WORKER_GROUP: &str = "default";
 
@@ -71,6 +74,8 @@ pub struct AlertSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskDef {
+    /// Required, except in a foreach's task template (its children are named for it).
+    #[serde(default)]
     pub name: String,
     /// Kept as text so that an unknown type is reported with the task's name.
     #[serde(rename = "type")]
@@ -159,6 +164,9 @@ pub struct TaskDef {
     /// `terminate`: ends the run at once in this state, killing what runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminate: Option<TerminateSpec>,
+    /// `foreach`: one child task (or sub-workflow run) per element of a list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreach: Option<ForeachSpec>,
     /// `wait` and `callback`: what happens when `timeout` passes first: `fail` (the
     /// default), `succeed`, or the name of a downstream task that then runs instead of
     /// the others (it is skipped when the task completes in time).
@@ -716,6 +724,7 @@ impl WorkflowDef {
                 TaskType::Dependent => t.dependent.is_none().then_some("dependent"),
                 TaskType::Callback => t.callback.is_none().then_some("callback"),
                 TaskType::Terminate => t.terminate.is_none().then_some("terminate"),
+                TaskType::Foreach => t.foreach.is_none().then_some("foreach"),
                 TaskType::Noop | TaskType::Delay | TaskType::Wait => None,
             };
             if let Some(field) = missing {
@@ -725,6 +734,7 @@ impl WorkflowDef {
                     field,
                 });
             }
+            fanout::check(self, t)?;
             if t.on_timeout.is_some() && !matches!(kind, TaskType::Wait | TaskType::Callback) {
                 return Err(DefinitionError::BadBranch {
                     task: t.name.clone(),
@@ -762,11 +772,9 @@ impl WorkflowDef {
             }
             if let Some(sw) = &t.switch {
                 for case in &sw.cases {
-                    crate::condition::parse(&case.when).map_err(|e| {
-                        DefinitionError::BadBranch {
-                            task: t.name.clone(),
-                            reason: format!("case '{}': {e}", case.when),
-                        }
+                    crate::expr::parse(&case.when).map_err(|e| DefinitionError::BadBranch {
+                        task: t.name.clone(),
+                        reason: format!("case '{}': {e}", case.when),
                     })?;
                 }
             }

@@ -4,10 +4,10 @@
 pub mod access;
 pub mod cluster_secret;
 pub mod cluster_tls;
-pub mod condition;
 pub mod definition;
 pub mod duration;
 pub mod error;
+pub mod expr;
 pub mod jsonpath;
 pub mod metrics;
 pub mod params;

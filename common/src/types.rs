@@ -233,6 +233,7 @@ string_enum!(
         Wait => "wait",
         Callback => "callback",
         Terminate => "terminate",
+        Foreach => "foreach",
     }
 );
 
@@ -249,6 +250,7 @@ impl TaskType {
                 | Self::Wait
                 | Self::Callback
                 | Self::Terminate
+                | Self::Foreach
         )
     }
 }

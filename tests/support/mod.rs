@@ -522,3 +522,13 @@ impl Env {
         }
     }
 }
+
+/// The task-instance rows (every attempt) of task `name` in an instance's JSON.
+pub fn attempts<'a>(inst: &'a Value, name: &str) -> Vec<&'a Value> {
+    inst["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == name)
+        .collect()
+}

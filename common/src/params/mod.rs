@@ -3,7 +3,8 @@
 //! - `${name}` is replaced by the parameter's value. A value may itself hold `$[...]` time
 //!   expressions (a global param `dt: $[yyyyMMdd-1]`); those are evaluated too. Nothing else in
 //!   a value is expanded: a `${other}` inside a value stays as written (one level, no loops).
-//! - `${setValue(...)}` is left alone: it is the output convention tasks print.
+//! - `${setValue(...)}` is kept (the output convention tasks print); a `${name}` inside it is
+//!   expanded like any other.
 //! - `$[...]` is a time expression relative to the schedule time (forms: `params/time.rs`).
 //! - A `$` not starting a closed `${...}` / `$[...]` is plain text (`$HOME`, `$1`, `$((1+2))`).
 
@@ -148,6 +149,8 @@ pub fn builtins(
     ])
 }
 
+const SET_VALUE: &str = "setValue(";
+
 /// One piece of a text being expanded.
 #[derive(Debug, PartialEq)]
 enum Piece<'a> {
@@ -155,7 +158,7 @@ enum Piece<'a> {
     Text(&'a str),
     /// `${name}`: the trimmed name, and the whole placeholder as written.
     Param { name: &'a str, raw: &'a str },
-    /// `${setValue(...)}`, whole: copied as is.
+    /// The opener of `${setValue(...)}`: copied as is.
     SetValue(&'a str),
     /// `$[expr]`: the expression between the brackets.
     Time(&'a str),
@@ -196,20 +199,25 @@ impl<'a> Pieces<'a> {
         };
         let inner = &s[2..2 + end];
         let len = end + 3;
-        let piece = if close == ']' {
-            Piece::Time(inner)
-        } else {
-            let name = inner.trim();
-            if name.starts_with("setValue(") {
-                Piece::SetValue(&s[..len])
-            } else {
-                Piece::Param {
-                    name,
-                    raw: &s[..len],
-                }
-            }
-        };
-        Some((piece, len))
+        if close == ']' {
+            return Some((Piece::Time(inner), len));
+        }
+        let name = inner.trim();
+        if let Some(at) = inner.find(SET_VALUE)
+            && inner[..at].trim().is_empty()
+        {
+            // Only the opener is kept as written: the `${...}` inside are expanded
+            // (`${setValue(n=${item})}`), as DolphinScheduler does.
+            let opener = 2 + at + SET_VALUE.len();
+            return Some((Piece::SetValue(&s[..opener]), opener));
+        }
+        Some((
+            Piece::Param {
+                name,
+                raw: &s[..len],
+            },
+            len,
+        ))
     }
 }
 

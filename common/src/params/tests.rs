@@ -248,7 +248,8 @@ fn leaves_non_placeholders_alone() {
     assert_eq!(ex("echo '${setValue(x=1)}'"), "echo '${setValue(x=1)}'");
     assert_eq!(
         ex("echo '${ setValue(x=${dt}) }'"),
-        "echo '${ setValue(x=${dt}) }'"
+        "echo '${ setValue(x=2026-01-01) }'",
+        "a parameter inside setValue is expanded, as in DolphinScheduler"
     );
     assert_eq!(
         ex("plain $HOME $1 $$ $((1+2)) ${"),
@@ -385,8 +386,10 @@ fn bad_expressions_name_the_expression_and_the_problem() {
 #[test]
 fn references_lists_param_names_once() {
     assert_eq!(
-        references("echo ${a} ${ b } $[yyyyMMdd-1] ${a} '${setValue(c=1)}' $HOME ${"),
-        vec!["a".to_string(), "b".to_string()]
+        references(
+            "echo ${a} ${ b } $[yyyyMMdd-1] ${a} '${setValue(c=1)}' '${setValue(d=${e})}' $HOME ${"
+        ),
+        vec!["a".to_string(), "b".to_string(), "e".to_string()]
     );
     assert!(references("no params $[yyyy] $x").is_empty());
     assert!(references("").is_empty());

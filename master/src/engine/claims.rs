@@ -138,6 +138,13 @@ impl Engine {
                     resend_callback(run, node, row.id, &self.secrets, api, cycle);
                     Place::OnMaster
                 }
+                // An expanded foreach task: its children are adopted on their own, and
+                // it ends when they have settled.
+                None if state == TaskState::Running
+                    && run.rt.definition().tasks[node].kind() == TaskType::Foreach =>
+                {
+                    Place::OnMaster
+                }
                 None if state == TaskState::WaitingTaskGroup => {
                     cycle.enqueues.push((instance, node));
                     Place::New

@@ -150,6 +150,8 @@ impl Engine {
         let run = self.runs.get_mut(&instance)?;
         cycle.epochs.insert(instance, run.epoch);
         let mut outcome = run.rt.apply(event);
+        // A foreach task's children were appended to the run.
+        run.task_ids.resize(run.rt.definition().tasks.len(), None);
         if outcome.accepted {
             metrics::EVENTS_APPLIED.inc();
         } else {
@@ -217,6 +219,21 @@ impl Engine {
                         };
                         cycle.update(u);
                         cycle.enqueues.push((instance, node));
+                    }
+                }
+                Action::Settled {
+                    node,
+                    state,
+                    output,
+                    message,
+                } => {
+                    if let Some(id) = run.task_ids[node] {
+                        let mut u = TaskUpdate::state(id, state);
+                        u.ended_at = Some(now);
+                        u.output = Some(output);
+                        u.message = Some(message);
+                        cycle.update(u);
+                        cycle.ended_tasks.push(id);
                     }
                 }
                 Action::KillTask { node, .. } => cycle.kills.push((instance, node)),

@@ -126,6 +126,7 @@ impl Engine {
                 }
             }
             EngineMsg::StartWait { id } => self.start_wait(id, cycle, now),
+            EngineMsg::Expand { id } => self.expand(id, cycle, now),
             EngineMsg::Polled(polled) => {
                 self.waits.polled();
                 // A slot granted in the store is durable already: queue the task at once.

@@ -19,6 +19,7 @@ mod claims;
 mod commit;
 mod cycle;
 mod events;
+mod fanout;
 mod groups;
 mod handle;
 mod reconcile;
@@ -126,6 +127,10 @@ pub enum EngineMsg {
     },
     /// A wait or callback task starts waiting for its completion.
     StartWait {
+        id: i64,
+    },
+    /// A foreach task reads its list and expands into its children.
+    Expand {
         id: i64,
     },
     /// What the last poll for waiting sub_workflow and dependent tasks found.

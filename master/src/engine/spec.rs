@@ -7,9 +7,9 @@ use crate::queue::QueuedTask;
 use crate::runtime::Node;
 use crate::secrets::{self, Secrets};
 use chrono::NaiveDateTime;
-use shoal_common::condition;
-use shoal_common::definition::{CALLBACK_URL, DependentSpec, OnTimeout, TaskDef};
+use shoal_common::definition::{CALLBACK_URL, DependentSpec, MAX_ITEMS, OnTimeout, TaskDef};
 use shoal_common::duration;
+use shoal_common::expr;
 use shoal_common::params::{Context, builtins, expand};
 use shoal_common::proto::TaskSpec;
 use shoal_common::schedule::{day_bounds, local_time};
@@ -210,26 +210,65 @@ fn reveal(secrets: &Secrets, project: &str, def: &TaskDef) -> Result<Revealed, S
 }
 
 /// The downstream task a switch task picks: the `then` of the first case whose `when`
-/// holds after parameter expansion, else its default (else nothing).
+/// holds, else its default (else nothing).
 pub(super) fn switch_choice(run: &Run, node: Node, id: i64) -> Result<Vec<String>, String> {
     let def = &run.rt.definition().tasks[node];
     let Some(sw) = &def.switch else {
         return Ok(vec![]);
     };
-    let (params, schedule_time) = task_params(run, node, id);
-    let ctx = Context {
-        params: &params,
-        schedule_time,
-    };
+    let vars = expr_vars(run, node, id);
     for case in &sw.cases {
-        let text = expand(&case.when, &ctx).map_err(|e| format!("switch '{}': {e}", def.name))?;
-        let cond = condition::parse(&text)
+        let holds = expr::parse(&case.when)
+            .and_then(|e| e.holds(&vars))
             .map_err(|e| format!("switch '{}', case '{}': {e}", def.name, case.when))?;
-        if cond.holds() {
+        if holds {
             return Ok(vec![case.then.clone()]);
         }
     }
     Ok(sw.default.iter().cloned().collect())
+}
+
+/// The elements a foreach task fans out over: its `items` expression's list (or a string
+/// holding a JSON array).
+pub(super) fn foreach_items(
+    run: &Run,
+    node: Node,
+    id: i64,
+) -> Result<Vec<serde_json::Value>, String> {
+    let def = &run.rt.definition().tasks[node];
+    let Some(spec) = &def.foreach else {
+        return Err(format!("task '{}' has no foreach", def.name));
+    };
+    let what = || format!("foreach '{}', items '{}'", def.name, spec.items);
+    let value = expr::parse(&spec.items)
+        .and_then(|e| e.eval(&expr_vars(run, node, id)))
+        .map_err(|e| format!("{}: {e}", what()))?;
+    let value = match value {
+        serde_json::Value::String(text) => serde_json::from_str(&text).map_err(|_| {
+            format!(
+                "{}: gave the text {text:?}, which is not a JSON array",
+                what()
+            )
+        })?,
+        other => other,
+    };
+    let serde_json::Value::Array(items) = value else {
+        return Err(format!("{}: gave {value}, which is not a list", what()));
+    };
+    if items.len() > MAX_ITEMS {
+        return Err(format!(
+            "{}: {} elements; a foreach takes at most {MAX_ITEMS} (split the list upstream)",
+            what(),
+            items.len()
+        ));
+    }
+    Ok(items)
+}
+
+/// What an expression of a task can name: its parameters and the run's outputs so far.
+fn expr_vars(run: &Run, node: Node, id: i64) -> expr::Vars {
+    let (params, _) = task_params(run, node, id);
+    expr::Vars::with_params(&params).outputs(run.rt.outputs_by_task())
 }
 
 /// The parameters a task sees, and the schedule time its time expressions use: the run's

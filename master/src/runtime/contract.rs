@@ -18,6 +18,12 @@ pub enum Event {
     },
     /// The wait before an attempt (task delay or retry interval) is over.
     Ready { node: Node, attempt: i32 },
+    /// A foreach task's list was read: the run grows one child per element.
+    Expanded {
+        node: Node,
+        attempt: i32,
+        items: Vec<serde_json::Value>,
+    },
     /// A switch task chose these downstream tasks (by name) and succeeded.
     Branched {
         node: Node,
@@ -43,6 +49,14 @@ pub enum Action {
     KillTask { node: Node, attempt: i32 },
     /// Take the attempt out of the queue if it has not reached a worker (pause).
     Withdraw { node: Node, attempt: i32 },
+    /// A task the runtime ended itself (a foreach task once its children settled):
+    /// record its end.
+    Settled {
+        node: Node,
+        state: TaskState,
+        output: Params,
+        message: String,
+    },
     /// The instance moved to a non-final state (`ready_stop`, `ready_pause`).
     SetState { state: WorkflowState },
     /// The instance is over.

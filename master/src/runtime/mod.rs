@@ -11,6 +11,7 @@ mod branch;
 mod contract;
 mod control;
 mod errors;
+mod fanout;
 mod restore;
 mod scope;
 
@@ -19,7 +20,7 @@ pub use restore::Recorded;
 
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
-use shoal_common::definition::{ErrorAction, WorkflowDef};
+use shoal_common::definition::{ErrorAction, TaskDef, WorkflowDef};
 use shoal_common::start::{Params, Scope};
 use shoal_common::types::{FailureStrategy, TaskState, WorkflowState};
 use std::collections::HashMap;
@@ -110,6 +111,12 @@ pub struct WorkflowRuntime {
     pause_requested: bool,
     /// Attempts in flight (delayed, queued, on a worker).
     active: usize,
+    /// The foreach task each node is a child of (children are appended at expansion).
+    parent: Vec<Option<Node>>,
+    /// Each expanded foreach task's children.
+    groups: HashMap<Node, fanout::Group>,
+    /// A rerun's recorded child attempts, until their foreach task expands again.
+    stash: HashMap<String, fanout::Stashed>,
     /// Nodes done in a state that lets downstream run, or out of scope.
     passed: usize,
 }
@@ -153,10 +160,7 @@ impl WorkflowRuntime {
     /// overridden by its own.
     fn hand_on(&mut self, node: Node, own: Params) {
         let mut vars = self.injected[node].clone();
-        for u in self
-            .dag
-            .neighbors_directed(NodeIndex::new(node), Direction::Incoming)
-        {
+        for u in self.upstream_of(node) {
             vars.extend(
                 self.outputs[u.index()]
                     .iter()
@@ -165,6 +169,14 @@ impl WorkflowRuntime {
         }
         vars.extend(own);
         self.outputs[node] = vars;
+    }
+
+    /// The tasks whose outputs `node` receives: its upstream tasks, or for a foreach's
+    /// child those of its foreach task.
+    fn upstream_of(&self, node: Node) -> impl Iterator<Item = NodeIndex> + '_ {
+        let inputs = self.parent[node].unwrap_or(node);
+        self.dag
+            .neighbors_directed(NodeIndex::new(inputs), Direction::Incoming)
     }
 
     /// Names of the tasks whose latest attempt failed, in definition order (for alerts).
@@ -183,6 +195,20 @@ impl WorkflowRuntime {
             })
             .map(|(node, _)| self.def.tasks[node].name.as_str())
             .collect()
+    }
+
+    /// What each passed task hands downstream, by task name (what expressions call
+    /// `outputs.<task>`).
+    pub fn outputs_by_task(&self) -> impl Iterator<Item = (&str, &Params)> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(node, s)| match s {
+                Slot::Done { state, .. } if state.lets_downstream_run() => {
+                    Some((self.def.tasks[node].name.as_str(), &self.outputs[node]))
+                }
+                _ => None,
+            })
     }
 
     /// Attempts still in flight (for the caller to adopt after a failover restore).
@@ -248,6 +274,9 @@ impl WorkflowRuntime {
             pause_requested: false,
             active: 0,
             passed: 0,
+            parent: vec![None; n],
+            groups: HashMap::new(),
+            stash: HashMap::new(),
         }
     }
 
@@ -295,8 +324,19 @@ impl WorkflowRuntime {
                 }
                 let all: Vec<Node> = (0..self.slots.len()).collect();
                 self.release(all, &mut out.actions);
+                // Restored fan-outs go on where they were.
+                let parents: Vec<Node> = self.groups.keys().copied().collect();
+                for p in parents {
+                    self.fill(p, &mut out.actions);
+                    self.settle_group(p, &mut out.actions);
+                }
                 out
             }
+            Event::Expanded {
+                node,
+                attempt,
+                items,
+            } => self.expand(node, attempt, &items),
             Event::Task {
                 node,
                 attempt,
@@ -383,6 +423,11 @@ impl WorkflowRuntime {
         }
         self.slots[node] = Slot::Done { attempt, state };
         self.active -= 1;
+        let parent = self.parent[node];
+        let own = match parent {
+            Some(_) => output.clone(),
+            None => Params::new(),
+        };
         let mut candidates = Vec::new();
         if state.lets_downstream_run() {
             let chosen = chosen
@@ -421,6 +466,9 @@ impl WorkflowRuntime {
         {
             self.retries_left[node] -= 1;
             self.begin_attempt(node, self.def.tasks[node].retry_wait(), &mut out.actions);
+        } else if state == TaskState::Failure && parent.is_some() {
+            // A child's failure is its foreach task's to judge (see `settle_group`).
+            self.settled_otherwise += 1;
         } else if state == TaskState::Failure
             && !self.starting_blocked()
             && let Some((action, _)) = self.def.tasks[node].error_action()
@@ -436,6 +484,9 @@ impl WorkflowRuntime {
             }
         }
         self.release(candidates, &mut out.actions);
+        if let (Some(p), Slot::Done { .. }) = (parent, self.slots[node]) {
+            self.child_done(p, node, state, own, &mut out.actions);
+        }
         out
     }
 
@@ -521,10 +572,7 @@ impl WorkflowRuntime {
     /// outputs > workflow global, plus built-ins.
     pub fn task_params(&self, node: Node, start: &Params, builtins: &Params) -> Params {
         let mut p = self.def.params.clone();
-        for u in self
-            .dag
-            .neighbors_directed(NodeIndex::new(node), Direction::Incoming)
-        {
+        for u in self.upstream_of(node) {
             p.extend(
                 self.outputs[u.index()]
                     .iter()

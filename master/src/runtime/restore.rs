@@ -20,16 +20,22 @@ impl WorkflowRuntime {
     /// tasks never started (or lost with a dead worker) start now.
     pub fn restore(def: Arc<WorkflowDef>, attempts: &[Recorded<'_>], recovery: Recovery) -> Self {
         let mut rt = Self::empty(def);
-        let index: HashMap<&str, Node> = rt
+        if recovery == Recovery::Failover {
+            rt.restore_children(&latest_foreach_rows(&rt, attempts));
+        }
+        let index: HashMap<String, Node> = rt
             .def
             .tasks
             .iter()
             .enumerate()
-            .map(|(i, t)| (t.name.as_str(), i))
+            .map(|(i, t)| (t.name.clone(), i))
             .collect();
         let mut latest: Vec<Option<&Recorded>> = vec![None; rt.slots.len()];
         for row in attempts {
             let Some(&node) = index.get(row.name) else {
+                if rt.foreach_of(row.name).is_some() {
+                    rt.stash(row);
+                }
                 continue;
             };
             rt.last_attempt[node] = rt.last_attempt[node].max(row.attempt);
@@ -52,6 +58,11 @@ impl WorkflowRuntime {
                 // Left NotStarted: it runs again as attempt last + 1.
             } else if state.is_terminal() {
                 rt.slots[node] = Slot::Done { attempt, state };
+                if rt.parent[node].is_some() && state == TaskState::Failure {
+                    // Its foreach task's to judge, as in `on_task`.
+                    rt.settled_otherwise += 1;
+                    continue;
+                }
                 rt.failed |= state == TaskState::Failure && !rt.caught(node, state);
             } else {
                 rt.slots[node] = Slot::Active { attempt, state };
@@ -94,6 +105,32 @@ impl WorkflowRuntime {
                 }
             }
         }
+        let own: HashMap<Node, Params> = (0..rt.slots.len())
+            .filter(|&n| rt.parent[n].is_some())
+            .filter_map(|n| Some((n, latest[n]?.output.clone())))
+            .collect();
+        rt.recount_groups(&own);
         rt
     }
+}
+
+/// The latest recorded attempt of each foreach task.
+fn latest_foreach_rows<'r, 'a>(
+    rt: &WorkflowRuntime,
+    attempts: &'r [Recorded<'a>],
+) -> Vec<(Node, &'r Recorded<'a>)> {
+    let foreach: HashMap<&str, Node> = (rt.def.tasks.iter().enumerate())
+        .filter(|(_, t)| t.foreach.is_some())
+        .map(|(i, t)| (t.name.as_str(), i))
+        .collect();
+    let mut latest: HashMap<Node, &Recorded> = HashMap::new();
+    for row in attempts {
+        let Some(&node) = foreach.get(row.name) else {
+            continue;
+        };
+        if latest.get(&node).is_none_or(|l| l.attempt <= row.attempt) {
+            latest.insert(node, row);
+        }
+    }
+    latest.into_iter().collect()
 }

@@ -1,0 +1,298 @@
+//! Expressions of switch cases, do_while conditions and foreach items: CEL (the Common
+//! Expression Language, through the `cel` crate) with its standard library plus the
+//! strings and math extensions. CEL cannot loop without bound, call out or write
+//! anything, so a definition's expressions are safe to evaluate on the master.
+//!
+//! What an expression sees ([`Vars`]): each parameter of the task by name (`region`),
+//! dotted names as fields (`error.message`), all of them in `params` (`params['a-b']`),
+//! the outputs of the run's finished tasks as `outputs.<task>.<name>`, and a foreach's
+//! item. A value that reads as a JSON number, boolean, array or object has that type
+//! (`count > 10`, `outputs.load.rows[0].n`); anything else is a string.
+//! `${name}` still works and means the parameter `name`, so switch cases written for the
+//! old comparison language (`"${region} == 'eu'"`) keep working.
+
+use cel::objects::{Key, Map};
+use cel::{Context, Env, Program, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
+
+/// Longest expression accepted: anything longer is a data problem, not a condition.
+const MAX_LEN: usize = 4096;
+
+/// Deepest nesting of brackets accepted.
+const MAX_NESTING: usize = 32;
+
+/// The stack the parser and evaluator run on. The CEL parser is generated (ANTLR) and
+/// recursive with large frames; its own recursion limit does not keep it within a
+/// default thread stack. The memory is reserved, not touched, until used.
+const STACK: usize = 256 << 20;
+
+/// A checked expression, ready to evaluate any number of times.
+pub struct Expr {
+    source: String,
+}
+
+/// The values an expression can name.
+#[derive(Default)]
+pub struct Vars {
+    values: HashMap<String, Value>,
+}
+
+fn env() -> &'static Arc<Env> {
+    static ENV: OnceLock<Arc<Env>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Env::stdlib();
+        // Registering the crate's own extensions on its own stdlib cannot clash.
+        env.add_extension(cel::extensions::strings)
+            .and_then(|()| env.add_extension(cel::extensions::math))
+            .expect("CEL extensions register on the standard library");
+        Arc::new(env)
+    })
+}
+
+/// Parses `text`; the error names the column and what is wrong there.
+pub fn parse(text: &str) -> Result<Expr, String> {
+    if text.len() > MAX_LEN {
+        return Err(format!("an expression may be at most {MAX_LEN} characters"));
+    }
+    let source = legacy_refs(text)?;
+    check_nesting(&source)?;
+    on_big_stack(|| compile(&source).map(|_| ()))?;
+    Ok(Expr { source })
+}
+
+fn compile(source: &str) -> Result<Program, String> {
+    env().compile(source).map_err(|errors| {
+        errors
+            .errors
+            .iter()
+            .map(|e| format!("column {}: {}", e.pos.1 + 1, e.msg))
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
+}
+
+/// Runs `f` on a thread with a large stack; a panic in it is a refusal, not a crash (the
+/// parser and evaluator are third-party code fed user input).
+fn on_big_stack<T: Send>(f: impl FnOnce() -> Result<T, String> + Send) -> Result<T, String> {
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("expr".into())
+            .stack_size(STACK)
+            .spawn_scoped(scope, f)
+            .map_err(|e| format!("cannot evaluate the expression now: {e}"))?;
+        worker
+            .join()
+            .unwrap_or_else(|_| Err("the expression could not be evaluated".to_string()))
+    })
+}
+
+/// Refuses brackets nested deeper than [`MAX_NESTING`] (outside quotes).
+fn check_nesting(source: &str) -> Result<(), String> {
+    let (mut depth, mut quote, mut escaped) = (0usize, None, false);
+    for (i, c) in source.char_indices() {
+        match quote {
+            Some(_) if escaped => escaped = false,
+            Some(_) if c == '\\' => escaped = true,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None => match c {
+                '\'' | '"' => quote = Some(c),
+                '(' | '[' | '{' => {
+                    depth += 1;
+                    if depth > MAX_NESTING {
+                        return Err(format!(
+                            "column {}: brackets nested deeper than {MAX_NESTING}",
+                            i + 1
+                        ));
+                    }
+                }
+                ')' | ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+    }
+    Ok(())
+}
+
+/// `${name}` → `params['name']`: the parameter, typed like any other value.
+fn legacy_refs(text: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find('}').ok_or_else(|| {
+            let column = text.len() - rest.len() + start + 1;
+            format!("column {column}: '${{' is not closed")
+        })?;
+        let name = after[..end].trim();
+        if name.is_empty() || name.contains(['\'', '\\']) {
+            return Err(format!("'${{{name}}}' does not name a parameter"));
+        }
+        out.push_str(&format!("params['{name}']"));
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+impl Expr {
+    /// The expression's value, as JSON.
+    pub fn eval(&self, vars: &Vars) -> Result<serde_json::Value, String> {
+        on_big_stack(|| {
+            let program = compile(&self.source)?;
+            let mut ctx = Context::with_env(env().clone());
+            for (name, value) in &vars.values {
+                ctx.add_variable_from_value(name.clone(), value.clone());
+            }
+            let value = program.execute(&ctx).map_err(|e| match e {
+                cel::ExecutionError::UndeclaredReference(name) => {
+                    format!("'{name}' is not a parameter or output here (quote text: '{name}')")
+                }
+                e => e.to_string(),
+            })?;
+            to_json(&value)
+        })
+    }
+
+    /// Whether a condition holds: it must evaluate to a boolean.
+    pub fn holds(&self, vars: &Vars) -> Result<bool, String> {
+        match self.eval(vars)? {
+            serde_json::Value::Bool(b) => Ok(b),
+            other => Err(format!(
+                "a condition must be true or false, this one gave {other}"
+            )),
+        }
+    }
+}
+
+impl Vars {
+    /// A task's parameters: each by name, dotted names as fields, all in `params`.
+    pub fn with_params(params: &BTreeMap<String, String>) -> Self {
+        let mut vars = Vars::default();
+        let mut nested: BTreeMap<&str, HashMap<Key, Value>> = BTreeMap::new();
+        for (name, raw) in params {
+            let value = typed(raw);
+            match name.split_once('.') {
+                Some((head, field)) if !params.contains_key(head) => {
+                    nested
+                        .entry(head)
+                        .or_default()
+                        .insert(Key::from(field.to_string()), value);
+                }
+                _ => {
+                    vars.values.insert(name.clone(), value);
+                }
+            }
+        }
+        for (head, fields) in nested {
+            vars.values.insert(head.to_string(), map(fields));
+        }
+        let all = params
+            .iter()
+            .map(|(k, v)| (Key::from(k.clone()), typed(v)))
+            .collect();
+        vars.values.insert("params".into(), map(all));
+        vars
+    }
+
+    /// The outputs of finished tasks, as `outputs.<task>.<name>`.
+    pub fn outputs<'a>(
+        mut self,
+        tasks: impl IntoIterator<Item = (&'a str, &'a BTreeMap<String, String>)>,
+    ) -> Self {
+        let by_task = tasks
+            .into_iter()
+            .map(|(task, outs)| {
+                let fields = outs
+                    .iter()
+                    .map(|(k, v)| (Key::from(k.clone()), typed(v)))
+                    .collect();
+                (Key::from(task.to_string()), map(fields))
+            })
+            .collect();
+        self.values.insert("outputs".into(), map(by_task));
+        self
+    }
+
+    /// One more value by name (a foreach's item).
+    pub fn with(mut self, name: &str, value: &serde_json::Value) -> Self {
+        self.values.insert(name.to_string(), from_json(value));
+        self
+    }
+}
+
+fn map(fields: HashMap<Key, Value>) -> Value {
+    Value::Map(Map {
+        map: Arc::new(fields),
+    })
+}
+
+/// A parameter's value with the type its text reads as.
+fn typed(raw: &str) -> Value {
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(
+            v @ (serde_json::Value::Number(_)
+            | serde_json::Value::Bool(_)
+            | serde_json::Value::Array(_)
+            | serde_json::Value::Object(_)),
+        ) => from_json(&v),
+        _ => Value::String(Arc::new(raw.to_string())),
+    }
+}
+
+fn from_json(v: &serde_json::Value) -> Value {
+    use serde_json::Value as J;
+    match v {
+        J::Null => Value::Null,
+        J::Bool(b) => Value::Bool(*b),
+        // Integers as `int` (not `uint`), so they compare with literals such as `10`.
+        J::Number(n) => match n.as_i64() {
+            Some(i) => Value::Int(i),
+            None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        J::String(s) => Value::String(Arc::new(s.clone())),
+        J::Array(items) => Value::List(Arc::new(items.iter().map(from_json).collect())),
+        J::Object(fields) => map(fields
+            .iter()
+            .map(|(k, v)| (Key::from(k.clone()), from_json(v)))
+            .collect()),
+    }
+}
+
+fn to_json(v: &Value) -> Result<serde_json::Value, String> {
+    use serde_json::Value as J;
+    Ok(match v {
+        Value::Null => J::Null,
+        Value::Bool(b) => J::Bool(*b),
+        Value::Int(i) => J::from(*i),
+        Value::UInt(u) => J::from(*u),
+        Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map(J::Number)
+            .ok_or_else(|| format!("the expression gave {f}, which is not a JSON number"))?,
+        Value::String(s) => J::String(s.to_string()),
+        Value::List(items) => J::Array(items.iter().map(to_json).collect::<Result<_, _>>()?),
+        Value::Map(m) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in m.map.iter() {
+                let key = match k {
+                    Key::String(s) => s.to_string(),
+                    Key::Int(i) => i.to_string(),
+                    Key::Uint(u) => u.to_string(),
+                    Key::Bool(b) => b.to_string(),
+                };
+                out.insert(key, to_json(v)?);
+            }
+            J::Object(out)
+        }
+        other => {
+            return Err(format!(
+                "the expression gave {other:?}, which has no JSON form"
+            ));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests;
