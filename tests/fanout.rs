@@ -9,7 +9,8 @@ mod support;
 use serde_json::Value;
 use support::{Env, attempts};
 
-support::deployments!(
+// More worker slots than the widest foreach here, so that max_parallel is what limits it.
+support::deployments!(env: &[("SHOAL_SLOTS", "64")];
     a_foreach_runs_one_child_per_element_at_most_max_parallel_at_once,
     a_failed_child_fails_the_foreach_unless_it_ignores_failures,
     a_foreach_can_run_a_workflow_per_element,

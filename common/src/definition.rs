@@ -12,7 +12,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+mod do_while;
 mod fanout;
+pub use do_while::{DoWhileSpec, ITERATION, ITERATIONS, MAX_ITERATIONS, iteration_name};
 pub use fanout::{ForeachSpec, ITEMS, MAX_ITEMS, RESULTS, child_name};
 
 pub const DEFAULT_PROJECT: &str = "default";
@@ -167,6 +169,9 @@ pub struct TaskDef {
     /// `foreach`: one child task (or sub-workflow run) per element of a list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub foreach: Option<ForeachSpec>,
+    /// `do_while`: a body of tasks run again while a condition holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub do_while: Option<DoWhileSpec>,
     /// `wait` and `callback`: what happens when `timeout` passes first: `fail` (the
     /// default), `succeed`, or the name of a downstream task that then runs instead of
     /// the others (it is skipped when the task completes in time).
@@ -725,6 +730,7 @@ impl WorkflowDef {
                 TaskType::Callback => t.callback.is_none().then_some("callback"),
                 TaskType::Terminate => t.terminate.is_none().then_some("terminate"),
                 TaskType::Foreach => t.foreach.is_none().then_some("foreach"),
+                TaskType::DoWhile => t.do_while.is_none().then_some("do_while"),
                 TaskType::Noop | TaskType::Delay | TaskType::Wait => None,
             };
             if let Some(field) = missing {
@@ -735,6 +741,7 @@ impl WorkflowDef {
                 });
             }
             fanout::check(self, t)?;
+            do_while::check(self, t)?;
             if t.on_timeout.is_some() && !matches!(kind, TaskType::Wait | TaskType::Callback) {
                 return Err(DefinitionError::BadBranch {
                     task: t.name.clone(),

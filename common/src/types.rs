@@ -234,6 +234,7 @@ string_enum!(
         Callback => "callback",
         Terminate => "terminate",
         Foreach => "foreach",
+        DoWhile => "do_while",
     }
 );
 
@@ -251,6 +252,7 @@ impl TaskType {
                 | Self::Callback
                 | Self::Terminate
                 | Self::Foreach
+                | Self::DoWhile
         )
     }
 }

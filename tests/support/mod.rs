@@ -210,7 +210,8 @@ impl Standalone {
 }
 
 /// A cluster of separate processes on a fresh Postgres database and a real etcd: an
-/// api-server, `masters` masters and `workers` workers (4 slots, group `default`).
+/// api-server, `masters` masters and `workers` workers (4 slots unless `SHOAL_SLOTS` is in
+/// the extra environment, group `default`).
 pub struct MiniCluster {
     /// Dropped first: nodes, then etcd (last in the list).
     procs: Vec<Proc>,
@@ -271,6 +272,11 @@ impl MiniCluster {
                 &env,
             ));
         }
+        // Four slots each, unless the test's environment gives SHOAL_SLOTS.
+        let slots = extra
+            .iter()
+            .find(|(k, _)| *k == "SHOAL_SLOTS")
+            .map_or("4", |(_, v)| *v);
         for i in 0..workers {
             let data = dir.path().join(format!("worker{i}"));
             let args = [
@@ -278,7 +284,7 @@ impl MiniCluster {
                 "--port",
                 "0",
                 "--slots",
-                "4",
+                slots,
                 "--data-dir",
                 data.to_str().unwrap(),
                 "--datasource",

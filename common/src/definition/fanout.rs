@@ -100,6 +100,7 @@ fn sub_workflow_child(parent: &TaskDef, spec: &ForeachSpec) -> TaskDef {
             params: spec.params.clone(),
         }),
         foreach: None,
+        do_while: None,
         on_error: None,
         retries: 0,
         retry_interval: None,
@@ -156,7 +157,11 @@ pub(super) fn check(def: &WorkflowDef, t: &TaskDef) -> Result<(), DefinitionErro
     let kind = template.kind();
     if matches!(
         kind,
-        TaskType::Foreach | TaskType::Conditions | TaskType::Switch | TaskType::Terminate
+        TaskType::Foreach
+            | TaskType::DoWhile
+            | TaskType::Conditions
+            | TaskType::Switch
+            | TaskType::Terminate
     ) || template.on_timeout.is_some()
         || template
             .error_action()

@@ -30,6 +30,16 @@ fn arithmetic_parentheses_strings_and_lists() {
         holds("math.greatest(1, n, 2) == 4", &vars),
         "math extension"
     );
+    let files = Vars::with_params(&params(&[("files", r#"["a.csv","tmp","b.csv"]"#)]));
+    assert!(holds(
+        "files.filter(f, f.endsWith('.csv')).map(f, f.size()) == [5, 5]",
+        &files
+    ));
+    assert!(holds("files[0].matches('^[a-z]+\\\\.csv$')", &files));
+    assert!(holds(
+        "(size(files) > 2 ? 'many' : 'few') == 'many'",
+        &files
+    ));
 }
 
 #[test]

@@ -138,10 +138,13 @@ impl Engine {
                     resend_callback(run, node, row.id, &self.secrets, api, cycle);
                     Place::OnMaster
                 }
-                // An expanded foreach task: its children are adopted on their own, and
-                // it ends when they have settled.
+                // An expanded foreach task or a running loop: its children are adopted
+                // on their own, and it ends when they have settled.
                 None if state == TaskState::Running
-                    && run.rt.definition().tasks[node].kind() == TaskType::Foreach =>
+                    && matches!(
+                        run.rt.definition().tasks[node].kind(),
+                        TaskType::Foreach | TaskType::DoWhile
+                    ) =>
                 {
                     Place::OnMaster
                 }

@@ -150,7 +150,7 @@ impl Engine {
         let run = self.runs.get_mut(&instance)?;
         cycle.epochs.insert(instance, run.epoch);
         let mut outcome = run.rt.apply(event);
-        // A foreach task's children were appended to the run.
+        // A foreach task's children or a loop's iteration were appended to the run.
         run.task_ids.resize(run.rt.definition().tasks.len(), None);
         if outcome.accepted {
             metrics::EVENTS_APPLIED.inc();
@@ -234,6 +234,20 @@ impl Engine {
                         u.message = Some(message);
                         cycle.update(u);
                         cycle.ended_tasks.push(id);
+                    }
+                }
+                Action::CheckLoop {
+                    node, iteration, ..
+                } => {
+                    if let Some(id) = run.task_ids[node] {
+                        let _ = self.me.send(EngineMsg::CheckLoop { id, iteration });
+                    }
+                }
+                Action::Progress { node, message } => {
+                    if let Some(id) = run.task_ids[node] {
+                        let mut u = TaskUpdate::state(id, TaskState::Running);
+                        u.message = Some(message);
+                        cycle.update(u);
                     }
                 }
                 Action::KillTask { node, .. } => cycle.kills.push((instance, node)),

@@ -127,6 +127,8 @@ impl Engine {
             }
             EngineMsg::StartWait { id } => self.start_wait(id, cycle, now),
             EngineMsg::Expand { id } => self.expand(id, cycle, now),
+            EngineMsg::StartLoop { id } => self.start_loop(id, cycle, now),
+            EngineMsg::CheckLoop { id, iteration } => self.check_loop(id, iteration, cycle, now),
             EngineMsg::Polled(polled) => {
                 self.waits.polled();
                 // A slot granted in the store is durable already: queue the task at once.

@@ -18,6 +18,7 @@ mod child_stop;
 mod claims;
 mod commit;
 mod cycle;
+mod do_while;
 mod events;
 mod fanout;
 mod groups;
@@ -132,6 +133,15 @@ pub enum EngineMsg {
     /// A foreach task reads its list and expands into its children.
     Expand {
         id: i64,
+    },
+    /// A do_while task starts its first iteration.
+    StartLoop {
+        id: i64,
+    },
+    /// A do_while task's iteration passed: its condition decides whether another runs.
+    CheckLoop {
+        id: i64,
+        iteration: u32,
     },
     /// What the last poll for waiting sub_workflow and dependent tasks found.
     Polled(waits::Polled),

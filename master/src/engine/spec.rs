@@ -7,7 +7,9 @@ use crate::queue::QueuedTask;
 use crate::runtime::Node;
 use crate::secrets::{self, Secrets};
 use chrono::NaiveDateTime;
-use shoal_common::definition::{CALLBACK_URL, DependentSpec, MAX_ITEMS, OnTimeout, TaskDef};
+use shoal_common::definition::{
+    CALLBACK_URL, DependentSpec, ITERATION, MAX_ITEMS, OnTimeout, TaskDef,
+};
 use shoal_common::duration;
 use shoal_common::expr;
 use shoal_common::params::{Context, builtins, expand};
@@ -266,6 +268,37 @@ pub(super) fn foreach_items(
 }
 
 /// What an expression of a task can name: its parameters and the run's outputs so far.
+/// Whether a do_while task's condition holds after `iteration`: it sees the task's
+/// parameters, the run's outputs with those of the iteration's tasks by their body names,
+/// and `iteration`.
+pub(super) fn loop_condition(
+    run: &Run,
+    node: Node,
+    id: i64,
+    iteration: u32,
+) -> Result<bool, String> {
+    let def = &run.rt.definition().tasks[node];
+    let Some(spec) = &def.do_while else {
+        return Err(format!("task '{}' has no do_while", def.name));
+    };
+    let (params, _) = task_params(run, node, id);
+    let outputs = run
+        .rt
+        .outputs_by_task()
+        .chain(run.rt.iteration_outputs(node));
+    let vars = expr::Vars::with_params(&params)
+        .outputs(outputs)
+        .with(ITERATION, &serde_json::json!(iteration));
+    expr::parse(&spec.condition)
+        .and_then(|e| e.holds(&vars))
+        .map_err(|e| {
+            format!(
+                "do_while '{}', condition '{}': {e}",
+                def.name, spec.condition
+            )
+        })
+}
+
 fn expr_vars(run: &Run, node: Node, id: i64) -> expr::Vars {
     let (params, _) = task_params(run, node, id);
     expr::Vars::with_params(&params).outputs(run.rt.outputs_by_task())

@@ -50,6 +50,7 @@ impl Engine {
                 TaskType::SubWorkflow => EngineMsg::StartChild { id },
                 TaskType::Wait | TaskType::Callback => EngineMsg::StartWait { id },
                 TaskType::Foreach => EngineMsg::Expand { id },
+                TaskType::DoWhile => EngineMsg::StartLoop { id },
                 TaskType::Terminate => {
                     let spec = run.rt.definition().tasks[node].terminate.as_ref();
                     let state = spec.map_or("", |t| t.state.as_str());

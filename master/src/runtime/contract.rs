@@ -24,6 +24,14 @@ pub enum Event {
         attempt: i32,
         items: Vec<serde_json::Value>,
     },
+    /// The condition of a do_while task after `iteration` (0: before the first, which
+    /// always runs) held, did not, or could not be evaluated (why).
+    LoopChecked {
+        node: Node,
+        attempt: i32,
+        iteration: u32,
+        holds: Result<bool, String>,
+    },
     /// A switch task chose these downstream tasks (by name) and succeeded.
     Branched {
         node: Node,
@@ -57,6 +65,15 @@ pub enum Action {
         output: Params,
         message: String,
     },
+    /// Evaluate the do_while task's condition after `iteration` and answer with
+    /// `Event::LoopChecked`.
+    CheckLoop {
+        node: Node,
+        attempt: i32,
+        iteration: u32,
+    },
+    /// Record where a task the runtime runs itself has got to (a do_while's iteration).
+    Progress { node: Node, message: String },
     /// The instance moved to a non-final state (`ready_stop`, `ready_pause`).
     SetState { state: WorkflowState },
     /// The instance is over.

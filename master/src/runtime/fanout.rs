@@ -27,7 +27,7 @@ pub(super) struct Group {
 /// A child's recorded attempt, kept by a rerun until its foreach task expands again.
 #[derive(Debug)]
 pub(super) struct Stashed {
-    attempt: i32,
+    pub(super) attempt: i32,
     state: TaskState,
     output: Params,
 }
@@ -136,13 +136,14 @@ impl WorkflowRuntime {
         }
     }
 
-    /// The foreach task whose child a recorded name is (`each[3]` → `each`).
-    pub(super) fn foreach_of(&self, name: &str) -> Option<Node> {
-        let (parent, _) = name.rsplit_once('[')?;
+    /// The foreach or do_while task whose child a recorded name is (`each[3]` and
+    /// `poll[2].check` → `each` and `poll`).
+    pub(super) fn fanned_from(&self, name: &str) -> Option<Node> {
+        let (parent, _) = name.split_once('[')?;
         self.def
             .tasks
             .iter()
-            .position(|t| t.name == parent && t.foreach.is_some())
+            .position(|t| t.name == parent && (t.foreach.is_some() || t.do_while.is_some()))
     }
 
     /// After a restore: each group counts what its children's attempts say.

@@ -10,6 +10,7 @@
 mod branch;
 mod contract;
 mod control;
+mod do_while;
 mod errors;
 mod fanout;
 mod restore;
@@ -111,11 +112,14 @@ pub struct WorkflowRuntime {
     pause_requested: bool,
     /// Attempts in flight (delayed, queued, on a worker).
     active: usize,
-    /// The foreach task each node is a child of (children are appended at expansion).
+    /// The foreach or do_while task each node is a child of (children and iterations
+    /// are appended as they come).
     parent: Vec<Option<Node>>,
     /// Each expanded foreach task's children.
     groups: HashMap<Node, fanout::Group>,
-    /// A rerun's recorded child attempts, until their foreach task expands again.
+    /// Each running do_while task's latest iteration.
+    loops: HashMap<Node, do_while::Loop>,
+    /// A rerun's recorded child attempts, until their foreach or do_while task runs again.
     stash: HashMap<String, fanout::Stashed>,
     /// Nodes done in a state that lets downstream run, or out of scope.
     passed: usize,
@@ -172,9 +176,16 @@ impl WorkflowRuntime {
     }
 
     /// The tasks whose outputs `node` receives: its upstream tasks, or for a foreach's
-    /// child those of its foreach task.
+    /// child (and the first tasks of a loop's first iteration) those of its parent task.
     fn upstream_of(&self, node: Node) -> impl Iterator<Item = NodeIndex> + '_ {
-        let inputs = self.parent[node].unwrap_or(node);
+        let own = NodeIndex::new(node);
+        let has_own = (self.dag.neighbors_directed(own, Direction::Incoming))
+            .next()
+            .is_some();
+        let inputs = match self.parent[node] {
+            Some(parent) if !has_own => parent,
+            _ => node,
+        };
         self.dag
             .neighbors_directed(NodeIndex::new(inputs), Direction::Incoming)
     }
@@ -197,14 +208,16 @@ impl WorkflowRuntime {
             .collect()
     }
 
-    /// What each passed task hands downstream, by task name (what expressions call
-    /// `outputs.<task>`).
+    /// What each passed task of the definition hands downstream, by task name (what
+    /// expressions call `outputs.<task>`); not foreach children or loop iterations.
     pub fn outputs_by_task(&self) -> impl Iterator<Item = (&str, &Params)> + '_ {
         self.slots
             .iter()
             .enumerate()
             .filter_map(|(node, s)| match s {
-                Slot::Done { state, .. } if state.lets_downstream_run() => {
+                Slot::Done { state, .. }
+                    if state.lets_downstream_run() && self.parent[node].is_none() =>
+                {
                     Some((self.def.tasks[node].name.as_str(), &self.outputs[node]))
                 }
                 _ => None,
@@ -276,6 +289,7 @@ impl WorkflowRuntime {
             passed: 0,
             parent: vec![None; n],
             groups: HashMap::new(),
+            loops: HashMap::new(),
             stash: HashMap::new(),
         }
     }
@@ -330,8 +344,18 @@ impl WorkflowRuntime {
                     self.fill(p, &mut out.actions);
                     self.settle_group(p, &mut out.actions);
                 }
+                let loops: Vec<Node> = self.loops.keys().copied().collect();
+                for p in loops {
+                    self.loop_progress(p, &mut out.actions);
+                }
                 out
             }
+            Event::LoopChecked {
+                node,
+                attempt,
+                iteration,
+                holds,
+            } => self.loop_checked(node, attempt, iteration, holds),
             Event::Expanded {
                 node,
                 attempt,
@@ -485,7 +509,10 @@ impl WorkflowRuntime {
         }
         self.release(candidates, &mut out.actions);
         if let (Some(p), Slot::Done { .. }) = (parent, self.slots[node]) {
-            self.child_done(p, node, state, own, &mut out.actions);
+            match self.loops.contains_key(&p) {
+                true => self.loop_progress(p, &mut out.actions),
+                false => self.child_done(p, node, state, own, &mut out.actions),
+            }
         }
         out
     }

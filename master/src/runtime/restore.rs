@@ -22,6 +22,7 @@ impl WorkflowRuntime {
         let mut rt = Self::empty(def);
         if recovery == Recovery::Failover {
             rt.restore_children(&latest_foreach_rows(&rt, attempts));
+            rt.restore_iterations(attempts);
         }
         let index: HashMap<String, Node> = rt
             .def
@@ -33,7 +34,7 @@ impl WorkflowRuntime {
         let mut latest: Vec<Option<&Recorded>> = vec![None; rt.slots.len()];
         for row in attempts {
             let Some(&node) = index.get(row.name) else {
-                if rt.foreach_of(row.name).is_some() {
+                if rt.fanned_from(row.name).is_some() {
                     rt.stash(row);
                 }
                 continue;
