@@ -2,8 +2,9 @@
 //! two masters and three workers, each its own process. A master or a worker is killed
 //! with SIGKILL, a master is frozen with SIGSTOP past its lease and resumed, etcd is
 //! killed and restarted, Postgres is crashed and restarted, and a task waits for a worker group that has no worker yet;
-//! a master driving a serial workflow's run and a task-group slot holder is killed, and one
-//! driving a wait, a callback and a long delay is killed.
+//! a master driving a serial workflow's run and a task-group slot holder is killed, one
+//! driving a wait, a callback and a long delay is killed, and one driving a foreach and a
+//! do_while loop is killed.
 //!
 //! Every task appends `start <instance> <task> <task-instance id>` before its work and
 //! `end ...` after it to one shared file, so the suite counts real executions and checks
@@ -786,5 +787,72 @@ tasks:
         std::fs::read_to_string(&ran).unwrap(),
         "later\n",
         "ran once"
+    );
+}
+
+/// A foreach of 24 sleeping children (4 at once) and a do_while of 8 iterations run side
+/// by side when the master driving them is killed: the master that takes over goes on
+/// with the same children and the next iteration, and no child or iteration runs twice.
+#[test]
+fn a_foreach_and_a_loop_go_on_across_a_master_kill() {
+    let c = Cluster::start("fanout_kill", &["default"]);
+    let child = recorded(&c.execs, "each[${n}]", "nap");
+    let step = recorded(&c.execs, "poll[${iteration}].step", "nap");
+    c.apply(&format!(
+        r#"
+name: fan_loop
+params: {{ nap: '0.4' }}
+tasks:
+  - {{ name: each, type: foreach,
+       foreach: {{ items: "[{items}]", as: n, max_parallel: 4, task: {{ type: shell, command: '{child}' }} }} }}
+  - {{ name: poll, type: do_while,
+       do_while: {{ condition: "iteration < 8", max_iterations: 10,
+                   tasks: [ {{ name: step, type: shell, command: '{step}' }} ] }} }}
+"#,
+        items = (0..24).map(|i| i.to_string()).collect::<Vec<_>>().join(", "),
+    ));
+    let id = c.instance_of(c.submit("fan_loop", json!({})));
+    c.wait_until(
+        "a few children and iterations to pass",
+        Duration::from_secs(30),
+        &[id],
+        || {
+            let passed = c.rows_in(&[id], "success");
+            let named = |p: &str| {
+                passed
+                    .iter()
+                    .filter(|r| r["name"].as_str().unwrap().starts_with(p))
+                    .count()
+            };
+            (named("each[") >= 4 && named("poll[") >= 2).then_some(())
+        },
+    );
+    let owner = c.instance(id)["master"].as_str().unwrap().to_string();
+    let victim = c.masters.iter().find(|m| m.addr == owner).unwrap();
+    victim.proc.signal("KILL");
+    c.log(&format!(
+        "SIGKILL {} ({owner}), which drives instance {id}",
+        victim.name
+    ));
+
+    let mut tasks: Vec<String> = (0..24).map(|i| format!("each[{i}]")).collect();
+    tasks.extend((1..=8).map(|k| format!("poll[{k}].step")));
+    let names: Vec<&str> = tasks.iter().map(String::as_str).collect();
+    let inst = c.check_runs(&[id], &names, true).remove(0);
+    assert_ne!(inst["master"], owner, "another master finished it");
+    let row = |name: &str| {
+        let rows = inst["tasks"].as_array().unwrap();
+        rows.iter().find(|r| r["name"] == name).unwrap().clone()
+    };
+    assert_eq!(row("each")["message"], "24 of 24 items passed");
+    assert_eq!(
+        row("poll")["message"],
+        "8 iterations; the condition no longer holds"
+    );
+    let spans: Vec<Value> = inst["tasks"].as_array().unwrap().to_vec();
+    assert_eq!(
+        spans.len(),
+        2 + 24 + 8,
+        "one row per child and iteration: {inst}"
     );
 }
