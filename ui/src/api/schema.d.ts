@@ -1165,6 +1165,20 @@ export interface components {
             timeout?: string | null;
             workflow: string;
         };
+        DoWhileSpec: {
+            /**
+             * @description Checked after each iteration: another one runs while it holds. It sees the
+             *     iteration's outputs as `outputs.<body task>.<name>` and `iteration` (from 1).
+             */
+            condition: string;
+            /**
+             * Format: int32
+             * @description Iterations at most; reaching it with the condition still true fails the task.
+             */
+            max_iterations?: number;
+            /** @description The body: tasks with `depends_on` among themselves, run once per iteration. */
+            tasks: components["schemas"]["TaskDef"][];
+        };
         /**
          * @description What a task's failure does once its retries are spent.
          * @enum {string}
@@ -1212,6 +1226,32 @@ export interface components {
          * @enum {string}
          */
         FailureStrategy: "end" | "continue";
+        ForeachSpec: {
+            /**
+             * @description The parameter each child sees its element as: `${item}`, and `${item.field}` for
+             *     each field of an object element.
+             */
+            as?: string;
+            /**
+             * @description The list: an expression (`${files}`, `outputs.list.files`, `[1, 2, 3]`) giving a
+             *     JSON array, or a string holding one.
+             */
+            items: string;
+            /**
+             * Format: int32
+             * @description Most children running at once (default: all).
+             */
+            max_parallel?: number | null;
+            /** @description Start parameters of each child workflow run (expanded with the child's parameters). */
+            params?: {
+                [key: string]: string;
+            };
+            /** @description The child workflow's project (default: the parent's). */
+            project?: string | null;
+            task?: components["schemas"]["TaskDef"] | null;
+            /** @description Or: the workflow each child runs, as a sub-workflow with the element as a parameter. */
+            workflow?: string | null;
+        };
         Health: {
             /**
              * @description Always `ok`: the api-server answers.
@@ -1612,10 +1652,13 @@ export interface components {
             delay?: string | null;
             dependent?: components["schemas"]["DependentSpec"] | null;
             depends_on?: string[];
+            do_while?: components["schemas"]["DoWhileSpec"] | null;
             /** @description `false` skips the task; downstream tasks treat it as passed. */
             enabled?: boolean;
+            foreach?: components["schemas"]["ForeachSpec"] | null;
             http?: components["schemas"]["HttpSpec"] | null;
-            name: string;
+            /** @description Required, except in a foreach's task template (its children are named for it). */
+            name?: string;
             on_error?: components["schemas"]["OnErrorSpec"] | null;
             /**
              * @description `wait` and `callback`: what happens when `timeout` passes first: `fail` (the

@@ -9,7 +9,8 @@ import { layered } from "./layers";
 import { stateTone } from "./StateBadge";
 
 export interface DagTask {
-  name: string;
+  /** Always set on a workflow's tasks (only a foreach's task template has none). */
+  name?: string;
   type: string;
   depends_on?: string[] | null;
 }
@@ -46,7 +47,8 @@ const TaskNode = memo(function TaskNode({ data }: NodeProps<Node<TaskNodeData>>)
 
 const nodeTypes = { task: TaskNode };
 
-function layout(tasks: DagTask[]): { nodes: Node<TaskNodeData>[]; edges: Edge[] } {
+function layout(all: DagTask[]): { nodes: Node<TaskNodeData>[]; edges: Edge[] } {
+  const tasks = all.map((t) => ({ ...t, name: t.name ?? "" }));
   const index = new Map(tasks.map((t, i) => [t.name, i]));
   const links: [number, number][] = [];
   const edges: Edge[] = [];

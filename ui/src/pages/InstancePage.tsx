@@ -33,6 +33,23 @@ function latestAttempts(tasks: TaskInstance[], run: number): Map<string, TaskIns
   return out;
 }
 
+/** Progress of each foreach task (`12 done`: its children that passed) and do_while task
+ * (`×3`: its latest iteration), from its children's rows (`each[4]`, `poll[3].check`). */
+function fanOutProgress(latest: Map<string, TaskInstance>): Map<string, string> {
+  const done = new Map<string, number>();
+  const iteration = new Map<string, number>();
+  for (const [name, t] of latest) {
+    const m = /^([^[]+)\[(\d+)\](\.)?/.exec(name);
+    if (!m) continue;
+    if (m[3]) iteration.set(m[1], Math.max(iteration.get(m[1]) ?? 0, Number(m[2])));
+    else done.set(m[1], (done.get(m[1]) ?? 0) + (t.state === "success" ? 1 : 0));
+  }
+  const out = new Map<string, string>();
+  for (const [parent, n] of done) out.set(parent, `${n} done`);
+  for (const [parent, k] of iteration) out.set(parent, `×${k}`);
+  return out;
+}
+
 function Actions({ instance, onDone }: { instance: InstanceDetail; onDone: () => void }) {
   const [error, setError] = useState("");
   const [status, setStatus] = useState("");
@@ -110,6 +127,7 @@ export function InstancePage({ id }: { id: number }) {
   const states = useMemo(() => {
     const s: Record<string, string> = {};
     for (const [name, t] of latest) s[name] = t.state;
+    for (const [parent, progress] of fanOutProgress(latest)) if (s[parent]) s[parent] += ` · ${progress}`;
     return s;
   }, [latest]);
 
