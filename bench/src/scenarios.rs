@@ -25,6 +25,9 @@ pub enum Scenario {
     /// One instance of 10,000 tasks each waiting out a 1 h delay: memory of the masters
     /// (resident set, with --spawn only) per pending delayed task.
     Timers,
+    /// One instance of a foreach task over 10,000 elements (noop children, all at once):
+    /// children per second, to hold against `fanout`'s tasks written in the definition.
+    Foreach,
 }
 
 /// A design target a figure is held against.
@@ -47,6 +50,7 @@ pub struct Sizes {
     pub latency: usize,
     pub diamonds: usize,
     pub timers: usize,
+    pub foreach: usize,
 }
 
 impl Sizes {
@@ -58,6 +62,7 @@ impl Sizes {
             latency: s(200.0),
             diamonds: s(1000.0),
             timers: s(10_000.0),
+            foreach: s(10_000.0),
         }
     }
 }
@@ -70,6 +75,7 @@ impl Scenario {
             Scenario::Latency => "latency",
             Scenario::Diamonds => "diamonds",
             Scenario::Timers => "timers",
+            Scenario::Foreach => "foreach",
         }
     }
 
@@ -102,6 +108,10 @@ impl Scenario {
                 name: "master RSS per delayed task (bytes)",
                 target: None,
             }],
+            Scenario::Foreach => &[Metric {
+                name: "children/s",
+                target: None,
+            }],
         }
     }
 
@@ -121,6 +131,7 @@ impl Scenario {
             Scenario::Latency => latency(api, name, sizes.latency, deadline).await,
             Scenario::Diamonds => diamonds(api, name, sizes.diamonds, deadline).await,
             Scenario::Timers => timers(api, name, sizes.timers, deadline, pids).await,
+            Scenario::Foreach => foreach(api, name, sizes.foreach, deadline).await,
         }
     }
 }
@@ -157,6 +168,18 @@ async fn fanout(api: &Api, name: &str, n: usize, deadline: Instant) -> Result<Ve
         .chain((0..n).map(|i| noop(format!("f{i}"), &root)))
         .collect();
     let inst = run_one(api, name, tasks, deadline).await?;
+    Ok(vec![(n + 1) as f64 / inst.run_time()?.as_secs_f64()])
+}
+
+async fn foreach(api: &Api, name: &str, n: usize, deadline: Instant) -> Result<Vec<f64>> {
+    let list: Vec<usize> = (0..n).collect();
+    let each = json!({
+        "name": "each",
+        "type": "foreach",
+        "params": { "list": serde_json::to_string(&list)? },
+        "foreach": { "items": "list", "task": { "type": "noop" } },
+    });
+    let inst = run_one(api, name, vec![each], deadline).await?;
     Ok(vec![(n + 1) as f64 / inst.run_time()?.as_secs_f64()])
 }
 
