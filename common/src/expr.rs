@@ -55,6 +55,7 @@ pub fn parse(text: &str) -> Result<Expr, String> {
     if text.len() > MAX_LEN {
         return Err(format!("an expression may be at most {MAX_LEN} characters"));
     }
+    legacy_bare_words(text)?;
     let source = legacy_refs(text)?;
     check_nesting(&source)?;
     on_big_stack(|| compile(&source).map(|_| ()))?;
@@ -111,6 +112,54 @@ fn check_nesting(source: &str) -> Result<(), String> {
                 _ => {}
             },
         }
+    }
+    Ok(())
+}
+
+/// A bare word at the start of `s` (not a literal, `params`/`outputs`, a call, a field
+/// access or an index).
+fn bare_word(s: &str) -> Option<&str> {
+    let end = s
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    let (w, rest) = s.split_at(end);
+    let plain = w.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && !matches!(w, "true" | "false" | "null" | "params" | "outputs")
+        && !rest.trim_start().starts_with(['(', '.', '[']);
+    plain.then_some(w)
+}
+
+/// Refuses what the old comparison language read as text and CEL would read as a name: a
+/// bare word compared with a `${name}` (`${region} == eu`), with how to write it now.
+fn legacy_bare_words(text: &str) -> Result<(), String> {
+    const OPS: [&str; 6] = ["==", "!=", ">=", "<=", ">", "<"];
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let Some(end) = rest[start..].find('}') else {
+            return Ok(());
+        };
+        let after = rest[start + end + 1..].trim_start();
+        let before = rest[..start].trim_end();
+        let operand = OPS.iter().find_map(|op| {
+            let right = after
+                .strip_prefix(op)
+                .and_then(|r| bare_word(r.trim_start()));
+            let left = before.strip_suffix(op).and_then(|l| {
+                let l = l.trim_end();
+                let from = l
+                    .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .map_or(0, |i| i + 1);
+                let preceded = l[..from].trim_end().ends_with('.');
+                bare_word(&l[from..]).filter(|_| !preceded)
+            });
+            right.or(left)
+        });
+        if let Some(w) = operand {
+            return Err(format!(
+                "'{w}' is a bare word next to a ${{...}}: expressions are CEL now, where text is quoted ('{w}')"
+            ));
+        }
+        rest = &rest[start + end + 1..];
     }
     Ok(())
 }

@@ -43,7 +43,8 @@ pub struct TriggerDef {
     /// Client addresses (CIDR, e.g. `10.0.0.0/8`) allowed to call; empty: any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_ips: Vec<String>,
-    /// Start parameter -> JSONPath into the payload (`$.data.id`).
+    /// Start parameter -> JSONPath into the payload (`$.data.id`), or a CEL expression
+    /// over it as `body` (`size(body.items)`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub params: BTreeMap<String, String>,
     /// `sync`: how long the call waits for the run to end (default 30s).
@@ -103,13 +104,16 @@ impl TriggerDef {
         }
     }
 
-    /// The start parameters a call's `payload` maps to: each value its JSONPath names,
-    /// a string as itself and anything else as compact JSON. The error names the
-    /// parameter and the path the payload lacks.
+    /// The start parameters a call's `payload` maps to: each value its JSONPath names
+    /// (or its expression gives), a string as itself and anything else as compact JSON.
+    /// The error names the parameter and the path the payload lacks.
     pub fn map_params(&self, payload: &Value) -> Result<Params, String> {
         self.params
             .iter()
             .map(|(param, path)| {
+                if !path.starts_with('$') {
+                    return self.map_expression(param, path, payload);
+                }
                 let parsed = JsonPath::parse(path)
                     .map_err(|e| format!("param '{param}': '{path}' is not a JSONPath: {e}"))?;
                 match parsed.find(payload) {
@@ -125,6 +129,25 @@ impl TriggerDef {
                 }
             })
             .collect()
+    }
+
+    fn map_expression(
+        &self,
+        param: &str,
+        text: &str,
+        payload: &Value,
+    ) -> Result<(String, String), String> {
+        let body = crate::expr::Vars::default().with("body", payload);
+        let value = crate::expr::parse(text)
+            .and_then(|e| e.eval(&body))
+            .map_err(|e| format!("param '{param}' of trigger '{}' ({text}): {e}", self.name))?;
+        match value {
+            Value::Null => Err(format!(
+                "param '{param}' of trigger '{}' ({text}) is null for this payload",
+                self.name
+            )),
+            value => Ok((param.to_string(), render(&value))),
+        }
     }
 }
 
@@ -179,9 +202,29 @@ fn check(t: &TriggerDef) -> Result<(), String> {
     }
     for (param, path) in &t.params {
         check_param_name(param).map_err(|e| format!("params: {e}"))?;
-        JsonPath::parse(path).map_err(|e| {
-            format!("params.{param}: '{path}' is not a supported JSONPath ($, .key, ['key'], [index]): {e}")
-        })?;
+        if path.starts_with('$') {
+            JsonPath::parse(path).map_err(|e| {
+                format!("params.{param}: '{path}' is not a supported JSONPath ($, .key, ['key'], [index]): {e}")
+            })?;
+        } else {
+            crate::expr::parse(path)
+                .map_err(|e| format!("params.{param}: '{path}' is not an expression: {e}"))?;
+            // What a forgotten `$` looks like: a path into the payload by another name.
+            let head = path
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .next()
+                .unwrap_or_default();
+            let rest = path[head.len()..].trim_start();
+            let names_a_path = rest.is_empty() || rest.starts_with(['.', '[']);
+            let literal = matches!(head, "" | "true" | "false" | "null")
+                || head.starts_with(|c: char| c.is_ascii_digit());
+            let other = (!literal && head != "body" && names_a_path).then_some(head);
+            if let Some(other) = other {
+                return Err(format!(
+                    "params.{param}: '{path}' reads '{other}', but a mapping sees only the payload: as `body` in an expression (body.{other}) or as a JSONPath ($.{other})"
+                ));
+            }
+        }
     }
     for output in &t.outputs {
         check_param_name(output).map_err(|e| format!("outputs: {e}"))?;
@@ -320,7 +363,7 @@ mod tests {
             ),
             (
                 format!("- {{name: t, {token}, params: {{id: data.id}}}}"),
-                "params.id: 'data.id' is not a supported JSONPath ($, .key, ['key'], [index]): a path starts with '$' at position 0",
+                "params.id: 'data.id' reads 'data', but a mapping sees only the payload: as `body` in an expression (body.data) or as a JSONPath ($.data)",
             ),
             (
                 format!("- {{name: t, {token}, params: {{id: '$..id'}}}}"),
@@ -450,6 +493,18 @@ mod tests {
             e.contains("$.items[0].id") && e.contains("param 'first'"),
             "{e}"
         );
+        let computed = &trigger(&format!(
+            "- {{name: t, auth: {{token: {TOKEN}}}, params: {{count: 'size(body.items)', \
+             env: \"body.env + '-' + string(body.n * 2)\", ids: 'body.items.map(i, i.id)'}}}}"
+        ))
+        .unwrap()[0];
+        let p = computed.map_params(&payload).unwrap();
+        assert_eq!(
+            (p["count"].as_str(), p["env"].as_str(), p["ids"].as_str()),
+            ("1", "prod-6", r#"["a"]"#)
+        );
+        let e = computed.map_params(&json!({"items": []})).unwrap_err();
+        assert!(e.contains("param 'env'") && e.contains("body.env"), "{e}");
         let none = &trigger(&format!("- {{name: t, auth: {{token: {TOKEN}}}}}")).unwrap()[0];
         assert!(none.map_params(&json!("anything")).unwrap().is_empty());
     }

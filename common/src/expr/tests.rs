@@ -87,11 +87,29 @@ fn old_switch_cases_keep_their_meaning() {
         holds("${n} > 9 && ${region} != 'us'", &vars),
         "numeric, not lexical"
     );
-    let bare = parse("${region} == eu").unwrap().holds(&vars).unwrap_err();
+    let bare = parse("region == eu").unwrap().holds(&vars).unwrap_err();
     assert!(
         bare.contains("'eu' is not a parameter") && bare.contains("quote"),
         "{bare}"
     );
+    for old in [
+        "${region} == eu",
+        "us != ${region}",
+        "${n} > 9 && ${region} == e_u",
+    ] {
+        let refused = parse(old).err().unwrap_or_else(|| panic!("{old}: parsed"));
+        assert!(
+            refused.contains("bare word") && refused.contains("quoted"),
+            "{refused}"
+        );
+    }
+    for new in [
+        "${n} > limit.max",
+        "${n} == size(xs)",
+        "${region} == 'eu' && count > 3",
+    ] {
+        parse(new).unwrap_or_else(|e| panic!("{new}: {e}"));
+    }
 }
 
 #[test]
