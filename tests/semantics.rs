@@ -20,6 +20,7 @@ support::deployments!(
     dry_run_and_start_from_a_task,
     time_expressions_and_builtins_reach_the_task,
     logic_tasks_branch_on_the_master,
+    a_conditions_task_may_also_require_an_expression,
     a_sub_workflow_runs_as_a_child_and_hands_back_its_outputs,
     stopping_a_parent_stops_its_child_run_and_pausing_lets_the_child_finish,
     every_task_type_runs_and_both_timeouts_hold,
@@ -336,6 +337,29 @@ tasks:
             .contains("case 'a ~ b': column 4"),
         "{body}"
     );
+}
+
+fn a_conditions_task_may_also_require_an_expression(e: Env) {
+    e.apply(
+        r#"
+name: gate
+failure_strategy: continue
+tasks:
+  - { name: count, type: shell, command: 'test ${n} -ge 0 && echo "\${setValue(rows=${n})}"' }
+  - { name: check, type: conditions, depends_on: [count],
+      conditions: { when: "outputs.count.rows > 10", success: [load], failure: [skip_it] } }
+  - { name: load, type: noop, depends_on: [check] }
+  - { name: skip_it, type: noop, depends_on: [check] }
+"#,
+    );
+    for (n, ran) in [("50", "load"), ("5", "skip_it"), ("-1", "skip_it")] {
+        let id = e.start("gate", &format!(r#"{{"params": {{"n": "{n}"}}}}"#));
+        let inst = e.end(id);
+        assert_eq!(inst["state"], "success", "n={n}: {inst}");
+        let other = if ran == "load" { "skip_it" } else { "load" };
+        assert_eq!(attempts(&inst, ran).len(), 1, "n={n}: {inst}");
+        assert!(attempts(&inst, other).is_empty(), "n={n}: {inst}");
+    }
 }
 
 fn a_sub_workflow_runs_as_a_child_and_hands_back_its_outputs(e: Env) {

@@ -334,6 +334,10 @@ pub struct DependentSpec {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConditionsSpec {
+    /// An expression that must also hold for the success branch (over the upstream
+    /// tasks' outputs and the task's parameters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
     #[serde(default)]
     pub success: Vec<String>,
     #[serde(default)]
@@ -776,6 +780,12 @@ impl WorkflowDef {
                         reason: format!("'{target}' must be a task that depends on '{}'", t.name),
                     });
                 }
+            }
+            if let Some(when) = t.conditions.as_ref().and_then(|c| c.when.as_ref()) {
+                crate::expr::parse(when).map_err(|e| DefinitionError::BadBranch {
+                    task: t.name.clone(),
+                    reason: format!("conditions when '{when}': {e}"),
+                })?;
             }
             if let Some(sw) = &t.switch {
                 for case in &sw.cases {

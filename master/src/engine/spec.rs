@@ -230,6 +230,32 @@ pub(super) fn switch_choice(run: &Run, node: Node, id: i64) -> Result<Vec<String
     Ok(sw.default.iter().cloned().collect())
 }
 
+/// The branch a conditions task with `when` takes: `success` when every upstream task
+/// passed and the expression holds; `None` for one without `when`.
+pub(super) fn conditions_choice(
+    run: &Run,
+    node: Node,
+    id: i64,
+) -> Result<Option<Vec<String>>, String> {
+    let def = &run.rt.definition().tasks[node];
+    let Some((spec, when)) = def
+        .conditions
+        .as_ref()
+        .and_then(|c| Some((c, c.when.as_ref()?)))
+    else {
+        return Ok(None);
+    };
+    // A failed upstream task takes the failure branch without reading outputs it lacks.
+    let holds = run.rt.upstream_passed(node)
+        && expr::parse(when)
+            .and_then(|e| e.holds(&expr_vars(run, node, id)))
+            .map_err(|e| format!("conditions '{}', when '{when}': {e}", def.name))?;
+    Ok(Some(match holds {
+        true => spec.success.clone(),
+        false => spec.failure.clone(),
+    }))
+}
+
 /// The elements a foreach task fans out over: its `items` expression's list (or a string
 /// holding a JSON array).
 pub(super) fn foreach_items(

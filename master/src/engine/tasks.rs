@@ -63,6 +63,16 @@ impl Engine {
                     self.waits.poll(&self.store, &self.me);
                     return;
                 }
+                TaskType::Conditions => match spec::conditions_choice(run, node, id) {
+                    Ok(Some(chosen)) => EngineMsg::Branched { id, chosen },
+                    // Without `when`, the runtime takes the branch as the task ends.
+                    Ok(None) => EngineMsg::Settle {
+                        id,
+                        state: TaskState::Success,
+                        message: None,
+                    },
+                    Err(message) => settle_msg(id, TaskState::Failure, message),
+                },
                 TaskType::Switch => match spec::switch_choice(run, node, id) {
                     Ok(chosen) => EngineMsg::Branched { id, chosen },
                     Err(message) => settle_msg(id, TaskState::Failure, message),

@@ -41,17 +41,25 @@ impl WorkflowRuntime {
             .any(|d| self.is_conditions(d))
     }
 
-    /// The branch a conditions task takes: `success` when every upstream task passed.
+    /// The branch a conditions task without `when` takes: `success` when every upstream
+    /// task passed (with `when`, the caller decides and says so by `Event::Branched`).
     pub(super) fn conditions_branch(&self, node: Node) -> Option<Vec<String>> {
         let spec = self.def.tasks[node].conditions.as_ref()?;
-        let all_passed = self.dag.neighbors_directed(NodeIndex::new(node), Direction::Incoming).all(|u| {
-            matches!(self.slots[u.index()], Slot::OutOfScope)
-                || matches!(self.slots[u.index()], Slot::Done { state, .. } if state.lets_downstream_run())
-        });
-        Some(if all_passed {
+        if spec.when.is_some() {
+            return None;
+        }
+        Some(if self.upstream_passed(node) {
             spec.success.clone()
         } else {
             spec.failure.clone()
+        })
+    }
+
+    /// Whether every upstream task of `node` passed (or is out of the run's scope).
+    pub fn upstream_passed(&self, node: Node) -> bool {
+        self.dag.neighbors_directed(NodeIndex::new(node), Direction::Incoming).all(|u| {
+            matches!(self.slots[u.index()], Slot::OutOfScope)
+                || matches!(self.slots[u.index()], Slot::Done { state, .. } if state.lets_downstream_run())
         })
     }
 

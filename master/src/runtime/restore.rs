@@ -90,14 +90,17 @@ impl WorkflowRuntime {
             if rt.passes(node, state) {
                 rt.drop_handler(node);
                 rt.hand_on(node, row.output.clone());
-                let chosen = match rt.def.tasks[node].switch {
-                    Some(_) => row.output.get("branch").map(|b| {
+                let task = &rt.def.tasks[node];
+                let decided = task.switch.is_some()
+                    || task.conditions.as_ref().is_some_and(|c| c.when.is_some());
+                let chosen = match decided {
+                    true => row.output.get("branch").map(|b| {
                         b.split(',')
                             .filter(|t| !t.is_empty())
                             .map(str::to_string)
                             .collect()
                     }),
-                    None => rt
+                    false => rt
                         .conditions_branch(node)
                         .or_else(|| rt.timeout_branch(node, row.output)),
                 };

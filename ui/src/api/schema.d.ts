@@ -1132,6 +1132,11 @@ export interface components {
         ConditionsSpec: {
             failure?: string[];
             success?: string[];
+            /**
+             * @description An expression that must also hold for the success branch (over the upstream
+             *     tasks' outputs and the task's parameters).
+             */
+            when?: string | null;
         };
         /** @description A new token, with its value: shown this once. */
         CreatedToken: {
@@ -1819,7 +1824,10 @@ export interface components {
             name: string;
             /** @description `sync`: the run's outputs the answer carries. */
             outputs?: string[];
-            /** @description Start parameter -> JSONPath into the payload (`$.data.id`). */
+            /**
+             * @description Start parameter -> JSONPath into the payload (`$.data.id`), or a CEL expression
+             *     over it as `body` (`size(body.items)`).
+             */
             params?: {
                 [key: string]: string;
             };
