@@ -3,8 +3,9 @@
 //! with SIGKILL, a master is frozen with SIGSTOP past its lease and resumed, etcd is
 //! killed and restarted, Postgres is crashed and restarted, and a task waits for a worker group that has no worker yet;
 //! a master driving a serial workflow's run and a task-group slot holder is killed, one
-//! driving a wait, a callback and a long delay is killed, and one driving a foreach and a
-//! do_while loop is killed.
+//! driving a wait, a callback and a long delay is killed, one driving a foreach and a
+//! do_while loop is killed, and a worker is killed after a task ended but before its
+//! master (frozen) acked the end.
 //!
 //! Every task appends `start <instance> <task> <task-instance id>` before its work and
 //! `end ...` after it to one shared file, so the suite counts real executions and checks
@@ -855,4 +856,48 @@ tasks:
         2 + 24 + 8,
         "one row per child and iteration: {inst}"
     );
+}
+
+/// A task ends while the master it reports to is frozen, and its worker is killed before
+/// the end could be delivered: started again on its data dir, the worker reports the end
+/// from its journal, so the task does not run again (without the journal the master finds
+/// the attempt unknown and runs it a second time).
+#[test]
+fn a_worker_killed_before_its_task_s_end_was_acked_reports_it_after_a_restart() {
+    let mut c = Cluster::start("journal_restart", &["default"]);
+    c.apply(&dag("ends", &c.execs, &[("s", &[], ""), ("t", &["s"], "")]));
+    let id = c.instance_of(c.submit("ends", json!({"n_s": "3"})));
+    c.wait_until("task s to run", Duration::from_secs(30), &[id], || {
+        (!c.rows_in(&[id], "running").is_empty()).then_some(())
+    });
+    // Frozen for less than its lease (2 s) if all goes to plan: s ends 0.7 s in, the
+    // worker is back about a second later. Should the lease lapse anyway, the other
+    // master adopts s from the restarted worker, which knows it too.
+    std::thread::sleep(Duration::from_millis(2300));
+    let owner = c.instance(id)["master"].as_str().unwrap().to_string();
+    let frozen = c.masters.iter().find(|m| m.addr == owner).unwrap();
+    frozen.proc.signal("STOP");
+    c.log(&format!("SIGSTOP {} ({owner})", frozen.name));
+    let ended = || c.executions().iter().any(|e| !e.start && e.task == "s");
+    c.wait_until(
+        "s to end on its worker",
+        Duration::from_secs(10),
+        &[id],
+        || ended().then_some(()),
+    );
+    // The process has printed its end; give the worker a moment to reap it and journal it.
+    std::thread::sleep(Duration::from_millis(200));
+    let old = c.workers.remove(0);
+    let port: u16 = old.addr.rsplit(':').next().unwrap().parse().unwrap();
+    old.proc.signal("KILL");
+    drop(old);
+    let again = c.spawn_worker(port, "worker0", "default");
+    c.workers.push(again);
+    let frozen = c.masters.iter().find(|m| m.addr == owner).unwrap();
+    frozen.proc.signal("CONT");
+    c.log("worker0 restarted; master resumed");
+    let insts = c.check_runs(&[id], &["s", "t"], true);
+    let s = &insts[0]["tasks"].as_array().unwrap()[0];
+    assert_eq!(s["name"], "s");
+    assert_eq!(s["state"], "success", "the journaled end: {}", insts[0]);
 }

@@ -29,6 +29,7 @@
 //! the worker leave and re-run its attempts) abandons every task accepted before it.
 
 mod executor;
+mod journal;
 mod logs;
 mod outbox;
 mod service;
@@ -216,7 +217,12 @@ pub async fn start(
         .port();
     let addr = host_port(&config.advertise_host, port);
 
-    let outbox = Outbox::new(addr.clone(), config.secret.clone());
+    let journal_path = config.data_dir.join("outbox.journal");
+    let (journal, unacked) = journal::Journal::open(&journal_path).map_err(|source| Error::Io {
+        path: journal_path.clone(),
+        source,
+    })?;
+    let outbox = Outbox::new(addr.clone(), config.secret.clone(), Some(journal));
     let executor = Executor::new(
         ExecutorConfig {
             slots: config.slots,
@@ -227,6 +233,8 @@ pub async fn start(
         },
         outbox.clone(),
     );
+    // Before registering: a master that sees this worker back asks it about its attempts.
+    executor.resume_finished(unacked);
 
     // Leaving the registry is a late step of shutdown (see the crate docs), also taken when
     // the server dies on its own: the supervisor cancels `node_stop`. `drain` tells the

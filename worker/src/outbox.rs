@@ -14,6 +14,9 @@
 //!
 //! Each master address has one lazily connected tonic `Channel` (TCP_NODELAY), reused for
 //! every call.
+//!
+//! Terminal events are also in the [`Journal`] (written before they are pushed here); an
+//! ack, or a discard, marks them done there.
 
 use shoal_common::cluster_secret::{ClusterSecret, PeerChannel};
 use shoal_common::metrics::WORKER_EVENTS_UNACKED;
@@ -29,6 +32,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use crate::journal::Journal;
 use crate::{Error, Result};
 
 /// Most events in one `ReportEvents` call.
@@ -70,6 +74,8 @@ struct Shared {
     pending: AtomicUsize,
     /// Signalled when `pending` drops to zero.
     drained: Notify,
+    /// Where terminal events are kept until acked (none in tests of the outbox alone).
+    journal: Option<Journal>,
 }
 
 /// The events waiting for one master.
@@ -122,16 +128,14 @@ impl QueueState {
     }
 
     /// Drops the acked seqs and schedules a retry for the sent-but-unacked ones. Returns
-    /// (removed, refused).
-    fn apply_acks(&mut self, sent: &[u64], acked: &[u64], now: Instant) -> (usize, usize) {
+    /// (the removed events, how many were refused).
+    fn apply_acks(&mut self, sent: &[u64], acked: &[u64], now: Instant) -> (Vec<TaskEvent>, usize) {
         let acked: HashSet<u64> = acked.iter().copied().collect();
-        let mut removed = 0;
+        let mut removed = Vec::new();
         let mut refused = 0;
         for seq in sent {
             if acked.contains(seq) {
-                if self.pending.remove(seq).is_some() {
-                    removed += 1;
-                }
+                removed.extend(self.pending.remove(seq).map(|p| p.event));
             } else if let Some(p) = self.pending.get_mut(seq) {
                 p.refusals += 1;
                 p.not_before = Some(now + backoff(p.refusals));
@@ -142,8 +146,32 @@ impl QueueState {
     }
 }
 
+/// Whether an event ends its attempt (and so is in the journal).
+fn terminal(event: &TaskEvent) -> bool {
+    use shoal_common::proto::TaskEventKind as K;
+    matches!(
+        K::try_from(event.kind),
+        Ok(K::Success | K::Failure | K::Killed)
+    )
+}
+
+impl Shared {
+    /// Marks these events done in the journal.
+    fn settled<'a>(&self, events: impl IntoIterator<Item = &'a TaskEvent>) {
+        if let Some(journal) = &self.journal {
+            for e in events.into_iter().filter(|e| terminal(e)) {
+                journal.acked(e.task_instance_id, e.attempt);
+            }
+        }
+    }
+}
+
 impl Outbox {
-    pub(crate) fn new(worker_addr: String, secret: ClusterSecret) -> Self {
+    pub(crate) fn new(
+        worker_addr: String,
+        secret: ClusterSecret,
+        journal: Option<Journal>,
+    ) -> Self {
         Outbox {
             inner: Arc::new(Inner {
                 secret,
@@ -152,6 +180,7 @@ impl Outbox {
                     next_seq: AtomicU64::new(1),
                     pending: AtomicUsize::new(0),
                     drained: Notify::new(),
+                    journal,
                 }),
                 queues: Mutex::new(HashMap::new()),
                 loops: Mutex::new(Vec::new()),
@@ -187,6 +216,14 @@ impl Outbox {
         self.inner.loops.lock().expect("outbox lock").push(handle);
         debug!(master, "outbox queue created");
         Ok(queue)
+    }
+
+    /// Writes a terminal event to the journal (durably, before it is pushed) for the master
+    /// `master` of owner epoch `epoch`.
+    pub(crate) async fn keep(&self, master: &str, epoch: i64, event: &TaskEvent) {
+        if let Some(journal) = &self.inner.shared.journal {
+            journal.finished(master, epoch, event).await;
+        }
     }
 
     /// Assigns the next seq to `event` and queues it for `master`. Returns the seq.
@@ -279,6 +316,10 @@ impl Outbox {
                 p.event.task_instance_id != task_instance_id || p.event.attempt != attempt
             });
             dropped += before - state.pending.len();
+        }
+        // Nobody wants them any more: not after a restart either.
+        if let Some(journal) = &self.inner.shared.journal {
+            journal.acked(task_instance_id, attempt);
         }
         if dropped > 0 {
             WORKER_EVENTS_UNACKED.sub(dropped as i64);
@@ -395,6 +436,8 @@ async fn sender_loop(
                     let mut state = queue.state.lock().expect("outbox lock");
                     state.apply_acks(&sent, &acked, Instant::now())
                 };
+                shared.settled(&removed);
+                let removed = removed.len();
                 WORKER_EVENTS_UNACKED.sub(removed as i64);
                 if removed > 0 && shared.pending.fetch_sub(removed, Ordering::SeqCst) == removed {
                     shared.drained.notify_waiters();
@@ -477,7 +520,7 @@ mod tests {
         let sent: Vec<u64> = batch.iter().map(|e| e.seq).collect();
         // The master acks 1 and 3 (and an unknown seq, which is ignored).
         let (removed, refused) = state.apply_acks(&sent, &[1, 3, 99], now);
-        assert_eq!((removed, refused), (2, 2));
+        assert_eq!((removed.len(), refused), (2, 2));
         assert_eq!(state.pending.keys().copied().collect::<Vec<_>>(), [2, 4]);
 
         // The refused ones are not due right away; a new event is.
@@ -496,7 +539,7 @@ mod tests {
     #[tokio::test]
     async fn seqs_increase_across_masters_and_reroute_keeps_them() {
         let _metrics = crate::tests::METRICS_LOCK.lock().await;
-        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default());
+        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default(), None);
         // Nothing listens on these ports; the sender loops just retry in the background.
         let a = outbox.push("127.0.0.1:9", event(0, 7).event).unwrap();
         let b = outbox.push("127.0.0.1:10", event(0, 8).event).unwrap();
@@ -528,7 +571,7 @@ mod tests {
     async fn discard_drops_one_attempt_everywhere_and_can_drain() {
         let _metrics = crate::tests::METRICS_LOCK.lock().await;
         let base = WORKER_EVENTS_UNACKED.get();
-        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default());
+        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default(), None);
         // Nothing listens on these ports: the events stay until discarded.
         outbox.push("127.0.0.1:9", event(0, 7).event).unwrap();
         outbox.push("127.0.0.1:10", event(0, 7).event).unwrap();
@@ -597,7 +640,7 @@ mod tests {
                 ),
         );
 
-        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default());
+        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default(), None);
         for task in 1..=3 {
             outbox.push(&master, event(0, task).event).unwrap();
         }

@@ -30,6 +30,7 @@ mod set_value;
 mod sql;
 mod tenant;
 
+use crate::journal::Unacked;
 use crate::logs;
 use crate::outbox::Outbox;
 use fence::Fences;
@@ -390,6 +391,48 @@ impl Executor {
         response
     }
 
+    /// Takes over what a previous run of this worker finished and its masters never acked
+    /// (from the journal): each attempt is known here as finished, and its event is sent
+    /// again to the master it was for (or to whoever adopts the attempt since).
+    pub(crate) fn resume_finished(&self, unacked: Vec<Unacked>) {
+        if unacked.is_empty() {
+            return;
+        }
+        info!(
+            events = unacked.len(),
+            "resending the ends of tasks a previous run of this worker finished"
+        );
+        for Unacked {
+            master,
+            epoch,
+            event,
+        } in unacked
+        {
+            let key = TaskKey {
+                task_instance_id: event.task_instance_id,
+                attempt: event.attempt,
+            };
+            {
+                let mut table = self.table.lock().expect("task table lock");
+                table.fences.admit(event.workflow_instance_id, epoch);
+                let route = Arc::new(Mutex::new(Route {
+                    master_addr: master.clone(),
+                    epoch,
+                }));
+                let finished = Finished {
+                    route,
+                    abandoned: false,
+                };
+                if table.finished.insert(key, finished).is_none() {
+                    table.finished_order.push_back(key);
+                }
+            }
+            if let Err(e) = self.outbox.push(&master, event) {
+                warn!(task_instance_id = key.task_instance_id, error = %e, "cannot resend a task's end");
+            }
+        }
+    }
+
     /// Points a known task at a new owning master when the dispatch carries an epoch at
     /// least as new as the one it had, and moves its unacked events there.
     fn reroute(&self, key: TaskKey, route: &SharedRoute, master_addr: String, epoch: i64) {
@@ -600,6 +643,13 @@ impl Executor {
                 "abandoned task ended; not reported"
             );
         } else {
+            // On disk before anything else hears of the end: a worker that dies from here
+            // on still reports it when it starts again, and the attempt does not rerun.
+            let (master, epoch) = {
+                let route = task.route.lock().expect("route lock");
+                (route.master_addr.clone(), route.epoch)
+            };
+            self.outbox.keep(&master, epoch, &event).await;
             info!(
                 task_instance_id = spec.task_instance_id,
                 attempt = spec.attempt,
@@ -1035,7 +1085,7 @@ mod tests {
     #[tokio::test]
     async fn a_probe_by_a_new_owner_refuses_the_old_owner_s_late_dispatch() {
         let dir = tempfile::tempdir().unwrap();
-        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default());
+        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default(), None);
         let executor = executor(dir.path(), &outbox);
         let probe = |id: i64, epoch: i64| TaskAttempt {
             task_instance_id: id,
@@ -1098,7 +1148,7 @@ mod tests {
     async fn metrics_follow_tasks_from_start_to_their_final_state() {
         let _metrics = crate::tests::METRICS_LOCK.lock().await;
         let dir = tempfile::tempdir().unwrap();
-        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default());
+        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default(), None);
         let executor = executor(dir.path(), &outbox);
         let started = WORKER_TASKS_STARTED.get();
         let running = WORKER_TASKS_RUNNING.get();
@@ -1167,7 +1217,7 @@ mod tests {
     async fn a_lost_lease_abandons_the_tasks_accepted_under_it() {
         let _metrics = crate::tests::METRICS_LOCK.lock().await;
         let dir = tempfile::tempdir().unwrap();
-        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default());
+        let outbox = Outbox::new("127.0.0.1:1".into(), Default::default(), None);
         let executor = executor(dir.path(), &outbox);
         let (lost_tx, lost) = watch::channel(0u64);
         executor.follow_lease(lost.clone());
