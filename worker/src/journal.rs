@@ -1,15 +1,22 @@
 //! The durable part of the outbox: every terminal task event (with its outputs) is written
-//! to `data_dir/outbox.journal` and fsync'd before it is queued for its master, and marked
+//! to `data_dir/outbox.journal` and fsync'd as it is queued for its master, and marked
 //! acked once the master acked it. A worker that starts on the data dir resends what its
 //! predecessor finished but never got acked, and recognises those attempts when a master
 //! asks, so they are not run again.
 //!
+//! The event is sent while the fsync runs, not after it: a crash before the fsync ends
+//! loses the end either way (the task's process has already exited), and a master that
+//! acks first only makes the record unneeded. So durability costs a chain of tasks no
+//! latency, only the writer's work.
+//!
 //! The file is a sequence of records: `F` (a finished attempt: its master, the owner's
 //! epoch, the event) and `A` (an attempt acked). Appends are batched by one writer thread,
-//! so tasks ending together share an fsync; an `A` is not fsync'd (losing it only resends
-//! an event the master ignores as a duplicate). A torn record at the end (a crash during a
-//! write) ends the reading. On open, the file is rewritten with the unacked records only,
-//! and at run time it is emptied whenever nothing in it is unacked and it has grown.
+//! so tasks ending together share an fsync; an `A` alone is not fsync'd (losing it only
+//! resends an event the master ignores as a duplicate). A torn record at the end (a crash
+//! during a write) ends the reading. On open, the file is rewritten with the unacked
+//! records only, and at run time it is emptied whenever nothing in it is unacked and it
+//! has grown past [`COMPACT_AT`]. (Writing in place into a zero-filled file, so that an
+//! fdatasync need not commit a new size, measured no faster: BENCHMARKS.md.)
 
 use prost::Message;
 use shoal_common::proto::TaskEvent;
@@ -33,8 +40,10 @@ pub(crate) struct Unacked {
 }
 
 enum Cmd {
-    Finished(Unacked, oneshot::Sender<()>),
+    Finished(Unacked),
     Acked(i64, i32),
+    /// Answered once everything sent before is on disk.
+    Flush(oneshot::Sender<()>),
 }
 
 /// Handle to the journal's writer thread; cheap to clone.
@@ -74,20 +83,27 @@ impl Journal {
         Ok((Journal { tx }, unacked))
     }
 
-    /// Records a finished attempt's event durably; returns once it is on disk (or could
-    /// not be written, which is logged: the event is still delivered, just not durably).
-    pub(crate) async fn finished(&self, master: &str, epoch: i64, event: &TaskEvent) {
-        let (done, written) = oneshot::channel();
+    /// Records a finished attempt's event; it is on disk within one fsync (a failed
+    /// write is logged: the event is still delivered, just not kept across a restart).
+    pub(crate) fn finished(&self, master: &str, epoch: i64, event: &TaskEvent) {
         let record = Unacked {
             master: master.to_string(),
             epoch,
             event: event.clone(),
         };
-        if self.tx.send(Cmd::Finished(record, done)).is_err() || written.await.is_err() {
+        if self.tx.send(Cmd::Finished(record)).is_err() {
             warn!(
                 task_instance_id = event.task_instance_id,
                 "the journal is gone: this event is not kept across a restart"
             );
+        }
+    }
+
+    /// Waits until everything recorded so far is on disk.
+    pub(crate) async fn flush(&self) {
+        let (done, written) = oneshot::channel();
+        if self.tx.send(Cmd::Flush(done)).is_ok() {
+            let _ = written.await;
         }
     }
 
@@ -109,47 +125,54 @@ impl Writer {
     fn run(mut self, rx: mpsc::Receiver<Cmd>) {
         while let Ok(first) = rx.recv() {
             let mut buf = Vec::new();
-            let mut waiting = Vec::new();
+            let (mut durable, mut waiting) = (false, Vec::new());
             for cmd in std::iter::once(first).chain(rx.try_iter()) {
                 match cmd {
-                    Cmd::Finished(record, done) => {
+                    Cmd::Finished(record) => {
                         encode_finished(&record, &mut buf);
                         self.live
                             .insert((record.event.task_instance_id, record.event.attempt));
-                        waiting.push(done);
+                        durable = true;
                     }
                     Cmd::Acked(id, attempt) => {
                         if self.live.remove(&(id, attempt)) {
                             encode_acked(id, attempt, &mut buf);
                         }
                     }
+                    Cmd::Flush(done) => {
+                        durable = true;
+                        waiting.push(done);
+                    }
                 }
             }
-            let durable = !waiting.is_empty();
-            let written = self.file.write_all(&buf).and_then(|()| match durable {
-                true => self.file.sync_data(),
-                false => Ok(()),
-            });
-            if let Err(e) = written {
+            if let Err(e) = self.write(&buf, durable) {
                 warn!(path = %self.path.display(), error = %e, "cannot write the journal");
+            }
+            if let Err(e) = self.compact() {
+                warn!(path = %self.path.display(), error = %e, "cannot empty the journal");
             }
             for done in waiting {
                 let _ = done.send(());
             }
-            self.compact();
         }
         debug!("journal writer stopped");
     }
 
+    /// Appends `buf`; with `durable`, waits until it is on disk.
+    fn write(&mut self, buf: &[u8], durable: bool) -> io::Result<()> {
+        self.file.write_all(buf)?;
+        if durable {
+            self.file.sync_data()?;
+        }
+        Ok(())
+    }
+
     /// Empties the file when it has grown and nothing in it is unacked.
-    fn compact(&mut self) {
-        if !self.live.is_empty() {
-            return;
+    fn compact(&mut self) -> io::Result<()> {
+        if !self.live.is_empty() || self.file.metadata()?.len() < COMPACT_AT {
+            return Ok(());
         }
-        let grown = self.file.metadata().is_ok_and(|m| m.len() >= COMPACT_AT);
-        if grown && let Err(e) = self.file.set_len(0) {
-            warn!(path = %self.path.display(), error = %e, "cannot empty the journal");
-        }
+        self.file.set_len(0)
     }
 }
 
@@ -180,10 +203,7 @@ enum Record {
 fn decode(bytes: &[u8]) -> (Vec<Record>, usize) {
     let mut records = Vec::new();
     let mut rest = bytes;
-    while !rest.is_empty() {
-        let Some((record, len)) = decode_one(rest) else {
-            break;
-        };
+    while let Some((record, len)) = decode_one(rest) {
         records.push(record);
         rest = &rest[len..];
     }
@@ -292,13 +312,13 @@ mod tests {
         let (journal, found) = Journal::open(&path).unwrap();
         assert!(found.is_empty());
         for id in 1..=3 {
-            journal.finished("m:1", 4, &event(id, 1)).await;
+            journal.finished("m:1", 4, &event(id, 1));
         }
-        journal.finished("m:2", 5, &event(2, 2)).await;
+        journal.finished("m:2", 5, &event(2, 2));
         journal.acked(1, 1);
         journal.acked(2, 1);
-        // The ack goes with the next write; a durable one makes sure it was written.
-        journal.finished("m:1", 4, &event(4, 1)).await;
+        journal.finished("m:1", 4, &event(4, 1));
+        journal.flush().await;
         drop(journal);
 
         let (journal, found) = Journal::open(&path).unwrap();
@@ -318,11 +338,50 @@ mod tests {
         journal.acked(3, 1);
         journal.acked(2, 2);
         journal.acked(4, 1);
-        journal.finished("m:1", 4, &event(5, 1)).await;
+        journal.finished("m:1", 4, &event(5, 1));
+        journal.flush().await;
         drop(journal);
         let (_, found) = Journal::open(&path).unwrap();
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].event.task_instance_id, 5);
+    }
+
+    #[tokio::test]
+    async fn the_file_is_emptied_once_it_has_grown_and_all_is_acked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("outbox.journal");
+        let (journal, _) = Journal::open(&path).unwrap();
+        let big = |id| {
+            let mut e = event(id, 1);
+            e.output.insert("blob".into(), "x".repeat(100_000));
+            e
+        };
+        for id in 1..=50 {
+            journal.finished("m:1", 1, &big(id));
+        }
+        for id in 1..50 {
+            journal.acked(id, 1);
+        }
+        journal.flush().await;
+        assert!(std::fs::metadata(&path).unwrap().len() > COMPACT_AT);
+        drop(journal);
+        let (journal, found) = Journal::open(&path).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].event, big(50));
+
+        for id in 51..=100 {
+            journal.finished("m:1", 1, &big(id));
+        }
+        for id in 50..=100 {
+            journal.acked(id, 1);
+        }
+        journal.finished("m:1", 1, &event(101, 1));
+        journal.acked(101, 1);
+        journal.flush().await;
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "emptied");
+        drop(journal);
+        let (_, found) = Journal::open(&path).unwrap();
+        assert!(found.is_empty());
     }
 
     #[test]

@@ -218,11 +218,11 @@ impl Outbox {
         Ok(queue)
     }
 
-    /// Writes a terminal event to the journal (durably, before it is pushed) for the master
+    /// Writes a terminal event to the journal (before it is pushed) for the master
     /// `master` of owner epoch `epoch`.
-    pub(crate) async fn keep(&self, master: &str, epoch: i64, event: &TaskEvent) {
+    pub(crate) fn keep(&self, master: &str, epoch: i64, event: &TaskEvent) {
         if let Some(journal) = &self.inner.shared.journal {
-            journal.finished(master, epoch, event).await;
+            journal.finished(master, epoch, event);
         }
     }
 
@@ -368,6 +368,10 @@ impl Outbox {
             if let Err(e) = handle.await {
                 warn!(error = %e, "outbox sender loop failed");
             }
+        }
+        // What is left stays in the journal for the next start on this data dir.
+        if let Some(journal) = &self.inner.shared.journal {
+            journal.flush().await;
         }
         // The loops are gone, so nothing acks any more: what is left is dropped, and leaves
         // the process-wide gauge (other workers of the process keep their share).

@@ -643,13 +643,10 @@ impl Executor {
                 "abandoned task ended; not reported"
             );
         } else {
-            // On disk before anything else hears of the end: a worker that dies from here
-            // on still reports it when it starts again, and the attempt does not rerun.
-            let (master, epoch) = {
-                let route = task.route.lock().expect("route lock");
-                (route.master_addr.clone(), route.epoch)
-            };
-            self.outbox.keep(&master, epoch, &event).await;
+            // Journaled before it is queued: a worker that dies once the record is on disk
+            // still reports the end when it starts again, and the attempt does not rerun.
+            let route = task.route.lock().expect("route lock");
+            self.outbox.keep(&route.master_addr, route.epoch, &event);
             info!(
                 task_instance_id = spec.task_instance_id,
                 attempt = spec.attempt,
