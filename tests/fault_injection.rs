@@ -901,3 +901,51 @@ fn a_worker_killed_before_its_task_s_end_was_acked_reports_it_after_a_restart() 
     assert_eq!(s["name"], "s");
     assert_eq!(s["state"], "success", "the journaled end: {}", insts[0]);
 }
+
+/// The logs of tasks that ended on a worker stay readable once that worker is gone: the
+/// master kept each log's end (its last 256 KiB) with the attempt's end.
+#[test]
+fn the_logs_of_a_killed_worker_s_tasks_are_read_from_the_store() {
+    let mut c = Cluster::start("kept_logs", &["default"]);
+    c.apply(
+        "name: chatty\ntasks:\n- { name: small, type: shell, command: 'seq 1 2000' }\n- { name: big, type: shell, command: 'seq 1 100000' }\n",
+    );
+    let id = c.instance_of(c.submit("chatty", json!({})));
+    let inst = c.wait_all_end(&[id]).remove(0);
+    assert_eq!(inst["state"], "success", "{}", c.describe(&[id]));
+    let task = |name: &str| {
+        let tasks = inst["tasks"].as_array().unwrap();
+        tasks.iter().find(|t| t["name"] == name).unwrap()["id"]
+            .as_i64()
+            .unwrap()
+    };
+    let (small, big) = (task("small"), task("big"));
+    let whole = |n: usize| (1..=n).map(|i| format!("{i}\n")).collect::<String>();
+    let (source, text) = c.api.log(small);
+    assert_eq!(source, "worker");
+    assert!(text.contains(&whole(2000)), "{text}");
+
+    let worker = c.workers.remove(0);
+    worker.proc.signal("KILL");
+    drop(worker);
+    c.log("worker0 killed for good");
+    let (source, text) = c.api.log(small);
+    assert_eq!(source, "store", "the worker is gone");
+    assert!(
+        text.contains(&whole(2000)),
+        "a small log is kept whole: {text}"
+    );
+    let (source, text) = c.api.log(big);
+    assert_eq!(source, "store");
+    let full = whole(100_000);
+    assert!(full.len() > 256 * 1024);
+    assert!(
+        text.starts_with("[the first ") && text.contains("are only on its worker"),
+        "{}",
+        &text[..200]
+    );
+    assert!(text.ends_with("99999\n100000\n"), "the end is kept");
+    let kept = &text[text.find('\n').unwrap() + 1..];
+    assert_eq!(kept.len(), 256 * 1024, "the last 256 KiB");
+    assert!(full.ends_with(kept));
+}

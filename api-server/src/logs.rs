@@ -1,4 +1,6 @@
 //! Task logs live on the worker that ran the attempt; the api-server asks it over gRPC.
+//! When the worker cannot answer (it is gone, or lost the file), the end of the log the
+//! master kept with the attempt's end is served instead (`X-Shoal-Log-Source: store`).
 
 use crate::Ctx;
 use crate::channels::call;
@@ -11,6 +13,7 @@ use axum::response::IntoResponse;
 use serde::Deserialize;
 use shoal_common::proto::ReadLogRequest;
 use shoal_common::proto::worker_client::WorkerClient;
+use shoal_common::store::{KeptLog, TaskInstanceRow};
 use std::time::Duration;
 use utoipa::IntoParams;
 
@@ -24,6 +27,8 @@ const MAX_LOG_BYTES: usize = 16 * 1024 * 1024;
 pub const NEXT_OFFSET_HEADER: HeaderName = HeaderName::from_static("x-shoal-log-next-offset");
 /// `true` when the answer stopped at [`MAX_LOG_BYTES`] and the log goes on.
 pub const MORE_HEADER: HeaderName = HeaderName::from_static("x-shoal-log-more");
+/// `worker`, or `store` for the end of the log kept when the attempt ended.
+pub const SOURCE_HEADER: HeaderName = HeaderName::from_static("x-shoal-log-source");
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -46,9 +51,10 @@ pub struct LogQuery {
             headers(
                 ("X-Shoal-Log-Next-Offset" = u64, description = "Where the next unread byte is"),
                 ("X-Shoal-Log-More" = bool, description = "True when the answer stopped at its limit and the log goes on"),
+                ("X-Shoal-Log-Source" = String, description = "`worker`, or `store` when the worker could not answer and the end of the log kept with the attempt's end (its last 256 KiB) is served"),
             )),
-        (status = 404, description = "No such task instance, not started on a worker yet, or the worker has no log for it", body = ErrorBody),
-        (status = 502, description = "The worker is unreachable or failed", body = ErrorBody),
+        (status = 404, description = "No such task instance, not started on a worker yet, or the worker has no log for it (and none was kept)", body = ErrorBody),
+        (status = 502, description = "The worker is unreachable or failed, and no log was kept for the attempt (it has not ended)", body = ErrorBody),
     )
 )]
 pub async fn task_log(
@@ -57,20 +63,39 @@ pub async fn task_log(
     ApiQuery(q): ApiQuery<LogQuery>,
 ) -> Result<impl IntoResponse> {
     let task = find_task(&ctx, id).await?;
-    let Some(addr) = task.worker.filter(|w| !w.is_empty()) else {
+    let Some(addr) = task.worker.clone().filter(|w| !w.is_empty()) else {
         return Err(Error::NotFound(format!(
             "task instance {id} has not started on a worker yet (state {})",
             task.state
         )));
     };
+    match from_worker(&ctx, &task, &addr, q.offset).await {
+        Err(e @ (Error::Peer { .. } | Error::NotFound(_))) => match ctx.store.kept_log(id).await? {
+            Some(kept) => Ok(kept_answer(kept, q.offset)),
+            None => Err(e),
+        },
+        answer => answer,
+    }
+}
+
+type LogAnswer = ([(HeaderName, String); 4], String);
+
+/// The log as the worker has it.
+async fn from_worker(
+    ctx: &Ctx,
+    task: &TaskInstanceRow,
+    addr: &str,
+    from: u64,
+) -> Result<LogAnswer> {
+    let id = task.id;
     let worker_error = |reason: String| Error::Peer {
         action: format!("read from worker {addr}"),
         reason,
     };
-    let mut client = WorkerClient::new(ctx.peers.get(&addr).map_err(worker_error)?);
+    let mut client = WorkerClient::new(ctx.peers.get(addr).map_err(worker_error)?);
 
     let mut content = Vec::new();
-    let mut offset = q.offset;
+    let mut offset = from;
     let more = loop {
         let req = ReadLogRequest {
             workflow_instance_id: task.workflow_instance_id,
@@ -99,15 +124,34 @@ pub async fn task_log(
             break true;
         }
     };
-    let text = String::from_utf8_lossy(&content).into_owned();
-    Ok((
+    Ok(answer(&content, offset, more, "worker"))
+}
+
+/// The kept end of the log, from `from` (a byte of the whole log) on: what is before the
+/// kept part is said in one line instead.
+fn kept_answer(kept: KeptLog, from: u64) -> LogAnswer {
+    let start = kept.size - kept.content.len() as u64;
+    let mut content = Vec::new();
+    if from < start {
+        content.extend_from_slice(
+            format!("[the first {start} bytes of this log are only on its worker, which could not serve them; the last {} follow]\n", kept.content.len()).as_bytes(),
+        );
+    }
+    let skip = from.saturating_sub(start).min(kept.content.len() as u64) as usize;
+    content.extend_from_slice(&kept.content[skip..]);
+    answer(&content, kept.size, false, "store")
+}
+
+fn answer(content: &[u8], next: u64, more: bool, source: &str) -> LogAnswer {
+    (
         [
             (CONTENT_TYPE, "text/plain; charset=utf-8".to_string()),
-            (NEXT_OFFSET_HEADER, offset.to_string()),
+            (NEXT_OFFSET_HEADER, next.to_string()),
             (MORE_HEADER, more.to_string()),
+            (SOURCE_HEADER, source.to_string()),
         ],
-        text,
-    ))
+        String::from_utf8_lossy(content).into_owned(),
+    )
 }
 
 /// A worker's gRPC failure in words; transport failures mean the worker is unreachable.

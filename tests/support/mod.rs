@@ -45,13 +45,18 @@ impl Api {
     }
 
     pub fn get(&self, path: &str) -> Value {
+        self.get_ok(&format!("/api/v1{path}")).json().unwrap()
+    }
+
+    /// GET `path` (from the server's root), which must succeed.
+    fn get_ok(&self, path: &str) -> reqwest::blocking::Response {
         let resp = self
             .http
-            .get(format!("{}/api/v1{path}", self.base))
+            .get(format!("{}{path}", self.base))
             .send()
             .unwrap();
         assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
-        resp.json().unwrap()
+        resp
     }
 
     pub fn post(&self, path: &str, body: &str) -> (u16, Value) {
@@ -65,15 +70,19 @@ impl Api {
         (status, resp.json().unwrap_or(Value::Null))
     }
 
+    /// A task attempt's log: where it came from (`X-Shoal-Log-Source`) and its text.
+    pub fn log(&self, task_instance_id: i64) -> (String, String) {
+        let resp = self.get_ok(&format!("/api/v1/task-instances/{task_instance_id}/log"));
+        let source = resp.headers()["x-shoal-log-source"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        (source, resp.text().unwrap())
+    }
+
     /// A plain-text page outside /api/v1 (e.g. `/metrics`).
     pub fn get_text(&self, path: &str) -> String {
-        let resp = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .send()
-            .unwrap();
-        assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
-        resp.text().unwrap()
+        self.get_ok(path).text().unwrap()
     }
 
     pub fn healthy(&self) -> bool {

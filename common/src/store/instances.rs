@@ -213,6 +213,11 @@ impl Store {
             .filter(|a| !fenced.contains(&a.workflow_instance_id))
             .collect();
         super::alerts::insert_alerts(&mut tx, &alerts).await?;
+        let logs: Vec<&super::KeptLog> = (batch.task_logs.iter())
+            .filter(|(instance, _)| !fenced.contains(instance))
+            .map(|(_, log)| log)
+            .collect();
+        super::task_logs::insert_logs(&mut tx, &logs).await?;
         tx.commit().await?;
         if children_written {
             super::children::wake(&self.db);

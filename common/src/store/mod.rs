@@ -27,6 +27,7 @@ mod secrets;
 mod serial;
 mod signal;
 mod task_groups;
+mod task_logs;
 mod triggers;
 mod users;
 mod waits;
@@ -40,6 +41,7 @@ pub use projects::{MemberRow, Owned, ProjectRow};
 pub use schedules::{FIRE_MEMORY_MS, ScheduleRow, ScheduleSpec};
 pub use secrets::{SealedSecret, SecretRow};
 pub use signal::CommandSignal;
+pub use task_logs::KeptLog;
 pub use triggers::{CallKey, RunProgress, TriggeredRun};
 pub use users::{BOOTSTRAP_ADMIN, BOOTSTRAP_TOKEN, TokenOwner, TokenRow, UserRow};
 

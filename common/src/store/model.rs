@@ -187,6 +187,8 @@ pub struct WriteBatch {
     pub instance_messages: Vec<(i64, String)>,
     /// Runs of exception workflows (`on_failure`), by the failed instance they handle.
     pub exception_runs: Vec<(i64, NewCommand)>,
+    /// The ends of finished attempts' logs, by the instance they belong to.
+    pub task_logs: Vec<(i64, super::KeptLog)>,
 }
 
 /// A run of a serial workflow ended; `owner` drives the next waiting run, if any.
@@ -254,6 +256,7 @@ impl WriteBatch {
             && self.alerts.is_empty()
             && self.instance_messages.is_empty()
             && self.exception_runs.is_empty()
+            && self.task_logs.is_empty()
     }
 }
 

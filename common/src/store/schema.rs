@@ -193,6 +193,14 @@ pub(super) enum Secret {
 }
 
 #[derive(Iden, Clone, Copy)]
+pub(super) enum TaskLog {
+    Table,
+    TaskInstanceId,
+    Content,
+    Size,
+}
+
+#[derive(Iden, Clone, Copy)]
 pub(super) enum TaskCallback {
     Table,
     TokenHash,

@@ -4,6 +4,7 @@
 use super::tasks::new_task;
 use super::*;
 use shoal_common::definition::{ERROR_EXIT_CODE, ERROR_MESSAGE, ErrorAction};
+use shoal_common::store::KeptLog;
 
 impl Engine {
     pub(super) fn control(
@@ -31,7 +32,7 @@ impl Engine {
         Ok(state)
     }
 
-    pub(super) fn on_worker_event(&mut self, worker: &str, ev: TaskEvent, cycle: &mut Cycle) {
+    pub(super) fn on_worker_event(&mut self, worker: &str, mut ev: TaskEvent, cycle: &mut Cycle) {
         let state = match ev.kind() {
             TaskEventKind::Running => TaskState::Running,
             TaskEventKind::Success => TaskState::Success,
@@ -55,6 +56,14 @@ impl Engine {
             u.exit_code = Some(ev.exit_code);
             u.output = (!ev.output.is_empty()).then(|| ev.output.clone().into_iter().collect());
             u.message = (!ev.message.is_empty()).then(|| ev.message.clone());
+            if ev.log_size > 0 {
+                let kept = KeptLog {
+                    task_instance_id: ev.task_instance_id,
+                    content: std::mem::take(&mut ev.log),
+                    size: ev.log_size,
+                };
+                cycle.batch.task_logs.push((ev.workflow_instance_id, kept));
+            }
         }
         self.task_event(
             ev.task_instance_id,

@@ -158,8 +158,8 @@ fn report(
         kind: kind.into(),
         at_ms: now_ms(),
         exit_code: 0,
-        output: Default::default(),
         message: message.into(),
+        ..Default::default()
     };
     let msg = EngineMsg::WorkerEvents {
         worker: "w1".into(),

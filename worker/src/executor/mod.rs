@@ -628,6 +628,14 @@ impl Executor {
             }
             Outcome::Killed { message } => event.message = message,
         }
+        // The master keeps the log's end, readable when this worker is gone.
+        let log = logs::log_path(
+            &self.dirs.logs,
+            spec.workflow_instance_id,
+            spec.task_instance_id,
+            spec.attempt,
+        );
+        (event.log, event.log_size) = logs::tail(&log);
         if !spec.masked.is_empty() {
             // What the master stores and the API shows must not carry the secrets either.
             let mask = Mask::new(&spec.masked);
