@@ -5181,6 +5181,8 @@ export interface operations {
                     "X-Shoal-Log-More"?: boolean;
                     /** @description Where the next unread byte is */
                     "X-Shoal-Log-Next-Offset"?: number;
+                    /** @description `worker`, or `store` when the worker could not answer and the end of the log kept with the attempt's end (its last 256 KiB) is served */
+                    "X-Shoal-Log-Source"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5205,7 +5207,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No such task instance, not started on a worker yet, or the worker has no log for it */
+            /** @description No such task instance, not started on a worker yet, or the worker has no log for it (and none was kept) */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5223,7 +5225,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The worker is unreachable or failed */
+            /** @description The worker is unreachable or failed, and no log was kept for the attempt (it has not ended) */
             502: {
                 headers: {
                     [name: string]: unknown;
