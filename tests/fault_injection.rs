@@ -4,8 +4,10 @@
 //! killed and restarted, Postgres is crashed and restarted, and a task waits for a worker group that has no worker yet;
 //! a master driving a serial workflow's run and a task-group slot holder is killed, one
 //! driving a wait, a callback and a long delay is killed, one driving a foreach and a
-//! do_while loop is killed, and a worker is killed after a task ended but before its
-//! master (frozen) acked the end.
+//! do_while loop is killed, a worker is killed after a task ended but before its
+//! master (frozen) acked the end, a worker is killed for good after its tasks ended (their
+//! logs are read from the store), and a master's connection to Postgres is cut right after
+//! its COMMITs reached the server (commits of unknown outcome).
 //!
 //! Every task appends `start <instance> <task> <task-instance id>` before its work and
 //! `end ...` after it to one shared file, so the suite counts real executions and checks
@@ -35,7 +37,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::{Lcg, TestDb};
+use support::{Lcg, PgProxy, TestDb, free_port};
 
 /// Two rounds: a master is killed while it drives instances whose tasks are out on the
 /// workers and while both masters claim and dispatch a storm of short instances; a new
@@ -948,4 +950,34 @@ fn the_logs_of_a_killed_worker_s_tasks_are_read_from_the_store() {
     let kept = &text[text.find('\n').unwrap() + 1..];
     assert_eq!(kept.len(), 256 * 1024, "the last 256 KiB");
     assert!(full.ends_with(kept));
+}
+
+/// Commits of unknown outcome: the only master reaches Postgres through a proxy that cuts
+/// its connection right after a COMMIT reached the server, eight times while diamonds
+/// run. Each time the master cannot know whether its writes landed; it takes those
+/// instances up again from the store, so nothing is written or run twice: every task has
+/// one attempt row, and it ran once.
+#[test]
+fn commits_cut_after_they_reached_postgres_write_and_run_nothing_twice() {
+    let mut rng = Lcg::for_test("commit_cut");
+    let mut c = Cluster::start("commit_cut", &["default"]);
+    let proxy = PgProxy::start(&c.db.url);
+    for old in c.masters.drain(..) {
+        old.proc.signal("KILL");
+    }
+    let through = proxy.url(&c.db.url);
+    let master = c.spawn_on_db(free_port(), "master-proxied", &["master"], &through);
+    c.masters.push(master);
+    c.apply(&diamond(&c.execs));
+    let commands: Vec<i64> = (0..6).map(|_| c.submit_diamond(&mut rng)).collect();
+    let ids: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
+    for _ in 0..8 {
+        proxy.cut_commits(1);
+        // Scenario, not a wait: the cuts land at random moments of the runs.
+        std::thread::sleep(rng.millis(100, 400));
+    }
+    c.check_runs(&ids, &DIAMOND_TASKS, true);
+    c.check_commands("diamond", &commands, &ids);
+    c.log(&format!("{} commits cut", proxy.cut()));
+    assert!(proxy.cut() >= 4, "only {} commits were cut", proxy.cut());
 }

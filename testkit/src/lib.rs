@@ -4,11 +4,13 @@
 //! one seeded generator and the one overlap count of the suites.
 
 mod etcd;
+mod pg_proxy;
 mod postgres;
 mod rng;
 mod spans;
 
 pub use etcd::{start_etcd, start_etcd_on};
+pub use pg_proxy::PgProxy;
 pub use postgres::{PrivatePostgres, TestDb};
 pub use rng::Lcg;
 pub use spans::{intervals, max_overlap, timed};

@@ -122,10 +122,15 @@ impl Cluster {
     }
 
     pub fn spawn_node_on(&self, port: u16, name: &str, role_args: &[&str]) -> Node {
+        self.spawn_on_db(port, name, role_args, &self.db.url)
+    }
+
+    /// A node that reaches the database at `db_url` (e.g. through a [`PgProxy`]).
+    pub fn spawn_on_db(&self, port: u16, name: &str, role_args: &[&str], db_url: &str) -> Node {
         let mut args: Vec<&str> = role_args.to_vec();
         let port_s = port.to_string();
         args.extend(["--port", &port_s]);
-        let env = node_env(&self.db.url, &self.etcd_url);
+        let env = node_env(db_url, &self.etcd_url);
         // Callback tasks hand out callback URLs on the api-server.
         let mut env = env.to_vec();
         env.push(("SHOAL_API_URL", &self.api.base));
