@@ -45,6 +45,7 @@ store_suite!(
     concurrent_claimers_take_disjoint_commands,
     a_missing_definition_version_becomes_an_error_command,
     new_task_ids_come_back_in_input_order,
+    a_retried_write_adds_no_attempt_twice,
     task_updates_keep_the_fields_they_leave_out,
     instance_updates_are_fenced_by_epoch,
     list_instances_filters_and_orders_newest_first,
@@ -560,6 +561,42 @@ async fn a_missing_definition_version_becomes_an_error_command(ctx: Ctx) {
         1
     );
     assert_eq!(store.command_status(ghost + 1000).await.unwrap(), None);
+}
+
+/// A batch written again (its first commit's outcome was lost, and it landed) finds its
+/// attempts there: the same ids come back and no row is added twice; new attempts in the
+/// same batch are added.
+async fn a_retried_write_adds_no_attempt_twice(ctx: Ctx) {
+    let store = ctx.store;
+    let (one, two) = (
+        running_instance(&store, "w1").await,
+        running_instance(&store, "w2").await,
+    );
+    let batch = |names: &[(&InstanceRow, &str)]| WriteBatch {
+        new_tasks: names.iter().map(|(i, n)| new_task(i, n)).collect(),
+        ..Default::default()
+    };
+    let first = write(&store, batch(&[(&one, "a"), (&two, "a"), (&one, "b")])).await;
+    let again = write(
+        &store,
+        batch(&[(&one, "a"), (&one, "c"), (&two, "a"), (&one, "b")]),
+    )
+    .await;
+    let ids = &first.new_task_ids;
+    assert_eq!(again.new_task_ids[0], ids[0]);
+    assert_eq!(
+        again.new_task_ids[2], ids[1],
+        "by instance, not by name alone"
+    );
+    assert_eq!(again.new_task_ids[3], ids[2]);
+    assert!(
+        !ids.contains(&again.new_task_ids[1]),
+        "a new attempt is added"
+    );
+    let listed = store.list_task_instances(one.id).await.unwrap();
+    let names: Vec<&str> = listed.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["a", "b", "c"], "one row per attempt");
+    assert_eq!(store.list_task_instances(two.id).await.unwrap().len(), 1);
 }
 
 async fn new_task_ids_come_back_in_input_order(ctx: Ctx) {

@@ -10,8 +10,8 @@ use super::{
 use crate::error::Result;
 use crate::types::{WorkflowState, now_ms};
 use sea_query::{
-    Alias, Expr, ExprTrait, Func, Iden, IntoColumnRef, IntoIden, LockType, Order, Query,
-    SelectStatement, TableRef, ValueTuple,
+    Alias, Expr, ExprTrait, Func, Iden, IntoColumnRef, IntoIden, LockType, OnConflict, Order,
+    Query, SelectStatement, TableRef, ValueTuple,
 };
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
@@ -424,6 +424,9 @@ fn batch_or_keep(column: Batch, current: impl IntoColumnRef) -> Expr {
 }
 
 /// One multi-row `INSERT ... RETURNING id` per chunk; ids come back in input order.
+/// Inserts new attempts and returns their ids in input order. An attempt already there
+/// (same instance, run, task and attempt: a write retried after its outcome was lost) is
+/// not added again; its id is returned.
 async fn insert_tasks(tx: &mut Tx, tasks: &[NewTaskInstance]) -> Result<Vec<i64>> {
     let mut ids = Vec::with_capacity(tasks.len());
     for chunk in tasks.chunks(tx.rows_per_statement(12)) {
@@ -460,15 +463,65 @@ async fn insert_tasks(tx: &mut Tx, tasks: &[NewTaskInstance]) -> Result<Vec<i64>
                 ]
             }),
         );
-        insert.returning_col(Task::Id);
-        let returned: Vec<(i64,)> = tx.fetch_all(&insert).await?;
-        // Ids are drawn in VALUES order, but neither backend promises RETURNING rows in
-        // that order: sorting lines them up with the input.
-        let mut chunk_ids: Vec<i64> = returned.into_iter().map(|(id,)| id).collect();
-        chunk_ids.sort_unstable();
-        ids.extend(chunk_ids);
+        insert.on_conflict(OnConflict::columns(ATTEMPT_KEY).do_nothing().to_owned());
+        let mut returning = ATTEMPT_KEY.to_vec();
+        returning.push(Task::Id);
+        insert.returning(Query::returning().columns(returning));
+        let returned: Vec<(i64, i32, String, i32, i64)> = tx.fetch_all(&insert).await?;
+        let mut by_key: HashMap<AttemptKey, i64> = returned
+            .into_iter()
+            .map(|(instance, run, name, attempt, id)| ((instance, run, name, attempt), id))
+            .collect();
+        if by_key.len() < chunk.len() {
+            by_key.extend(existing_attempts(tx, chunk).await?);
+        }
+        for t in chunk {
+            let key = (t.workflow_instance_id, t.run, t.name.clone(), t.attempt);
+            let id = by_key.get(&key).copied().ok_or_else(|| {
+                crate::Error::Invalid(format!(
+                    "attempt {} of task '{}' of instance {} was neither inserted nor found",
+                    t.attempt, t.name, t.workflow_instance_id
+                ))
+            })?;
+            ids.push(id);
+        }
     }
     Ok(ids)
+}
+
+/// The columns that name one attempt.
+const ATTEMPT_KEY: [Task; 4] = [
+    Task::WorkflowInstanceId,
+    Task::Run,
+    Task::Name,
+    Task::Attempt,
+];
+
+/// (instance, run, task, attempt).
+type AttemptKey = (i64, i32, String, i32);
+
+/// The ids of the attempts of `chunk` that are already there.
+async fn existing_attempts(
+    tx: &mut Tx,
+    chunk: &[NewTaskInstance],
+) -> Result<Vec<(AttemptKey, i64)>> {
+    let mut found = Vec::new();
+    for t in chunk {
+        let row: Option<(i64,)> = tx
+            .fetch_optional(
+                Query::select()
+                    .column(Task::Id)
+                    .from(Task::Table)
+                    .and_where(Expr::col(Task::WorkflowInstanceId).eq(t.workflow_instance_id))
+                    .and_where(Expr::col(Task::Run).eq(t.run))
+                    .and_where(Expr::col(Task::Name).eq(t.name.as_str()))
+                    .and_where(Expr::col(Task::Attempt).eq(t.attempt)),
+            )
+            .await?;
+        let key = (t.workflow_instance_id, t.run, t.name.clone(), t.attempt);
+        found.extend(row.map(|(id,)| (key, id)));
+    }
+    Ok(found)
 }
 
 /// One `UPDATE task_instance ... FROM (VALUES ...)` per chunk; a `None` field is sent as
