@@ -1,8 +1,10 @@
-//! The fault-injection harness of tests/fault_injection.rs: a cluster of real processes
-//! (etcd, a fresh Postgres database, `shoal api-server`, masters and workers) that a test
-//! drives, faults it injects, and the checks every scenario ends with. Every task appends
+//! The fault-injection harness of tests/fault_injection.rs and tests/fault_campaign.rs: a
+//! cluster of real processes (etcd, a fresh Postgres database, `shoal api-server`, masters
+//! and workers) that a test drives, faults it injects, and the checks every scenario ends
+//! with. Every task appends
 //! `start|end <instance> <task> <task-instance id>` to one shared execution log, which the
 //! checks compare with the task rows the API reports.
+#![allow(dead_code)] // each test binary uses a different subset
 
 use crate::support::{
     self, Api, Lcg, Proc, SHOAL, TestDb, free_port, poll, start_api_server, start_etcd_on,

@@ -1,0 +1,160 @@
+//! The randomized fault campaign: a cluster of api-server, two masters (reaching Postgres
+//! through a proxy that can cut connections right after a COMMIT) and three workers runs a
+//! mixed workload (diamonds of recorded shell tasks, a foreach with max_parallel, a
+//! do_while) while faults land at random moments drawn from a printed seed: SIGKILL of a
+//! master (a new one joins) or of a worker (it restarts on its data dir), SIGSTOP of a
+//! master past or within its lease, an etcd restart, COMMITs cut.
+//!
+//! After each round every instance must end `success`, each task must have exactly one
+//! successful attempt that ran exactly once, no attempt may start twice, and each command
+//! must be exactly one instance (the checks of `support/fault.rs`). A task whose worker was
+//! killed while it ran may have run before on that worker (at-least-once for what had not
+//! ended); nothing that had ended runs again.
+//!
+//! `SHOAL_CAMPAIGN_ROUNDS` sets the rounds (CI: 2); `SHOAL_FAULT_SEED` repeats a draw. The
+//! figures of long campaigns are in RELIABILITY.md.
+
+#[path = "support/fault.rs"]
+mod fault;
+mod support;
+
+use fault::*;
+use serde_json::json;
+use std::collections::BTreeMap;
+use support::{Lcg, PgProxy, free_port};
+
+/// The foreach's children and the do_while's iterations, as the execution log names them.
+const FAN_ITEMS: usize = 10;
+const LOOP_ITERATIONS: usize = 4;
+
+#[test]
+fn a_randomized_fault_campaign_loses_and_repeats_nothing() {
+    let rounds: usize = std::env::var("SHOAL_CAMPAIGN_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(2);
+    let mut rng = Lcg::for_test("campaign");
+    let mut c = Cluster::start("campaign", &["default"; 3]);
+    let proxy = PgProxy::start(&c.db.url);
+    let through = proxy.url(&c.db.url);
+    let mut masters_started = 0;
+    for old in c.masters.drain(..).collect::<Vec<_>>() {
+        old.proc.signal("KILL");
+        let name = format!("master-p{masters_started}");
+        masters_started += 1;
+        let m = c.spawn_on_db(free_port(), &name, &["master"], &through);
+        c.masters.push(m);
+    }
+    c.apply(&diamond(&c.execs));
+    c.apply(&fan_loop(&c));
+
+    let mut faults: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut instances = 0;
+    // Per workflow: every command submitted and the instance each became.
+    let mut started: BTreeMap<&str, (Vec<i64>, Vec<i64>)> = BTreeMap::new();
+    for round in 1..=rounds {
+        let diamonds: Vec<i64> = (0..4).map(|_| c.submit_diamond(&mut rng)).collect();
+        let fan = c.submit("fan_loop", json!({}));
+        let commands: Vec<i64> = diamonds.iter().copied().chain([fan]).collect();
+        let ids: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
+        for (i, (cmd, id)) in commands.iter().zip(&ids).enumerate() {
+            let workflow = if i < 4 { "diamond" } else { "fan_loop" };
+            let entry = started.entry(workflow).or_default();
+            entry.0.push(*cmd);
+            entry.1.push(*id);
+        }
+        for _ in 0..1 + rng.below(3) {
+            // Scenario, not a wait: the faults land at random moments of the runs.
+            std::thread::sleep(rng.millis(200, 1500));
+            let kind = inject(&mut c, &mut rng, &proxy, &through, &mut masters_started);
+            c.log(&format!("round {round}: {kind}"));
+            *faults.entry(kind).or_default() += 1;
+        }
+        c.check_runs(&ids[..4], &DIAMOND_TASKS, false);
+        let fan_tasks: Vec<String> = (0..FAN_ITEMS)
+            .map(|i| format!("each[{i}]"))
+            .chain((1..=LOOP_ITERATIONS).map(|k| format!("poll[{k}].step")))
+            .collect();
+        let names: Vec<&str> = fan_tasks.iter().map(String::as_str).collect();
+        c.check_runs(&ids[4..], &names, false);
+        instances += ids.len();
+    }
+    for (workflow, (commands, ids)) in &started {
+        c.check_commands(workflow, commands, ids);
+    }
+    c.log(&format!(
+        "campaign: {rounds} rounds, {instances} instances, faults {faults:?}, {} commits cut, violations 0",
+        proxy.cut()
+    ));
+}
+
+/// A foreach of recorded children, 3 at once, then a do_while of recorded steps.
+fn fan_loop(c: &Cluster) -> String {
+    let child = recorded(&c.execs, "each[${n}]", "nap");
+    let step = recorded(&c.execs, "poll[${iteration}].step", "nap");
+    let items: Vec<String> = (0..FAN_ITEMS).map(|i| i.to_string()).collect();
+    format!(
+        r#"
+name: fan_loop
+params: {{ nap: '0.3' }}
+tasks:
+  - {{ name: each, type: foreach,
+       foreach: {{ items: "[{items}]", as: n, max_parallel: 3, task: {{ type: shell, command: '{child}' }} }} }}
+  - {{ name: poll, type: do_while, depends_on: [each],
+       do_while: {{ condition: "iteration < {LOOP_ITERATIONS}", tasks: [ {{ name: step, type: shell, command: '{step}' }} ] }} }}
+"#,
+        items = items.join(", ")
+    )
+}
+
+/// Injects one fault drawn from `rng`; returns its kind.
+fn inject(
+    c: &mut Cluster,
+    rng: &mut Lcg,
+    proxy: &PgProxy,
+    through: &str,
+    masters_started: &mut usize,
+) -> &'static str {
+    match rng.below(5) {
+        0 => {
+            let victim = c.masters.remove(rng.below(c.masters.len()));
+            victim.proc.signal("KILL");
+            drop(victim);
+            let name = format!("master-p{masters_started}");
+            *masters_started += 1;
+            let m = c.spawn_on_db(free_port(), &name, &["master"], through);
+            c.masters.push(m);
+            "master SIGKILL"
+        }
+        1 => {
+            let i = rng.below(c.workers.len());
+            let victim = c.workers.remove(i);
+            let port: u16 = victim.addr.rsplit(':').next().unwrap().parse().unwrap();
+            let name = victim.name.clone();
+            victim.proc.signal("KILL");
+            drop(victim);
+            std::thread::sleep(rng.millis(0, 1000));
+            let again = c.spawn_worker(port, &name, "default");
+            c.workers.insert(i, again);
+            "worker SIGKILL and restart"
+        }
+        2 => {
+            let victim = &c.masters[rng.below(c.masters.len())];
+            victim.proc.signal("STOP");
+            // Within the lease (2 s) or past it.
+            std::thread::sleep(rng.millis(500, 4000));
+            victim.proc.signal("CONT");
+            "master SIGSTOP"
+        }
+        3 => {
+            c.kill_etcd();
+            std::thread::sleep(rng.millis(200, 1500));
+            c.restart_etcd();
+            "etcd restart"
+        }
+        _ => {
+            proxy.cut_commits(1 + rng.below(3));
+            "COMMITs cut"
+        }
+    }
+}
