@@ -237,20 +237,11 @@ impl Engine {
             self.master_addr.clone(),
         );
         tokio::spawn(async move {
-            let (mut delay, mut epoch) = (FIRST_RETRY, epoch);
+            let mut delay = FIRST_RETRY;
             loop {
-                let taken = match store.take_over(instance, epoch, &addr).await {
-                    Ok(None) => ours_at(&store, &addr, instance, epoch).await,
-                    other => other.map(|claimed| claimed.ok_or(None)),
-                };
-                let msg = match taken {
-                    Ok(Ok(claimed)) => EngineMsg::Claimed(vec![claimed]),
-                    Ok(Err(None)) => EngineMsg::NotReloaded(instance),
-                    // A take-over whose commit was lost landed after all: ours, one epoch on.
-                    Ok(Err(Some(newer))) => {
-                        epoch = newer;
-                        continue;
-                    }
+                let msg = match crate::failover::take_over(&store, instance, epoch, &addr).await {
+                    Ok(Some(claimed)) => EngineMsg::Claimed(vec![claimed]),
+                    Ok(None) => EngineMsg::NotReloaded(instance),
                     Err(e) => {
                         warn!(instance_id = instance, error = %e, "cannot reload the instance yet");
                         tokio::time::sleep(delay).await;
@@ -263,20 +254,6 @@ impl Engine {
             }
         });
     }
-}
-
-/// After a take-over found the epoch moved: `Err(Some(epoch))` when the instance is still
-/// this master's, at that newer epoch (an earlier try landed unseen), `Err(None)` when it
-/// is not.
-async fn ours_at(
-    store: &Store,
-    addr: &str,
-    instance: i64,
-    tried: i64,
-) -> shoal_common::Result<Result<ClaimedInstance, Option<i64>>> {
-    let owned = store.owned_instances(addr).await?;
-    let now = owned.into_iter().find(|(id, _)| *id == instance);
-    Ok(Err(now.map(|(_, epoch)| epoch).filter(|e| *e != tried)))
 }
 
 /// Runs `op` until it succeeds or fails other than transiently, with backoff; None when

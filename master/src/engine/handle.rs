@@ -269,6 +269,7 @@ impl Engine {
                 self.recheck(None);
                 self.sweep_owned();
             }
+            EngineMsg::SweepOwned => self.sweep_owned(),
             EngineMsg::WorkersRestarted(workers) => self.recheck(Some(&workers)),
             EngineMsg::Rechecked { worker, unknown } => {
                 for id in self.lost_on(&worker, unknown) {

@@ -24,6 +24,7 @@ mod fanout;
 mod groups;
 mod handle;
 mod reconcile;
+pub use reconcile::sweep_soon;
 mod spec;
 mod tasks;
 #[cfg(test)]
@@ -164,6 +165,9 @@ pub enum EngineMsg {
     },
     /// Time for the reconciler's sweep (see `reconcile`).
     Reconcile,
+    /// Look for owned instances not driven here now (after a claim or take-over whose
+    /// commit's outcome was lost); see [`sweep_soon`].
+    SweepOwned,
     /// These workers registered again under their address as a new process: what they
     /// had may be lost.
     WorkersRestarted(Vec<String>),

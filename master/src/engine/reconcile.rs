@@ -142,7 +142,7 @@ impl Engine {
     }
 
     /// Looks in the store for instances this master owns, in a driven state, that it does
-    /// not drive; the answer comes back as `Unattended`.
+    /// not drive; the answer comes back as `Unattended`. See also [`sweep_soon`].
     pub(super) fn sweep_owned(&self) {
         let (store, me, addr) = (
             self.store.clone(),
@@ -188,7 +188,7 @@ impl Engine {
                     instance_id = id,
                     "reconciler: instance owned by this master but not driven; taking it up again"
                 );
-                match store.take_over(id, epoch, &addr).await {
+                match crate::failover::take_over(&store, id, epoch, &addr).await {
                     Ok(Some(claimed)) => taken.push(claimed),
                     Ok(None) => info!(instance_id = id, "reconciler: instance moved on meanwhile"),
                     Err(e) => {
@@ -201,4 +201,20 @@ impl Engine {
             }
         });
     }
+}
+
+/// A write that may have made this master an instance's owner had its COMMIT's answer
+/// lost (a claim of commands, a take-over): two sweeps a second apart take such an
+/// instance up now rather than one to two reconcile intervals later. Two, because a sweep
+/// takes up only what the one before found idle too (a claim may be on its way in between).
+pub fn sweep_soon(engine: &tokio::sync::mpsc::UnboundedSender<EngineMsg>) {
+    let engine = engine.clone();
+    tokio::spawn(async move {
+        for _ in 0..2 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if engine.send(EngineMsg::SweepOwned).is_err() {
+                return;
+            }
+        }
+    });
 }

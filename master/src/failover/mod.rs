@@ -8,6 +8,9 @@
 //! taken over with an epoch bump and rebuilt from the store; this also picks up what a
 //! restarted `shoal standalone` left running, and anything a crashed master left half done.
 
+mod take_over;
+pub use take_over::take_over;
+
 use crate::engine::EngineMsg;
 use shoal_common::metrics;
 use shoal_common::registry::NodeWatch;
@@ -105,22 +108,32 @@ impl Failover {
             .store
             .orphaned_instances(masters, TAKEOVER_BATCH)
             .await?;
-        let mut taken = Vec::new();
+        let (mut taken, mut failed) = (Vec::new(), None);
         for (id, epoch) in orphans {
-            if let Some(claimed) = self.store.take_over(id, epoch, &self.me).await? {
-                metrics::FAILOVERS.inc();
-                info!(
-                    instance_id = id,
-                    previous_epoch = epoch,
-                    "instance taken over from a dead master"
-                );
-                taken.push(claimed);
+            match take_over(&self.store, id, epoch, &self.me).await {
+                Ok(Some(claimed)) => {
+                    metrics::FAILOVERS.inc();
+                    info!(
+                        instance_id = id,
+                        previous_epoch = epoch,
+                        "instance taken over from a dead master"
+                    );
+                    taken.push(claimed);
+                }
+                Ok(None) => {}
+                // The others are still taken; this one is again at the next pass.
+                Err(e) => {
+                    if e.failure() == shoal_common::Failure::Unknown {
+                        crate::engine::sweep_soon(engine);
+                    }
+                    failed = Some(e);
+                }
             }
         }
         if !taken.is_empty() {
             let _ = engine.send(EngineMsg::Claimed(taken));
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 }
 

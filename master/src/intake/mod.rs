@@ -71,6 +71,9 @@ impl Intake {
                     }
                     Err(e) => {
                         error!(error = %e, "claiming commands failed");
+                        if e.failure() == shoal_common::Failure::Unknown {
+                            crate::engine::sweep_soon(&engine);
+                        }
                         break;
                     }
                 }
