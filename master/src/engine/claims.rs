@@ -12,6 +12,8 @@ impl Engine {
         }
         let id = c.instance.id;
         self.reloading.remove(&id);
+        // Lost to another master once, ours again now: its workers' events are ours to ack.
+        self.lost.remove(&id);
         let mut definition = c.definition;
         c.instance.options.apply_to(&mut definition);
         let def = Arc::new(definition);
