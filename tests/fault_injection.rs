@@ -887,8 +887,17 @@ fn a_worker_killed_before_its_task_s_end_was_acked_reports_it_after_a_restart() 
         &[id],
         || ended().then_some(()),
     );
-    // The process has printed its end; give the worker a moment to reap it and journal it.
-    std::thread::sleep(Duration::from_millis(200));
+    // The process has printed its end; wait until the worker has journaled it.
+    let journal = c.dir.path().join("worker0").join("outbox.journal");
+    c.wait_until(
+        "s's end in the journal",
+        Duration::from_secs(10),
+        &[id],
+        || {
+            let len = std::fs::metadata(&journal).map_or(0, |m| m.len());
+            (len > 0).then_some(())
+        },
+    );
     let old = c.workers.remove(0);
     let port: u16 = old.addr.rsplit(':').next().unwrap().parse().unwrap();
     old.proc.signal("KILL");

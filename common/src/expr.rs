@@ -52,14 +52,57 @@ fn env() -> &'static Arc<Env> {
 
 /// Parses `text`; the error names the column and what is wrong there.
 pub fn parse(text: &str) -> Result<Expr, String> {
+    let source = checked(text)?;
+    on_big_stack(|| compile(&source).map(|_| ()))?;
+    Ok(Expr { source })
+}
+
+/// Parses and evaluates `text` in one go (one compile, one thread): what a run does with
+/// an expression it evaluates once.
+pub fn eval(text: &str, vars: &Vars) -> Result<serde_json::Value, String> {
+    run(&checked(text)?, vars)
+}
+
+/// [`eval`] of a condition, which must give true or false.
+pub fn holds(text: &str, vars: &Vars) -> Result<bool, String> {
+    boolean(eval(text, vars)?)
+}
+
+/// The CEL source of `text`, once its size, legacy forms and nesting are acceptable.
+fn checked(text: &str) -> Result<String, String> {
     if text.len() > MAX_LEN {
         return Err(format!("an expression may be at most {MAX_LEN} characters"));
     }
     legacy_bare_words(text)?;
     let source = legacy_refs(text)?;
     check_nesting(&source)?;
-    on_big_stack(|| compile(&source).map(|_| ()))?;
-    Ok(Expr { source })
+    Ok(source)
+}
+
+fn run(source: &str, vars: &Vars) -> Result<serde_json::Value, String> {
+    on_big_stack(|| {
+        let program = compile(source)?;
+        let mut ctx = Context::with_env(env().clone());
+        for (name, value) in &vars.values {
+            ctx.add_variable_from_value(name.clone(), value.clone());
+        }
+        let value = program.execute(&ctx).map_err(|e| match e {
+            cel::ExecutionError::UndeclaredReference(name) => {
+                format!("'{name}' is not a parameter or output here (quote text: '{name}')")
+            }
+            e => e.to_string(),
+        })?;
+        to_json(&value)
+    })
+}
+
+fn boolean(value: serde_json::Value) -> Result<bool, String> {
+    match value {
+        serde_json::Value::Bool(b) => Ok(b),
+        other => Err(format!(
+            "a condition must be true or false, this one gave {other}"
+        )),
+    }
 }
 
 fn compile(source: &str) -> Result<Program, String> {
@@ -189,30 +232,12 @@ fn legacy_refs(text: &str) -> Result<String, String> {
 impl Expr {
     /// The expression's value, as JSON.
     pub fn eval(&self, vars: &Vars) -> Result<serde_json::Value, String> {
-        on_big_stack(|| {
-            let program = compile(&self.source)?;
-            let mut ctx = Context::with_env(env().clone());
-            for (name, value) in &vars.values {
-                ctx.add_variable_from_value(name.clone(), value.clone());
-            }
-            let value = program.execute(&ctx).map_err(|e| match e {
-                cel::ExecutionError::UndeclaredReference(name) => {
-                    format!("'{name}' is not a parameter or output here (quote text: '{name}')")
-                }
-                e => e.to_string(),
-            })?;
-            to_json(&value)
-        })
+        run(&self.source, vars)
     }
 
     /// Whether a condition holds: it must evaluate to a boolean.
     pub fn holds(&self, vars: &Vars) -> Result<bool, String> {
-        match self.eval(vars)? {
-            serde_json::Value::Bool(b) => Ok(b),
-            other => Err(format!(
-                "a condition must be true or false, this one gave {other}"
-            )),
-        }
+        boolean(self.eval(vars)?)
     }
 }
 

@@ -138,8 +138,7 @@ impl TriggerDef {
         payload: &Value,
     ) -> Result<(String, String), String> {
         let body = crate::expr::Vars::default().with("body", payload);
-        let value = crate::expr::parse(text)
-            .and_then(|e| e.eval(&body))
+        let value = crate::expr::eval(text, &body)
             .map_err(|e| format!("param '{param}' of trigger '{}' ({text}): {e}", self.name))?;
         match value {
             Value::Null => Err(format!(

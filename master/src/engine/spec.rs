@@ -220,8 +220,7 @@ pub(super) fn switch_choice(run: &Run, node: Node, id: i64) -> Result<Vec<String
     };
     let vars = expr_vars(run, node, id);
     for case in &sw.cases {
-        let holds = expr::parse(&case.when)
-            .and_then(|e| e.holds(&vars))
+        let holds = expr::holds(&case.when, &vars)
             .map_err(|e| format!("switch '{}', case '{}': {e}", def.name, case.when))?;
         if holds {
             return Ok(vec![case.then.clone()]);
@@ -247,8 +246,7 @@ pub(super) fn conditions_choice(
     };
     // A failed upstream task takes the failure branch without reading outputs it lacks.
     let holds = run.rt.upstream_passed(node)
-        && expr::parse(when)
-            .and_then(|e| e.holds(&expr_vars(run, node, id)))
+        && expr::holds(when, &expr_vars(run, node, id))
             .map_err(|e| format!("conditions '{}', when '{when}': {e}", def.name))?;
     Ok(Some(match holds {
         true => spec.success.clone(),
@@ -268,8 +266,7 @@ pub(super) fn foreach_items(
         return Err(format!("task '{}' has no foreach", def.name));
     };
     let what = || format!("foreach '{}', items '{}'", def.name, spec.items);
-    let value = expr::parse(&spec.items)
-        .and_then(|e| e.eval(&expr_vars(run, node, id)))
+    let value = expr::eval(&spec.items, &expr_vars(run, node, id))
         .map_err(|e| format!("{}: {e}", what()))?;
     let value = match value {
         serde_json::Value::String(text) => serde_json::from_str(&text).map_err(|_| {
@@ -315,14 +312,12 @@ pub(super) fn loop_condition(
     let vars = expr::Vars::with_params(&params)
         .outputs(outputs)
         .with(ITERATION, &serde_json::json!(iteration));
-    expr::parse(&spec.condition)
-        .and_then(|e| e.holds(&vars))
-        .map_err(|e| {
-            format!(
-                "do_while '{}', condition '{}': {e}",
-                def.name, spec.condition
-            )
-        })
+    expr::holds(&spec.condition, &vars).map_err(|e| {
+        format!(
+            "do_while '{}', condition '{}': {e}",
+            def.name, spec.condition
+        )
+    })
 }
 
 fn expr_vars(run: &Run, node: Node, id: i64) -> expr::Vars {

@@ -620,4 +620,6 @@ impl WorkflowRuntime {
 }
 
 #[cfg(test)]
+mod test_util;
+#[cfg(test)]
 mod tests;

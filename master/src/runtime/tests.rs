@@ -1,10 +1,7 @@
+use super::test_util::{created, runtime};
 use super::*;
 use shoal_common::definition::{TIMED_OUT, WorkflowDef};
 use shoal_common::start::Scope;
-
-fn runtime(yaml: &str) -> WorkflowRuntime {
-    WorkflowRuntime::new(Arc::new(WorkflowDef::parse(yaml).unwrap()), None).unwrap()
-}
 
 const DIAMOND: &str = "name: d\ntasks:\n- {name: a, type: noop}\n- {name: b, type: noop, depends_on: [a]}\n- {name: c, type: noop, depends_on: [a]}\n- {name: d, type: noop, depends_on: [b, c]}\n";
 
@@ -15,16 +12,6 @@ fn task(node: Node, state: TaskState) -> Event {
         state,
         output: Params::new(),
     }
-}
-
-fn created(out: &Outcome) -> Vec<Node> {
-    out.actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::CreateTask { node, .. } => Some(*node),
-            _ => None,
-        })
-        .collect()
 }
 
 #[test]

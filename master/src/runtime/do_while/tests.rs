@@ -1,3 +1,4 @@
+use super::super::test_util::{created, row, settled};
 use super::*;
 use shoal_common::definition::{ITERATION, WorkflowDef};
 
@@ -5,34 +6,12 @@ use shoal_common::definition::{ITERATION, WorkflowDef};
 const LOOP: &str = "name: l\ntasks:\n- {name: before, type: noop}\n- {name: poll, type: do_while, depends_on: [before], do_while: {condition: 'true', max_iterations: 3, tasks: [{name: check, type: shell, command: 'echo ${iteration}', retries: 1}, {name: note, type: noop, depends_on: [check]}]}}\n- {name: after, type: noop, depends_on: [poll]}\n";
 
 fn runtime() -> WorkflowRuntime {
-    WorkflowRuntime::new(Arc::new(WorkflowDef::parse(LOOP).unwrap()), None).unwrap()
-}
-
-fn created(out: &Outcome) -> Vec<Node> {
-    out.actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::CreateTask { node, .. } => Some(*node),
-            _ => None,
-        })
-        .collect()
+    super::super::test_util::runtime(LOOP)
 }
 
 fn asked(out: &Outcome) -> Option<u32> {
     out.actions.iter().find_map(|a| match a {
         Action::CheckLoop { iteration, .. } => Some(*iteration),
-        _ => None,
-    })
-}
-
-fn settled(out: &Outcome) -> Option<(TaskState, Params, String)> {
-    out.actions.iter().find_map(|a| match a {
-        Action::Settled {
-            state,
-            output,
-            message,
-            ..
-        } => Some((*state, output.clone(), message.clone())),
         _ => None,
     })
 }
@@ -164,12 +143,6 @@ fn max_iterations_a_failed_iteration_and_a_bad_condition_fail_the_loop() {
 fn a_failover_appends_the_begun_iterations_and_goes_on_where_the_loop_was() {
     let none = Params::new();
     let ready = Params::from([("ready".to_string(), "no".to_string())]);
-    let row = |name, attempt, state, output| Recorded {
-        name,
-        attempt,
-        state,
-        output,
-    };
     let rows = [
         row("before", 1, TaskState::Success, &none),
         row("poll", 1, TaskState::Running, &none),

@@ -1,11 +1,8 @@
+use super::super::test_util::{row, runtime, settled};
 use super::*;
 use shoal_common::definition::WorkflowDef;
 
 const FAN: &str = "name: f\ntasks:\n- {name: list, type: noop}\n- {name: each, type: foreach, depends_on: [list], foreach: {items: '${files}', max_parallel: 2, task: {type: shell, command: 'echo ${item}', retries: 1}}}\n- {name: after, type: noop, depends_on: [each]}\n";
-
-fn runtime(yaml: &str) -> WorkflowRuntime {
-    WorkflowRuntime::new(Arc::new(WorkflowDef::parse(yaml).unwrap()), None).unwrap()
-}
 
 fn items(n: usize) -> Vec<serde_json::Value> {
     (0..n).map(|i| serde_json::json!(format!("f{i}"))).collect()
@@ -19,18 +16,6 @@ fn created(out: &Outcome) -> Vec<(Node, i32)> {
             _ => None,
         })
         .collect()
-}
-
-fn settled(out: &Outcome) -> Option<(TaskState, Params, String)> {
-    out.actions.iter().find_map(|a| match a {
-        Action::Settled {
-            state,
-            output,
-            message,
-            ..
-        } => Some((*state, output.clone(), message.clone())),
-        _ => None,
-    })
 }
 
 fn ended(node: Node, attempt: i32, state: TaskState, out: &str) -> Event {
@@ -177,15 +162,6 @@ fn an_empty_list_passes_at_once_and_stop_kills_the_children() {
         "the unstarted never start"
     );
     assert_eq!(rt.state(), WorkflowState::Stopped);
-}
-
-fn row<'a>(name: &'a str, attempt: i32, state: TaskState, output: &'a Params) -> Recorded<'a> {
-    Recorded {
-        name,
-        attempt,
-        state,
-        output,
-    }
 }
 
 #[test]
