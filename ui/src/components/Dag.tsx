@@ -33,7 +33,7 @@ const FAST_LAYOUT_ABOVE = 200;
 
 const TaskNode = memo(function TaskNode({ data }: NodeProps<Node<TaskNodeData>>) {
   return (
-    <div className={`dag-node tone-${stateTone(data.state)}`}>
+    <div className={`dag-node tone-${stateTone(data.state?.split(" · ")[0])}`}>
       <Handle type="target" position={Position.Top} isConnectable={false} />
       <div className="dag-node-name">{data.name}</div>
       <div className="dag-node-meta">
