@@ -1,15 +1,20 @@
 //! The randomized fault campaign: a cluster of api-server, two masters (reaching Postgres
-//! through a proxy that can cut connections right after a COMMIT) and three workers runs a
-//! mixed workload (diamonds of recorded shell tasks, a foreach with max_parallel, a
-//! do_while) while faults land at random moments drawn from a printed seed: SIGKILL of a
-//! master (a new one joins) or of a worker (it restarts on its data dir), SIGSTOP of a
-//! master past or within its lease, an etcd restart, COMMITs cut.
+//! through a proxy that can cut connections right after a COMMIT, or slow every message)
+//! and three workers (one with its data dir on a small disk of its own) runs a mixed
+//! workload (diamonds of recorded shell tasks, a foreach with max_parallel, a do_while,
+//! and a schedule firing every two seconds) on a Postgres server of the test's own, while
+//! faults land at random moments drawn from a printed seed: SIGKILL of a master (a new one
+//! joins) or of a worker (it restarts on its data dir), SIGSTOP of a master past or within
+//! its lease, an etcd restart, a Postgres crash and restart, COMMITs cut, a slow network
+//! between the masters and Postgres, and the small disk filled up (sometimes with its
+//! worker killed and restarted while it is full).
 //!
 //! After each round every instance must end `success`, each task must have exactly one
-//! successful attempt that ran exactly once, no attempt may start twice, and each command
-//! must be exactly one instance (the checks of `support/fault.rs`). A task whose worker was
-//! killed while it ran may have run before on that worker (at-least-once for what had not
-//! ended); nothing that had ended runs again.
+//! successful attempt that ran exactly once and whose log holds what it printed, no
+//! attempt may start twice, and each command must be exactly one instance (the checks of
+//! `support/fault.rs`); at the end, no schedule time has fired twice. A task whose worker
+//! was killed while it ran may have run before on that worker (at-least-once for what had
+//! not ended); nothing that had ended runs again.
 //!
 //! `SHOAL_CAMPAIGN_ROUNDS` sets the rounds (CI: 2); `SHOAL_FAULT_SEED` repeats a draw. The
 //! figures of long campaigns are in RELIABILITY.md.
@@ -21,7 +26,8 @@ mod support;
 use fault::*;
 use serde_json::json;
 use std::collections::BTreeMap;
-use support::{Lcg, PgProxy, free_port};
+use std::time::Duration;
+use support::{Lcg, PgProxy, SmallDisk, TestDb, free_port};
 
 /// The foreach's children and the do_while's iterations, as the execution log names them.
 const FAN_ITEMS: usize = 10;
@@ -34,7 +40,8 @@ fn a_randomized_fault_campaign_loses_and_repeats_nothing() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(2);
     let mut rng = Lcg::for_test("campaign");
-    let mut c = Cluster::start("campaign", &["default"; 3]);
+    let mut c = Cluster::start_on(TestDb::private(), "campaign", &["default"; 3]);
+    let disk = small_disk_for(&mut c, SMALL_DISK_WORKER);
     let proxy = PgProxy::start(&c.db.url);
     let through = proxy.url(&c.db.url);
     let mut masters_started = 0;
@@ -47,6 +54,16 @@ fn a_randomized_fault_campaign_loses_and_repeats_nothing() {
     }
     c.apply(&diamond(&c.execs));
     c.apply(&fan_loop(&c));
+    c.apply(&format!(
+        "name: tick\nparams: {{ nap: '0' }}\ntasks:\n- {{ name: tick, type: shell, command: '{}' }}\n",
+        recorded(&c.execs, "tick", "nap")
+    ));
+    let (status, schedule) = c.api.post(
+        "/projects/default/workflows/tick/schedules",
+        r#"{"cron": "*/2 * * * * *", "misfire": "run_once"}"#,
+    );
+    assert_eq!(status, 201, "{schedule}");
+    let mut ticks_checked = 0;
 
     let mut faults: BTreeMap<&str, usize> = BTreeMap::new();
     let mut instances = 0;
@@ -66,7 +83,14 @@ fn a_randomized_fault_campaign_loses_and_repeats_nothing() {
         for _ in 0..1 + rng.below(3) {
             // Scenario, not a wait: the faults land at random moments of the runs.
             std::thread::sleep(rng.millis(200, 1500));
-            let kind = inject(&mut c, &mut rng, &proxy, &through, &mut masters_started);
+            let kind = inject(
+                &mut c,
+                &mut rng,
+                &proxy,
+                &through,
+                &disk,
+                &mut masters_started,
+            );
             c.log(&format!("round {round}: {kind}"));
             *faults.entry(kind).or_default() += 1;
         }
@@ -77,11 +101,29 @@ fn a_randomized_fault_campaign_loses_and_repeats_nothing() {
             .collect();
         let names: Vec<&str> = fan_tasks.iter().map(String::as_str).collect();
         c.check_runs(&ids[4..], &names, false);
-        instances += ids.len();
+        let ticks = c.instances_after("tick", ticks_checked);
+        c.check_runs(&ticks, &["tick"], false);
+        ticks_checked = ticks.iter().copied().max().unwrap_or(ticks_checked);
+        instances += ids.len() + ticks.len();
     }
+    let (status, body) = c.api.post(
+        &format!(
+            "/projects/default/workflows/tick/schedules/{}/disable",
+            schedule["id"]
+        ),
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
     for (workflow, (commands, ids)) in &started {
         c.check_commands(workflow, commands, ids);
     }
+    // Fired runs are instances, or commands not claimed yet.
+    let fired = c.db.query(
+        "SELECT schedule_time, count(*) FROM (SELECT schedule_time FROM workflow_instance \
+         WHERE schedule_time IS NOT NULL UNION ALL SELECT schedule_time FROM command \
+         WHERE schedule_time IS NOT NULL) t GROUP BY schedule_time HAVING count(*) > 1",
+    );
+    assert_eq!(fired.trim(), "", "schedule times fired twice (time|runs)");
     c.log(&format!(
         "campaign: {rounds} rounds, {instances} instances, faults {faults:?}, {} commits cut, violations 0",
         proxy.cut()
@@ -107,15 +149,40 @@ tasks:
     )
 }
 
+/// The worker whose data dir is on a small disk, and that disk's size in MiB.
+const SMALL_DISK_WORKER: usize = 2;
+const SMALL_DISK_MIB: u32 = 16;
+
+/// Moves worker `i` onto a small disk of its own (before it ran anything).
+fn small_disk_for(c: &mut Cluster, i: usize) -> SmallDisk {
+    let (port, name) = stop_worker(c, i);
+    let disk = SmallDisk::mount(&c.dir.path().join(&name), SMALL_DISK_MIB);
+    let again = c.spawn_worker(port, &name, "default");
+    c.workers.insert(i, again);
+    disk
+}
+
+/// SIGKILLs worker `i` and takes it out of the cluster; returns its port and name for a
+/// restart.
+fn stop_worker(c: &mut Cluster, i: usize) -> (u16, String) {
+    let victim = c.workers.remove(i);
+    let port: u16 = victim.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let name = victim.name.clone();
+    victim.proc.signal("KILL");
+    drop(victim);
+    (port, name)
+}
+
 /// Injects one fault drawn from `rng`; returns its kind.
 fn inject(
     c: &mut Cluster,
     rng: &mut Lcg,
     proxy: &PgProxy,
     through: &str,
+    disk: &SmallDisk,
     masters_started: &mut usize,
 ) -> &'static str {
-    match rng.below(5) {
+    match rng.below(8) {
         0 => {
             let victim = c.masters.remove(rng.below(c.masters.len()));
             victim.proc.signal("KILL");
@@ -128,11 +195,7 @@ fn inject(
         }
         1 => {
             let i = rng.below(c.workers.len());
-            let victim = c.workers.remove(i);
-            let port: u16 = victim.addr.rsplit(':').next().unwrap().parse().unwrap();
-            let name = victim.name.clone();
-            victim.proc.signal("KILL");
-            drop(victim);
+            let (port, name) = stop_worker(c, i);
             std::thread::sleep(rng.millis(0, 1000));
             let again = c.spawn_worker(port, &name, "default");
             c.workers.insert(i, again);
@@ -152,9 +215,38 @@ fn inject(
             c.restart_etcd();
             "etcd restart"
         }
-        _ => {
+        4 => {
             proxy.cut_commits(1 + rng.below(3));
             "COMMITs cut"
+        }
+        5 => {
+            let server = c.db.server.as_ref().expect("the campaign's own Postgres");
+            server.stop();
+            std::thread::sleep(rng.millis(200, 3000));
+            server.start_again();
+            "Postgres crash and restart"
+        }
+        6 => {
+            proxy.delay(rng.millis(20, 300));
+            std::thread::sleep(rng.millis(1000, 4000));
+            proxy.delay(Duration::ZERO);
+            "slow network to Postgres"
+        }
+        _ => {
+            disk.fill();
+            std::thread::sleep(rng.millis(500, 3000));
+            let kind = if rng.below(3) == 0 {
+                // Its worker dies and starts again while the disk is still full.
+                let (port, name) = stop_worker(c, SMALL_DISK_WORKER);
+                let again = c.spawn_worker(port, &name, "default");
+                c.workers.insert(SMALL_DISK_WORKER, again);
+                "worker disk full, worker restarted on it"
+            } else {
+                "worker disk full"
+            };
+            std::thread::sleep(rng.millis(0, 1000));
+            disk.free();
+            kind
         }
     }
 }

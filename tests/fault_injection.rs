@@ -914,7 +914,8 @@ fn a_worker_killed_before_its_task_s_end_was_acked_reports_it_after_a_restart() 
 }
 
 /// The logs of tasks that ended on a worker stay readable once that worker is gone: the
-/// master kept each log's end (its last 256 KiB) with the attempt's end.
+/// master kept each log's end (its last 256 KiB) with the attempt's end, and serves a log
+/// kept whole from there from the start.
 #[test]
 fn the_logs_of_a_killed_worker_s_tasks_are_read_from_the_store() {
     let mut c = Cluster::start("kept_logs", &["default"]);
@@ -933,8 +934,17 @@ fn the_logs_of_a_killed_worker_s_tasks_are_read_from_the_store() {
     let (small, big) = (task("small"), task("big"));
     let whole = |n: usize| (1..=n).map(|i| format!("{i}\n")).collect::<String>();
     let (source, text) = c.api.log(small);
-    assert_eq!(source, "worker");
+    assert_eq!(source, "store", "an ended log kept whole needs no worker");
     assert!(text.contains(&whole(2000)), "{text}");
+    let (source, text) = c.api.log(big);
+    assert_eq!(
+        source, "worker",
+        "a log longer than its kept end is the worker's"
+    );
+    assert!(
+        text.contains(&whole(100_000)),
+        "whole while the worker is there"
+    );
 
     let worker = c.workers.remove(0);
     worker.proc.signal("KILL");

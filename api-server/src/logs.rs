@@ -1,6 +1,7 @@
 //! Task logs live on the worker that ran the attempt; the api-server asks it over gRPC.
-//! When the worker cannot answer (it is gone, or lost the file), the end of the log the
-//! master kept with the attempt's end is served instead (`X-Shoal-Log-Source: store`).
+//! The master keeps the end of each ended attempt's log (its last 256 KiB): a log kept
+//! whole is served from there, and when the worker cannot answer (it is gone, or lost the
+//! file) the kept end is served instead (`X-Shoal-Log-Source: store`).
 
 use crate::Ctx;
 use crate::channels::call;
@@ -51,7 +52,7 @@ pub struct LogQuery {
             headers(
                 ("X-Shoal-Log-Next-Offset" = u64, description = "Where the next unread byte is"),
                 ("X-Shoal-Log-More" = bool, description = "True when the answer stopped at its limit and the log goes on"),
-                ("X-Shoal-Log-Source" = String, description = "`worker`, or `store` when the worker could not answer and the end of the log kept with the attempt's end (its last 256 KiB) is served"),
+                ("X-Shoal-Log-Source" = String, description = "`store` for an ended attempt's log kept whole, or when the worker could not answer and the kept end of the log (its last 256 KiB) is served; else `worker`"),
             )),
         (status = 404, description = "No such task instance, not started on a worker yet, or the worker has no log for it (and none was kept)", body = ErrorBody),
         (status = 502, description = "The worker is unreachable or failed, and no log was kept for the attempt (it has not ended)", body = ErrorBody),
@@ -69,6 +70,14 @@ pub async fn task_log(
             task.state
         )));
     };
+    // An ended attempt's log that was kept whole is served from the store: no call to a
+    // worker, and the whole log even where the worker's disk was full or it is gone.
+    if task.state.is_terminal()
+        && let Some(kept) = ctx.store.kept_log(id).await?
+        && kept.content.len() as u64 == kept.size
+    {
+        return Ok(kept_answer(kept, q.offset));
+    }
     match from_worker(&ctx, &task, &addr, q.offset).await {
         Err(e @ (Error::Peer { .. } | Error::NotFound(_))) => match ctx.store.kept_log(id).await? {
             Some(kept) => Ok(kept_answer(kept, q.offset)),

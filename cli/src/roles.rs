@@ -53,6 +53,19 @@ pub struct ExecArgs {
     /// fail instead of running as root).
     #[arg(long, env = "SHOAL_ALLOW_ROOT_TENANT")]
     pub allow_root_tenant: bool,
+    /// Take no new task while the data dir's disk has less free space than this (e.g.
+    /// 100MiB, 2GiB; 0 turns the check off): masters send the tasks to other workers of
+    /// their group, and a task is not started where its log and script would not fit.
+    #[arg(long, env = "SHOAL_MIN_FREE_DISK", default_value = "100MiB", value_parser = parse_free_disk)]
+    pub min_free_disk: u64,
+}
+
+/// `--min-free-disk`: a size, or 0 for no check.
+fn parse_free_disk(s: &str) -> Result<u64, String> {
+    if s.trim() == "0" {
+        return Ok(0);
+    }
+    parse_size(s).map(|n| n as u64)
 }
 
 /// How the API of `role` authenticates. Without auth, only a loopback --bind is accepted,
@@ -647,6 +660,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
             grace_period: Duration::from_secs(5),
             secret: secret.clone(),
             allow_root_tenant: args.exec.allow_root_tenant,
+            min_free_disk: args.exec.min_free_disk,
         },
         registry.clone(),
         shutdown.clone(),
@@ -777,6 +791,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
             grace_period: args.grace_period,
             secret,
             allow_root_tenant: args.exec.allow_root_tenant,
+            min_free_disk: args.exec.min_free_disk,
         },
         registry,
         shutdown.clone(),

@@ -7,12 +7,14 @@ mod etcd;
 mod pg_proxy;
 mod postgres;
 mod rng;
+mod small_disk;
 mod spans;
 
 pub use etcd::{start_etcd, start_etcd_on};
 pub use pg_proxy::PgProxy;
 pub use postgres::{PrivatePostgres, TestDb};
 pub use rng::Lcg;
+pub use small_disk::SmallDisk;
 pub use spans::{intervals, max_overlap, timed};
 
 use std::net::TcpListener;

@@ -5,12 +5,13 @@
 //! It reads the client's side of the protocol: the untyped start-up messages (an SSL
 //! request, answered by the server, then the start-up message), then typed messages (a
 //! type byte and a length). A simple-protocol query (`Q`) whose text starts with COMMIT is
-//! what it cuts after, once armed ([`PgProxy::cut_commits`]).
+//! what it cuts after, once armed ([`PgProxy::cut_commits`]). It can also hold every
+//! message in either direction for a while ([`PgProxy::delay`]): a slow network.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// How long the server is given to apply a COMMIT before the connection is cut.
@@ -27,6 +28,17 @@ struct Shared {
     armed: AtomicUsize,
     /// COMMITs cut so far.
     cut: AtomicUsize,
+    /// How long each message waits before it is passed on, in milliseconds.
+    delay_ms: AtomicU64,
+}
+
+impl Shared {
+    fn wait(&self) {
+        let ms = self.delay_ms.load(Ordering::Relaxed);
+        if ms > 0 {
+            std::thread::sleep(Duration::from_millis(ms));
+        }
+    }
 }
 
 impl PgProxy {
@@ -70,6 +82,13 @@ impl PgProxy {
         self.shared.armed.fetch_add(n, Ordering::SeqCst);
     }
 
+    /// Holds each message, both ways, for `delay` before passing it on (zero: no delay).
+    pub fn delay(&self, delay: Duration) {
+        self.shared
+            .delay_ms
+            .store(delay.as_millis() as u64, Ordering::Relaxed);
+    }
+
     /// How many COMMITs were cut so far.
     pub fn cut(&self) -> usize {
         self.shared.cut.load(Ordering::SeqCst)
@@ -80,10 +99,11 @@ fn relay(mut client: TcpStream, mut server: TcpStream, shared: Arc<Shared>) {
     let mute = Arc::new(AtomicBool::new(false));
     let (mut from_server, mut to_client) =
         (server.try_clone().unwrap(), client.try_clone().unwrap());
-    let muted = mute.clone();
+    let (muted, answers) = (mute.clone(), shared.clone());
     std::thread::spawn(move || {
         let mut buf = [0u8; 16 * 1024];
         while let Ok(n) = from_server.read(&mut buf) {
+            answers.wait();
             // Muted: the answer to the cut COMMIT never reaches the client.
             if n == 0 || muted.load(Ordering::SeqCst) || to_client.write_all(&buf[..n]).is_err() {
                 break;
@@ -110,6 +130,7 @@ fn relay(mut client: TcpStream, mut server: TcpStream, shared: Arc<Shared>) {
         if cut {
             mute.store(true, Ordering::SeqCst);
         }
+        shared.wait();
         if server.write_all(&message).is_err() {
             break;
         }

@@ -176,6 +176,10 @@ impl Cluster {
                 groups,
                 "--data-dir",
                 &data,
+                // Low, so that a test machine short of disk still runs tasks; the campaign
+                // fills a small disk past it.
+                "--min-free-disk",
+                "1MiB",
             ],
         )
     }
@@ -313,6 +317,22 @@ impl Cluster {
                 self.db_sessions()
             )
         })
+    }
+
+    /// The ids of `workflow`'s instances newer than instance `after`.
+    pub fn instances_after(&self, workflow: &str, after: i64) -> Vec<i64> {
+        let list = self
+            .api
+            .get(&format!("/instances?workflow={workflow}&limit=1000"));
+        let mut ids: Vec<i64> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_i64().unwrap())
+            .filter(|id| *id > after)
+            .collect();
+        ids.sort();
+        ids
     }
 
     /// Waits until every instance is in a terminal state; returns them with their tasks.
@@ -575,6 +595,14 @@ impl Cluster {
                 // have started there too and been sent again (the master cannot tell a lost
                 // answer from a refusal); it never finished there. Invariant 5 is about
                 // finished tasks: the successful attempt ends exactly once.
+                // No log lost: the successful attempt's log is readable, whatever became
+                // of its worker (or its disk).
+                let (source, log) = self.api.log(tid);
+                assert!(
+                    log.contains(&ran_line(id, task, tid)),
+                    "[{}] instance {id}: the log of {task} (attempt {tid}, from the {source}) lost its line:\n{log}",
+                    self.test
+                );
                 let interrupted_once = !nothing_rerun && s == 2;
                 assert!(
                     e == 1 && (s == 1 || interrupted_once),
@@ -650,11 +678,17 @@ pub struct Exec {
     pub tid: i64,
 }
 
-/// A task command that records its execution around a sleep of `${nap}`.
+/// A task command that records its execution around a sleep of `${nap}`, and says
+/// [`ran_line`] in its log.
 pub fn recorded(log: &Path, task: &str, nap: &str) -> String {
     let l = log.display();
     let me = format!("${{system.workflow.instance.id}} {task} ${{system.task.instance.id}}");
-    format!("echo start {me} >> {l}; sleep ${{{nap}}}; echo end {me} >> {l}")
+    format!("echo start {me} >> {l}; echo ran {me}; sleep ${{{nap}}}; echo end {me} >> {l}")
+}
+
+/// What the log of attempt `tid` of `task` in `instance` says, when [`recorded`] ran it.
+pub fn ran_line(instance: i64, task: &str, tid: i64) -> String {
+    format!("ran {instance} {task} {tid}\n")
 }
 
 /// A workflow whose tasks (name, upstream tasks, worker group or "") record their

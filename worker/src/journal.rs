@@ -65,8 +65,19 @@ impl Journal {
             warn!(path = %path.display(), bytes = torn, "journal ends in a torn record; it is dropped");
         }
         let unacked = unacked(records);
-        rewrite(path, &unacked)?;
-        let file = OpenOptions::new().append(true).open(path)?;
+        let file = match rewrite(path, &unacked) {
+            Ok(()) => OpenOptions::new().append(true).open(path)?,
+            Err(e) => {
+                // A full disk must not keep the worker from starting and resending what it
+                // finished: the file stays as it is, less its torn end, and grows on.
+                warn!(path = %path.display(), error = %e, "cannot rewrite the journal; appending to it as it is");
+                let _ = std::fs::remove_file(path.with_extension("journal.new"));
+                let file = OpenOptions::new().append(true).create(true).open(path)?;
+                file.set_len((bytes.len() - torn) as u64)?;
+                file
+            }
+        };
+        let len = file.metadata()?.len();
         let (tx, rx) = mpsc::channel();
         let live = unacked
             .iter()
@@ -76,6 +87,8 @@ impl Journal {
             file,
             path: path.to_path_buf(),
             live,
+            pending: Vec::new(),
+            len,
         };
         std::thread::Builder::new()
             .name("journal".into())
@@ -116,15 +129,20 @@ impl Journal {
 struct Writer {
     file: File,
     path: PathBuf,
-    /// Attempts with an `F` and no `A` in the file.
+    /// Attempts with an `F` and no `A` in the file (or in `pending`).
     live: std::collections::HashSet<(i64, i32)>,
+    /// Records a failed write could not put in the file (a full disk): written before the
+    /// next batch's.
+    pending: Vec<u8>,
+    /// The file's length.
+    len: u64,
 }
 
 impl Writer {
     /// Writes what comes, a batch at a time, until every handle is gone.
     fn run(mut self, rx: mpsc::Receiver<Cmd>) {
         while let Ok(first) = rx.recv() {
-            let mut buf = Vec::new();
+            let mut buf = std::mem::take(&mut self.pending);
             let (mut durable, mut waiting) = (false, Vec::new());
             for cmd in std::iter::once(first).chain(rx.try_iter()) {
                 match cmd {
@@ -146,7 +164,8 @@ impl Writer {
                 }
             }
             if let Err(e) = self.write(&buf, durable) {
-                warn!(path = %self.path.display(), error = %e, "cannot write the journal");
+                warn!(path = %self.path.display(), error = %e, "cannot write the journal; trying again with the next record");
+                self.pending = buf;
             }
             if let Err(e) = self.compact() {
                 warn!(path = %self.path.display(), error = %e, "cannot empty the journal");
@@ -158,21 +177,32 @@ impl Writer {
         debug!("journal writer stopped");
     }
 
-    /// Appends `buf`; with `durable`, waits until it is on disk.
+    /// Appends `buf`; with `durable`, waits until it is on disk. A write that fails part
+    /// way (a full disk) is cut off again: a torn record in the middle would end the
+    /// reading there and hide every record after it.
     fn write(&mut self, buf: &[u8], durable: bool) -> io::Result<()> {
-        self.file.write_all(buf)?;
-        if durable {
-            self.file.sync_data()?;
+        let written = self.file.write_all(buf).and_then(|()| {
+            if durable {
+                self.file.sync_data()?;
+            }
+            Ok(())
+        });
+        match written {
+            Ok(()) => self.len += buf.len() as u64,
+            // Best effort: if even this fails, the torn record ends a later reading.
+            Err(_) => _ = self.file.set_len(self.len),
         }
-        Ok(())
+        written
     }
 
     /// Empties the file when it has grown and nothing in it is unacked.
     fn compact(&mut self) -> io::Result<()> {
-        if !self.live.is_empty() || self.file.metadata()?.len() < COMPACT_AT {
+        if !self.live.is_empty() || self.len < COMPACT_AT {
             return Ok(());
         }
-        self.file.set_len(0)
+        self.file.set_len(0)?;
+        self.len = 0;
+        Ok(())
     }
 }
 

@@ -28,6 +28,7 @@
 //! A lost registry lease (it expired before the worker could renew it, so the masters saw
 //! the worker leave and re-run its attempts) abandons every task accepted before it.
 
+mod disk;
 mod executor;
 mod journal;
 mod logs;
@@ -144,6 +145,10 @@ pub struct WorkerConfig {
     /// Whether a workflow's tenant may be root (`--allow-root-tenant`); by default a task
     /// of a workflow whose tenant is root fails.
     pub allow_root_tenant: bool,
+    /// Least free space (bytes) of the data dir's disk for taking a new task
+    /// (`--min-free-disk`, default 100 MiB; 0: no check). Below it, dispatches are refused
+    /// with the reason and masters send the tasks elsewhere.
+    pub min_free_disk: u64,
 }
 
 /// A started worker.
@@ -230,6 +235,8 @@ pub async fn start(
             python: config.python.clone(),
             datasources,
             allow_root_tenant: config.allow_root_tenant,
+            min_free_disk: config.min_free_disk,
+            data_dir: config.data_dir.clone(),
         },
         outbox.clone(),
     );

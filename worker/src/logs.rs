@@ -30,24 +30,6 @@ pub(crate) fn log_path(
 /// Most bytes of a log sent with the attempt's end for the master to keep (its last ones).
 pub(crate) const KEPT_BYTES: u64 = 256 * 1024;
 
-/// The last [`KEPT_BYTES`] of the log at `path`, and its whole size (empty and 0 when
-/// there is none).
-pub(crate) fn tail(path: &Path) -> (Vec<u8>, u64) {
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return (Vec::new(), 0);
-    };
-    let size = file.metadata().map_or(0, |m| m.len());
-    let from = size.saturating_sub(KEPT_BYTES);
-    let mut content = Vec::with_capacity((size - from) as usize);
-    let read = file
-        .seek(SeekFrom::Start(from))
-        .and_then(|_| file.take(size - from).read_to_end(&mut content));
-    match read {
-        Ok(_) => (content, size),
-        Err(_) => (Vec::new(), 0),
-    }
-}
-
 /// Reads up to `limit` bytes (0 = [`DEFAULT_READ_LIMIT`], capped at [`MAX_READ_LIMIT`])
 /// starting at `offset`. `None` when the log does not exist; an offset past the end gives
 /// an empty read.

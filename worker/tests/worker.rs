@@ -172,6 +172,8 @@ struct Launch {
     dir: Option<tempfile::TempDir>,
     /// The in-process registry by default.
     registry: Option<Registry>,
+    /// `--min-free-disk` (none by default).
+    min_free_disk: u64,
 }
 
 impl Default for Launch {
@@ -182,6 +184,7 @@ impl Default for Launch {
             grace_period: Duration::from_secs(5),
             dir: None,
             registry: None,
+            min_free_disk: 0,
         }
     }
 }
@@ -198,6 +201,7 @@ fn worker_config(l: &Launch, dir: &Path) -> WorkerConfig {
         grace_period: l.grace_period,
         secret: Default::default(),
         allow_root_tenant: false,
+        min_free_disk: l.min_free_disk,
     }
 }
 
@@ -446,6 +450,9 @@ echo oops >&2"#,
     assert!(log.contains("oops\n"), "{log}");
     assert_eq!(w.read_log(&t, 1, 4).await.unwrap(), b"ello");
     assert!(w.path("data/logs/100/1_1.log").is_file());
+    // The end of the log (all of this one) travels with the end, for the master to keep.
+    assert_eq!(events[1].log, log.as_bytes());
+    assert_eq!(events[1].log_size, log.len() as u64);
 
     let mut other = t.clone();
     other.attempt = 2;
@@ -529,6 +536,24 @@ async fn tasks_beyond_the_slots_are_rejected() {
     assert_eq!(
         kinds(&master.until_done(5).await),
         [TaskEventKind::Running, TaskEventKind::Success]
+    );
+}
+
+#[tokio::test]
+async fn a_worker_short_of_disk_space_refuses_new_tasks_and_says_why() {
+    let master = start_master("127.0.0.1:0".parse().unwrap()).await;
+    let mut w = launch(Launch {
+        min_free_disk: u64::MAX,
+        ..Launch::default()
+    })
+    .await;
+    let r = w.dispatch(vec![shell(6, "echo hi", &master.addr)]).await;
+    assert_eq!(r.rejected, [6]);
+    assert!(r.reason.contains("--min-free-disk"), "{}", r.reason);
+    assert!(
+        r.reason.contains(&w.path("data").display().to_string()),
+        "names the directory: {}",
+        r.reason
     );
 }
 

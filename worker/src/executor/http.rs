@@ -6,7 +6,7 @@
 //! credentials), the status and the response body up to [`LOG_BODY_LIMIT`].
 
 use super::kill::KillSwitch;
-use super::mask::TaskLog;
+use super::task_log::TaskLog;
 use super::{NO_EXIT_CODE, Outcome};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Client, Method, Url};
@@ -223,9 +223,9 @@ fn extract(
 fn log_body(log: &TaskLog, body: &[u8], complete: bool) {
     let shown = &body[..body.len().min(LOG_BODY_LIMIT)];
     if !shown.is_empty() {
-        let _ = log.write(shown);
+        log.write(shown);
         if !shown.ends_with(b"\n") {
-            let _ = log.write(b"\n");
+            log.write(b"\n");
         }
     }
     if shown.len() < body.len() || !complete {

@@ -5,9 +5,6 @@
 //! [`TaskSpec::masked`]: shoal_common::proto::TaskSpec
 
 use std::borrow::Cow;
-use std::fs::File;
-use std::io::Write;
-use std::path::Path;
 use std::sync::Arc;
 
 const MASK: &[u8] = b"***";
@@ -102,47 +99,6 @@ impl MaskStream {
     /// The rest, at the end of the output.
     pub(crate) fn finish(self) -> Vec<u8> {
         self.held
-    }
-}
-
-/// The log of one task attempt, masked.
-pub(crate) struct TaskLog {
-    file: File,
-    mask: Mask,
-}
-
-impl TaskLog {
-    /// Opens (creating it and its directory) the log of one attempt for appending.
-    pub(crate) fn open(path: &Path, mask: Mask) -> std::io::Result<TaskLog> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)?;
-        Ok(TaskLog { file, mask })
-    }
-
-    pub(crate) fn mask(&self) -> &Mask {
-        &self.mask
-    }
-
-    /// Appends a worker note; a log that cannot be written is not worth failing the task.
-    pub(crate) fn note(&self, message: &str) {
-        let line = format!("[shoal] {}\n", self.mask.text(message));
-        let _ = (&self.file).write_all(line.as_bytes());
-    }
-
-    /// Appends `bytes`, masked.
-    pub(crate) fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
-        (&self.file).write_all(&self.mask.bytes(bytes))
-    }
-
-    /// Another handle on the file, for output copied in pieces (mask it with a
-    /// [`MaskStream`] on the way).
-    pub(crate) fn try_clone(&self) -> std::io::Result<File> {
-        self.file.try_clone()
     }
 }
 

@@ -28,14 +28,16 @@ mod orphans;
 mod process;
 mod set_value;
 mod sql;
+mod task_log;
 mod tenant;
 
+use crate::disk::DiskCheck;
 use crate::journal::Unacked;
 use crate::logs;
 use crate::outbox::Outbox;
 use fence::Fences;
 use kill::{KillSwitch, StopReason};
-use mask::{Mask, TaskLog};
+use mask::Mask;
 use process::Program;
 use serde::Deserialize;
 use shoal_common::definition::{HttpSpec, SqlSpec, TimeoutStrategy};
@@ -48,6 +50,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+use task_log::TaskLog;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
@@ -79,6 +82,9 @@ pub(crate) struct ExecutorConfig {
     pub(crate) datasources: Datasources,
     /// Whether a workflow's tenant may be root.
     pub(crate) allow_root_tenant: bool,
+    /// The data dir, and the least free space on its disk for taking a new task.
+    pub(crate) data_dir: PathBuf,
+    pub(crate) min_free_disk: u64,
 }
 
 /// One attempt of one task instance.
@@ -217,6 +223,7 @@ pub(crate) struct Executor {
     python: String,
     datasources: Datasources,
     allow_root_tenant: bool,
+    disk: DiskCheck,
     outbox: Outbox,
     table: Mutex<Table>,
     running_count: watch::Sender<u32>,
@@ -235,8 +242,11 @@ impl Executor {
             python,
             datasources,
             allow_root_tenant,
+            data_dir,
+            min_free_disk,
         } = config;
         Arc::new(Executor {
+            disk: DiskCheck::new(data_dir, min_free_disk),
             slots,
             dirs,
             python,
@@ -285,6 +295,8 @@ impl Executor {
         let mut reasons = BTreeSet::new();
         let mut start = Vec::new();
         let mut reroutes = Vec::new();
+        // Checked once per call, and only when a new attempt would start.
+        let mut disk: Option<Option<String>> = None;
         {
             let mut table = self.table.lock().expect("task table lock");
             // Read under the table lock, which abandoning takes too: a task accepted before
@@ -341,6 +353,12 @@ impl Executor {
                 }
                 if !table.accepting {
                     reasons.insert("worker is shutting down".to_string());
+                    response.rejected.push(id);
+                    continue;
+                }
+                let disk = disk.get_or_insert_with(|| self.disk.refusal());
+                if let Some(why) = disk {
+                    reasons.insert(why.clone());
                     response.rejected.push(id);
                     continue;
                 }
@@ -596,7 +614,7 @@ impl Executor {
         let started = Instant::now();
         metrics::WORKER_TASKS_STARTED.inc();
         metrics::WORKER_TASKS_RUNNING.inc();
-        let outcome = self.execute(&spec, &task).await;
+        let (outcome, log) = self.execute(&spec, &task).await;
         let (kind, state, finished) = match &outcome {
             Outcome::Success { .. } => (
                 TaskEventKind::Success,
@@ -629,13 +647,9 @@ impl Executor {
             Outcome::Killed { message } => event.message = message,
         }
         // The master keeps the log's end, readable when this worker is gone.
-        let log = logs::log_path(
-            &self.dirs.logs,
-            spec.workflow_instance_id,
-            spec.task_instance_id,
-            spec.attempt,
-        );
-        (event.log, event.log_size) = logs::tail(&log);
+        if let Some(log) = log {
+            (event.log, event.log_size) = log.end();
+        }
         if !spec.masked.is_empty() {
             // What the master stores and the API shows must not carry the secrets either.
             let mask = Mask::new(&spec.masked);
@@ -704,11 +718,13 @@ impl Executor {
         }
     }
 
-    async fn execute(&self, spec: &TaskSpec, task: &RunningTask) -> Outcome {
+    /// Runs the task; returns its outcome and its log (none for a noop, which has none).
+    async fn execute(&self, spec: &TaskSpec, task: &RunningTask) -> (Outcome, Option<TaskLog>) {
         if task.kill.requested() {
-            return Outcome::Killed {
+            let killed = Outcome::Killed {
                 message: "killed before it started".into(),
             };
+            return (killed, None);
         }
         let body = if spec.definition_json.trim().is_empty() {
             TaskBody::default()
@@ -731,9 +747,10 @@ impl Executor {
                     attempt = spec.attempt,
                     "task started"
                 );
-                return Outcome::Success {
+                let done = Outcome::Success {
                     output: HashMap::new(),
                 };
+                return (done, None);
             }
             "shell" => match body.command.as_deref() {
                 Some(command) if !command.trim().is_empty() => Work::Script {
@@ -771,15 +788,7 @@ impl Executor {
             spec.task_instance_id,
             spec.attempt,
         );
-        let log = match TaskLog::open(&log_path, Mask::new(&spec.masked)) {
-            Ok(f) => f,
-            Err(e) => {
-                return Outcome::failure(format!(
-                    "cannot open task log {}: {e}",
-                    log_path.display()
-                ));
-            }
-        };
+        let log = TaskLog::open(&log_path, Mask::new(&spec.masked));
         let run = async {
             match work {
                 Work::Script { program, script } => {
@@ -799,7 +808,7 @@ impl Executor {
             Some(limit) => with_timeout(run, limit, body.timeout_strategy, task, &log, spec).await,
             None => run.await,
         };
-        match (outcome, task.kill.reason()) {
+        let outcome = match (outcome, task.kill.reason()) {
             (Outcome::Killed { .. }, Some(StopReason::TimedOut)) => {
                 let limit = body.timeout.unwrap_or_default();
                 Outcome::failure(format!(
@@ -819,7 +828,8 @@ impl Executor {
                 killed
             }
             (outcome, _) => outcome,
-        }
+        };
+        (outcome, Some(log))
     }
 
     /// Reports RUNNING.
@@ -843,10 +853,6 @@ impl Executor {
         script: &str,
         log: &TaskLog,
     ) -> Outcome {
-        let output_log = match log.try_clone() {
-            Ok(f) => f,
-            Err(e) => return Outcome::failure(format!("cannot share the task log: {e}")),
-        };
         let tenant = Some(spec.tenant.as_str())
             .filter(|t| !t.is_empty())
             .map(|t| tenant::lookup(t, self.allow_root_tenant))
@@ -872,7 +878,7 @@ impl Executor {
         task.kill.attach(process.pgid);
         self.started(spec, task, Some(process.pgid));
 
-        let exit = process.wait(output_log, log.mask().stream()).await;
+        let exit = process.wait(log, log.mask().stream()).await;
         task.kill.detach();
         // `wait` killed what was left of the group after the task exited.
         if let Some(record) = record {
@@ -918,7 +924,7 @@ impl Executor {
     }
 
     /// A failure before any process ran: the reason goes to the task log and the event.
-    fn fail_early(&self, spec: &TaskSpec, message: String) -> Outcome {
+    fn fail_early(&self, spec: &TaskSpec, message: String) -> (Outcome, Option<TaskLog>) {
         warn!(task_instance_id = spec.task_instance_id, attempt = spec.attempt, error = %message, "task failed before it started");
         let path = logs::log_path(
             &self.dirs.logs,
@@ -926,10 +932,9 @@ impl Executor {
             spec.task_instance_id,
             spec.attempt,
         );
-        if let Ok(log) = TaskLog::open(&path, Mask::new(&spec.masked)) {
-            log.note(&message);
-        }
-        Outcome::failure(message)
+        let log = TaskLog::open(&path, Mask::new(&spec.masked));
+        log.note(&message);
+        (Outcome::failure(message), Some(log))
     }
 
     fn work_dir(&self, spec: &TaskSpec) -> PathBuf {
@@ -1082,6 +1087,8 @@ mod tests {
                 python: crate::DEFAULT_PYTHON.into(),
                 datasources: Datasources::new(&Default::default(), 4).unwrap(),
                 allow_root_tenant: false,
+                data_dir: dir.to_path_buf(),
+                min_free_disk: 0,
             },
             outbox.clone(),
         )

@@ -9,11 +9,10 @@
 use super::kill::kill_group;
 use super::mask::MaskStream;
 use super::set_value::OutputScanner;
+use super::task_log::TaskLog;
 use super::tenant::Tenant;
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::fs::File;
-use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -220,14 +219,13 @@ impl TaskProcess {
     /// is left of its process group: background processes of a finished task would hold
     /// its slot's resources with nobody left to track or kill them (and keep its output
     /// open).
-    pub(crate) async fn wait(self, mut log: File, mut mask: MaskStream) -> TaskExit {
+    pub(crate) async fn wait(self, log: &TaskLog, mut mask: MaskStream) -> TaskExit {
         let TaskProcess {
             mut child,
             mut output,
             pgid,
         } = self;
         let mut scanner = OutputScanner::default();
-        let mut log_failed = false;
         let status;
         {
             let copy = async {
@@ -237,12 +235,7 @@ impl TaskProcess {
                         Ok(0) => break,
                         Ok(n) => {
                             let shown = mask.feed(&buf[..n]);
-                            if let Err(e) = log.write_all(&shown)
-                                && !log_failed
-                            {
-                                log_failed = true;
-                                warn!(error = %e, "cannot write task log");
-                            }
+                            log.append(&shown);
                             scanner.feed(&shown);
                         }
                         Err(e) => {
@@ -277,9 +270,7 @@ impl TaskProcess {
             }
         }
         let rest = mask.finish();
-        if log.write_all(&rest).is_err() && !log_failed {
-            warn!("cannot write task log");
-        }
+        log.append(&rest);
         scanner.feed(&rest);
         let (output, output_truncated) = scanner.finish();
         TaskExit {

@@ -13,7 +13,7 @@
 //! background on its connection thread before the connection closes.)
 
 use super::kill::KillSwitch;
-use super::mask::TaskLog;
+use super::task_log::TaskLog;
 use super::{NO_EXIT_CODE, Outcome};
 use shoal_common::definition::{SqlOutput, SqlSpec};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
