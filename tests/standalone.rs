@@ -516,3 +516,47 @@ fn a_config_file_sets_what_neither_flags_nor_the_environment_do() {
         text(&out.stderr)
     );
 }
+
+/// `--retention` and `--log-retention`: an instance that ended longer ago than the
+/// retention goes with its task rows and its logs (on the worker too); one still running
+/// stays.
+#[test]
+fn ended_instances_and_their_logs_go_after_the_retention() {
+    let s = Standalone::start_with(&[("SHOAL_RETENTION", "3s"), ("SHOAL_LOG_RETENTION", "3s")]);
+    apply(
+        &s,
+        "short",
+        "name: short\ntasks:\n- { name: a, type: shell, command: 'echo hi' }\n",
+    );
+    apply(
+        &s,
+        "long",
+        "name: long\ntasks:\n- { name: a, type: shell, command: 'echo hi; sleep 15' }\n",
+    );
+    let start = |name: &str| {
+        let out = cli(&s.api, &["start", name]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout).trim().parse::<i64>().unwrap()
+    };
+    let (short, long) = (start("short"), start("long"));
+    let ended = s.api.wait_instance(short, Duration::from_secs(20));
+    assert_eq!(ended["state"], "success");
+    let task = ended["tasks"][0]["id"].as_i64().unwrap();
+    let logs = s.dir.path().join(format!("data/logs/{short}"));
+    assert!(logs.is_dir(), "{} holds the log", logs.display());
+
+    support::wait_for("the ended instance to go", Duration::from_secs(30), || {
+        (s.api.status(&format!("/instances/{short}")) == 404).then_some(())
+    });
+    assert_eq!(s.api.status(&format!("/task-instances/{task}/log")), 404);
+    support::wait_for("its log directory to go", Duration::from_secs(30), || {
+        (!logs.exists()).then_some(())
+    });
+    let running = s.api.get(&format!("/instances/{long}"));
+    assert_eq!(running["state"], "running", "a running instance stays");
+    let log_of_long = s.dir.path().join(format!("data/logs/{long}"));
+    assert!(
+        log_of_long.is_dir(),
+        "and so does the log of its running task"
+    );
+}

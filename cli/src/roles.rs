@@ -58,6 +58,12 @@ pub struct ExecArgs {
     /// their group, and a task is not started where its log and script would not fit.
     #[arg(long, env = "SHOAL_MIN_FREE_DISK", default_value = "100MiB", value_parser = parse_free_disk)]
     pub min_free_disk: u64,
+    /// Delete the task logs of an instance on this worker once nothing was written to them
+    /// for this long (e.g. 30d); 0 keeps them for ever. The master keeps each log's end
+    /// apart from this (see --retention).
+    #[arg(long, env = "SHOAL_LOG_RETENTION", default_value = "0", value_parser = shoal_common::duration::parse)]
+    #[serde(serialize_with = "serialize_duration")]
+    pub log_retention: Duration,
 }
 
 /// `--min-free-disk`: a size, or 0 for no check.
@@ -548,6 +554,12 @@ pub struct TimingArgs {
     #[arg(long, env = "SHOAL_RECONCILE_INTERVAL", default_value = "30s", value_parser = shoal_common::duration::parse)]
     #[serde(serialize_with = "serialize_duration")]
     pub reconcile_interval: Duration,
+    /// Delete instances that succeeded, failed or were stopped longer ago than this (e.g.
+    /// 30d), with their task rows and kept logs, in small batches by the leader master; 0
+    /// keeps them for ever. Paused instances stay.
+    #[arg(long, env = "SHOAL_RETENTION", default_value = "0", value_parser = shoal_common::duration::parse)]
+    #[serde(serialize_with = "serialize_duration")]
+    pub retention: Duration,
 }
 
 /// Where a master listens and how it is reached.
@@ -575,6 +587,7 @@ fn master_config(
         reconcile: timing.reconcile_interval,
         secret,
         secret_key,
+        retention: Some(timing.retention).filter(|d| !d.is_zero()),
     }
 }
 
@@ -661,6 +674,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
             secret: secret.clone(),
             allow_root_tenant: args.exec.allow_root_tenant,
             min_free_disk: args.exec.min_free_disk,
+            log_retention: Some(args.exec.log_retention).filter(|d| !d.is_zero()),
         },
         registry.clone(),
         shutdown.clone(),
@@ -792,6 +806,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
             secret,
             allow_root_tenant: args.exec.allow_root_tenant,
             min_free_disk: args.exec.min_free_disk,
+            log_retention: Some(args.exec.log_retention).filter(|d| !d.is_zero()),
         },
         registry,
         shutdown.clone(),

@@ -80,6 +80,7 @@ store_suite!(
     a_repeated_idempotency_key_returns_the_first_run_and_starts_nothing,
     concurrent_calls_with_one_key_start_one_run,
     a_rejected_command_and_the_triggers_of_the_latest_versions_are_read,
+    retention_deletes_instances_ended_before_the_cutoff_with_their_rows,
 );
 
 #[path = "store_suite/schedules.rs"]
@@ -1113,4 +1114,83 @@ async fn all_writes_of_a_lost_instance_are_fenced(ctx: Ctx) {
         "its attempt was not changed"
     );
     assert_eq!(store.list_task_instances(mine.id).await.unwrap().len(), 1);
+}
+
+/// Ends `instance` as `state` at `ended_at`, with one task row and its kept log.
+async fn end_with_a_task(
+    store: &Store,
+    instance: &InstanceRow,
+    state: WorkflowState,
+    ended_at: i64,
+) {
+    let tasks = write(
+        store,
+        WriteBatch {
+            new_tasks: vec![new_task(instance, "a")],
+            ..Default::default()
+        },
+    )
+    .await;
+    let task = tasks.new_task_ids[0];
+    write(
+        store,
+        WriteBatch {
+            instance_updates: vec![InstanceUpdate {
+                id: instance.id,
+                owner_epoch: instance.owner_epoch,
+                state,
+                ended_at: Some(ended_at),
+            }],
+            task_logs: vec![(
+                instance.id,
+                KeptLog {
+                    task_instance_id: task,
+                    content: b"done".to_vec(),
+                    size: 4,
+                },
+            )],
+            ..Default::default()
+        },
+    )
+    .await;
+}
+
+async fn retention_deletes_instances_ended_before_the_cutoff_with_their_rows(ctx: Ctx) {
+    let store = &ctx.store;
+    let mut old = Vec::new();
+    for name in ["old1", "old2", "old3"] {
+        let i = running_instance(store, name).await;
+        end_with_a_task(store, &i, WorkflowState::Success, 1_000).await;
+        old.push(i.id);
+    }
+    let failed = running_instance(store, "old_failed").await;
+    end_with_a_task(store, &failed, WorkflowState::Failure, 2_000).await;
+    let paused = running_instance(store, "old_paused").await;
+    end_with_a_task(store, &paused, WorkflowState::Paused, 1_000).await;
+    let recent = running_instance(store, "recent").await;
+    end_with_a_task(store, &recent, WorkflowState::Success, 50_000).await;
+    let running = running_instance(store, "running").await;
+
+    // Batches of two, oldest first: the third old success and the failure come next.
+    let first = store.prune_ended(10_000, 2).await.unwrap();
+    assert_eq!((first.instances, first.tasks), (2, 2));
+    let second = store.prune_ended(10_000, 2).await.unwrap();
+    assert_eq!((second.instances, second.tasks), (2, 2));
+    let last = store.prune_ended(10_000, 2).await.unwrap();
+    assert_eq!(last.instances, 0, "nothing else is old and ended");
+
+    for id in old.iter().chain([&failed.id]) {
+        assert_eq!(store.get_instance(*id).await.unwrap(), None);
+        assert!(store.list_task_instances(*id).await.unwrap().is_empty());
+    }
+    for kept in [paused.id, recent.id, running.id] {
+        assert!(store.get_instance(kept).await.unwrap().is_some(), "{kept}");
+    }
+    let task = store.list_task_instances(recent.id).await.unwrap()[0].id;
+    assert!(store.kept_log(task).await.unwrap().is_some());
+    assert_eq!(
+        ctx.count_raw("SELECT count(*) FROM task_log").await,
+        2,
+        "the kept logs of the paused and the recent instance"
+    );
 }

@@ -10,6 +10,7 @@ pub mod engine;
 pub mod failover;
 pub mod intake;
 pub mod queue;
+mod retention;
 pub mod runtime;
 mod secrets;
 mod service;
@@ -20,6 +21,7 @@ use dispatch::{Dispatcher, LeaseCheck};
 use engine::{Engine, EngineMsg};
 use failover::Failover;
 use intake::Intake;
+use retention::Retention;
 use service::MasterService;
 use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::proto::master_server::MasterServer;
@@ -71,6 +73,8 @@ pub struct MasterConfig {
     pub secret_key: Option<SecretKey>,
     /// The api-server's URL outside systems reach (None: callback tasks fail, saying so).
     pub api_url: Option<String>,
+    /// How long ended instances are kept (`--retention`; None: for ever).
+    pub retention: Option<Duration>,
 }
 
 pub struct MasterHandle {
@@ -148,9 +152,16 @@ pub async fn start(
         lost: membership.lost(),
     };
     let dispatcher = Dispatcher::new(workers, clients, engine_tx.clone(), lease);
+    let leadership = registry.lead("cron", &addr, shutdown.clone());
+    // Housekeeping goes with the cron lead: one master does it.
+    let retention = config.retention.map(|keep| Retention {
+        store: store.clone(),
+        leadership: leadership.clone(),
+        keep,
+    });
     let cron = Cron {
         store: store.clone(),
-        leadership: registry.lead("cron", &addr, shutdown.clone()),
+        leadership,
     };
     let alert_sender = alerts::Sender {
         store: store.clone(),
@@ -192,6 +203,9 @@ pub async fn start(
             }
         }),
     ];
+    if let Some(retention) = retention {
+        tasks.push(tokio::spawn(retention.run(shutdown.clone())));
+    }
     // A lapsed lease means another master may have taken instances over.
     let mut lost = membership.lost();
     let engine = engine_tx;

@@ -48,6 +48,12 @@ impl Api {
         self.get_ok(&format!("/api/v1{path}")).json().unwrap()
     }
 
+    /// The status of `GET /api/v1{path}`.
+    pub fn status(&self, path: &str) -> u16 {
+        let url = format!("{}/api/v1{path}", self.base);
+        self.http.get(url).send().unwrap().status().as_u16()
+    }
+
     /// GET `path` (from the server's root), which must succeed.
     fn get_ok(&self, path: &str) -> reqwest::blocking::Response {
         let resp = self

@@ -149,6 +149,9 @@ pub struct WorkerConfig {
     /// (`--min-free-disk`, default 100 MiB; 0: no check). Below it, dispatches are refused
     /// with the reason and masters send the tasks elsewhere.
     pub min_free_disk: u64,
+    /// How long task logs are kept on this worker (`--log-retention`; None: for ever): an
+    /// instance's log directory goes once nothing was written in it for this long.
+    pub log_retention: Option<Duration>,
 }
 
 /// A started worker.
@@ -276,6 +279,15 @@ pub async fn start(
         node_stop.clone(),
     ));
 
+    if let Some(keep) = config.log_retention {
+        let running = executor.clone();
+        tokio::spawn(logs::prune_every(
+            dirs.logs.clone(),
+            keep,
+            move || running.running_attempts(),
+            node_stop.clone(),
+        ));
+    }
     let server_stop = CancellationToken::new();
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let service = WorkerService::new(executor.clone(), dirs.logs.clone());

@@ -202,6 +202,7 @@ fn worker_config(l: &Launch, dir: &Path) -> WorkerConfig {
         secret: Default::default(),
         allow_root_tenant: false,
         min_free_disk: l.min_free_disk,
+        log_retention: None,
     }
 }
 

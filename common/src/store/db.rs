@@ -198,6 +198,14 @@ impl Tx {
         }
     }
 
+    /// Runs a statement; returns how many rows it changed.
+    pub(super) async fn execute_counted(&mut self, stmt: &impl SqlxBinder) -> Result<u64> {
+        match self {
+            Tx::Postgres(tx) => run!(counted, &mut **tx, stmt.build_sqlx(PostgresQueryBuilder)),
+            Tx::Sqlite(tx) => run!(counted, &mut **tx, stmt.build_sqlx(SqliteQueryBuilder)),
+        }
+    }
+
     pub(super) async fn fetch_all<T: Record>(&mut self, stmt: &impl SqlxBinder) -> Result<Vec<T>> {
         match self {
             Tx::Postgres(tx) => run!(fetch_all, &mut **tx, stmt.build_sqlx(PostgresQueryBuilder)),
@@ -256,6 +264,13 @@ macro_rules! run {
         let (sql, values) = $built;
         sqlx::query_with(&sql, values).execute($exec).await?;
         Ok(())
+    }};
+    (counted, $exec:expr, $built:expr) => {{
+        let (sql, values) = $built;
+        Ok(sqlx::query_with(&sql, values)
+            .execute($exec)
+            .await?
+            .rows_affected())
     }};
     ($method:ident, $exec:expr, $built:expr) => {{
         let (sql, values) = $built;

@@ -277,6 +277,16 @@ impl Executor {
     }
 
     /// The number of running tasks, updated on every change.
+    /// The attempts running now (task instance id, attempt).
+    pub(crate) fn running_attempts(&self) -> std::collections::HashSet<(i64, i32)> {
+        let table = self.table.lock().expect("task table lock");
+        table
+            .running
+            .keys()
+            .map(|k| (k.task_instance_id, k.attempt))
+            .collect()
+    }
+
     pub(crate) fn running(&self) -> watch::Receiver<u32> {
         self.running_count.subscribe()
     }
