@@ -971,6 +971,48 @@ fn the_logs_of_a_killed_worker_s_tasks_are_read_from_the_store() {
     assert!(full.ends_with(kept));
 }
 
+/// The log of a task that was running when its worker died is not lost with it: the
+/// worker sent what the log held every few seconds while it grew, and the master kept it.
+#[test]
+fn the_log_of_a_task_running_when_its_worker_died_is_kept() {
+    let mut c = Cluster::start("running_log", &["default"]);
+    c.apply(
+        "name: chatty\ntasks:\n- { name: slow, type: shell, command: 'for i in $(seq 1 30); do echo line $i; sleep 0.5; done' }\n",
+    );
+    let id = c.instance_of(c.submit("chatty", json!({})));
+    let running = c.wait_running(&[id]).remove(0);
+    let tid = running["id"].as_i64().unwrap();
+    // Past the first shipment (5 s after the start).
+    c.wait_until(
+        "the log to reach line 12",
+        Duration::from_secs(30),
+        &[id],
+        || {
+            let (_, log) = c.api.log(tid);
+            log.contains("line 12\n").then_some(())
+        },
+    );
+    let worker = c.workers.remove(0);
+    worker.proc.signal("KILL");
+    drop(worker);
+    c.log("worker0 killed mid-task");
+    c.wait_until("the attempt to be lost", TAKEOVER_TIMEOUT, &[id], || {
+        let rows = c.rows_in(&[id], "need_fault_tolerance");
+        rows.iter().any(|r| r["id"] == tid).then_some(())
+    });
+    let (source, log) = c.api.log(tid);
+    assert_eq!(source, "store", "the worker is gone");
+    let lines: Vec<&str> = log.lines().collect();
+    assert!(
+        lines.len() >= 9
+            && lines
+                .iter()
+                .enumerate()
+                .all(|(i, l)| *l == format!("line {}", i + 1)),
+        "the log as it was at the last shipment, whole and in order: {log}"
+    );
+}
+
 /// Commits of unknown outcome: the only master reaches Postgres through a proxy that cuts
 /// its connection right after a COMMIT reached the server, eight times while diamonds
 /// run. Each time the master cannot know whether its writes landed; it takes those

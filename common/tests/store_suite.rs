@@ -81,6 +81,7 @@ store_suite!(
     concurrent_calls_with_one_key_start_one_run,
     a_rejected_command_and_the_triggers_of_the_latest_versions_are_read,
     retention_deletes_instances_ended_before_the_cutoff_with_their_rows,
+    a_longer_kept_log_replaces_a_shorter_one_and_never_the_reverse,
 );
 
 #[path = "store_suite/schedules.rs"]
@@ -1193,4 +1194,36 @@ async fn retention_deletes_instances_ended_before_the_cutoff_with_their_rows(ctx
         2,
         "the kept logs of the paused and the recent instance"
     );
+}
+
+async fn a_longer_kept_log_replaces_a_shorter_one_and_never_the_reverse(ctx: Ctx) {
+    let store = &ctx.store;
+    let i = running_instance(store, "w").await;
+    let task = write(
+        store,
+        WriteBatch {
+            new_tasks: vec![new_task(&i, "a")],
+            ..Default::default()
+        },
+    )
+    .await
+    .new_task_ids[0];
+    let log = |text: &str| KeptLog {
+        task_instance_id: task,
+        content: text.as_bytes().to_vec(),
+        size: text.len() as u64,
+    };
+    let keep = |logs: Vec<KeptLog>| WriteBatch {
+        task_logs: logs.into_iter().map(|l| (i.id, l)).collect(),
+        epochs: vec![(i.id, i.owner_epoch)],
+        ..Default::default()
+    };
+    // While it runs: the log so far; two in one batch (the end overtook a shipment).
+    write(store, keep(vec![log("one\n")])).await;
+    write(store, keep(vec![log("one\ntwo\n"), log("one\ntwo\nend\n")])).await;
+    let kept = store.kept_log(task).await.unwrap().unwrap();
+    assert_eq!(kept.content, b"one\ntwo\nend\n");
+    // A late shipment of less changes nothing.
+    write(store, keep(vec![log("one\n")])).await;
+    assert_eq!(store.kept_log(task).await.unwrap().unwrap(), kept);
 }

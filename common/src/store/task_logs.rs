@@ -5,7 +5,13 @@ use super::Store;
 use super::db::{Tx, insert_rows};
 use super::schema::TaskLog as Log;
 use crate::error::Result;
-use sea_query::{Expr, ExprTrait, OnConflict, Query};
+use sea_query::{Expr, ExprTrait, Iden, OnConflict, Query};
+use std::collections::BTreeMap;
+
+/// The row an upsert proposed (`excluded` in Postgres and SQLite).
+#[derive(Iden)]
+#[iden = "excluded"]
+struct Excluded;
 
 /// The kept end of one attempt's log.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,15 +23,24 @@ pub struct KeptLog {
     pub size: u64,
 }
 
-/// Records kept logs; one already there (a resent end) stays as it is.
+/// Records kept logs: a longer log of an attempt (a running attempt's log grows, then its
+/// end comes) replaces a shorter one; a resent or late one changes nothing.
 pub(super) async fn insert_logs(tx: &mut Tx, logs: &[&KeptLog]) -> Result<()> {
     if logs.is_empty() {
         return Ok(());
     }
+    // One row per attempt: a statement may not update a row twice.
+    let mut longest: BTreeMap<i64, &KeptLog> = BTreeMap::new();
+    for l in logs {
+        let kept = longest.entry(l.task_instance_id).or_insert(l);
+        if l.size > kept.size {
+            *kept = l;
+        }
+    }
     let mut insert = insert_rows(
         Log::Table,
         [Log::TaskInstanceId, Log::Content, Log::Size],
-        logs.iter().map(|l| {
+        longest.values().map(|l| {
             [
                 l.task_instance_id.into(),
                 l.content.clone().into(),
@@ -35,7 +50,10 @@ pub(super) async fn insert_logs(tx: &mut Tx, logs: &[&KeptLog]) -> Result<()> {
     );
     insert.on_conflict(
         OnConflict::column(Log::TaskInstanceId)
-            .do_nothing()
+            .update_columns([Log::Content, Log::Size])
+            .action_and_where(
+                Expr::col((Log::Table, Log::Size)).lt(Expr::col((Excluded, Log::Size))),
+            )
             .to_owned(),
     );
     tx.execute(&insert).await?;

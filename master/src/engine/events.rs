@@ -38,14 +38,34 @@ impl Engine {
             TaskEventKind::Success => TaskState::Success,
             TaskEventKind::Failure => TaskState::Failure,
             TaskEventKind::Killed => TaskState::Killed,
+            // The log so far of a running attempt: kept, nothing else changes.
+            TaskEventKind::Log => TaskState::Running,
             TaskEventKind::Unspecified => return,
         };
-        match self.tasks.get_mut(&ev.task_instance_id) {
+        let instance = match self.tasks.get_mut(&ev.task_instance_id) {
             // Events can overtake the dispatcher's notice: remember the worker either way,
             // so its slot is given back when the task ends.
-            Some(t) if t.attempt == ev.attempt => t.place.reached(worker),
+            Some(t) if t.attempt == ev.attempt => {
+                t.place.reached(worker);
+                t.instance
+            }
             // Not ours (any more), or another attempt: acknowledged and ignored.
             _ => return,
+        };
+        if ev.log_size > 0 {
+            // Written under the instance's epoch, like the rest of the batch.
+            if let Some(run) = self.runs.get(&instance) {
+                cycle.epochs.insert(instance, run.epoch);
+            }
+            let kept = KeptLog {
+                task_instance_id: ev.task_instance_id,
+                content: std::mem::take(&mut ev.log),
+                size: ev.log_size,
+            };
+            cycle.batch.task_logs.push((ev.workflow_instance_id, kept));
+        }
+        if ev.kind() == TaskEventKind::Log {
+            return;
         }
         let mut u = TaskUpdate::state(ev.task_instance_id, state);
         u.worker = Some(worker.to_string());
@@ -56,14 +76,6 @@ impl Engine {
             u.exit_code = Some(ev.exit_code);
             u.output = (!ev.output.is_empty()).then(|| ev.output.clone().into_iter().collect());
             u.message = (!ev.message.is_empty()).then(|| ev.message.clone());
-            if ev.log_size > 0 {
-                let kept = KeptLog {
-                    task_instance_id: ev.task_instance_id,
-                    content: std::mem::take(&mut ev.log),
-                    size: ev.log_size,
-                };
-                cycle.batch.task_logs.push((ev.workflow_instance_id, kept));
-            }
         }
         self.task_event(
             ev.task_instance_id,

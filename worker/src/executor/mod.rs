@@ -57,6 +57,9 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 
 /// Finished attempts remembered to recognise a duplicate dispatch.
 const FINISHED_MEMORY: usize = 100_000;
+/// How often a running task's grown log is sent to its master, and how much of its end.
+const SHIP_LOG_EVERY: Duration = Duration::from_secs(5);
+const SHIPPED_WHILE_RUNNING: u64 = 64 * 1024;
 /// `exit_code` of a failure that is not a process exit (bad definition, spawn error).
 pub(crate) const NO_EXIT_CODE: i32 = -1;
 const KNOWN_TYPES: &str = "shell, python, http, sql, noop";
@@ -658,7 +661,7 @@ impl Executor {
         }
         // The master keeps the log's end, readable when this worker is gone.
         if let Some(log) = log {
-            (event.log, event.log_size) = log.end();
+            (event.log, event.log_size) = log.end(logs::KEPT_BYTES);
         }
         if !spec.masked.is_empty() {
             // What the master stores and the API shows must not carry the secrets either.
@@ -814,10 +817,15 @@ impl Executor {
                 }
             }
         };
-        let outcome = match body.timeout {
-            Some(limit) => with_timeout(run, limit, body.timeout_strategy, task, &log, spec).await,
-            None => run.await,
+        let run = async {
+            match body.timeout {
+                Some(limit) => {
+                    with_timeout(run, limit, body.timeout_strategy, task, &log, spec).await
+                }
+                None => run.await,
+            }
         };
+        let outcome = self.shipping_log(run, spec, task, &log).await;
         let outcome = match (outcome, task.kill.reason()) {
             (Outcome::Killed { .. }, Some(StopReason::TimedOut)) => {
                 let limit = body.timeout.unwrap_or_default();
@@ -840,6 +848,37 @@ impl Executor {
             (outcome, _) => outcome,
         };
         (outcome, Some(log))
+    }
+
+    /// Runs `work`, sending the end of the log (its last [`SHIPPED_WHILE_RUNNING`] bytes)
+    /// every [`SHIP_LOG_EVERY`] while it grows: the master keeps it, so the log of a task
+    /// whose worker dies mid-run is not lost with it. A task shorter than that sends none.
+    async fn shipping_log(
+        &self,
+        work: impl Future<Output = Outcome>,
+        spec: &TaskSpec,
+        task: &RunningTask,
+        log: &TaskLog,
+    ) -> Outcome {
+        tokio::pin!(work);
+        let start = tokio::time::Instant::now() + SHIP_LOG_EVERY;
+        let mut tick = tokio::time::interval_at(start, SHIP_LOG_EVERY);
+        let mut shipped = 0;
+        loop {
+            // Both arms are cancellation-safe: the work is pinned and polled again, and a
+            // missed tick only delays a shipment.
+            tokio::select! {
+                outcome = &mut work => return outcome,
+                _ = tick.tick() => {
+                    if log.size() > shipped {
+                        let mut ev = event(spec, TaskEventKind::Log);
+                        (ev.log, ev.log_size) = log.end(SHIPPED_WHILE_RUNNING);
+                        shipped = ev.log_size;
+                        self.report(task, ev);
+                    }
+                }
+            }
+        }
     }
 
     /// Reports RUNNING.

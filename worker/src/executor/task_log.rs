@@ -98,11 +98,16 @@ impl TaskLog {
         }
     }
 
-    /// The log's last [`KEPT_BYTES`] and its whole size.
-    pub(crate) fn end(&self) -> (Vec<u8>, u64) {
+    /// The log's last `max` bytes (at most [`KEPT_BYTES`]) and its whole size.
+    pub(crate) fn end(&self, max: u64) -> (Vec<u8>, u64) {
         let kept = self.kept.lock().expect("task log lock");
-        let from = kept.end.len().saturating_sub(KEPT_BYTES as usize);
+        let from = kept.end.len().saturating_sub(max.min(KEPT_BYTES) as usize);
         (kept.end[from..].to_vec(), kept.size)
+    }
+
+    /// The log's whole size so far.
+    pub(crate) fn size(&self) -> u64 {
+        self.kept.lock().expect("task log lock").size
     }
 }
 
@@ -117,7 +122,10 @@ mod tests {
         let log = TaskLog::open(&path, Mask::new(&["hunter2".into()]));
         log.write(b"pw=hunter2\n");
         log.note("done");
-        assert_eq!(log.end(), (b"pw=***\n[shoal] done\n".to_vec(), 20));
+        assert_eq!(
+            log.end(KEPT_BYTES),
+            (b"pw=***\n[shoal] done\n".to_vec(), 20)
+        );
         assert_eq!(std::fs::read(&path).unwrap(), b"pw=***\n[shoal] done\n");
 
         let chunk = vec![b'x'; 100 * 1024];
@@ -125,7 +133,7 @@ mod tests {
             log.append(&chunk);
         }
         log.append(b"last");
-        let (end, size) = log.end();
+        let (end, size) = log.end(KEPT_BYTES);
         assert_eq!(size, 20 + 10 * 100 * 1024 + 4);
         assert_eq!(end.len() as u64, KEPT_BYTES);
         assert!(end.ends_with(b"xlast"));
@@ -139,7 +147,7 @@ mod tests {
         std::fs::write(dir.path().join("1"), b"").unwrap();
         let log = TaskLog::open(&dir.path().join("1/2_1.log"), Mask::default());
         log.write(b"still here\n");
-        let (end, _) = log.end();
+        let (end, _) = log.end(KEPT_BYTES);
         let text = String::from_utf8(end).unwrap();
         assert!(
             text.starts_with("[shoal] cannot create the log file"),
