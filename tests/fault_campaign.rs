@@ -1,8 +1,9 @@
 //! The randomized fault campaign: a cluster of api-server, two masters (reaching Postgres
 //! through a proxy that can cut connections right after a COMMIT, or slow every message)
 //! and three workers (one with its data dir on a small disk of its own) runs a mixed
-//! workload (diamonds of recorded shell tasks, a foreach with max_parallel, a do_while,
-//! and a schedule firing every two seconds) on a Postgres server of the test's own, while
+//! workload (diamonds of recorded shell tasks, a foreach with max_parallel, a do_while, a
+//! task that passes on its retry followed by a sub-workflow, and a schedule firing every
+//! two seconds) on a Postgres server of the test's own, while
 //! faults land at random moments drawn from a printed seed: SIGKILL of a master (a new one
 //! joins) or of a worker (it restarts on its data dir), SIGSTOP of a master past or within
 //! its lease, an etcd restart, a Postgres crash and restart, COMMITs cut, a slow network
@@ -10,7 +11,8 @@
 //! worker killed and restarted while it is full).
 //!
 //! After each round every instance must end `success`, each task must have exactly one
-//! successful attempt that ran exactly once and whose log holds what it printed, no
+//! successful attempt that ran exactly once and whose log holds what it printed (failed
+//! attempts only before a retry that succeeded), each sub-workflow task one child run, no
 //! attempt may start twice, and each command must be exactly one instance (the checks of
 //! `support/fault.rs`); at the end, no schedule time has fired twice. A task whose worker
 //! was killed while it ran may have run before on that worker (at-least-once for what had
@@ -55,6 +57,11 @@ fn a_randomized_fault_campaign_loses_and_repeats_nothing() {
     c.apply(&diamond(&c.execs));
     c.apply(&fan_loop(&c));
     c.apply(&format!(
+        "name: leaf\nparams: {{ nap: '0.2' }}\ntasks:\n- {{ name: leaf, type: shell, command: '{}' }}\n",
+        recorded(&c.execs, "leaf", "nap")
+    ));
+    c.apply(&nest(&c));
+    c.apply(&format!(
         "name: tick\nparams: {{ nap: '0' }}\ntasks:\n- {{ name: tick, type: shell, command: '{}' }}\n",
         recorded(&c.execs, "tick", "nap")
     ));
@@ -63,7 +70,7 @@ fn a_randomized_fault_campaign_loses_and_repeats_nothing() {
         r#"{"cron": "*/2 * * * * *", "misfire": "run_once"}"#,
     );
     assert_eq!(status, 201, "{schedule}");
-    let mut ticks_checked = 0;
+    let (mut ticks_checked, mut leaves_checked) = (0, 0);
 
     let mut faults: BTreeMap<&str, usize> = BTreeMap::new();
     let mut instances = 0;
@@ -72,10 +79,15 @@ fn a_randomized_fault_campaign_loses_and_repeats_nothing() {
     for round in 1..=rounds {
         let diamonds: Vec<i64> = (0..4).map(|_| c.submit_diamond(&mut rng)).collect();
         let fan = c.submit("fan_loop", json!({}));
-        let commands: Vec<i64> = diamonds.iter().copied().chain([fan]).collect();
+        let nested = c.submit("nest", json!({}));
+        let commands: Vec<i64> = diamonds.iter().copied().chain([fan, nested]).collect();
         let ids: Vec<i64> = commands.iter().map(|cmd| c.instance_of(*cmd)).collect();
         for (i, (cmd, id)) in commands.iter().zip(&ids).enumerate() {
-            let workflow = if i < 4 { "diamond" } else { "fan_loop" };
+            let workflow = match i {
+                0..4 => "diamond",
+                4 => "fan_loop",
+                _ => "nest",
+            };
             let entry = started.entry(workflow).or_default();
             entry.0.push(*cmd);
             entry.1.push(*id);
@@ -100,11 +112,22 @@ fn a_randomized_fault_campaign_loses_and_repeats_nothing() {
             .chain((1..=LOOP_ITERATIONS).map(|k| format!("poll[{k}].step")))
             .collect();
         let names: Vec<&str> = fan_tasks.iter().map(String::as_str).collect();
-        c.check_runs(&ids[4..], &names, false);
+        c.check_runs(&ids[4..5], &names, false);
+        // `after` runs on the master (no execution to record): its row must be `success`.
+        c.check_runs(&ids[5..], &["flaky"], false);
+        // Each nest started one leaf run, which ran its task once.
+        let leaves = c.instances_after("leaf", leaves_checked);
+        assert_eq!(
+            leaves.len(),
+            1,
+            "round {round}: one child run per nest run: {leaves:?}"
+        );
+        c.check_runs(&leaves, &["leaf"], false);
+        leaves_checked = leaves[0];
         let ticks = c.instances_after("tick", ticks_checked);
         c.check_runs(&ticks, &["tick"], false);
         ticks_checked = ticks.iter().copied().max().unwrap_or(ticks_checked);
-        instances += ids.len() + ticks.len();
+        instances += ids.len() + ticks.len() + leaves.len();
     }
     let (status, body) = c.api.post(
         &format!(
@@ -171,6 +194,24 @@ fn stop_worker(c: &mut Cluster, i: usize) -> (u16, String) {
     victim.proc.signal("KILL");
     drop(victim);
     (port, name)
+}
+
+/// A task that fails its first attempt and passes its retry (its first attempt leaves a
+/// mark and exits 1 before it records a run), then a sub-workflow run of `leaf`.
+fn nest(c: &Cluster) -> String {
+    let mark = c.dir.path().join("flaky-${system.workflow.instance.id}");
+    let mark = mark.display();
+    let flaky = recorded(&c.execs, "flaky", "nap");
+    format!(
+        r#"
+name: nest
+params: {{ nap: '0.2' }}
+tasks:
+  - {{ name: flaky, type: shell, retries: 2, retry_interval: 0s,
+       command: 'if [ ! -e {mark} ]; then touch {mark}; exit 1; fi; {flaky}' }}
+  - {{ name: after, type: sub_workflow, depends_on: [flaky], sub_workflow: {{ workflow: leaf }} }}
+"#
+    )
 }
 
 /// Injects one fault drawn from `rng`; returns its kind.
