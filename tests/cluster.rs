@@ -240,6 +240,7 @@ fn calls_between_nodes_need_the_cluster_s_certificate_and_secret() {
                 .control(ControlRequest {
                     workflow_instance_id: 987_654,
                     action: ControlAction::Stop.into(),
+                    ..Default::default()
                 })
                 .await;
             let codes = [

@@ -1,7 +1,8 @@
 //! Workflow semantics and operator controls, each test over the real `shoal standalone`
 //! (SQLite, in-process registry) and over a cluster of processes (api-server, master,
 //! worker on Postgres and etcd): retries, failure strategies, skipped tasks, start
-//! options, stop, pause/resume, rerun and resubmit-failed, logic tasks, sub-workflows.
+//! options, stop, pause/resume, rerun and resubmit-failed, task kill and force-success,
+//! logic tasks, sub-workflows.
 //! Side effects (lines appended to files) count real executions.
 
 mod support;
@@ -16,6 +17,7 @@ support::deployments!(
     stop_kills_a_sleeping_task_and_its_process_is_gone,
     pause_lets_the_running_task_finish_and_resume_runs_the_rest_once,
     resubmit_failed_reruns_only_the_failed_part,
+    a_killed_task_fails_its_instance_and_force_success_lets_it_finish,
     rerun_runs_everything_again_as_a_new_run,
     dry_run_and_start_from_a_task,
     time_expressions_and_builtins_reach_the_task,
@@ -219,6 +221,76 @@ tasks:
         status, 409,
         "a succeeded instance has nothing to resubmit: {body}"
     );
+}
+
+/// DolphinScheduler's task actions: `kill` one running attempt (the instance fails, its
+/// other branch finishes under failure strategy continue), then `force-success` it: the
+/// instance goes on as if the task had passed, and only what follows it runs.
+fn a_killed_task_fails_its_instance_and_force_success_lets_it_finish(e: Env) {
+    let (f, pid_file) = (e.path("ran"), e.path("pid"));
+    e.apply(&format!(
+        r#"
+name: stuck
+failure_strategy: continue
+tasks:
+  - {{ name: hang, type: shell, command: "echo $$ > {p}; sleep 60" }}
+  - {{ name: after, type: shell, command: "echo after >> {f}", depends_on: [hang] }}
+  - {{ name: side, type: shell, command: "echo side >> {f}" }}
+"#,
+        f = f.display(),
+        p = pid_file.display()
+    ));
+    let id = e.start("stuck", "{}");
+    let pid: i32 = wait_for("hang to write its pid", LONG, || {
+        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    });
+    let inst = e.api().get(&format!("/instances/{id}"));
+    let hang = attempts(&inst, "hang")[0]["id"].as_i64().unwrap();
+    let (status, body) = e
+        .api()
+        .post(&format!("/task-instances/{hang}/force-success"), "");
+    assert_eq!(status, 409, "a running instance decides itself: {body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("running"),
+        "{body}"
+    );
+
+    let out = cli(e.api(), &["task", "kill", &hang.to_string()]);
+    assert!(out.status.success(), "task kill: {}", text(&out.stderr));
+    let inst = e.wait_state(id, &["failure"]);
+    assert_eq!(attempts(&inst, "hang")[0]["state"], "killed");
+    assert!(attempts(&inst, "after").is_empty());
+    assert!(!alive(pid), "the task's process {pid} is gone");
+    assert_eq!(lines(&f), vec!["side"]);
+    let (status, body) = e.api().post(&format!("/task-instances/{hang}/kill"), "");
+    assert_eq!(status, 409, "a killed task cannot be killed again: {body}");
+    let side = attempts(&inst, "side")[0]["id"].as_i64().unwrap();
+    let (status, body) = e
+        .api()
+        .post(&format!("/task-instances/{side}/force-success"), "");
+    assert_eq!(status, 409, "a passed task needs no forcing: {body}");
+    let (status, body) = e.api().post(&format!("/task-instances/{hang}/retry"), "");
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("force-success"),
+        "{body}"
+    );
+
+    let out = cli(
+        e.api(),
+        &["task", "force-success", &hang.to_string(), "--wait"],
+    );
+    assert!(
+        out.status.success(),
+        "task force-success: {}",
+        text(&out.stderr)
+    );
+    let inst = e.api().get(&format!("/instances/{id}"));
+    assert_eq!(inst["state"], "success");
+    let forced = attempts(&inst, "hang");
+    assert_eq!(forced.len(), 1, "the forced task does not run again");
+    assert_eq!(forced[0]["state"], "forced_success");
+    assert_eq!(lines(&f), vec!["side", "after"], "only what follows it ran");
 }
 
 fn rerun_runs_everything_again_as_a_new_run(e: Env) {

@@ -207,8 +207,8 @@ pub async fn act(
             };
             Ok((StatusCode::ACCEPTED, Json(body)))
         }
-        Action::Stop => control(&ctx, &instance, Control::STOP).await,
-        Action::Pause => control(&ctx, &instance, Control::PAUSE).await,
+        Action::Stop => control(&ctx, &instance, Control::STOP, 0).await,
+        Action::Pause => control(&ctx, &instance, Control::PAUSE, 0).await,
         Action::Resume => recover(&ctx, instance, action, CommandKind::Resume).await,
         Action::Rerun => recover(&ctx, instance, action, CommandKind::Rerun).await,
         Action::ResubmitFailed => {
@@ -217,9 +217,10 @@ pub async fn act(
     }
 }
 
-/// A stop or pause: the states it applies to and what the refusal says otherwise.
-struct Control {
-    action: Action,
+/// A request to the master driving an instance (stop, pause, kill a task): the states it
+/// applies to and what the refusal says otherwise.
+pub(crate) struct Control {
+    name: &'static str,
     grpc: ControlAction,
     /// Asking again while the request is under way is answered, not refused.
     allowed: &'static [WorkflowState],
@@ -228,7 +229,7 @@ struct Control {
 
 impl Control {
     const STOP: Control = Control {
-        action: Action::Stop,
+        name: "stop",
         grpc: ControlAction::Stop,
         allowed: &[
             WorkflowState::Running,
@@ -238,10 +239,20 @@ impl Control {
         only: "only a running or pausing instance can be stopped",
     };
     const PAUSE: Control = Control {
-        action: Action::Pause,
+        name: "pause",
         grpc: ControlAction::Pause,
         allowed: &[WorkflowState::Running, WorkflowState::ReadyPause],
         only: "only a running instance can be paused",
+    };
+    pub(crate) const KILL_TASK: Control = Control {
+        name: "kill",
+        grpc: ControlAction::KillTask,
+        allowed: &[
+            WorkflowState::Running,
+            WorkflowState::ReadyPause,
+            WorkflowState::ReadyStop,
+        ],
+        only: "only a task of a running instance can be killed",
     };
 
     fn allowed(&self, state: WorkflowState) -> std::result::Result<(), &'static str> {
@@ -258,14 +269,16 @@ impl Control {
     }
 }
 
-/// Asks the master driving the instance to stop or pause it.
-async fn control(
+/// Asks the master driving the instance to stop or pause it, or to kill its attempt
+/// `task_instance_id` (0 for none).
+pub(crate) async fn control(
     ctx: &Ctx,
     instance: &InstanceRow,
     control: Control,
+    task_instance_id: i64,
 ) -> Result<(StatusCode, Json<ActionAccepted>)> {
     let id = instance.id;
-    let action = control.action.name();
+    let action = control.name;
     control.check(id, instance.state)?;
     let Some(addr) = instance.owner.as_deref().filter(|a| !a.is_empty()) else {
         return Err(Error::Unavailable(format!(
@@ -284,6 +297,7 @@ async fn control(
     let request = ControlRequest {
         workflow_instance_id: id,
         action: control.grpc.into(),
+        task_instance_id,
     };
     let status = match call(MASTER_TIMEOUT, MasterClient::new(channel).control(request)).await {
         Ok(answer) => {
@@ -353,18 +367,7 @@ async fn recover(
             instance.state
         )));
     }
-    let cmd = NewCommand {
-        kind,
-        project: instance.project,
-        workflow: instance.workflow,
-        version: instance.version,
-        params: instance.params,
-        priority: Some(instance.priority),
-        workflow_instance_id: Some(id),
-        options: instance.options,
-        parent_task_id: None,
-        schedule_time: None,
-    };
+    let cmd = NewCommand::recovery(kind, &instance);
     let command_id = ctx.store.insert_command(&cmd).await?;
     tracing::info!(
         command_id,

@@ -26,6 +26,7 @@ mod openapi;
 mod projects;
 mod schedules;
 mod secrets;
+mod task_actions;
 mod task_groups;
 mod ui;
 mod workflows;
@@ -158,6 +159,7 @@ fn api_routes() -> OpenApiRouter<Ctx> {
         .routes(routes!(actions::act))
         .routes(routes!(instances::task))
         .routes(routes!(completions::complete))
+        .routes(routes!(task_actions::act))
         .routes(routes!(completions::callback))
         .routes(routes!(logs::task_log))
         .routes(routes!(task_groups::create, task_groups::list))

@@ -242,7 +242,8 @@ fn minimum(op: &str) -> &'static str {
         | "createBackfill"
         | "actOnInstance"
         | "cancelBackfill"
-        | "completeTaskInstance" => "operator",
+        | "completeTaskInstance"
+        | "actOnTaskInstance" => "operator",
         "applyWorkflow" | "validateWorkflow" | "createSchedule" | "updateSchedule"
         | "deleteSchedule" | "enableSchedule" | "disableSchedule" | "setSecret"
         | "deleteSecret" => "editor",

@@ -47,6 +47,7 @@ impl Master for MasterService {
         let control = match req.action() {
             ControlAction::Stop => Control::Stop,
             ControlAction::Pause => Control::Pause,
+            ControlAction::KillTask => Control::KillTask(req.task_instance_id),
             ControlAction::Unspecified => {
                 return Err(Status::invalid_argument("control action missing"));
             }

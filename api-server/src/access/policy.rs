@@ -78,7 +78,7 @@ pub fn rule(op: &str) -> Option<Need> {
         "deleteProject" | "setMember" | "removeMember" => Project(Admin, Path),
         "getInstance" => Project(Viewer, Instance),
         "actOnInstance" => Project(Operator, Instance),
-        "completeTaskInstance" => Project(Operator, TaskInstance),
+        "completeTaskInstance" | "actOnTaskInstance" => Project(Operator, TaskInstance),
         "getTaskInstance" | "getTaskLog" => Project(Viewer, TaskInstance),
         "getCommand" => Project(Viewer, Command),
         "getBackfill" => Project(Viewer, Backfill),

@@ -1,9 +1,11 @@
-//! `shoal task complete`: ends a waiting wait or callback task.
+//! `shoal task complete|kill|force-success ID`: operator actions on one task attempt.
 
 use super::http::{Api, Body};
-use super::start::parse_param;
+use super::start::{follow, parse_param, wait_for_instance};
 use super::{Connection, print_out};
+use serde::Deserialize;
 use serde_json::{Value, json};
+use shoal_common::types::WorkflowState;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum TaskCommand {
@@ -24,16 +26,81 @@ pub enum TaskCommand {
         #[command(flatten)]
         conn: Connection,
     },
+    /// Kill a running attempt; its instance goes on as its failure strategy says.
+    Kill {
+        /// The task instance id (`shoal status INSTANCE` lists them).
+        id: i64,
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// Mark a failed or killed attempt of a failed or stopped instance as passed
+    /// (`forced_success`) and resubmit the instance: what follows the task runs.
+    ForceSuccess {
+        /// The task instance id (`shoal status INSTANCE` lists them).
+        id: i64,
+        /// Then wait for the instance to end, showing progress; exit 0 only on success.
+        #[arg(long)]
+        wait: bool,
+        #[command(flatten)]
+        conn: Connection,
+    },
+}
+
+/// The answer to a task action.
+#[derive(Deserialize)]
+struct Accepted {
+    workflow_instance_id: i64,
+    command_id: Option<i64>,
 }
 
 pub async fn run(cmd: TaskCommand) -> anyhow::Result<i32> {
-    let TaskCommand::Complete {
-        id,
-        failure,
-        outputs,
-        message,
-        conn,
-    } = cmd;
+    match cmd {
+        TaskCommand::Kill { id, conn } => {
+            let api = Api::new(&conn)?;
+            let a: Accepted = act(&api, id, "kill").await?;
+            let instance = a.workflow_instance_id;
+            print_out(format!(
+                "kill requested: task instance {id} of instance {instance}\n"
+            ))?;
+            Ok(0)
+        }
+        TaskCommand::ForceSuccess { id, wait, conn } => {
+            let api = Api::new(&conn)?;
+            let a: Accepted = act(&api, id, "force-success").await?;
+            if let Some(command) = a.command_id {
+                wait_for_instance(&api, command).await?;
+            }
+            let instance = a.workflow_instance_id;
+            print_out(format!(
+                "task instance {id} forced to success; instance {instance} goes on\n"
+            ))?;
+            if !wait {
+                return Ok(0);
+            }
+            follow(&api, instance, WorkflowState::Success).await
+        }
+        TaskCommand::Complete {
+            id,
+            failure,
+            outputs,
+            message,
+            conn,
+        } => complete(id, failure, outputs, message, conn).await,
+    }
+}
+
+async fn act(api: &Api, id: i64, action: &str) -> anyhow::Result<Accepted> {
+    let path = ["task-instances", &id.to_string(), action];
+    api.post(&path, Body::json(&json!({}))).await
+}
+
+async fn complete(
+    id: i64,
+    failure: bool,
+    outputs: Vec<(String, String)>,
+    message: Option<String>,
+    conn: Connection,
+) -> anyhow::Result<i32> {
     let state = if failure { "failure" } else { "success" };
     let outputs: serde_json::Map<String, Value> = outputs
         .into_iter()

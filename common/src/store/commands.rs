@@ -38,23 +38,19 @@ struct CommandRecord {
 impl Store {
     /// Writes a command and wakes the masters.
     pub async fn insert_command(&self, cmd: &NewCommand) -> Result<i64> {
-        let insert = insert_command_statement(cmd, now_ms())?;
         let mut tx = self.db.begin().await?;
-        let (id,): (i64,) = match tx.fetch_one(&insert).await {
-            Err(Error::Database(sqlx::Error::Database(e))) if e.is_unique_violation() => {
-                let instance = cmd.workflow_instance_id.unwrap_or_default();
-                return Err(Error::Conflict(format!(
-                    "an action on workflow instance {instance} is already pending; wait for it to be picked up"
-                )));
-            }
-            other => other?,
-        };
-        notify_masters(&mut tx).await?;
+        let id = insert_command_in(&mut tx, cmd).await?;
         tx.commit().await?;
+        self.commands_written();
+        Ok(id)
+    }
+
+    /// Wakes standalone's master after a commit that wrote commands (Postgres masters are
+    /// woken by the NOTIFY of the transaction).
+    pub(super) fn commands_written(&self) {
         if let Db::Sqlite { commands, .. } = &self.db {
             commands.wake();
         }
-        Ok(id)
     }
 
     pub async fn command_status(&self, id: i64) -> Result<Option<CommandStatus>> {
@@ -353,6 +349,23 @@ pub(super) async fn insert_instances(
 }
 
 /// The insert of one command row, returning its id.
+/// Writes a command in `tx` and NOTIFYs the masters at its commit (then call
+/// [`Store::commands_written`]). A second pending action on one instance is a conflict.
+pub(super) async fn insert_command_in(tx: &mut Tx, cmd: &NewCommand) -> Result<i64> {
+    let insert = insert_command_statement(cmd, now_ms())?;
+    let (id,): (i64,) = match tx.fetch_one(&insert).await {
+        Err(Error::Database(sqlx::Error::Database(e))) if e.is_unique_violation() => {
+            let instance = cmd.workflow_instance_id.unwrap_or_default();
+            return Err(Error::Conflict(format!(
+                "an action on workflow instance {instance} is already pending; wait for it to be picked up"
+            )));
+        }
+        other => other?,
+    };
+    notify_masters(tx).await?;
+    Ok(id)
+}
+
 pub(super) fn insert_command_statement(cmd: &NewCommand, now: i64) -> Result<InsertStatement> {
     let mut insert = insert_rows(
         Cmd::Table,

@@ -29,6 +29,7 @@ mod serial;
 mod signal;
 mod task_groups;
 mod task_logs;
+mod task_ops;
 mod triggers;
 mod users;
 mod waits;
@@ -44,6 +45,7 @@ pub use schedules::{FIRE_MEMORY_MS, ScheduleRow, ScheduleSpec};
 pub use secrets::{SealedSecret, SecretRow};
 pub use signal::CommandSignal;
 pub use task_logs::KeptLog;
+pub use task_ops::Forced;
 pub use triggers::{CallKey, RunProgress, TriggeredRun};
 pub use users::{BOOTSTRAP_ADMIN, BOOTSTRAP_TOKEN, TokenOwner, TokenRow, UserRow};
 

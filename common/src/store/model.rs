@@ -43,6 +43,25 @@ pub struct NewCommand {
     pub schedule_time: Option<i64>,
 }
 
+impl NewCommand {
+    /// A resume, rerun or resubmit-failed command for `instance`: it pins the instance's
+    /// version, parameters, priority and start options.
+    pub fn recovery(kind: CommandKind, instance: &InstanceRow) -> NewCommand {
+        NewCommand {
+            kind,
+            project: instance.project.clone(),
+            workflow: instance.workflow.clone(),
+            version: instance.version,
+            params: instance.params.clone(),
+            priority: Some(instance.priority),
+            workflow_instance_id: Some(instance.id),
+            options: instance.options.clone(),
+            parent_task_id: None,
+            schedule_time: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum CommandStatus {

@@ -77,6 +77,7 @@ async fn once(store: &Store, peers: &Peers, parent_task_id: i64) -> Result<bool,
     let request = ControlRequest {
         workflow_instance_id: id,
         action: ControlAction::Stop.into(),
+        ..Default::default()
     };
     match master.control(request).await {
         Ok(_) => {

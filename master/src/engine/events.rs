@@ -21,6 +21,14 @@ impl Engine {
         let actions = match control {
             Control::Stop => run.rt.stop()?,
             Control::Pause => run.rt.pause()?,
+            Control::KillTask(id) => match self.tasks.get(&id) {
+                Some(t) if t.instance == instance => run.rt.kill_task(t.node, t.attempt)?,
+                _ => {
+                    return Err(ControlError::Refused(Refused(format!(
+                        "task instance {id} is not running in workflow instance {instance}"
+                    ))));
+                }
+            },
         };
         info!(
             instance_id = instance,

@@ -61,6 +61,8 @@ const MAX_CYCLE_MSGS: usize = 4096;
 pub enum Control {
     Stop,
     Pause,
+    /// Kill one attempt, by its task instance id.
+    KillTask(i64),
 }
 
 #[derive(Debug, thiserror::Error)]

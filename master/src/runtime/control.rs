@@ -60,6 +60,23 @@ impl WorkflowRuntime {
         Ok(actions)
     }
 
+    /// An operator kills one attempt in flight: it ends `killed`, and the run goes on as
+    /// after any killed task (its failure strategy decides).
+    pub fn kill_task(&mut self, node: Node, attempt: i32) -> Result<Vec<Action>, Refused> {
+        if self.state.is_terminal() {
+            return Err(Refused(format!("instance is {}", self.state)));
+        }
+        match self.slots[node] {
+            Slot::Active { attempt: a, .. } if a == attempt => {
+                Ok(vec![Action::KillTask { node, attempt }])
+            }
+            _ => Err(Refused(format!(
+                "attempt {attempt} of task '{}' is not running",
+                self.def.tasks[node].name
+            ))),
+        }
+    }
+
     /// Pause: running tasks finish, queued ones are withdrawn, nothing new starts; the
     /// instance ends `paused` and can be resumed.
     pub fn pause(&mut self) -> Result<Vec<Action>, Refused> {

@@ -777,6 +777,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/task-instances/{id}/{action}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /task-instances/{id}/{action}`: `kill` ends a running attempt as `killed` (its
+         *     instance's failure strategy decides what follows); `force-success` marks a failed or
+         *     killed attempt of a failed or stopped instance `forced_success` and resubmits the
+         *     instance, so its downstream tasks run. 409 with the reason when the state forbids it.
+         */
+        post: operations["actOnTaskInstance"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tokens": {
         parameters: {
             query?: never;
@@ -1645,6 +1667,27 @@ export interface components {
             cases?: components["schemas"]["SwitchCase"][];
             /** @description The task to run when no case holds (none: nothing downstream runs). */
             default?: string | null;
+        };
+        /** @description An accepted task action. */
+        TaskActionAccepted: {
+            /** @description `kill` or `force-success`. */
+            action: string;
+            /**
+             * Format: int64
+             * @description For force-success: the resubmit-failed command that takes the instance on
+             *     (`GET /commands/{command_id}` tells when a master took it up).
+             */
+            command_id?: number;
+            /**
+             * Format: int64
+             * @description The task instance.
+             */
+            id: number;
+            /**
+             * Format: int64
+             * @description Its workflow instance.
+             */
+            workflow_instance_id: number;
         };
         TaskDef: {
             callback?: components["schemas"]["CallbackSpec"] | null;
@@ -5181,7 +5224,7 @@ export interface operations {
                     "X-Shoal-Log-More"?: boolean;
                     /** @description Where the next unread byte is */
                     "X-Shoal-Log-Next-Offset"?: number;
-                    /** @description `worker`, or `store` when the worker could not answer and the end of the log kept with the attempt's end (its last 256 KiB) is served */
+                    /** @description `store` for an ended attempt's log kept whole, or when the worker could not answer and the kept end of the log (its last 256 KiB) is served; else `worker` */
                     "X-Shoal-Log-Source"?: string;
                     [name: string]: unknown;
                 };
@@ -5227,6 +5270,93 @@ export interface operations {
             };
             /** @description The worker is unreachable or failed, and no log was kept for the attempt (it has not ended) */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    actOnTaskInstance: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The task instance (one attempt). */
+                id: number;
+                /** @description `kill` or `force-success`. */
+                action: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaskActionAccepted"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such task instance, or an unknown action */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The task's or its instance's state does not allow the action */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The master failed to answer */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No master drives the instance at the moment */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

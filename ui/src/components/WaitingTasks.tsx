@@ -2,9 +2,9 @@
 // completes one (an approval) or fails it (a rejection), with output parameters the
 // downstream tasks see and a message shown on the task.
 import { useState } from "react";
-import { ApiError, send } from "../api/client";
+import { send } from "../api/client";
 import type { TaskInstance } from "../api/types";
-import { errorText } from "./format";
+import { actionError } from "./format";
 
 /** `key=value` pairs separated by commas or new lines; an error names a malformed one. */
 export function parseOutputs(text: string): Record<string, string> | string {
@@ -33,7 +33,7 @@ function Completer({ task, onDone }: { task: TaskInstance; onDone: () => void })
       });
       onDone();
     } catch (e) {
-      setError(e instanceof ApiError && e.status === 409 ? `Refused: ${e.message}` : errorText(e));
+      setError(actionError(e));
     } finally {
       setBusy(false);
     }

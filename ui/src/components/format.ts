@@ -1,3 +1,4 @@
+import { ApiError } from "../api/client";
 /** A time for tables: local date and time, or a dash. */
 export function when(t: string | null | undefined): string {
   if (!t) return "—";
@@ -17,4 +18,9 @@ export function duration(start: string | null | undefined, end: string | null | 
 
 export function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
+}
+
+/** An operator action's failure: a refusal (409) says so, with the server's reason. */
+export function actionError(e: unknown): string {
+  return e instanceof ApiError && e.status === 409 ? `Refused: ${e.message}` : errorText(e);
 }

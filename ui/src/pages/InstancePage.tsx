@@ -1,15 +1,16 @@
 // One workflow instance, live: its DAG coloured by task state, the attempts' timeline,
 // the task table with logs, and the operator actions the state allows.
 import { useEffect, useMemo, useState } from "react";
-import { ApiError, getJson, send } from "../api/client";
+import { getJson, send } from "../api/client";
 import type { ActionOffer, InstanceDetail, StoredWorkflow, TaskInstance } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { Dag } from "../components/Dag";
 import { Gantt } from "../components/Gantt";
 import { StateBadge } from "../components/StateBadge";
+import { TaskActions } from "../components/TaskActions";
 import { TaskLog } from "../components/TaskLog";
 import { WaitingTasks } from "../components/WaitingTasks";
-import { duration, errorText, when } from "../components/format";
+import { actionError, duration, errorText, when } from "../components/format";
 import { Link, path, useTitle } from "../router";
 
 const ACTIONS: [ActionOffer["action"], string][] = [
@@ -70,7 +71,7 @@ function Actions({ instance, onDone }: { instance: InstanceDetail; onDone: () =>
       setStatus(`${label} requested`);
       onDone();
     } catch (e) {
-      setError(e instanceof ApiError && e.status === 409 ? `Refused: ${e.message}` : errorText(e));
+      setError(actionError(e));
     } finally {
       setBusy(false);
     }
@@ -189,6 +190,9 @@ export function InstancePage({ id }: { id: number }) {
             <th>Ended</th>
             <th>Duration</th>
             <th>Message</th>
+            <th>
+              <span className="sr-only">Actions</span>
+            </th>
           </tr>
         </thead>
         <tbody>
@@ -212,6 +216,9 @@ export function InstancePage({ id }: { id: number }) {
               <td className="message">
                 {/* The worker's message names the exit code already when there is one. */}
                 {t.message ?? (t.exit_code !== null && t.exit_code !== 0 ? `exit code ${t.exit_code}` : "")}
+              </td>
+              <td>
+                <TaskActions task={t} instanceState={inst.state} latest={latest.get(t.name)?.id === t.id} onDone={reload} />
               </td>
             </tr>
           ))}
