@@ -18,6 +18,7 @@ support::deployments!(
     pause_lets_the_running_task_finish_and_resume_runs_the_rest_once,
     resubmit_failed_reruns_only_the_failed_part,
     a_killed_task_fails_its_instance_and_force_success_lets_it_finish,
+    rerunning_one_task_leaves_the_others_as_they_were,
     rerun_runs_everything_again_as_a_new_run,
     dry_run_and_start_from_a_task,
     time_expressions_and_builtins_reach_the_task,
@@ -291,6 +292,118 @@ tasks:
     assert_eq!(forced.len(), 1, "the forced task does not run again");
     assert_eq!(forced[0]["state"], "forced_success");
     assert_eq!(lines(&f), vec!["side", "after"], "only what follows it ran");
+}
+
+/// `POST /task-instances/{id}/rerun`: one task of an ended instance runs again as a new
+/// attempt and the others keep their state (a failed one keeps the run failed); with
+/// `downstream`, what follows it runs again too.
+fn rerunning_one_task_leaves_the_others_as_they_were(e: Env) {
+    let (f, fixed) = (e.path("ran"), e.path("fixed"));
+    e.apply(&format!(
+        r#"
+name: partial
+failure_strategy: continue
+tasks:
+  - {{ name: a, type: shell, command: "echo a >> {f}" }}
+  - {{ name: b, type: shell, command: "echo b >> {f}", depends_on: [a] }}
+  - {{ name: c, type: shell, command: "echo c >> {f}", depends_on: [b] }}
+  - {{ name: x, type: shell, command: "echo x >> {f}; [ -f {fixed} ]" }}
+"#,
+        f = f.display(),
+        fixed = fixed.display()
+    ));
+    let id = e.start("partial", "{}");
+    let inst = e.end(id);
+    assert_eq!(inst["state"], "failure");
+    let task_id = |inst: &Value, name: &str| {
+        let rows = attempts(inst, name);
+        rows.last().unwrap()["id"].as_i64().unwrap()
+    };
+    let rerun = |tid: i64, downstream: bool| {
+        let tid = tid.to_string();
+        let mut args = vec!["task", "rerun", tid.as_str(), "--wait"];
+        if downstream {
+            args.push("--downstream");
+        }
+        cli(e.api(), &args)
+    };
+
+    // b alone: c does not run again, and x, still failed, keeps the run failed.
+    let out = rerun(task_id(&inst, "b"), false);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the run stays failed: {}",
+        text(&out.stderr)
+    );
+    let inst = e.api().get(&format!("/instances/{id}"));
+    assert_eq!(inst["state"], "failure");
+    assert_eq!(inst["run"], 1, "the same run");
+    let b = attempts(&inst, "b");
+    assert_eq!(
+        (b.len(), &b[1]["attempt"], &b[1]["state"]),
+        (2, &Value::from(2), &Value::from("success"))
+    );
+    assert_eq!(
+        attempts(&inst, "x").len(),
+        1,
+        "the failed task was left alone"
+    );
+    assert_eq!(
+        (
+            count(&f, "a"),
+            count(&f, "b"),
+            count(&f, "c"),
+            count(&f, "x")
+        ),
+        (1, 2, 1, 1)
+    );
+
+    // x alone, fixed now: every task has passed, so the run succeeds.
+    std::fs::write(&fixed, "").unwrap();
+    let out = rerun(task_id(&inst, "x"), false);
+    assert!(out.status.success(), "rerun x: {}", text(&out.stderr));
+    assert_eq!(
+        (
+            count(&f, "a"),
+            count(&f, "b"),
+            count(&f, "c"),
+            count(&f, "x")
+        ),
+        (1, 2, 1, 2)
+    );
+
+    // b and what follows it.
+    let inst = e.api().get(&format!("/instances/{id}"));
+    assert_eq!(inst["state"], "success");
+    let out = rerun(task_id(&inst, "b"), true);
+    assert!(
+        out.status.success(),
+        "rerun b --downstream: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        (
+            count(&f, "a"),
+            count(&f, "b"),
+            count(&f, "c"),
+            count(&f, "x")
+        ),
+        (1, 3, 2, 2)
+    );
+    let inst = e.api().get(&format!("/instances/{id}"));
+    assert_eq!(inst["state"], "success");
+    assert!(
+        inst["options"].get("rerun_task").is_some(),
+        "the run says what it reran: {inst}"
+    );
+
+    // A bad body is refused.
+    let (status, body) = e.api().post(
+        &format!("/task-instances/{}/rerun", task_id(&inst, "a")),
+        r#"{"downstream": "yes"}"#,
+    );
+    assert_eq!(status, 400, "a bad body is refused: {body}");
 }
 
 fn rerun_runs_everything_again_as_a_new_run(e: Env) {

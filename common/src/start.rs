@@ -53,6 +53,30 @@ pub struct StartOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub handles_failure_of: Option<i64>,
+    /// Set while an ended instance reruns one of its tasks (`POST
+    /// /task-instances/{id}/rerun`); every other task keeps its state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub rerun_task: Option<RerunTask>,
+}
+
+/// One task of an ended instance run again, and with `downstream` what depends on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RerunTask {
+    pub task: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub downstream: bool,
+}
+
+impl RerunTask {
+    /// Which tasks run again.
+    pub fn scope(&self) -> Scope {
+        if self.downstream {
+            Scope::Downstream
+        } else {
+            Scope::Only
+        }
+    }
 }
 
 impl StartOptions {

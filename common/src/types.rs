@@ -211,6 +211,7 @@ string_enum!(
         ResubmitFailed => "resubmit_failed",
         Resume => "resume",
         Rerun => "rerun",
+        RerunTask => "rerun_task",
         Backfill => "backfill",
         Scheduled => "scheduled",
         RecoverFailover => "recover_failover",

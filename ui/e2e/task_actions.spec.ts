@@ -1,8 +1,9 @@
 // Task actions from the instance page: a hanging task killed from its row fails the run,
-// then forced to success from the same row, after which the run finishes past it.
+// then forced to success from the same row, after which the run finishes past it; then
+// the last task is rerun alone.
 import { expect, instanceState, test, unique } from "./fixtures";
 
-test("kill a running task, then force it to success and the run goes on", async ({ page, api, shot }) => {
+test("kill a running task, force it to success so the run goes on, rerun the last task", async ({ page, api, shot }) => {
   const wf = unique("stuck");
   await api.apply(
     "default",
@@ -34,4 +35,16 @@ tasks:
   expect(after.state).toBe("success");
   const log = await api.get(`/task-instances/${after.id}/log`);
   expect(await log.text()).toContain("went on");
+
+  await tasks.getByRole("button", { name: "Rerun from here after" }).click();
+  await expect(tasks.getByRole("row").filter({ hasText: "after" })).toHaveCount(2);
+  await expect(instanceState(page)).toHaveText("success");
+  await shot("task-rerun");
+  const again = await api.instance(id);
+  const afters = again.tasks.filter((t) => t.name === "after");
+  expect(afters.map((t) => [t.attempt, t.state])).toEqual([
+    [1, "success"],
+    [2, "success"],
+  ]);
+  expect(again.tasks.filter((t) => t.name === "hang")).toHaveLength(1);
 });

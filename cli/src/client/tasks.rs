@@ -1,4 +1,4 @@
-//! `shoal task complete|kill|force-success ID`: operator actions on one task attempt.
+//! `shoal task complete|kill|force-success|rerun ID`: operator actions on one task attempt.
 
 use super::http::{Api, Body};
 use super::start::{follow, parse_param, wait_for_instance};
@@ -33,6 +33,20 @@ pub enum TaskCommand {
         #[command(flatten)]
         conn: Connection,
     },
+    /// Run an ended task of a finished instance again as a new attempt (with
+    /// --downstream, what depends on it too); every other task keeps its state.
+    Rerun {
+        /// The task instance id (`shoal status INSTANCE` lists them).
+        id: i64,
+        /// Rerun what depends on the task too.
+        #[arg(long)]
+        downstream: bool,
+        /// Then wait for the instance to end, showing progress; exit 0 only on success.
+        #[arg(long)]
+        wait: bool,
+        #[command(flatten)]
+        conn: Connection,
+    },
     /// Mark a failed or killed attempt of a failed or stopped instance as passed
     /// (`forced_success`) and resubmit the instance: what follows the task runs.
     ForceSuccess {
@@ -57,7 +71,7 @@ pub async fn run(cmd: TaskCommand) -> anyhow::Result<i32> {
     match cmd {
         TaskCommand::Kill { id, conn } => {
             let api = Api::new(&conn)?;
-            let a: Accepted = act(&api, id, "kill").await?;
+            let a: Accepted = act(&api, id, "kill", json!({})).await?;
             let instance = a.workflow_instance_id;
             print_out(format!(
                 "kill requested: task instance {id} of instance {instance}\n"
@@ -66,18 +80,26 @@ pub async fn run(cmd: TaskCommand) -> anyhow::Result<i32> {
         }
         TaskCommand::ForceSuccess { id, wait, conn } => {
             let api = Api::new(&conn)?;
-            let a: Accepted = act(&api, id, "force-success").await?;
-            if let Some(command) = a.command_id {
-                wait_for_instance(&api, command).await?;
-            }
-            let instance = a.workflow_instance_id;
-            print_out(format!(
-                "task instance {id} forced to success; instance {instance} goes on\n"
-            ))?;
-            if !wait {
-                return Ok(0);
-            }
-            follow(&api, instance, WorkflowState::Success).await
+            let a: Accepted = act(&api, id, "force-success", json!({})).await?;
+            let done = format!("task instance {id} forced to success; its instance goes on");
+            go_on(&api, a, &done, wait).await
+        }
+        TaskCommand::Rerun {
+            id,
+            downstream,
+            wait,
+            conn,
+        } => {
+            let api = Api::new(&conn)?;
+            let body = json!({ "downstream": downstream });
+            let a: Accepted = act(&api, id, "rerun", body).await?;
+            let what = if downstream {
+                " and what follows it"
+            } else {
+                ""
+            };
+            let done = format!("task instance {id}{what} runs again");
+            go_on(&api, a, &done, wait).await
         }
         TaskCommand::Complete {
             id,
@@ -89,9 +111,23 @@ pub async fn run(cmd: TaskCommand) -> anyhow::Result<i32> {
     }
 }
 
-async fn act(api: &Api, id: i64, action: &str) -> anyhow::Result<Accepted> {
+async fn act(api: &Api, id: i64, action: &str, body: Value) -> anyhow::Result<Accepted> {
     let path = ["task-instances", &id.to_string(), action];
-    api.post(&path, Body::json(&json!({}))).await
+    api.post(&path, Body::json(&body)).await
+}
+
+/// Once a master took the instance up again: says `done`, and with `wait` follows the
+/// instance to its end.
+async fn go_on(api: &Api, a: Accepted, done: &str, wait: bool) -> anyhow::Result<i32> {
+    if let Some(command) = a.command_id {
+        wait_for_instance(api, command).await?;
+    }
+    let instance = a.workflow_instance_id;
+    print_out(format!("{done} (instance {instance})\n"))?;
+    if !wait {
+        return Ok(0);
+    }
+    follow(api, instance, WorkflowState::Success).await
 }
 
 async fn complete(

@@ -509,9 +509,27 @@ async fn recover_instance(
     if kind == CommandKind::Rerun {
         instance.run += 1;
     }
+    // Which task a task rerun is about; any other recovery runs the instance as a whole.
+    instance.options.rerun_task = if kind == CommandKind::RerunTask {
+        let asked: StartOptions = match from_json(
+            &format!("command {}", command.id),
+            "options",
+            &command.options,
+        ) {
+            Ok(options) => options,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        match asked.rerun_task {
+            Some(task) => Some(task),
+            None => return Ok(Err("the command names no task to rerun".into())),
+        }
+    } else {
+        None
+    };
     tx.execute(
         Query::update()
             .table(Inst::Table)
+            .value(Inst::Options, to_json(&instance.options)?)
             .value(Inst::CommandId, instance.command_id)
             .value(Inst::State, instance.state.as_str())
             .value(Inst::Owner, owner)
@@ -556,6 +574,7 @@ pub fn recovery_allowed(
         CommandKind::Resume => state == Paused,
         CommandKind::ResubmitFailed => matches!(state, Failure | Stopped),
         CommandKind::Rerun => matches!(state, Success | Failure | Stopped | Paused),
+        CommandKind::RerunTask => matches!(state, Success | Failure | Stopped),
         _ => false,
     };
     if ok {
@@ -565,6 +584,9 @@ pub fn recovery_allowed(
         CommandKind::Resume => "only a paused instance can be resumed",
         CommandKind::ResubmitFailed => "only a failed or stopped instance can be resubmitted",
         CommandKind::Rerun => "only a finished instance can be rerun",
+        CommandKind::RerunTask => {
+            "a task can be rerun once its instance succeeded, failed or was stopped"
+        }
         _ => "this command does not act on an existing instance",
     })
 }

@@ -26,14 +26,22 @@ impl Engine {
                     .unwrap_or(shoal_common::start::Scope::Downstream),
             )
         });
-        let rt = match c.kind {
-            CommandKind::Resume | CommandKind::ResubmitFailed => {
+        let rerun = c.instance.options.rerun_task.as_ref();
+        let rt = match (c.kind, rerun) {
+            (CommandKind::Resume | CommandKind::ResubmitFailed, _) => {
                 let mut rt = WorkflowRuntime::restore(def, &recorded(&c.tasks), Recovery::Rerun);
                 rt.limit_to(from).map(|()| rt)
             }
-            CommandKind::RecoverFailover => {
+            (CommandKind::RerunTask, Some(rerun)) => {
+                WorkflowRuntime::rerun_task(def, &recorded(&c.tasks), rerun)
+            }
+            (CommandKind::RecoverFailover, _) => {
                 let mut rt = WorkflowRuntime::restore(def, &recorded(&c.tasks), Recovery::Failover);
-                rt.limit_to(from).map(|()| rt)
+                let limited = match rerun {
+                    Some(rerun) => rt.keep_to_rerun(rerun),
+                    None => rt.limit_to(from),
+                };
+                limited.map(|()| rt)
             }
             _ => WorkflowRuntime::new(def, from),
         };

@@ -139,17 +139,7 @@ impl WorkflowRuntime {
         let Some((task, scope)) = from else {
             return Ok(());
         };
-        let start = self
-            .def
-            .tasks
-            .iter()
-            .position(|t| t.name == task)
-            .ok_or_else(|| {
-                Refused(format!(
-                    "task '{task}' is not part of workflow '{}'",
-                    self.def.name
-                ))
-            })?;
+        let start = self.node_of(task)?;
         let keep = scope::nodes(&self.dag, start, scope);
         for node in 0..self.slots.len() {
             if !keep.contains(&node) && self.slots[node] == Slot::NotStarted {
@@ -158,6 +148,20 @@ impl WorkflowRuntime {
             }
         }
         Ok(())
+    }
+
+    /// The node of task `name`.
+    fn node_of(&self, name: &str) -> Result<Node, Refused> {
+        self.def
+            .tasks
+            .iter()
+            .position(|t| t.name == name)
+            .ok_or_else(|| {
+                Refused(format!(
+                    "task '{name}' is not part of workflow '{}'",
+                    self.def.name
+                ))
+            })
     }
 
     /// Records what a passed node hands downstream: its upstream tasks' outputs,

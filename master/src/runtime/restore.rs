@@ -1,8 +1,10 @@
 //! Rebuilding a run from the attempts the store recorded (resume, resubmit, failover).
 
 use super::*;
+use shoal_common::start::RerunTask;
 
 /// One recorded attempt of a task, as the store holds it.
+#[derive(Clone, Copy)]
 pub struct Recorded<'a> {
     pub name: &'a str,
     pub attempt: i32,
@@ -11,6 +13,58 @@ pub struct Recorded<'a> {
 }
 
 impl WorkflowRuntime {
+    /// An ended run that reruns `rerun.task` (and with `downstream`, what depends on it)
+    /// as new attempts; every other task keeps its recorded state, so the run ends
+    /// `success` only if all of them had passed. Foreach and do_while tasks cannot be
+    /// rerun alone (their children are rows of their own).
+    pub fn rerun_task(
+        def: Arc<WorkflowDef>,
+        attempts: &[Recorded<'_>],
+        rerun: &RerunTask,
+    ) -> Result<Self, Refused> {
+        let probe = Self::empty(def.clone());
+        let start = probe.node_of(&rerun.task)?;
+        let scope = scope::nodes(&probe.dag, start, rerun.scope());
+        if let Some(n) = scope
+            .iter()
+            .find(|&&n| def.tasks[n].foreach.is_some() || def.tasks[n].do_while.is_some())
+        {
+            return Err(Refused(format!(
+                "task '{}' is a foreach or do_while task, which cannot be rerun alone yet; \
+                 rerun or resubmit the instance",
+                def.tasks[*n].name
+            )));
+        }
+        // Lost attempts run again as the next attempt: what the failover restore does.
+        let again: Vec<Recorded> = attempts
+            .iter()
+            .map(|r| {
+                let scoped = probe.node_of(r.name).is_ok_and(|n| scope.contains(&n));
+                Recorded {
+                    state: if scoped {
+                        TaskState::NeedFaultTolerance
+                    } else {
+                        r.state
+                    },
+                    ..*r
+                }
+            })
+            .collect();
+        let mut rt = Self::restore(def, &again, Recovery::Failover);
+        rt.keep_to_rerun(rerun)?;
+        Ok(rt)
+    }
+
+    /// What a rerun of one task leaves alone: tasks outside its scope that have not run
+    /// stay out of the run, and the other tasks' failures do not block it (they still
+    /// keep the run from ending `success`). Also applied when a master takes such a run
+    /// over.
+    pub fn keep_to_rerun(&mut self, rerun: &RerunTask) -> Result<(), Refused> {
+        self.limit_to(Some((&rerun.task, rerun.scope())))?;
+        self.failed = false;
+        Ok(())
+    }
+
     /// Rebuilds a run from its stored attempts (the latest attempt of each task counts).
     ///
     /// `Recovery::Rerun` (resume, resubmit-failed): tasks that passed keep their state and

@@ -790,7 +790,9 @@ export interface paths {
          * `POST /task-instances/{id}/{action}`: `kill` ends a running attempt as `killed` (its
          *     instance's failure strategy decides what follows); `force-success` marks a failed or
          *     killed attempt of a failed or stopped instance `forced_success` and resubmits the
-         *     instance, so its downstream tasks run. 409 with the reason when the state forbids it.
+         *     instance, so its downstream tasks run; `rerun` runs an ended task of an ended instance
+         *     again as a new attempt (`{"downstream": true}`: and what depends on it), every other
+         *     task keeping its state. 409 with the reason when the state forbids it.
          */
         post: operations["actOnTaskInstance"];
         delete?: never;
@@ -1483,6 +1485,16 @@ export interface components {
          * @enum {string}
          */
         ProjectRole: "viewer" | "operator" | "editor" | "admin";
+        /** @description Options of a rerun (the other actions take no body). */
+        RerunOptions: {
+            /** @description Rerun what depends on the task too (default: the task alone). */
+            downstream?: boolean;
+        };
+        /** @description One task of an ended instance run again, and with `downstream` what depends on it. */
+        RerunTask: {
+            downstream?: boolean;
+            task: string;
+        };
         /** @enum {string} */
         Role: "master" | "worker";
         /** @description A workflow's cron schedule. */
@@ -1618,6 +1630,11 @@ export interface components {
              * @description The failed instance whose workflow's `on_failure` started this run.
              */
             handles_failure_of?: number;
+            /**
+             * @description Set while an ended instance reruns one of its tasks (`POST
+             *     /task-instances/{id}/rerun`); every other task keeps its state.
+             */
+            rerun_task?: components["schemas"]["RerunTask"];
             scope?: components["schemas"]["Scope"];
             /**
              * @description IANA zone of the run's schedule time: `${system.biz.date}`, time expressions and
@@ -1670,11 +1687,11 @@ export interface components {
         };
         /** @description An accepted task action. */
         TaskActionAccepted: {
-            /** @description `kill` or `force-success`. */
+            /** @description `kill`, `force-success` or `rerun`. */
             action: string;
             /**
              * Format: int64
-             * @description For force-success: the resubmit-failed command that takes the instance on
+             * @description For force-success and rerun: the command that takes the instance on
              *     (`GET /commands/{command_id}` tells when a master took it up).
              */
             command_id?: number;
@@ -5286,12 +5303,17 @@ export interface operations {
             path: {
                 /** @description The task instance (one attempt). */
                 id: number;
-                /** @description `kill` or `force-success`. */
+                /** @description `kill`, `force-success` or `rerun`. */
                 action: string;
             };
             cookie?: never;
         };
-        requestBody?: never;
+        /** @description For rerun only; optional */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RerunOptions"] | null;
+            };
+        };
         responses: {
             202: {
                 headers: {

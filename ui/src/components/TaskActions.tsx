@@ -1,6 +1,7 @@
 // What an operator does to one task attempt from the instance's task table, as in
-// DolphinScheduler's task instance view: kill a running attempt, or force a failed one of
-// an ended instance to success (the instance is resubmitted and goes on past it).
+// DolphinScheduler's task instance view: kill a running attempt, force a failed one of an
+// ended instance to success (the instance is resubmitted and goes on past it), or rerun
+// an ended task and what follows it while the other tasks keep their state.
 import { useState } from "react";
 import { send } from "../api/client";
 import type { TaskInstance } from "../api/types";
@@ -10,12 +11,25 @@ const RUNNING = new Set(["dispatched", "running"]);
 const FAILED = new Set(["failure", "killed"]);
 const INSTANCE_RUNNING = new Set(["running", "ready_pause", "ready_stop"]);
 const INSTANCE_ENDED_BADLY = new Set(["failure", "stopped"]);
+const INSTANCE_ENDED = new Set(["success", "failure", "stopped"]);
+const TASK_ENDED = new Set(["success", "failure", "killed", "forced_success"]);
 
-/** The action a latest attempt in `state` offers while its instance is `instanceState`. */
-export function taskAction(state: string, instanceState: string): "kill" | "force-success" | null {
-  if (RUNNING.has(state) && INSTANCE_RUNNING.has(instanceState)) return "kill";
-  if (FAILED.has(state) && INSTANCE_ENDED_BADLY.has(instanceState)) return "force-success";
-  return null;
+type TaskAction = "kill" | "force-success" | "rerun";
+
+const LABELS: Record<TaskAction, string> = { kill: "Kill", "force-success": "Force success", rerun: "Rerun from here" };
+const TITLES: Record<TaskAction, string> = {
+  kill: "Kill this attempt",
+  "force-success": "Mark it passed and go on with what follows it",
+  rerun: "Run this task and what follows it again; the other tasks keep their state",
+};
+
+/** The actions a latest attempt in `state` offers while its instance is `instanceState`. */
+export function taskActions(state: string, instanceState: string): TaskAction[] {
+  const offered: TaskAction[] = [];
+  if (RUNNING.has(state) && INSTANCE_RUNNING.has(instanceState)) offered.push("kill");
+  if (FAILED.has(state) && INSTANCE_ENDED_BADLY.has(instanceState)) offered.push("force-success");
+  if (TASK_ENDED.has(state) && INSTANCE_ENDED.has(instanceState)) offered.push("rerun");
+  return offered;
 }
 
 export function TaskActions({
@@ -32,14 +46,14 @@ export function TaskActions({
 }) {
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
-  const action = latest ? taskAction(task.state, instanceState) : null;
-  if (!action) return null;
-  const label = action === "kill" ? "Kill" : "Force success";
-  const act = async () => {
+  const offered = latest ? taskActions(task.state, instanceState) : [];
+  if (offered.length === 0) return null;
+  const act = async (action: TaskAction) => {
     setBusy(true);
     setError("");
     try {
-      await send("POST", `/task-instances/${task.id}/${action}`);
+      const body = action === "rerun" ? { body: { downstream: true } } : undefined;
+      await send("POST", `/task-instances/${task.id}/${action}`, body);
       onDone();
     } catch (e) {
       setError(actionError(e));
@@ -48,21 +62,24 @@ export function TaskActions({
     }
   };
   return (
-    <>
-      <button
-        className={action === "kill" ? "danger small" : "secondary small"}
-        disabled={busy}
-        aria-label={`${label} ${task.name}`}
-        title={action === "kill" ? "Kill this attempt" : "Mark it passed and go on with what follows it"}
-        onClick={act}
-      >
-        {label}
-      </button>
+    <span className="task-actions">
+      {offered.map((action) => (
+        <button
+          key={action}
+          className={action === "kill" ? "danger small" : "secondary small"}
+          disabled={busy}
+          aria-label={`${LABELS[action]} ${task.name}`}
+          title={TITLES[action]}
+          onClick={() => act(action)}
+        >
+          {LABELS[action]}
+        </button>
+      ))}
       {error && (
         <span role="alert" className="error">
           {error}
         </span>
       )}
-    </>
+    </span>
   );
 }
