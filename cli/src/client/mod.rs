@@ -86,7 +86,8 @@ pub enum ClientCommand {
     /// Run a workflow once per schedule time over past dates (`backfill status ID` shows
     /// the progress).
     Backfill(backfill::BackfillArgs),
-    /// Act on one task instance (complete a waiting wait or callback task).
+    /// Act on one task instance: complete a waiting wait or callback task, kill a running
+    /// one, force a failed one to success, rerun an ended one.
     #[command(subcommand)]
     Task(tasks::TaskCommand),
     /// Manage task groups: slots shared by tasks across workflows.
