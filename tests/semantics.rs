@@ -19,6 +19,8 @@ support::deployments!(
     resubmit_failed_reruns_only_the_failed_part,
     a_killed_task_fails_its_instance_and_force_success_lets_it_finish,
     rerunning_one_task_leaves_the_others_as_they_were,
+    an_offline_workflow_neither_starts_nor_fires_and_comes_back_online,
+    rollback_and_deletes_keep_what_must_stay,
     rerun_runs_everything_again_as_a_new_run,
     dry_run_and_start_from_a_task,
     time_expressions_and_builtins_reach_the_task,
@@ -404,6 +406,180 @@ tasks:
         r#"{"downstream": "yes"}"#,
     );
     assert_eq!(status, 400, "a bad body is refused: {body}");
+}
+
+/// The instances of `workflow`, as the API lists them.
+fn instances_of(e: &Env, workflow: &str) -> Vec<Value> {
+    let list = e
+        .api()
+        .get(&format!("/instances?workflow={workflow}&limit=1000"));
+    list.as_array().unwrap().clone()
+}
+
+/// DolphinScheduler's release state: an offline workflow cannot be started (API, CLI,
+/// trigger, backfill) and its schedule stops firing; online again, it starts, and its
+/// schedule fires once enabled again.
+fn an_offline_workflow_neither_starts_nor_fires_and_comes_back_online(e: Env) {
+    e.apply(
+        "name: shelved\ntriggers: [ { name: hook, auth: { token: t0ken-for-the-test-0123 } } ]\ntasks:\n- { name: a, type: noop }\n",
+    );
+    let (status, schedule) = e.api().post(
+        "/projects/default/workflows/shelved/schedules",
+        r#"{"cron": "* * * * * *"}"#,
+    );
+    assert_eq!(status, 201, "{schedule}");
+    wait_for("a scheduled fire", LONG, || {
+        (!instances_of(&e, "shelved").is_empty()).then_some(())
+    });
+
+    let out = cli(e.api(), &["workflow", "offline", "shelved"]);
+    assert!(out.status.success(), "offline: {}", text(&out.stderr));
+    let wf = e.api().get("/projects/default/workflows/shelved");
+    assert_eq!(wf["online"], false);
+    let listed = e.api().get("/projects/default/workflows");
+    assert_eq!(listed[0]["online"], false, "{listed}");
+    assert_eq!(
+        listed[0]["schedule"]["enabled"], false,
+        "its schedule is off: {listed}"
+    );
+
+    let out = cli(e.api(), &["start", "shelved"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("is offline"),
+        "{}",
+        text(&out.stderr)
+    );
+    let (status, body) = e
+        .api()
+        .post("/projects/default/workflows/shelved/start", "{}");
+    assert_eq!(status, 409, "{body}");
+    let hook = reqwest::blocking::Client::new()
+        .post(format!(
+            "{}/api/v1/hooks/default/shelved/hook",
+            e.api().base
+        ))
+        .bearer_auth("t0ken-for-the-test-0123")
+        .body("{}")
+        .send()
+        .unwrap();
+    let (status, body) = (hook.status().as_u16(), hook.text().unwrap());
+    assert_eq!(status, 409, "a trigger is refused too: {body}");
+    let id = schedule["id"].as_i64().unwrap();
+    let (status, body) = e.api().post(
+        &format!("/projects/default/workflows/shelved/schedules/{id}/enable"),
+        "",
+    );
+    assert_eq!(status, 409, "its schedule cannot be enabled: {body}");
+    // Nothing fires while it is offline (a fire may have been under way at the switch).
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let before = instances_of(&e, "shelved").len();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert_eq!(
+        instances_of(&e, "shelved").len(),
+        before,
+        "no scheduled fire while offline"
+    );
+
+    let out = cli(e.api(), &["workflow", "online", "shelved"]);
+    assert!(out.status.success(), "online: {}", text(&out.stderr));
+    let id = e.start("shelved", "{}");
+    assert_eq!(e.end(id)["state"], "success");
+    let out = cli(e.api(), &["schedule", "enable", "shelved"]);
+    assert!(out.status.success(), "enable: {}", text(&out.stderr));
+    let now = instances_of(&e, "shelved").len();
+    wait_for("fires again", LONG, || {
+        (instances_of(&e, "shelved").len() > now + 1).then_some(())
+    });
+    let out = cli(e.api(), &["schedule", "disable", "shelved"]);
+    assert!(out.status.success(), "disable: {}", text(&out.stderr));
+}
+
+/// Rollback makes an old version the newest again; a workflow with an enabled schedule or
+/// an active run cannot be deleted, and once deleted its ended instances stay readable;
+/// only an ended instance can be deleted, and it goes with its tasks.
+fn rollback_and_deletes_keep_what_must_stay(e: Env) {
+    let (f, go) = (e.path("ran"), e.path("go"));
+    let v1 = format!(
+        "name: versioned\ntasks:\n- {{ name: a, type: shell, command: 'echo one >> {}' }}\n",
+        f.display()
+    );
+    e.apply(&v1);
+    e.apply(&format!(
+        "name: versioned\ntasks:\n- {{ name: a, type: shell, command: 'while [ ! -f {g} ]; do sleep 0.05; done; echo two >> {f}' }}\n",
+        g = go.display(),
+        f = f.display()
+    ));
+    let out = cli(e.api(), &["workflow", "rollback", "versioned", "--to", "1"]);
+    assert!(out.status.success(), "rollback: {}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("as version 3"),
+        "{}",
+        text(&out.stdout)
+    );
+    let wf = e.api().get("/projects/default/workflows/versioned");
+    assert_eq!(wf["version"], 3);
+    let old = e.start("versioned", "{}");
+    assert_eq!(e.end(old)["state"], "success");
+    assert_eq!(lines(&f), vec!["one"], "version 1's definition ran");
+    let out = cli(e.api(), &["workflow", "rollback", "versioned", "--to", "9"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "no version 9: {}",
+        text(&out.stderr)
+    );
+
+    // A run of version 2 is active: neither it nor the workflow can be deleted.
+    let body = r#"{"version": 2}"#;
+    let (status, started) = e
+        .api()
+        .post("/projects/default/workflows/versioned/start", body);
+    assert_eq!(status, 202, "{started}");
+    let running = e.instance_of(started["command_id"].as_i64().unwrap());
+    wait_for("the run to start", LONG, || {
+        (e.api().get(&format!("/instances/{running}"))["state"] == "running").then_some(())
+    });
+    let out = cli(e.api(), &["workflow", "delete", "versioned"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("active run"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = cli(e.api(), &["instance", "delete", &running.to_string()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("only an ended instance"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(e.end(running)["state"], "success");
+
+    let out = cli(e.api(), &["instance", "delete", &old.to_string()]);
+    assert!(
+        out.status.success(),
+        "delete instance: {}",
+        text(&out.stderr)
+    );
+    let (status, _) = e.api().post(&format!("/instances/{old}/rerun"), "");
+    assert_eq!(status, 404, "the deleted instance is gone");
+    let out = cli(e.api(), &["workflow", "delete", "versioned"]);
+    assert!(
+        out.status.success(),
+        "delete workflow: {}",
+        text(&out.stderr)
+    );
+    let (status, _) = e
+        .api()
+        .post("/projects/default/workflows/versioned/start", "{}");
+    assert_eq!(status, 404, "the workflow is gone");
+    let kept = e.api().get(&format!("/instances/{running}"));
+    assert_eq!(
+        kept["state"], "success",
+        "its ended instances stay readable"
+    );
 }
 
 fn rerun_runs_everything_again_as_a_new_run(e: Env) {

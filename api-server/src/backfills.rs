@@ -120,6 +120,7 @@ pub async fn create(
     }
     let days = req.days()?;
     let def = latest_definition(&ctx, &project, &name).await?;
+    ctx.store.check_online(&project, &name).await?;
     let schedule = ctx
         .store
         .list_schedules(&project, Some(&name))

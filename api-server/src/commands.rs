@@ -87,6 +87,7 @@ pub async fn start(
             "\"scope\" needs \"from_task\": name the task to start from".into(),
         ));
     }
+    ctx.store.check_online(&project, &name).await?;
     let def = match req.version {
         None => latest_definition(&ctx, &project, &name).await?,
         Some(v) => match ctx.store.get_definition(&project, &name, Some(v)).await? {

@@ -152,6 +152,7 @@ async fn start(
     t: &TriggerDef,
     req: Request,
 ) -> Result<Response> {
+    ctx.store.check_online(&def.project, &def.name).await?;
     let key = idempotency_key(req.headers())?;
     let body = Body::from_request(req, ctx).await?;
     let payload = body

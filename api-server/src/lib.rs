@@ -20,6 +20,7 @@ pub mod error;
 mod extract;
 mod hooks;
 mod instances;
+mod lifecycle;
 mod logs;
 mod metrics;
 mod openapi;
@@ -133,8 +134,11 @@ fn api_routes() -> OpenApiRouter<Ctx> {
         .routes(routes!(secrets::set, secrets::delete))
         .routes(routes!(workflows::apply, workflows::list))
         .routes(routes!(workflows::validate))
-        .routes(routes!(workflows::get))
+        .routes(routes!(workflows::get, lifecycle::delete_workflow))
         .routes(routes!(workflows::versions))
+        .routes(routes!(lifecycle::online))
+        .routes(routes!(lifecycle::offline))
+        .routes(routes!(lifecycle::rollback))
         .routes(routes!(commands::start))
         .routes(routes!(hooks::call))
         .routes(routes!(hooks::list))
@@ -155,7 +159,7 @@ fn api_routes() -> OpenApiRouter<Ctx> {
         .routes(routes!(commands::status))
         .routes(routes!(cluster::nodes))
         .routes(routes!(instances::list))
-        .routes(routes!(instances::get))
+        .routes(routes!(instances::get, lifecycle::delete_instance))
         .routes(routes!(actions::act))
         .routes(routes!(instances::task))
         .routes(routes!(completions::complete))

@@ -232,6 +232,8 @@ pub struct WorkflowSummary {
     /// The workflow's latest run, if it ran.
     #[schema(required = true)]
     pub last_run: Option<LastRun>,
+    /// False once taken offline: it cannot be started and its schedule does not fire.
+    pub online: bool,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -310,6 +312,7 @@ pub async fn list(
             project: d.project,
             name: d.name,
             latest_version: d.latest_version,
+            online: d.online,
         })
         .collect();
     Ok(Json(out))
@@ -334,6 +337,9 @@ pub struct Workflow {
     pub definition: WorkflowDef,
     /// The definition as YAML, fields at their default left out (`shoal apply` takes it).
     pub yaml: String,
+    /// False once the workflow was taken offline: it cannot be started and its schedule
+    /// does not fire.
+    pub online: bool,
 }
 
 /// `GET /projects/{project}/workflows/{name}[?version=N]`: the latest or a given version.
@@ -354,7 +360,10 @@ pub async fn get(
     ApiQuery(q): ApiQuery<VersionQuery>,
 ) -> Result<Json<Workflow>> {
     match ctx.store.get_definition(&project, &name, q.version).await? {
-        Some(def) => Ok(Json(workflow(def))),
+        Some(def) => {
+            let online = ctx.store.offline_since(&project, &name).await?.is_none();
+            Ok(Json(workflow(def, online)))
+        }
         None => Err(missing(&ctx, &project, &name, q.version).await),
     }
 }
@@ -416,8 +425,9 @@ pub(crate) async fn missing(ctx: &Ctx, project: &str, name: &str, version: Optio
     Error::NotFound(format!("workflow '{project}/{name}' does not exist"))
 }
 
-fn workflow(d: StoredDefinition) -> Workflow {
+fn workflow(d: StoredDefinition, online: bool) -> Workflow {
     Workflow {
+        online,
         project: d.project,
         name: d.name,
         version: d.version,

@@ -241,12 +241,14 @@ fn minimum(op: &str) -> &'static str {
         "startWorkflow"
         | "createBackfill"
         | "actOnInstance"
+        | "deleteInstance"
         | "cancelBackfill"
         | "completeTaskInstance"
         | "actOnTaskInstance" => "operator",
         "applyWorkflow" | "validateWorkflow" | "createSchedule" | "updateSchedule"
         | "deleteSchedule" | "enableSchedule" | "disableSchedule" | "setSecret"
-        | "deleteSecret" => "editor",
+        | "deleteSecret" | "onlineWorkflow" | "offlineWorkflow" | "rollbackWorkflow"
+        | "deleteWorkflow" => "editor",
         "deleteProject" | "setMember" | "removeMember" => "owner",
         "createTaskGroup" | "deleteTaskGroup" | "createAlertChannel" | "deleteAlertChannel"
         | "listUsers" | "createUser" | "disableUser" | "enableUser" | "listAudit" => "global",
@@ -281,6 +283,7 @@ fn uri(env: &Env, path: &str) -> String {
         .replace("{name}", name)
         .replace("{id}", &id.to_string())
         .replace("{action}", "stop")
+        .replace("{version}", "1")
         .replace("{user}", "probe")
         .replace("{workflow}", "etl")
         .replace("{trigger}", "probe")

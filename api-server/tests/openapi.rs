@@ -86,6 +86,7 @@ fn probe_uri(path: &str) -> String {
         .replace("{name}", "probe")
         .replace("{id}", "987654")
         .replace("{action}", "stop")
+        .replace("{version}", "1")
         .replace("{user}", "probe")
         .replace("{workflow}", "probe")
         .replace("{trigger}", "probe")

@@ -74,10 +74,11 @@ pub fn rule(op: &str) -> Option<Need> {
         "startWorkflow" | "createBackfill" => Project(Operator, Path),
         "applyWorkflow" | "validateWorkflow" | "createSchedule" | "updateSchedule"
         | "deleteSchedule" | "enableSchedule" | "disableSchedule" | "setSecret"
-        | "deleteSecret" => Project(Editor, Path),
+        | "deleteSecret" | "onlineWorkflow" | "offlineWorkflow" | "rollbackWorkflow"
+        | "deleteWorkflow" => Project(Editor, Path),
         "deleteProject" | "setMember" | "removeMember" => Project(Admin, Path),
         "getInstance" => Project(Viewer, Instance),
-        "actOnInstance" => Project(Operator, Instance),
+        "actOnInstance" | "deleteInstance" => Project(Operator, Instance),
         "completeTaskInstance" | "actOnTaskInstance" => Project(Operator, TaskInstance),
         "getTaskInstance" | "getTaskLog" => Project(Viewer, TaskInstance),
         "getCommand" => Project(Viewer, Command),

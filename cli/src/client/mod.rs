@@ -17,6 +17,7 @@ mod table;
 mod task_groups;
 mod tasks;
 mod triggers;
+mod workflows;
 
 use std::io::ErrorKind;
 
@@ -115,6 +116,12 @@ pub enum ClientCommand {
     /// Webhook triggers: list a project's, or call one with its credential.
     #[command(subcommand)]
     Trigger(triggers::TriggerCommand),
+    /// A workflow's lifecycle: take it offline or online, roll it back, delete it.
+    #[command(subcommand)]
+    Workflow(workflows::WorkflowCommand),
+    /// Delete an ended instance.
+    #[command(subcommand)]
+    Instance(workflows::InstanceCommand),
 }
 
 /// Runs a client command and returns the process exit code. Errors are printed here, as
@@ -144,6 +151,8 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<i32> {
         ClientCommand::Secret(cmd) => secrets::run(cmd).await,
         ClientCommand::Audit(args) => access::audit(args).await,
         ClientCommand::Trigger(cmd) => triggers::run(cmd).await,
+        ClientCommand::Workflow(cmd) => workflows::workflow(cmd).await,
+        ClientCommand::Instance(cmd) => workflows::instance(cmd).await,
     };
     match result {
         Ok(code) => Ok(code),

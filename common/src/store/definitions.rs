@@ -179,10 +179,12 @@ impl Store {
                     .order_by(Def::Name, Order::Asc),
             )
             .await?;
+        let offline = super::lifecycle::offline_in(self, project).await?;
         Ok(rows
             .into_iter()
             .map(
                 |(project, name, latest_version, updated_at)| DefinitionSummary {
+                    online: !offline.contains(&name),
                     project,
                     name,
                     latest_version,

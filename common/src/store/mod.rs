@@ -19,6 +19,7 @@ mod db;
 mod definitions;
 mod failover;
 mod instances;
+mod lifecycle;
 mod model;
 mod projects;
 mod retention;

@@ -21,6 +21,8 @@ pub struct DefinitionSummary {
     pub name: String,
     pub latest_version: i32,
     pub updated_at: i64,
+    /// False once taken offline (no start, no scheduled fire).
+    pub online: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -8,6 +8,7 @@
 //! kept while its parent's task row is there (the parent goes first).
 
 use super::Store;
+use super::db::Tx;
 use super::schema::{
     Alert, Command, TaskCallback, TaskInstance as Task, TaskLog, TriggerCall,
     WorkflowInstance as Inst,
@@ -33,47 +34,7 @@ impl Store {
         let ids: Vec<(i64,)> = tx.fetch_all(&prunable(cutoff_ms, batch)).await?;
         let ids: Vec<i64> = ids.into_iter().map(|(id,)| id).collect();
         let mut pruned = Pruned::default();
-        if !ids.is_empty() {
-            let tasks_of = || {
-                Query::select()
-                    .column(Task::Id)
-                    .from(Task::Table)
-                    .and_where(Expr::col(Task::WorkflowInstanceId).is_in(ids.iter().copied()))
-                    .to_owned()
-            };
-            tx.execute(
-                Query::delete()
-                    .from_table(TaskLog::Table)
-                    .and_where(Expr::col(TaskLog::TaskInstanceId).in_subquery(tasks_of())),
-            )
-            .await?;
-            tx.execute(
-                Query::delete()
-                    .from_table(TaskCallback::Table)
-                    .and_where(Expr::col(TaskCallback::TaskInstanceId).in_subquery(tasks_of())),
-            )
-            .await?;
-            tx.execute(
-                Query::delete()
-                    .from_table(Alert::Table)
-                    .and_where(Expr::col(Alert::WorkflowInstanceId).is_in(ids.iter().copied())),
-            )
-            .await?;
-            pruned.tasks = tx
-                .execute_counted(
-                    Query::delete()
-                        .from_table(Task::Table)
-                        .and_where(Expr::col(Task::WorkflowInstanceId).is_in(ids.iter().copied())),
-                )
-                .await?;
-            pruned.instances = tx
-                .execute_counted(
-                    Query::delete()
-                        .from_table(Inst::Table)
-                        .and_where(Expr::col(Inst::Id).is_in(ids.iter().copied())),
-                )
-                .await?;
-        }
+        (pruned.instances, pruned.tasks) = delete_instances(&mut tx, &ids).await?;
         pruned.trigger_calls = tx
             .execute_counted(
                 Query::delete()
@@ -128,4 +89,52 @@ fn prunable(cutoff_ms: i64, batch: u64) -> SelectStatement {
         .order_by(Inst::EndedAt, Order::Asc)
         .limit(batch)
         .to_owned()
+}
+
+/// Deletes instances `ids` with their task rows, kept logs, callbacks and alerts; returns
+/// how many instances and task rows went.
+pub(super) async fn delete_instances(tx: &mut Tx, ids: &[i64]) -> Result<(u64, u64)> {
+    if ids.is_empty() {
+        return Ok((0, 0));
+    }
+    let tasks_of = || {
+        Query::select()
+            .column(Task::Id)
+            .from(Task::Table)
+            .and_where(Expr::col(Task::WorkflowInstanceId).is_in(ids.iter().copied()))
+            .to_owned()
+    };
+    tx.execute(
+        Query::delete()
+            .from_table(TaskLog::Table)
+            .and_where(Expr::col(TaskLog::TaskInstanceId).in_subquery(tasks_of())),
+    )
+    .await?;
+    tx.execute(
+        Query::delete()
+            .from_table(TaskCallback::Table)
+            .and_where(Expr::col(TaskCallback::TaskInstanceId).in_subquery(tasks_of())),
+    )
+    .await?;
+    tx.execute(
+        Query::delete()
+            .from_table(Alert::Table)
+            .and_where(Expr::col(Alert::WorkflowInstanceId).is_in(ids.iter().copied())),
+    )
+    .await?;
+    let tasks = tx
+        .execute_counted(
+            Query::delete()
+                .from_table(Task::Table)
+                .and_where(Expr::col(Task::WorkflowInstanceId).is_in(ids.iter().copied())),
+        )
+        .await?;
+    let instances = tx
+        .execute_counted(
+            Query::delete()
+                .from_table(Inst::Table)
+                .and_where(Expr::col(Inst::Id).is_in(ids.iter().copied())),
+        )
+        .await?;
+    Ok((instances, tasks))
 }

@@ -205,6 +205,9 @@ impl Store {
         let now = now_ms();
         let mut tx = self.db.begin().await?;
         latest_version(&mut tx, project, workflow).await?;
+        if spec.enabled {
+            super::lifecycle::refuse_if_offline(&mut tx, project, workflow).await?;
+        }
         let taken: Option<(i64,)> = tx
             .fetch_optional(
                 Query::select()
@@ -270,9 +273,18 @@ impl Store {
     }
 
     /// Every enabled schedule: what the leader fires.
+    /// Enabled schedules of workflows that are online.
     pub async fn enabled_schedules(&self) -> Result<Vec<ScheduleRow>> {
-        self.read_schedules(Cond::all().add(Expr::col(Schedule::Enabled).eq(true)))
-            .await
+        let online = super::lifecycle::online_only(
+            (Schedule::Table, Schedule::Project),
+            (Schedule::Table, Schedule::Workflow),
+        );
+        self.read_schedules(
+            Cond::all()
+                .add(Expr::col(Schedule::Enabled).eq(true))
+                .add(online),
+        )
+        .await
     }
 
     /// Schedules matching `filter`, by id.
@@ -325,6 +337,8 @@ impl Store {
         self.change_schedule(id, update).await
     }
 
+    /// Applies `update` to schedule `id`; an update that leaves it enabled is refused
+    /// while its workflow is offline.
     async fn change_schedule(
         &self,
         id: i64,
@@ -333,10 +347,14 @@ impl Store {
         update.returning(Query::returning().columns(COLUMNS));
         let mut tx = self.db.begin().await?;
         let record: Option<ScheduleRecord> = tx.fetch_optional(&update).await?;
-        tx.commit().await?;
-        record
+        let row = record
             .ok_or_else(|| Error::NotFound(format!("schedule {id}")))?
-            .decode()
+            .decode()?;
+        if row.spec.enabled {
+            super::lifecycle::refuse_if_offline(&mut tx, &row.project, &row.workflow).await?;
+        }
+        tx.commit().await?;
+        Ok(row)
     }
 
     /// Deletes a schedule and its fire records; false if there was none.
@@ -447,4 +465,51 @@ pub(super) async fn latest_version(tx: &mut Tx, project: &str, workflow: &str) -
         )
         .await?;
     version.ok_or_else(|| Error::NotFound(format!("workflow '{project}/{workflow}'")))
+}
+
+/// Disables the schedule of a workflow (taken offline).
+pub(super) async fn disable_for(tx: &mut Tx, project: &str, workflow: &str) -> Result<()> {
+    tx.execute(
+        Query::update()
+            .table(Schedule::Table)
+            .value(Schedule::Enabled, false)
+            .value(Schedule::UpdatedAt, now_ms())
+            .and_where(Expr::col(Schedule::Project).eq(project))
+            .and_where(Expr::col(Schedule::Workflow).eq(workflow)),
+    )
+    .await
+}
+
+/// Deletes the schedule of a workflow being deleted, with its fire records; refused
+/// while it is enabled.
+pub(super) async fn delete_disabled_for(tx: &mut Tx, project: &str, workflow: &str) -> Result<()> {
+    let row: Option<(i64, bool)> = tx
+        .fetch_optional(
+            Query::select()
+                .columns([Schedule::Id, Schedule::Enabled])
+                .from(Schedule::Table)
+                .and_where(Expr::col(Schedule::Project).eq(project))
+                .and_where(Expr::col(Schedule::Workflow).eq(workflow)),
+        )
+        .await?;
+    let Some((id, enabled)) = row else {
+        return Ok(());
+    };
+    if enabled {
+        return Err(Error::Conflict(format!(
+            "workflow '{project}/{workflow}' has an enabled schedule ({id}); disable it first"
+        )));
+    }
+    tx.execute(
+        Query::delete()
+            .from_table(ScheduleFire::Table)
+            .and_where(Expr::col(ScheduleFire::ScheduleId).eq(id)),
+    )
+    .await?;
+    tx.execute(
+        Query::delete()
+            .from_table(Schedule::Table)
+            .and_where(Expr::col(Schedule::Id).eq(id)),
+    )
+    .await
 }

@@ -221,3 +221,11 @@ pub(super) enum TriggerCall {
     WorkflowInstanceId,
     CreatedAt,
 }
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum WorkflowOffline {
+    Table,
+    Project,
+    Workflow,
+    Since,
+}

@@ -277,7 +277,12 @@ export interface paths {
         get: operations["getInstance"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * `DELETE /instances/{id}`: an ended instance goes with its task rows and kept logs (the
+         *     log files on workers go with `--log-retention`). 409 while it runs or an action on it
+         *     is pending.
+         */
+        delete: operations["deleteInstance"];
         options?: never;
         head?: never;
         patch?: never;
@@ -504,7 +509,12 @@ export interface paths {
         get: operations["getWorkflow"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * `DELETE /projects/{project}/workflows/{name}`: every version, its disabled schedule and
+         *     its triggers go; its ended instances stay readable. 409 while a run is active or
+         *     pending, or its schedule is enabled.
+         */
+        delete: operations["deleteWorkflow"];
         options?: never;
         head?: never;
         patch?: never;
@@ -525,6 +535,46 @@ export interface paths {
          *     day at 00:00 in `timezone` (default UTC) when the workflow has no schedule.
          */
         post: operations["createBackfill"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/projects/{project}/workflows/{name}/offline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /projects/{project}/workflows/{name}/offline`: starts (API, CLI, UI, triggers,
+         *     backfills) are refused with 409 and its schedule is disabled; runs under way go on.
+         */
+        post: operations["offlineWorkflow"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/projects/{project}/workflows/{name}/online": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /projects/{project}/workflows/{name}/online`: it can be started again. Its
+         *     schedule stays disabled until enabled again.
+         */
+        post: operations["onlineWorkflow"];
         delete?: never;
         options?: never;
         head?: never;
@@ -662,6 +712,26 @@ export interface paths {
         get: operations["listWorkflowVersions"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/projects/{project}/workflows/{name}/versions/{version}/rollback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /projects/{project}/workflows/{name}/versions/{version}/rollback`: stores that
+         *     version's definition again as the newest version; runs started from now on use it.
+         */
+        post: operations["rollbackWorkflow"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1485,6 +1555,13 @@ export interface components {
          * @enum {string}
          */
         ProjectRole: "viewer" | "operator" | "editor" | "admin";
+        /** @description Whether a workflow is online. */
+        Release: {
+            name: string;
+            /** @description False: it cannot be started and its schedule does not fire. */
+            online: boolean;
+            project: string;
+        };
         /** @description Options of a rerun (the other actions take no body). */
         RerunOptions: {
             /** @description Rerun what depends on the task too (default: the task alone). */
@@ -1497,6 +1574,15 @@ export interface components {
         };
         /** @enum {string} */
         Role: "master" | "worker";
+        /** @description The version a rollback stored. */
+        RolledBack: {
+            /**
+             * Format: int32
+             * @description The new latest version, holding the old version's definition (the latest one
+             *     unchanged when it held it already).
+             */
+            version: number;
+        };
         /** @description A workflow's cron schedule. */
         Schedule: {
             created_at: string;
@@ -1981,6 +2067,11 @@ export interface components {
             created_at: string;
             definition: components["schemas"]["WorkflowDef"];
             name: string;
+            /**
+             * @description False once the workflow was taken offline: it cannot be started and its schedule
+             *     does not fire.
+             */
+            online: boolean;
             project: string;
             /** Format: int32 */
             version: number;
@@ -2028,6 +2119,8 @@ export interface components {
             /** Format: int32 */
             latest_version: number;
             name: string;
+            /** @description False once taken offline: it cannot be started and its schedule does not fire. */
+            online: boolean;
             project: string;
             schedule: components["schemas"]["ScheduleBrief"] | null;
             /** @description When the latest version was stored. */
@@ -3050,6 +3143,72 @@ export interface operations {
             };
             /** @description No such instance */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    deleteInstance: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the object the path names. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such instance */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description It runs, or an action on it is pending */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4123,6 +4282,74 @@ export interface operations {
             };
         };
     };
+    deleteWorkflow: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description Workflow name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such workflow */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A run is active or pending, or the schedule is enabled */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     createBackfill: {
         parameters: {
             query?: never;
@@ -4156,6 +4383,126 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such workflow */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    offlineWorkflow: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description Workflow name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Release"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such workflow */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    onlineWorkflow: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description Workflow name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Release"];
                 };
             };
             /** @description Auth is on and the request carries no valid token */
@@ -4842,6 +5189,68 @@ export interface operations {
                 };
             };
             /** @description No such workflow */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    rollbackWorkflow: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description Workflow name. */
+                name: string;
+                /** @description The version to make the newest again. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RolledBack"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such workflow or version */
             404: {
                 headers: {
                     [name: string]: unknown;

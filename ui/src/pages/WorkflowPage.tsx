@@ -1,12 +1,12 @@
 import { useState } from "react";
-import { getJson } from "../api/client";
+import { getJson, send } from "../api/client";
 import type { InstanceSummary, StoredWorkflow, WorkflowVersion } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { Dag } from "../components/Dag";
 import { Diff } from "../components/Diff";
 import { StartDialog } from "../components/StartDialog";
 import { StateBadge } from "../components/StateBadge";
-import { errorText, when, duration } from "../components/format";
+import { actionError, errorText, when, duration } from "../components/format";
 import { Link, path, useTitle } from "../router";
 import { BackfillPanel } from "./BackfillPanel";
 import { SchedulePanel } from "./SchedulePanel";
@@ -16,7 +16,17 @@ type Tab = "overview" | "schedule" | "backfill" | "triggers" | "runs";
 
 const base = (p: string, w: string) => `/projects/${encodeURIComponent(p)}/workflows/${encodeURIComponent(w)}`;
 
-function Versions({ project, name, latest }: { project: string; name: string; latest: number }) {
+function Versions({ project, name, latest, onChange }: { project: string; name: string; latest: number; onChange: () => void }) {
+  const [rollbackError, setRollbackError] = useState("");
+  const rollBack = async (version: number) => {
+    setRollbackError("");
+    try {
+      await send("POST", `${base(project, name)}/versions/${version}/rollback`);
+      onChange();
+    } catch (e) {
+      setRollbackError(actionError(e));
+    }
+  };
   const { data: versions } = usePoll((signal) => getJson<WorkflowVersion[]>(`${base(project, name)}/versions`, { signal }), `${project}/${name}/${latest}`);
   const [from, setFrom] = useState<number>();
   const [to, setTo] = useState<number>();
@@ -33,10 +43,20 @@ function Versions({ project, name, latest }: { project: string; name: string; la
       <ul aria-label="Versions" className="versions">
         {versions?.map((v) => (
           <li key={v.version}>
-            <b>v{v.version}</b> <span className="muted">{when(v.created_at)}</span>
+            <b>v{v.version}</b> <span className="muted">{when(v.created_at)}</span>{" "}
+            {v.version !== latest && (
+              <button className="secondary small" title="Store this version again as the newest one" onClick={() => rollBack(v.version)}>
+                Make latest
+              </button>
+            )}
           </li>
         ))}
       </ul>
+      {rollbackError && (
+        <p role="alert" className="error">
+          {rollbackError}
+        </p>
+      )}
       {latest > 1 && (
         <>
           <div className="row">
@@ -110,7 +130,17 @@ function Runs({ project, name }: { project: string; name: string }) {
 export function WorkflowPage({ project, name, tab }: { project: string; name: string; tab: Tab }) {
   useTitle(name);
   const [starting, setStarting] = useState(false);
-  const { data: wf, error } = usePoll((signal) => getJson<StoredWorkflow>(base(project, name), { signal }), `${project}/${name}`);
+  const [releaseError, setReleaseError] = useState("");
+  const { data: wf, error, reload } = usePoll((signal) => getJson<StoredWorkflow>(base(project, name), { signal }), `${project}/${name}`);
+  const release = async (state: "online" | "offline") => {
+    setReleaseError("");
+    try {
+      await send("POST", `${base(project, name)}/${state}`);
+      reload();
+    } catch (e) {
+      setReleaseError(actionError(e));
+    }
+  };
   const tabs: [string, string, boolean][] = [
     ["Overview", path.workflow(project, name), tab === "overview"],
     ["Edit", path.workflow(project, name, "edit"), false],
@@ -127,11 +157,30 @@ export function WorkflowPage({ project, name, tab }: { project: string; name: st
       <div className="pagehead">
         <h1>{name}</h1>
         {wf && <span className="muted">v{wf.version}</span>}
+        {wf && !wf.online && (
+          <span className="badge offline" aria-label="Release state">
+            offline
+          </span>
+        )}
         <span className="spacer" />
-        <button onClick={() => setStarting(true)} disabled={!wf}>
+        {wf && (
+          <button
+            className="secondary"
+            title={wf.online ? "Refuse starts and disable its schedule" : "Allow starts again (enable the schedule again if wanted)"}
+            onClick={() => release(wf.online ? "offline" : "online")}
+          >
+            {wf.online ? "Take offline" : "Bring online"}
+          </button>
+        )}
+        <button onClick={() => setStarting(true)} disabled={!wf || !wf.online} title={wf && !wf.online ? "The workflow is offline" : undefined}>
           Start
         </button>
       </div>
+      {releaseError && (
+        <p role="alert" className="error">
+          {releaseError}
+        </p>
+      )}
       <nav className="tabs" aria-label="Workflow">
         {tabs.map(([label, href, active]) => (
           <Link key={label} href={href} aria-current={active ? "page" : undefined}>
@@ -154,7 +203,7 @@ export function WorkflowPage({ project, name, tab }: { project: string; name: st
               <pre className="code">{wf.yaml}</pre>
             </section>
           </div>
-          <Versions project={project} name={name} latest={wf.version} />
+          <Versions project={project} name={name} latest={wf.version} onChange={reload} />
         </>
       )}
       {wf && tab === "schedule" && <SchedulePanel project={project} name={name} />}

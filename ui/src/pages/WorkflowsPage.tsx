@@ -80,7 +80,8 @@ export function WorkflowsPage({ project }: { project: string }) {
             {data.map((w) => (
               <tr key={w.name}>
                 <td>
-                  <Link href={path.workflow(project, w.name)}>{w.name}</Link>
+                  <Link href={path.workflow(project, w.name)}>{w.name}</Link>{" "}
+                  {!w.online && <span className="badge offline">offline</span>}
                 </td>
                 <td>v{w.latest_version}</td>
                 <td>
@@ -103,7 +104,9 @@ export function WorkflowsPage({ project }: { project: string }) {
                   )}
                 </td>
                 <td className="right">
-                  <button onClick={() => setStarting(w.name)}>Start</button>
+                  <button onClick={() => setStarting(w.name)} disabled={!w.online} title={w.online ? undefined : "The workflow is offline"}>
+                    Start
+                  </button>
                 </td>
               </tr>
             ))}
