@@ -28,6 +28,19 @@ pub enum Scenario {
     /// One instance of a foreach task over 10,000 elements (noop children, all at once):
     /// children per second, to hold against `fanout`'s tasks written in the definition.
     Foreach,
+    /// `chain` with 1,000 shell tasks running `true`: real work's cost per task, process
+    /// start, log and event included.
+    ShellChain,
+    /// `fanout` to 2,000 shell tasks running `true`: real tasks per second.
+    ShellFanout,
+}
+
+/// What the tasks of a chain or fan-out do.
+#[derive(Clone, Copy)]
+enum Work {
+    Noop,
+    /// A shell task running `true`.
+    Shell,
 }
 
 /// A design target a figure is held against.
@@ -51,6 +64,8 @@ pub struct Sizes {
     pub diamonds: usize,
     pub timers: usize,
     pub foreach: usize,
+    pub shell_chain: usize,
+    pub shell_fanout: usize,
 }
 
 impl Sizes {
@@ -63,6 +78,8 @@ impl Sizes {
             diamonds: s(1000.0),
             timers: s(10_000.0),
             foreach: s(10_000.0),
+            shell_chain: s(1000.0),
+            shell_fanout: s(2000.0),
         }
     }
 }
@@ -76,6 +93,8 @@ impl Scenario {
             Scenario::Diamonds => "diamonds",
             Scenario::Timers => "timers",
             Scenario::Foreach => "foreach",
+            Scenario::ShellChain => "shell-chain",
+            Scenario::ShellFanout => "shell-fanout",
         }
     }
 
@@ -112,6 +131,14 @@ impl Scenario {
                 name: "children/s",
                 target: None,
             }],
+            Scenario::ShellChain => &[Metric {
+                name: "ms per shell task",
+                target: Some(Target::AtMost(1.5)),
+            }],
+            Scenario::ShellFanout => &[Metric {
+                name: "shell tasks/s",
+                target: None,
+            }],
         }
     }
 
@@ -126,18 +153,33 @@ impl Scenario {
     ) -> Result<Vec<f64>> {
         let deadline = Instant::now() + timeout;
         match self {
-            Scenario::Chain => chain(api, name, sizes.chain, deadline).await,
-            Scenario::Fanout => fanout(api, name, sizes.fanout, deadline).await,
+            Scenario::Chain => chain(api, name, Work::Noop, sizes.chain, deadline).await,
+            Scenario::Fanout => fanout(api, name, Work::Noop, sizes.fanout, deadline).await,
             Scenario::Latency => latency(api, name, sizes.latency, deadline).await,
             Scenario::Diamonds => diamonds(api, name, sizes.diamonds, deadline).await,
             Scenario::Timers => timers(api, name, sizes.timers, deadline, pids).await,
             Scenario::Foreach => foreach(api, name, sizes.foreach, deadline).await,
+            Scenario::ShellChain => {
+                chain(api, name, Work::Shell, sizes.shell_chain, deadline).await
+            }
+            Scenario::ShellFanout => {
+                fanout(api, name, Work::Shell, sizes.shell_fanout, deadline).await
+            }
         }
     }
 }
 
 fn noop(name: String, depends_on: &[String]) -> Value {
-    json!({ "name": name, "type": "noop", "depends_on": depends_on })
+    task(Work::Noop, name, depends_on)
+}
+
+fn task(work: Work, name: String, depends_on: &[String]) -> Value {
+    match work {
+        Work::Noop => json!({ "name": name, "type": "noop", "depends_on": depends_on }),
+        Work::Shell => {
+            json!({ "name": name, "type": "shell", "command": "true", "depends_on": depends_on })
+        }
+    }
 }
 
 /// Applies `tasks` as workflow `name`, starts one instance and waits for it to succeed.
@@ -153,19 +195,25 @@ fn ms(d: chrono::TimeDelta) -> f64 {
     d.num_microseconds().unwrap_or(i64::MAX) as f64 / 1000.0
 }
 
-async fn chain(api: &Api, name: &str, n: usize, deadline: Instant) -> Result<Vec<f64>> {
+async fn chain(api: &Api, name: &str, work: Work, n: usize, deadline: Instant) -> Result<Vec<f64>> {
     let names: Vec<String> = (0..n).map(|i| format!("t{i}")).collect();
     let tasks = (0..n)
-        .map(|i| noop(names[i].clone(), &names[i.saturating_sub(1)..i]))
+        .map(|i| task(work, names[i].clone(), &names[i.saturating_sub(1)..i]))
         .collect();
     let inst = run_one(api, name, tasks, deadline).await?;
     Ok(vec![inst.run_time()?.as_secs_f64() * 1000.0 / n as f64])
 }
 
-async fn fanout(api: &Api, name: &str, n: usize, deadline: Instant) -> Result<Vec<f64>> {
+async fn fanout(
+    api: &Api,
+    name: &str,
+    work: Work,
+    n: usize,
+    deadline: Instant,
+) -> Result<Vec<f64>> {
     let root = vec!["root".to_string()];
     let tasks = std::iter::once(noop("root".into(), &[]))
-        .chain((0..n).map(|i| noop(format!("f{i}"), &root)))
+        .chain((0..n).map(|i| task(work, format!("f{i}"), &root)))
         .collect();
     let inst = run_one(api, name, tasks, deadline).await?;
     Ok(vec![(n + 1) as f64 / inst.run_time()?.as_secs_f64()])
