@@ -5,8 +5,8 @@
 //! task that passes on its retry followed by a sub-workflow, and a schedule firing every
 //! two seconds) on a Postgres server of the test's own, while
 //! faults land at random moments drawn from a printed seed: SIGKILL of a master (a new one
-//! joins) or of a worker (it restarts on its data dir), SIGSTOP of a master past or within
-//! its lease, an etcd restart, a Postgres crash and restart, COMMITs cut, a slow network
+//! joins) or of a worker (it restarts on its data dir), SIGSTOP of a master or a worker
+//! past or within its lease, an etcd restart, a Postgres crash and restart, COMMITs cut, a slow network
 //! between the masters and Postgres, and the small disk filled up (sometimes with its
 //! worker killed and restarted while it is full).
 //!
@@ -15,8 +15,9 @@
 //! attempts only before a retry that succeeded), each sub-workflow task one child run, no
 //! attempt may start twice, and each command must be exactly one instance (the checks of
 //! `support/fault.rs`); at the end, no schedule time has fired twice. A task whose worker
-//! was killed while it ran may have run before on that worker (at-least-once for what had
-//! not ended); nothing that had ended runs again.
+//! was killed, or frozen past its lease, while it ran may have run before on that worker
+//! (at-least-once for what had not been reported ended); nothing that had ended there runs
+//! again.
 //!
 //! `SHOAL_CAMPAIGN_ROUNDS` sets the rounds (CI: 2); `SHOAL_FAULT_SEED` repeats a draw. The
 //! figures of long campaigns are in RELIABILITY.md.
@@ -223,7 +224,7 @@ fn inject(
     disk: &SmallDisk,
     masters_started: &mut usize,
 ) -> &'static str {
-    match rng.below(8) {
+    match rng.below(9) {
         0 => {
             let victim = c.masters.remove(rng.below(c.masters.len()));
             victim.proc.signal("KILL");
@@ -249,6 +250,15 @@ fn inject(
             std::thread::sleep(rng.millis(500, 4000));
             victim.proc.signal("CONT");
             "master SIGSTOP"
+        }
+        8 => {
+            // Its task processes go on; past the lease, the masters run its tasks again
+            // elsewhere and the worker, once resumed, gives up what it had.
+            let victim = &c.workers[rng.below(c.workers.len())];
+            victim.proc.signal("STOP");
+            std::thread::sleep(rng.millis(500, 4000));
+            victim.proc.signal("CONT");
+            "worker SIGSTOP"
         }
         3 => {
             c.kill_etcd();
