@@ -330,6 +330,34 @@ fn a_task_whose_group_has_no_worker_waits_with_the_reason_shown() {
     );
 }
 
+/// A worker short of disk space (here: a --min-free-disk no disk has) takes no task; the
+/// task waits, queued, and its row says which worker refused it and why.
+#[test]
+fn a_task_refused_for_want_of_disk_space_waits_with_the_reason_shown() {
+    let s = Standalone::start_with(&[("SHOAL_MIN_FREE_DISK", "1000000GiB")]);
+    apply(
+        &s,
+        "tight",
+        "name: tight\ntasks:\n- { name: write, type: shell, command: 'echo hi' }\n",
+    );
+    let out = cli(&s.api, &["start", "tight"]);
+    let id: i64 = text(&out.stdout).trim().parse().expect("instance id");
+    let task = support::wait_for("the refusal's reason", Duration::from_secs(30), || {
+        let inst = s.api.get(&format!("/instances/{id}"));
+        let t = inst["tasks"].as_array()?.first()?.clone();
+        t["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--min-free-disk"))
+            .then_some(t)
+    });
+    assert_eq!(task["state"], "submitted", "it waits, queued: {task}");
+    let message = task["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("waiting: worker ") && message.contains("disk nearly full"),
+        "{message}"
+    );
+}
+
 #[test]
 fn logs_written_to_a_pipe_carry_no_colour_codes() {
     let dir = tempfile::tempdir().unwrap();

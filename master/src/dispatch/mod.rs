@@ -20,6 +20,9 @@ use tracing::{debug, warn};
 const REST: Duration = Duration::from_millis(200);
 /// Most tasks sent to one worker in one RPC.
 const MAX_BATCH: usize = 512;
+/// How a worker's refusal for want of a slot starts (`worker/src/executor`): routine, not
+/// shown on the waiting tasks.
+const NO_FREE_SLOT: &str = "no free slot";
 
 // Most messages are pushes: boxing them would add an allocation per dispatched task.
 #[allow(clippy::large_enum_variant)]
@@ -47,6 +50,8 @@ struct BatchResult {
     sent: Vec<Popped>,
     /// Ids the worker accepted; `None` when the RPC itself failed.
     accepted: Option<HashSet<i64>>,
+    /// Why the worker refused the others (its reasons, `; ` between them).
+    reason: String,
 }
 
 /// When this master may hand out work: while its lease is fresh and it has checked which
@@ -68,7 +73,8 @@ pub struct Dispatcher {
     /// Tasks this master has on each worker (sent and not yet finished).
     outstanding: HashMap<String, HashSet<i64>>,
     resting: HashMap<String, Instant>,
-    /// Queued tasks the engine was told are waiting for a worker of their group.
+    /// Queued tasks the engine was told are waiting (no worker of their group, or refused
+    /// for a reason other than a full worker), until one takes them.
     waiting_reported: HashSet<i64>,
     in_flight: HashSet<i64>,
     cancelled: HashSet<i64>,
@@ -135,6 +141,7 @@ impl Dispatcher {
             DispatchMsg::Cancel(id) => {
                 // A queued task leaves at once; an in-flight one when the worker's answer
                 // comes back. Anything else already reached a worker: the engine kills it.
+                self.waiting_reported.remove(&id);
                 if self.queue.remove(id) {
                     let _ = self.engine.send(EngineMsg::Cancelled { id });
                 } else if self.in_flight.contains(&id) {
@@ -160,10 +167,13 @@ impl Dispatcher {
         let count = r.sent.len() as u32;
         let accepted = r.accepted.unwrap_or_default();
         let mut refused = 0;
+        let mut waiting = Vec::new();
         for p in r.sent {
             let id = p.task.spec.task_instance_id;
             self.in_flight.remove(&id);
             if accepted.contains(&id) {
+                // Reported once per wait: the engine clears the reason on dispatch.
+                self.waiting_reported.remove(&id);
                 metrics::DISPATCH_LATENCY.observe(p.task.queued_at.elapsed());
                 // A cancel that raced the RPC is the engine's to finish: it kills on the worker.
                 self.cancelled.remove(&id);
@@ -176,21 +186,37 @@ impl Dispatcher {
                 if let Some(ids) = self.outstanding.get_mut(&r.worker) {
                     ids.remove(&id);
                 }
-                self.requeue_or_cancel(p);
+                if self.requeue_or_cancel(p) {
+                    waiting.push(id);
+                }
             }
         }
         if refused > 0 {
             self.resting.insert(r.worker.clone(), Instant::now() + REST);
-            debug!(worker = %r.worker, refused, sent = count, "worker refused tasks");
+            debug!(worker = %r.worker, refused, sent = count, reason = %r.reason, "worker refused tasks");
+            // A full worker is routine; any other refusal (a full disk, say) is worth
+            // showing on the tasks that wait because of it.
+            let only_full = r
+                .reason
+                .split("; ")
+                .all(|why| why.starts_with(NO_FREE_SLOT));
+            if !only_full && !r.reason.is_empty() {
+                let reason = format!("waiting: worker {} refused it: {}", r.worker, r.reason);
+                self.report_waiting_ids(waiting, reason);
+            }
         }
     }
 
-    fn requeue_or_cancel(&mut self, p: Popped) {
+    /// Puts a refused task back in the queue, or ends a cancel that raced it; true when
+    /// it went back.
+    fn requeue_or_cancel(&mut self, p: Popped) -> bool {
         let id = p.task.spec.task_instance_id;
         if self.cancelled.remove(&id) {
             let _ = self.engine.send(EngineMsg::Cancelled { id });
+            false
         } else {
             self.queue.requeue(p);
+            true
         }
     }
 
@@ -229,7 +255,6 @@ impl Dispatcher {
                     break;
                 };
                 let id = p.task.spec.task_instance_id;
-                self.waiting_reported.remove(&id);
                 self.outstanding
                     .entry(w.addr.clone())
                     .or_default()
@@ -245,15 +270,20 @@ impl Dispatcher {
 
     /// Tells the engine, once per task, that its group has no live worker.
     fn report_waiting(&mut self, group: &str) {
-        let new: Vec<i64> = self
-            .queue
-            .ids(group)
+        let ids: Vec<i64> = self.queue.ids(group).collect();
+        let reason = format!(
+            "waiting: no live worker serves group '{group}'; start one with --groups {group}"
+        );
+        self.report_waiting_ids(ids, reason);
+    }
+
+    /// Tells the engine why tasks `ids` wait, once per task (until it is dispatched).
+    fn report_waiting_ids(&mut self, ids: Vec<i64>, reason: String) {
+        let new: Vec<i64> = ids
+            .into_iter()
             .filter(|id| self.waiting_reported.insert(*id))
             .collect();
         if !new.is_empty() {
-            let reason = format!(
-                "waiting: no live worker serves group '{group}'; start one with --groups {group}"
-            );
             let _ = self.engine.send(EngineMsg::Waiting { ids: new, reason });
         }
     }
@@ -264,6 +294,7 @@ impl Dispatcher {
         let gate = self.lease.gate.clone();
         let tasks = sent.iter().map(|p| p.task.spec.clone()).collect();
         tokio::spawn(async move {
+            let mut reason = String::new();
             let accepted = match client {
                 // Checked again right before the call: a master frozen since the pass
                 // must not send what another master may have queued again meanwhile
@@ -276,7 +307,11 @@ impl Dispatcher {
                     })
                     .await
                 {
-                    Ok(resp) => Some(resp.into_inner().accepted.into_iter().collect()),
+                    Ok(resp) => {
+                        let resp = resp.into_inner();
+                        reason = resp.reason;
+                        Some(resp.accepted.into_iter().collect())
+                    }
                     Err(status) => {
                         warn!(%worker, error = %status, "dispatch to worker failed");
                         None
@@ -291,6 +326,7 @@ impl Dispatcher {
                 worker,
                 sent,
                 accepted,
+                reason,
             });
         });
     }
