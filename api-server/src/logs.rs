@@ -72,17 +72,23 @@ pub async fn task_log(
     };
     // An ended attempt's log that was kept whole is served from the store: no call to a
     // worker, and the whole log even where the worker's disk was full or it is gone.
-    if task.state.is_terminal()
-        && let Some(kept) = ctx.store.kept_log(id).await?
-        && kept.content.len() as u64 == kept.size
-    {
+    let ended = task.state.is_terminal();
+    let kept = match ended {
+        true => ctx.store.kept_log(id).await?,
+        false => None,
+    };
+    if let Some(kept) = kept.as_ref().filter(|k| k.content.len() as u64 == k.size) {
         return Ok(kept_answer(kept, q.offset));
     }
     match from_worker(&ctx, &task, &addr, q.offset).await {
-        Err(e @ (Error::Peer { .. } | Error::NotFound(_))) => match ctx.store.kept_log(id).await? {
-            Some(kept) => Ok(kept_answer(kept, q.offset)),
-            None => Err(e),
-        },
+        Err(e @ (Error::Peer { .. } | Error::NotFound(_))) => {
+            // A running attempt's kept log is the part its worker shipped so far.
+            let kept = match ended {
+                true => kept,
+                false => ctx.store.kept_log(id).await?,
+            };
+            kept.map(|k| kept_answer(&k, q.offset)).ok_or(e)
+        }
         answer => answer,
     }
 }
@@ -138,7 +144,7 @@ async fn from_worker(
 
 /// The kept end of the log, from `from` (a byte of the whole log) on: what is before the
 /// kept part is said in one line instead.
-fn kept_answer(kept: KeptLog, from: u64) -> LogAnswer {
+fn kept_answer(kept: &KeptLog, from: u64) -> LogAnswer {
     let start = kept.size - kept.content.len() as u64;
     let mut content = Vec::new();
     if from < start {

@@ -273,7 +273,9 @@ impl Store {
     }
 
     /// Every enabled schedule: what the leader fires.
-    /// Enabled schedules of workflows that are online.
+    /// Enabled schedules of workflows that are online. (Enabling is refused while a
+    /// workflow is offline, but an enable racing the switch to offline could commit
+    /// unseen by it; this filter is what keeps the cron from firing then.)
     pub async fn enabled_schedules(&self) -> Result<Vec<ScheduleRow>> {
         let online = super::lifecycle::online_only(
             (Schedule::Table, Schedule::Project),

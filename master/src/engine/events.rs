@@ -42,12 +42,12 @@ impl Engine {
 
     pub(super) fn on_worker_event(&mut self, worker: &str, mut ev: TaskEvent, cycle: &mut Cycle) {
         let state = match ev.kind() {
-            TaskEventKind::Running => TaskState::Running,
-            TaskEventKind::Success => TaskState::Success,
-            TaskEventKind::Failure => TaskState::Failure,
-            TaskEventKind::Killed => TaskState::Killed,
+            TaskEventKind::Running => Some(TaskState::Running),
+            TaskEventKind::Success => Some(TaskState::Success),
+            TaskEventKind::Failure => Some(TaskState::Failure),
+            TaskEventKind::Killed => Some(TaskState::Killed),
             // The log so far of a running attempt: kept, nothing else changes.
-            TaskEventKind::Log => TaskState::Running,
+            TaskEventKind::Log => None,
             TaskEventKind::Unspecified => return,
         };
         let instance = match self.tasks.get_mut(&ev.task_instance_id) {
@@ -72,9 +72,7 @@ impl Engine {
             };
             cycle.batch.task_logs.push((ev.workflow_instance_id, kept));
         }
-        if ev.kind() == TaskEventKind::Log {
-            return;
-        }
+        let Some(state) = state else { return };
         let mut u = TaskUpdate::state(ev.task_instance_id, state);
         u.worker = Some(worker.to_string());
         if state == TaskState::Running {

@@ -2,10 +2,9 @@
 // DolphinScheduler's task instance view: kill a running attempt, force a failed one of an
 // ended instance to success (the instance is resubmitted and goes on past it), or rerun
 // an ended task and what follows it while the other tasks keep their state.
-import { useState } from "react";
 import { send } from "../api/client";
 import type { TaskInstance } from "../api/types";
-import { actionError } from "./format";
+import { useAction } from "../api/useAction";
 
 const RUNNING = new Set(["dispatched", "running"]);
 const FAILED = new Set(["failure", "killed"]);
@@ -44,22 +43,12 @@ export function TaskActions({
   latest: boolean;
   onDone: () => void;
 }) {
-  const [error, setError] = useState("");
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction(onDone);
   const offered = latest ? taskActions(task.state, instanceState) : [];
   if (offered.length === 0) return null;
-  const act = async (action: TaskAction) => {
-    setBusy(true);
-    setError("");
-    try {
-      const body = action === "rerun" ? { body: { downstream: true } } : undefined;
-      await send("POST", `/task-instances/${task.id}/${action}`, body);
-      onDone();
-    } catch (e) {
-      setError(actionError(e));
-    } finally {
-      setBusy(false);
-    }
+  const act = (action: TaskAction) => {
+    const body = action === "rerun" ? { body: { downstream: true } } : undefined;
+    return run(() => send("POST", `/task-instances/${task.id}/${action}`, body));
   };
   return (
     <span className="task-actions">

@@ -4,7 +4,7 @@
 import { useState } from "react";
 import { send } from "../api/client";
 import type { TaskInstance } from "../api/types";
-import { actionError } from "./format";
+import { useAction } from "../api/useAction";
 
 /** `key=value` pairs separated by commas or new lines; an error names a malformed one. */
 export function parseOutputs(text: string): Record<string, string> | string {
@@ -20,23 +20,15 @@ export function parseOutputs(text: string): Record<string, string> | string {
 function Completer({ task, onDone }: { task: TaskInstance; onDone: () => void }) {
   const [outputs, setOutputs] = useState("");
   const [message, setMessage] = useState("");
-  const [error, setError] = useState("");
-  const [busy, setBusy] = useState(false);
+  const { busy, error, setError, run } = useAction(onDone);
   const complete = async (state: "success" | "failure") => {
     const parsed = parseOutputs(outputs);
     if (typeof parsed === "string") return setError(parsed);
-    setBusy(true);
-    setError("");
-    try {
-      await send("POST", `/task-instances/${task.id}/complete`, {
+    await run(() =>
+      send("POST", `/task-instances/${task.id}/complete`, {
         body: { state, outputs: parsed, ...(message.trim() ? { message: message.trim() } : {}) },
-      });
-      onDone();
-    } catch (e) {
-      setError(actionError(e));
-    } finally {
-      setBusy(false);
-    }
+      }),
+    );
   };
   return (
     <div className="card waiting-task" aria-label={`Waiting task ${task.name}`}>

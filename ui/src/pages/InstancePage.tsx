@@ -10,7 +10,8 @@ import { StateBadge } from "../components/StateBadge";
 import { TaskActions } from "../components/TaskActions";
 import { TaskLog } from "../components/TaskLog";
 import { WaitingTasks } from "../components/WaitingTasks";
-import { actionError, duration, errorText, when } from "../components/format";
+import { duration, errorText, when } from "../components/format";
+import { useAction } from "../api/useAction";
 import { Link, path, useTitle } from "../router";
 
 const ACTIONS: [ActionOffer["action"], string][] = [
@@ -52,9 +53,8 @@ function fanOutProgress(latest: Map<string, TaskInstance>): Map<string, string> 
 }
 
 function Actions({ instance, onDone }: { instance: InstanceDetail; onDone: () => void }) {
-  const [error, setError] = useState("");
   const [status, setStatus] = useState("");
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run: act } = useAction(onDone);
   // "Stop requested" says the click was taken; the state badge says the rest.
   useEffect(() => {
     if (!status) return;
@@ -63,18 +63,8 @@ function Actions({ instance, onDone }: { instance: InstanceDetail; onDone: () =>
   }, [status]);
   const offers = new Map(instance.actions.map((a) => [a.action, a]));
   const run = async (action: string, label: string) => {
-    setBusy(true);
-    setError("");
     setStatus("");
-    try {
-      await send("POST", `/instances/${instance.id}/${action}`);
-      setStatus(`${label} requested`);
-      onDone();
-    } catch (e) {
-      setError(actionError(e));
-    } finally {
-      setBusy(false);
-    }
+    if (await act(() => send("POST", `/instances/${instance.id}/${action}`))) setStatus(`${label} requested`);
   };
   return (
     <div className="instance-actions">

@@ -6,7 +6,8 @@ import { Dag } from "../components/Dag";
 import { Diff } from "../components/Diff";
 import { StartDialog } from "../components/StartDialog";
 import { StateBadge } from "../components/StateBadge";
-import { actionError, errorText, when, duration } from "../components/format";
+import { errorText, when, duration } from "../components/format";
+import { useAction } from "../api/useAction";
 import { Link, path, useTitle } from "../router";
 import { BackfillPanel } from "./BackfillPanel";
 import { SchedulePanel } from "./SchedulePanel";
@@ -17,16 +18,8 @@ type Tab = "overview" | "schedule" | "backfill" | "triggers" | "runs";
 const base = (p: string, w: string) => `/projects/${encodeURIComponent(p)}/workflows/${encodeURIComponent(w)}`;
 
 function Versions({ project, name, latest, onChange }: { project: string; name: string; latest: number; onChange: () => void }) {
-  const [rollbackError, setRollbackError] = useState("");
-  const rollBack = async (version: number) => {
-    setRollbackError("");
-    try {
-      await send("POST", `${base(project, name)}/versions/${version}/rollback`);
-      onChange();
-    } catch (e) {
-      setRollbackError(actionError(e));
-    }
-  };
+  const { error: rollbackError, run } = useAction(onChange);
+  const rollBack = (version: number) => run(() => send("POST", `${base(project, name)}/versions/${version}/rollback`));
   const { data: versions } = usePoll((signal) => getJson<WorkflowVersion[]>(`${base(project, name)}/versions`, { signal }), `${project}/${name}/${latest}`);
   const [from, setFrom] = useState<number>();
   const [to, setTo] = useState<number>();
@@ -130,17 +123,9 @@ function Runs({ project, name }: { project: string; name: string }) {
 export function WorkflowPage({ project, name, tab }: { project: string; name: string; tab: Tab }) {
   useTitle(name);
   const [starting, setStarting] = useState(false);
-  const [releaseError, setReleaseError] = useState("");
   const { data: wf, error, reload } = usePoll((signal) => getJson<StoredWorkflow>(base(project, name), { signal }), `${project}/${name}`);
-  const release = async (state: "online" | "offline") => {
-    setReleaseError("");
-    try {
-      await send("POST", `${base(project, name)}/${state}`);
-      reload();
-    } catch (e) {
-      setReleaseError(actionError(e));
-    }
-  };
+  const { error: releaseError, run } = useAction(reload);
+  const release = (state: "online" | "offline") => run(() => send("POST", `${base(project, name)}/${state}`));
   const tabs: [string, string, boolean][] = [
     ["Overview", path.workflow(project, name), tab === "overview"],
     ["Edit", path.workflow(project, name, "edit"), false],
