@@ -16,7 +16,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shoal_common::schedule::{backfill_times, parse_timezone};
 use shoal_common::start::StartOptions;
-use shoal_common::store::{BackfillRow, NewBackfill};
+use shoal_common::access::Role;
+use shoal_common::definition::dependent_stages;
+use shoal_common::start::Params;
+use shoal_common::store::{BackfillRow, Chained, NewBackfill};
 use shoal_common::types::{BackfillRunState, BackfillState, Priority, ms_to_rfc3339};
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
@@ -53,10 +56,15 @@ pub struct BackfillRequest {
     stop_on_failure: bool,
     /// Zone of the days when the workflow has no schedule (its schedule's zone otherwise).
     timezone: Option<String>,
+    /// Startup parameters of this workflow's runs (not of its dependents').
     #[serde(default)]
     #[schema(value_type = BTreeMap<String, crate::commands::StartParam>)]
     params: BTreeMap<String, Value>,
     priority: Option<Priority>,
+    /// Also backfill the same days of every workflow whose dependent tasks wait for this
+    /// one, and of theirs in turn: each stage starts when the one before it has ended.
+    #[serde(default)]
+    with_dependents: bool,
 }
 
 fn one() -> u32 {
@@ -110,6 +118,7 @@ impl BackfillRequest {
 )]
 pub async fn create(
     State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
     ApiPath((project, name)): ApiPath<(String, String)>,
     body: Body,
 ) -> Result<(StatusCode, Json<BackfillCreated>)> {
@@ -119,23 +128,81 @@ pub async fn create(
         return Err(Error::BadRequest("parallel must be at least 1".into()));
     }
     let days = req.days()?;
-    let def = latest_definition(&ctx, &project, &name).await?;
-    ctx.store.check_online(&project, &name).await?;
+    let params = startup_params(req.params.clone())?;
+    let root = plan(&ctx, &project, &name, &req, &days, params, None).await?;
+    let id = ctx.store.create_backfill(&root).await?;
+    tracing::info!(backfill_id = id, %project, workflow = %name, runs = root.times.len(), parallel = root.parallel, "backfill created");
+    let mut answer = BackfillCreated {
+        id,
+        runs: root.times.len(),
+        schedule_times: root.times.iter().map(|t| ms_to_rfc3339(*t)).collect(),
+        dependents: Vec::new(),
+        left_out: Vec::new(),
+    };
+    if req.with_dependents {
+        let defs = ctx.store.latest_definitions().await?;
+        let all = defs.iter().map(|d| (d.project.as_str(), &d.definition));
+        let stages = dependent_stages(all, &project, &name);
+        for ((project, workflow), stage) in stages {
+            let left_out = |reason: String| format!("{project}/{workflow}: {reason}");
+            if let Err(e) = caller.check(&project, Role::Operator) {
+                answer.left_out.push(left_out(e.to_string()));
+                continue;
+            }
+            let chained = Some(Chained { follows: id, stage });
+            let planned = plan(&ctx, &project, &workflow, &req, &days, Params::new(), chained);
+            let backfill = match planned.await {
+                Ok(b) => b,
+                // Offline, or its schedule does not fire on these days: the rest goes on.
+                Err(Error::BadRequest(reason) | Error::Conflict(reason)) => {
+                    answer.left_out.push(left_out(reason));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let dependent = ctx.store.create_backfill(&backfill).await?;
+            answer.dependents.push(DependentBackfill {
+                id: dependent,
+                project,
+                workflow,
+                stage,
+                runs: backfill.times.len(),
+            });
+        }
+    }
+    Ok((StatusCode::CREATED, Json(answer)))
+}
+
+/// The backfill of one workflow over `days`: its schedule's fire times on each day (in
+/// its zone, with its start options), or 00:00 of each day in the request's zone (default
+/// UTC) when it has none. `params` go over its schedule's.
+async fn plan(
+    ctx: &Ctx,
+    project: &str,
+    name: &str,
+    req: &BackfillRequest,
+    days: &[NaiveDate],
+    params: Params,
+    chained: Option<Chained>,
+) -> Result<NewBackfill> {
+    let def = latest_definition(ctx, project, name).await?;
+    ctx.store.check_online(project, name).await?;
     let schedule = ctx
         .store
-        .list_schedules(&project, Some(&name))
+        .list_schedules(project, Some(name))
         .await?
         .into_iter()
         .next();
-    let mut params = schedule
+    let mut all = schedule
         .as_ref()
         .map(|s| s.spec.params.clone())
         .unwrap_or_default();
-    params.extend(startup_params(req.params)?);
-    refuse_undefined(&def, &params)?;
+    all.extend(params);
+    refuse_undefined(&def, &all)?;
     let (cron, tz, options) = match &schedule {
         Some(s) => {
-            if req.timezone.as_ref().is_some_and(|t| *t != s.spec.timezone) {
+            // A dependent's own schedule sets its zone; only the first one is told off.
+            if chained.is_none() && req.timezone.as_ref().is_some_and(|t| *t != s.spec.timezone) {
                 return Err(Error::BadRequest(format!(
                     "the workflow's schedule {} sets the timezone ({}); leave \"timezone\" out",
                     s.id, s.spec.timezone
@@ -154,7 +221,7 @@ pub async fn create(
             (None, tz, options)
         }
     };
-    let mut times = backfill_times(cron.as_ref(), tz, &days, MAX_RUNS)?;
+    let mut times = backfill_times(cron.as_ref(), tz, days, MAX_RUNS)?;
     if times.is_empty() {
         return Err(Error::BadRequest(
             "the workflow's schedule does not fire on any of these days".into(),
@@ -163,25 +230,18 @@ pub async fn create(
     if req.order == Order::Desc {
         times.reverse();
     }
-    let backfill = NewBackfill {
-        project,
-        workflow: name,
+    Ok(NewBackfill {
+        project: project.to_string(),
+        workflow: name.to_string(),
         version: def.version,
-        params,
+        params: all,
         priority: req.priority.or(schedule.and_then(|s| s.spec.priority)),
         options,
         parallel: req.parallel,
         stop_on_failure: req.stop_on_failure,
         times,
-    };
-    let id = ctx.store.create_backfill(&backfill).await?;
-    tracing::info!(backfill_id = id, project = %backfill.project, workflow = %backfill.workflow, runs = backfill.times.len(), parallel = backfill.parallel, "backfill created");
-    let answer = BackfillCreated {
-        id,
-        runs: backfill.times.len(),
-        schedule_times: backfill.times.iter().map(|t| ms_to_rfc3339(*t)).collect(),
-    };
-    Ok((StatusCode::CREATED, Json(answer)))
+        chained,
+    })
 }
 
 /// A backfill was stored; the leader master starts its runs.
@@ -192,6 +252,22 @@ pub struct BackfillCreated {
     pub runs: usize,
     /// The schedule time of each run, in start order.
     pub schedule_times: Vec<String>,
+    /// With `with_dependents`: the backfills made for the workflows depending on it.
+    pub dependents: Vec<DependentBackfill>,
+    /// With `with_dependents`: depending workflows not backfilled, each with why.
+    pub left_out: Vec<String>,
+}
+
+/// A backfill made for a workflow that depends on the backfilled one.
+#[derive(Serialize, ToSchema)]
+pub struct DependentBackfill {
+    pub id: i64,
+    pub project: String,
+    pub workflow: String,
+    /// It starts when every backfill of a lower stage of the chain has ended (the first
+    /// backfill is stage 0).
+    pub stage: i32,
+    pub runs: usize,
 }
 
 /// `GET /backfills/{id}`: state, dates done/total, failed dates named, every run.
@@ -323,6 +399,10 @@ pub struct Backfill {
     pub skipped: usize,
     /// Schedule times of the failed runs.
     pub failed: Vec<String>,
+    /// Made by `with_dependents` for a workflow depending on backfill `follows`'s: it
+    /// starts when every backfill of a lower `stage` of that chain has ended.
+    pub follows: Option<i64>,
+    pub stage: i32,
     /// In start order.
     pub runs: Vec<BackfillRun>,
     pub created_at: String,
@@ -374,6 +454,8 @@ fn backfill_json(b: &BackfillRow) -> Backfill {
         running: count(BackfillRunState::Running),
         skipped: count(BackfillRunState::Skipped),
         failed,
+        follows: b.chained.map(|c| c.follows),
+        stage: b.chained.map_or(0, |c| c.stage),
         runs: b
             .runs
             .iter()

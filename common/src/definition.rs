@@ -12,8 +12,14 @@ use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+mod dependent;
 mod do_while;
 mod fanout;
+pub use dependent::{
+    DATE_CYCLES, DEFAULT_CHECK_INTERVAL, DEFAULT_TIMEOUT as DEFAULT_DEPENDENT_TIMEOUT, DateCycle,
+    DependGroup, DependItem, DependResult, DependentSpec, Interval, OnDependFailure, Relation,
+    combine, dependent_stages,
+};
 pub use do_while::{DoWhileSpec, ITERATION, ITERATIONS, MAX_ITERATIONS, iteration_name};
 pub use fanout::{ForeachSpec, ITEMS, MAX_ITEMS, RESULTS, child_name};
 
@@ -154,7 +160,8 @@ pub struct TaskDef {
     /// `sub_workflow`: runs another workflow as a child instance and ends with its state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sub_workflow: Option<SubWorkflowSpec>,
-    /// `dependent`: waits until another workflow has succeeded for this run's date.
+    /// `dependent`: waits until runs of other workflows for dates relative to this run's
+    /// have succeeded (see [`DependentSpec`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependent: Option<DependentSpec>,
     /// `callback`: the request that hands an outside system the task's callback URL.
@@ -313,22 +320,6 @@ pub struct SubWorkflowSpec {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub params: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DependentSpec {
-    pub workflow: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub project: Option<String>,
-    /// Give up (the task fails) after this long; default 1h.
-    #[serde(
-        default,
-        with = "crate::duration::option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    #[schema(value_type = Option<String>, example = "30m")]
-    pub timeout: Option<Duration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
@@ -745,6 +736,7 @@ impl WorkflowDef {
                 });
             }
             fanout::check(self, t)?;
+            dependent::check(t)?;
             do_while::check(self, t)?;
             if t.on_timeout.is_some() && !matches!(kind, TaskType::Wait | TaskType::Callback) {
                 return Err(DefinitionError::BadBranch {

@@ -61,6 +61,7 @@ store_suite!(
     dependent_checks_use_the_schedule_time,
     a_serial_backfill_runs_one_date_after_another,
     a_backfill_stops_on_failure_when_asked_and_runs_n_at_once,
+    a_chained_backfill_waits_for_the_stages_before_it,
     serial_starts_run_wait_or_are_discarded_by_execution_type,
     ending_a_serial_run_starts_the_next_one_once,
     concurrent_claims_start_one_run_of_a_serial_workflow,

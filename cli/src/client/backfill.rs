@@ -1,4 +1,4 @@
-//! `shoal backfill NAME --from DATE --to DATE | --dates D1,D2 [...] [--wait]`,
+//! `shoal backfill NAME --from DATE --to DATE | --dates D1,D2 [--with-dependents] [...] [--wait]`,
 //! `shoal backfill status ID`, `shoal backfill cancel ID` and `shoal backfill list`. The server runs the backfill (the leader master starts each
 //! date's run); the CLI only asks and, with `--wait`, watches.
 
@@ -92,6 +92,10 @@ struct StartArgs {
     /// Startup parameter of every run. Repeat for more.
     #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param)]
     params: Vec<(String, String)>,
+    /// Also backfill the workflows whose dependent tasks wait for this one (and theirs),
+    /// each after the one it waits for (DolphinScheduler's complement-dependent mode).
+    #[arg(long)]
+    with_dependents: bool,
     /// Wait until every date ran, showing dates done/total; exit 0 only if all succeeded.
     #[arg(long)]
     wait: bool,
@@ -164,6 +168,7 @@ async fn start(args: StartArgs) -> anyhow::Result<i32> {
         "order": args.order,
         "stop_on_failure": args.stop_on_failure,
         "params": params,
+        "with_dependents": args.with_dependents,
     });
     if let (Some(from), Some(to)) = (args.from, args.to) {
         body["from"] = json!(from);
@@ -182,10 +187,28 @@ async fn start(args: StartArgs) -> anyhow::Result<i32> {
         "backfill {id}: {} runs of {name}; `shoal backfill status {id}` shows progress",
         cell(&created["runs"])
     );
+    let dependents = created["dependents"].as_array().cloned().unwrap_or_default();
+    for d in &dependents {
+        eprintln!(
+            "backfill {}: {} runs of {}/{} (stage {}, after the stage before it)",
+            cell(&d["id"]),
+            cell(&d["runs"]),
+            cell(&d["project"]),
+            cell(&d["workflow"]),
+            cell(&d["stage"])
+        );
+    }
+    for why in created["left_out"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        eprintln!("not backfilled: {}", cell(why));
+    }
     if !args.wait {
         return Ok(0);
     }
-    watch(&api, id).await
+    let mut code = watch(&api, id).await?;
+    for d in dependents {
+        code = code.max(watch(&api, d["id"].as_i64().unwrap_or_default()).await?);
+    }
+    Ok(code)
 }
 
 /// Shows dates done/total until the backfill ends; 0 only if every date succeeded.
@@ -257,8 +280,15 @@ async fn status(args: StatusArgs) -> anyhow::Result<i32> {
         print_out(format!("{b:#}\n"))?;
         return Ok(0);
     }
+    let follows = match b["follows"].as_i64() {
+        Some(id) => format!(
+            "follows   backfill {id} (stage {}: starts when the stages before it ended)\n",
+            cell(&b["stage"])
+        ),
+        None => String::new(),
+    };
     let mut out = format!(
-        "backfill {}  {}/{} version {}\nstate     {}  ({}/{} dates done, parallel {}){}\n\n",
+        "backfill {}  {}/{} version {}\nstate     {}  ({}/{} dates done, parallel {}){}\n{follows}\n",
         cell(&b["id"]),
         cell(&b["project"]),
         cell(&b["workflow"]),

@@ -31,6 +31,8 @@ pub(super) enum Backfill {
     State,
     CreatedAt,
     UpdatedAt,
+    Follows,
+    Stage,
 }
 
 #[derive(Iden, Clone, Copy)]
@@ -45,7 +47,7 @@ enum BackfillRun {
     Error,
 }
 
-const COLUMNS: [Backfill; 12] = [
+const COLUMNS: [Backfill; 14] = [
     Backfill::Id,
     Backfill::Project,
     Backfill::Workflow,
@@ -58,6 +60,8 @@ const COLUMNS: [Backfill; 12] = [
     Backfill::State,
     Backfill::CreatedAt,
     Backfill::UpdatedAt,
+    Backfill::Follows,
+    Backfill::Stage,
 ];
 
 const RUN_COLUMNS: [BackfillRun; 6] = [
@@ -84,6 +88,17 @@ pub struct NewBackfill {
     pub stop_on_failure: bool,
     /// Schedule times in the order they start.
     pub times: Vec<i64>,
+    /// The first backfill of the chain this one belongs to, and its stage in it (see
+    /// [`Chained`]); None for a backfill of its own.
+    pub chained: Option<Chained>,
+}
+
+/// A backfill made for a workflow that depends on a backfilled one: it starts when every
+/// backfill of `follows`'s chain (that one included) with a lower stage has ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Chained {
+    pub follows: i64,
+    pub stage: i32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -97,6 +112,7 @@ pub struct BackfillRow {
     pub state: BackfillState,
     pub created_at: i64,
     pub updated_at: i64,
+    pub chained: Option<Chained>,
     /// In start order.
     pub runs: Vec<BackfillRunRow>,
 }
@@ -123,6 +139,8 @@ struct BackfillRecord {
     state: String,
     created_at: i64,
     updated_at: i64,
+    follows: Option<i64>,
+    stage: i32,
 }
 
 #[derive(sqlx::FromRow)]
@@ -175,6 +193,8 @@ impl Store {
                 BackfillState::Running.as_str().into(),
                 now.into(),
                 now.into(),
+                backfill.chained.map(|c| c.follows).into(),
+                backfill.chained.map_or(0, |c| c.stage).into(),
             ])
             .returning_col(Backfill::Id);
         let (id,): (i64,) = tx.fetch_one(&insert).await?;
@@ -232,6 +252,10 @@ impl Store {
             stop_on_failure: record.stop_on_failure,
             created_at: record.created_at,
             updated_at: record.updated_at,
+            chained: record.follows.map(|follows| Chained {
+                follows,
+                stage: record.stage,
+            }),
         }))
     }
 
@@ -273,25 +297,40 @@ impl Store {
     pub async fn cancel_backfill(&self, id: i64) -> Result<Option<usize>> {
         let mut tx = self.db.begin().await?;
         // The same row lock as a step of the leader, so a run is either started or skipped.
-        let running: Option<(i64,)> = tx
+        let running: Option<(Option<i64>, i32)> = tx
             .fetch_optional(
                 Query::select()
-                    .column(Backfill::Id)
+                    .columns([Backfill::Follows, Backfill::Stage])
                     .from(Backfill::Table)
                     .and_where(Expr::col(Backfill::Id).eq(id))
                     .and_where(Expr::col(Backfill::State).eq(BackfillState::Running.as_str()))
                     .lock(LockType::Update),
             )
             .await?;
-        if running.is_none() {
+        let Some((follows, stage)) = running else {
             return Ok(None);
-        }
+        };
+        // The later stages of its chain would only wait for what no longer comes: they are
+        // cancelled with it.
+        let chain = follows.unwrap_or(id);
+        let later: Vec<(i64,)> = tx
+            .fetch_all(
+                Query::select()
+                    .column(Backfill::Id)
+                    .from(Backfill::Table)
+                    .and_where(Expr::col(Backfill::Follows).eq(chain))
+                    .and_where(Expr::col(Backfill::Stage).gt(stage))
+                    .and_where(Expr::col(Backfill::State).eq(BackfillState::Running.as_str())),
+            )
+            .await?;
+        let mut ids = vec![id];
+        ids.extend(later.into_iter().map(|(id,)| id));
         let skipped: Vec<(i32,)> = tx
             .fetch_all(
                 Query::update()
                     .table(BackfillRun::Table)
                     .value(BackfillRun::State, BackfillRunState::Skipped.as_str())
-                    .and_where(Expr::col(BackfillRun::BackfillId).eq(id))
+                    .and_where(Expr::col(BackfillRun::BackfillId).is_in(ids))
                     .and_where(Expr::col(BackfillRun::State).eq(BackfillRunState::Pending.as_str()))
                     .returning_col(BackfillRun::Position),
             )
@@ -354,6 +393,11 @@ async fn advance(tx: &mut Tx, id: i64) -> Result<(bool, bool)> {
     let Some(backfill) = record else {
         return Ok((false, false));
     };
+    if let Some(chain) = backfill.follows
+        && earlier_stage_running(tx, chain, backfill.stage).await?
+    {
+        return Ok((true, false));
+    }
     let runs: Vec<RunRecord> = tx.fetch_all(&select_runs(id)).await?;
     let mut states: Vec<BackfillRunState> = Vec::with_capacity(runs.len());
     for run in &runs {
@@ -409,6 +453,27 @@ async fn advance(tx: &mut Tx, id: i64) -> Result<(bool, bool)> {
         notify_masters(tx).await?;
     }
     Ok((open, started))
+}
+
+/// Whether a backfill of chain `chain` (its first one or a follower) with a stage below
+/// `stage` is still running.
+async fn earlier_stage_running(tx: &mut Tx, chain: i64, stage: i32) -> Result<bool> {
+    let found: Option<(i64,)> = tx
+        .fetch_optional(
+            Query::select()
+                .column(Backfill::Id)
+                .from(Backfill::Table)
+                .and_where(
+                    Expr::col(Backfill::Id)
+                        .eq(chain)
+                        .or(Expr::col(Backfill::Follows).eq(chain)),
+                )
+                .and_where(Expr::col(Backfill::Stage).lt(stage))
+                .and_where(Expr::col(Backfill::State).eq(BackfillState::Running.as_str()))
+                .limit(1),
+        )
+        .await?;
+    Ok(found.is_some())
 }
 
 /// Where a started run is now: its instance's outcome, or a failure if its command could

@@ -8,6 +8,7 @@ use super::schema::{
     WorkflowInstance as Inst,
 };
 use super::{ChildRun, ChildStart, ChildState, NewCommand, Store};
+use crate::definition::DependResult;
 use crate::error::Result;
 use crate::start::{Params, StartOptions};
 use crate::types::{CommandKind, TaskState, WorkflowState, now_ms};
@@ -303,31 +304,82 @@ impl Store {
         Ok(outputs)
     }
 
-    /// Whether `project/workflow` has an instance that succeeded and stands for a time
-    /// within [from_ms, to_ms) (its schedule time, else its start): the condition a
-    /// dependent task waits for.
-    pub async fn succeeded_between(
+    /// Where one interval of a dependent task's item stands: the last run of
+    /// `project/workflow` standing for a time within [from_ms, to_ms) (its schedule time,
+    /// else its start) — or, with `task`, that task's latest attempt in it — succeeded,
+    /// failed, or is not there or not ended yet. The text says which run, for messages.
+    pub async fn dependency_result(
         &self,
         project: &str,
         workflow: &str,
+        task: Option<&str>,
         from_ms: i64,
         to_ms: i64,
-    ) -> Result<bool> {
-        let found: Option<(i64,)> = self
+    ) -> Result<(DependResult, String)> {
+        let last: Option<(i64, String)> = self
             .db
             .fetch_optional(
                 Query::select()
-                    .column(Inst::Id)
+                    .columns([Inst::Id, Inst::State])
                     .from(Inst::Table)
                     .and_where(Expr::col(Inst::Project).eq(project))
                     .and_where(Expr::col(Inst::Workflow).eq(workflow))
-                    .and_where(Expr::col(Inst::State).eq(WorkflowState::Success.as_str()))
                     .and_where(run_time().gte(from_ms))
                     .and_where(run_time().lt(to_ms))
+                    .order_by_expr(run_time(), Order::Desc)
+                    .order_by(Inst::Id, Order::Desc)
                     .limit(1),
             )
             .await?;
-        Ok(found.is_some())
+        let Some((id, state)) = last else {
+            return Ok((DependResult::Waiting, "no run yet".into()));
+        };
+        let state: WorkflowState = parse(&format!("workflow_instance {id}"), &state)?;
+        let ended = matches!(
+            state,
+            WorkflowState::Success | WorkflowState::Failure | WorkflowState::Stopped
+        );
+        let Some(task) = task else {
+            let result = match state {
+                WorkflowState::Success => DependResult::Success,
+                _ if ended => DependResult::Failed,
+                _ => DependResult::Waiting,
+            };
+            return Ok((result, format!("instance {id} is {state}")));
+        };
+        let latest: Option<(i64, String)> = self
+            .db
+            .fetch_optional(
+                Query::select()
+                    .columns([Task::Id, Task::State])
+                    .from(Task::Table)
+                    .and_where(Expr::col(Task::WorkflowInstanceId).eq(id))
+                    .and_where(Expr::col(Task::Name).eq(task))
+                    .order_by(Task::Id, Order::Desc)
+                    .limit(1),
+            )
+            .await?;
+        Ok(match latest {
+            None if ended => (
+                DependResult::Failed,
+                format!("instance {id} ended {state} without running task '{task}'"),
+            ),
+            None => (
+                DependResult::Waiting,
+                format!("task '{task}' of instance {id} has not started"),
+            ),
+            Some((task_id, task_state)) => {
+                let task_state: TaskState =
+                    parse(&format!("task_instance {task_id}"), &task_state)?;
+                // A failed attempt of a running instance may still be retried.
+                let result = match task_state {
+                    TaskState::Success | TaskState::ForcedSuccess => DependResult::Success,
+                    _ if ended => DependResult::Failed,
+                    _ => DependResult::Waiting,
+                };
+                (result, format!("task '{task}' of instance {id} is {task_state}"))
+            }
+        })
     }
 }
 

@@ -165,6 +165,28 @@ impl Store {
         record.map(DefinitionRecord::decode).transpose()
     }
 
+    /// The latest version of every workflow of every project (for the few questions that
+    /// span them all, such as which workflows depend on one).
+    pub async fn latest_definitions(&self) -> Result<Vec<StoredDefinition>> {
+        let names: Vec<(String, String)> = self
+            .db
+            .fetch_all(
+                Query::select()
+                    .columns([Def::Project, Def::Name])
+                    .distinct()
+                    .from(Def::Table)
+                    .order_by(Def::Project, Order::Asc)
+                    .order_by(Def::Name, Order::Asc),
+            )
+            .await?;
+        let mut all = Vec::with_capacity(names.len());
+        for (project, name) in names {
+            // Deleted meanwhile: left out.
+            all.extend(self.get_definition(&project, &name, None).await?);
+        }
+        Ok(all)
+    }
+
     pub async fn list_definitions(&self, project: &str) -> Result<Vec<DefinitionSummary>> {
         let rows: Vec<(String, String, i32, i64)> = self
             .db

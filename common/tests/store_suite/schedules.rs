@@ -1,6 +1,7 @@
 //! Schedules, their fires and backfills, on both backends.
 
 use super::*;
+use shoal_common::definition::DependResult;
 use shoal_common::schedule::Misfire;
 use shoal_common::types::{BackfillRunState, BackfillState, FailureStrategy};
 
@@ -184,24 +185,49 @@ pub(crate) async fn dependent_checks_use_the_schedule_time(ctx: Ctx) {
         .remove(0)
         .instance;
     end(store, &instance, WorkflowState::Success).await;
-    let hit = store
-        .succeeded_between("p", "w", scheduled - 1, scheduled + 1)
+    let result = |from: i64, to: i64| async move {
+        store
+            .dependency_result("p", "w", None, from, to)
+            .await
+            .unwrap()
+            .0
+    };
+    assert_eq!(result(scheduled - 1, scheduled + 1).await, DependResult::Success);
+    assert_eq!(
+        result(s.fired_until - day, s.fired_until + day).await,
+        DependResult::Waiting,
+        "the schedule time counts, not the start"
+    );
+    // A later run for the same time decides: running, it waits; failed, it failed.
+    store.insert_command(&cmd).await.unwrap();
+    let again = store
+        .claim_commands("m1", 1, 10)
         .await
-        .unwrap();
-    let today = store
-        .succeeded_between("p", "w", s.fired_until - day, s.fired_until + day)
-        .await
-        .unwrap();
-    assert!(hit && !today, "the schedule time counts, not the start");
+        .unwrap()
+        .remove(0)
+        .instance;
+    assert_eq!(result(scheduled - 1, scheduled + 1).await, DependResult::Waiting);
+    end(store, &again, WorkflowState::Failure).await;
+    assert_eq!(result(scheduled - 1, scheduled + 1).await, DependResult::Failed);
 }
 
 async fn backfill(store: &Store, parallel: u32, stop_on_failure: bool) -> (i64, Vec<i64>) {
-    store.put_definition(&workflow("p", "w", "")).await.unwrap();
+    chained_backfill(store, "w", parallel, stop_on_failure, None).await
+}
+
+async fn chained_backfill(
+    store: &Store,
+    name: &str,
+    parallel: u32,
+    stop_on_failure: bool,
+    chained: Option<Chained>,
+) -> (i64, Vec<i64>) {
+    store.put_definition(&workflow("p", name, "")).await.unwrap();
     let times: Vec<i64> = (0..3).map(|d| 1_767_225_600_000 + d * 86_400_000).collect();
     let id = store
         .create_backfill(&NewBackfill {
             project: "p".into(),
-            workflow: "w".into(),
+            workflow: name.into(),
             version: 1,
             params: BTreeMap::new(),
             priority: None,
@@ -209,6 +235,7 @@ async fn backfill(store: &Store, parallel: u32, stop_on_failure: bool) -> (i64, 
             parallel,
             stop_on_failure,
             times: times.clone(),
+            chained,
         })
         .await
         .unwrap();
@@ -287,5 +314,45 @@ pub(crate) async fn a_backfill_stops_on_failure_when_asked_and_runs_n_at_once(ct
     let b = store.get_backfill(id).await.unwrap().unwrap();
     assert_eq!(b.state, BackfillState::Failure);
     assert_eq!(b.runs[ended].error.as_deref(), Some("instance stopped"));
+    assert!(store.claim_commands("m1", 1, 10).await.unwrap().is_empty());
+}
+
+pub(crate) async fn a_chained_backfill_waits_for_the_stages_before_it(ctx: Ctx) {
+    use BackfillRunState::*;
+    let store = &ctx.store;
+    let (root, _) = backfill(store, 3, false).await;
+    let follows = |stage| {
+        Some(Chained {
+            follows: root,
+            stage,
+        })
+    };
+    let (mid, _) = chained_backfill(store, "mid", 3, false, follows(1)).await;
+    let (last, _) = chained_backfill(store, "last", 3, false, follows(2)).await;
+    store.advance_backfills().await.unwrap();
+    let claimed = store.claim_commands("m1", 1, 10).await.unwrap();
+    assert_eq!(claimed.len(), 3, "only the first stage starts");
+    assert!(claimed.iter().all(|c| c.instance.workflow == "w"));
+    for c in &claimed {
+        end(store, &c.instance, WorkflowState::Success).await;
+    }
+    store.advance_backfills().await.unwrap();
+    let b = store.get_backfill(mid).await.unwrap().unwrap();
+    assert_eq!(b.chained, follows(1));
+    // One step records the root's end and the next one starts the second stage.
+    store.advance_backfills().await.unwrap();
+    let claimed = store.claim_commands("m1", 1, 10).await.unwrap();
+    assert!(claimed.iter().all(|c| c.instance.workflow == "mid"), "stage 2 waits");
+    assert_eq!(claimed.len(), 3);
+    // Cancelling the middle stage skips the last one's runs too.
+    assert_eq!(store.cancel_backfill(mid).await.unwrap(), Some(3));
+    for c in &claimed {
+        end(store, &c.instance, WorkflowState::Success).await;
+    }
+    store.advance_backfills().await.unwrap();
+    store.advance_backfills().await.unwrap();
+    let last = store.get_backfill(last).await.unwrap().unwrap();
+    assert_eq!(run_states(&last), [Skipped, Skipped, Skipped]);
+    assert_eq!(last.state, BackfillState::Cancelled);
     assert!(store.claim_commands("m1", 1, 10).await.unwrap().is_empty());
 }

@@ -182,10 +182,17 @@ impl Engine {
                     self.settle(
                         id,
                         TaskState::Success,
-                        Some("its dependency succeeded".into()),
+                        Some("its dependencies succeeded".into()),
                         cycle,
                         now,
                     );
+                }
+                for (id, why) in polled.failed {
+                    self.waits.tasks.remove(&id);
+                    self.settle(id, TaskState::Failure, Some(why), cycle, now);
+                }
+                for (id, why) in polled.pending {
+                    self.dependency_pending(id, why, cycle);
                 }
                 // Ended by the API, a callback, this master's timeout or a failed callback
                 // request: the row says how; the runtime follows it.
@@ -199,9 +206,9 @@ impl Engine {
                     u.output = (!row.output.is_empty()).then(|| row.output.clone());
                     self.task_event(row.id, u, row.output, None, cycle, now);
                 }
-                for id in polled.timed_out {
+                for (id, why) in polled.timed_out {
                     self.waits.tasks.remove(&id);
-                    let message = Some("timed out waiting for its dependency to succeed".into());
+                    let message = Some(format!("timed out: {why}"));
                     self.settle(id, TaskState::Failure, message, cycle, now);
                 }
             }
@@ -338,5 +345,30 @@ impl Engine {
         u.message = Some(message);
         self.task_event(id, u, Params::new(), None, cycle, now);
         cycle.waits.push((id, wait));
+    }
+
+    /// A dependent task still waits: checked again after its interval, and its row says
+    /// what it waits for whenever that changes.
+    fn dependency_pending(&mut self, id: i64, why: String, cycle: &mut Cycle) {
+        let Some(waits::Wait::Dependent {
+            on,
+            next_check,
+            shown,
+        }) = self.waits.tasks.get_mut(&id)
+        else {
+            return;
+        };
+        *next_check = tokio::time::Instant::now() + on.every;
+        if shown.as_deref() == Some(why.as_str()) {
+            return;
+        }
+        let Some(run) = self.tasks.get(&id).and_then(|t| self.runs.get(&t.instance)) else {
+            return;
+        };
+        cycle.epochs.insert(run.instance_id, run.epoch);
+        let mut u = TaskUpdate::state(id, TaskState::Submitted);
+        u.message = Some(why.clone());
+        cycle.update(u);
+        *shown = Some(why);
     }
 }

@@ -1,20 +1,20 @@
 //! Turns a runtime's task into what a worker receives: parameters resolved, every text
 //! field the task runs expanded.
 
-use super::waits::{DEFAULT_DEPENDENT_TIMEOUT, Expiry, Wait};
+use super::waits::{Dependency, Expiry, Item, Wait};
 use super::{Run, callback};
 use crate::queue::QueuedTask;
 use crate::runtime::Node;
 use crate::secrets::{self, Secrets};
 use chrono::NaiveDateTime;
 use shoal_common::definition::{
-    CALLBACK_URL, DependentSpec, ITERATION, MAX_ITEMS, OnTimeout, TaskDef,
+    CALLBACK_URL, DEFAULT_CHECK_INTERVAL, DEFAULT_DEPENDENT_TIMEOUT, ITERATION, MAX_ITEMS, OnTimeout, TaskDef,
 };
 use shoal_common::duration;
 use shoal_common::expr;
 use shoal_common::params::{Context, builtins, expand};
 use shoal_common::proto::TaskSpec;
-use shoal_common::schedule::{day_bounds, local_time};
+use shoal_common::schedule::local_time;
 use shoal_common::start::Params;
 use shoal_common::start::StartOptions;
 use shoal_common::store::{ChildStart, NewCommand};
@@ -416,28 +416,44 @@ impl Run {
     }
 }
 
-/// What a dependent task waits for: a success of the named workflow for the same day as
-/// this run (the local day of its schedule time; UTC for manual runs).
-/// The wait of a dependent task recorded at `since_ms`: its timeout counts from then.
+/// What a dependent task recorded at `since_ms` waits for: its items' date cycles resolved
+/// against the instant the run stands for, in the run's zone (UTC for manual runs without
+/// one); its timeout counts from `since_ms`.
 pub(super) fn dependency(run: &Run, node: Node, since_ms: i64) -> Wait {
     let def = &run.rt.definition().tasks[node];
-    let dep = def.dependent.clone().unwrap_or_else(|| DependentSpec {
-        workflow: String::new(),
-        project: None,
-        timeout: None,
-    });
+    let spec = def.dependent.clone().unwrap_or_default();
     let timezone = run.options.timezone.as_deref();
-    let day = local_time(run.stands_for(), timezone).date();
-    let (from_ms, to_ms) = day_bounds(day, timezone);
+    let at = run.stands_for();
+    let groups = spec
+        .resolved_groups()
+        .into_iter()
+        .map(|g| {
+            let items = g
+                .items
+                .into_iter()
+                .map(|i| Item {
+                    project: i.project.unwrap_or_else(|| run.project.clone()),
+                    workflow: i.workflow,
+                    task: i.task,
+                    date: i.date,
+                    intervals: i.date.intervals(at, timezone),
+                })
+                .collect();
+            (g.relation, items)
+        })
+        .collect();
+    let timeout = spec.timeout.unwrap_or(DEFAULT_DEPENDENT_TIMEOUT);
+    let left = (since_ms + timeout.as_millis() as i64 - now_ms()).max(0);
+    let on = Dependency {
+        relation: spec.relation,
+        groups,
+        on_failure: spec.on_failure,
+        deadline: tokio::time::Instant::now() + Duration::from_millis(left as u64),
+        every: spec.check_interval.unwrap_or(DEFAULT_CHECK_INTERVAL),
+    };
     Wait::Dependent {
-        project: dep.project.unwrap_or_else(|| run.project.clone()),
-        workflow: dep.workflow,
-        from_ms,
-        to_ms,
-        deadline: {
-            let timeout = dep.timeout.unwrap_or(DEFAULT_DEPENDENT_TIMEOUT);
-            let left = (since_ms + timeout.as_millis() as i64 - now_ms()).max(0);
-            tokio::time::Instant::now() + Duration::from_millis(left as u64)
-        },
+        on: std::sync::Arc::new(on),
+        next_check: tokio::time::Instant::now(),
+        shown: None,
     }
 }

@@ -1,31 +1,32 @@
 //! Tasks that wait for something else: a sub_workflow task for its child run to end, a
-//! dependent task for another workflow's success on the run's date, a task of a task
-//! group for a slot, a wait or callback task for its completion. One cheap poll of the
-//! store every half second covers all of them, and only while any wait.
+//! dependent task for other workflows' runs on dates relative to its run's, a task of a
+//! task group for a slot, a wait or callback task for its completion. One cheap poll of
+//! the store every half second covers all of them, and only while any wait (a dependent
+//! task is checked every `check_interval` of its own).
 
 use super::EngineMsg;
-use shoal_common::definition::TIMED_OUT;
+use shoal_common::definition::{
+    DateCycle, DependResult, Interval, OnDependFailure, Relation, TIMED_OUT, combine,
+};
 use shoal_common::start::Params;
 use shoal_common::store::{ChildState, SlotGrants, Store, TaskInstanceRow};
 use shoal_common::types::{TaskState, now_ms};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 const POLL: Duration = Duration::from_millis(500);
-/// A dependent task without its own timeout gives up after this long.
-pub const DEFAULT_DEPENDENT_TIMEOUT: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, Clone)]
 pub enum Wait {
     Child,
     Dependent {
-        project: String,
-        workflow: String,
-        from_ms: i64,
-        to_ms: i64,
-        deadline: Instant,
+        on: Arc<Dependency>,
+        next_check: Instant,
+        /// What the task's row says it waits for.
+        shown: Option<String>,
     },
     /// A slot of this task group.
     TaskGroup(String),
@@ -34,6 +35,26 @@ pub enum Wait {
     Signal {
         expiry: Option<Expiry>,
     },
+}
+
+/// What a dependent task waits for, its dates resolved against its run's time.
+#[derive(Debug)]
+pub struct Dependency {
+    pub relation: Relation,
+    pub groups: Vec<(Relation, Vec<Item>)>,
+    pub on_failure: OnDependFailure,
+    pub deadline: Instant,
+    pub every: Duration,
+}
+
+/// One awaited workflow (or task of it) over the intervals of its date cycle.
+#[derive(Debug)]
+pub struct Item {
+    pub project: String,
+    pub workflow: String,
+    pub task: Option<String>,
+    pub date: DateCycle,
+    pub intervals: Vec<Interval>,
 }
 
 /// How a wait or callback task ends when nothing completed it in time.
@@ -48,7 +69,11 @@ pub struct Expiry {
 pub struct Polled {
     pub children: Vec<(i64, ChildState)>,
     pub met: Vec<i64>,
-    pub timed_out: Vec<i64>,
+    /// A dependency failed (and the task does not wait for a rerun): why.
+    pub failed: Vec<(i64, String)>,
+    pub timed_out: Vec<(i64, String)>,
+    /// Dependent tasks still waiting, with what they wait for.
+    pub pending: Vec<(i64, String)>,
     pub grants: SlotGrants,
     /// Wait and callback tasks whose rows no longer wait.
     pub ended: Vec<TaskInstanceRow>,
@@ -84,7 +109,9 @@ async fn check(store: &Store, waits: HashMap<i64, Wait>) -> Polled {
     let mut polled = Polled {
         children: Vec::new(),
         met: Vec::new(),
+        failed: Vec::new(),
         timed_out: Vec::new(),
+        pending: Vec::new(),
         grants: SlotGrants::default(),
         ended: Vec::new(),
     };
@@ -112,23 +139,19 @@ async fn check(store: &Store, waits: HashMap<i64, Wait>) -> Polled {
         Err(e) => tracing::warn!(error = %e, "cannot read sub-workflow runs; trying again"),
     }
     for (id, wait) in waits {
-        let Wait::Dependent {
-            project,
-            workflow,
-            from_ms,
-            to_ms,
-            deadline,
-        } = wait
-        else {
+        let Wait::Dependent { on, next_check, .. } = wait else {
             continue;
         };
-        match store
-            .succeeded_between(&project, &workflow, from_ms, to_ms)
-            .await
-        {
-            Ok(true) => polled.met.push(id),
-            Ok(false) if Instant::now() >= deadline => polled.timed_out.push(id),
-            Ok(false) => {}
+        if Instant::now() < next_check {
+            continue;
+        }
+        match evaluate(store, &on).await {
+            Ok((DependResult::Success, _)) => polled.met.push(id),
+            Ok((DependResult::Failed, why)) if on.on_failure == OnDependFailure::Fail => {
+                polled.failed.push((id, why))
+            }
+            Ok((_, why)) if Instant::now() >= on.deadline => polled.timed_out.push((id, why)),
+            Ok((_, why)) => polled.pending.push((id, why)),
             Err(e) => tracing::warn!(error = %e, "cannot check a dependency; trying again"),
         }
     }
@@ -156,4 +179,64 @@ async fn signals(store: &Store, waits: &HashMap<i64, Wait>, polled: &mut Polled)
         Ok(rows) => polled.ended = rows,
         Err(error) => tracing::warn!(%error, "cannot read waiting tasks; trying again"),
     }
+}
+
+/// Where a dependency stands, and the first item that decides it (or keeps it waiting),
+/// described for the task's row. An item succeeds when the last run of every interval of
+/// its date cycle did.
+async fn evaluate(
+    store: &Store,
+    on: &Dependency,
+) -> shoal_common::error::Result<(DependResult, String)> {
+    let mut groups = Vec::with_capacity(on.groups.len());
+    let mut why: Vec<(DependResult, String)> = Vec::new();
+    for (relation, items) in &on.groups {
+        let mut results = Vec::with_capacity(items.len());
+        for item in items {
+            let (result, text) = item_result(store, item).await?;
+            if result != DependResult::Success {
+                why.push((result, text));
+            }
+            results.push(result);
+        }
+        groups.push(combine(*relation, results));
+    }
+    let result = combine(on.relation, groups);
+    let text = why
+        .iter()
+        .find(|(r, _)| *r == result)
+        .or(why.first())
+        .map(|(_, t)| t.clone())
+        .unwrap_or_default();
+    Ok((result, text))
+}
+
+async fn item_result(
+    store: &Store,
+    item: &Item,
+) -> shoal_common::error::Result<(DependResult, String)> {
+    for interval in &item.intervals {
+        let (result, text) = store
+            .dependency_result(
+                &item.project,
+                &item.workflow,
+                item.task.as_deref(),
+                interval.start,
+                interval.end,
+            )
+            .await?;
+        if result != DependResult::Success {
+            let what = match &item.task {
+                Some(task) => format!("{}/{} task {task}", item.project, item.workflow),
+                None => format!("{}/{}", item.project, item.workflow),
+            };
+            let when = format!("{} {}", item.date, interval.label);
+            let text = match result {
+                DependResult::Failed => format!("{what} failed ({when}): {text}"),
+                _ => format!("waiting for {what} ({when}): {text}"),
+            };
+            return Ok((result, text));
+        }
+    }
+    Ok((DependResult::Success, String::new()))
 }
