@@ -738,7 +738,7 @@ tasks:
   - {{ name: run_child, type: sub_workflow, sub_workflow: {{ workflow: child }} }}
   - {{ name: after, type: shell, command: "echo after-${{rows}} >> {f}", depends_on: [run_child] }}
   - {{ name: ghost, type: sub_workflow, sub_workflow: {{ workflow: missing }} }}
-  - {{ name: wait_child, type: dependent, dependent: {{ workflow: child, timeout: 30s }} }}
+  - {{ name: wait_child, type: dependent, dependent: {{ workflow: child, timeout: 30s, check_interval: 500ms }} }}
 "#,
         f = f.display()
     ));

@@ -14,11 +14,11 @@ use axum::{Extension, Json};
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use shoal_common::schedule::{backfill_times, parse_timezone};
-use shoal_common::start::StartOptions;
 use shoal_common::access::Role;
 use shoal_common::definition::dependent_stages;
+use shoal_common::schedule::{backfill_times, parse_timezone};
 use shoal_common::start::Params;
+use shoal_common::start::StartOptions;
 use shoal_common::store::{BackfillRow, Chained, NewBackfill};
 use shoal_common::types::{BackfillRunState, BackfillState, Priority, ms_to_rfc3339};
 use std::collections::BTreeMap;
@@ -150,7 +150,15 @@ pub async fn create(
                 continue;
             }
             let chained = Some(Chained { follows: id, stage });
-            let planned = plan(&ctx, &project, &workflow, &req, &days, Params::new(), chained);
+            let planned = plan(
+                &ctx,
+                &project,
+                &workflow,
+                &req,
+                &days,
+                Params::new(),
+                chained,
+            );
             let backfill = match planned.await {
                 Ok(b) => b,
                 // Offline, or its schedule does not fire on these days: the rest goes on.

@@ -187,7 +187,10 @@ async fn start(args: StartArgs) -> anyhow::Result<i32> {
         "backfill {id}: {} runs of {name}; `shoal backfill status {id}` shows progress",
         cell(&created["runs"])
     );
-    let dependents = created["dependents"].as_array().cloned().unwrap_or_default();
+    let dependents = created["dependents"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     for d in &dependents {
         eprintln!(
             "backfill {}: {} runs of {}/{} (stage {}, after the stage before it)",
@@ -198,7 +201,11 @@ async fn start(args: StartArgs) -> anyhow::Result<i32> {
             cell(&d["stage"])
         );
     }
-    for why in created["left_out"].as_array().map(Vec::as_slice).unwrap_or_default() {
+    for why in created["left_out"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
         eprintln!("not backfilled: {}", cell(why));
     }
     if !args.wait {

@@ -189,10 +189,7 @@ impl DateCycle {
             DateCycle::CurrentHour => hours(local, 0, 0, timezone),
             DateCycle::LastHours(n) => hours(local, n, 1, timezone),
             DateCycle::Today => days(today, today),
-            DateCycle::LastDays(n) => days(
-                today - Days::days(i64::from(n)),
-                today - Days::days(1),
-            ),
+            DateCycle::LastDays(n) => days(today - Days::days(i64::from(n)), today - Days::days(1)),
             DateCycle::ThisWeek => days(monday, today),
             DateCycle::LastWeek => days(monday - Days::days(7), monday - Days::days(1)),
             DateCycle::LastWeekday(w) => {
@@ -211,7 +208,10 @@ impl DateCycle {
 /// (both inclusive, counted back; `hours(local, 0, 0, ..)` is the current hour).
 fn hours(local: NaiveDateTime, back: u32, until: u32, timezone: Option<&str>) -> Vec<Interval> {
     let tz: Tz = timezone.and_then(|t| t.parse().ok()).unwrap_or(Tz::UTC);
-    let hour = local.date().and_hms_opt(local.hour(), 0, 0).unwrap_or(local);
+    let hour = local
+        .date()
+        .and_hms_opt(local.hour(), 0, 0)
+        .unwrap_or(local);
     let instant = |t: NaiveDateTime| {
         tz.from_local_datetime(&t)
             .earliest()
@@ -382,12 +382,19 @@ pub(super) fn check(t: &TaskDef) -> Result<(), DefinitionError> {
         }
     }
     for item in spec.resolved_groups().iter().flat_map(|g| &g.items) {
-        let names = [Some(&item.workflow), item.project.as_ref(), item.task.as_ref()];
+        let names = [
+            Some(&item.workflow),
+            item.project.as_ref(),
+            item.task.as_ref(),
+        ];
         if let Some(name) = names.into_iter().flatten().find(|n| n.trim().is_empty()) {
             return Err(bad(format!("dependent item with an empty name '{name}'")));
         }
     }
-    if spec.check_interval.is_some_and(|c| c < Duration::from_millis(500)) {
+    if spec
+        .check_interval
+        .is_some_and(|c| c < Duration::from_millis(500))
+    {
         return Err(bad("dependent check_interval must be at least 500ms".into()));
     }
     Ok(())
@@ -403,7 +410,10 @@ pub enum DependResult {
 
 /// Combines results by `relation`: `and` fails when any failed and succeeds when all did;
 /// `or` succeeds when any did and fails when all failed; otherwise it waits.
-pub fn combine(relation: Relation, results: impl IntoIterator<Item = DependResult>) -> DependResult {
+pub fn combine(
+    relation: Relation,
+    results: impl IntoIterator<Item = DependResult>,
+) -> DependResult {
     let (mut any_success, mut any_failed, mut all_success, mut all_failed) =
         (false, false, true, true);
     for r in results {
@@ -578,7 +588,9 @@ mod tests {
             let tasks: Vec<String> = deps
                 .iter()
                 .enumerate()
-                .map(|(i, d)| format!("{{name: d{i}, type: dependent, dependent: {{workflow: {d}}}}}"))
+                .map(|(i, d)| {
+                    format!("{{name: d{i}, type: dependent, dependent: {{workflow: {d}}}}}")
+                })
                 .chain(["{name: work, type: noop}".to_string()])
                 .collect();
             WorkflowDef::parse(&format!("name: {name}\ntasks: [{}]", tasks.join(", "))).unwrap()

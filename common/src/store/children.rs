@@ -377,7 +377,10 @@ impl Store {
                     _ if ended => DependResult::Failed,
                     _ => DependResult::Waiting,
                 };
-                (result, format!("task '{task}' of instance {id} is {task_state}"))
+                (
+                    result,
+                    format!("task '{task}' of instance {id} is {task_state}"),
+                )
             }
         })
     }

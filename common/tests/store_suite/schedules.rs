@@ -192,7 +192,10 @@ pub(crate) async fn dependent_checks_use_the_schedule_time(ctx: Ctx) {
             .unwrap()
             .0
     };
-    assert_eq!(result(scheduled - 1, scheduled + 1).await, DependResult::Success);
+    assert_eq!(
+        result(scheduled - 1, scheduled + 1).await,
+        DependResult::Success
+    );
     assert_eq!(
         result(s.fired_until - day, s.fired_until + day).await,
         DependResult::Waiting,
@@ -206,9 +209,15 @@ pub(crate) async fn dependent_checks_use_the_schedule_time(ctx: Ctx) {
         .unwrap()
         .remove(0)
         .instance;
-    assert_eq!(result(scheduled - 1, scheduled + 1).await, DependResult::Waiting);
+    assert_eq!(
+        result(scheduled - 1, scheduled + 1).await,
+        DependResult::Waiting
+    );
     end(store, &again, WorkflowState::Failure).await;
-    assert_eq!(result(scheduled - 1, scheduled + 1).await, DependResult::Failed);
+    assert_eq!(
+        result(scheduled - 1, scheduled + 1).await,
+        DependResult::Failed
+    );
 }
 
 async fn backfill(store: &Store, parallel: u32, stop_on_failure: bool) -> (i64, Vec<i64>) {
@@ -222,7 +231,10 @@ async fn chained_backfill(
     stop_on_failure: bool,
     chained: Option<Chained>,
 ) -> (i64, Vec<i64>) {
-    store.put_definition(&workflow("p", name, "")).await.unwrap();
+    store
+        .put_definition(&workflow("p", name, ""))
+        .await
+        .unwrap();
     let times: Vec<i64> = (0..3).map(|d| 1_767_225_600_000 + d * 86_400_000).collect();
     let id = store
         .create_backfill(&NewBackfill {
@@ -342,7 +354,10 @@ pub(crate) async fn a_chained_backfill_waits_for_the_stages_before_it(ctx: Ctx) 
     // One step records the root's end and the next one starts the second stage.
     store.advance_backfills().await.unwrap();
     let claimed = store.claim_commands("m1", 1, 10).await.unwrap();
-    assert!(claimed.iter().all(|c| c.instance.workflow == "mid"), "stage 2 waits");
+    assert!(
+        claimed.iter().all(|c| c.instance.workflow == "mid"),
+        "stage 2 waits"
+    );
     assert_eq!(claimed.len(), 3);
     // Cancelling the middle stage skips the last one's runs too.
     assert_eq!(store.cancel_backfill(mid).await.unwrap(), Some(3));

@@ -8,7 +8,8 @@ use crate::runtime::Node;
 use crate::secrets::{self, Secrets};
 use chrono::NaiveDateTime;
 use shoal_common::definition::{
-    CALLBACK_URL, DEFAULT_CHECK_INTERVAL, DEFAULT_DEPENDENT_TIMEOUT, ITERATION, MAX_ITEMS, OnTimeout, TaskDef,
+    CALLBACK_URL, DEFAULT_CHECK_INTERVAL, DEFAULT_DEPENDENT_TIMEOUT, ITERATION, MAX_ITEMS,
+    OnTimeout, TaskDef,
 };
 use shoal_common::duration;
 use shoal_common::expr;
