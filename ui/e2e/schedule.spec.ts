@@ -89,3 +89,36 @@ test("a backfill over three days runs to the end with its progress shown", async
   const runs = await api.json<{ schedule_time: string | null }[]>(`/instances?workflow=${wf}&project=default`);
   expect(runs).toHaveLength(3);
 });
+
+test("a backfill with dependents names the dependent backfill; a waiting dependent task says what it waits for", async ({ page, api, shot }) => {
+  const up = await simple(api, "upstream");
+  const down = unique("downstream");
+  await api.apply(
+    "default",
+    `name: ${down}\ntasks:\n  - { name: gate, type: dependent, dependent: { workflow: ${up}, check_interval: 500ms } }\n  - { name: report, type: noop, depends_on: [gate] }\n`,
+  );
+  await page.goto(`/projects/default/workflows/${up}/backfill`);
+  await page.getByLabel("From", { exact: true }).fill("2026-02-01");
+  await page.getByLabel("To", { exact: true }).fill("2026-02-02");
+  await page.getByLabel("With dependents").check();
+  await page.getByRole("button", { name: "Start backfill" }).click();
+  const made = page.getByLabel("Dependent backfills");
+  await expect(made).toContainText(`2 runs of default/${down}, stage 1`);
+  await shot("backfill-with-dependents");
+
+  await made.getByRole("link", { name: `default/${down}` }).click();
+  await page.getByRole("link", { name: "Backfill", exact: true }).click();
+  const card = page.getByRole("list", { name: "Backfills" }).getByRole("listitem").first();
+  await expect(card).toContainText("stage 1 after backfill");
+  await expect(card.getByText("success").first()).toBeVisible({ timeout: 60_000 });
+
+  // Started by hand today, when the upstream has no run: the gate's row says so.
+  const id = await api.start("default", down);
+  await page.goto(`/instances/${id}`);
+  const gate = page.getByRole("row").filter({ hasText: "gate" });
+  await expect(gate).toContainText(`waiting for default/${up} (today `);
+  await expect(gate).toContainText("no run yet");
+  await shot("dependent-waiting");
+  await api.post(`/instances/${id}/stop`);
+  await api.waitState(id, ["stopped"]);
+});

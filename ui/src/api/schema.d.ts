@@ -1085,6 +1085,12 @@ export interface components {
             done: number;
             /** @description Schedule times of the failed runs. */
             failed: string[];
+            /**
+             * Format: int64
+             * @description Made by `with_dependents` for a workflow depending on backfill `follows`'s: it
+             *     starts when every backfill of a lower `stage` of that chain has ended.
+             */
+            follows?: number | null;
             /** Format: int64 */
             id: number;
             /**
@@ -1097,6 +1103,8 @@ export interface components {
             /** @description In start order. */
             runs: components["schemas"]["BackfillRun"][];
             skipped: number;
+            /** Format: int32 */
+            stage: number;
             state: components["schemas"]["BackfillState"];
             stop_on_failure: boolean;
             succeeded: number;
@@ -1119,8 +1127,12 @@ export interface components {
         };
         /** @description A backfill was stored; the leader master starts its runs. */
         BackfillCreated: {
+            /** @description With `with_dependents`: the backfills made for the workflows depending on it. */
+            dependents: components["schemas"]["DependentBackfill"][];
             /** Format: int64 */
             id: number;
+            /** @description With `with_dependents`: depending workflows not backfilled, each with why. */
+            left_out: string[];
             /** @description How many runs it has. */
             runs: number;
             /** @description The schedule time of each run, in start order. */
@@ -1138,6 +1150,7 @@ export interface components {
              * @description Runs at once (default 1: serial).
              */
             parallel?: number;
+            /** @description Startup parameters of this workflow's runs (not of its dependents'). */
             params?: {
                 [key: string]: components["schemas"]["StartParam"];
             };
@@ -1147,6 +1160,11 @@ export interface components {
             /** @description Zone of the days when the workflow has no schedule (its schedule's zone otherwise). */
             timezone?: string | null;
             to?: string | null;
+            /**
+             * @description Also backfill the same days of every workflow whose dependent tasks wait for this
+             *     one, and of theirs in turn: each stage starts when the one before it has ended.
+             */
+            with_dependents?: boolean;
         };
         /** @description One schedule time of a backfill. */
         BackfillRun: {
@@ -1255,14 +1273,72 @@ export interface components {
             /** @description The name of what was deleted. */
             deleted: string;
         };
-        DependentSpec: {
+        DependGroup: {
+            items: components["schemas"]["DependItem"][];
+            /** @description How the items combine (default `and`). */
+            relation?: components["schemas"]["Relation"];
+        };
+        /** @description One awaited run: a workflow (or one task of it) on the dates of a cycle. */
+        DependItem: {
+            /**
+             * @description Default `today`.
+             * @example last_7_days
+             */
+            date?: string;
+            /** @description Default: this run's project. */
             project?: string | null;
+            task?: string | null;
+            workflow: string;
+        };
+        /** @description A backfill made for a workflow that depends on the backfilled one. */
+        DependentBackfill: {
+            /** Format: int64 */
+            id: number;
+            project: string;
+            runs: number;
+            /**
+             * Format: int32
+             * @description It starts when every backfill of a lower stage of the chain has ended (the first
+             *     backfill is stage 0).
+             */
+            stage: number;
+            workflow: string;
+        };
+        /**
+         * @description `dependent:` either one item written inline (`workflow`, `project`, `task`, `date`) or
+         *     `groups` of items; `relation` combines the groups.
+         */
+        DependentSpec: {
+            /**
+             * @description How often to check (default 10s).
+             * @example 30s
+             */
+            check_interval?: string | null;
+            /**
+             * @description Which dates (default `today`), see [`DateCycle`].
+             * @example yesterday
+             */
+            date?: string | null;
+            /** @description Items combined by each group's `relation`; instead of an inline item. */
+            groups?: components["schemas"]["DependGroup"][];
+            /**
+             * @description What a failed run of a dependency does: `fail` the task at once (default) or `wait`
+             *     (for a rerun to succeed, up to the timeout).
+             */
+            on_failure?: components["schemas"]["OnDependFailure"];
+            /** @description Default: this run's project. */
+            project?: string | null;
+            /** @description How the groups combine (default `and`). */
+            relation?: components["schemas"]["Relation"];
+            /** @description Wait for this task of the run instead of the whole run. */
+            task?: string | null;
             /**
              * @description Give up (the task fails) after this long; default 1h.
              * @example 30m
              */
             timeout?: string | null;
-            workflow: string;
+            /** @description One item inline: the workflow whose run is awaited. */
+            workflow?: string | null;
         };
         DoWhileSpec: {
             /**
@@ -1502,6 +1578,8 @@ export interface components {
             /** Format: int32 */
             weight: number;
         };
+        /** @enum {string} */
+        OnDependFailure: "fail" | "wait";
         /** @description A task's error handler. */
         OnErrorSpec: {
             action: components["schemas"]["ErrorAction"];
@@ -1555,6 +1633,8 @@ export interface components {
          * @enum {string}
          */
         ProjectRole: "viewer" | "operator" | "editor" | "admin";
+        /** @enum {string} */
+        Relation: "and" | "or";
         /** @description Whether a workflow is online. */
         Release: {
             name: string;

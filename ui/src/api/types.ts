@@ -19,6 +19,7 @@ export type TaskInstance = S["TaskInstance"];
 export type Schedule = S["Schedule"];
 export type CronPreview = S["CronPreview"];
 export type Backfill = S["Backfill"];
+export type BackfillCreated = S["BackfillCreated"];
 export type ClusterNode = S["Node"];
 export type TaskGroup = S["TaskGroup"];
 export type AlertChannel = S["AlertChannel"];

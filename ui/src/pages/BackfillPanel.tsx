@@ -1,7 +1,7 @@
 // Backfill a range of days (or a list of dates) and follow each backfill's progress.
 import { useState, type FormEvent } from "react";
 import { getJson, send } from "../api/client";
-import type { Backfill } from "../api/types";
+import type { Backfill, BackfillCreated } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { StateBadge } from "../components/StateBadge";
 import { errorText, when } from "../components/format";
@@ -15,6 +15,11 @@ function Progress({ b }: { b: Backfill }) {
       <div className="row">
         <b>Backfill {b.id}</b> <StateBadge state={b.state} />
         <span className="muted">{when(b.created_at as string)}</span>
+        {b.follows != null && (
+          <span className="muted">
+            stage {b.stage} after backfill {b.follows}
+          </span>
+        )}
         <span className="spacer" />
         {b.state === "running" && (
           <button className="secondary" onClick={() => send("POST", `/backfills/${b.id}/cancel`).catch(() => undefined)}>
@@ -54,6 +59,8 @@ export function BackfillPanel({ project, name }: { project: string; name: string
   const [parallel, setParallel] = useState(1);
   const [order, setOrder] = useState("asc");
   const [stopOnFailure, setStopOnFailure] = useState(false);
+  const [withDependents, setWithDependents] = useState(false);
+  const [created, setCreated] = useState<BackfillCreated | null>(null);
   const [error, setError] = useState("");
   const { data, reload } = usePoll(
     (signal) => getJson<Backfill[]>("/backfills", { query: { project, workflow: name, limit: 20 }, signal }),
@@ -65,11 +72,11 @@ export function BackfillPanel({ project, name }: { project: string; name: string
     e.preventDefault();
     setError("");
     const list = dates.split(/[\s,]+/).filter(Boolean);
-    const body = list.length
-      ? { dates: list, parallel, order, stop_on_failure: stopOnFailure }
-      : { from, to, parallel, order, stop_on_failure: stopOnFailure };
+    const common = { parallel, order, stop_on_failure: stopOnFailure, with_dependents: withDependents };
+    const body = list.length ? { dates: list, ...common } : { from, to, ...common };
     try {
-      await send("POST", `/projects/${encodeURIComponent(project)}/workflows/${encodeURIComponent(name)}/backfill`, { body });
+      const url = `/projects/${encodeURIComponent(project)}/workflows/${encodeURIComponent(name)}/backfill`;
+      setCreated(await send<BackfillCreated>("POST", url, { body }));
       reload();
     } catch (err) {
       setError(errorText(err));
@@ -111,6 +118,26 @@ export function BackfillPanel({ project, name }: { project: string; name: string
         <label className="check">
           <input type="checkbox" checked={stopOnFailure} onChange={(e) => setStopOnFailure(e.target.checked)} /> Stop on failure
         </label>
+        <label className="check">
+          <input type="checkbox" checked={withDependents} onChange={(e) => setWithDependents(e.target.checked)} /> With dependents
+          <span className="muted"> (also the workflows whose dependent tasks wait for this one, each stage after the one before)</span>
+        </label>
+        {created && (created.dependents.length > 0 || created.left_out.length > 0) && (
+          <div className="message-box" aria-label="Dependent backfills">
+            {created.dependents.map((d) => (
+              <p key={d.id}>
+                Backfill {d.id}: {d.runs} runs of{" "}
+                <Link href={path.workflow(d.project, d.workflow)}>
+                  {d.project}/{d.workflow}
+                </Link>
+                , stage {d.stage}
+              </p>
+            ))}
+            {created.left_out.map((why) => (
+              <p key={why}>Not backfilled: {why}</p>
+            ))}
+          </div>
+        )}
         {error && (
           <p role="alert" className="error">
             {error}
