@@ -2,6 +2,7 @@
 
 mod client;
 mod config;
+mod dolphinscheduler;
 mod roles;
 
 use clap::{CommandFactory, Parser, Subcommand};

@@ -21,11 +21,11 @@ pub struct ApplyArgs {
 }
 
 #[derive(Deserialize)]
-struct Applied {
-    project: String,
-    name: String,
-    version: i32,
-    created: bool,
+pub(super) struct Applied {
+    pub project: String,
+    pub name: String,
+    pub version: i32,
+    pub created: bool,
 }
 
 pub async fn run(args: ApplyArgs) -> anyhow::Result<i32> {

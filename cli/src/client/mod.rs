@@ -9,6 +9,7 @@ mod apply;
 mod backfill;
 mod control;
 mod http;
+mod import;
 mod inspect;
 mod schedule;
 mod secrets;
@@ -87,6 +88,9 @@ pub enum ClientCommand {
     /// Run a workflow once per schedule time over past dates (`backfill status ID` shows
     /// the progress).
     Backfill(backfill::BackfillArgs),
+    /// Import workflow definitions from another scheduler's export.
+    #[command(subcommand)]
+    Import(import::ImportCommand),
     /// Act on one task instance: complete a waiting wait or callback task, kill a running
     /// one, force a failed one to success, rerun an ended one.
     #[command(subcommand)]
@@ -141,6 +145,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<i32> {
         ClientCommand::Cluster(args) => inspect::cluster(args).await,
         ClientCommand::Schedule(cmd) => schedule::run(cmd).await,
         ClientCommand::Backfill(args) => backfill::run(args).await,
+        ClientCommand::Import(cmd) => import::run(cmd).await,
         ClientCommand::Task(cmd) => tasks::run(cmd).await,
         ClientCommand::TaskGroup(cmd) => task_groups::run(cmd).await,
         ClientCommand::AlertChannel(cmd) => alerts::channel(cmd).await,

@@ -142,6 +142,7 @@ pub enum DateCycle {
     LastWeekday(Weekday),
     /// Each day from the 1st of this month to today.
     ThisMonth,
+    ThisMonthBegin,
     /// Each day of last month.
     LastMonth,
     LastMonthBegin,
@@ -197,6 +198,7 @@ impl DateCycle {
                 days(day, day)
             }
             DateCycle::ThisMonth => days(first, today),
+            DateCycle::ThisMonthBegin => days(first, first),
             DateCycle::LastMonth => days(last_month_first, last_month_end),
             DateCycle::LastMonthBegin => days(last_month_first, last_month_first),
             DateCycle::LastMonthEnd => days(last_month_end, last_month_end),
@@ -256,6 +258,7 @@ impl fmt::Display for DateCycle {
                 write!(f, "last_{name}")
             }
             DateCycle::ThisMonth => f.write_str("this_month"),
+            DateCycle::ThisMonthBegin => f.write_str("this_month_begin"),
             DateCycle::LastMonth => f.write_str("last_month"),
             DateCycle::LastMonthBegin => f.write_str("last_month_begin"),
             DateCycle::LastMonthEnd => f.write_str("last_month_end"),
@@ -265,8 +268,8 @@ impl fmt::Display for DateCycle {
 
 /// Every name a date cycle accepts, for error messages.
 pub const DATE_CYCLES: &str = "current_hour, last_hour, last_N_hours, today, yesterday, \
-     last_N_days, this_week, last_week, last_monday … last_sunday, this_month, last_month, \
-     last_month_begin, last_month_end";
+     last_N_days, this_week, last_week, last_monday … last_sunday, this_month, this_month_begin, \
+     last_month, last_month_begin, last_month_end";
 
 impl FromStr for DateCycle {
     type Err = String;
@@ -287,6 +290,7 @@ impl FromStr for DateCycle {
             "this_week" => DateCycle::ThisWeek,
             "last_week" => DateCycle::LastWeek,
             "this_month" => DateCycle::ThisMonth,
+            "this_month_begin" => DateCycle::ThisMonthBegin,
             "last_month" => DateCycle::LastMonth,
             "last_month_begin" => DateCycle::LastMonthBegin,
             "last_month_end" => DateCycle::LastMonthEnd,
@@ -530,6 +534,7 @@ mod tests {
         assert_eq!(labels("this_month", w).len(), 4);
         assert_eq!(labels("last_month", w).len(), 28);
         assert_eq!(labels("last_month_begin", w), ["2026-02-01"]);
+        assert_eq!(labels("this_month_begin", w), ["2026-03-01"]);
         assert_eq!(labels("last_month_end", w), ["2026-02-28"]);
         assert_eq!(labels("current_hour", w), ["2026-03-04 10:00"]);
         assert_eq!(labels("last_hour", w), ["2026-03-04 09:00"]);
@@ -558,6 +563,7 @@ mod tests {
             "last_week",
             "last_sunday",
             "this_month",
+            "this_month_begin",
             "last_month",
             "last_month_begin",
             "last_month_end",

@@ -1,0 +1,329 @@
+//! Reads a DolphinScheduler 3.x workflow export (the JSON array the UI's Export button
+//! writes: `processDefinition` or, from 3.3, `workflowDefinition`, with
+//! `taskDefinitionList`, the task relations and the schedule) and turns each workflow into
+//! a shoal definition (YAML, checked by shoal's own parser) and a schedule. Whatever shoal
+//! cannot carry over is named in the report; nothing is dropped silently.
+
+mod cron;
+mod export;
+mod tasks;
+
+use export::{DagData, Property, Schedule, Task};
+use serde_yaml::{Mapping, Value};
+use shoal_common::definition::WorkflowDef;
+use std::collections::HashMap;
+
+/// What an export turns into.
+#[derive(Debug)]
+pub struct Imported {
+    pub workflows: Vec<ImportedWorkflow>,
+    /// One line per thing not carried over (or carried over differently), naming it.
+    pub report: Vec<String>,
+}
+
+#[derive(Debug)]
+pub struct ImportedWorkflow {
+    pub name: String,
+    /// The shoal definition, valid YAML for `shoal apply`.
+    pub yaml: String,
+    pub tasks: usize,
+    pub schedule: Option<ImportedSchedule>,
+    /// The workflow was offline in DolphinScheduler.
+    pub offline: bool,
+}
+
+/// A schedule as `POST .../schedules` takes it; created disabled (an export always marks
+/// it offline, and a user turns it on after checking).
+#[derive(Debug, PartialEq)]
+pub struct ImportedSchedule {
+    pub cron: String,
+    pub timezone: String,
+    pub start_time: Option<String>,
+    pub end_time: Option<String>,
+    pub priority: Option<String>,
+    pub worker_group: Option<String>,
+}
+
+/// How to import: into which project, and what DolphinScheduler's names become.
+#[derive(Debug, Default)]
+pub struct Options {
+    pub project: String,
+    /// DolphinScheduler datasource id → shoal datasource name (a worker's `--datasource`).
+    pub datasources: HashMap<String, String>,
+    /// DolphinScheduler worker group → shoal worker group.
+    pub worker_groups: HashMap<String, String>,
+}
+
+impl Options {
+    fn worker_group(&self, group: &str) -> String {
+        self.worker_groups
+            .get(group)
+            .cloned()
+            .unwrap_or_else(|| group.to_string())
+    }
+}
+
+/// Names of workflows and tasks by code, across the whole file, and the options.
+pub(crate) struct Codes<'a> {
+    workflows: HashMap<i64, String>,
+    /// Task code → (workflow name, task name).
+    tasks: HashMap<i64, (String, String)>,
+    options: &'a Options,
+}
+
+/// Converts the export `text`.
+pub fn convert(text: &str, options: &Options) -> anyhow::Result<Imported> {
+    let project = options.project.as_str();
+    let dags = export::parse(text)?;
+    let mut report = Vec::new();
+    let mut codes = Codes {
+        workflows: HashMap::new(),
+        tasks: HashMap::new(),
+        options,
+    };
+    let mut names = Names::default();
+    for dag in &dags {
+        let workflow = names.workflow(&dag.workflow.name, &mut report);
+        codes.workflows.insert(dag.workflow.code, workflow.clone());
+        let mut task_names = Names::default();
+        for t in &dag.tasks {
+            let name = task_names.task(&workflow, &t.name, &mut report);
+            codes.tasks.insert(t.code, (workflow.clone(), name));
+        }
+    }
+    let mut workflows = Vec::new();
+    for dag in &dags {
+        workflows.push(workflow(dag, project, &codes, &mut report)?);
+    }
+    // An item or setting repeated in one task is said once.
+    let mut seen = std::collections::HashSet::new();
+    report.retain(|line| seen.insert(line.clone()));
+    Ok(Imported { workflows, report })
+}
+
+fn workflow(
+    dag: &DagData,
+    project: &str,
+    codes: &Codes,
+    report: &mut Vec<String>,
+) -> anyhow::Result<ImportedWorkflow> {
+    let name = codes.workflows[&dag.workflow.code].clone();
+    let at = |what: &str| format!("{name}: {what}");
+    let mut m = Mapping::new();
+    m.insert("name".into(), name.clone().into());
+    m.insert("project".into(), project.into());
+    if let Some(d) = dag
+        .workflow
+        .description
+        .as_deref()
+        .filter(|d| !d.is_empty())
+    {
+        m.insert("description".into(), d.into());
+    }
+    let params = params(
+        &dag.workflow.global_params()?,
+        &at("global parameter"),
+        report,
+    );
+    if !params.is_empty() {
+        m.insert("params".into(), Value::Mapping(params));
+    }
+    if let Some(s) = &dag.schedule {
+        // DolphinScheduler keeps these on the schedule (or the start); shoal on the workflow.
+        if let Some(f) = s.failure_strategy.as_deref() {
+            m.insert("failure_strategy".into(), f.to_lowercase().into());
+        }
+        if let Some(p) = s.priority() {
+            m.insert("priority".into(), p.to_lowercase().into());
+        }
+        if s.warning_type.as_deref().is_some_and(|w| w != "NONE") {
+            report.push(at(&format!(
+                "alerts ({} to alert group {}) are not carried over: add `alerts:` naming a shoal alert channel",
+                s.warning_type.as_deref().unwrap_or_default(),
+                s.warning_group_id.unwrap_or_default()
+            )));
+        }
+    }
+    if dag.workflow.timeout > 0 {
+        // A workflow timeout is an alarm in DolphinScheduler, not a kill.
+        m.insert(
+            "timeout".into(),
+            format!("{}m", dag.workflow.timeout).into(),
+        );
+        m.insert("timeout_strategy".into(), "warn".into());
+    }
+    if let Some(e) = dag
+        .workflow
+        .execution_type
+        .as_deref()
+        .filter(|e| *e != "PARALLEL")
+    {
+        m.insert("execution_type".into(), e.to_lowercase().into());
+    }
+    let upstream = dag.upstream();
+    let mut list = Vec::new();
+    for t in &dag.tasks {
+        let depends: Vec<String> = upstream
+            .get(&t.code)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| codes.tasks.get(c).map(|(_, n)| n.clone()))
+            .collect();
+        list.push(Value::Mapping(tasks::convert(
+            t, &name, depends, codes, report,
+        )?));
+    }
+    let count = list.len();
+    let described = dag
+        .tasks
+        .iter()
+        .filter(|t| {
+            t.description
+                .as_deref()
+                .is_some_and(|d| !d.trim().is_empty())
+        })
+        .count();
+    if described > 0 {
+        report.push(at(&format!(
+            "the descriptions of {described} tasks are not kept (shoal tasks have none)"
+        )));
+    }
+    m.insert("tasks".into(), Value::Sequence(list));
+    let yaml = serde_yaml::to_string(&Value::Mapping(m))?;
+    // shoal's own checks: what the importer wrote must apply as it is.
+    WorkflowDef::parse(&yaml)
+        .map_err(|e| anyhow::anyhow!("{name}: the converted workflow is not valid: {e}\n{yaml}"))?;
+    let schedule = match &dag.schedule {
+        Some(s) => schedule(s, &name, codes.options, report),
+        None => None,
+    };
+    Ok(ImportedWorkflow {
+        name,
+        yaml,
+        tasks: count,
+        schedule,
+        offline: dag.workflow.release_state.as_deref() == Some("OFFLINE"),
+    })
+}
+
+fn schedule(
+    s: &Schedule,
+    workflow: &str,
+    options: &Options,
+    report: &mut Vec<String>,
+) -> Option<ImportedSchedule> {
+    let timezone = s.timezone_id.clone().unwrap_or_else(|| "UTC".into());
+    let cron = match cron::convert(&s.crontab, &timezone) {
+        Ok(c) => c,
+        Err(why) => {
+            report.push(format!("{workflow}: schedule not imported: {why}"));
+            return None;
+        }
+    };
+    let time = |t: &Option<String>, what: &str, report: &mut Vec<String>| {
+        let t = t.as_deref()?;
+        match cron::local_to_rfc3339(t, &timezone) {
+            Ok(t) => Some(t),
+            Err(why) => {
+                report.push(format!("{workflow}: schedule {what} '{t}' left out: {why}"));
+                None
+            }
+        }
+    };
+    Some(ImportedSchedule {
+        start_time: time(&s.start_time, "start", report),
+        end_time: time(&s.end_time, "end", report),
+        cron,
+        timezone,
+        priority: s.priority().map(str::to_lowercase),
+        worker_group: s
+            .worker_group
+            .as_deref()
+            .map(|g| options.worker_group(g))
+            .filter(|g| g != "default"),
+    })
+}
+
+/// IN parameters with a value become `params`; OUT ones need no declaration (every
+/// `${setValue(k=v)}` flows downstream), and an IN one without a value takes what the run
+/// passes in, as in DolphinScheduler. Types other than VARCHAR are noted: shoal's
+/// parameters are text, read as numbers where an expression compares them.
+pub(crate) fn params(props: &[Property], what: &str, report: &mut Vec<String>) -> Mapping {
+    let mut m = Mapping::new();
+    for p in props {
+        if p.direct.as_deref() == Some("OUT") || p.value.as_deref().unwrap_or("").is_empty() {
+            continue;
+        }
+        if matches!(p.kind.as_deref(), Some("LIST" | "FILE")) {
+            report.push(format!(
+                "{what} '{}' of type {} is passed as text",
+                p.prop,
+                p.kind.as_deref().unwrap_or_default()
+            ));
+        }
+        m.insert(
+            p.prop.clone().into(),
+            p.value.clone().unwrap_or_default().into(),
+        );
+    }
+    m
+}
+
+/// Names shoal accepts (letters, digits, `_`, `-`, `.`), unique within their scope.
+#[derive(Default)]
+struct Names {
+    taken: HashMap<String, usize>,
+}
+
+impl Names {
+    fn workflow(&mut self, name: &str, report: &mut Vec<String>) -> String {
+        let clean = self.unique(name);
+        if clean != name {
+            report.push(format!("workflow '{name}' is named '{clean}'"));
+        }
+        clean
+    }
+
+    fn task(&mut self, workflow: &str, name: &str, report: &mut Vec<String>) -> String {
+        let clean = self.unique(name);
+        if clean != name {
+            report.push(format!("{workflow}: task '{name}' is named '{clean}'"));
+        }
+        clean
+    }
+
+    fn unique(&mut self, name: &str) -> String {
+        let mut clean: String = name
+            .trim()
+            .chars()
+            .map(|c| match c {
+                c if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') => c,
+                _ => '_',
+            })
+            .take(120)
+            .collect();
+        if !clean.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+            clean.insert(0, '_');
+        }
+        let n = self.taken.entry(clean.clone()).or_insert(0);
+        *n += 1;
+        match *n {
+            1 => clean,
+            n => format!("{clean}_{n}"),
+        }
+    }
+}
+
+impl Task {
+    /// Where the report names this task.
+    fn at(&self, workflow: &str, codes: &Codes) -> String {
+        let name = codes
+            .tasks
+            .get(&self.code)
+            .map_or(self.name.as_str(), |(_, n)| n);
+        format!("{workflow}: task '{name}' ({})", self.task_type)
+    }
+}
+
+#[cfg(test)]
+mod tests;

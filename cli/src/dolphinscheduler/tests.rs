@@ -1,0 +1,214 @@
+use super::*;
+use shoal_common::definition::WorkflowDef;
+
+const WAREHOUSE: &str =
+    include_str!("../../../tests/fixtures/dolphinscheduler/warehouse_daily.json");
+const OTHERS: &str =
+    include_str!("../../../tests/fixtures/dolphinscheduler/child_and_dependency.json");
+const WAREHOUSE_33: &str =
+    include_str!("../../../tests/fixtures/dolphinscheduler/v3.3/warehouse_daily.json");
+const OTHERS_33: &str =
+    include_str!("../../../tests/fixtures/dolphinscheduler/v3.3/child_and_dependency.json");
+
+/// Both files as one export (the codes refer across them).
+fn both(a: &str, b: &str) -> String {
+    let mut all: Vec<serde_json::Value> = serde_json::from_str(a).unwrap();
+    all.extend(serde_json::from_str::<Vec<serde_json::Value>>(b).unwrap());
+    serde_json::to_string(&all).unwrap()
+}
+
+fn options(project: &str) -> Options {
+    Options {
+        project: project.into(),
+        ..Default::default()
+    }
+}
+
+fn find<'a>(imported: &'a Imported, name: &str) -> &'a ImportedWorkflow {
+    imported.workflows.iter().find(|w| w.name == name).unwrap()
+}
+
+fn task<'a>(def: &'a WorkflowDef, name: &str) -> &'a shoal_common::definition::TaskDef {
+    def.tasks.iter().find(|t| t.name == name).unwrap()
+}
+
+#[test]
+fn every_supported_type_and_setting_is_carried_over() {
+    let imported = convert(&both(WAREHOUSE, OTHERS), &options("etl")).unwrap();
+    assert_eq!(imported.workflows.len(), 3);
+    let w = find(&imported, "warehouse_daily");
+    let def = WorkflowDef::parse(&w.yaml).unwrap();
+    assert_eq!(def.project, "etl");
+    assert_eq!(def.params["region"], "eu");
+    assert_eq!(def.params["dt"], "$[yyyy-MM-dd-1]");
+    assert!(
+        !def.params.contains_key("warehouse_status"),
+        "OUT needs no default"
+    );
+    assert_eq!(def.failure_strategy.to_string(), "continue");
+    assert_eq!(def.priority.to_string(), "high");
+    assert_eq!(def.execution_type.to_string(), "serial_wait");
+    assert_eq!(def.timeout, Some(std::time::Duration::from_secs(240 * 60)));
+    assert_eq!(w.tasks, 13);
+
+    let extract = task(&def, "extract_orders");
+    assert_eq!(extract.task_type, "shell");
+    assert_eq!(extract.depends_on, ["wait_upstream_ingest"]);
+    assert_eq!(extract.params["src_table"], "orders_raw");
+    assert_eq!(extract.retries, 3);
+    assert_eq!(
+        extract.retry_interval,
+        Some(std::time::Duration::from_secs(300))
+    );
+    assert_eq!(extract.timeout, Some(std::time::Duration::from_secs(1800)));
+    assert_eq!(
+        extract.timeout_strategy,
+        shoal_common::definition::TimeoutStrategy::Fail
+    );
+    assert_eq!(extract.worker_group, "etl");
+    assert_eq!(task(&def, "clean_orders").task_type, "python");
+
+    let sql = task(&def, "load_check").sql.as_ref().unwrap();
+    assert_eq!(
+        (sql.datasource.as_str(), sql.query.as_str()),
+        ("postgresql_7", "select 1 as n")
+    );
+    assert_eq!(
+        task(&def, "load_check").task_group.as_deref(),
+        Some("ds_task_group_2")
+    );
+    assert_eq!(task(&def, "load_check").task_group_priority, 5);
+
+    let http = task(&def, "notify_api").http.as_ref().unwrap();
+    assert_eq!(http.url, "http://127.0.0.1:0/health?region=${region}");
+    assert_eq!(http.headers["X-Run-Date"], "${dt}");
+    assert_eq!(http.expected_status, [200]);
+
+    let gate = task(&def, "quality_gate").conditions.as_ref().unwrap();
+    assert_eq!(gate.success, ["route_by_region"]);
+    assert_eq!(gate.failure, ["alert_quality_failure"]);
+    let switch = task(&def, "route_by_region").switch.as_ref().unwrap();
+    assert_eq!(switch.cases[0].then, "run_load_child");
+    assert_eq!(switch.cases[1].when, "${row_count} > 100");
+    assert_eq!(switch.default.as_deref(), Some("skip_region"));
+    let child = task(&def, "run_load_child").sub_workflow.as_ref().unwrap();
+    assert_eq!(child.workflow, "warehouse_load_child");
+    assert_eq!(
+        task(&def, "publish_done").delay,
+        Some(std::time::Duration::from_secs(60))
+    );
+    assert!(!task(&def, "debug_dump_env").enabled, "flag NO: skipped");
+
+    let dep = task(&def, "wait_upstream_ingest")
+        .dependent
+        .as_ref()
+        .unwrap();
+    let groups = dep.resolved_groups();
+    assert_eq!(groups.len(), 2);
+    assert_eq!(groups[0].items[0].workflow, "upstream_ingest");
+    assert_eq!(groups[0].items[1].task.as_deref(), Some("pull_orders"));
+    assert_eq!(groups[1].items[0].date.to_string(), "yesterday");
+    assert_eq!(dep.check_interval, Some(std::time::Duration::from_secs(30)));
+    assert_eq!(
+        dep.on_failure,
+        shoal_common::definition::OnDependFailure::Wait
+    );
+    assert_eq!(dep.timeout, Some(std::time::Duration::from_secs(180 * 60)));
+
+    let schedule = w.schedule.as_ref().unwrap();
+    assert_eq!(schedule.cron, "0 30 2 * * ?");
+    assert_eq!(schedule.timezone, "Europe/Berlin");
+    assert_eq!(schedule.worker_group.as_deref(), Some("etl"));
+    assert_eq!(
+        schedule.start_time.as_deref(),
+        Some("2024-03-12T00:00:00+01:00")
+    );
+}
+
+#[test]
+fn what_shoal_lacks_is_reported_by_name_and_type() {
+    let imported = convert(&both(WAREHOUSE, OTHERS), &options("default")).unwrap();
+    let report = imported.report.join("\n");
+    for expected in [
+        "warehouse_daily: task 'aggregate_big_day' (SPARK): not imported, shoal has no SPARK task",
+        "warehouse_daily: task 'load_check' (SQL): datasource 7 (POSTGRESQL) is named 'postgresql_7'",
+        "warehouse_daily: task 'load_check' (SQL): 1 preStatements not carried over",
+        "warehouse_daily: task 'load_check' (SQL): task group 2 is named 'ds_task_group_2'",
+        "warehouse_daily: task 'clean_orders' (PYTHON): not carried over: environment",
+        "warehouse_daily: alerts (FAILURE to alert group 1) are not carried over",
+    ] {
+        assert!(
+            report.contains(expected),
+            "missing {expected:?} in:\n{report}"
+        );
+    }
+    // The unsupported task stays in the DAG and fails saying why.
+    let def = WorkflowDef::parse(&find(&imported, "warehouse_daily").yaml).unwrap();
+    let spark = task(&def, "aggregate_big_day");
+    assert!(
+        spark
+            .command
+            .as_deref()
+            .unwrap()
+            .contains("was not imported"),
+        "{spark:?}"
+    );
+    assert_eq!(spark.depends_on, ["route_by_region"]);
+}
+
+#[test]
+fn the_33_format_reads_the_same() {
+    let old = convert(&both(WAREHOUSE, OTHERS), &options("p")).unwrap();
+    let new = convert(&both(WAREHOUSE_33, OTHERS_33), &options("p")).unwrap();
+    for (a, b) in old.workflows.iter().zip(&new.workflows) {
+        assert_eq!(a.yaml, b.yaml);
+        assert_eq!(a.schedule, b.schedule);
+    }
+}
+
+#[test]
+fn references_outside_the_file_are_reported_and_bad_input_is_refused() {
+    let imported = convert(WAREHOUSE, &options("p")).unwrap();
+    let report = imported.report.join("\n");
+    assert!(
+        report.contains("its child workflow (code 13092877811712) is not in the file"),
+        "{report}"
+    );
+    assert!(
+        report.contains("workflow code 13092875622400 is left out"),
+        "{report}"
+    );
+    let err = convert("{not json", &options("p")).unwrap_err().to_string();
+    assert!(err.contains("not JSON"), "{err}");
+    let err = convert(r#"[{"taskDefinitionList": []}]"#, &options("p")).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("not a DolphinScheduler 3.x workflow export"),
+        "{err:#}"
+    );
+}
+
+#[test]
+fn date_values_map_to_cycles() {
+    use tasks::date_cycle;
+    for (ds, shoal) in [
+        ("currentHour", "current_hour"),
+        ("last1Hour", "last_hour"),
+        ("last3Hours", "last_3_hours"),
+        ("today", "today"),
+        ("last1Days", "yesterday"),
+        ("last7Days", "last_7_days"),
+        ("thisWeek", "this_week"),
+        ("lastWeek", "last_week"),
+        ("lastFriday", "last_friday"),
+        ("thisMonth", "this_month"),
+        ("thisMonthBegin", "this_month_begin"),
+        ("lastMonthEnd", "last_month_end"),
+    ] {
+        assert_eq!(
+            date_cycle(ds).map(|c| c.to_string()).as_deref(),
+            Some(shoal),
+            "{ds}"
+        );
+    }
+    assert_eq!(date_cycle("nextYear"), None);
+}
