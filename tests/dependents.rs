@@ -1,8 +1,8 @@
 //! Dependent tasks in full and backfills with their dependents, over `shoal standalone` and
 //! a cluster: items combined by and/or across date cycles, judged on runs made by
 //! backfills, the awaited item on the task's row and in `shoal status`, a failed
-//! dependency failing the task, and `shoal backfill --with-dependents` running each
-//! stage after the one it waits for.
+//! dependency failing the task, a dependency's outputs passed on, and `shoal backfill
+//! --with-dependents` running each stage after the one it waits for.
 
 mod support;
 
@@ -147,12 +147,13 @@ fn backfill_with_dependents_runs_each_stage_after_the_one_it_waits_for(e: Env) {
         )
     };
     e.apply(&format!(
-        "name: raw\ntasks:\n- {{ name: first, type: noop }}\n- {}\n",
+        "name: raw\ntasks:\n- {{ name: first, type: shell, command: \"echo '${{setValue(batch=b7)}}'\" }}\n- {}\n",
         log("raw", "first")
     ));
+    // mart's gate passes raw's outputs on to the task after it.
     e.apply(&format!(
-        "name: mart\ntasks:\n- {{ name: gate, type: dependent, dependent: {{ workflow: raw, check_interval: 500ms }} }}\n- {}\n",
-        log("mart", "gate")
+        "name: mart\ntasks:\n- {{ name: gate, type: dependent, dependent: {{ workflow: raw, check_interval: 500ms, pass_outputs: true }} }}\n- {}\n",
+        log("mart-${batch}", "gate")
     ));
     e.apply(&format!(
         "name: agg\ntasks:\n- name: gate\n  type: dependent\n  dependent:\n    check_interval: 500ms\n    groups: [{{ items: [{{ workflow: mart }}, {{ workflow: raw }}] }}]\n- {}\n",
@@ -192,7 +193,10 @@ fn backfill_with_dependents_runs_each_stage_after_the_one_it_waits_for(e: Env) {
     // A stage starts only when the one before it has ended.
     assert!(raw.iter().max() < mart.iter().min(), "{raw:?} {mart:?}");
     assert!(mart.iter().max() < agg.iter().min(), "{mart:?} {agg:?}");
-    assert_eq!(lines(&ran), ["raw", "raw", "mart", "mart", "agg", "agg"]);
+    assert_eq!(
+        lines(&ran),
+        ["raw", "raw", "mart-b7", "mart-b7", "agg", "agg"]
+    );
     assert!(
         e.api()
             .get("/instances?workflow=unrelated")

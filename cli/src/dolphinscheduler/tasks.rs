@@ -535,9 +535,7 @@ fn dependent_item(
         },
     }
     if item.get("parameterPassing").and_then(Json::as_bool) == Some(true) {
-        report.push(format!(
-            "{at}: parameter passing from {workflow} is not carried over"
-        ));
+        m.insert("pass_outputs".into(), true.into());
     }
     if date != DateCycle::Today {
         m.insert("date".into(), date.to_string().into());

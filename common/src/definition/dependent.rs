@@ -40,6 +40,9 @@ pub struct DependentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, example = "yesterday")]
     pub date: Option<DateCycle>,
+    /// The awaited run's outputs become this task's (see [`DependItem::pass_outputs`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pass_outputs: bool,
     /// How the groups combine (default `and`).
     #[serde(default, skip_serializing_if = "Relation::is_and")]
     pub relation: Relation,
@@ -91,6 +94,10 @@ pub struct DependItem {
     #[serde(default, skip_serializing_if = "DateCycle::is_today")]
     #[schema(value_type = String, example = "last_7_days")]
     pub date: DateCycle,
+    /// The outputs of the awaited run (its last interval's) become this task's outputs,
+    /// for the tasks after it (DolphinScheduler's parameter passing).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pass_outputs: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
@@ -334,6 +341,7 @@ impl DependentSpec {
                     project: self.project.clone(),
                     task: self.task.clone(),
                     date: self.date.unwrap_or_default(),
+                    pass_outputs: self.pass_outputs,
                 }],
             }],
             None => self.groups.clone(),
@@ -361,7 +369,8 @@ pub(super) fn check(t: &TaskDef) -> Result<(), DefinitionError> {
         reason,
     };
     let inline = spec.workflow.is_some();
-    let inline_only = spec.project.is_some() || spec.task.is_some() || spec.date.is_some();
+    let inline_only =
+        spec.project.is_some() || spec.task.is_some() || spec.date.is_some() || spec.pass_outputs;
     match (inline, spec.groups.is_empty()) {
         (true, false) => {
             return Err(bad(
@@ -375,7 +384,7 @@ pub(super) fn check(t: &TaskDef) -> Result<(), DefinitionError> {
         }
         (false, false) if inline_only => {
             return Err(bad(
-                "dependent: `project`, `task` and `date` go in each item of `groups`".into(),
+                "dependent: `project`, `task`, `date` and `pass_outputs` go in each item of `groups`".into(),
             ));
         }
         _ => {}

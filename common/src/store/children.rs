@@ -307,7 +307,8 @@ impl Store {
     /// Where one interval of a dependent task's item stands: the last run of
     /// `project/workflow` standing for a time within [from_ms, to_ms) (its schedule time,
     /// else its start) — or, with `task`, that task's latest attempt in it — succeeded,
-    /// failed, or is not there or not ended yet. The text says which run, for messages.
+    /// failed, or is not there or not ended yet. The text says which run, for messages;
+    /// the id is that run's.
     pub async fn dependency_result(
         &self,
         project: &str,
@@ -315,7 +316,7 @@ impl Store {
         task: Option<&str>,
         from_ms: i64,
         to_ms: i64,
-    ) -> Result<(DependResult, String)> {
+    ) -> Result<(DependResult, String, Option<i64>)> {
         let last: Option<(i64, String)> = self
             .db
             .fetch_optional(
@@ -332,7 +333,7 @@ impl Store {
             )
             .await?;
         let Some((id, state)) = last else {
-            return Ok((DependResult::Waiting, "no run yet".into()));
+            return Ok((DependResult::Waiting, "no run yet".into(), None));
         };
         let state: WorkflowState = parse(&format!("workflow_instance {id}"), &state)?;
         let ended = matches!(
@@ -345,7 +346,7 @@ impl Store {
                 _ if ended => DependResult::Failed,
                 _ => DependResult::Waiting,
             };
-            return Ok((result, format!("instance {id} is {state}")));
+            return Ok((result, format!("instance {id} is {state}"), Some(id)));
         };
         let latest: Option<(i64, String)> = self
             .db
@@ -359,7 +360,7 @@ impl Store {
                     .limit(1),
             )
             .await?;
-        Ok(match latest {
+        let (result, text) = match latest {
             None if ended => (
                 DependResult::Failed,
                 format!("instance {id} ended {state} without running task '{task}'"),
@@ -382,7 +383,8 @@ impl Store {
                     format!("task '{task}' of instance {id} is {task_state}"),
                 )
             }
-        })
+        };
+        Ok((result, text, Some(id)))
     }
 }
 

@@ -177,15 +177,13 @@ impl Engine {
                     u.output = (!output.is_empty()).then(|| output.clone());
                     self.task_event(id, u, output, None, cycle, now);
                 }
-                for id in polled.met {
+                for (id, output) in polled.met {
                     self.waits.tasks.remove(&id);
-                    self.settle(
-                        id,
-                        TaskState::Success,
-                        Some("its dependencies succeeded".into()),
-                        cycle,
-                        now,
-                    );
+                    let mut u = TaskUpdate::state(id, TaskState::Success);
+                    u.ended_at = Some(now);
+                    u.message = Some("its dependencies succeeded".into());
+                    u.output = (!output.is_empty()).then(|| output.clone());
+                    self.task_event(id, u, output, None, cycle, now);
                 }
                 for (id, why) in polled.failed {
                     self.waits.tasks.remove(&id);

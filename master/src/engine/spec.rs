@@ -438,6 +438,7 @@ pub(super) fn dependency(run: &Run, node: Node, since_ms: i64) -> Wait {
                     task: i.task,
                     date: i.date,
                     intervals: i.date.intervals(at, timezone),
+                    pass_outputs: i.pass_outputs,
                 })
                 .collect();
             (g.relation, items)

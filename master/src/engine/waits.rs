@@ -55,6 +55,7 @@ pub struct Item {
     pub task: Option<String>,
     pub date: DateCycle,
     pub intervals: Vec<Interval>,
+    pub pass_outputs: bool,
 }
 
 /// How a wait or callback task ends when nothing completed it in time.
@@ -68,7 +69,8 @@ pub struct Expiry {
 /// What one poll found.
 pub struct Polled {
     pub children: Vec<(i64, ChildState)>,
-    pub met: Vec<i64>,
+    /// Met, with the outputs passed on (items with `pass_outputs`).
+    pub met: Vec<(i64, Params)>,
     /// A dependency failed (and the task does not wait for a rerun): why.
     pub failed: Vec<(i64, String)>,
     pub timed_out: Vec<(i64, String)>,
@@ -145,13 +147,21 @@ async fn check(store: &Store, waits: HashMap<i64, Wait>) -> Polled {
         if Instant::now() < next_check {
             continue;
         }
-        match evaluate(store, &on).await {
-            Ok((DependResult::Success, _)) => polled.met.push(id),
-            Ok((DependResult::Failed, why)) if on.on_failure == OnDependFailure::Fail => {
+        match evaluate(store, &on)
+            .await
+            .map(|(r, why, passed)| (r, (why, passed)))
+        {
+            Ok((DependResult::Success, (_, passed))) => match outputs(store, &passed).await {
+                Ok(outputs) => polled.met.push((id, outputs)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read a dependency's outputs; trying again")
+                }
+            },
+            Ok((DependResult::Failed, (why, _))) if on.on_failure == OnDependFailure::Fail => {
                 polled.failed.push((id, why))
             }
-            Ok((_, why)) if Instant::now() >= on.deadline => polled.timed_out.push((id, why)),
-            Ok((_, why)) => polled.pending.push((id, why)),
+            Ok((_, (why, _))) if Instant::now() >= on.deadline => polled.timed_out.push((id, why)),
+            Ok((_, (why, _))) => polled.pending.push((id, why)),
             Err(e) => tracing::warn!(error = %e, "cannot check a dependency; trying again"),
         }
     }
@@ -181,21 +191,23 @@ async fn signals(store: &Store, waits: &HashMap<i64, Wait>, polled: &mut Polled)
     }
 }
 
-/// Where a dependency stands, and the first item that decides it (or keeps it waiting),
-/// described for the task's row. An item succeeds when the last run of every interval of
-/// its date cycle did.
+/// Where a dependency stands, the first item that decides it (or keeps it waiting)
+/// described for the task's row, and the runs whose outputs pass on. An item succeeds
+/// when the last run of every interval of its date cycle did.
 async fn evaluate(
     store: &Store,
     on: &Dependency,
-) -> shoal_common::error::Result<(DependResult, String)> {
+) -> shoal_common::error::Result<(DependResult, String, Vec<i64>)> {
     let mut groups = Vec::with_capacity(on.groups.len());
     let mut why: Vec<(DependResult, String)> = Vec::new();
+    let mut passed = Vec::new();
     for (relation, items) in &on.groups {
         let mut results = Vec::with_capacity(items.len());
         for item in items {
-            let (result, text) = item_result(store, item).await?;
-            if result != DependResult::Success {
-                why.push((result, text));
+            let (result, text, last) = item_result(store, item).await?;
+            match result {
+                DependResult::Success => passed.extend(last.filter(|_| item.pass_outputs)),
+                _ => why.push((result, text)),
             }
             results.push(result);
         }
@@ -208,15 +220,26 @@ async fn evaluate(
         .or(why.first())
         .map(|(_, t)| t.clone())
         .unwrap_or_default();
-    Ok((result, text))
+    Ok((result, text, passed))
 }
 
+/// The outputs of the runs passed on, an earlier item's winning over a later one's.
+async fn outputs(store: &Store, runs: &[i64]) -> shoal_common::error::Result<Params> {
+    let mut all = Params::new();
+    for run in runs.iter().rev() {
+        all.extend(store.outputs_of(*run).await?);
+    }
+    Ok(all)
+}
+
+/// An item's result, what keeps it from success, and its last interval's run.
 async fn item_result(
     store: &Store,
     item: &Item,
-) -> shoal_common::error::Result<(DependResult, String)> {
+) -> shoal_common::error::Result<(DependResult, String, Option<i64>)> {
+    let mut last = None;
     for interval in &item.intervals {
-        let (result, text) = store
+        let (result, text, run) = store
             .dependency_result(
                 &item.project,
                 &item.workflow,
@@ -235,8 +258,9 @@ async fn item_result(
                 DependResult::Failed => format!("{what} failed ({when}): {text}"),
                 _ => format!("waiting for {what} ({when}): {text}"),
             };
-            return Ok((result, text));
+            return Ok((result, text, None));
         }
+        last = run;
     }
-    Ok((DependResult::Success, String::new()))
+    Ok((DependResult::Success, String::new(), last))
 }
