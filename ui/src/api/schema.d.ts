@@ -1285,6 +1285,11 @@ export interface components {
              * @example last_7_days
              */
             date?: string;
+            /**
+             * @description The outputs of the awaited run (its last interval's) become this task's outputs,
+             *     for the tasks after it (DolphinScheduler's parameter passing).
+             */
+            pass_outputs?: boolean;
             /** @description Default: this run's project. */
             project?: string | null;
             task?: string | null;
@@ -1326,6 +1331,8 @@ export interface components {
              *     (for a rerun to succeed, up to the timeout).
              */
             on_failure?: components["schemas"]["OnDependFailure"];
+            /** @description The awaited run's outputs become this task's (see [`DependItem::pass_outputs`]). */
+            pass_outputs?: boolean;
             /** @description Default: this run's project. */
             project?: string | null;
             /** @description How the groups combine (default `and`). */
