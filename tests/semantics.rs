@@ -465,6 +465,22 @@ fn an_offline_workflow_neither_starts_nor_fires_and_comes_back_online(e: Env) {
         .unwrap();
     let (status, body) = (hook.status().as_u16(), hook.text().unwrap());
     assert_eq!(status, 409, "a trigger is refused too: {body}");
+    e.apply(
+        "name: shelf_parent\ntasks:\n- { name: child, type: sub_workflow, sub_workflow: { workflow: shelved } }\n",
+    );
+    let parent = e.end(e.start("shelf_parent", "{}"));
+    assert_eq!(
+        parent["state"], "failure",
+        "nor does it run as a sub-workflow: {parent}"
+    );
+    let child = attempts(&parent, "child")[0];
+    assert!(
+        child["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("is offline"),
+        "{child}"
+    );
     let id = schedule["id"].as_i64().unwrap();
     let (status, body) = e.api().post(
         &format!("/projects/default/workflows/shelved/schedules/{id}/enable"),

@@ -3,6 +3,7 @@
 use super::codec::{from_json, parse, to_json};
 use super::commands::{insert_command_statement, notify_masters};
 use super::db::{Db, Tx, insert_rows};
+use super::lifecycle::refuse_if_offline;
 use super::schema::{
     Command as Cmd, ErrorCommand as ErrCmd, TaskInstance as Task, WorkflowDefinition as Def,
     WorkflowInstance as Inst,
@@ -83,7 +84,7 @@ pub(super) async fn start_exception_runs(
     for (failed, command) in runs.iter().filter(|(i, _)| !fenced.contains(i)) {
         let started = start_latest(tx, command.clone(), "exception workflow", now).await?;
         if !started {
-            tracing::warn!(instance = failed, workflow = %command.workflow, "exception workflow does not exist");
+            tracing::warn!(instance = failed, workflow = %command.workflow, "exception workflow does not exist or is offline");
         }
         written |= started;
     }
@@ -94,7 +95,8 @@ pub(super) async fn start_exception_runs(
 }
 
 /// Writes `command` for the latest version of its workflow (a run another run starts). A
-/// workflow that does not exist sends it to the error-command table with the reason,
+/// workflow that does not exist or is offline sends it to the error-command table with the
+/// reason,
 /// under a fresh command id, so `command_status` and the run that started it see why.
 /// Returns whether the command was written.
 async fn start_latest(tx: &mut Tx, mut command: NewCommand, what: &str, now: i64) -> Result<bool> {
@@ -115,6 +117,11 @@ async fn start_latest(tx: &mut Tx, mut command: NewCommand, what: &str, now: i64
         reject(tx, &command, &error, now).await?;
         return Ok(false);
     };
+    // An offline workflow starts no run, whoever asks (as a start or a schedule would).
+    if let Err(offline) = refuse_if_offline(tx, &command.project, &command.workflow).await {
+        reject(tx, &command, &format!("{what}: {offline}"), now).await?;
+        return Ok(false);
+    }
     command.version = version;
     let _: (i64,) = tx
         .fetch_one(&insert_command_statement(&command, now)?)
