@@ -16,7 +16,7 @@ impl Engine {
         self.lost.remove(&id);
         let mut definition = c.definition;
         c.instance.options.apply_to(&mut definition);
-        let def = Arc::new(definition);
+        let def = self.definitions.share(c.instance.version, definition);
         let from = c.instance.options.from_task.as_deref().map(|t| {
             (
                 t,

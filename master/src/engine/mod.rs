@@ -10,7 +10,8 @@
 //! attempts adopted from a master that is gone), `events` (worker events and controls
 //! through the runtime to its actions), `cycle` (the commit and what follows it), `tasks`
 //! (queueing, killing, withdrawing attempts; their rows and timers), `spec` (what a worker
-//! receives), `waits`, `reconcile`, `child_stop`, `groups`, `alerts`.
+//! receives), `waits`, `reconcile`, `child_stop`, `groups`, `alerts`, `definitions` (one
+//! definition shared by the runs of a version).
 
 mod alerts;
 mod callback;
@@ -18,6 +19,7 @@ mod child_stop;
 mod claims;
 mod commit;
 mod cycle;
+mod definitions;
 mod do_while;
 mod events;
 mod fanout;
@@ -47,7 +49,6 @@ use shoal_common::store::{
 };
 use shoal_common::types::{CommandKind, Priority, TaskState, TaskType, WorkflowState, now_ms};
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -342,6 +343,8 @@ pub struct Engine {
     secrets: Secrets,
     master_addr: String,
     runs: HashMap<i64, Run>,
+    /// The definitions the runs' runtimes hold, one per version and start options.
+    definitions: definitions::Definitions,
     tasks: HashMap<i64, TaskRef>,
     dispatcher: mpsc::UnboundedSender<DispatchMsg>,
     me: mpsc::UnboundedSender<EngineMsg>,
@@ -385,6 +388,7 @@ impl Engine {
             secrets,
             master_addr,
             runs: HashMap::new(),
+            definitions: definitions::Definitions::default(),
             tasks: HashMap::new(),
             dispatcher,
             me,
