@@ -130,26 +130,20 @@ pub async fn create(
     let days = req.days()?;
     let params = startup_params(req.params.clone())?;
     let root = plan(&ctx, &project, &name, &req, &days, params, None).await?;
-    let id = ctx.store.create_backfill(&root).await?;
-    tracing::info!(backfill_id = id, %project, workflow = %name, runs = root.times.len(), parallel = root.parallel, "backfill created");
-    let mut answer = BackfillCreated {
-        id,
-        runs: root.times.len(),
-        schedule_times: root.times.iter().map(|t| ms_to_rfc3339(*t)).collect(),
-        dependents: Vec::new(),
-        left_out: Vec::new(),
-    };
+    // Planned first and stored in one transaction: all of them or none.
+    let mut followers = Vec::new();
+    let mut left_out = Vec::new();
+    let mut hidden = 0;
     if req.with_dependents {
         let defs = ctx.store.latest_definitions().await?;
         let all = defs.iter().map(|d| (d.project.as_str(), &d.definition));
-        let stages = dependent_stages(all, &project, &name);
-        for ((project, workflow), stage) in stages {
-            let left_out = |reason: String| format!("{project}/{workflow}: {reason}");
-            if let Err(e) = caller.check(&project, Role::Operator) {
-                answer.left_out.push(left_out(e.to_string()));
+        for ((project, workflow), stage) in dependent_stages(all, &project, &name) {
+            if caller.check(&project, Role::Operator).is_err() {
+                // Not named: the caller may not even see that project.
+                hidden += 1;
                 continue;
             }
-            let chained = Some(Chained { follows: id, stage });
+            let chained = Some(Chained { follows: 0, stage });
             let planned = plan(
                 &ctx,
                 &project,
@@ -159,25 +153,40 @@ pub async fn create(
                 Params::new(),
                 chained,
             );
-            let backfill = match planned.await {
-                Ok(b) => b,
+            match planned.await {
+                Ok(b) => followers.push(b),
                 // Offline, or its schedule does not fire on these days: the rest goes on.
                 Err(Error::BadRequest(reason) | Error::Conflict(reason)) => {
-                    answer.left_out.push(left_out(reason));
-                    continue;
+                    left_out.push(format!("{project}/{workflow}: {reason}"));
                 }
                 Err(e) => return Err(e),
-            };
-            let dependent = ctx.store.create_backfill(&backfill).await?;
-            answer.dependents.push(DependentBackfill {
-                id: dependent,
-                project,
-                workflow,
-                stage,
-                runs: backfill.times.len(),
-            });
+            }
         }
     }
+    if hidden > 0 {
+        left_out.push(format!(
+            "{hidden} depending workflows in projects you may not operate"
+        ));
+    }
+    let (id, ids) = ctx.store.create_backfills(&root, &followers).await?;
+    tracing::info!(backfill_id = id, %project, workflow = %name, runs = root.times.len(), parallel = root.parallel, dependents = ids.len(), "backfill created");
+    let answer = BackfillCreated {
+        id,
+        runs: root.times.len(),
+        schedule_times: root.times.iter().map(|t| ms_to_rfc3339(*t)).collect(),
+        dependents: followers
+            .into_iter()
+            .zip(ids)
+            .map(|(b, id)| DependentBackfill {
+                id,
+                stage: b.chained.map_or(0, |c| c.stage),
+                runs: b.times.len(),
+                project: b.project,
+                workflow: b.workflow,
+            })
+            .collect(),
+        left_out,
+    };
     Ok((StatusCode::CREATED, Json(answer)))
 }
 

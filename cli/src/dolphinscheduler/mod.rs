@@ -272,7 +272,7 @@ pub(crate) fn params(props: &[Property], what: &str, report: &mut Vec<String>) -
 /// Names shoal accepts (letters, digits, `_`, `-`, `.`), unique within their scope.
 #[derive(Default)]
 struct Names {
-    taken: HashMap<String, usize>,
+    taken: std::collections::HashSet<String>,
 }
 
 impl Names {
@@ -292,6 +292,7 @@ impl Names {
         clean
     }
 
+    /// `name` made valid, with `_2`, `_3`, … added until no name given before has it.
     fn unique(&mut self, name: &str) -> String {
         let mut clean: String = name
             .trim()
@@ -305,12 +306,13 @@ impl Names {
         if !clean.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
             clean.insert(0, '_');
         }
-        let n = self.taken.entry(clean.clone()).or_insert(0);
-        *n += 1;
-        match *n {
-            1 => clean,
-            n => format!("{clean}_{n}"),
+        let mut candidate = clean.clone();
+        let mut n = 1;
+        while !self.taken.insert(candidate.clone()) {
+            n += 1;
+            candidate = format!("{clean}_{n}");
         }
+        candidate
     }
 }
 

@@ -181,7 +181,7 @@ fn http(p: &Json, m: &mut Mapping, at: &str, report: &mut Vec<String>) {
             Some("BODY") => {
                 body.insert(prop.to_string(), Json::String(value.to_string()));
             }
-            _ => query.push(format!("{prop}={value}")),
+            _ => query.push(format!("{}={}", url_encoded(prop), url_encoded(value))),
         }
     }
     if !query.is_empty() {
@@ -568,6 +568,33 @@ pub(super) fn date_cycle(value: &str) -> Option<DateCycle> {
         }
     };
     snake.parse().ok()
+}
+
+/// `text` percent-encoded for a URL's query, its `${...}` parameters left for shoal to fill
+/// in (their values are not encoded then: DolphinScheduler does not encode them either).
+pub(super) fn url_encoded(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while !rest.is_empty() {
+        if rest.starts_with("${")
+            && let Some(end) = rest.find('}')
+        {
+            out.push_str(&rest[..=end]);
+            rest = &rest[end + 1..];
+            continue;
+        }
+        let c = rest.chars().next().unwrap_or_default();
+        if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~') {
+            out.push(c);
+        } else {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    out
 }
 
 /// The names of the tasks a field names by code: one code (as the UI writes a switch's

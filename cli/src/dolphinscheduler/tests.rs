@@ -1,3 +1,4 @@
+use super::tasks;
 use super::*;
 use shoal_common::definition::WorkflowDef;
 
@@ -160,6 +161,7 @@ fn what_shoal_lacks_is_reported_by_name_and_type() {
 fn the_33_format_reads_the_same() {
     let old = convert(&both(WAREHOUSE, OTHERS), &options("p")).unwrap();
     let new = convert(&both(WAREHOUSE_33, OTHERS_33), &options("p")).unwrap();
+    assert_eq!(old.workflows.len(), new.workflows.len());
     for (a, b) in old.workflows.iter().zip(&new.workflows) {
         assert_eq!(a.yaml, b.yaml);
         assert_eq!(a.schedule, b.schedule);
@@ -211,4 +213,15 @@ fn date_values_map_to_cycles() {
         );
     }
     assert_eq!(date_cycle("nextYear"), None);
+}
+
+#[test]
+fn names_stay_unique_and_query_values_are_encoded() {
+    let mut names = Names::default();
+    let given: Vec<String> = ["x", "x", "x_2", "daily load"]
+        .iter()
+        .map(|n| names.unique(n))
+        .collect();
+    assert_eq!(given, ["x", "x_2", "x_2_2", "daily_load"]);
+    assert_eq!(tasks::url_encoded("a b&c=${dt}#"), "a%20b%26c%3D${dt}%23");
 }

@@ -7,10 +7,11 @@
 
 use super::{DefinitionError, TaskDef, WorkflowDef};
 use crate::schedule::{day_bounds, local_time};
-use chrono::{Datelike, Duration as Days, NaiveDate, NaiveDateTime, TimeZone, Timelike, Weekday};
-use chrono_tz::Tz;
+use chrono::{Datelike, NaiveDate, NaiveDateTime, TimeDelta, Timelike, Weekday};
+use petgraph::algo::{condensation, toposort};
+use petgraph::graph::{DiGraph, NodeIndex};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -172,11 +173,15 @@ impl DateCycle {
     }
 
     /// The intervals [start, end) in ms, oldest first, for a run standing for `at_ms` in
-    /// `timezone` (UTC when None), each with a label for messages.
+    /// `timezone` (UTC when None), each with a label for messages. Dates out of the
+    /// calendar's range give none.
     pub fn intervals(&self, at_ms: i64, timezone: Option<&str>) -> Vec<Interval> {
         let local = local_time(at_ms, timezone);
         let today = local.date();
-        let days = |from: NaiveDate, to: NaiveDate| -> Vec<Interval> {
+        let days = |from: Option<NaiveDate>, to: Option<NaiveDate>| -> Vec<Interval> {
+            let (Some(from), Some(to)) = (from, to) else {
+                return Vec::new();
+            };
             from.iter_days()
                 .take_while(|d| *d <= to)
                 .map(|d| {
@@ -189,22 +194,27 @@ impl DateCycle {
                 })
                 .collect()
         };
-        let monday = today - Days::days(i64::from(today.weekday().num_days_from_monday()));
-        let first = today.with_day(1).unwrap_or(today);
-        let last_month_end = first.pred_opt().unwrap_or(first);
-        let last_month_first = last_month_end.with_day(1).unwrap_or(last_month_end);
+        let back = |d: NaiveDate, n: u32| d.checked_sub_signed(TimeDelta::days(i64::from(n)));
+        let monday = back(today, today.weekday().num_days_from_monday());
+        let last_monday = monday.and_then(|m| back(m, 7));
+        let first = today.with_day(1);
+        let last_month_end = first.and_then(|f| f.pred_opt());
+        let last_month_first = last_month_end.and_then(|e| e.with_day(1));
+        let hours = |back: u32, until: u32| hours(at_ms, &local, back, until, timezone);
         match *self {
-            DateCycle::CurrentHour => hours(local, 0, 0, timezone),
-            DateCycle::LastHours(n) => hours(local, n, 1, timezone),
-            DateCycle::Today => days(today, today),
-            DateCycle::LastDays(n) => days(today - Days::days(i64::from(n)), today - Days::days(1)),
-            DateCycle::ThisWeek => days(monday, today),
-            DateCycle::LastWeek => days(monday - Days::days(7), monday - Days::days(1)),
+            DateCycle::CurrentHour => hours(0, 0),
+            DateCycle::LastHours(n) => hours(n, 1),
+            DateCycle::Today => days(Some(today), Some(today)),
+            DateCycle::LastDays(n) => days(back(today, n), back(today, 1)),
+            DateCycle::ThisWeek => days(monday, Some(today)),
+            DateCycle::LastWeek => days(last_monday, monday.and_then(|m| back(m, 1))),
             DateCycle::LastWeekday(w) => {
-                let day = monday - Days::days(7) + Days::days(i64::from(w.num_days_from_monday()));
+                let day = last_monday.and_then(|m| {
+                    m.checked_add_signed(TimeDelta::days(i64::from(w.num_days_from_monday())))
+                });
                 days(day, day)
             }
-            DateCycle::ThisMonth => days(first, today),
+            DateCycle::ThisMonth => days(first, Some(today)),
             DateCycle::ThisMonthBegin => days(first, first),
             DateCycle::LastMonth => days(last_month_first, last_month_end),
             DateCycle::LastMonthBegin => days(last_month_first, last_month_first),
@@ -213,29 +223,32 @@ impl DateCycle {
     }
 }
 
-/// Hour intervals from `back` hours before the hour of `local` to `until` hours before it
-/// (both inclusive, counted back; `hours(local, 0, 0, ..)` is the current hour).
-fn hours(local: NaiveDateTime, back: u32, until: u32, timezone: Option<&str>) -> Vec<Interval> {
-    let tz: Tz = timezone.and_then(|t| t.parse().ok()).unwrap_or(Tz::UTC);
-    let hour = local
-        .date()
-        .and_hms_opt(local.hour(), 0, 0)
-        .unwrap_or(local);
-    let instant = |t: NaiveDateTime| {
-        tz.from_local_datetime(&t)
-            .earliest()
-            // An hour skipped by a DST change: the instant the clock jumped to.
-            .or_else(|| tz.from_local_datetime(&(t + Days::hours(1))).earliest())
-            .map_or(0, |t| t.timestamp_millis())
-    };
+/// Hour intervals from `back` hours before the local hour holding `at_ms` to `until` hours
+/// before it (both inclusive; `(0, 0)` is that hour). Hours are counted in real time back
+/// from the instant that hour began, so a clock change neither empties nor doubles one;
+/// labels are local.
+fn hours(
+    at_ms: i64,
+    local: &NaiveDateTime,
+    back: u32,
+    until: u32,
+    timezone: Option<&str>,
+) -> Vec<Interval> {
+    const HOUR: i64 = 3_600_000;
+    let into_hour = i64::from(local.minute()) * 60_000
+        + i64::from(local.second()) * 1_000
+        + i64::from(local.nanosecond() / 1_000_000);
+    let hour_start = at_ms.saturating_sub(into_hour);
     (until..=back)
         .rev()
         .map(|k| {
-            let start = hour - Days::hours(i64::from(k));
+            let start = hour_start.saturating_sub(i64::from(k) * HOUR);
             Interval {
-                start: instant(start),
-                end: instant(start + Days::hours(1)),
-                label: start.format("%Y-%m-%d %H:00").to_string(),
+                start,
+                end: start.saturating_add(HOUR),
+                label: local_time(start, timezone)
+                    .format("%Y-%m-%d %H:%M")
+                    .to_string(),
             }
         })
         .collect()
@@ -394,15 +407,31 @@ pub(super) fn check(t: &TaskDef) -> Result<(), DefinitionError> {
             return Err(bad(format!("dependent group {} has no items", i + 1)));
         }
     }
-    for item in spec.resolved_groups().iter().flat_map(|g| &g.items) {
-        let names = [
-            Some(&item.workflow),
-            item.project.as_ref(),
-            item.task.as_ref(),
-        ];
-        if let Some(name) = names.into_iter().flatten().find(|n| n.trim().is_empty()) {
-            return Err(bad(format!("dependent item with an empty name '{name}'")));
+    for (g, group) in spec.resolved_groups().iter().enumerate() {
+        for (i, item) in group.items.iter().enumerate() {
+            let fields = [
+                ("workflow", Some(&item.workflow)),
+                ("project", item.project.as_ref()),
+                ("task", item.task.as_ref()),
+            ];
+            for (field, value) in fields {
+                if let Some(value) = value.filter(|v| !super::valid_name(v)) {
+                    let at = match inline {
+                        true => "dependent".to_string(),
+                        false => format!("dependent group {} item {}", g + 1, i + 1),
+                    };
+                    return Err(bad(format!(
+                        "{at}: {field} '{value}' is not a valid name (letters, digits, '_', '-', '.')"
+                    )));
+                }
+            }
         }
+    }
+    if inline && spec.relation != Relation::And {
+        return Err(bad(
+            "dependent: `relation` combines `groups`; one inline item has nothing to combine"
+                .into(),
+        ));
     }
     if spec
         .check_interval
@@ -445,49 +474,59 @@ pub fn combine(
 }
 
 /// The workflows whose dependent tasks wait for `project/workflow`, and those waiting for
-/// them in turn, each with its stage: one more than the highest stage among the workflows
-/// of the set it waits for (the named one is stage 0). A cycle is cut where it closes.
-/// `defs` are (project, definition) of every workflow.
+/// them in turn, each with its stage: the longest chain of waits from the named one (stage
+/// 0). Workflows waiting for each other in a cycle share one stage; a workflow waiting for
+/// its own earlier runs is no cycle. `defs` are (project, definition) of every workflow.
 pub fn dependent_stages<'a>(
     defs: impl IntoIterator<Item = (&'a str, &'a WorkflowDef)>,
     project: &str,
     workflow: &str,
 ) -> Vec<((String, String), i32)> {
     type Key = (String, String);
-    let mut upstreams: HashMap<Key, Vec<Key>> = HashMap::new();
+    let mut downstream: BTreeMap<Key, BTreeSet<Key>> = BTreeMap::new();
     for (p, def) in defs {
         let key = (p.to_string(), def.name.clone());
         for spec in dependent_specs(&def.tasks) {
             for (up_project, up) in spec.workflows() {
                 let up = (up_project.unwrap_or_else(|| p.to_string()), up);
-                upstreams.entry(key.clone()).or_default().push(up);
+                if up != key {
+                    downstream.entry(up).or_default().insert(key.clone());
+                }
             }
         }
     }
+    // The graph of what waits for the named workflow, in a stable order.
     let root: Key = (project.to_string(), workflow.to_string());
-    let mut stage: HashMap<Key, i32> = HashMap::from([(root.clone(), 0)]);
-    // Longest path by relaxation; the bound on rounds cuts cycles.
-    let bound = i32::try_from(upstreams.len()).unwrap_or(i32::MAX);
-    for _ in 0..=upstreams.len() {
-        let mut changed = false;
-        for (key, ups) in &upstreams {
-            if *key == root {
-                continue;
-            }
-            let best = ups.iter().filter_map(|u| stage.get(u)).max().map(|s| s + 1);
-            if let Some(best) = best.filter(|b| *b <= bound)
-                && stage.get(key).is_none_or(|s| *s < best)
-            {
-                stage.insert(key.clone(), best);
-                changed = true;
-            }
-        }
-        if !changed {
-            break;
+    let mut graph: DiGraph<Key, ()> = DiGraph::new();
+    let mut index: BTreeMap<Key, NodeIndex> = BTreeMap::new();
+    index.insert(root.clone(), graph.add_node(root.clone()));
+    let mut queue = vec![root.clone()];
+    while let Some(up) = queue.pop() {
+        for down in downstream.get(&up).into_iter().flatten() {
+            let to = *index.entry(down.clone()).or_insert_with(|| {
+                queue.push(down.clone());
+                graph.add_node(down.clone())
+            });
+            graph.add_edge(index[&up], to, ());
         }
     }
-    stage.remove(&root);
-    let mut out: Vec<(Key, i32)> = stage.into_iter().collect();
+    // Cycles become one node each; the longest path over what is left gives the stages.
+    let condensed = condensation(graph, true);
+    let Ok(order) = toposort(&condensed, None) else {
+        return Vec::new(); // cannot happen: a condensation has no cycle
+    };
+    let mut stage = vec![0i32; condensed.node_count()];
+    for n in order {
+        for down in condensed.neighbors(n) {
+            stage[down.index()] = stage[down.index()].max(stage[n.index()] + 1);
+        }
+    }
+    let mut out: Vec<(Key, i32)> = condensed
+        .node_indices()
+        .flat_map(|n| condensed[n].iter().map(move |k| (k.clone(), n)))
+        .filter(|(k, _)| *k != root)
+        .map(|(k, n)| (k, stage[n.index()]))
+        .collect();
     out.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
     out
 }
@@ -500,6 +539,9 @@ fn dependent_specs(tasks: &[TaskDef]) -> Vec<&DependentSpec> {
         if let Some(body) = &t.do_while {
             out.extend(dependent_specs(&body.tasks));
         }
+        if let Some(template) = t.foreach.as_ref().and_then(|f| f.task.as_deref()) {
+            out.extend(dependent_specs(std::slice::from_ref(template)));
+        }
     }
     out
 }
@@ -511,8 +553,11 @@ mod tests {
 
     fn at(text: &str, tz: &str) -> i64 {
         let t = NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M").unwrap();
-        let tz: Tz = tz.parse().unwrap();
-        tz.from_local_datetime(&t).unwrap().timestamp_millis()
+        let tz: chrono_tz::Tz = tz.parse().unwrap();
+        chrono::TimeZone::from_local_datetime(&tz, &t)
+            .earliest()
+            .unwrap()
+            .timestamp_millis()
     }
 
     fn labels(cycle: &str, when: &str) -> Vec<String> {
@@ -551,6 +596,32 @@ mod tests {
             labels("last_2_hours", "2026-03-04 00:10"),
             ["2026-03-03 22:00", "2026-03-03 23:00"]
         );
+        // Spring forward in New York (02:00 -> 03:00): the hours before 03:30 are real hours,
+        // none empty; fall back (02:00 -> 01:00): the repeated hour is two hours, one each.
+        let ny = |text: &str, cycle: &str| {
+            let c: DateCycle = cycle.parse().unwrap();
+            c.intervals(at(text, "America/New_York"), Some("America/New_York"))
+        };
+        let spring = ny("2026-03-08 03:30", "last_2_hours");
+        assert!(
+            spring.iter().all(|i| i.end - i.start == 3_600_000),
+            "{spring:?}"
+        );
+        assert_eq!(spring[1].end, at("2026-03-08 03:00", "America/New_York"));
+        let autumn = ny("2026-11-01 03:30", "last_3_hours");
+        let labels: Vec<&str> = autumn.iter().map(|i| i.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["2026-11-01 01:00", "2026-11-01 01:00", "2026-11-01 02:00"]
+        );
+        // At the calendar's first day there is no day before: none, not a panic.
+        let first = NaiveDate::MIN.and_hms_opt(0, 0, 0).unwrap().and_utc();
+        assert!(
+            DateCycle::LastWeek
+                .intervals(first.timestamp_millis(), None)
+                .is_empty()
+        );
+        assert_eq!(DateCycle::LastHours(24).intervals(i64::MAX, None).len(), 24);
         // Hours are local: the half-hour zone's hour starts at :30 UTC.
         let hour = DateCycle::CurrentHour.intervals(at(w, "Asia/Kolkata"), Some("Asia/Kolkata"));
         assert_eq!(hour[0].start, at("2026-03-04 04:30", "UTC"));
@@ -610,21 +681,49 @@ mod tests {
                 .collect();
             WorkflowDef::parse(&format!("name: {name}\ntasks: [{}]", tasks.join(", "))).unwrap()
         };
-        // raw <- mart <- agg, agg also on raw; cyc1 <-> cyc2 hang off mart; other is apart.
+        // raw <- mart <- agg (agg also on raw); cyc1 <-> cyc2 hang off mart and z off cyc2;
+        // selfish waits for raw and for its own runs; other is apart.
         let defs = [
             def("raw", &[]),
             def("mart", &["raw"]),
             def("agg", &["mart", "raw"]),
             def("cyc1", &["mart", "cyc2"]),
             def("cyc2", &["cyc1"]),
+            def("z", &["cyc2"]),
+            def("selfish", &["raw", "selfish"]),
             def("other", &["elsewhere"]),
         ];
         let stages = dependent_stages(defs.iter().map(|d| ("p", d)), "p", "raw");
         let named: Vec<(&str, i32)> = stages.iter().map(|((_, w), s)| (w.as_str(), *s)).collect();
-        assert_eq!(named[0], ("mart", 1));
-        assert!(named.contains(&("agg", 2)), "{named:?}");
-        assert!(named.iter().any(|(w, _)| *w == "cyc2"), "{named:?}");
-        assert!(!named.iter().any(|(w, _)| *w == "other" || *w == "raw"));
+        assert_eq!(
+            named,
+            [
+                ("mart", 1),
+                ("selfish", 1),
+                ("agg", 2),
+                ("cyc1", 2),
+                ("cyc2", 2),
+                ("z", 3)
+            ]
+        );
         assert!(dependent_stages(defs.iter().map(|d| ("q", d)), "p", "raw").is_empty());
+    }
+
+    #[test]
+    fn bad_dependent_specs_are_refused_naming_the_item() {
+        let err = |dependent: &str| {
+            let text =
+                format!("name: w\ntasks:\n- {{name: d, type: dependent, dependent: {dependent}}}");
+            WorkflowDef::parse(&text).unwrap_err().to_string()
+        };
+        assert!(
+            err("{groups: [{items: [{workflow: a}]}, {items: [{workflow: 'b c'}]}]}")
+                .contains("dependent group 2 item 1: workflow 'b c' is not a valid name")
+        );
+        assert!(err("{workflow: a, groups: [{items: [{workflow: b}]}]}").contains("not both"));
+        assert!(err("{workflow: a, relation: or}").contains("nothing to combine"));
+        assert!(err("{groups: [{items: []}]}").contains("group 1 has no items"));
+        assert!(err("{workflow: a, date: fortnight}").contains("unknown date 'fortnight'"));
+        assert!(err("{workflow: a, check_interval: 10ms}").contains("at least 500ms"));
     }
 }

@@ -89,7 +89,8 @@ pub struct NewBackfill {
     /// Schedule times in the order they start.
     pub times: Vec<i64>,
     /// The first backfill of the chain this one belongs to, and its stage in it (see
-    /// [`Chained`]); None for a backfill of its own.
+    /// [`Chained`]); None for a backfill of its own. [`Store::create_backfills`] sets
+    /// `follows` of the backfills it stores after the first.
     pub chained: Option<Chained>,
 }
 
@@ -170,57 +171,27 @@ impl RunRecord {
 impl Store {
     /// Stores a backfill; the leader master starts its runs.
     pub async fn create_backfill(&self, backfill: &NewBackfill) -> Result<i64> {
-        if backfill.times.is_empty() {
-            return Err(Error::Invalid("the backfill has no schedule times".into()));
-        }
+        Ok(self.create_backfills(backfill, &[]).await?.0)
+    }
+
+    /// Stores a backfill and the backfills that follow it (`with_dependents`: each one's
+    /// `chained.follows` is set to the first one's id) in one transaction: all or none.
+    /// Returns the first one's id and the followers' ids.
+    pub async fn create_backfills(
+        &self,
+        first: &NewBackfill,
+        followers: &[NewBackfill],
+    ) -> Result<(i64, Vec<i64>)> {
         let now = now_ms();
-        let parallel = i32::try_from(Ord::max(backfill.parallel, 1)).unwrap_or(i32::MAX);
         let mut tx = self.db.begin().await?;
-        // Every column but the id, in `COLUMNS` order.
-        let mut insert = Query::insert();
-        insert
-            .into_table(Backfill::Table)
-            .columns(COLUMNS[1..].iter().copied())
-            .values_panic([
-                backfill.project.as_str().into(),
-                backfill.workflow.as_str().into(),
-                backfill.version.into(),
-                to_json(&backfill.params)?.into(),
-                backfill.priority.map(Priority::as_str).into(),
-                to_json(&backfill.options)?.into(),
-                parallel.into(),
-                backfill.stop_on_failure.into(),
-                BackfillState::Running.as_str().into(),
-                now.into(),
-                now.into(),
-                backfill.chained.map(|c| c.follows).into(),
-                backfill.chained.map_or(0, |c| c.stage).into(),
-            ])
-            .returning_col(Backfill::Id);
-        let (id,): (i64,) = tx.fetch_one(&insert).await?;
-        let runs: Vec<(i32, i64)> = (0..).zip(backfill.times.iter().copied()).collect();
-        for chunk in runs.chunks(tx.rows_per_statement(4)) {
-            tx.execute(&insert_rows(
-                BackfillRun::Table,
-                [
-                    BackfillRun::BackfillId,
-                    BackfillRun::Position,
-                    BackfillRun::ScheduleTime,
-                    BackfillRun::State,
-                ],
-                chunk.iter().map(|(position, time)| {
-                    [
-                        id.into(),
-                        (*position).into(),
-                        (*time).into(),
-                        BackfillRunState::Pending.as_str().into(),
-                    ]
-                }),
-            ))
-            .await?;
+        let id = insert_backfill(&mut tx, first, first.chained, now).await?;
+        let mut ids = Vec::with_capacity(followers.len());
+        for f in followers {
+            let stage = f.chained.map_or(1, |c| c.stage);
+            ids.push(insert_backfill(&mut tx, f, Some(Chained { follows: id, stage }), now).await?);
         }
         tx.commit().await?;
-        Ok(id)
+        Ok((id, ids))
     }
 
     pub async fn get_backfill(&self, id: i64) -> Result<Option<BackfillRow>> {
@@ -364,6 +335,63 @@ impl Store {
         }
         Ok(still)
     }
+}
+
+/// Inserts one backfill and its runs in `tx`; `chained` as stored. Returns its id.
+async fn insert_backfill(
+    tx: &mut Tx,
+    backfill: &NewBackfill,
+    chained: Option<Chained>,
+    now: i64,
+) -> Result<i64> {
+    if backfill.times.is_empty() {
+        return Err(Error::Invalid("the backfill has no schedule times".into()));
+    }
+    let parallel = i32::try_from(Ord::max(backfill.parallel, 1)).unwrap_or(i32::MAX);
+    // Every column but the id, in `COLUMNS` order.
+    let mut insert = Query::insert();
+    insert
+        .into_table(Backfill::Table)
+        .columns(COLUMNS[1..].iter().copied())
+        .values_panic([
+            backfill.project.as_str().into(),
+            backfill.workflow.as_str().into(),
+            backfill.version.into(),
+            to_json(&backfill.params)?.into(),
+            backfill.priority.map(Priority::as_str).into(),
+            to_json(&backfill.options)?.into(),
+            parallel.into(),
+            backfill.stop_on_failure.into(),
+            BackfillState::Running.as_str().into(),
+            now.into(),
+            now.into(),
+            chained.map(|c| c.follows).into(),
+            chained.map_or(0, |c| c.stage).into(),
+        ])
+        .returning_col(Backfill::Id);
+    let (id,): (i64,) = tx.fetch_one(&insert).await?;
+    let runs: Vec<(i32, i64)> = (0..).zip(backfill.times.iter().copied()).collect();
+    for chunk in runs.chunks(tx.rows_per_statement(4)) {
+        tx.execute(&insert_rows(
+            BackfillRun::Table,
+            [
+                BackfillRun::BackfillId,
+                BackfillRun::Position,
+                BackfillRun::ScheduleTime,
+                BackfillRun::State,
+            ],
+            chunk.iter().map(|(position, time)| {
+                [
+                    id.into(),
+                    (*position).into(),
+                    (*time).into(),
+                    BackfillRunState::Pending.as_str().into(),
+                ]
+            }),
+        ))
+        .await?;
+    }
+    Ok(id)
 }
 
 /// The runs of a backfill in start order.

@@ -351,7 +351,8 @@ pub(crate) async fn a_chained_backfill_waits_for_the_stages_before_it(ctx: Ctx) 
     store.advance_backfills().await.unwrap();
     let b = store.get_backfill(mid).await.unwrap().unwrap();
     assert_eq!(b.chained, follows(1));
-    // One step records the root's end and the next one starts the second stage.
+    // Backfills advance in id order: the root's end is recorded before the second stage
+    // looks (this call or the one before).
     store.advance_backfills().await.unwrap();
     let claimed = store.claim_commands("m1", 1, 10).await.unwrap();
     assert!(

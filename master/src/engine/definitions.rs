@@ -10,10 +10,12 @@ use std::sync::{Arc, Weak};
 
 /// How often the map drops entries of versions no run holds any more.
 const PRUNE_EVERY: usize = 1024;
+/// Variants (start options that change the definition) kept per version.
+const VARIANTS: usize = 4;
 
 #[derive(Default)]
 pub(super) struct Definitions {
-    shared: HashMap<(String, String, i32), Weak<WorkflowDef>>,
+    shared: HashMap<(String, String, i32), Vec<Weak<WorkflowDef>>>,
     inserted: usize,
 }
 
@@ -21,16 +23,26 @@ impl Definitions {
     /// `def` (version `version`), or an equal one a live run holds already.
     pub(super) fn share(&mut self, version: i32, def: WorkflowDef) -> Arc<WorkflowDef> {
         let key = (def.project.clone(), def.name.clone(), version);
-        if let Some(shared) = self.shared.get(&key).and_then(Weak::upgrade)
-            && *shared == def
+        let variants = self.shared.entry(key).or_default();
+        if let Some(shared) = variants
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|d| **d == def)
         {
             return shared;
         }
+        variants.retain(|held| held.strong_count() > 0);
+        if variants.len() >= VARIANTS {
+            variants.remove(0);
+        }
         let def = Arc::new(def);
-        self.shared.insert(key, Arc::downgrade(&def));
+        variants.push(Arc::downgrade(&def));
         self.inserted += 1;
         if self.inserted.is_multiple_of(PRUNE_EVERY) {
-            self.shared.retain(|_, held| held.strong_count() > 0);
+            self.shared.retain(|_, variants| {
+                variants.retain(|held| held.strong_count() > 0);
+                !variants.is_empty()
+            });
         }
         def
     }
@@ -56,6 +68,9 @@ mod tests {
         let other_options = defs.share(1, def("continue"));
         assert!(!Arc::ptr_eq(&a, &other_options));
         assert_eq!(other_options.failure_strategy.to_string(), "continue");
+        // Runs with either options keep sharing when they alternate.
+        assert!(Arc::ptr_eq(&a, &defs.share(1, def("end"))));
+        assert!(Arc::ptr_eq(&other_options, &defs.share(1, def("continue"))));
         let other_version = defs.share(2, def("end"));
         assert!(!Arc::ptr_eq(&a, &other_version));
         drop((a, b, other_options, other_version));

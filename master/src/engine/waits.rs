@@ -144,7 +144,8 @@ async fn check(store: &Store, waits: HashMap<i64, Wait>) -> Polled {
         let Wait::Dependent { on, next_check, .. } = wait else {
             continue;
         };
-        if Instant::now() < next_check {
+        // Checked once more at its deadline, however long its interval.
+        if Instant::now() < next_check.min(on.deadline) {
             continue;
         }
         match evaluate(store, &on)
