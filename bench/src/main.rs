@@ -2,6 +2,8 @@
 //! reports the median, min and max of each scenario's figures over several runs.
 
 mod api;
+mod compare;
+mod floor;
 mod report;
 mod scenarios;
 mod spawn;
@@ -10,6 +12,7 @@ mod stats;
 use anyhow::{Context, Result};
 use api::Api;
 use clap::Parser;
+use compare::Peer;
 use report::Row;
 use scenarios::{Scenario, Sizes};
 use spawn::Mode;
@@ -39,12 +42,17 @@ struct Args {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "chain,fanout,latency,diamonds"
+        default_value = "chain,fanout,latency,diamonds,shell-chain,shell-fanout"
     )]
     scenarios: Vec<Scenario>,
     /// Multiplies every scenario's size (tasks, instances, samples); for quick trials.
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
+    /// Run the chain of 100 and the fan-out to 500 (shell `true` and noop tasks) on shoal,
+    /// then the same DAGs on this peer (bench/peers/<peer>, installed by its setup.sh),
+    /// --runs times each, and write both side by side (instead of --scenarios).
+    #[arg(long, value_enum, conflicts_with_all = ["scenarios", "scale"])]
+    compare: Option<Peer>,
     /// Longest wait for any one run.
     #[arg(long, default_value_t = 600)]
     timeout_secs: u64,
@@ -63,35 +71,86 @@ async fn main() -> Result<()> {
     anyhow::ensure!(args.runs > 0, "--runs must be at least 1");
     anyhow::ensure!(args.scale > 0.0, "--scale must be positive");
 
-    let (rows, mode) = match args.spawn {
-        None => (bench(&args, &args.api, &[]).await?, args.mode),
+    let (scenarios, sizes) = match args.compare {
+        Some(_) => (compare::scenarios(), compare::sizes()),
+        None => (args.scenarios.clone(), Sizes::scaled(args.scale)),
+    };
+    // A shoal the bench did not spawn is taken to have one worker of default slots.
+    let (rows, mode, slots) = match args.spawn {
+        None => {
+            let rows = bench(&args, &scenarios, sizes, &args.api, &[], spawn::SLOTS).await?;
+            (rows, args.mode, spawn::SLOTS)
+        }
         Some(mode) => {
             let shoal = spawn::spawn(mode, &args.shoal_bin).await?;
-            let rows = bench(&args, &shoal.api_url, &shoal.engine_pids()).await;
+            let slots = shoal.slots;
+            let rows = bench(
+                &args,
+                &scenarios,
+                sizes,
+                &shoal.api_url,
+                &shoal.engine_pids(),
+                slots,
+            )
+            .await;
+            // Stopped before a peer runs, so that it has the machine to itself.
             let logs = shoal.stop(rows.is_ok()).await;
             (
                 rows.with_context(|| format!("shoal logs kept in {logs}"))?,
                 mode,
+                slots,
             )
         }
     };
 
     let table = report::table(&rows);
     println!("{table}");
+    let (key, title, table, notes) = match args.compare {
+        None => {
+            let notes = notes(&args, slots);
+            (
+                mode.name().to_string(),
+                mode.name().to_string(),
+                table,
+                notes,
+            )
+        }
+        Some(Peer::Airflow) => {
+            let airflow = compare::run_airflow(args.runs, args.timeout_secs)?;
+            let side_by_side = compare::table(&rows, &airflow)?;
+            println!("{side_by_side}");
+            (
+                format!("airflow-{}", mode.name()),
+                format!(
+                    "shoal against Apache Airflow {} ({})",
+                    airflow.airflow,
+                    mode.name()
+                ),
+                format!("{side_by_side}\n{table}"),
+                compare::notes(&airflow, mode.name(), slots, args.runs),
+            )
+        }
+    };
     if let Some(path) = &args.write {
-        let section = report::section(mode.name(), &table, &notes(&args));
-        report::write_section(path, mode.name(), &section)?;
-        eprintln!("wrote the {} section of {}", mode.name(), path.display());
+        let section = report::section(&key, &title, mode.name(), &table, &notes);
+        report::write_section(path, &key, &section)?;
+        eprintln!("wrote the {key} section of {}", path.display());
     }
     Ok(())
 }
 
 /// Runs the scenarios against `url`; `pids` are the processes that drive instances
-/// (known when the bench spawned them).
-async fn bench(args: &Args, url: &str, pids: &[u32]) -> Result<Vec<Row>> {
+/// (known when the bench spawned them), `slots` the tasks its workers run at once.
+async fn bench(
+    args: &Args,
+    scenarios: &[Scenario],
+    sizes: Sizes,
+    url: &str,
+    pids: &[u32],
+    slots: usize,
+) -> Result<Vec<Row>> {
     let api = Api::new(url)?;
     let timeout = Duration::from_secs(args.timeout_secs);
-    let sizes = Sizes::scaled(args.scale);
     eprintln!("warming up {url}");
     scenarios::warm_up(&api, timeout)
         .await
@@ -100,14 +159,14 @@ async fn bench(args: &Args, url: &str, pids: &[u32]) -> Result<Vec<Row>> {
     // Names of their own per bench invocation and run: runs never see each other's instances.
     let stamp = chrono::Utc::now().format("%Y%m%d%H%M%S");
     let mut rows = Vec::new();
-    for &scenario in &args.scenarios {
+    for &scenario in scenarios {
         let metrics = scenario.metrics();
         let mut samples = vec![Vec::new(); metrics.len()];
         for i in 1..=args.runs {
             let name = format!("bench-{}-{stamp}-{i}", scenario.name());
             eprint!("{} run {i}/{}:", scenario.name(), args.runs);
             let figures = scenario
-                .run(&api, &name, sizes, timeout, pids)
+                .run(&api, &name, sizes, timeout, pids, slots)
                 .await
                 .inspect_err(|_| eprintln!(" failed"))
                 .with_context(|| format!("{} run {i}/{} ({name})", scenario.name(), args.runs))?;
@@ -130,7 +189,7 @@ async fn bench(args: &Args, url: &str, pids: &[u32]) -> Result<Vec<Row>> {
 }
 
 /// How the figures were obtained, printed under the table in BENCHMARKS.md.
-fn notes(args: &Args) -> String {
+fn notes(args: &Args, slots: usize) -> String {
     let s = Sizes::scaled(args.scale);
     let mut notes = format!(
         "Figures come from the server's own timestamps (millisecond resolution), after one \
@@ -148,6 +207,20 @@ fn notes(args: &Args) -> String {
         scenarios::START_CONCURRENCY,
         s.diamonds,
     );
+    if args.scenarios.contains(&Scenario::ShellChain)
+        || args.scenarios.contains(&Scenario::ShellFanout)
+    {
+        notes.push_str(&format!(
+            "\nshell-chain and shell-fanout: chain and fanout of {} and {} shell tasks running \
+             `true`. Their floor is the bare process start: as many `sh -c true` spawned from \
+             the bench (by its clock) right after shoal's run, one after another for the \
+             chain (ms per spawn), {slots} at once for the fan-out, as many as shoal's \
+             workers have slots (spawns per second); shoal ÷ floor is taken run by run (the \
+             fan-out's in per cent of the floor's rate). shoal's worker runs bash on a script \
+             file and reads the task's output, which the floor does not.\n",
+            s.shell_chain, s.shell_fanout,
+        ));
+    }
     if args.scale != 1.0 {
         notes.push_str(&format!(
             "\n**Scaled run (--scale {}): sizes differ from the design scenarios.**\n",

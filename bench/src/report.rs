@@ -49,7 +49,7 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
-fn num(v: f64) -> String {
+pub fn num(v: f64) -> String {
     match v.abs() {
         x if x >= 1000.0 => format!("{v:.0}"),
         x if x >= 10.0 => format!("{v:.1}"),
@@ -57,12 +57,12 @@ fn num(v: f64) -> String {
     }
 }
 
-/// The section for `mode`, between its markers.
-pub fn section(mode: &str, table: &str, notes: &str) -> String {
+/// The section `key` of BENCHMARKS.md, between its markers, for a shoal run as `mode`.
+pub fn section(key: &str, title: &str, mode: &str, table: &str, notes: &str) -> String {
     let date = chrono::Utc::now().format("%Y-%m-%d %H:%M UTC");
     format!(
-        "<!-- bench:{mode}:start -->\n\
-         ## {mode}\n\n\
+        "<!-- bench:{key}:start -->\n\
+         ## {title}\n\n\
          - date: {date}\n\
          - machine: {}\n\
          - commit: {}\n\
@@ -70,32 +70,42 @@ pub fn section(mode: &str, table: &str, notes: &str) -> String {
          - reproduce: `{}`\n\n\
          {table}\n\
          {notes}\n\
-         <!-- bench:{mode}:end -->\n",
+         <!-- bench:{key}:end -->\n",
         machine(),
         commit(),
         command(),
     )
 }
 
-/// Replaces the section of `mode` in `path` (or appends it), keeping everything else.
-pub fn write_section(path: &Path, mode: &str, section: &str) -> Result<()> {
+/// Replaces the section `key` in `path`, keeping everything else; a new one goes under the
+/// title and its opening paragraphs, above the older sections.
+pub fn write_section(path: &Path, key: &str, section: &str) -> Result<()> {
     let old = match std::fs::read_to_string(path) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => "# Benchmarks\n".into(),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    let new = replace_section(&old, mode, section);
+    let new = replace_section(&old, key, section);
     std::fs::write(path, new).with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn replace_section(old: &str, mode: &str, section: &str) -> String {
-    let start = format!("<!-- bench:{mode}:start -->");
-    let end = format!("<!-- bench:{mode}:end -->");
+fn replace_section(old: &str, key: &str, section: &str) -> String {
+    let start = format!("<!-- bench:{key}:start -->");
+    let end = format!("<!-- bench:{key}:end -->");
     if let Some(a) = old.find(&start)
         && let Some(b) = old[a..].find(&end).map(|b| a + b + end.len())
     {
         let rest = old[b..].strip_prefix('\n').unwrap_or(&old[b..]);
         return format!("{}{section}{rest}", &old[..a]);
+    }
+    // The first heading or section marker after the title's line.
+    let title_end = old.find('\n').map_or(old.len(), |i| i + 1);
+    let mut at = title_end;
+    for line in old[title_end..].split_inclusive('\n') {
+        if line.starts_with('#') || line.starts_with("<!-- bench:") {
+            return format!("{}{section}\n{}", &old[..at], &old[at..]);
+        }
+        at += line.len();
     }
     format!("{}\n\n{section}", old.trim_end())
 }
@@ -170,5 +180,10 @@ mod tests {
         );
         let appended = replace_section("# Benchmarks\n", "cluster", "<!-- c -->\n");
         assert_eq!(appended, "# Benchmarks\n\n<!-- c -->\n");
+        let under_title = replace_section(doc, "airflow", "<!-- a -->\n");
+        assert_eq!(
+            under_title,
+            doc.replace("intro\n\n", "intro\n\n<!-- a -->\n\n")
+        );
     }
 }

@@ -3,6 +3,7 @@
 //! server's timestamps, never from the bench's clock.
 
 use crate::api::{Api, Instance};
+use crate::floor;
 use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -29,9 +30,12 @@ pub enum Scenario {
     /// children per second, to hold against `fanout`'s tasks written in the definition.
     Foreach,
     /// `chain` with 1,000 shell tasks running `true`: real work's cost per task, process
-    /// start, log and event included.
+    /// start, log and event included; held against its floor, as many bare spawns of
+    /// `sh -c true` one after another.
     ShellChain,
-    /// `fanout` to 2,000 shell tasks running `true`: real tasks per second.
+    /// `fanout` to 2,000 shell tasks running `true`: real tasks per second; held against
+    /// its floor, as many bare spawns of `sh -c true`, as many at once as the workers have
+    /// slots.
     ShellFanout,
 }
 
@@ -131,18 +135,39 @@ impl Scenario {
                 name: "children/s",
                 target: None,
             }],
-            Scenario::ShellChain => &[Metric {
-                name: "ms per shell task",
-                target: Some(Target::AtMost(1.5)),
-            }],
-            Scenario::ShellFanout => &[Metric {
-                name: "shell tasks/s",
-                target: None,
-            }],
+            Scenario::ShellChain => &[
+                Metric {
+                    name: "ms per shell task",
+                    target: Some(Target::AtMost(1.5)),
+                },
+                Metric {
+                    name: "floor: ms per `sh -c true`",
+                    target: None,
+                },
+                Metric {
+                    name: "shoal ÷ floor (×)",
+                    target: None,
+                },
+            ],
+            Scenario::ShellFanout => &[
+                Metric {
+                    name: "shell tasks/s",
+                    target: None,
+                },
+                Metric {
+                    name: "floor: `sh -c true`/s, slots at once",
+                    target: None,
+                },
+                Metric {
+                    name: "shoal ÷ floor (%)",
+                    target: None,
+                },
+            ],
         }
     }
 
-    /// One run under the workflow name `name`; every wait ends by `timeout`.
+    /// One run under the workflow name `name`; every wait ends by `timeout`. `slots` is
+    /// how many tasks the shoal's workers run at once, all of them together.
     pub async fn run(
         self,
         api: &Api,
@@ -150,20 +175,33 @@ impl Scenario {
         sizes: Sizes,
         timeout: Duration,
         pids: &[u32],
+        slots: usize,
     ) -> Result<Vec<f64>> {
         let deadline = Instant::now() + timeout;
         match self {
-            Scenario::Chain => chain(api, name, Work::Noop, sizes.chain, deadline).await,
-            Scenario::Fanout => fanout(api, name, Work::Noop, sizes.fanout, deadline).await,
+            Scenario::Chain => Ok(vec![
+                chain(api, name, Work::Noop, sizes.chain, deadline).await?,
+            ]),
+            Scenario::Fanout => Ok(vec![
+                fanout(api, name, Work::Noop, sizes.fanout, deadline).await?,
+            ]),
             Scenario::Latency => latency(api, name, sizes.latency, deadline).await,
             Scenario::Diamonds => diamonds(api, name, sizes.diamonds, deadline).await,
             Scenario::Timers => timers(api, name, sizes.timers, deadline, pids).await,
             Scenario::Foreach => foreach(api, name, sizes.foreach, deadline).await,
+            // The floor right after shoal's run, so that each run's ratio is of figures
+            // taken in the same moment of a machine whose speed drifts.
             Scenario::ShellChain => {
-                chain(api, name, Work::Shell, sizes.shell_chain, deadline).await
+                let n = sizes.shell_chain;
+                let shoal = chain(api, name, Work::Shell, n, deadline).await?;
+                let floor = floor::chain(n).await?;
+                Ok(vec![shoal, floor, shoal / floor])
             }
             Scenario::ShellFanout => {
-                fanout(api, name, Work::Shell, sizes.shell_fanout, deadline).await
+                let n = sizes.shell_fanout;
+                let shoal = fanout(api, name, Work::Shell, n, deadline).await?;
+                let floor = floor::fanout(n, slots).await?;
+                Ok(vec![shoal, floor, 100.0 * shoal / floor])
             }
         }
     }
@@ -195,28 +233,24 @@ fn ms(d: chrono::TimeDelta) -> f64 {
     d.num_microseconds().unwrap_or(i64::MAX) as f64 / 1000.0
 }
 
-async fn chain(api: &Api, name: &str, work: Work, n: usize, deadline: Instant) -> Result<Vec<f64>> {
+/// ms per task.
+async fn chain(api: &Api, name: &str, work: Work, n: usize, deadline: Instant) -> Result<f64> {
     let names: Vec<String> = (0..n).map(|i| format!("t{i}")).collect();
     let tasks = (0..n)
         .map(|i| task(work, names[i].clone(), &names[i.saturating_sub(1)..i]))
         .collect();
     let inst = run_one(api, name, tasks, deadline).await?;
-    Ok(vec![inst.run_time()?.as_secs_f64() * 1000.0 / n as f64])
+    Ok(inst.run_time()?.as_secs_f64() * 1000.0 / n as f64)
 }
 
-async fn fanout(
-    api: &Api,
-    name: &str,
-    work: Work,
-    n: usize,
-    deadline: Instant,
-) -> Result<Vec<f64>> {
+/// Tasks per second, the root included.
+async fn fanout(api: &Api, name: &str, work: Work, n: usize, deadline: Instant) -> Result<f64> {
     let root = vec!["root".to_string()];
     let tasks = std::iter::once(noop("root".into(), &[]))
         .chain((0..n).map(|i| task(work, format!("f{i}"), &root)))
         .collect();
     let inst = run_one(api, name, tasks, deadline).await?;
-    Ok(vec![(n + 1) as f64 / inst.run_time()?.as_secs_f64()])
+    Ok((n + 1) as f64 / inst.run_time()?.as_secs_f64())
 }
 
 async fn foreach(api: &Api, name: &str, n: usize, deadline: Instant) -> Result<Vec<f64>> {

@@ -27,10 +27,15 @@ impl Mode {
 const PG_HOST: &str = "127.0.0.1";
 const PG_PORT: u16 = 5432;
 const ETCD_BIN: &str = "/usr/bin/etcd";
+/// Tasks each worker runs at once (the default of `shoal standalone` and `shoal worker`),
+/// given explicitly because the shell fan-out's floor runs as many spawns at once.
+pub const SLOTS: usize = 100;
 
 /// The processes the bench started, killed (and the database dropped) on [`Spawned::stop`].
 pub struct Spawned {
     pub api_url: String,
+    /// Slots of all the workers together.
+    pub slots: usize,
     dir: tempfile::TempDir,
     children: Vec<(String, Child)>,
     database: Option<String>,
@@ -46,6 +51,7 @@ pub async fn spawn(mode: Mode, shoal: &Path) -> Result<Spawned> {
     let dir = tempfile::Builder::new().prefix("shoal-bench-").tempdir()?;
     let mut s = Spawned {
         api_url: String::new(),
+        slots: 0,
         dir,
         children: Vec::new(),
         database: None,
@@ -74,8 +80,11 @@ impl Spawned {
                 data,
                 "--port".into(),
                 port.to_string(),
+                "--slots".into(),
+                SLOTS.to_string(),
             ],
         )?;
+        self.slots = SLOTS;
         self.api_url = format!("http://127.0.0.1:{port}");
         self.wait_healthy(&format!("{}/api/v1/health", self.api_url))
             .await
@@ -140,7 +149,8 @@ impl Spawned {
                 ],
             )?;
         }
-        for i in 1..=2 {
+        let workers = 2;
+        for i in 1..=workers {
             self.start(
                 &format!("worker-{i}"),
                 shoal,
@@ -154,9 +164,12 @@ impl Spawned {
                     "127.0.0.1".into(),
                     "--data-dir".into(),
                     self.path(&format!("worker-{i}")),
+                    "--slots".into(),
+                    SLOTS.to_string(),
                 ],
             )?;
         }
+        self.slots = workers * SLOTS;
         Ok(())
     }
 
