@@ -102,6 +102,17 @@ impl Api {
         self.call(req).await.with_context(|| format!("POST {url}"))
     }
 
+    /// How many instances match `query` (the listing's `X-Total-Count`).
+    pub async fn count(&self, query: &str) -> Result<u64> {
+        let url = format!("{}/instances?project={PROJECT}&limit=1&{query}", self.base);
+        let resp = self.http.get(&url).send().await?;
+        let total = resp
+            .headers()
+            .get("x-total-count")
+            .and_then(|v| v.to_str().ok()?.parse().ok());
+        total.with_context(|| format!("GET {url} answered without X-Total-Count"))
+    }
+
     /// Applies a definition (a JSON object with `name` and `tasks`) to the bench project.
     pub async fn apply(&self, def: &Value) -> Result<()> {
         self.post::<Value>(&format!("/projects/{PROJECT}/workflows"), def)

@@ -2,7 +2,7 @@
 //! never see each other's instances), starts it and computes its figures from the
 //! server's timestamps, never from the bench's clock.
 
-use crate::api::{Api, Instance};
+use crate::api::{Api, Instance, PROJECT};
 use crate::floor;
 use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
@@ -37,6 +37,14 @@ pub enum Scenario {
     /// its floor, as many bare spawns of `sh -c true`, as many at once as the workers have
     /// slots.
     ShellFanout,
+    /// 10,000 instances of a 100-task workflow, each waiting on an hour's delay at its root:
+    /// memory of the masters (resident set, with --spawn only) per active instance, and
+    /// `latency`'s command -> running while they are active. Run it with `--runs 1` (once
+    /// per fresh server): a later run reuses the memory the first one's runs freed.
+    Active,
+    /// A 100,000-task definition (a root, each task waiting for one of the tasks before it,
+    /// ten children each): seconds to apply it (the bench's clock), then to run it.
+    BigDag,
 }
 
 /// What the tasks of a chain or fan-out do.
@@ -70,6 +78,8 @@ pub struct Sizes {
     pub foreach: usize,
     pub shell_chain: usize,
     pub shell_fanout: usize,
+    pub active: usize,
+    pub big_dag: usize,
 }
 
 impl Sizes {
@@ -84,6 +94,8 @@ impl Sizes {
             foreach: s(10_000.0),
             shell_chain: s(1000.0),
             shell_fanout: s(2000.0),
+            active: s(10_000.0),
+            big_dag: s(100_000.0),
         }
     }
 }
@@ -99,6 +111,8 @@ impl Scenario {
             Scenario::Foreach => "foreach",
             Scenario::ShellChain => "shell-chain",
             Scenario::ShellFanout => "shell-fanout",
+            Scenario::Active => "active",
+            Scenario::BigDag => "big-dag",
         }
     }
 
@@ -135,6 +149,30 @@ impl Scenario {
                 name: "children/s",
                 target: None,
             }],
+            Scenario::Active => &[
+                Metric {
+                    name: "master RSS per active 100-task instance (KiB)",
+                    target: Some(Target::AtMost(20.0)),
+                },
+                Metric {
+                    name: "command → running p50 while active (ms)",
+                    target: None,
+                },
+                Metric {
+                    name: "command → running p99 while active (ms)",
+                    target: Some(Target::AtMost(50.0)),
+                },
+            ],
+            Scenario::BigDag => &[
+                Metric {
+                    name: "apply (s)",
+                    target: Some(Target::AtMost(5.0)),
+                },
+                Metric {
+                    name: "run (s)",
+                    target: None,
+                },
+            ],
             Scenario::ShellChain => &[
                 Metric {
                     name: "ms per shell task",
@@ -189,6 +227,10 @@ impl Scenario {
             Scenario::Diamonds => diamonds(api, name, sizes.diamonds, deadline).await,
             Scenario::Timers => timers(api, name, sizes.timers, deadline, pids).await,
             Scenario::Foreach => foreach(api, name, sizes.foreach, deadline).await,
+            Scenario::Active => {
+                active(api, name, sizes.active, sizes.latency, deadline, pids).await
+            }
+            Scenario::BigDag => big_dag(api, name, sizes.big_dag, deadline).await,
             // The floor right after shoal's run, so that each run's ratio is of figures
             // taken in the same moment of a machine whose speed drifts.
             Scenario::ShellChain => {
@@ -283,18 +325,8 @@ async fn latency(api: &Api, name: &str, n: usize, deadline: Instant) -> Result<V
     Ok(vec![p(50.0), p(99.0)])
 }
 
-async fn diamonds(api: &Api, name: &str, n: usize, deadline: Instant) -> Result<Vec<f64>> {
-    let deps = |d: &[&str]| d.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let tasks = json!([
-        noop("a".into(), &[]),
-        noop("b".into(), &deps(&["a"])),
-        noop("c".into(), &deps(&["a"])),
-        noop("d".into(), &deps(&["a"])),
-        noop("e".into(), &deps(&["b", "c", "d"])),
-    ]);
-    api.apply(&json!({ "name": name, "tasks": tasks })).await?;
-
-    // START_CONCURRENCY senders share the n starts between them.
+/// Starts `n` instances of `name`, START_CONCURRENCY requests at once.
+async fn start_many(api: &Api, name: &str, n: usize) -> Result<()> {
     let mut senders = JoinSet::new();
     for first in 0..START_CONCURRENCY.min(n) {
         let (api, name) = (api.clone(), name.to_string());
@@ -308,6 +340,106 @@ async fn diamonds(api: &Api, name: &str, n: usize, deadline: Instant) -> Result<
     while let Some(sent) = senders.join_next().await {
         sent??;
     }
+    Ok(())
+}
+
+/// A task per index, each after the task ten places up the tree (`t{i}` after `t{i / 10}`),
+/// under `root`.
+fn tree(n: usize, root: Value) -> Vec<Value> {
+    let mut tasks = vec![root];
+    tasks.extend((1..n).map(|i| {
+        let up = if i < 10 {
+            "root".to_string()
+        } else {
+            format!("t{}", i / 10)
+        };
+        noop(format!("t{i}"), &[up])
+    }));
+    tasks
+}
+
+async fn active(
+    api: &Api,
+    name: &str,
+    n: usize,
+    samples: usize,
+    deadline: Instant,
+    pids: &[u32],
+) -> Result<Vec<f64>> {
+    if pids.is_empty() {
+        bail!("the active scenario reads the masters' memory: run it with --spawn");
+    }
+    let root = json!({ "name": "root", "type": "delay", "delay": "1h" });
+    api.apply(&json!({ "name": name, "tasks": tree(100, root) }))
+        .await?;
+    // One run first: what any number of runs needs once (the definition) is not counted.
+    let first = api.start(name).await?;
+    api.wait_command(first, deadline).await?;
+    let before = rss_bytes(pids)?;
+    start_many(api, name, n).await?;
+    let running = format!("workflow={name}&state=running");
+    while api.count(&running).await? < n as u64 + 1 {
+        if Instant::now() >= deadline {
+            bail!("timed out: not all {n} instances of {name} are running");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let after = rss_bytes(pids)?;
+    let per_instance = after.saturating_sub(before) as f64 / n as f64 / 1024.0;
+    let latency = latency(api, &format!("{name}-probe"), samples, deadline).await?;
+    stop_all(api, name).await?;
+    Ok(vec![per_instance, latency[0], latency[1]])
+}
+
+/// Stops every running instance of `name`, START_CONCURRENCY requests at once.
+async fn stop_all(api: &Api, name: &str) -> Result<()> {
+    loop {
+        let path = format!("/instances?project={PROJECT}&workflow={name}&state=running&limit=1000");
+        let page: Vec<Value> = api.get(&path).await?;
+        if page.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<i64> = page.iter().filter_map(|i| i["id"].as_i64()).collect();
+        let mut stops = JoinSet::new();
+        for chunk in ids.chunks(ids.len().div_ceil(START_CONCURRENCY)) {
+            let (api, chunk) = (api.clone(), chunk.to_vec());
+            stops.spawn(async move {
+                for id in chunk {
+                    // One that ended meanwhile answers 409: nothing to stop.
+                    let _ = api
+                        .post::<Value>(&format!("/instances/{id}/stop"), &json!({}))
+                        .await;
+                }
+            });
+        }
+        while stops.join_next().await.is_some() {}
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn big_dag(api: &Api, name: &str, n: usize, deadline: Instant) -> Result<Vec<f64>> {
+    let def = json!({ "name": name, "tasks": tree(n, noop("root".into(), &[])) });
+    let applying = Instant::now();
+    api.apply(&def).await?;
+    let apply = applying.elapsed().as_secs_f64();
+    let command = api.start(name).await?;
+    let id = api.wait_command(command, deadline).await?;
+    let inst = api.wait_instance(id, deadline).await?;
+    Ok(vec![apply, inst.run_time()?.as_secs_f64()])
+}
+
+async fn diamonds(api: &Api, name: &str, n: usize, deadline: Instant) -> Result<Vec<f64>> {
+    let deps = |d: &[&str]| d.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let tasks = json!([
+        noop("a".into(), &[]),
+        noop("b".into(), &deps(&["a"])),
+        noop("c".into(), &deps(&["a"])),
+        noop("d".into(), &deps(&["a"])),
+        noop("e".into(), &deps(&["b", "c", "d"])),
+    ]);
+    api.apply(&json!({ "name": name, "tasks": tasks })).await?;
+
+    start_many(api, name, n).await?;
 
     let list = api.wait_workflow(name, n, deadline).await?;
     let first: DateTime<Utc> = list
