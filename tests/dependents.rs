@@ -7,8 +7,7 @@
 mod support;
 
 use serde_json::Value;
-use std::path::Path;
-use support::{Env, LONG, attempts, cli, text, wait_for};
+use support::{Env, LONG, attempts, cli, lines, text, wait_for};
 
 support::deployments!(
     dependent_items_combine_over_date_cycles_of_backfilled_runs,
@@ -30,14 +29,6 @@ fn backfill_ended(e: &Env, id: &Value) -> Value {
         let b = e.api().get(&format!("/backfills/{id}"));
         (b["state"] != "running").then_some(b)
     })
-}
-
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
 }
 
 fn dependent_items_combine_over_date_cycles_of_backfilled_runs(e: Env) {

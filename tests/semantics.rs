@@ -9,7 +9,7 @@ mod support;
 
 use serde_json::Value;
 use std::path::Path;
-use support::{Env, LONG, attempts, cli, text, wait_for};
+use support::{Env, LONG, attempts, cli, lines, text, wait_for};
 
 support::deployments!(
     retries_make_one_attempt_row_each_and_then_fail_or_succeed,
@@ -31,14 +31,6 @@ support::deployments!(
     every_task_type_runs_and_both_timeouts_hold,
     a_secret_reaches_its_task_masked_in_the_log_and_a_secret_datasource_is_used,
 );
-
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
 
 fn alive(pid: i32) -> bool {
     std::process::Command::new("kill")

@@ -545,6 +545,15 @@ impl Env {
 }
 
 /// The task-instance rows (every attempt) of task `name` in an instance's JSON.
+/// The lines of a file a test's tasks append to (none if it does not exist yet).
+pub fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
 pub fn attempts<'a>(inst: &'a Value, name: &str) -> Vec<&'a Value> {
     inst["tasks"]
         .as_array()

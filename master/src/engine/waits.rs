@@ -148,21 +148,18 @@ async fn check(store: &Store, waits: HashMap<i64, Wait>) -> Polled {
         if Instant::now() < next_check.min(on.deadline) {
             continue;
         }
-        match evaluate(store, &on)
-            .await
-            .map(|(r, why, passed)| (r, (why, passed)))
-        {
-            Ok((DependResult::Success, (_, passed))) => match outputs(store, &passed).await {
+        match evaluate(store, &on).await {
+            Ok((DependResult::Success, _, passed)) => match outputs(store, &passed).await {
                 Ok(outputs) => polled.met.push((id, outputs)),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read a dependency's outputs; trying again")
                 }
             },
-            Ok((DependResult::Failed, (why, _))) if on.on_failure == OnDependFailure::Fail => {
+            Ok((DependResult::Failed, why, _)) if on.on_failure == OnDependFailure::Fail => {
                 polled.failed.push((id, why))
             }
-            Ok((_, (why, _))) if Instant::now() >= on.deadline => polled.timed_out.push((id, why)),
-            Ok((_, (why, _))) => polled.pending.push((id, why)),
+            Ok((_, why, _)) if Instant::now() >= on.deadline => polled.timed_out.push((id, why)),
+            Ok((_, why, _)) => polled.pending.push((id, why)),
             Err(e) => tracing::warn!(error = %e, "cannot check a dependency; trying again"),
         }
     }
