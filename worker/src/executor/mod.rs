@@ -23,9 +23,12 @@
 mod fence;
 mod http;
 mod kill;
+mod launch;
 mod mask;
 mod orphans;
 mod process;
+mod reuse;
+mod scratch;
 mod set_value;
 mod sql;
 mod task_log;
@@ -38,7 +41,9 @@ use crate::outbox::Outbox;
 use fence::Fences;
 use kill::{KillSwitch, StopReason};
 use mask::Mask;
+use orphans::Records;
 use process::Program;
+use scratch::Scratch;
 use serde::Deserialize;
 use shoal_common::definition::{HttpSpec, SqlSpec, TimeoutStrategy};
 use shoal_common::metrics;
@@ -223,6 +228,10 @@ enum Work<'a> {
 pub(crate) struct Executor {
     slots: u32,
     dirs: ExecutorDirs,
+    /// Work directories of script tasks.
+    scratch: Arc<Scratch>,
+    /// Process group records of running script tasks.
+    records: Records,
     python: String,
     datasources: Datasources,
     allow_root_tenant: bool,
@@ -251,6 +260,8 @@ impl Executor {
         Arc::new(Executor {
             disk: DiskCheck::new(data_dir, min_free_disk),
             slots,
+            scratch: Arc::new(Scratch::new(dirs.work.clone())),
+            records: Records::new(dirs.running.clone()),
             dirs,
             python,
             datasources,
@@ -718,17 +729,6 @@ impl Executor {
         // Not queued if the task was abandoned (checked by `report`).
         self.report(&task, event);
         self.active.send_modify(|n| *n -= 1);
-
-        let work_dir = self.work_dir(&spec);
-        if work_dir.exists() {
-            // The work directory is scratch space of one attempt (DolphinScheduler removes
-            // its execute path too); the log keeps what the task printed.
-            tokio::task::spawn_blocking(move || {
-                if let Err(e) = std::fs::remove_dir_all(&work_dir) {
-                    warn!(path = %work_dir.display(), error = %e, "cannot remove task work directory");
-                }
-            });
-        }
     }
 
     /// Runs the task; returns its outcome and its log (none for a noop, which has none).
@@ -902,28 +902,43 @@ impl Executor {
         script: &str,
         log: &TaskLog,
     ) -> Outcome {
+        let work_dir = match self.scratch.take() {
+            Ok(dir) => dir,
+            Err(message) => return could_not_start(spec, log, message),
+        };
+        let outcome = self
+            .run_in(spec, task, program, script, log, &work_dir)
+            .await;
+        // Emptied for a later task: the task's group is gone (`wait` killed it).
+        let scratch = self.scratch.clone();
+        tokio::task::spawn_blocking(move || scratch.give_back(work_dir));
+        outcome
+    }
+
+    /// [`Executor::run_script`] in `work_dir`.
+    async fn run_in(
+        &self,
+        spec: &TaskSpec,
+        task: &RunningTask,
+        program: &Program<'_>,
+        script: &str,
+        log: &TaskLog,
+        work_dir: &Path,
+    ) -> Outcome {
         let tenant = Some(spec.tenant.as_str())
             .filter(|t| !t.is_empty())
             .map(|t| tenant::lookup(t, self.allow_root_tenant))
             .transpose();
         let started = tenant.and_then(|tenant| {
-            let work_dir = self.work_dir(spec);
-            process::spawn(program, &work_dir, script, &spec.params, tenant.as_ref())
+            process::spawn(program, work_dir, script, &spec.params, tenant.as_ref())
         });
         let process = match started {
             Ok(p) => p,
-            Err(message) => {
-                log.note(&message);
-                warn!(task_instance_id = spec.task_instance_id, attempt = spec.attempt, error = %message, "task could not start");
-                return Outcome::failure(message);
-            }
+            Err(message) => return could_not_start(spec, log, message),
         };
-        let record = orphans::record(
-            &self.dirs.running,
-            spec.task_instance_id,
-            spec.attempt,
-            process.pgid,
-        );
+        let record = self
+            .records
+            .record(spec.task_instance_id, spec.attempt, process.pgid);
         task.kill.attach(process.pgid);
         self.started(spec, task, Some(process.pgid));
 
@@ -931,7 +946,7 @@ impl Executor {
         task.kill.detach();
         // `wait` killed what was left of the group after the task exited.
         if let Some(record) = record {
-            orphans::forget(&record);
+            self.records.forget(record);
         }
 
         let mut output = exit.output;
@@ -986,10 +1001,6 @@ impl Executor {
         (Outcome::failure(message), Some(log))
     }
 
-    fn work_dir(&self, spec: &TaskSpec) -> PathBuf {
-        work_dir(&self.dirs.work, spec)
-    }
-
     /// Queues an event for the task's current master, unless the task was abandoned. The
     /// route lock is held across the check and the push; see [`Executor::reroute`] and
     /// [`Executor::abandon`].
@@ -1004,6 +1015,13 @@ impl Executor {
             warn!(task_instance_id = id, kind, error = %e, "task event dropped");
         }
     }
+}
+
+/// A script task whose process could not be started: the reason goes to its log and event.
+fn could_not_start(spec: &TaskSpec, log: &TaskLog, message: String) -> Outcome {
+    log.note(&message);
+    warn!(task_instance_id = spec.task_instance_id, attempt = spec.attempt, error = %message, "task could not start");
+    Outcome::failure(message)
 }
 
 /// Abandons the tasks of a lost registry lease, each time `lost` (the count of lost
@@ -1038,13 +1056,6 @@ pub(crate) async fn abandon_on_lease_loss(
 
 /// `work/<workflow_instance_id>_<task_instance_id>_<attempt>`: flat, so that removing one
 /// never races with creating another.
-fn work_dir(work: &Path, spec: &TaskSpec) -> PathBuf {
-    work.join(format!(
-        "{}_{}_{}",
-        spec.workflow_instance_id, spec.task_instance_id, spec.attempt
-    ))
-}
-
 fn event(spec: &TaskSpec, kind: TaskEventKind) -> TaskEvent {
     TaskEvent {
         seq: 0,
@@ -1128,7 +1139,9 @@ mod tests {
             work: dir.join("work"),
             running: dir.join("running"),
         };
-        std::fs::create_dir_all(&dirs.running).unwrap();
+        for dir in [&dirs.running, &dirs.work] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
         Executor::new(
             ExecutorConfig {
                 slots: 4,
@@ -1300,9 +1313,11 @@ mod tests {
             executor.dispatch(vec![sleeper.clone()], false).accepted,
             [2]
         );
-        let record = dir.path().join("running/2_1.pgid");
+        // The first script task's record file.
+        let record = dir.path().join("running/1.pgid");
         eventually("the task starts", || {
-            record.exists() && std::fs::read_to_string(&pid_file).is_ok_and(|p| p.ends_with('\n'))
+            std::fs::read_to_string(&record).is_ok_and(|r| !r.is_empty())
+                && std::fs::read_to_string(&pid_file).is_ok_and(|p| p.ends_with('\n'))
         })
         .await;
         let sleep: i32 = std::fs::read_to_string(&pid_file)
@@ -1321,7 +1336,11 @@ mod tests {
             gone(sleep) && gone(rec.pgid)
         })
         .await;
-        assert!(!record.exists(), "record removed");
+        assert_eq!(
+            std::fs::read_to_string(&record).unwrap(),
+            "",
+            "record emptied"
+        );
         // Its RUNNING event was dropped and no KILLED event was queued.
         assert_eq!(outbox.pending(), 2);
         let log = std::fs::read_to_string(dir.path().join("logs/1/2_1.log")).unwrap();

@@ -3,17 +3,18 @@
 //!
 //! Two layers:
 //!
-//! * every task process gets `PR_SET_PDEATHSIG = SIGKILL` ([`super::process`]): the kernel
+//! * every task process gets `PR_SET_PDEATHSIG = SIGKILL` ([`super::launch`]): the kernel
 //!   kills the task's direct child (bash, python) when the worker goes;
 //! * what the task started in turn (a `sleep`, a `spark-submit`) is not covered by that, so
-//!   while a script task runs, its process group is recorded in
-//!   `data_dir/running/<task_instance_id>_<attempt>.pgid`, and the file is removed when the
-//!   task ends. A worker starting on that data dir finds the records its crashed
-//!   predecessor left behind and kills those groups ([`kill_leftovers`]) before it serves.
+//!   while a script task runs, its process group is recorded in `data_dir/running/<n>.pgid`,
+//!   and the file is emptied when the task ends ([`Records`]). A worker starting on that
+//!   data dir finds the records its crashed predecessor left behind and kills those groups
+//!   ([`kill_leftovers`]) before it serves.
 //!
-//! A record is one line: `<pgid> <starttime> <sid> <boot_id>`, where `starttime` is field 22
-//! of `/proc/<pgid>/stat` (clock ticks since boot) of the group leader, `sid` its session
-//! and `boot_id` the kernel's boot id. Only `pgid` and `starttime` are required.
+//! A record is one line: `<pgid> <starttime> <sid> <boot_id> <task>`, where `starttime` is
+//! field 22 of `/proc/<pgid>/stat` (clock ticks since boot) of the group leader, `sid` its
+//! session, `boot_id` the kernel's boot id and `task` `<task_instance_id>_<attempt>`. Only
+//! `pgid` and `starttime` are required.
 //!
 //! Process ids are reused, so a recorded group is killed only when it is still the task's:
 //!
@@ -31,7 +32,9 @@
 //! not covered: a grandchild started in it and surviving a crash in it stays.
 
 use super::kill::kill_group;
-use std::io::Write;
+use super::reuse::Reuse;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use tracing::{info, warn};
@@ -85,6 +88,8 @@ pub(crate) struct Record {
     pub(crate) starttime: u64,
     pub(crate) session: Option<i32>,
     pub(crate) boot_id: Option<String>,
+    /// `<task_instance_id>_<attempt>`.
+    pub(crate) task: Option<String>,
 }
 
 impl Record {
@@ -100,48 +105,101 @@ impl Record {
             starttime,
             session: fields.next().and_then(|s| s.parse().ok()),
             boot_id: fields.next().map(str::to_string),
+            task: fields.next().map(str::to_string),
         })
     }
 }
 
-/// Writes the record of a task's process group, just started as `pgid`. Returns the file
-/// to pass to [`forget`] once the group is gone; None (after a warning) if it could not be
-/// written, in which case the task runs unrecorded.
-pub(crate) fn record(
-    dir: &Path,
-    task_instance_id: i64,
-    attempt: i32,
-    pgid: i32,
-) -> Option<PathBuf> {
-    // The leader is our unreaped child, so its stat is there even if it already exited.
-    let Some(stat) = proc_stat(pgid) else {
-        warn!(
-            pgid,
-            "cannot read the task process's start time; not recording it"
-        );
-        return None;
-    };
-    let path = dir.join(format!("{task_instance_id}_{attempt}{SUFFIX}"));
-    let line = format!("{pgid} {} {} {}\n", stat.starttime, stat.session, boot_id());
-    // One small write; no fsync: the record matters after a crash of the worker, not of
-    // the machine (a reboot leaves no processes behind).
-    let written = std::fs::File::create(&path).and_then(|mut f| f.write_all(line.as_bytes()));
-    match written {
-        Ok(()) => Some(path),
-        Err(e) => {
-            warn!(path = %path.display(), error = %e, "cannot record the task's process group");
-            let _ = std::fs::remove_file(&path);
-            None
-        }
-    }
+/// The process group records of the script tasks running here: one file per task running
+/// at once, `<n>.pgid`, written in place by a later task once emptied by the one before.
+/// Creating and removing a file per task costs more than a short task's whole run on ext4
+/// without a journal (each create scans the inodes removed in the last minutes).
+pub(crate) struct Records {
+    dir: PathBuf,
+    /// Emptied record files.
+    free: Reuse<RecordFile>,
 }
 
-/// Removes a record once its group was killed and reaped.
-pub(crate) fn forget(path: &Path) {
-    if let Err(e) = std::fs::remove_file(path)
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
-        warn!(path = %path.display(), error = %e, "cannot remove the task's process group record");
+/// The file of one running task's record.
+pub(crate) struct RecordFile {
+    file: File,
+    path: PathBuf,
+}
+
+impl Records {
+    pub(crate) fn new(dir: PathBuf) -> Records {
+        Records {
+            dir,
+            free: Reuse::default(),
+        }
+    }
+
+    /// Records a task's process group, just started as `pgid`. Returns the file to pass to
+    /// [`Records::forget`] once the group is gone; None (after a warning) if it could not
+    /// be written, in which case the task runs unrecorded.
+    pub(crate) fn record(
+        &self,
+        task_instance_id: i64,
+        attempt: i32,
+        pgid: i32,
+    ) -> Option<RecordFile> {
+        // The leader is our unreaped child, so its stat is there even if it already exited.
+        let Some(stat) = proc_stat(pgid) else {
+            warn!(
+                pgid,
+                "cannot read the task process's start time; not recording it"
+            );
+            return None;
+        };
+        let record = self.take().map_err(|(path, e)| {
+            warn!(path = %path.display(), error = %e, "cannot create a process group record file");
+        });
+        let record = record.ok()?;
+        let line = format!(
+            "{pgid} {} {} {} {task_instance_id}_{attempt}\n",
+            stat.starttime,
+            stat.session,
+            boot_id()
+        );
+        // One small write into an empty file; no fsync: the record matters after a crash
+        // of the worker, not of the machine (a reboot leaves no processes behind).
+        match record.file.write_all_at(line.as_bytes(), 0) {
+            Ok(()) => Some(record),
+            Err(e) => {
+                warn!(path = %record.path.display(), error = %e, "cannot record the task's process group");
+                self.forget(record);
+                None
+            }
+        }
+    }
+
+    /// Empties a record once its group was killed and reaped, for a later task.
+    pub(crate) fn forget(&self, record: RecordFile) {
+        match record.file.set_len(0) {
+            Ok(()) => self.free.put(record),
+            // Not used again: at the next start the record is found and judged.
+            Err(e) => {
+                warn!(path = %record.path.display(), error = %e, "cannot empty the task's process group record")
+            }
+        }
+    }
+
+    /// An empty record file: a free one, else a new one.
+    fn take(&self) -> Result<RecordFile, (PathBuf, std::io::Error)> {
+        let n = match self.free.take() {
+            Ok(record) => return Ok(record),
+            Err(n) => n,
+        };
+        let path = self.dir.join(format!("{n}{SUFFIX}"));
+        let file = File::options()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path);
+        match file {
+            Ok(file) => Ok(RecordFile { file, path }),
+            Err(e) => Err((path, e)),
+        }
     }
 }
 
@@ -215,15 +273,13 @@ pub(crate) fn kill_leftovers(dir: &Path) -> std::io::Result<usize> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let task = name.strip_suffix(SUFFIX).unwrap_or(&name);
-        if name.ends_with(SUFFIX) {
-            match std::fs::read_to_string(&path)
-                .ok()
-                .as_deref()
-                .and_then(Record::parse)
-            {
+        let text = std::fs::read_to_string(&path).ok();
+        // An emptied record: its task ended.
+        if name.ends_with(SUFFIX) && text.as_deref().is_none_or(|t| !t.is_empty()) {
+            match text.as_deref().and_then(Record::parse) {
                 None => warn!(file = %name, "unreadable process group record; removing it"),
                 Some(rec) => {
+                    let task = rec.task.as_deref().unwrap_or(&name);
                     let verdict = judge(
                         &rec,
                         boot_id(),
@@ -304,12 +360,14 @@ mod tests {
                 pgid: 100,
                 starttime: 555,
                 session: None,
-                boot_id: None
+                boot_id: None,
+                task: None,
             })
         );
-        let full = Record::parse("100 555 90 abc-def").unwrap();
+        let full = Record::parse("100 555 90 abc-def 7_2").unwrap();
         assert_eq!(full.session, Some(90));
         assert_eq!(full.boot_id.as_deref(), Some("abc-def"));
+        assert_eq!(full.task.as_deref(), Some("7_2"));
         for bad in ["", "100", "x 5", "100 y", "1 5", "-3 5", "0 5"] {
             assert_eq!(Record::parse(bad), None, "{bad:?}");
         }
@@ -322,6 +380,7 @@ mod tests {
             starttime: 500,
             session: Some(90),
             boot_id: Some("boot".into()),
+            task: None,
         };
         let leader = stat(100, 90, 500);
         let child = stat(100, 90, 510);
@@ -372,19 +431,38 @@ mod tests {
     }
 
     #[test]
-    fn records_are_written_and_forgotten() {
+    fn record_files_are_written_emptied_and_used_again() {
         let dir = tempfile::tempdir().unwrap();
+        let records = Records::new(dir.path().to_path_buf());
         let me = std::process::id() as i32;
-        let path = record(dir.path(), 7, 2, me).expect("recorded");
-        assert_eq!(path, dir.path().join("7_2.pgid"));
-        let rec = Record::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let first = records.record(7, 2, me).expect("recorded");
+        let second = records.record(8, 1, me).expect("recorded");
+        assert_ne!(first.path, second.path, "one file per running task");
+        let rec = Record::parse(&std::fs::read_to_string(&first.path).unwrap()).unwrap();
         let own = proc_stat(me).unwrap();
         assert_eq!(rec.pgid, me);
         assert_eq!(rec.starttime, own.starttime);
         assert_eq!(rec.session, Some(own.session));
         assert_eq!(rec.boot_id.as_deref(), Some(boot_id()));
-        forget(&path);
-        assert!(!path.exists());
-        forget(&path);
+        assert_eq!(rec.task.as_deref(), Some("7_2"));
+
+        let path = first.path.clone();
+        records.forget(first);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+        let third = records.record(9, 3, me).expect("recorded");
+        assert_eq!(third.path, path, "an emptied file is used again");
+        let rec = Record::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(rec.task.as_deref(), Some("9_3"));
+    }
+
+    #[test]
+    fn emptied_records_are_cleared_at_start_without_killing_anything() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = Records::new(dir.path().to_path_buf());
+        let me = std::process::id() as i32;
+        let record = records.record(7, 2, me).expect("recorded");
+        records.forget(record);
+        assert_eq!(kill_leftovers(dir.path()).unwrap(), 0);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

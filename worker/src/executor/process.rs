@@ -7,6 +7,7 @@
 //! environment variables.
 
 use super::kill::kill_group;
+use super::launch::{Launch, TaskChild, candidates};
 use super::mask::MaskStream;
 use super::set_value::OutputScanner;
 use super::task_log::TaskLog;
@@ -15,17 +16,16 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::OnceLock;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
-use tokio::process::{Child, Command};
 use tracing::warn;
 
 /// What runs a script task.
 pub(crate) struct Program<'a> {
-    /// The interpreter: a path, or a name looked up in `PATH`.
+    /// The interpreter: a path, or a name looked up in the worker's `PATH`.
     pub(crate) interpreter: &'a OsStr,
     /// File name of the script inside the work directory, e.g. `task.sh`.
     pub(crate) script_name: &'static str,
@@ -61,7 +61,7 @@ const STDOUT_DRAIN_WAIT: Duration = Duration::from_secs(2);
 
 /// A started script task.
 pub(crate) struct TaskProcess {
-    child: Child,
+    child: TaskChild,
     /// Read end of the pipe that is the task's stdout and stderr.
     output: pipe::Receiver,
     /// Process id of the interpreter, which is also the id of the task's process group.
@@ -76,18 +76,14 @@ pub(crate) struct TaskExit {
     pub(crate) output_truncated: bool,
 }
 
-/// The bash executable, looked up in `PATH` once: spawning by bare name makes every spawn
-/// try each `PATH` entry in turn.
+/// The bash executable, looked up in `PATH` once: a name is looked up on each start.
 fn bash() -> &'static Path {
     static BASH: OnceLock<PathBuf> = OnceLock::new();
     BASH.get_or_init(|| {
-        std::env::var_os("PATH")
-            .and_then(|path| {
-                std::env::split_paths(&path)
-                    .map(|dir| dir.join("bash"))
-                    .find(|candidate| is_executable(candidate))
-            })
-            .unwrap_or_else(|| PathBuf::from("bash"))
+        candidates(OsStr::new("bash"))
+            .into_iter()
+            .find(|candidate| is_executable(candidate))
+            .unwrap_or_else(|| "/bin/bash".into())
     })
 }
 
@@ -103,9 +99,9 @@ pub(crate) fn is_shell_identifier(name: &str) -> bool {
         && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
 }
 
-/// Writes `script` into `work_dir` and starts `program` on it.
+/// Writes `script` into `work_dir` and starts `program` on it ([`super::launch`]).
 ///
-/// The file system calls here are small and local (one mkdir, one short write); they run
+/// The file system calls here are small and local (one short write); they run
 /// inline rather than on the blocking pool because a hop there costs more than they do and
 /// dispatch latency matters.
 pub(crate) fn spawn(
@@ -115,8 +111,6 @@ pub(crate) fn spawn(
     params: &HashMap<String, String>,
     tenant: Option<&Tenant>,
 ) -> Result<TaskProcess, String> {
-    std::fs::create_dir_all(work_dir)
-        .map_err(|e| format!("cannot create work directory {}: {e}", work_dir.display()))?;
     let path = work_dir.join(program.script_name);
     let mut text = String::with_capacity(script.len() + 1);
     text.push_str(script);
@@ -133,86 +127,34 @@ pub(crate) fn spawn(
     // it, and no other task spawned concurrently inherits them.
     let (reader, writer) =
         std::io::pipe().map_err(|e| format!("cannot create the output pipe: {e}"))?;
-    let stdout = writer
-        .try_clone()
-        .map_err(|e| format!("cannot create the output pipe: {e}"))?;
     let output = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
         .map_err(|e| format!("cannot read the output pipe: {e}"))?;
 
     let name = program.interpreter.to_string_lossy();
-    let mut cmd = Command::new(program.interpreter);
-    cmd.arg(program.script_name)
-        .current_dir(work_dir)
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(stdout))
-        .stderr(Stdio::from(writer))
-        .envs(program.env.iter().copied());
-    if let Some(t) = tenant {
-        // Without supplementary groups: std drops root's when it sets the uid.
-        cmd.uid(t.uid).gid(t.gid).envs([
-            ("USER", &t.name),
-            ("LOGNAME", &t.name),
-            ("HOME", &t.home),
-        ]);
+    let mut launch = Launch::new(program.interpreter, work_dir);
+    launch.arg(OsStr::new(program.script_name));
+    for (key, value) in program.env {
+        launch.env(OsStr::new(key), OsStr::new(value));
     }
-    cmd.envs(params.iter().filter(|(k, _)| is_shell_identifier(k)));
-    die_with_worker(&mut cmd);
-    let child = cmd
-        .spawn()
+    if let Some(t) = tenant {
+        launch.ids(t.uid, t.gid);
+        for (key, value) in [("USER", &t.name), ("LOGNAME", &t.name), ("HOME", &t.home)] {
+            launch.env(OsStr::new(key), OsStr::new(value));
+        }
+    }
+    for (key, value) in params.iter().filter(|(k, _)| is_shell_identifier(k)) {
+        launch.env(OsStr::new(key), OsStr::new(value));
+    }
+    let child = launch
+        .start(&OwnedFd::from(writer))
         .map_err(|e| format!("cannot start {name}: {e}"))?;
-    // The command holds the worker's copies of the write end: without dropping them the
-    // pipe would never report end-of-file.
-    drop(cmd);
-    let Some(pid) = child.id() else {
-        return Err(format!("{name} exited before its process id could be read"));
-    };
+    let pgid = child.id();
     Ok(TaskProcess {
         child,
         output,
-        pgid: pid as i32,
+        pgid,
     })
 }
-
-/// Makes the kernel SIGKILL the task process when the worker dies (`PR_SET_PDEATHSIG`), so
-/// that a crashed worker leaves no task process behind; what the task started itself is
-/// caught by the process group records ([`super::orphans`]).
-///
-/// The signal follows the *thread* that spawned the process, not the worker process: tasks
-/// must be spawned from a thread that lives as long as the worker, as the tokio runtime's
-/// worker threads do (never from `spawn_blocking` or `block_in_place`, whose threads exit
-/// when idle, which would kill the task).
-///
-/// It also disables the posix_spawn fast path of `Command` (a hook runs between fork and
-/// exec), so every task start is a fork of the worker.
-#[cfg(target_os = "linux")]
-fn die_with_worker(cmd: &mut Command) {
-    let worker = std::process::id() as libc::pid_t;
-    // SAFETY: the hook runs in the forked child before exec and only makes two system calls
-    // (async-signal-safe, no allocation, no locks).
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-            ) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The worker died between fork and prctl: the signal will never come.
-            if libc::getppid() != worker {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn die_with_worker(_: &mut Command) {}
 
 impl TaskProcess {
     /// Copies the output to `log` (through `mask`) until the task exits, then kills what

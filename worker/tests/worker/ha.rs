@@ -54,10 +54,14 @@ async fn wait_unregistered(watch: &mut NodeWatch, addr: &str) {
     .expect("worker still registered");
 }
 
+/// The tasks recorded as running under `data/running` (`<task_instance_id>_<attempt>`).
 fn running_records(data: &Path) -> Vec<String> {
     std::fs::read_dir(data.join("running"))
         .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        // Emptied when their task ended, kept for the next.
+        .filter(|record| !record.is_empty())
+        .map(|record| record.split_whitespace().nth(4).unwrap().to_string())
         .collect()
 }
 
@@ -166,7 +170,7 @@ async fn tasks_still_running_after_the_grace_period_are_killed_without_an_event(
     assert_eq!(w.dispatch(vec![t.clone()]).await.accepted, [310]);
     let (bash, sleep) = read_pids(&fifo).await;
     assert_eq!(master.next().await.kind, TaskEventKind::Running as i32);
-    assert_eq!(running_records(&w.path("data")), ["310_1.pgid"]);
+    assert_eq!(running_records(&w.path("data")), ["310_1"]);
 
     let asked = Instant::now();
     w.shutdown.cancel();
@@ -195,7 +199,7 @@ async fn a_restarted_worker_kills_what_its_crashed_predecessor_left() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("pids");
     mkfifo(&fifo);
-    let record = dir.path().join("data/running/320_1.pgid");
+    let data = dir.path().join("data");
     // Nobody listens there: events just wait in the outbox.
     let t = shell(
         320,
@@ -208,7 +212,7 @@ async fn a_restarted_worker_kills_what_its_crashed_predecessor_left() {
     // threads end as if the process had died, which fires the kernel's PDEATHSIG (it
     // follows the thread that spawned the task).
     let (bash, sleep) = std::thread::spawn({
-        let (fifo, record) = (fifo.clone(), record.clone());
+        let (fifo, data) = (fifo.clone(), data.clone());
         move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -236,7 +240,7 @@ async fn a_restarted_worker_kills_what_its_crashed_predecessor_left() {
             let pids = std::fs::read_to_string(&fifo).unwrap();
             // A plain thread, outside the runtime: a blocking poll stalls nothing.
             wait_for("the process group record", WAIT, || {
-                record.exists().then_some(())
+                (running_records(&data) == ["320_1"]).then_some(())
             });
             rt.shutdown_timeout(Duration::from_secs(5));
             let pids: Vec<i32> = pids
@@ -252,7 +256,7 @@ async fn a_restarted_worker_kills_what_its_crashed_predecessor_left() {
     // bash died with the worker; the sleep it started did not, and the record stayed.
     wait_gone(bash).await;
     assert!(alive(sleep), "the grandchild survives PDEATHSIG");
-    assert!(record.exists());
+    assert_eq!(running_records(&data), ["320_1"]);
 
     // A worker starting on the same data dir kills it before it serves.
     let w = launch(Launch {
