@@ -217,7 +217,8 @@ fn notes(args: &Args, slots: usize) -> String {
              chain (ms per spawn), {slots} at once for the fan-out, as many as shoal's \
              workers have slots (spawns per second); shoal ÷ floor is taken run by run (the \
              fan-out's in per cent of the floor's rate). shoal's worker runs bash on a script \
-             file and reads the task's output, which the floor does not.\n",
+             file and reads the task's output, which the floor does not; the bash floor \
+             spawns `bash -c true` the same way, the interpreter a shell task starts.\n",
             s.shell_chain, s.shell_fanout,
         ));
     }

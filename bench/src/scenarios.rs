@@ -3,7 +3,7 @@
 //! server's timestamps, never from the bench's clock.
 
 use crate::api::{Api, Instance, PROJECT};
-use crate::floor;
+use crate::floor::{self, Shell};
 use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -31,11 +31,11 @@ pub enum Scenario {
     Foreach,
     /// `chain` with 1,000 shell tasks running `true`: real work's cost per task, process
     /// start, log and event included; held against its floor, as many bare spawns of
-    /// `sh -c true` one after another.
+    /// `sh -c true` one after another (and of `bash -c true`, the interpreter it runs).
     ShellChain,
     /// `fanout` to 2,000 shell tasks running `true`: real tasks per second; held against
-    /// its floor, as many bare spawns of `sh -c true`, as many at once as the workers have
-    /// slots.
+    /// its floor, as many bare spawns of `sh -c true` (and of `bash -c true`), as many at
+    /// once as the workers have slots.
     ShellFanout,
     /// 10,000 instances of a 100-task workflow, each waiting on an hour's delay at its root:
     /// memory of the masters (resident set, with --spawn only) per active instance, and
@@ -186,6 +186,14 @@ impl Scenario {
                     name: "shoal ÷ floor (×)",
                     target: None,
                 },
+                Metric {
+                    name: "bash floor: ms per `bash -c true`",
+                    target: None,
+                },
+                Metric {
+                    name: "shoal ÷ bash floor (×)",
+                    target: None,
+                },
             ],
             Scenario::ShellFanout => &[
                 Metric {
@@ -198,6 +206,14 @@ impl Scenario {
                 },
                 Metric {
                     name: "shoal ÷ floor (%)",
+                    target: None,
+                },
+                Metric {
+                    name: "bash floor: `bash -c true`/s, slots at once",
+                    target: None,
+                },
+                Metric {
+                    name: "shoal ÷ bash floor (%)",
                     target: None,
                 },
             ],
@@ -236,14 +252,22 @@ impl Scenario {
             Scenario::ShellChain => {
                 let n = sizes.shell_chain;
                 let shoal = chain(api, name, Work::Shell, n, deadline).await?;
-                let floor = floor::chain(n).await?;
-                Ok(vec![shoal, floor, shoal / floor])
+                let sh = floor::chain(Shell::Sh, n).await?;
+                let bash = floor::chain(Shell::Bash, n).await?;
+                Ok(vec![shoal, sh, shoal / sh, bash, shoal / bash])
             }
             Scenario::ShellFanout => {
                 let n = sizes.shell_fanout;
                 let shoal = fanout(api, name, Work::Shell, n, deadline).await?;
-                let floor = floor::fanout(n, slots).await?;
-                Ok(vec![shoal, floor, 100.0 * shoal / floor])
+                let sh = floor::fanout(Shell::Sh, n, slots).await?;
+                let bash = floor::fanout(Shell::Bash, n, slots).await?;
+                Ok(vec![
+                    shoal,
+                    sh,
+                    100.0 * shoal / sh,
+                    bash,
+                    100.0 * shoal / bash,
+                ])
             }
         }
     }

@@ -115,7 +115,7 @@ pub(crate) fn spawn(
     let mut text = String::with_capacity(script.len() + 1);
     text.push_str(script);
     text.push('\n');
-    std::fs::write(&path, text)
+    write_in_place(&path, text.as_bytes())
         .map_err(|e| format!("cannot write script {}: {e}", path.display()))?;
     if let Some(t) = tenant {
         for p in [work_dir, path.as_path()] {
@@ -154,6 +154,20 @@ pub(crate) fn spawn(
         output,
         pgid,
     })
+}
+
+/// Writes `bytes` over what the file (the script of an earlier task, see
+/// [`super::scratch`]) holds, and cuts what is left beyond: truncating a file to nothing
+/// makes ext4 write its new data out when it is closed (`auto_da_alloc`), a wait per task.
+fn write_in_place(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::options()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    file.write_all_at(bytes, 0)?;
+    file.set_len(bytes.len() as u64)
 }
 
 impl TaskProcess {
