@@ -59,6 +59,10 @@ struct Args {
     /// Write the results into this markdown file, replacing the section of this mode.
     #[arg(long)]
     write: Option<PathBuf>,
+    /// Masters of the cluster --spawn cluster starts; other than 2, --write writes a
+    /// section of its own ("cluster, N masters"), to set instances/s side by side.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=8))]
+    masters: u8,
     /// The section --write replaces when the bench drives a shoal it did not spawn.
     #[arg(long, value_enum, default_value = "standalone")]
     mode: Mode,
@@ -82,7 +86,7 @@ async fn main() -> Result<()> {
             (rows, args.mode, spawn::SLOTS)
         }
         Some(mode) => {
-            let shoal = spawn::spawn(mode, &args.shoal_bin).await?;
+            let shoal = spawn::spawn(mode, &args.shoal_bin, args.masters.into()).await?;
             let slots = shoal.slots;
             let rows = bench(
                 &args,
@@ -108,12 +112,14 @@ async fn main() -> Result<()> {
     let (key, title, table, notes) = match args.compare {
         None => {
             let notes = notes(&args, slots);
-            (
-                mode.name().to_string(),
-                mode.name().to_string(),
-                table,
-                notes,
-            )
+            let (key, title) = match (mode, args.masters) {
+                (Mode::Cluster, n) if n != 2 => (
+                    format!("cluster-{n}-masters"),
+                    format!("cluster, {n} masters"),
+                ),
+                _ => (mode.name().to_string(), mode.name().to_string()),
+            };
+            (key, title, table, notes)
         }
         Some(Peer::Airflow) => {
             let airflow = compare::run_airflow(args.runs, args.timeout_secs)?;

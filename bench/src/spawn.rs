@@ -1,5 +1,6 @@
 //! Starting a shoal for the bench to drive: `standalone` (one process, SQLite) or
-//! `cluster` (etcd, a fresh Postgres database, an api-server, two masters, two workers).
+//! `cluster` (etcd, a fresh Postgres database, an api-server, two masters or as many as
+//! asked, two workers).
 //! Every process logs to a file in a temporary directory, kept when the bench fails.
 
 use anyhow::{Context, Result, bail};
@@ -41,7 +42,8 @@ pub struct Spawned {
     database: Option<String>,
 }
 
-pub async fn spawn(mode: Mode, shoal: &Path) -> Result<Spawned> {
+/// Starts a shoal of `mode`; a cluster gets `masters` masters.
+pub async fn spawn(mode: Mode, shoal: &Path, masters: usize) -> Result<Spawned> {
     let shoal = std::fs::canonicalize(shoal).with_context(|| {
         format!(
             "no shoal binary at {} (build it with `cargo build --release -p shoal` or pass --shoal-bin)",
@@ -58,7 +60,7 @@ pub async fn spawn(mode: Mode, shoal: &Path) -> Result<Spawned> {
     };
     let started = match mode {
         Mode::Standalone => s.standalone(&shoal).await,
-        Mode::Cluster => s.cluster(&shoal).await,
+        Mode::Cluster => s.cluster(&shoal, masters).await,
     };
     if let Err(e) = started {
         let logs = s.stop(false).await;
@@ -90,7 +92,7 @@ impl Spawned {
             .await
     }
 
-    async fn cluster(&mut self, shoal: &Path) -> Result<()> {
+    async fn cluster(&mut self, shoal: &Path, masters: usize) -> Result<()> {
         let (client, peer) = (free_port()?, free_port()?);
         let etcd_url = format!("http://127.0.0.1:{client}");
         self.start(
@@ -132,7 +134,7 @@ impl Spawned {
         // The api-server runs the migrations; masters start once it answers.
         self.wait_healthy(&format!("{}/api/v1/health", self.api_url))
             .await?;
-        for i in 1..=2 {
+        for i in 1..=masters {
             self.start(
                 &format!("master-{i}"),
                 shoal,
