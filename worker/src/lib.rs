@@ -209,6 +209,11 @@ pub async fn start(
             "killed task processes a previous run of this worker left behind"
         );
     }
+    // Their work directories too, now that nothing of theirs runs.
+    executor::clear_work_dirs(&dirs.work).map_err(|source| Error::Io {
+        path: dirs.work.clone(),
+        source,
+    })?;
 
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await

@@ -706,7 +706,7 @@ async fn a_tenant_s_tasks_run_as_that_user_and_unknown_or_root_tenants_fail() {
 
     let mut sh = shell(
         41,
-        r#"echo "\${setValue(who=$(id -un))}"; echo "\${setValue(groups=$(id -G))}"; touch written_here && echo "\${setValue(home=$HOME)}""#,
+        r#"echo "\${setValue(who=$(id -un))}"; echo "\${setValue(groups=$(id -G))}"; touch written_here && echo "\${setValue(home=$HOME)}"; echo "\${setValue(dir=$PWD)}""#,
         &master.addr,
     );
     sh.tenant = user.into();
@@ -738,6 +738,18 @@ async fn a_tenant_s_tasks_run_as_that_user_and_unknown_or_root_tenants_fail() {
     let (kind, out, message) = &outputs[&42];
     assert_eq!(*kind, TaskEventKind::Success as i32, "{message}");
     assert_eq!(out["who"], user);
+    // The tenant's work directory goes when its task ends: no later task gets it.
+    let dir = PathBuf::from(&outputs[&41].1["dir"]);
+    assert!(dir.starts_with(w.path("data/work")), "{}", dir.display());
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while dir.exists() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} left",
+            dir.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     for (id, tenant, says) in [
         (

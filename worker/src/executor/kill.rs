@@ -95,7 +95,7 @@ impl KillSwitch {
         }
     }
 
-    /// Forgets the process group once the process is reaped, so that a late kill cannot
+    /// Forgets the process group before the process is reaped, so that a late kill cannot
     /// hit a process that reused the id.
     pub(crate) fn detach(&self) {
         self.pgid.store(0, Ordering::SeqCst);

@@ -12,7 +12,7 @@
 //!
 //! The process is waited for through a pidfd, which becomes readable when it exits.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr, OsString, c_char, c_int, c_void};
 use std::fs::File;
 use std::io;
@@ -96,7 +96,13 @@ impl<'a> Launch<'a> {
             envp: env_ptrs.as_ptr(),
             cwd: cwd.as_ptr(),
             stdio: [dev_null()?, out, out],
-            ids: self.ids,
+            // SAFETY: getuid has no preconditions.
+            ids: self.ids.map(|(uid, gid)| Ids {
+                uid,
+                gid,
+                // Only root may (and must) drop its supplementary groups, as std does.
+                drop_groups: unsafe { libc::getuid() } == 0,
+            }),
             worker: std::process::id() as libc::pid_t,
             failed_step: AtomicI32::new(0),
             errno: AtomicI32::new(0),
@@ -116,9 +122,9 @@ impl<'a> Launch<'a> {
         }
     }
 
-    /// The worker's environment with this launch's variables over it.
+    /// The worker's environment with this launch's variables over it, sorted by name.
     fn environment(&self) -> io::Result<Vec<CString>> {
-        let mut vars: HashMap<OsString, OsString> = std::env::vars_os().collect();
+        let mut vars: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
         for (k, v) in &self.env {
             vars.insert(k.to_os_string(), v.to_os_string());
         }
@@ -231,10 +237,16 @@ struct Child {
     envp: *const *const c_char,
     cwd: *const c_char,
     stdio: [RawFd; 3],
-    ids: Option<(u32, u32)>,
+    ids: Option<Ids>,
     worker: libc::pid_t,
     failed_step: AtomicI32,
     errno: AtomicI32,
+}
+
+struct Ids {
+    uid: u32,
+    gid: u32,
+    drop_groups: bool,
 }
 
 /// Clones a child that shares the calling thread's memory and runs [`child_main`] on a
@@ -291,12 +303,13 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
                 return fail(Step::Stdio);
             }
         }
-        if let Some((uid, gid)) = child.ids {
+        if let Some(ids) = &child.ids {
             // Raw system calls: glibc's wrappers would try to change the ids of every
             // thread of the worker, whose memory this child shares.
-            if libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) != 0
-                || libc::syscall(libc::SYS_setgid, gid) != 0
-                || libc::syscall(libc::SYS_setuid, uid) != 0
+            let no_groups = std::ptr::null::<libc::gid_t>();
+            if (ids.drop_groups && libc::syscall(libc::SYS_setgroups, 0, no_groups) != 0)
+                || libc::syscall(libc::SYS_setgid, ids.gid) != 0
+                || libc::syscall(libc::SYS_setuid, ids.uid) != 0
             {
                 return fail(Step::Ids);
             }
@@ -387,31 +400,44 @@ impl TaskChild {
         self.pid
     }
 
-    /// Waits for the process to exit and reaps it. Cancellation-safe.
-    pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
-        loop {
-            if let Some(status) = self.try_wait()? {
-                return Ok(status);
-            }
+    /// Waits until the process has exited, leaving it unreaped: until [`TaskChild::reap`]
+    /// its id, which is its process group's too, cannot be taken by another process.
+    /// Cancellation-safe.
+    pub(crate) async fn exited(&mut self) -> io::Result<()> {
+        while !self.has_exited()? {
             self.pidfd.readable().await?.clear_ready();
+        }
+        Ok(())
+    }
+
+    fn has_exited(&self) -> io::Result<bool> {
+        if self.status.is_some() {
+            return Ok(true);
+        }
+        // SAFETY: a zeroed siginfo is valid; waitid fills it in or leaves si_pid 0.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+            if libc::waitid(libc::P_PID, self.pid as libc::id_t, &mut info, flags) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(info.si_pid() != 0)
         }
     }
 
-    fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+    /// Reaps the process once it has [exited](TaskChild::exited): its exit status.
+    pub(crate) fn reap(&mut self) -> io::Result<ExitStatus> {
         if let Some(status) = self.status {
-            return Ok(Some(status));
+            return Ok(status);
         }
         let mut raw = 0;
-        // SAFETY: non-blocking wait for our own child.
-        match unsafe { libc::waitpid(self.pid, &mut raw, libc::WNOHANG) } {
-            0 => Ok(None),
-            -1 => Err(io::Error::last_os_error()),
-            _ => {
-                let status = ExitStatus::from_raw(raw);
-                self.status = Some(status);
-                Ok(Some(status))
-            }
+        // SAFETY: waits for our own child.
+        if unsafe { libc::waitpid(self.pid, &mut raw, 0) } == -1 {
+            return Err(io::Error::last_os_error());
         }
+        let status = ExitStatus::from_raw(raw);
+        self.status = Some(status);
+        Ok(status)
     }
 }
 
@@ -435,7 +461,12 @@ fn pidfd(pid: libc::pid_t) -> io::Result<AsyncFd<OwnedFd>> {
 
 impl Drop for TaskChild {
     fn drop(&mut self) {
-        if matches!(self.try_wait(), Ok(None)) {
+        if self.status.is_some() {
+            return;
+        }
+        if matches!(self.has_exited(), Ok(true)) {
+            let _ = self.reap();
+        } else {
             let pid = self.pid;
             // SAFETY: a blocking wait for our own child, on a thread of its own.
             let _ = std::thread::Builder::new()
@@ -475,11 +506,16 @@ mod tests {
             .env(OsStr::new("X"), OsStr::new("y"));
         let mut child = launch.start(&writer).unwrap();
         drop(writer);
-        let status = child.wait().await.unwrap();
+        child.exited().await.unwrap();
+        let pid = child.id();
+        assert!(
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok(),
+            "unreaped until reap"
+        );
+        let status = child.reap().unwrap();
         assert_eq!(status.code(), Some(3));
         let text = output(reader);
         let lines: Vec<&str> = text.lines().collect();
-        let pid = child.id();
         let cwd = dir.path().canonicalize().unwrap();
         assert_eq!(lines[0], format!("first|y|{}|{pid}|{pid}", cwd.display()));
         // Rust ignores SIGPIPE; a task must not inherit that.

@@ -79,6 +79,7 @@ pub(crate) struct ExecutorDirs {
 }
 
 pub(crate) use orphans::kill_leftovers;
+pub(crate) use scratch::clear as clear_work_dirs;
 pub(crate) use sql::Datasources;
 
 /// How tasks run on this worker.
@@ -942,8 +943,7 @@ impl Executor {
         task.kill.attach(process.pgid);
         self.started(spec, task, Some(process.pgid));
 
-        let exit = process.wait(log, log.mask().stream()).await;
-        task.kill.detach();
+        let exit = process.wait(log, log.mask().stream(), &task.kill).await;
         // `wait` killed what was left of the group after the task exited.
         if let Some(record) = record {
             self.records.forget(record);

@@ -13,8 +13,8 @@
 //!
 //! A record is one line: `<pgid> <starttime> <sid> <boot_id> <task>`, where `starttime` is
 //! field 22 of `/proc/<pgid>/stat` (clock ticks since boot) of the group leader, `sid` its
-//! session, `boot_id` the kernel's boot id and `task` `<task_instance_id>_<attempt>`. Only
-//! `pgid` and `starttime` are required.
+//! session, `boot_id` the kernel's boot id (`-` if unreadable) and `task`
+//! `<task_instance_id>_<attempt>`. Only `pgid` and `starttime` are required.
 //!
 //! Process ids are reused, so a recorded group is killed only when it is still the task's:
 //!
@@ -104,7 +104,7 @@ impl Record {
             pgid,
             starttime,
             session: fields.next().and_then(|s| s.parse().ok()),
-            boot_id: fields.next().map(str::to_string),
+            boot_id: fields.next().filter(|b| *b != "-").map(str::to_string),
             task: fields.next().map(str::to_string),
         })
     }
@@ -155,11 +155,11 @@ impl Records {
             warn!(path = %path.display(), error = %e, "cannot create a process group record file");
         });
         let record = record.ok()?;
+        // `-` holds the place of a boot id that cannot be read.
+        let boot = Some(boot_id()).filter(|b| !b.is_empty()).unwrap_or("-");
         let line = format!(
-            "{pgid} {} {} {} {task_instance_id}_{attempt}\n",
-            stat.starttime,
-            stat.session,
-            boot_id()
+            "{pgid} {} {} {boot} {task_instance_id}_{attempt}\n",
+            stat.starttime, stat.session,
         );
         // One small write into an empty file; no fsync: the record matters after a crash
         // of the worker, not of the machine (a reboot leaves no processes behind).
@@ -364,6 +364,9 @@ mod tests {
                 task: None,
             })
         );
+        let unknown_boot = Record::parse("100 555 90 - 7_2").unwrap();
+        assert_eq!(unknown_boot.boot_id, None);
+        assert_eq!(unknown_boot.task.as_deref(), Some("7_2"));
         let full = Record::parse("100 555 90 abc-def 7_2").unwrap();
         assert_eq!(full.session, Some(90));
         assert_eq!(full.boot_id.as_deref(), Some("abc-def"));

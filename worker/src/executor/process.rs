@@ -6,7 +6,7 @@
 //! merges them too. Task parameters whose names are shell identifiers are exported as
 //! environment variables.
 
-use super::kill::kill_group;
+use super::kill::{KillSwitch, kill_group};
 use super::launch::{Launch, TaskChild, candidates};
 use super::mask::MaskStream;
 use super::set_value::OutputScanner;
@@ -115,13 +115,13 @@ pub(crate) fn spawn(
     let mut text = String::with_capacity(script.len() + 1);
     text.push_str(script);
     text.push('\n');
-    write_in_place(&path, text.as_bytes())
+    write_script(&path, text.as_bytes(), tenant)
         .map_err(|e| format!("cannot write script {}: {e}", path.display()))?;
     if let Some(t) = tenant {
-        for p in [work_dir, path.as_path()] {
-            std::os::unix::fs::chown(p, Some(t.uid), Some(t.gid))
-                .map_err(|e| format!("cannot hand {} to tenant '{}': {e}", p.display(), t.name))?;
-        }
+        std::os::unix::fs::chown(work_dir, Some(t.uid), Some(t.gid)).map_err(|e| {
+            let dir = work_dir.display();
+            format!("cannot hand {dir} to tenant '{}': {e}", t.name)
+        })?;
     }
     // Both ends are close-on-exec: only the task's own stdout/stderr (dup2'ed) stay open in
     // it, and no other task spawned concurrently inherits them.
@@ -156,18 +156,25 @@ pub(crate) fn spawn(
     })
 }
 
-/// Writes `bytes` over what the file (the script of an earlier task, see
+/// Writes the script over what the file (the script of an earlier task, see
 /// [`super::scratch`]) holds, and cuts what is left beyond: truncating a file to nothing
 /// makes ext4 write its new data out when it is closed (`auto_da_alloc`), a wait per task.
-fn write_in_place(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
+/// Never through a symlink; readable by the task's user alone (it may hold secrets).
+fn write_script(path: &Path, bytes: &[u8], tenant: Option<&Tenant>) -> std::io::Result<()> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
     let file = std::fs::File::options()
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
     file.write_all_at(bytes, 0)?;
-    file.set_len(bytes.len() as u64)
+    file.set_len(bytes.len() as u64)?;
+    if let Some(t) = tenant {
+        std::os::unix::fs::fchown(&file, Some(t.uid), Some(t.gid))?;
+    }
+    Ok(())
 }
 
 impl TaskProcess {
@@ -175,7 +182,14 @@ impl TaskProcess {
     /// is left of its process group: background processes of a finished task would hold
     /// its slot's resources with nobody left to track or kill them (and keep its output
     /// open).
-    pub(crate) async fn wait(self, log: &TaskLog, mut mask: MaskStream) -> TaskExit {
+    /// The group is killed before the task's process is reaped, and `kill` let go of it, so
+    /// that neither kill can reach a process that took the id since.
+    pub(crate) async fn wait(
+        self,
+        log: &TaskLog,
+        mut mask: MaskStream,
+        kill: &KillSwitch,
+    ) -> TaskExit {
         let TaskProcess {
             mut child,
             mut output,
@@ -202,18 +216,23 @@ impl TaskProcess {
                 }
             };
             tokio::pin!(copy);
-            let wait = child.wait();
-            tokio::pin!(wait);
             let mut copied = false;
-            // Both arms are cancellation-safe: `Child::wait` and the copy future are polled
-            // again on the next turn, never dropped mid-way.
-            status = loop {
-                tokio::select! {
-                    s = &mut wait => break s,
-                    _ = &mut copy, if !copied => copied = true,
+            let exited = {
+                let exited = child.exited();
+                tokio::pin!(exited);
+                // Both arms are cancellation-safe: the exit wait and the copy future are
+                // polled again on the next turn, never dropped mid-way.
+                loop {
+                    tokio::select! {
+                        e = &mut exited => break e,
+                        _ = &mut copy, if !copied => copied = true,
+                    }
                 }
             };
+            // Unreaped, the task's process holds on to its id: the group is still the task's.
             kill_group(pgid);
+            kill.detach();
+            status = exited.and_then(|()| child.reap());
             if !copied
                 && tokio::time::timeout(STDOUT_DRAIN_WAIT, &mut copy)
                     .await
