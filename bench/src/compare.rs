@@ -180,10 +180,10 @@ pub fn notes(airflow: &Airflow, mode: &str, slots: usize, runs: usize) -> String
          (the trigger) to end_date, so the trigger's wait for the scheduler counts on \
          Airflow's side only. The same formulas on both sides: a chain's time ÷ its tasks; \
          a fan-out's tasks, root included, ÷ its time.\n\n\
-         Below, shoal's own runs of the four workloads; the shell ones with their floor \
-         (the same count of `sh -c true`, and of `bash -c true`, spawned from the bench, one \
-         after another on the chain, {slots} at once on the fan-out) and shoal's figure over \
-         it, run by run.\n",
+         The second table: shoal's runs of the four workloads; the shell ones with their \
+         floors (the same count of `sh -c true`, and of `bash -c true`, spawned from the \
+         bench, one after another on the chain, {slots} at once on the fan-out) and shoal's \
+         figure over each, taken run by run.\n",
         airflow.airflow,
         airflow.python,
         airflow.postgres,

@@ -115,7 +115,7 @@ async fn main() -> Result<()> {
             let (key, title) = match (mode, args.masters) {
                 (Mode::Cluster, n) if n != 2 => (
                     format!("cluster-{n}-masters"),
-                    format!("cluster, {n} masters"),
+                    format!("cluster, {n} master{}", if n == 1 { "" } else { "s" }),
                 ),
                 _ => (mode.name().to_string(), mode.name().to_string()),
             };
