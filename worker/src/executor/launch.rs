@@ -17,7 +17,7 @@ use std::ffi::{CString, OsStr, OsString, c_char, c_int, c_void};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -69,6 +69,10 @@ impl<'a> Launch<'a> {
     /// Starts the process in a process group of its own, stdin `/dev/null`, stdout and
     /// stderr `output`, killed by the kernel when the calling thread ends (which for the
     /// worker's runtime threads is when the worker dies). Returns once it has exec'd.
+    ///
+    /// The death signal follows the *thread*: call this from a thread that lives as long
+    /// as the worker, as the runtime's worker threads do, never from `spawn_blocking` or
+    /// `block_in_place`, whose threads end when idle and would take the task with them.
     pub(crate) fn start(&self, output: &OwnedFd) -> io::Result<TaskChild> {
         let paths = candidates(self.program)
             .iter()
@@ -84,11 +88,11 @@ impl<'a> Launch<'a> {
         for arg in &self.args {
             argv.push(c_string(arg, "argument")?);
         }
-        let env = self.environment()?;
+        let own_env = self.own_environment()?;
         let cwd = c_string(self.cwd.as_os_str(), "working directory")?;
         let path_ptrs = null_terminated(&paths);
         let argv_ptrs = null_terminated(&argv);
-        let env_ptrs = null_terminated(&env);
+        let env_ptrs = environment(&own_env);
         let out = output.as_raw_fd();
         let child = Child {
             programs: path_ptrs.as_ptr(),
@@ -122,28 +126,49 @@ impl<'a> Launch<'a> {
         }
     }
 
-    /// The worker's environment with this launch's variables over it, sorted by name.
-    fn environment(&self) -> io::Result<Vec<CString>> {
-        let mut vars: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
-        for (k, v) in &self.env {
-            vars.insert(k.to_os_string(), v.to_os_string());
+    /// This launch's variables as `KEY=VALUE`, by name (a later one replaces an earlier).
+    fn own_environment(&self) -> io::Result<BTreeMap<&'a OsStr, CString>> {
+        let mut own = BTreeMap::new();
+        for (key, value) in &self.env {
+            own.insert(*key, env_entry(key, value)?);
         }
-        vars.into_iter()
-            .map(|(k, v)| {
-                let mut entry = k.into_vec();
-                entry.push(b'=');
-                entry.extend_from_slice(v.as_bytes());
-                CString::new(entry).map_err(|e| {
-                    let entry = e.into_vec();
-                    let name = entry.split(|b| *b == b'=').next().unwrap_or_default();
-                    invalid(format!(
-                        "environment variable {} holds a NUL byte",
-                        String::from_utf8_lossy(name)
-                    ))
-                })
-            })
-            .collect()
+        Ok(own)
     }
+}
+
+/// The environment the child gets: the worker's, less what `own` replaces, then `own`.
+fn environment(own: &BTreeMap<&OsStr, CString>) -> Vec<*const c_char> {
+    worker_environment()
+        .iter()
+        .filter(|(key, _)| !own.contains_key(key.as_os_str()))
+        .map(|(_, entry)| entry.as_ptr())
+        .chain(own.values().map(|entry| entry.as_ptr()))
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// The worker's environment as `KEY=VALUE`, read once: nothing in the worker changes it,
+/// and re-reading it for every task start is work on the hot path.
+fn worker_environment() -> &'static BTreeMap<OsString, CString> {
+    static ENV: OnceLock<BTreeMap<OsString, CString>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        std::env::vars_os()
+            .filter_map(|(key, value)| Some((key.clone(), env_entry(&key, &value).ok()?)))
+            .collect()
+    })
+}
+
+/// `KEY=VALUE`; an error naming the variable if either holds a NUL byte.
+fn env_entry(key: &OsStr, value: &OsStr) -> io::Result<CString> {
+    let mut entry = key.as_bytes().to_vec();
+    entry.push(b'=');
+    entry.extend_from_slice(value.as_bytes());
+    CString::new(entry).map_err(|_| {
+        invalid(format!(
+            "environment variable {} holds a NUL byte",
+            key.to_string_lossy()
+        ))
+    })
 }
 
 /// Where `program` may be: itself if it holds a `/`, else each file of that name in the
@@ -499,11 +524,14 @@ mod tests {
         launch
             .arg(OsStr::new("-c"))
             .arg(OsStr::new(
-                "echo \"$0|$X|$(pwd)|$(cut -d' ' -f5 /proc/$$/stat)|$$\" >&2; \
+                "echo \"$0|$X|$(pwd)|$(cut -d' ' -f5 /proc/$$/stat)|$$|$PATH\" >&2; \
                  grep SigIgn /proc/$$/status | cut -f2; read line; echo \"stdin:$line\"; exit 3",
             ))
             .arg(OsStr::new("first"))
-            .env(OsStr::new("X"), OsStr::new("y"));
+            .env(OsStr::new("X"), OsStr::new("z"))
+            .env(OsStr::new("X"), OsStr::new("y"))
+            // One of the worker's own, replaced.
+            .env(OsStr::new("PATH"), OsStr::new("/usr/bin:/bin"));
         let mut child = launch.start(&writer).unwrap();
         drop(writer);
         child.exited().await.unwrap();
@@ -517,7 +545,10 @@ mod tests {
         let text = output(reader);
         let lines: Vec<&str> = text.lines().collect();
         let cwd = dir.path().canonicalize().unwrap();
-        assert_eq!(lines[0], format!("first|y|{}|{pid}|{pid}", cwd.display()));
+        assert_eq!(
+            lines[0],
+            format!("first|y|{}|{pid}|{pid}|/usr/bin:/bin", cwd.display())
+        );
         // Rust ignores SIGPIPE; a task must not inherit that.
         let ignored = u64::from_str_radix(lines[1], 16).unwrap();
         assert_eq!(

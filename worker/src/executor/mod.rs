@@ -52,7 +52,7 @@ use shoal_common::proto::{
 };
 use shoal_common::types::now_ms;
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use task_log::TaskLog;
@@ -907,84 +907,72 @@ impl Executor {
             Ok(dir) => dir,
             Err(message) => return could_not_start(spec, log, message),
         };
-        let outcome = self
-            .run_in(spec, task, program, script, log, &work_dir)
-            .await;
+        let outcome = async {
+            let tenant = Some(spec.tenant.as_str())
+                .filter(|t| !t.is_empty())
+                .map(|t| tenant::lookup(t, self.allow_root_tenant))
+                .transpose();
+            let started = tenant.and_then(|tenant| {
+                process::spawn(program, &work_dir, script, &spec.params, tenant.as_ref())
+            });
+            let process = match started {
+                Ok(p) => p,
+                Err(message) => return could_not_start(spec, log, message),
+            };
+            let record = self
+                .records
+                .record(spec.task_instance_id, spec.attempt, process.pgid);
+            task.kill.attach(process.pgid);
+            self.started(spec, task, Some(process.pgid));
+
+            let exit = process.wait(log, log.mask().stream(), &task.kill).await;
+            // `wait` killed what was left of the group after the task exited.
+            if let Some(record) = record {
+                self.records.forget(record);
+            }
+
+            let mut output = exit.output;
+            if exit.output_truncated {
+                log.note(&format!(
+                    "output parameters beyond {} bytes were dropped",
+                    set_value::MAX_OUTPUT
+                ));
+            }
+            let status = match exit.status {
+                Ok(status) => status,
+                Err(e) => {
+                    let message = format!("cannot wait for the task process: {e}");
+                    log.note(&message);
+                    return Outcome::failure(message);
+                }
+            };
+            if status.success() {
+                return Outcome::Success { output };
+            }
+            if task.kill.requested() {
+                return Outcome::killed();
+            }
+            use std::os::unix::process::ExitStatusExt;
+            let (exit_code, message) = match (status.code(), status.signal()) {
+                (Some(code), _) => (code, format!("command exited with code {code}")),
+                (None, Some(signal)) => (
+                    128 + signal,
+                    format!("command terminated by signal {signal}"),
+                ),
+                (None, None) => (NO_EXIT_CODE, format!("command ended with {status}")),
+            };
+            log.note(&message);
+            Outcome::Failure {
+                exit_code,
+                message,
+                output: std::mem::take(&mut output),
+            }
+        }
+        .await;
         // Emptied for a later task: the task's group is gone (`wait` killed it).
         let scratch = self.scratch.clone();
         tokio::task::spawn_blocking(move || scratch.give_back(work_dir));
         outcome
-    }
-
-    /// [`Executor::run_script`] in `work_dir`.
-    async fn run_in(
-        &self,
-        spec: &TaskSpec,
-        task: &RunningTask,
-        program: &Program<'_>,
-        script: &str,
-        log: &TaskLog,
-        work_dir: &Path,
-    ) -> Outcome {
-        let tenant = Some(spec.tenant.as_str())
-            .filter(|t| !t.is_empty())
-            .map(|t| tenant::lookup(t, self.allow_root_tenant))
-            .transpose();
-        let started = tenant.and_then(|tenant| {
-            process::spawn(program, work_dir, script, &spec.params, tenant.as_ref())
-        });
-        let process = match started {
-            Ok(p) => p,
-            Err(message) => return could_not_start(spec, log, message),
-        };
-        let record = self
-            .records
-            .record(spec.task_instance_id, spec.attempt, process.pgid);
-        task.kill.attach(process.pgid);
-        self.started(spec, task, Some(process.pgid));
-
-        let exit = process.wait(log, log.mask().stream(), &task.kill).await;
-        // `wait` killed what was left of the group after the task exited.
-        if let Some(record) = record {
-            self.records.forget(record);
-        }
-
-        let mut output = exit.output;
-        if exit.output_truncated {
-            log.note(&format!(
-                "output parameters beyond {} bytes were dropped",
-                set_value::MAX_OUTPUT
-            ));
-        }
-        let status = match exit.status {
-            Ok(status) => status,
-            Err(e) => {
-                let message = format!("cannot wait for the task process: {e}");
-                log.note(&message);
-                return Outcome::failure(message);
-            }
-        };
-        if status.success() {
-            return Outcome::Success { output };
-        }
-        if task.kill.requested() {
-            return Outcome::killed();
-        }
-        use std::os::unix::process::ExitStatusExt;
-        let (exit_code, message) = match (status.code(), status.signal()) {
-            (Some(code), _) => (code, format!("command exited with code {code}")),
-            (None, Some(signal)) => (
-                128 + signal,
-                format!("command terminated by signal {signal}"),
-            ),
-            (None, None) => (NO_EXIT_CODE, format!("command ended with {status}")),
-        };
-        log.note(&message);
-        Outcome::Failure {
-            exit_code,
-            message,
-            output: std::mem::take(&mut output),
-        }
     }
 
     /// A failure before any process ran: the reason goes to the task log and the event.
@@ -1054,8 +1042,6 @@ pub(crate) async fn abandon_on_lease_loss(
     }
 }
 
-/// `work/<workflow_instance_id>_<task_instance_id>_<attempt>`: flat, so that removing one
-/// never races with creating another.
 fn event(spec: &TaskSpec, kind: TaskEventKind) -> TaskEvent {
     TaskEvent {
         seq: 0,
@@ -1115,6 +1101,7 @@ mod tests {
         WORKER_TASKS_FINISHED_KILLED, WORKER_TASKS_FINISHED_SUCCESS, WORKER_TASKS_RUNNING,
         WORKER_TASKS_STARTED,
     };
+    use std::path::Path;
 
     fn spec(id: i64, task_type: &str, command: &str) -> TaskSpec {
         TaskSpec {

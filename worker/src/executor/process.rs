@@ -23,6 +23,10 @@ use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tracing::warn;
 
+/// File names of the scripts in a task's work directory.
+pub(crate) const SHELL_SCRIPT: &str = "task.sh";
+pub(crate) const PYTHON_SCRIPT: &str = "task.py";
+
 /// What runs a script task.
 pub(crate) struct Program<'a> {
     /// The interpreter: a path, or a name looked up in the worker's `PATH`.
@@ -38,7 +42,7 @@ impl Program<'static> {
     pub(crate) fn shell() -> Self {
         Program {
             interpreter: bash().as_os_str(),
-            script_name: "task.sh",
+            script_name: SHELL_SCRIPT,
             env: &[],
         }
     }
@@ -50,7 +54,7 @@ impl<'a> Program<'a> {
     pub(crate) fn python(interpreter: &'a str) -> Self {
         Program {
             interpreter: OsStr::new(interpreter),
-            script_name: "task.py",
+            script_name: PYTHON_SCRIPT,
             env: &[("PYTHONUNBUFFERED", "1")],
         }
     }

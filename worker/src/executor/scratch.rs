@@ -10,6 +10,7 @@
 //! worker's own tasks use it, and of its files only a script that is a plain file of the
 //! worker's, with no other link and no access for others.
 
+use super::process::{PYTHON_SCRIPT, SHELL_SCRIPT};
 use super::reuse::Reuse;
 use std::fs;
 use std::io;
@@ -17,8 +18,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use tracing::warn;
 
-/// Script file names kept between tasks (see [`super::process::Program`]).
-const SCRIPTS: [&str; 2] = ["task.sh", "task.py"];
+/// Script file names kept between tasks.
+const SCRIPTS: [&str; 2] = [SHELL_SCRIPT, PYTHON_SCRIPT];
 
 pub(crate) struct Scratch {
     root: PathBuf,
