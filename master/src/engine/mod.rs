@@ -51,11 +51,19 @@ use shoal_common::types::{CommandKind, Priority, TaskState, TaskType, WorkflowSt
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 /// Most messages folded into one cycle, to bound a transaction's size.
 const MAX_CYCLE_MSGS: usize = 4096;
+
+/// Longest a cycle that only records (which worker a task went to, why a task waits)
+/// waits to share the next cycle's commit. Nothing is acted on or acknowledged after such
+/// a commit, and a master that takes the run over before it lands asks the live workers
+/// for the attempt (see `claims`), as it does for a dispatch that just went out. A task's
+/// dispatch and its first event so take one commit, not two.
+const RECORD_ONLY_WAIT: Duration = Duration::from_millis(10);
 
 /// An operator request for an instance this master drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -318,6 +326,34 @@ impl Cycle {
         }
     }
 
+    /// Nothing follows its commit and nobody waits for it: it only updates task rows.
+    /// (Every field of the cycle but the batch's task updates is checked here.)
+    fn records_only(&self) -> bool {
+        let b = &self.batch;
+        let batch_only_updates = b.new_tasks.is_empty()
+            && b.instance_updates.is_empty()
+            && b.children.is_empty()
+            && b.serial_ended.is_empty()
+            && b.alerts.is_empty()
+            && b.instance_messages.is_empty()
+            && b.exception_runs.is_empty()
+            && b.task_logs.is_empty();
+        batch_only_updates
+            && self.creates.is_empty()
+            && self.acks.is_empty()
+            && self.replies.is_empty()
+            && self.kills.is_empty()
+            && self.withdraws.is_empty()
+            && self.enqueues.is_empty()
+            && self.adoptions.is_empty()
+            && self.probes.is_empty()
+            && self.finished.is_empty()
+            && self.ended_tasks.is_empty()
+            && self.check_ownership.is_none()
+            && self.waits.is_empty()
+            && self.callbacks.is_empty()
+    }
+
     /// Folds a task update into the batch; several events for one task in a cycle become
     /// one row update (the batch must not name a row twice).
     fn update(&mut self, u: TaskUpdate) {
@@ -408,16 +444,24 @@ impl Engine {
         shutdown: CancellationToken,
     ) {
         self.shutdown = shutdown.clone();
+        // A cycle that only records, held for the next one, with its messages and how
+        // long it may wait.
+        let mut held: Option<(Cycle, usize, Instant)> = None;
         loop {
             // Cancellation-safe: a message is either received whole or left in the channel.
-            let next = self.timers.next();
+            let next = match (self.timers.next(), held.as_ref().map(|h| h.2)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let first = tokio::select! {
                 _ = shutdown.cancelled() => break,
                 m = inbox.recv() => match m { Some(m) => Some(m), None => break },
                 _ = sleep_until(next), if next.is_some() => None,
             };
-            let mut cycle = Cycle::default();
-            let mut n = 0;
+            let (mut cycle, mut n, deadline) = match held.take() {
+                Some((cycle, n, deadline)) => (cycle, n, Some(deadline)),
+                None => (Cycle::default(), 0, None),
+            };
             for m in first.into_iter().chain(self.timers.due()) {
                 self.handle(m, &mut cycle);
                 n += 1;
@@ -426,6 +470,14 @@ impl Engine {
                 let Ok(m) = inbox.try_recv() else { break };
                 self.handle(m, &mut cycle);
                 n += 1;
+            }
+            let holdable = !cycle.batch.task_updates.is_empty() && cycle.records_only();
+            if holdable && n < MAX_CYCLE_MSGS {
+                let deadline = deadline.unwrap_or_else(|| Instant::now() + RECORD_ONLY_WAIT);
+                if Instant::now() < deadline {
+                    held = Some((cycle, n, deadline));
+                    continue;
+                }
             }
             cycle.seal();
             let Some(committed) = self.commit(&cycle.batch, &shutdown).await else {

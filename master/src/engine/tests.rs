@@ -522,3 +522,47 @@ async fn a_delay_resumes_on_the_new_owner_where_the_old_one_left_it() {
         vec![("a".into(), 1, TaskState::Submitted)]
     );
 }
+
+#[tokio::test]
+async fn where_a_task_went_is_recorded_with_its_first_event_or_alone_soon_after() {
+    let mut h = Harness::new().await;
+    let instance = h.start(CHAIN).await;
+    let [a] = h.pushed()[..] else {
+        panic!("the root alone is queued")
+    };
+    let me = h.engine.me.clone();
+    let Harness {
+        engine,
+        inbox,
+        store,
+        shutdown,
+        ..
+    } = h;
+    let running = tokio::spawn(engine.run(inbox, shutdown.clone()));
+    let row = |store: Store| async move {
+        let rows = store.list_task_instances(instance).await.unwrap();
+        let a = rows.into_iter().find(|r| r.id == a).unwrap();
+        (a.state, a.worker)
+    };
+
+    // The dispatch alone: nothing follows, yet it lands (after the short hold).
+    me.send(dispatched(a, "w1")).unwrap();
+    let recorded = eventually(|| async {
+        let (state, worker) = row(store.clone()).await;
+        (state == TaskState::Dispatched).then_some(worker)
+    })
+    .await;
+    assert_eq!(recorded.as_deref(), Some("w1"));
+
+    // An event right behind a dispatch: both land, the event acknowledged once they have.
+    let (msg, acked) = report(instance, a, TaskEventKind::Running, "");
+    me.send(dispatched(a, "w1")).unwrap();
+    me.send(msg).unwrap();
+    assert_eq!(acked.await.unwrap(), vec![a as u64]);
+    assert_eq!(
+        row(store.clone()).await,
+        (TaskState::Running, Some("w1".to_string()))
+    );
+    shutdown.cancel();
+    running.await.unwrap();
+}
