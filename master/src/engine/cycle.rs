@@ -46,13 +46,9 @@ impl Engine {
         for &instance in &unsure {
             self.reload(instance);
         }
+        // Their slots went back to the dispatcher as they ended (`Engine::ended`).
         for id in cycle.ended_tasks {
-            if let Some(t) = self.tasks.remove(&id)
-                && let Some(worker) = t.place.worker()
-            {
-                let worker = worker.to_string();
-                let _ = self.dispatcher.send(DispatchMsg::Finished { worker, id });
-            }
+            self.tasks.remove(&id);
         }
         // The store wrote no task of an excluded instance: line up the ids with the rest.
         let creates = cycle

@@ -162,9 +162,21 @@ impl Engine {
                 // It never reported running (e.g. a noop): it started when it ended.
                 u.started_at = u.started_at.or(u.ended_at);
             }
-            cycle.ended_tasks.push(id);
+            self.ended(id, cycle);
         }
         cycle.update(u);
+    }
+
+    /// An attempt ended: it leaves the engine once the cycle is committed, and its worker
+    /// slot goes back to the dispatcher now. The worker freed the slot before it reported
+    /// the end, and whatever the dispatcher sends into it is another task, already
+    /// recorded, so the slot need not wait for this commit.
+    fn ended(&self, id: i64, cycle: &mut Cycle) {
+        cycle.ended_tasks.push(id);
+        if let Some(worker) = self.tasks.get(&id).and_then(|t| t.place.worker()) {
+            let worker = worker.to_string();
+            let _ = self.dispatcher.send(DispatchMsg::Finished { worker, id });
+        }
     }
 
     pub(super) fn apply(
@@ -260,7 +272,7 @@ impl Engine {
                         u.output = Some(output);
                         u.message = Some(message);
                         cycle.update(u);
-                        cycle.ended_tasks.push(id);
+                        self.ended(id, cycle);
                     }
                 }
                 Action::CheckLoop {

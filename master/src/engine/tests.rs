@@ -566,3 +566,29 @@ async fn where_a_task_went_is_recorded_with_its_first_event_or_alone_soon_after(
     shutdown.cancel();
     running.await.unwrap();
 }
+
+#[tokio::test]
+async fn an_ended_task_gives_its_worker_slot_back_before_its_end_is_committed() {
+    let mut h = Harness::new().await;
+    let instance = h.start(CHAIN).await;
+    let [a] = h.pushed()[..] else {
+        panic!("the root alone is queued")
+    };
+    h.cycle(vec![dispatched(a, "w1")]).await;
+
+    let (msg, _acked) = report(instance, a, TaskEventKind::Success, "");
+    let mut cycle = Cycle::default();
+    h.engine.handle(msg, &mut cycle);
+    let freed = std::iter::from_fn(|| h.dispatcher.try_recv().ok()).any(
+        |m| matches!(m, DispatchMsg::Finished { ref worker, id } if id == a && worker == "w1"),
+    );
+    assert!(
+        freed,
+        "the slot on w1 is free while the end is still being written"
+    );
+    assert_eq!(
+        h.place(a),
+        Some(&Place::OnWorker("w1".into())),
+        "the attempt stays in the engine until its end is committed"
+    );
+}
