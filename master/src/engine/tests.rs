@@ -71,6 +71,15 @@ impl Harness {
         self.engine.after_commit(cycle, committed);
     }
 
+    /// Starts [`CHAIN`]: its instance id and its root task's, the one task queued.
+    async fn start_chain(&mut self) -> (i64, i64) {
+        let instance = self.start(CHAIN).await;
+        let [a] = self.pushed()[..] else {
+            panic!("the root alone is queued")
+        };
+        (instance, a)
+    }
+
     /// Starts `yaml` (claimed by this master) and returns its instance id.
     async fn start(&mut self, yaml: &str) -> i64 {
         let claimed = self.claim(yaml).await;
@@ -194,10 +203,7 @@ fn several_changes_of_a_task_in_one_cycle_become_one_row_update() {
 #[tokio::test]
 async fn a_task_moves_from_queue_to_worker_and_its_end_queues_the_next() {
     let mut h = Harness::new().await;
-    let instance = h.start(CHAIN).await;
-    let [a] = h.pushed()[..] else {
-        panic!("the root alone is queued")
-    };
+    let (instance, a) = h.start_chain().await;
     assert_eq!(h.place(a), Some(&Place::Queued { no_worker: false }));
 
     h.cycle(vec![dispatched(a, "w1")]).await;
@@ -304,8 +310,7 @@ async fn a_write_the_store_refuses_fails_only_its_instance_with_the_reason() {
 #[tokio::test]
 async fn an_unknown_commit_outcome_reloads_the_instance_instead_of_replaying() {
     let mut h = Harness::new().await;
-    let instance = h.start(CHAIN).await;
-    let [a] = h.pushed()[..] else { panic!() };
+    let (instance, a) = h.start_chain().await;
     h.cycle(vec![dispatched(a, "w1")]).await;
 
     // a's success is committed, but the connection broke before the answer came back.
@@ -526,10 +531,7 @@ async fn a_delay_resumes_on_the_new_owner_where_the_old_one_left_it() {
 #[tokio::test]
 async fn where_a_task_went_is_recorded_with_its_first_event_or_alone_soon_after() {
     let mut h = Harness::new().await;
-    let instance = h.start(CHAIN).await;
-    let [a] = h.pushed()[..] else {
-        panic!("the root alone is queued")
-    };
+    let (instance, a) = h.start_chain().await;
     let me = h.engine.me.clone();
     let Harness {
         engine,
@@ -570,10 +572,7 @@ async fn where_a_task_went_is_recorded_with_its_first_event_or_alone_soon_after(
 #[tokio::test]
 async fn an_ended_task_gives_its_worker_slot_back_before_its_end_is_committed() {
     let mut h = Harness::new().await;
-    let instance = h.start(CHAIN).await;
-    let [a] = h.pushed()[..] else {
-        panic!("the root alone is queued")
-    };
+    let (instance, a) = h.start_chain().await;
     h.cycle(vec![dispatched(a, "w1")]).await;
 
     let (msg, _acked) = report(instance, a, TaskEventKind::Success, "");
