@@ -96,7 +96,7 @@ impl WorkflowRuntime {
             self.slots[n] = Slot::Pruned;
             self.settled_otherwise += 1;
             // A task that never runs never fails: its catch handler is pruned too.
-            stack.extend(self.handlers[n]);
+            stack.extend(self.handlers.get(&n).copied());
             for d in self.downstream(n) {
                 self.pruned_upstream[d] += 1;
                 self.waiting_on[d] -= 1;

@@ -102,9 +102,7 @@ impl WorkflowRuntime {
             self.outputs.push(Params::new());
             self.pruned_upstream.push(0);
             self.retries_left.push(task.retry_count());
-            self.handlers.push(None);
-            self.injected.push(Params::new());
-            self.parent.push(Some(node));
+            self.parent.insert(first + i, node);
             // A rerun's earlier attempts of this name: number on from them.
             let last = self.stash.remove(&task.name).map_or(0, |s| s.attempt);
             self.last_attempt.push(last);

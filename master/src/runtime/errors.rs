@@ -42,10 +42,10 @@ impl WorkflowRuntime {
             self.waiting_on[d] -= 1;
         }
         let mut freed = self.prune_unchosen(node, &[]);
-        if let Some(h) = self.handlers[node] {
+        if let Some(&h) = self.handlers.get(&node) {
             self.waiting_on[h] -= 1;
             output.insert(ERROR_TASK.to_string(), self.def.tasks[node].name.clone());
-            self.injected[h] = output;
+            self.injected.insert(h, output);
             freed.push(h);
         }
         freed
@@ -53,7 +53,7 @@ impl WorkflowRuntime {
 
     /// `node` passed (or will never run): its catch handler never runs either.
     pub(super) fn drop_handler(&mut self, node: Node) -> Vec<Node> {
-        match self.handlers[node] {
+        match self.handlers.get(&node).copied() {
             Some(h) => self.prune(h),
             None => vec![],
         }
@@ -72,6 +72,6 @@ impl WorkflowRuntime {
 
     /// Whether a failure of `node` is caught by a handler task.
     pub(super) fn caught(&self, node: Node, state: TaskState) -> bool {
-        state == TaskState::Failure && self.handlers[node].is_some()
+        state == TaskState::Failure && self.handlers.contains_key(&node)
     }
 }

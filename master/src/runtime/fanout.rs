@@ -76,16 +76,15 @@ impl WorkflowRuntime {
             .map(|(i, item)| spec.child(&parent, i, item))
             .collect();
         for child in &children {
-            self.dag.add_node(self.slots.len());
+            let c = self.slots.len();
+            self.dag.add_node(c);
             self.slots.push(Slot::NotStarted);
             self.outputs.push(Params::new());
             self.waiting_on.push(1);
             self.pruned_upstream.push(0);
             self.last_attempt.push(0);
             self.retries_left.push(child.retry_count());
-            self.handlers.push(None);
-            self.injected.push(Params::new());
-            self.parent.push(Some(node));
+            self.parent.insert(c, node);
         }
         Arc::make_mut(&mut self.def).tasks.extend(children);
         self.groups.insert(

@@ -92,11 +92,13 @@ pub struct WorkflowRuntime {
     last_attempt: Vec<i32>,
     /// Retries each node may still use in this run.
     retries_left: Vec<u32>,
-    /// The catch handler of each node (`on_error: {action: catch, then}`). A handler
-    /// waits on one more edge than it has, which only its catch releases.
-    handlers: Vec<Option<Node>>,
+    /// The catch handler of each node that has one (`on_error: {action: catch, then}`).
+    /// A handler waits on one more edge than it has, which only its catch releases.
+    /// (This and the other maps by node hold only the few nodes they concern: a run
+    /// active for hours costs its master a few vectors of its task count, not more.)
+    handlers: HashMap<Node, Node>,
     /// What a fired catch hands its handler (`error.task`, `error.message`, ...).
-    injected: Vec<Params>,
+    injected: HashMap<Node, Params>,
     /// A task's error handler threw: the run fails at once, whatever the strategy.
     thrown: bool,
     state: WorkflowState,
@@ -112,9 +114,9 @@ pub struct WorkflowRuntime {
     pause_requested: bool,
     /// Attempts in flight (delayed, queued, on a worker).
     active: usize,
-    /// The foreach or do_while task each node is a child of (children and iterations
-    /// are appended as they come).
-    parent: Vec<Option<Node>>,
+    /// The foreach or do_while task of each node that is a child of one (children and
+    /// iterations are appended as they come).
+    parent: HashMap<Node, Node>,
     /// Each expanded foreach task's children.
     groups: HashMap<Node, fanout::Group>,
     /// Each running do_while task's latest iteration.
@@ -167,7 +169,7 @@ impl WorkflowRuntime {
     /// Records what a passed node hands downstream: its upstream tasks' outputs,
     /// overridden by its own.
     fn hand_on(&mut self, node: Node, own: Params) {
-        let mut vars = self.injected[node].clone();
+        let mut vars = self.injected.get(&node).cloned().unwrap_or_default();
         for u in self.upstream_of(node) {
             vars.extend(
                 self.outputs[u.index()]
@@ -186,7 +188,7 @@ impl WorkflowRuntime {
         let has_own = (self.dag.neighbors_directed(own, Direction::Incoming))
             .next()
             .is_some();
-        let inputs = match self.parent[node] {
+        let inputs = match self.parent.get(&node).copied() {
             Some(parent) if !has_own => parent,
             _ => node,
         };
@@ -220,7 +222,7 @@ impl WorkflowRuntime {
             .enumerate()
             .filter_map(|(node, s)| match s {
                 Slot::Done { state, .. }
-                    if state.lets_downstream_run() && self.parent[node].is_none() =>
+                    if state.lets_downstream_run() && !self.parent.contains_key(&node) =>
                 {
                     Some((self.def.tasks[node].name.as_str(), &self.outputs[node]))
                 }
@@ -258,15 +260,18 @@ impl WorkflowRuntime {
             })
             .collect();
         let retries_left = def.tasks.iter().map(|t| t.retry_count()).collect();
-        let handlers: Vec<Option<Node>> = def
+        let handlers: HashMap<Node, Node> = def
             .tasks
             .iter()
-            .map(|t| match t.error_action() {
-                Some((ErrorAction::Catch, Some(h))) => def.tasks.iter().position(|d| d.name == h),
+            .enumerate()
+            .filter_map(|(node, t)| match t.error_action() {
+                Some((ErrorAction::Catch, Some(h))) => {
+                    Some((node, def.tasks.iter().position(|d| d.name == h)?))
+                }
                 _ => None,
             })
             .collect();
-        for h in handlers.iter().flatten() {
+        for h in handlers.values() {
             waiting_on[*h] += 1;
         }
         WorkflowRuntime {
@@ -280,7 +285,7 @@ impl WorkflowRuntime {
             last_attempt: vec![0; n],
             retries_left,
             handlers,
-            injected: vec![Params::new(); n],
+            injected: HashMap::new(),
             thrown: false,
             state: WorkflowState::Running,
             failed: false,
@@ -291,7 +296,7 @@ impl WorkflowRuntime {
             pause_requested: false,
             active: 0,
             passed: 0,
-            parent: vec![None; n],
+            parent: HashMap::new(),
             groups: HashMap::new(),
             loops: HashMap::new(),
             stash: HashMap::new(),
@@ -451,7 +456,7 @@ impl WorkflowRuntime {
         }
         self.slots[node] = Slot::Done { attempt, state };
         self.active -= 1;
-        let parent = self.parent[node];
+        let parent = self.parent.get(&node).copied();
         let own = match parent {
             Some(_) => output.clone(),
             None => Params::new(),
@@ -610,7 +615,7 @@ impl WorkflowRuntime {
                     .map(|(k, v)| (k.clone(), v.clone())),
             );
         }
-        p.extend(self.injected[node].clone());
+        p.extend(self.injected.get(&node).cloned().unwrap_or_default());
         p.extend(
             self.def.tasks[node]
                 .params

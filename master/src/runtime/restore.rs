@@ -113,7 +113,7 @@ impl WorkflowRuntime {
                 // Left NotStarted: it runs again as attempt last + 1.
             } else if state.is_terminal() {
                 rt.slots[node] = Slot::Done { attempt, state };
-                if rt.parent[node].is_some() && state == TaskState::Failure {
+                if rt.parent.contains_key(&node) && state == TaskState::Failure {
                     // Its foreach task's to judge, as in `on_task`.
                     rt.settled_otherwise += 1;
                     continue;
@@ -164,7 +164,7 @@ impl WorkflowRuntime {
             }
         }
         let own: HashMap<Node, Params> = (0..rt.slots.len())
-            .filter(|&n| rt.parent[n].is_some())
+            .filter(|&n| rt.parent.contains_key(&n))
             .filter_map(|n| Some((n, latest[n]?.output.clone())))
             .collect();
         rt.recount_groups(&own);
