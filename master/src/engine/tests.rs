@@ -58,10 +58,7 @@ impl Harness {
 
     /// One engine cycle over `msgs`: handled, committed, followed up.
     async fn cycle(&mut self, msgs: Vec<EngineMsg>) {
-        let mut cycle = Cycle::default();
-        for m in msgs {
-            self.engine.handle(m, &mut cycle);
-        }
+        let mut cycle = self.handled(msgs);
         cycle.seal();
         let committed = self
             .engine
@@ -69,6 +66,22 @@ impl Harness {
             .await
             .unwrap();
         self.engine.after_commit(cycle, committed);
+    }
+
+    /// The cycle `msgs` make, handled but not committed.
+    fn handled(&mut self, msgs: Vec<EngineMsg>) -> Cycle {
+        let mut cycle = Cycle::default();
+        for m in msgs {
+            self.engine.handle(m, &mut cycle);
+        }
+        cycle
+    }
+
+    /// Whether the dispatcher was told, since the last look, that `id` freed its slot on
+    /// `worker`.
+    fn slot_freed(&mut self, id: i64, worker: &str) -> bool {
+        std::iter::from_fn(|| self.dispatcher.try_recv().ok())
+            .any(|m| matches!(m, DispatchMsg::Finished { worker: ref w, id: i } if i == id && w == worker))
     }
 
     /// Starts [`CHAIN`]: its instance id and its root task's, the one task queued.
@@ -213,10 +226,7 @@ async fn a_task_moves_from_queue_to_worker_and_its_end_queues_the_next() {
     h.cycle(vec![msg]).await;
     assert_eq!(acked.await.unwrap(), vec![a as u64], "acked once committed");
     assert_eq!(h.place(a), None, "an ended attempt leaves the engine");
-    let finished = std::iter::from_fn(|| h.dispatcher.try_recv().ok()).any(
-        |m| matches!(m, DispatchMsg::Finished { ref worker, id } if id == a && worker == "w1"),
-    );
-    assert!(finished, "its slot on w1 is given back");
+    assert!(h.slot_freed(a, "w1"), "its slot on w1 is given back");
     let [b] = h.pushed()[..] else {
         panic!("b is queued after a")
     };
@@ -315,8 +325,7 @@ async fn an_unknown_commit_outcome_reloads_the_instance_instead_of_replaying() {
 
     // a's success is committed, but the connection broke before the answer came back.
     let (msg, acked) = report(instance, a, TaskEventKind::Success, "");
-    let mut cycle = Cycle::default();
-    h.engine.handle(msg, &mut cycle);
+    let mut cycle = h.handled(vec![msg]);
     cycle.seal();
     h.store.write_batch(&cycle.batch).await.unwrap();
     let unsure = Committed {
@@ -399,9 +408,7 @@ async fn a_failover_sorts_attempts_by_where_they_were() {
     }
     claimed.kind = CommandKind::RecoverFailover;
     h.engine.drop_run(instance);
-    let mut cycle = Cycle::default();
-    h.engine
-        .handle(EngineMsg::Claimed(vec![claimed]), &mut cycle);
+    let cycle = h.handled(vec![EngineMsg::Claimed(vec![claimed])]);
 
     let id = |name: &str| {
         let t = h
@@ -576,13 +583,9 @@ async fn an_ended_task_gives_its_worker_slot_back_before_its_end_is_committed() 
     h.cycle(vec![dispatched(a, "w1")]).await;
 
     let (msg, _acked) = report(instance, a, TaskEventKind::Success, "");
-    let mut cycle = Cycle::default();
-    h.engine.handle(msg, &mut cycle);
-    let freed = std::iter::from_fn(|| h.dispatcher.try_recv().ok()).any(
-        |m| matches!(m, DispatchMsg::Finished { ref worker, id } if id == a && worker == "w1"),
-    );
+    let _uncommitted = h.handled(vec![msg]);
     assert!(
-        freed,
+        h.slot_freed(a, "w1"),
         "the slot on w1 is free while the end is still being written"
     );
     assert_eq!(
