@@ -96,6 +96,9 @@ use listing::*;
 #[path = "store_suite/schema_parity.rs"]
 mod schema_parity;
 
+#[path = "store_suite/in_place.rs"]
+mod in_place;
+
 #[path = "store_suite/access.rs"]
 mod access;
 use access::*;

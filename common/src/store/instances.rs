@@ -525,10 +525,13 @@ async fn existing_attempts(
 }
 
 /// One `UPDATE task_instance ... FROM (VALUES ...)` per chunk; a `None` field is sent as
-/// NULL and keeps the stored value.
+/// NULL and keeps the stored value. The ids are also listed in an `IN`: without it
+/// Postgres joins the list to the table by scanning the whole table until the table is
+/// large enough for its costs to favour the primary key, and a cycle's update then took
+/// longer with every run kept (17 -> 55 µs a row over three 10,000-task fan-outs).
 async fn update_tasks(tx: &mut Tx, updates: &[TaskUpdate], fenced: &HashSet<i64>) -> Result<()> {
     let updates = merge_task_updates(updates);
-    for chunk in updates.chunks(tx.rows_per_statement(8)) {
+    for chunk in updates.chunks(tx.rows_per_statement(9)) {
         let rows = chunk
             .iter()
             .map(|u| -> Result<ValueTuple> {
@@ -575,6 +578,7 @@ async fn update_tasks(tx: &mut Tx, updates: &[TaskUpdate], fenced: &HashSet<i64>
                 )
                 .from(TableRef::ValuesList(rows, Batch::Table.into_iden()))
                 .and_where(Expr::col((Task::Table, Task::Id)).eq(batch(Batch::C1)))
+                .and_where(Expr::col((Task::Table, Task::Id)).is_in(chunk.iter().map(|u| u.id)))
                 .and_where_option((!fenced.is_empty()).then(|| {
                     Expr::col((Task::Table, Task::WorkflowInstanceId))
                         .is_not_in(fenced.iter().copied())
@@ -585,8 +589,6 @@ async fn update_tasks(tx: &mut Tx, updates: &[TaskUpdate], fenced: &HashSet<i64>
     Ok(())
 }
 
-/// Applies instance updates where `owner_epoch` still matches, one statement per chunk;
-/// returns the ids that did not match (fenced).
 /// Instances of `epochs` whose owner epoch moved on (or that are gone). On Postgres the
 /// rows stay locked until commit, so a takeover cannot slip in between check and write;
 /// SQLite's write transaction is exclusive anyway.
@@ -615,10 +617,13 @@ async fn lost_instances(tx: &mut Tx, epochs: &[(i64, i64)]) -> Result<HashSet<i6
     Ok(lost)
 }
 
+/// Applies instance updates where `owner_epoch` still matches, one statement per chunk
+/// (ids also in an `IN`, as in `update_tasks`); returns the ids that did not match
+/// (fenced).
 async fn update_instances(tx: &mut Tx, updates: &[InstanceUpdate]) -> Result<Vec<i64>> {
     let updates = merge_instance_updates(updates);
     let mut fenced = Vec::new();
-    for chunk in updates.chunks(tx.rows_per_statement(4)) {
+    for chunk in updates.chunks(tx.rows_per_statement(5)) {
         let rows = chunk
             .iter()
             .map(|u| {
@@ -640,6 +645,7 @@ async fn update_instances(tx: &mut Tx, updates: &[InstanceUpdate]) -> Result<Vec
             )
             .from(TableRef::ValuesList(rows, Batch::Table.into_iden()))
             .and_where(Expr::col((Inst::Table, Inst::Id)).eq(batch(Batch::C1)))
+            .and_where(Expr::col((Inst::Table, Inst::Id)).is_in(chunk.iter().map(|u| u.id)))
             .and_where(Expr::col((Inst::Table, Inst::OwnerEpoch)).eq(batch(Batch::C2)))
             .returning_col(Inst::Id);
         let applied: HashSet<i64> = tx

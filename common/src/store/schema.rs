@@ -89,6 +89,8 @@ pub(super) enum TaskInstance {
     Run,
     TaskGroup,
     TaskGroupPriority,
+    /// `state` where `task_group` is set, else NULL (generated): what the group index keys on.
+    GroupState,
 }
 
 #[derive(Iden, Clone, Copy)]

@@ -43,7 +43,7 @@ fn count_of(group: &str, states: &[TaskState]) -> SelectStatement {
         .expr(Func::count(Expr::col(Task::Id)))
         .from(Task::Table)
         .and_where(Expr::col(Task::TaskGroup).eq(group))
-        .and_where(Expr::col(Task::State).is_in(states.iter().map(|s| s.as_str())))
+        .and_where(Expr::col(Task::GroupState).is_in(states.iter().map(|s| s.as_str())))
         .to_owned()
 }
 
@@ -76,7 +76,7 @@ async fn grant(tx: &mut Tx, group: &str) -> Result<()> {
                 .column(Task::Id)
                 .from(Task::Table)
                 .and_where(Expr::col(Task::TaskGroup).eq(group))
-                .and_where(Expr::col(Task::State).eq(TaskState::WaitingTaskGroup.as_str()))
+                .and_where(Expr::col(Task::GroupState).eq(TaskState::WaitingTaskGroup.as_str()))
                 .order_by(Task::TaskGroupPriority, Order::Desc)
                 .order_by(Task::Id, Order::Asc)
                 .limit(free.unsigned_abs()),
@@ -163,12 +163,14 @@ impl Store {
             .db
             .fetch_all(
                 Query::select()
-                    .columns([Task::TaskGroup, Task::State])
+                    .columns([Task::TaskGroup, Task::GroupState])
                     .expr(Func::count(Expr::col(Task::Id)))
                     .from(Task::Table)
                     .and_where(Expr::col(Task::TaskGroup).is_not_null())
-                    .and_where(Expr::col(Task::State).is_in(IN_GROUP.iter().map(|s| s.as_str())))
-                    .group_by_columns([Task::TaskGroup, Task::State]),
+                    .and_where(
+                        Expr::col(Task::GroupState).is_in(IN_GROUP.iter().map(|s| s.as_str())),
+                    )
+                    .group_by_columns([Task::TaskGroup, Task::GroupState]),
             )
             .await?;
         let mut usage: HashMap<String, (i64, i64)> = HashMap::new();

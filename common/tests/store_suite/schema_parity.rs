@@ -32,8 +32,9 @@ async fn postgres_shape(url: &str) -> Shape {
 
 async fn sqlite_shape(url: &str) -> Shape {
     let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
+    // table_xinfo: generated columns too (table_info leaves them out).
     let columns: Vec<(String, String)> = sqlx::query_as(
-        "SELECT m.name, p.name FROM sqlite_master m, pragma_table_info(m.name) p \
+        "SELECT m.name, p.name FROM sqlite_master m, pragma_table_xinfo(m.name) p \
          WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' AND m.name <> '_sqlx_migrations'",
     )
     .fetch_all(&mut conn)
