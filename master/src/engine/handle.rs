@@ -42,12 +42,18 @@ impl Engine {
                     cycle.kills.push((t.instance, t.node));
                 }
                 t.place.reached(&worker);
+                let instance = t.instance;
                 let mut u = TaskUpdate::state(id, TaskState::Dispatched);
                 u.worker = Some(worker);
                 if no_worker {
                     u.message = Some(String::new());
                 }
+                // Its row update only records where the task went (see `RECORD_WAIT`).
+                let first = !cycle.updates.contains_key(&id);
                 self.task_event(id, u, Params::new(), None, cycle, now);
+                if let Some(record) = self.record(instance).filter(|_| first) {
+                    cycle.recorded(id, record);
+                }
             }
             EngineMsg::Cancelled { id } => {
                 let Some(t) = self.tasks.get(&id) else { return };
@@ -234,20 +240,18 @@ impl Engine {
             }
             EngineMsg::Waiting { ids, reason } => {
                 for id in ids {
-                    let Some(t) = self.tasks.get_mut(&id) else {
-                        continue;
-                    };
-                    let Some(run) = self.runs.get(&t.instance) else {
+                    // Why it waits is a record (see `RECORD_WAIT`).
+                    let record = self.tasks.get(&id).and_then(|t| self.record(t.instance));
+                    let (Some(record), Some(t)) = (record, self.tasks.get_mut(&id)) else {
                         continue;
                     };
                     let Place::Queued { no_worker } = &mut t.place else {
                         continue;
                     };
                     *no_worker = true;
-                    cycle.epochs.insert(t.instance, run.epoch);
                     let mut u = TaskUpdate::state(id, TaskState::Submitted);
                     u.message = Some(reason.clone());
-                    cycle.update(u);
+                    cycle.record(u, record);
                 }
             }
             EngineMsg::WorkersGone(gone) => {

@@ -58,12 +58,12 @@ use tracing::{error, info, warn};
 /// Most messages folded into one cycle, to bound a transaction's size.
 const MAX_CYCLE_MSGS: usize = 4096;
 
-/// Longest a cycle that only records (which worker a task went to, why a task waits)
-/// waits to share the next cycle's commit. Nothing is acted on or acknowledged after such
-/// a commit, and a master that takes the run over before it lands asks the live workers
-/// for the attempt (see `claims`), as it does for a dispatch that just went out. A task's
-/// dispatch and its first event so take one commit, not two.
-const RECORD_ONLY_WAIT: Duration = Duration::from_millis(10);
+/// Longest a task row update that only records (which worker took the task, why it
+/// waits) waits for the task's next update, to be written with it in one row update. Nothing
+/// waits on such a record, and a master that takes the run over before it lands asks the
+/// live workers for the attempt (see `claims`), as it does for a dispatch that just went
+/// out. A short task's dispatch and its end so make one row update, not two.
+const RECORD_WAIT: Duration = Duration::from_millis(10);
 
 /// An operator request for an instance this master drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -289,11 +289,22 @@ struct PendingCreate {
 /// An event's sequence number and the instance it belongs to.
 type EventOf = (u64, i64);
 
+/// A task row update that only records (see [`RECORD_WAIT`]): its instance, the epoch it
+/// was made under, and until when it may wait for the task's next update.
+#[derive(Clone, Copy)]
+struct Record {
+    instance: i64,
+    epoch: i64,
+    until: Instant,
+}
+
 /// Writes and follow-ups collected during one cycle.
 #[derive(Default)]
 struct Cycle {
     batch: WriteBatch,
     updates: HashMap<i64, usize>,
+    /// The batch's task updates that only record, by task id.
+    records: HashMap<i64, Record>,
     creates: Vec<PendingCreate>,
     /// Per report: (event seq, its instance), acknowledged after the commit.
     acks: Vec<(oneshot::Sender<Vec<u64>>, Vec<EventOf>)>,
@@ -326,37 +337,60 @@ impl Cycle {
         }
     }
 
-    /// Nothing follows its commit and nobody waits for it: it only updates task rows.
-    /// (Every field of the cycle but the batch's task updates is checked here.)
-    fn records_only(&self) -> bool {
-        let b = &self.batch;
-        let batch_only_updates = b.new_tasks.is_empty()
-            && b.instance_updates.is_empty()
-            && b.children.is_empty()
-            && b.serial_ended.is_empty()
-            && b.alerts.is_empty()
-            && b.instance_messages.is_empty()
-            && b.exception_runs.is_empty()
-            && b.task_logs.is_empty();
-        batch_only_updates
-            && self.creates.is_empty()
-            && self.acks.is_empty()
-            && self.replies.is_empty()
-            && self.kills.is_empty()
-            && self.withdraws.is_empty()
-            && self.enqueues.is_empty()
-            && self.adoptions.is_empty()
-            && self.probes.is_empty()
-            && self.finished.is_empty()
-            && self.ended_tasks.is_empty()
-            && self.check_ownership.is_none()
-            && self.waits.is_empty()
-            && self.callbacks.is_empty()
+    /// Takes out of the batch the records still allowed to wait ([`RECORD_WAIT`]): the
+    /// next cycle carries them, and writes them with the task's next update or alone
+    /// once their time is up.
+    fn defer_records(&mut self, now: Instant) -> Vec<(TaskUpdate, Record)> {
+        let mut later: HashMap<i64, Record> = HashMap::new();
+        self.records.retain(|id, r| {
+            let wait = r.until > now;
+            if wait {
+                later.insert(*id, *r);
+            }
+            !wait
+        });
+        if later.is_empty() {
+            return Vec::new();
+        }
+        let (deferred, kept): (Vec<TaskUpdate>, Vec<TaskUpdate>) =
+            std::mem::take(&mut self.batch.task_updates)
+                .into_iter()
+                .partition(|u| later.contains_key(&u.id));
+        self.updates = kept.iter().enumerate().map(|(i, u)| (u.id, i)).collect();
+        self.batch.task_updates = kept;
+        deferred
+            .into_iter()
+            .map(|u| (u.clone(), later[&u.id]))
+            .collect()
     }
 
-    /// Folds a task update into the batch; several events for one task in a cycle become
-    /// one row update (the batch must not name a row twice).
+    /// Adds a record to the batch. One that joins an update of the task already in the
+    /// cycle is written with it; one that joins an earlier record keeps that one's time.
+    fn record(&mut self, u: TaskUpdate, record: Record) {
+        let first = !self.updates.contains_key(&u.id);
+        if first {
+            self.records.insert(u.id, record);
+        }
+        self.epochs.insert(record.instance, record.epoch);
+        self.merge(u);
+    }
+
+    /// Marks the task's update, first made in this cycle, as a record.
+    fn recorded(&mut self, id: i64, record: Record) {
+        if self.updates.contains_key(&id) {
+            self.records.insert(id, record);
+        }
+    }
+
+    /// Folds a task update into the batch; a record of the task already there goes with it.
     fn update(&mut self, u: TaskUpdate) {
+        self.records.remove(&u.id);
+        self.merge(u);
+    }
+
+    /// Several changes of one task in a cycle become one row update (the batch must not
+    /// name a row twice).
+    fn merge(&mut self, u: TaskUpdate) {
         if let Some(&i) = self.updates.get(&u.id) {
             let cur = &mut self.batch.task_updates[i];
             cur.state = u.state;
@@ -402,6 +436,33 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// A new cycle with the records the last one deferred, but those of runs dropped or
+    /// taken on again since.
+    fn carrying(&self, records: Vec<(TaskUpdate, Record)>) -> Cycle {
+        let mut cycle = Cycle::default();
+        for (u, r) in records {
+            if self
+                .runs
+                .get(&r.instance)
+                .is_some_and(|run| run.epoch == r.epoch)
+            {
+                cycle.record(u, r);
+            }
+        }
+        cycle
+    }
+
+    /// A record for a task of `instance` made now, if this master drives it.
+    fn record(&self, instance: i64) -> Option<Record> {
+        let epoch = self.runs.get(&instance)?.epoch;
+        let until = Instant::now() + RECORD_WAIT;
+        Some(Record {
+            instance,
+            epoch,
+            until,
+        })
+    }
+
     pub(crate) fn new(
         store: Store,
         secrets: Secrets,
@@ -444,12 +505,12 @@ impl Engine {
         shutdown: CancellationToken,
     ) {
         self.shutdown = shutdown.clone();
-        // A cycle that only records, held for the next one, with its messages and how
-        // long it may wait.
-        let mut held: Option<(Cycle, usize, Instant)> = None;
+        // Records waiting for their task's next update (see `RECORD_WAIT`).
+        let mut records: Vec<(TaskUpdate, Record)> = Vec::new();
         loop {
             // Cancellation-safe: a message is either received whole or left in the channel.
-            let next = match (self.timers.next(), held.as_ref().map(|h| h.2)) {
+            let due = records.iter().map(|(_, r)| r.until).min();
+            let next = match (self.timers.next(), due) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
@@ -458,10 +519,8 @@ impl Engine {
                 m = inbox.recv() => match m { Some(m) => Some(m), None => break },
                 _ = sleep_until(next), if next.is_some() => None,
             };
-            let (mut cycle, mut n, deadline) = match held.take() {
-                Some((cycle, n, deadline)) => (cycle, n, Some(deadline)),
-                None => (Cycle::default(), 0, None),
-            };
+            let mut cycle = self.carrying(std::mem::take(&mut records));
+            let mut n = 0;
             for m in first.into_iter().chain(self.timers.due()) {
                 self.handle(m, &mut cycle);
                 n += 1;
@@ -471,14 +530,7 @@ impl Engine {
                 self.handle(m, &mut cycle);
                 n += 1;
             }
-            let holdable = !cycle.batch.task_updates.is_empty() && cycle.records_only();
-            if holdable && n < MAX_CYCLE_MSGS {
-                let deadline = deadline.unwrap_or_else(|| Instant::now() + RECORD_ONLY_WAIT);
-                if Instant::now() < deadline {
-                    held = Some((cycle, n, deadline));
-                    continue;
-                }
-            }
+            records = cycle.defer_records(Instant::now());
             cycle.seal();
             let Some(committed) = self.commit(&cycle.batch, &shutdown).await else {
                 break;

@@ -577,6 +577,49 @@ async fn where_a_task_went_is_recorded_with_its_first_event_or_alone_soon_after(
 }
 
 #[tokio::test]
+async fn where_a_task_went_waits_for_its_end_in_a_later_cycle_and_is_written_with_it() {
+    let mut h = Harness::new().await;
+    let (instance, a) = h.start_chain().await;
+
+    // The dispatch's cycle writes nothing for the task: its record waits.
+    let mut first = h.handled(vec![dispatched(a, "w1")]);
+    let waiting = first.defer_records(Instant::now());
+    assert_eq!(waiting.len(), 1);
+    assert!(first.batch.task_updates.is_empty());
+
+    // The end, a cycle later: one row update carries both.
+    let mut second = h.engine.carrying(waiting.clone());
+    let (msg, _acked) = report(instance, a, TaskEventKind::Success, "");
+    h.engine.handle(msg, &mut second);
+    assert!(second.defer_records(Instant::now()).is_empty());
+    let [u] = &second.batch.task_updates[..] else {
+        panic!("one row update: {:?}", second.batch.task_updates)
+    };
+    assert_eq!(
+        (u.id, u.state, u.worker.as_deref()),
+        (a, TaskState::Success, Some("w1"))
+    );
+
+    // With no update of the task in time, the record is written alone.
+    let mut alone = h.engine.carrying(waiting);
+    let late = Instant::now() + RECORD_WAIT;
+    assert!(alone.defer_records(late).is_empty());
+    let [u] = &alone.batch.task_updates[..] else {
+        panic!("the record alone: {:?}", alone.batch.task_updates)
+    };
+    assert_eq!(
+        (u.state, u.worker.as_deref()),
+        (TaskState::Dispatched, Some("w1"))
+    );
+    let epoch = h.engine.runs[&instance].epoch;
+    assert_eq!(
+        alone.epochs.get(&instance),
+        Some(&epoch),
+        "fenced like any write"
+    );
+}
+
+#[tokio::test]
 async fn an_ended_task_gives_its_worker_slot_back_before_its_end_is_committed() {
     let mut h = Harness::new().await;
     let (instance, a) = h.start_chain().await;
