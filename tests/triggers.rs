@@ -8,7 +8,7 @@ use reqwest::blocking::{Client, RequestBuilder};
 use serde_json::{Value, json};
 use std::net::IpAddr;
 use std::time::Duration;
-use support::{API_TOKEN, Env, LONG, cli, text};
+use support::{API_TOKEN, Env, LONG, cli, cli_env, text};
 
 /// The api-servers of these tests trust 127.0.0.3 as a reverse proxy, and take bodies
 /// up to 64 KiB.
@@ -117,19 +117,13 @@ fn a_sync_call_answers_with_the_runs_outputs_and_an_async_one_with_its_run(e: En
     assert_eq!(run["state"], "success", "{run}");
     assert_eq!(run["params"]["who"], "bob");
 
-    // The CLI, with the trigger's token (not the user's, which it also has).
+    // The CLI, with the trigger's token (not the user's, which it also has), from the
+    // environment: arguments are visible to every user of the machine.
     let payload = r#"{"user": {"name": "cli"}}"#;
-    let out = cli(
+    let out = cli_env(
         e.api(),
-        &[
-            "trigger",
-            "call",
-            "default/greet/now",
-            "--token",
-            TOKEN,
-            "--data",
-            payload,
-        ],
+        &["trigger", "call", "default/greet/now", "--data", payload],
+        &[("SHOAL_TRIGGER_TOKEN", TOKEN)],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let shown = text(&out.stdout);
@@ -137,6 +131,20 @@ fn a_sync_call_answers_with_the_runs_outputs_and_an_async_one_with_its_run(e: En
         shown.contains(" success\n") && shown.ends_with("greeting=hello cli\n"),
         "{shown}"
     );
+    let out = cli_env(
+        e.api(),
+        &[
+            "trigger",
+            "call",
+            "default/greet/later",
+            "--user",
+            "ci",
+            "-d",
+            payload,
+        ],
+        &[("SHOAL_TRIGGER_PASSWORD", PASSWORD)],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
     let out = cli(e.api(), &["trigger", "list"]);
     let listed = text(&out.stdout);
     assert!(

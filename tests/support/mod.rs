@@ -160,10 +160,16 @@ pub fn bound_port(proc: &Proc) -> u16 {
 
 /// Runs a client command of the `shoal` binary against `api`.
 pub fn cli(api: &Api, args: &[&str]) -> Output {
+    cli_env(api, args, &[])
+}
+
+/// `cli` with more environment variables.
+pub fn cli_env(api: &Api, args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(SHOAL)
         .args(args)
         .env("SHOAL_API", &api.base)
         .env("SHOAL_TOKEN", API_TOKEN)
+        .envs(env.iter().copied())
         .output()
         .unwrap()
 }

@@ -35,13 +35,20 @@ pub struct CallArgs {
     /// The JSON payload, or @FILE to read it from a file (@- reads stdin); default `{}`.
     #[arg(long, short = 'd')]
     data: Option<String>,
-    /// The trigger's token (sent as `Authorization: Bearer`; not your API token).
-    #[arg(long, conflicts_with_all = ["user", "password"])]
+    /// The trigger's token (sent as `Authorization: Bearer`; not your API token). Prefer
+    /// the variable: other users of the machine can read a command's arguments.
+    #[arg(long, env = "SHOAL_TRIGGER_TOKEN", hide_env_values = true, conflicts_with_all = ["user", "password"])]
     token: Option<String>,
     /// The user of a trigger that takes HTTP Basic credentials.
     #[arg(long, requires = "password")]
     user: Option<String>,
-    #[arg(long, requires = "user")]
+    /// The password that goes with `--user`. Prefer the variable, as for the token.
+    #[arg(
+        long,
+        env = "SHOAL_TRIGGER_PASSWORD",
+        hide_env_values = true,
+        requires = "user"
+    )]
     password: Option<String>,
     /// A retried call with the same key gets the first call's run instead of a new one.
     #[arg(long)]
@@ -145,7 +152,7 @@ async fn call(args: CallArgs) -> anyhow::Result<i32> {
         let message = error_message(resp).await;
         bail!(match status {
             StatusCode::UNAUTHORIZED => format!(
-                "{message} (pass the trigger's credential: --token, or --user and --password)"
+                "{message} (pass the trigger's credential: --token or SHOAL_TRIGGER_TOKEN, or --user and --password or SHOAL_TRIGGER_PASSWORD)"
             ),
             _ => message,
         });
