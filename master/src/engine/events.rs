@@ -107,9 +107,24 @@ impl Engine {
         self.task_event(id, u, Params::new(), None, cycle, now);
     }
 
-    /// Applies a task's state change to its runtime and records it if accepted;
+    /// Applies a task's state change to its runtime and writes it if accepted;
     /// `chosen` carries a switch task's branch.
     pub(super) fn task_event(
+        &mut self,
+        id: i64,
+        u: TaskUpdate,
+        output: Params,
+        chosen: Option<Vec<String>>,
+        cycle: &mut Cycle,
+        at: i64,
+    ) {
+        if let Some(u) = self.accepted(id, u, output, chosen, cycle, at) {
+            cycle.update(u);
+        }
+    }
+
+    /// `task_event` but the row write: the update to write if the runtime accepted it.
+    pub(super) fn accepted(
         &mut self,
         id: i64,
         mut u: TaskUpdate,
@@ -117,8 +132,8 @@ impl Engine {
         chosen: Option<Vec<String>>,
         cycle: &mut Cycle,
         at: i64,
-    ) {
-        let Some(t) = self.tasks.get(&id) else { return };
+    ) -> Option<TaskUpdate> {
+        let t = self.tasks.get(&id)?;
         let (instance, node, attempt) = (t.instance, t.node, t.attempt);
         let state = u.state;
         // A failure a handler may catch carries what the handler sees, in its row too (a
@@ -148,11 +163,9 @@ impl Engine {
                 output,
             },
         };
-        let Some(outcome) = self.apply(instance, event, cycle, at) else {
-            return;
-        };
+        let outcome = self.apply(instance, event, cycle, at)?;
         if !outcome.accepted {
-            return;
+            return None;
         }
         if state == TaskState::NeedFaultTolerance {
             metrics::TASKS_LOST.inc();
@@ -164,7 +177,7 @@ impl Engine {
             }
             self.ended(id, cycle);
         }
-        cycle.update(u);
+        Some(u)
     }
 
     /// An attempt ended: it leaves the engine once the cycle is committed, and its worker

@@ -49,10 +49,10 @@ impl Engine {
                     u.message = Some(String::new());
                 }
                 // Its row update only records where the task went (see `RECORD_WAIT`).
-                let first = !cycle.updates.contains_key(&id);
-                self.task_event(id, u, Params::new(), None, cycle, now);
-                if let Some(record) = self.record(instance).filter(|_| first) {
-                    cycle.recorded(id, record);
+                if let Some(u) = self.accepted(id, u, Params::new(), None, cycle, now)
+                    && let Some(record) = self.record(instance)
+                {
+                    cycle.record(u, record);
                 }
             }
             EngineMsg::Cancelled { id } => {

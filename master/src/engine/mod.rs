@@ -341,14 +341,7 @@ impl Cycle {
     /// next cycle carries them, and writes them with the task's next update or alone
     /// once their time is up.
     fn defer_records(&mut self, now: Instant) -> Vec<(TaskUpdate, Record)> {
-        let mut later: HashMap<i64, Record> = HashMap::new();
-        self.records.retain(|id, r| {
-            let wait = r.until > now;
-            if wait {
-                later.insert(*id, *r);
-            }
-            !wait
-        });
+        let later: HashMap<i64, Record> = self.records.extract_if(|_, r| r.until > now).collect();
         if later.is_empty() {
             return Vec::new();
         }
@@ -360,7 +353,10 @@ impl Cycle {
         self.batch.task_updates = kept;
         deferred
             .into_iter()
-            .map(|u| (u.clone(), later[&u.id]))
+            .map(|u| {
+                let record = later[&u.id];
+                (u, record)
+            })
             .collect()
     }
 
@@ -373,13 +369,6 @@ impl Cycle {
         }
         self.epochs.insert(record.instance, record.epoch);
         self.merge(u);
-    }
-
-    /// Marks the task's update, first made in this cycle, as a record.
-    fn recorded(&mut self, id: i64, record: Record) {
-        if self.updates.contains_key(&id) {
-            self.records.insert(id, record);
-        }
     }
 
     /// Folds a task update into the batch; a record of the task already there goes with it.
