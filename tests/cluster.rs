@@ -211,7 +211,7 @@ fn calls_between_nodes_need_the_cluster_s_certificate_and_secret() {
                 https.tls_config(tls(Some(&rogue))).unwrap(),
             ),
         ] {
-            let mut client = WorkerClient::new(right.channel(endpoint.connect_lazy()));
+            let mut client = WorkerClient::new(right.channel(&worker, endpoint.connect_lazy()));
             let refused = client
                 .probe(ProbeRequest { tasks: vec![] })
                 .await
@@ -232,7 +232,7 @@ fn calls_between_nodes_need_the_cluster_s_certificate_and_secret() {
                 .unwrap_or_default()
                 .with_tls(own());
             let channel =
-                |addr: &str| secret.channel(secret.endpoint(addr).unwrap().connect_lazy());
+                |addr: &str| secret.channel(addr, secret.endpoint(addr).unwrap().connect_lazy());
             let probe = WorkerClient::new(channel(&worker))
                 .probe(ProbeRequest { tasks: vec![] })
                 .await;

@@ -31,7 +31,7 @@ impl Channels {
     pub fn get(&self, addr: &str) -> Result<PeerChannel, String> {
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(ch) = channels.get(addr) {
-            return Ok(self.secret.channel(ch.clone()));
+            return Ok(self.secret.channel(addr, ch.clone()));
         }
         let endpoint = self
             .secret
@@ -39,7 +39,7 @@ impl Channels {
             .map_err(|e| format!("invalid address: {e}"))?;
         let ch = endpoint.connect_timeout(CONNECT_TIMEOUT).connect_lazy();
         channels.insert(addr.to_string(), ch.clone());
-        Ok(self.secret.channel(ch))
+        Ok(self.secret.channel(addr, ch))
     }
 }
 

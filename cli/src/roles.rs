@@ -641,8 +641,10 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
     cancel_on_signal(shutdown.clone());
     let loopback = IpAddr::from([127, 0, 0, 1]);
     // Its master and worker listen on loopback ports; a secret of its own keeps other local
-    // users from calling them.
-    let secret = ClusterSecret::random().context("cannot read /dev/urandom")?;
+    // users from calling them. Between themselves they call in process.
+    let secret = ClusterSecret::random()
+        .context("cannot read /dev/urandom")?
+        .in_process();
     let secret_key = standalone_secret_key(args.secret_key.as_deref(), &args.data_dir)?;
     let listen = SocketAddr::new(args.bind, args.port);
     let listener = tokio::net::TcpListener::bind(listen)

@@ -2,12 +2,16 @@
 //! worker → master, master → master, api-server → master and worker) carries it, and
 //! masters and workers refuse a call without it: a machine that can reach a worker's port
 //! cannot make it run a command, nor feed a master false task events.
+//!
+//! It also says how nodes reach each other: over the network, or, between the nodes of
+//! one `shoal standalone`, in process ([`crate::in_process`]).
 
 use crate::cluster_tls::{CA_ENV, CERT_ENV, ClusterTls, KEY_ENV, host_of};
+use crate::in_process::{InProcess, Served, Transport};
 use std::sync::Arc;
 use tonic::metadata::AsciiMetadataValue;
-use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
+use tonic::service::{Interceptor, Routes};
 use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Request, Status};
 
@@ -23,12 +27,14 @@ pub const MIN_LEN: usize = 16;
 /// started with `--insecure`). Cloning is cheap.
 #[derive(Clone, Default)]
 pub struct ClusterSecret {
-    secret: Option<Arc<AsciiMetadataValue>>,
-    tls: Option<Arc<ClusterTls>>,
+    pub(crate) secret: Option<Arc<AsciiMetadataValue>>,
+    pub(crate) tls: Option<Arc<ClusterTls>>,
+    /// The nodes served in this process (standalone's), called without the network.
+    pub(crate) in_process: Option<InProcess>,
 }
 
 /// A channel whose calls carry the cluster secret.
-pub type PeerChannel = InterceptedService<Channel, ClusterSecret>;
+pub type PeerChannel = InterceptedService<Transport, ClusterSecret>;
 
 impl std::fmt::Debug for ClusterSecret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -50,7 +56,7 @@ impl ClusterSecret {
         let value = AsciiMetadataValue::try_from(secret).map_err(|e| e.to_string())?;
         Ok(ClusterSecret {
             secret: Some(Arc::new(value)),
-            tls: None,
+            ..ClusterSecret::default()
         })
     }
 
@@ -68,14 +74,31 @@ impl ClusterSecret {
         }
     }
 
+    /// These credentials for nodes that share this process: a node serving gRPC with them
+    /// is called in process by the others ([`ClusterSecret::serve_in_process`]).
+    pub fn in_process(self) -> ClusterSecret {
+        ClusterSecret {
+            in_process: Some(InProcess::default()),
+            ..self
+        }
+    }
+
+    /// Serves `routes` in process under the node's advertised `addr` while the guard
+    /// lives (nothing when these credentials are not [`ClusterSecret::in_process`]).
+    pub fn serve_in_process(&self, addr: &str, routes: Routes) -> Option<Served> {
+        (self.in_process.as_ref()).map(|local| local.serve(addr, routes))
+    }
+
     /// Whether calls between nodes are authenticated (by the secret, TLS or both).
     pub fn is_set(&self) -> bool {
         self.secret.is_some() || self.tls.is_some()
     }
 
-    /// `channel` with every call carrying the secret.
-    pub fn channel(&self, channel: Channel) -> PeerChannel {
-        InterceptedService::new(channel, self.clone())
+    /// The channel to the node at `addr`, `net` (made from [`ClusterSecret::endpoint`])
+    /// unless the node is served in this process, every call carrying the secret.
+    pub fn channel(&self, addr: &str, net: Channel) -> PeerChannel {
+        let transport = Transport::new(addr, self.in_process.clone(), net);
+        InterceptedService::new(transport, self.clone())
     }
 
     /// The endpoint of the node at `addr` (`host:port`): `https` with the node's

@@ -8,6 +8,7 @@ pub mod definition;
 pub mod duration;
 pub mod error;
 pub mod expr;
+pub mod in_process;
 pub mod jsonpath;
 pub mod metrics;
 pub mod params;

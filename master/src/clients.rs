@@ -35,7 +35,7 @@ impl Peers {
     fn channel(&self, addr: &str) -> crate::Result<PeerChannel> {
         let mut map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(ch) = map.get(addr) {
-            return Ok(self.secret.channel(ch.clone()));
+            return Ok(self.secret.channel(addr, ch.clone()));
         }
         let ch = self
             .secret
@@ -46,7 +46,7 @@ impl Peers {
             .timeout(Duration::from_secs(30))
             .connect_lazy();
         map.insert(addr.to_string(), ch.clone());
-        Ok(self.secret.channel(ch))
+        Ok(self.secret.channel(addr, ch))
     }
 
     /// Which of `tasks` the worker at `addr` has, and which it gave up; the error says

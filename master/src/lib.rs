@@ -34,6 +34,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tonic::service::Routes;
 use tracing::info;
 
 #[derive(Debug, thiserror::Error)]
@@ -178,16 +179,18 @@ pub async fn start(
     // The builder's tcp_nodelay does not reach a listener we bind ourselves; without it,
     // Nagle's algorithm stalls acks by ~40 ms whenever several calls share a connection.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let service = MasterServer::with_interceptor(
+        MasterService {
+            engine: engine_tx.clone(),
+        },
+        config.secret.guard(),
+    );
+    let in_process = (config.secret).serve_in_process(&addr, Routes::new(service.clone()));
     let server = config
         .secret
         .server()
         .map_err(Error::Tls)?
-        .add_service(MasterServer::with_interceptor(
-            MasterService {
-                engine: engine_tx.clone(),
-            },
-            config.secret.guard(),
-        ))
+        .add_service(service)
         .serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned());
     let mut tasks = vec![
         tokio::spawn(engine.run(engine_rx, shutdown.clone())),
@@ -201,6 +204,7 @@ pub async fn start(
             if let Err(e) = server.await {
                 tracing::error!(error = %e, "master grpc server failed");
             }
+            drop(in_process);
         }),
     ];
     if let Some(retention) = retention {

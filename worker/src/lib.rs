@@ -49,6 +49,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tonic::service::Routes;
 use tonic::transport::server::TcpIncoming;
 use tracing::{error, info, warn};
 
@@ -296,15 +297,17 @@ pub async fn start(
     let server_stop = CancellationToken::new();
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let service = WorkerService::new(executor.clone(), dirs.logs.clone());
+    let service = WorkerServer::with_interceptor(service, config.secret.guard());
+    let in_process = (config.secret).serve_in_process(&addr, Routes::new(service.clone()));
     let mut builder = config.secret.server().map_err(Error::Tls)?;
-    let server = tokio::spawn(
-        builder
-            .add_service(WorkerServer::with_interceptor(
-                service,
-                config.secret.guard(),
-            ))
-            .serve_with_incoming_shutdown(incoming, server_stop.clone().cancelled_owned()),
-    );
+    let serving = builder
+        .add_service(service)
+        .serve_with_incoming_shutdown(incoming, server_stop.clone().cancelled_owned());
+    let server = tokio::spawn(async move {
+        let served = serving.await;
+        drop(in_process);
+        served
+    });
 
     info!(
         %addr,

@@ -394,7 +394,9 @@ fn connect_lazy(master: &str, secret: &ClusterSecret) -> Result<MasterClient<Pee
         .tcp_nodelay(true)
         .connect_timeout(CONNECT_TIMEOUT)
         .timeout(CALL_TIMEOUT);
-    Ok(MasterClient::new(secret.channel(endpoint.connect_lazy())))
+    Ok(MasterClient::new(
+        secret.channel(master, endpoint.connect_lazy()),
+    ))
 }
 
 /// Delivers one master's queue until `stop` is cancelled.
