@@ -1,13 +1,15 @@
 //! Workflow definitions: apply (create a new version), validate, list, read, versions.
 
 use crate::Ctx;
+use crate::access::Caller;
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, ApiQuery, Body, path};
 use crate::schedules::next_fire;
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
+use shoal_common::access::Role;
 use shoal_common::definition::{DefinitionError, WorkflowDef};
 use shoal_common::store::StoredDefinition;
 use shoal_common::types::{WorkflowState, ms_to_rfc3339};
@@ -46,15 +48,17 @@ pub struct Applied {
         (status = 201, description = "Stored as a new version", body = Applied),
         (status = 200, description = "Equal to the latest version; nothing stored", body = Applied),
         (status = 400, description = "Refused: the message (and `line`, `column`, `task` when known) names the offending part", body = ErrorBody),
+        (status = 403, description = "The caller may not start runs of (operator), or wait on runs of (viewer), another project the workflow names", body = ErrorBody),
         (status = 413, description = "The body is larger than the limit", body = ErrorBody),
     )
 )]
 pub async fn apply(
     State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
     ApiPath(project): ApiPath<String>,
     body: Body,
 ) -> Result<(StatusCode, Json<Applied>)> {
-    let mut def = checked(&ctx, &project, &body).await?;
+    let mut def = checked(&ctx, &caller, &project, &body).await?;
     // Triggers' literal tokens and passwords are stored as their hashes only.
     shoal_common::trigger::seal(&mut def.triggers);
     let (version, created) = ctx.store.put_definition(&def).await?;
@@ -82,8 +86,9 @@ pub async fn apply(
 
 /// A definition as apply and validate check it: parsed, valid, in the URL's project,
 /// naming task groups and alert channels that exist.
-async fn checked(ctx: &Ctx, project: &str, body: &Body) -> Result<WorkflowDef> {
+async fn checked(ctx: &Ctx, caller: &Caller, project: &str, body: &Body) -> Result<WorkflowDef> {
     let def = parse_for_project(body.text()?, project)?;
+    check_other_projects(caller, &def)?;
     let limit = ctx.limits.tasks;
     if def.tasks.len() > limit {
         return Err(Error::BadRequest(format!(
@@ -139,15 +144,17 @@ pub struct Param {
     responses(
         (status = 200, description = "Valid; the DAG it describes", body = Validated),
         (status = 400, description = "Refused, as apply would: the message (and `line`, `column`, `task` when known) names the offending part", body = ErrorBody),
+        (status = 403, description = "Refused, as apply would: another project the workflow names needs a role the caller lacks", body = ErrorBody),
         (status = 413, description = "The body is larger than the limit", body = ErrorBody),
     )
 )]
 pub async fn validate(
     State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
     ApiPath(project): ApiPath<String>,
     body: Body,
 ) -> Result<Json<Validated>> {
-    let def = checked(&ctx, &project, &body).await?;
+    let def = checked(&ctx, &caller, &project, &body).await?;
     Ok(Json(Validated {
         tasks: def
             .tasks
@@ -193,6 +200,32 @@ async fn check_references(ctx: &Ctx, def: &WorkflowDef) -> Result<()> {
         return Err(Error::BadRequest(format!(
             "alert channel '{channel}' does not exist; create it first with `shoal alert-channel create {channel} ...`"
         )));
+    }
+    Ok(())
+}
+
+/// 403 unless the caller may do in other projects what the workflow will do there: start
+/// runs (operator, as starting them by hand needs) and read them (viewer). Otherwise an
+/// editor of one project could run, or read the outputs of, another's workflows.
+fn check_other_projects(caller: &Caller, def: &WorkflowDef) -> Result<()> {
+    let other = def.other_projects();
+    let starts = other
+        .starts
+        .iter()
+        .map(|p| (*p, Role::Operator, "starts runs"));
+    let reads = other
+        .reads
+        .iter()
+        .map(|p| (*p, Role::Viewer, "waits on runs"));
+    for (project, role, what) in starts.chain(reads) {
+        caller.check(project, role).map_err(|e| match e {
+            Error::Forbidden(why) => Error::Forbidden(format!(
+                "workflow '{}' {what} of project '{project}' (sub_workflow, foreach, on_failure \
+                 or dependent): {why}",
+                def.name
+            )),
+            other => other,
+        })?;
     }
     Ok(())
 }

@@ -722,3 +722,45 @@ async fn a_secret_is_stored_encrypted_and_its_value_never_read_back() {
             .contains("SHOAL_SECRET_KEY")
     );
 }
+
+#[tokio::test]
+async fn a_workflow_reaches_into_another_project_only_as_far_as_its_editor_may() {
+    let env = env().await;
+    env.admin("POST", "/api/v1/projects", json!({"name": "q"}))
+        .await;
+    // In p, where the editor may apply: one starts q's workflow, one waits on its runs.
+    let starts = "name: w1\ntasks:\n- { name: child, type: sub_workflow, sub_workflow: { workflow: etl, project: q } }\n";
+    let waits = "name: w2\ntasks:\n- name: gate\n  type: dependent\n  dependent:\n    groups: [{ items: [{ workflow: etl }, { workflow: etl, project: q }] }]\n";
+    let apply =
+        |body: &'static str| env.as_("editor", "POST", "/api/v1/projects/p/workflows", body);
+    // No role in q: both refused, saying what and where; nothing stored.
+    for (body, name, role) in [(starts, "w1", "operator"), (waits, "w2", "viewer")] {
+        let a = apply(body).await;
+        assert_eq!(a.status, StatusCode::FORBIDDEN, "{}", a.json);
+        let says = a.json["error"].as_str().unwrap_or_default();
+        assert!(says.contains(&format!("workflow '{name}'")), "{says}");
+        assert!(
+            says.contains(&format!("needs the {role} role in project 'q'")),
+            "{says}"
+        );
+        let uri = format!("/api/v1/projects/p/workflows/{name}");
+        let stored = env.as_("editor", "GET", &uri, "").await;
+        assert_eq!(stored.status, StatusCode::NOT_FOUND);
+    }
+    // Validation answers the same as applying.
+    let v = env
+        .as_("editor", "POST", "/api/v1/projects/p/validate", waits)
+        .await;
+    assert_eq!(v.status, StatusCode::FORBIDDEN, "{}", v.json);
+
+    // A viewer of q may wait on its runs, not start them; an operator may start them too.
+    let grant = |role: &str| {
+        let role = json!({ "role": role });
+        env.admin("PUT", "/api/v1/projects/q/members/editor", role)
+    };
+    grant("viewer").await;
+    assert_eq!(apply(waits).await.status, StatusCode::CREATED);
+    assert_eq!(apply(starts).await.status, StatusCode::FORBIDDEN);
+    grant("operator").await;
+    assert_eq!(apply(starts).await.status, StatusCode::CREATED);
+}

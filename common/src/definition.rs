@@ -613,6 +613,15 @@ impl DefinitionError {
     }
 }
 
+/// Projects other than a workflow's own that it names ([`WorkflowDef::other_projects`]).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct OtherProjects<'a> {
+    /// It starts runs there.
+    pub starts: Vec<&'a str>,
+    /// It reads runs there.
+    pub reads: Vec<&'a str>,
+}
+
 /// A name of a project, workflow, task, group or channel. It may not start with '.' or
 /// '-', so no name is `..` or looks like a flag.
 pub fn valid_name(s: &str) -> bool {
@@ -826,6 +835,39 @@ impl WorkflowDef {
             }
         }
         missing
+    }
+
+    /// The other projects the workflow reaches into, each once: where it starts runs
+    /// (sub-workflows, foreach children, its `on_failure` workflow) and where it reads
+    /// them (dependent items, which wait on their states and may pass on their outputs).
+    pub fn other_projects(&self) -> OtherProjects<'_> {
+        fn walk<'a>(tasks: impl Iterator<Item = &'a TaskDef>, into: &mut OtherProjects<'a>) {
+            for t in tasks {
+                into.starts
+                    .extend(t.sub_workflow.as_ref().and_then(|s| s.project.as_deref()));
+                if let Some(each) = &t.foreach {
+                    into.starts.extend(each.project.as_deref());
+                    walk(each.task.as_deref().into_iter(), into);
+                }
+                if let Some(body) = &t.do_while {
+                    walk(body.tasks.iter(), into);
+                }
+                if let Some(dependent) = &t.dependent {
+                    into.reads.extend(dependent.projects());
+                }
+            }
+        }
+        let mut other = OtherProjects::default();
+        other
+            .starts
+            .extend(self.on_failure.as_ref().and_then(|h| h.project.as_deref()));
+        walk(self.tasks.iter(), &mut other);
+        for list in [&mut other.starts, &mut other.reads] {
+            list.retain(|p| *p != self.project);
+            list.sort_unstable();
+            list.dedup();
+        }
+        other
     }
 
     /// Task groups the tasks use, each once.
@@ -1166,6 +1208,26 @@ tasks:
             let e = err(&task(tasks));
             assert!(e.contains(expected), "{tasks}: {e}");
         }
+    }
+
+    #[test]
+    fn the_other_projects_a_workflow_starts_or_reads_runs_of_are_found_at_any_depth() {
+        let def = WorkflowDef::parse(
+            "name: w\nproject: own\non_failure: { workflow: pager, project: ops }\ntasks:\n\
+             - { name: a, type: sub_workflow, sub_workflow: { workflow: x, project: lab } }\n\
+             - { name: b, type: sub_workflow, sub_workflow: { workflow: y } }\n\
+             - { name: c, type: foreach, foreach: { items: '[1]', workflow: z, project: farm } }\n\
+             - { name: d, type: foreach, foreach: { items: '[1]', task: { type: sub_workflow, sub_workflow: { workflow: z, project: deep } } } }\n\
+             - { name: e, type: do_while, do_while: { condition: 'iteration < 2', tasks: [ { name: s, type: sub_workflow, sub_workflow: { workflow: z, project: loop } } ] } }\n\
+             - { name: f, type: dependent, dependent: { workflow: raw, project: lake } }\n\
+             - { name: g, type: dependent, dependent: { groups: [ { items: [ { workflow: raw, project: lake }, { workflow: v, project: own }, { workflow: u } ] } ] } }\n",
+        )
+        .unwrap();
+        let other = def.other_projects();
+        assert_eq!(other.starts, ["deep", "farm", "lab", "loop", "ops"]);
+        assert_eq!(other.reads, ["lake"], "its own project is not another");
+        let alone = WorkflowDef::parse("name: p\ntasks:\n- {name: a, type: noop}\n").unwrap();
+        assert_eq!(alone.other_projects(), OtherProjects::default());
     }
 
     #[test]

@@ -361,6 +361,14 @@ impl DependentSpec {
         }
     }
 
+    /// The projects its items name (those that name one).
+    pub fn projects(&self) -> Vec<&str> {
+        let inline = self.project.as_deref();
+        let grouped =
+            (self.groups.iter()).flat_map(|g| g.items.iter().filter_map(|i| i.project.as_deref()));
+        inline.into_iter().chain(grouped).collect()
+    }
+
     /// Every workflow it names, as (project or None for the run's own, workflow).
     pub fn workflows(&self) -> Vec<(Option<String>, String)> {
         self.resolved_groups()
