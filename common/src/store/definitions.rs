@@ -8,7 +8,7 @@ use super::{DefinitionSummary, DefinitionVersion, Store, StoredDefinition};
 use crate::definition::WorkflowDef;
 use crate::error::{Error, Result};
 use crate::types::now_ms;
-use sea_query::{Expr, ExprTrait, Func, Order, Query};
+use sea_query::{Alias, Expr, ExprTrait, Func, Order, Query};
 
 #[derive(sqlx::FromRow)]
 struct DefinitionRecord {
@@ -47,6 +47,15 @@ pub(super) fn decode_spec(
 
 /// A definition version as a claim sees it: missing or unreadable (the reason), or usable.
 pub(super) type DefinitionLookup = std::result::Result<WorkflowDef, String>;
+
+/// The columns a [`DefinitionRecord`] is read from.
+const DEFINITION_COLUMNS: [Def; 5] = [
+    Def::Project,
+    Def::Name,
+    Def::Version,
+    Def::Spec,
+    Def::CreatedAt,
+];
 
 /// Reads one definition version inside a transaction.
 pub(super) async fn load_definition(
@@ -147,13 +156,7 @@ impl Store {
     ) -> Result<Option<StoredDefinition>> {
         let mut select = Query::select();
         select
-            .columns([
-                Def::Project,
-                Def::Name,
-                Def::Version,
-                Def::Spec,
-                Def::CreatedAt,
-            ])
+            .columns(DEFINITION_COLUMNS)
             .from(Def::Table)
             .and_where(Expr::col(Def::Project).eq(project))
             .and_where(Expr::col(Def::Name).eq(name));
@@ -168,23 +171,29 @@ impl Store {
     /// The latest version of every workflow of every project (for the few questions that
     /// span them all, such as which workflows depend on one).
     pub async fn latest_definitions(&self) -> Result<Vec<StoredDefinition>> {
-        let names: Vec<(String, String)> = self
+        // One statement: each row whose version is its workflow's highest.
+        let (d, l) = (Alias::new("d"), Alias::new("l"));
+        let latest = Query::select()
+            .expr(Func::max(Expr::col((l.clone(), Def::Version))))
+            .from_as(Def::Table, l.clone())
+            .and_where(Expr::col((l.clone(), Def::Project)).equals((d.clone(), Def::Project)))
+            .and_where(Expr::col((l, Def::Name)).equals((d.clone(), Def::Name)))
+            .take();
+        let records: Vec<DefinitionRecord> = self
             .db
             .fetch_all(
                 Query::select()
-                    .columns([Def::Project, Def::Name])
-                    .distinct()
-                    .from(Def::Table)
+                    .columns(DEFINITION_COLUMNS)
+                    .from_as(Def::Table, d.clone())
+                    .and_where(
+                        Expr::col((d, Def::Version))
+                            .eq(Expr::SubQuery(None, Box::new(latest.into()))),
+                    )
                     .order_by(Def::Project, Order::Asc)
                     .order_by(Def::Name, Order::Asc),
             )
             .await?;
-        let mut all = Vec::with_capacity(names.len());
-        for (project, name) in names {
-            // Deleted meanwhile: left out.
-            all.extend(self.get_definition(&project, &name, None).await?);
-        }
-        Ok(all)
+        records.into_iter().map(DefinitionRecord::decode).collect()
     }
 
     pub async fn list_definitions(&self, project: &str) -> Result<Vec<DefinitionSummary>> {

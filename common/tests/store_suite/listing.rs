@@ -207,6 +207,22 @@ pub(crate) async fn projects_versions_and_the_latest_run_of_each_workflow(ctx: C
         [("default".into(), 0), ("p".into(), 2), ("q".into(), 1)]
     );
 
+    // The latest version of every workflow of every project, in one read.
+    let latest: Vec<(String, String, i32, String)> = (store.latest_definitions().await)
+        .unwrap()
+        .into_iter()
+        .map(|d| (d.project, d.name, d.version, d.definition.description))
+        .collect();
+    let row = |p: &str, n: &str, v, d: &str| (p.to_string(), n.to_string(), v, d.to_string());
+    assert_eq!(
+        latest,
+        [
+            row("p", "etl", 2, "v2"),
+            row("p", "report", 1, ""),
+            row("q", "etl", 1, "")
+        ]
+    );
+
     let versions = store.list_versions("p", "etl").await.unwrap();
     assert_eq!(
         versions.iter().map(|v| v.version).collect::<Vec<_>>(),
