@@ -48,7 +48,7 @@ pub struct Applied {
         (status = 201, description = "Stored as a new version", body = Applied),
         (status = 200, description = "Equal to the latest version; nothing stored", body = Applied),
         (status = 400, description = "Refused: the message (and `line`, `column`, `task` when known) names the offending part", body = ErrorBody),
-        (status = 403, description = "The caller may not start runs of (operator), or wait on runs of (viewer), another project the workflow names", body = ErrorBody),
+        (status = 403, description = "The caller lacks the role this needs: editor of the project, and operator of each other project the workflow starts runs of, viewer of each it waits on runs of", body = ErrorBody),
         (status = 413, description = "The body is larger than the limit", body = ErrorBody),
     )
 )]
@@ -144,7 +144,7 @@ pub struct Param {
     responses(
         (status = 200, description = "Valid; the DAG it describes", body = Validated),
         (status = 400, description = "Refused, as apply would: the message (and `line`, `column`, `task` when known) names the offending part", body = ErrorBody),
-        (status = 403, description = "Refused, as apply would: another project the workflow names needs a role the caller lacks", body = ErrorBody),
+        (status = 403, description = "The caller lacks the role this needs, as for apply (roles in the other projects the workflow names included)", body = ErrorBody),
         (status = 413, description = "The body is larger than the limit", body = ErrorBody),
     )
 )]

@@ -4143,7 +4143,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The caller lacks the role this needs */
+            /** @description The caller lacks the role this needs, as for apply (roles in the other projects the workflow names included) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4277,7 +4277,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The caller lacks the role this needs */
+            /** @description The caller lacks the role this needs: editor of the project, and operator of each other project the workflow starts runs of, viewer of each it waits on runs of */
             403: {
                 headers: {
                     [name: string]: unknown;
