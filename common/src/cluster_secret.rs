@@ -27,10 +27,10 @@ pub const MIN_LEN: usize = 16;
 /// started with `--insecure`). Cloning is cheap.
 #[derive(Clone, Default)]
 pub struct ClusterSecret {
-    pub(crate) secret: Option<Arc<AsciiMetadataValue>>,
-    pub(crate) tls: Option<Arc<ClusterTls>>,
+    secret: Option<Arc<AsciiMetadataValue>>,
+    tls: Option<Arc<ClusterTls>>,
     /// The nodes served in this process (standalone's), called without the network.
-    pub(crate) in_process: Option<InProcess>,
+    in_process: Option<InProcess>,
 }
 
 /// A channel whose calls carry the cluster secret.

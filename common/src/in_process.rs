@@ -157,12 +157,12 @@ mod tests {
         let served = secret.serve_in_process(addr, Routes::new(service));
         assert_eq!(report(&secret, addr).await.unwrap(), vec![7]);
 
-        // The same table with another secret: the served node's guard refuses the call.
-        let stranger = ClusterSecret {
-            secret: ClusterSecret::random().unwrap().secret,
-            ..secret.clone()
-        };
-        let refused = report(&stranger, addr).await.unwrap_err();
+        // A node guarded by another cluster's secret refuses the call, in process too.
+        drop(served);
+        let stranger = ClusterSecret::random().unwrap();
+        let guarded = MasterServer::with_interceptor(AckAll, stranger.guard());
+        let served = secret.serve_in_process(addr, Routes::new(guarded));
+        let refused = report(&secret, addr).await.unwrap_err();
         assert_eq!(refused.code(), Code::Unauthenticated, "{refused}");
 
         // A node that stopped serving is called over the network, where nobody answers.

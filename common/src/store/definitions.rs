@@ -57,6 +57,19 @@ const DEFINITION_COLUMNS: [Def; 5] = [
     Def::CreatedAt,
 ];
 
+/// True for a row of `workflow_definition` (read as `d`) that is its workflow's latest
+/// version: one statement reads the latest of many workflows.
+pub(super) fn is_latest_version(d: Alias) -> sea_query::SimpleExpr {
+    let l = Alias::new("l");
+    let latest = Query::select()
+        .expr(Func::max(Expr::col((l.clone(), Def::Version))))
+        .from_as(Def::Table, l.clone())
+        .and_where(Expr::col((l.clone(), Def::Project)).equals((d.clone(), Def::Project)))
+        .and_where(Expr::col((l, Def::Name)).equals((d.clone(), Def::Name)))
+        .take();
+    Expr::col((d, Def::Version)).eq(Expr::SubQuery(None, Box::new(latest.into())))
+}
+
 /// Reads one definition version inside a transaction.
 pub(super) async fn load_definition(
     tx: &mut Tx,
@@ -171,24 +184,14 @@ impl Store {
     /// The latest version of every workflow of every project (for the few questions that
     /// span them all, such as which workflows depend on one).
     pub async fn latest_definitions(&self) -> Result<Vec<StoredDefinition>> {
-        // One statement: each row whose version is its workflow's highest.
-        let (d, l) = (Alias::new("d"), Alias::new("l"));
-        let latest = Query::select()
-            .expr(Func::max(Expr::col((l.clone(), Def::Version))))
-            .from_as(Def::Table, l.clone())
-            .and_where(Expr::col((l.clone(), Def::Project)).equals((d.clone(), Def::Project)))
-            .and_where(Expr::col((l, Def::Name)).equals((d.clone(), Def::Name)))
-            .take();
+        let d = Alias::new("d");
         let records: Vec<DefinitionRecord> = self
             .db
             .fetch_all(
                 Query::select()
                     .columns(DEFINITION_COLUMNS)
                     .from_as(Def::Table, d.clone())
-                    .and_where(
-                        Expr::col((d, Def::Version))
-                            .eq(Expr::SubQuery(None, Box::new(latest.into()))),
-                    )
+                    .and_where(is_latest_version(d))
                     .order_by(Def::Project, Order::Asc)
                     .order_by(Def::Name, Order::Asc),
             )

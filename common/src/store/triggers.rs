@@ -5,14 +5,14 @@ use super::Store;
 use super::codec::{parse, to_json};
 use super::commands::{insert_command_statement, notify_masters};
 use super::db::insert_rows;
-use super::definitions::decode_spec;
+use super::definitions::{decode_spec, is_latest_version};
 use super::schema::{TriggerCall as Call, WorkflowDefinition as Def, WorkflowInstance as Inst};
 use super::{CommandStatus, NewCommand};
 use crate::access::token_hash;
 use crate::error::{Error, Result};
 use crate::trigger::TriggerDef;
 use crate::types::{WorkflowState, now_ms};
-use sea_query::{Alias, Expr, ExprTrait, Func, Order, Query};
+use sea_query::{Alias, Expr, ExprTrait, Order, Query};
 
 /// The idempotency key a call carried, and the trigger it called.
 #[derive(Debug, Clone, Copy)]
@@ -186,13 +186,7 @@ impl Store {
 
     /// The triggers of the latest version of every workflow of `project`, by workflow name.
     pub async fn project_triggers(&self, project: &str) -> Result<Vec<(String, Vec<TriggerDef>)>> {
-        let (d, l) = (Alias::new("d"), Alias::new("l"));
-        let latest = Query::select()
-            .expr(Func::max(Expr::col((l.clone(), Def::Version))))
-            .from_as(Def::Table, l.clone())
-            .and_where(Expr::col((l.clone(), Def::Project)).equals((d.clone(), Def::Project)))
-            .and_where(Expr::col((l.clone(), Def::Name)).equals((d.clone(), Def::Name)))
-            .take();
+        let d = Alias::new("d");
         let rows: Vec<(String, i32, String)> = self
             .db
             .fetch_all(
@@ -200,10 +194,7 @@ impl Store {
                     .columns([Def::Name, Def::Version, Def::Spec])
                     .from_as(Def::Table, d.clone())
                     .and_where(Expr::col((d.clone(), Def::Project)).eq(project))
-                    .and_where(
-                        Expr::col((d.clone(), Def::Version))
-                            .eq(Expr::SubQuery(None, Box::new(latest.into()))),
-                    )
+                    .and_where(is_latest_version(d.clone()))
                     // Only definitions with triggers carry the key (it is skipped when
                     // empty), so the others are not decoded.
                     .and_where(Expr::col((d, Def::Spec)).like("%\"triggers\":%"))
