@@ -1,7 +1,8 @@
 //! Expressions of switch cases, do_while conditions and foreach items: CEL (the Common
 //! Expression Language, through the `cel` crate) with its standard library plus the
 //! strings and math extensions. CEL cannot loop without bound, call out or write
-//! anything, so a definition's expressions are safe to evaluate on the master.
+//! anything, and [`cost`] bounds what one may build, so a definition's expressions are
+//! safe to evaluate on the master.
 //!
 //! What an expression sees ([`Vars`]): each parameter of the task by name (`region`),
 //! dotted names as fields (`error.message`), all of them in `params` (`params['a-b']`),
@@ -10,11 +11,17 @@
 //! (`count > 10`, `outputs.load.rows[0].n`); anything else is a string.
 //! `${name}` still works and means the parameter `name`, so switch cases written for the
 //! old comparison language (`"${region} == 'eu'"`) keep working.
+//!
+//! An expression whose work could exceed a bound ([`cost`]) is refused before it runs:
+//! when a definition is checked, for what its text builds, and when it is evaluated, for
+//! the values it reads.
 
 use cel::objects::{Key, Map};
 use cel::{Context, Env, Program, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
+
+mod cost;
 
 /// Longest expression accepted: anything longer is a data problem, not a condition.
 const MAX_LEN: usize = 4096;
@@ -53,7 +60,7 @@ fn env() -> &'static Arc<Env> {
 /// Parses `text`; the error names the column and what is wrong there.
 pub fn parse(text: &str) -> Result<Expr, String> {
     let source = checked(text)?;
-    on_big_stack(|| compile(&source).map(|_| ()))?;
+    on_big_stack(|| cost::check(compile(&source)?.expression(), &Vars::default()))?;
     Ok(Expr { source })
 }
 
@@ -82,6 +89,7 @@ fn checked(text: &str) -> Result<String, String> {
 fn run(source: &str, vars: &Vars) -> Result<serde_json::Value, String> {
     on_big_stack(|| {
         let program = compile(source)?;
+        cost::check(program.expression(), vars)?;
         let mut ctx = Context::with_env(env().clone());
         for (name, value) in &vars.values {
             ctx.add_variable_from_value(name.clone(), value.clone());

@@ -251,3 +251,67 @@ fn no_input_panics() {
         let _ = parse(&format!("{}true", "!".repeat(depth))).map(|e| e.eval(&vars));
     }
 }
+
+/// `[1, 2, ..., n]` as CEL source.
+fn list_of(n: usize) -> String {
+    let items: Vec<String> = (1..=n).map(|i| i.to_string()).collect();
+    format!("[{}]", items.join(","))
+}
+
+fn refused_as_too_costly<T>(result: Result<T, String>) {
+    let Err(error) = result else {
+        panic!("a too costly expression is refused")
+    };
+    assert!(
+        error.contains("steps to evaluate") && error.contains("fewer"),
+        "{error}"
+    );
+}
+
+#[test]
+fn nested_loops_over_literal_lists_are_refused_when_checked() {
+    // 40^4 = 2.6 million innermost steps: fine for a machine, not for a condition.
+    let l = list_of(40);
+    let text = format!("{l}.all(a, {l}.all(b, {l}.all(c, {l}.exists(d, a + b + c + d == 0))))");
+    refused_as_too_costly(parse(&text));
+    // One level less is a quick expression, and it evaluates.
+    let text = format!("{l}.all(a, {l}.exists(b, a + b == 41))");
+    assert!(holds(&text, &Vars::default()));
+}
+
+#[test]
+fn strings_grown_by_repeated_replace_are_refused_when_checked() {
+    // Each replace doubles the string: 2^40 bytes if it ran.
+    let text = format!("'ab'{}.size() > 0", ".replace('a', 'aa')".repeat(40));
+    refused_as_too_costly(parse(&text));
+    // Inserting 4 bytes between every two multiplies the length by 5: 5^12 bytes.
+    let text = format!("'x'{}.size() > 0", ".replace('', 'yyyy')".repeat(12));
+    refused_as_too_costly(parse(&text));
+    // A few replaces on short text are what replace is for.
+    let vars = Vars::with_params(&params(&[("path", "/data/in/2026-11-26.csv")]));
+    assert!(holds(
+        "path.replace('/in/', '/out/').replace('.csv', '.parquet').endsWith('.parquet')",
+        &vars
+    ));
+}
+
+#[test]
+fn loops_over_large_outputs_are_refused_when_evaluated() {
+    let ids: Vec<String> = (0..3000).map(|i| i.to_string()).collect();
+    let load = params(&[("ids", &format!("[{}]", ids.join(",")))]);
+    let vars = Vars::with_params(&BTreeMap::new()).outputs([("load", &load)]);
+    // A single pass over 3,000 ids evaluates...
+    assert!(holds("outputs.load.ids.exists(i, i == 2999)", &vars));
+    assert_eq!(
+        eval("outputs.load.ids.filter(i, i % 1000 == 0)", &vars).unwrap(),
+        serde_json::json!([0, 1000, 2000])
+    );
+    // ...all pairs of them (9 million) do not; the text alone could not tell.
+    let pairs = "outputs.load.ids.exists(a, outputs.load.ids.exists(b, a + b == -1))";
+    let checked = parse(pairs).expect("the text alone is acceptable");
+    refused_as_too_costly(checked.holds(&vars));
+    // The same expression over a short list is fine.
+    let load = params(&[("ids", "[1, 2, 3]")]);
+    let vars = Vars::with_params(&BTreeMap::new()).outputs([("load", &load)]);
+    assert!(!holds(pairs, &vars));
+}
