@@ -755,7 +755,7 @@ pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
 
 pub async fn master(args: MasterArgs) -> anyhow::Result<()> {
     let secret = args.cluster.secret("master")?;
-    let store = Store::connect(&args.database_url).await?;
+    let store = Store::connect_retrying(&args.database_url).await?;
     let registry = Registry::etcd(&args.cluster.etcd, args.cluster.lease_ttl).await?;
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());

@@ -99,6 +99,9 @@ mod schema_parity;
 #[path = "store_suite/in_place.rs"]
 mod in_place;
 
+#[path = "store_suite/idle_connections.rs"]
+mod idle_connections;
+
 #[path = "store_suite/access.rs"]
 mod access;
 use access::*;

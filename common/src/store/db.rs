@@ -56,7 +56,10 @@ pub(super) enum Db {
 }
 
 impl Db {
-    pub(super) async fn connect(url: &str) -> Result<Db> {
+    /// `ping_taken`: ping a Postgres connection as it is taken from the pool (a round
+    /// trip), so that one which died while idle is replaced unseen rather than failing its
+    /// first statement.
+    pub(super) async fn connect(url: &str, ping_taken: bool) -> Result<Db> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             // A frozen process (SIGSTOP, VM pause, partition) must not hold row locks
             // for long: failover waits on them. Nothing of ours idles inside a transaction.
@@ -64,6 +67,7 @@ impl Db {
                 .options([("idle_in_transaction_session_timeout", "5s")]);
             let pool = PgPoolOptions::new()
                 .max_connections(16)
+                .test_before_acquire(ping_taken)
                 .connect_with(options)
                 .await?;
             POSTGRES_MIGRATIONS.run(&pool).await?;

@@ -69,7 +69,18 @@ impl Store {
     /// `postgres://...` or `sqlite://PATH` (the file is created). Runs the migrations.
     pub async fn connect(url: &str) -> Result<Store> {
         Ok(Store {
-            db: Db::connect(url).await?,
+            db: Db::connect(url, true).await?,
+        })
+    }
+
+    /// [`Store::connect`] for a caller that retries what fails transiently, as a master
+    /// does: Postgres connections are not pinged as they are taken from the pool, a round
+    /// trip saved on every transaction (two a task). A connection that died while idle (a
+    /// Postgres restart) then fails its first statement with a transient error, which the
+    /// caller retries on another one, instead of being replaced unseen.
+    pub async fn connect_retrying(url: &str) -> Result<Store> {
+        Ok(Store {
+            db: Db::connect(url, false).await?,
         })
     }
 
