@@ -33,15 +33,21 @@ impl TaskLog {
     /// that cannot be created does not fail the task: the log is then kept in memory, and
     /// says why in its first line.
     pub(crate) fn open(path: &Path, mask: Mask) -> TaskLog {
-        let file = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| {
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-            });
+        let open = || {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+        };
+        // The directory (one per run) is there for every task of a run but its first:
+        // made only when the file cannot be, not checked for each task.
+        let file = match open() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => path
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| open()),
+            opened => opened,
+        };
         let (file, failed) = match file {
             Ok(f) => (Some(f), None),
             Err(e) => (None, Some(e)),
