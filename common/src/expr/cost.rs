@@ -8,23 +8,38 @@
 //! values it reads, and an expression over [`MAX_COST`] is refused instead of run.
 //!
 //! Sizes are in units: a byte of a string, or one scalar, list element or map entry.
-//! Every estimate is an upper bound; where a function's result is not modelled below, it
-//! is assumed to be no larger than its operands together, which holds for the standard
-//! library and the strings and math extensions (comparisons, `size`, `substring`,
-//! `trim`, conversions between numbers, ...).
+//! Where a function's result is not modelled below, it is taken to be no larger than its
+//! operands together and to cost reading them, which holds for the rest of the standard
+//! library and of the strings and math extensions (comparisons, `size`, `substring`,
+//! `trim`, conversions between numbers, ...). The bound is generous, not tight: a value
+//! read from a field of a loop's element counts as large as the element.
 
 use super::Vars;
 use cel::Value;
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, operators};
 use cel::objects::Key;
+use std::collections::HashMap;
 
 /// Most units of work (values built, bytes copied, nodes visited) an expression may need;
 /// a few hundred milliseconds and tens of MiB of the master at worst.
 pub(super) const MAX_COST: f64 = 5e6;
 
-/// Bound on the text of one printed value, per unit of its size: a double prints as up
-/// to 24 characters, a list adds brackets, commas and quotes.
-const PRINTED_PER_UNIT: f64 = 32.0;
+/// Where sizes and costs stop growing, so that no product of them overflows into
+/// infinity (and `inf - inf` into NaN): far above [`MAX_COST`], so still refused.
+const CAP: f64 = 1e30;
+
+/// Bound on the text of one printed scalar: a double prints without an exponent (up to
+/// 309 digits before the point, `%f` up to 100 after it).
+const PRINTED_SCALAR: f64 = 420.0;
+
+/// Work charged for compiling a `matches` pattern that is given (and small, see
+/// [`REGEX_SIZE_LIMIT`]), and for one computed while the expression runs.
+const REGEX_COMPILE: f64 = 1e4;
+const REGEX_COMPILE_UNKNOWN: f64 = 1e6;
+
+/// Largest compiled program a given `matches` pattern may have (the regex crate's own
+/// limit is 10 MiB, whose compile takes most of a second: `\w{200}`).
+const REGEX_SIZE_LIMIT: usize = 256 << 10;
 
 /// What a value can amount to.
 #[derive(Clone, Copy, Debug)]
@@ -44,12 +59,17 @@ impl Est {
 
     /// A value nothing more is known of than its size.
     fn flat(size: f64) -> Self {
+        let size = capped(size);
         Est {
             size,
             items: size,
             item: size,
         }
     }
+}
+
+fn capped(x: f64) -> f64 {
+    if x.is_nan() { CAP } else { x.min(CAP) }
 }
 
 /// Refuses `expr` if evaluating it with `vars` could cost more than [`MAX_COST`].
@@ -60,8 +80,14 @@ pub(super) fn check(expr: &IdedExpr, vars: &Vars) -> Result<(), String> {
         vars,
         bound: Vec::new(),
         cost: 0.0,
+        refusal: None,
+        measured: HashMap::new(),
     };
     walk.est(expr);
+    if let Some(refusal) = walk.refusal {
+        return Err(refusal);
+    }
+    // Never NaN: every sum and product is `capped`.
     if walk.cost > MAX_COST {
         return Err(format!(
             "this expression could take about {:.0e} steps to evaluate, more than the \
@@ -78,27 +104,42 @@ struct Walk<'v> {
     /// Comprehension variables in scope, innermost last.
     bound: Vec<(&'v str, Est)>,
     cost: f64,
+    /// Why the expression is refused whatever it costs.
+    refusal: Option<String>,
+    /// Sizes of the given values measured so far, by address: a value named many times
+    /// is walked once.
+    measured: HashMap<*const Value, Est>,
+}
+
+/// One step of a path into a given value: a field (`.rows`, `['a-b']`) or a list index.
+enum Step<'e> {
+    Field(&'e str),
+    Index(i64),
 }
 
 impl<'v> Walk<'v> {
     /// The estimate of `e`'s value; adds what computing it costs to `self.cost`: one unit
     /// per node, plus the size of every value built and of every operand a call reads.
+    /// Past [`MAX_COST`] the walk stops: the answer is a refusal already.
     fn est(&mut self, e: &'v IdedExpr) -> Est {
-        self.cost += 1.0;
+        if self.cost > MAX_COST {
+            return Est::scalar();
+        }
+        self.charge(1.0);
+        if let Some(value) = self.known(e) {
+            return *self
+                .measured
+                .entry(value as *const Value)
+                .or_insert_with(|| measure(value));
+        }
         match &e.expr {
             Expr::Literal(lit) => match lit {
                 LiteralValue::String(s) => Est::flat(s.len() as f64),
                 LiteralValue::Bytes(b) => Est::flat(b.len() as f64),
                 _ => Est::scalar(),
             },
-            Expr::Ident(name) => match self.known(e) {
-                Some(value) => measure(value),
-                None => self.bound_var(name).unwrap_or_else(Est::scalar),
-            },
-            Expr::Select(select) => match self.known(e) {
-                Some(value) => measure(value),
-                None => self.est(&select.operand),
-            },
+            Expr::Ident(name) => self.bound_var(name).unwrap_or_else(Est::scalar),
+            Expr::Select(select) => self.est(&select.operand),
             Expr::List(list) => {
                 let items: Vec<Est> = list.elements.iter().map(|x| self.est(x)).collect();
                 self.built(collection(&items))
@@ -114,19 +155,12 @@ impl<'v> Walk<'v> {
                     }
                 }
                 self.built(Est {
-                    size: size + keys.len() as f64,
+                    size: capped(size + keys.len() as f64),
                     ..collection(&keys)
                 })
             }
-            Expr::Struct(strct) => {
-                let mut size = 0.0;
-                for entry in &strct.entries {
-                    if let EntryExpr::StructField(field) = &entry.expr {
-                        size += self.est(&field.value).size + 1.0;
-                    }
-                }
-                self.built(Est::flat(size))
-            }
+            // No struct type is registered: it fails at once.
+            Expr::Struct(_) | Expr::Unspecified => Est::scalar(),
             Expr::Call(call) => {
                 let operands: Vec<Est> = call
                     .target
@@ -135,18 +169,25 @@ impl<'v> Walk<'v> {
                     .chain(&call.args)
                     .map(|x| self.est(x))
                     .collect();
-                self.cost += operands.iter().map(|x| x.size).sum::<f64>();
+                let read = operands.iter().map(|x| x.size).sum::<f64>();
+                let work = match call.func_name.as_str() {
+                    // A needle compared at every position of the haystack.
+                    "indexOf" | "lastIndexOf" => {
+                        (size_of(&operands, 0) + 1.0) * (size_of(&operands, 1) + 1.0)
+                    }
+                    "matches" => self.regex_work(call.args.last(), &operands),
+                    _ => read,
+                };
+                self.charge(work);
                 self.built(call_result(&call.func_name, &operands))
             }
             Expr::Comprehension(c) => {
                 let range = self.est(&c.iter_range);
                 let init = self.est(&c.accu_init);
-                let element = Est::flat(range.item);
+                // Each element is copied into the loop's variable.
+                self.charge(range.size);
                 let scope = self.bound.len();
-                self.bound.push((&c.iter_var, element));
-                if let Some(var2) = &c.iter_var2 {
-                    self.bound.push((var2, Est::flat(range.size)));
-                }
+                self.bound.push((&c.iter_var, Est::flat(range.item)));
                 // The macros' steps add a bounded amount to the accumulator each time
                 // (`acc + [f(x)]`, `acc && p(x)`, `p(x) ? acc + 1 : acc`): one pass with the
                 // initial accumulator gives that amount and the cost of one iteration.
@@ -154,26 +195,30 @@ impl<'v> Walk<'v> {
                 let before = self.cost;
                 self.est(&c.loop_cond);
                 let step = self.est(&c.loop_step);
-                self.cost = before + (self.cost - before) * range.items;
+                let per_iteration = self.cost - before;
+                self.cost = capped(before + per_iteration * range.items);
                 let grows = (step.size - init.size).max(0.0);
                 let accumulated = Est {
-                    size: init.size + grows * range.items,
-                    items: init.items + range.items,
+                    size: capped(init.size + grows * range.items),
+                    items: capped(init.items + range.items),
                     item: init.item.max(grows),
                 };
                 self.bound.pop();
                 self.bound.push((&c.accu_var, accumulated));
                 let result = self.est(&c.result);
                 self.bound.truncate(scope);
-                self.built(result)
+                result
             }
-            Expr::Unspecified => Est::scalar(),
         }
+    }
+
+    fn charge(&mut self, units: f64) {
+        self.cost = capped(self.cost + units);
     }
 
     /// Charges for building `est`'s value.
     fn built(&mut self, est: Est) -> Est {
-        self.cost += est.size;
+        self.charge(est.size);
         est
     }
 
@@ -186,24 +231,102 @@ impl<'v> Walk<'v> {
             .map(|(_, est)| *est)
     }
 
-    /// The value of an identifier or field path whose value is given (`outputs.load.rows`),
-    /// so that it is measured rather than bounded by the whole map it is in.
+    /// The given value that a path such as `outputs.load.rows[0]` names, so that it is
+    /// measured rather than bounded by the whole map it is in. Resolved as the evaluator
+    /// resolves names: a loop's variable first, then the longest dotted name that is a
+    /// variable (a parameter may be called `a.b`), and `.name` from the top.
     fn known(&self, e: &IdedExpr) -> Option<&'v Value> {
-        match &e.expr {
-            Expr::Ident(name) if self.bound_var(name).is_none() => self.vars.values.get(name),
-            Expr::Select(select) => match self.known(&select.operand)? {
-                Value::Map(map) => map.map.get(&Key::from(select.field.as_str())),
+        let (root, steps) = path(e)?;
+        let (absolute, root) = match root.strip_prefix('.') {
+            Some(root) => (true, root),
+            None => (false, root),
+        };
+        if !absolute && self.bound_var(root).is_some() {
+            return None;
+        }
+        let fields = steps
+            .iter()
+            .take_while(|s| matches!(s, Step::Field(_)))
+            .count();
+        (0..=fields).rev().find_map(|dotted| {
+            let mut name = root.to_string();
+            for step in &steps[..dotted] {
+                if let Step::Field(field) = step {
+                    name.push('.');
+                    name.push_str(field);
+                }
+            }
+            let mut value = self.vars.values.get(&name)?;
+            for step in &steps[dotted..] {
+                value = match (value, step) {
+                    (Value::Map(map), Step::Field(field)) => map.map.get(&Key::from(*field))?,
+                    (Value::Map(map), Step::Index(i)) => map.map.get(&Key::from(*i))?,
+                    (Value::List(items), Step::Index(i)) => items.get(usize::try_from(*i).ok()?)?,
+                    _ => return None,
+                };
+            }
+            Some(value)
+        })
+    }
+
+    /// What a `matches` call costs: compiling its pattern (refused when the pattern is
+    /// given and compiles too large) and matching, pattern times text at worst.
+    fn regex_work(&mut self, pattern: Option<&IdedExpr>, operands: &[Est]) -> f64 {
+        let given = pattern.and_then(|p| match &p.expr {
+            Expr::Literal(LiteralValue::String(s)) => Some(s.inner().to_string()),
+            _ => match self.known(p)? {
+                Value::String(s) => Some(s.to_string()),
                 _ => None,
             },
-            _ => None,
-        }
+        });
+        let compile = match given {
+            Some(pattern) => {
+                let small = regex::RegexBuilder::new(&pattern)
+                    .size_limit(REGEX_SIZE_LIMIT)
+                    .build();
+                if let Err(e) = small {
+                    self.refusal.get_or_insert(format!(
+                        "the pattern '{pattern}' is too large or invalid for matches(): {e}"
+                    ));
+                }
+                REGEX_COMPILE
+            }
+            None => REGEX_COMPILE_UNKNOWN,
+        };
+        compile + (size_of(operands, 0) + 1.0) * (size_of(operands, 1) + 1.0)
     }
+}
+
+/// `e` as a root name and the steps after it, if it is such a path.
+fn path(e: &IdedExpr) -> Option<(&str, Vec<Step<'_>>)> {
+    match &e.expr {
+        Expr::Ident(name) => Some((name, Vec::new())),
+        Expr::Select(select) if !select.test => {
+            let (root, mut steps) = path(&select.operand)?;
+            steps.push(Step::Field(&select.field));
+            Some((root, steps))
+        }
+        Expr::Call(call) if call.func_name == operators::INDEX && call.args.len() == 2 => {
+            let (root, mut steps) = path(&call.args[0])?;
+            steps.push(match &call.args[1].expr {
+                Expr::Literal(LiteralValue::String(s)) => Step::Field(s.inner()),
+                Expr::Literal(LiteralValue::Int(i)) => Step::Index(*i.inner()),
+                _ => return None,
+            });
+            Some((root, steps))
+        }
+        _ => None,
+    }
+}
+
+fn size_of(operands: &[Est], i: usize) -> f64 {
+    operands.get(i).map_or(0.0, |x| x.size)
 }
 
 /// A list's estimate from its elements'.
 fn collection(items: &[Est]) -> Est {
     Est {
-        size: items.iter().map(|x| x.size).sum::<f64>() + items.len() as f64,
+        size: capped(items.iter().map(|x| x.size).sum::<f64>() + items.len() as f64),
         items: items.len() as f64,
         item: items.iter().map(|x| x.size).fold(0.0, f64::max),
     }
@@ -237,12 +360,12 @@ const SCALAR: &[&str] = &[
 /// What calling `function` on `operands` (its target first) can give.
 fn call_result(function: &str, operands: &[Est]) -> Est {
     let total = operands.iter().map(|x| x.size).sum::<f64>();
-    let operand = |i: usize| operands.get(i).map_or(0.0, |x| x.size);
+    let operand = |i: usize| size_of(operands, i);
     match function {
         _ if SCALAR.contains(&function) => Est::scalar(),
         operators::ADD => Est {
-            size: total,
-            items: operands.iter().map(|x| x.items).sum(),
+            size: capped(total),
+            items: capped(operands.iter().map(|x| x.items).sum()),
             item: operands.iter().map(|x| x.item).fold(0.0, f64::max),
         },
         // One branch or the other, not both.
@@ -255,15 +378,14 @@ fn call_result(function: &str, operands: &[Est]) -> Est {
         "join" => Est::flat(operand(0) + operands.first().map_or(0.0, |x| x.items) * operand(1)),
         // `s.split(sep)`: at most one piece per byte, each at most `s`.
         "split" => Est {
-            size: 2.0 * operand(0) + 1.0,
-            items: operand(0) + 1.0,
+            size: capped(2.0 * operand(0) + 1.0),
+            items: capped(operand(0) + 1.0),
             item: operand(0),
         },
-        // Each verb of the format can print all of the arguments.
-        "format" => Est::flat(operand(0) * (operand(1) + 1.0) * PRINTED_PER_UNIT),
-        "string" | "bytes" | "strings.quote" | "quote" => {
-            Est::flat((total + 1.0) * PRINTED_PER_UNIT)
-        }
+        // The format's text, and each argument printed once (a verb takes one).
+        "format" => Est::flat(operand(0) + operand(1) * PRINTED_SCALAR),
+        // `string(x)`, `strings.quote(s)` (escapes at most double a string).
+        "string" | "bytes" | "quote" => Est::flat((total + 1.0) * PRINTED_SCALAR),
         _ => Est::flat(total),
     }
 }
@@ -285,7 +407,7 @@ fn measure(value: &Value) -> Est {
                 .collect();
             let values = map.map.values().map(|v| measure(v).size).sum::<f64>();
             Est {
-                size: collection(&keys).size + values,
+                size: capped(collection(&keys).size + values),
                 ..collection(&keys)
             }
         }

@@ -315,3 +315,68 @@ fn loops_over_large_outputs_are_refused_when_evaluated() {
     let vars = Vars::with_params(&BTreeMap::new()).outputs([("load", &load)]);
     assert!(!holds(pairs, &vars));
 }
+
+#[test]
+fn a_bound_too_large_to_count_is_refused_not_overflowed() {
+    // Nested loops over strings multiplied by replace: the bound passes any float.
+    let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"];
+    let mut text = "true".to_string();
+    for k in (0..9).rev() {
+        let (v, w) = (names[k], names[k + 1]);
+        text = format!("[{v}.replace('', {v})].all({w}, {text})");
+    }
+    let text = format!("['xxxxxxxxxx'].all(a, {text})");
+    refused_as_too_costly(parse(&text));
+    // Nor does an empty loop around it hide the rest.
+    refused_as_too_costly(parse(&format!(
+        "[].all(z, {text}) && {l}.exists(a, {l}.exists(b, {l}.exists(c, {l}.exists(d, a == -d))))",
+        l = list_of(40),
+        text = text
+    )));
+}
+
+#[test]
+fn outputs_are_measured_however_they_are_named() {
+    let ids: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
+    let ids = format!("[{}]", ids.join(","));
+    let load = params(&[("ids", ids.as_str())]);
+    let vars = Vars::with_params(&BTreeMap::new()).outputs([("load", &load)]);
+    // From the top (`.outputs`) and with an index for a field.
+    for path in [
+        ".outputs.load.ids",
+        "outputs['load'].ids",
+        "outputs.load['ids']",
+    ] {
+        let text = format!("{path}.exists(a, {path}.exists(b, {path}.exists(c, a + b + c == -1)))");
+        refused_as_too_costly(eval(&text, &vars));
+    }
+    // A parameter named `a.b` is what `a.b` reads, even beside a parameter `a`.
+    let vars = Vars::with_params(&params(&[("a", "x"), ("a.b", ids.as_str())]));
+    refused_as_too_costly(eval(
+        "a.b.exists(x, a.b.exists(y, a.b.exists(z, x + y + z == -1)))",
+        &vars,
+    ));
+}
+
+#[test]
+fn regular_expressions_and_searches_are_priced_by_their_size() {
+    // A pattern that compiles to megabytes is refused before it compiles.
+    let error = parse(r"'x'.matches('\\w{200}')").err().expect("refused");
+    assert!(error.contains("too large"), "{error}");
+    let vars = Vars::with_params(&params(&[("p", r"\w{200}")]));
+    assert!(eval("'x'.matches(p)", &vars).is_err());
+    // Ordinary patterns are what matches is for.
+    let vars = Vars::with_params(&params(&[("file", "sales_2026-11-26.csv")]));
+    assert!(holds(
+        r"file.matches('^sales_\\d{4}-\\d{2}-\\d{2}\\.csv$')",
+        &vars
+    ));
+    // indexOf compares its needle at every place of the text.
+    let text = "a".repeat(4000);
+    let vars = Vars::with_params(&params(&[
+        ("t", text.as_str()),
+        ("n", &format!("{}b", &text[..2000])),
+    ]));
+    refused_as_too_costly(eval("t.indexOf(n) == -1", &vars));
+    assert!(holds("t.indexOf('b') == -1", &vars));
+}
