@@ -11,8 +11,8 @@
 //! Where a function's result is not modelled below, it is taken to be no larger than its
 //! operands together and to cost reading them, which holds for the rest of the standard
 //! library and of the strings and math extensions (comparisons, `size`, `substring`,
-//! `trim`, conversions between numbers, ...). The bound is generous, not tight: a value
-//! read from a field of a loop's element counts as large as the element.
+//! `trim`, conversions between numbers, ...). The bound is generous, not tight: `string()`
+//! of anything counts as a printed double per unit.
 
 use super::Vars;
 use cel::Value;
@@ -50,6 +50,8 @@ struct Est {
     items: f64,
     /// Units in the largest element (or key).
     item: f64,
+    /// Characters of its text (`string()`, a format's `%s`).
+    printed: f64,
 }
 
 impl Est {
@@ -64,6 +66,15 @@ impl Est {
             size,
             items: size,
             item: size,
+            printed: capped(size * PRINTED_SCALAR),
+        }
+    }
+
+    /// `self` with `printed` characters of text.
+    fn printing(self, printed: f64) -> Self {
+        Est {
+            printed: capped(printed),
+            ..self
         }
     }
 }
@@ -102,13 +113,22 @@ pub(super) fn check(expr: &IdedExpr, vars: &Vars) -> Result<(), String> {
 struct Walk<'v> {
     vars: &'v Vars,
     /// Comprehension variables in scope, innermost last.
-    bound: Vec<(&'v str, Est)>,
+    bound: Vec<Bound<'v>>,
     cost: f64,
     /// Why the expression is refused whatever it costs.
     refusal: Option<String>,
     /// Sizes of the given values measured so far, by address: a value named many times
     /// is walked once.
     measured: HashMap<*const Value, Est>,
+}
+
+/// A comprehension's variable: what it can hold, and the elements it takes in turn when
+/// its loop runs over a given list (so that `r.id` is measured on the rows, not bounded
+/// by the largest row).
+struct Bound<'v> {
+    name: &'v str,
+    est: Est,
+    elements: Option<&'v [Value]>,
 }
 
 /// One step of a path into a given value: a field (`.rows`, `['a-b']`) or a list index.
@@ -126,6 +146,9 @@ impl<'v> Walk<'v> {
             return Est::scalar();
         }
         self.charge(1.0);
+        if let Some(est) = self.on_elements(e) {
+            return est;
+        }
         if let Some(value) = self.known(e) {
             return *self
                 .measured
@@ -138,7 +161,7 @@ impl<'v> Walk<'v> {
                 LiteralValue::Bytes(b) => Est::flat(b.len() as f64),
                 _ => Est::scalar(),
             },
-            Expr::Ident(name) => self.bound_var(name).unwrap_or_else(Est::scalar),
+            Expr::Ident(name) => self.bound_var(name).map_or_else(Est::scalar, |b| b.est),
             Expr::Select(select) => self.est(&select.operand),
             Expr::List(list) => {
                 let items: Vec<Est> = list.elements.iter().map(|x| self.est(x)).collect();
@@ -154,10 +177,13 @@ impl<'v> Walk<'v> {
                         keys.push(key);
                     }
                 }
-                self.built(Est {
-                    size: capped(size + keys.len() as f64),
-                    ..collection(&keys)
-                })
+                self.built(
+                    Est {
+                        size: capped(size + keys.len() as f64),
+                        ..collection(&keys)
+                    }
+                    .printing(size * PRINTED_SCALAR),
+                )
             }
             // No struct type is registered: it fails at once.
             Expr::Struct(_) | Expr::Unspecified => Est::scalar(),
@@ -183,28 +209,45 @@ impl<'v> Walk<'v> {
             }
             Expr::Comprehension(c) => {
                 let range = self.est(&c.iter_range);
+                let elements = match self.known(&c.iter_range) {
+                    Some(Value::List(items)) => Some(items.as_slice()),
+                    _ => None,
+                };
                 let init = self.est(&c.accu_init);
                 // Each element is copied into the loop's variable.
                 self.charge(range.size);
                 let scope = self.bound.len();
-                self.bound.push((&c.iter_var, Est::flat(range.item)));
+                self.bound.push(Bound {
+                    name: &c.iter_var,
+                    est: Est::flat(range.item),
+                    elements,
+                });
                 // The macros' steps add a bounded amount to the accumulator each time
                 // (`acc + [f(x)]`, `acc && p(x)`, `p(x) ? acc + 1 : acc`): one pass with the
                 // initial accumulator gives that amount and the cost of one iteration.
-                self.bound.push((&c.accu_var, init));
+                self.bound.push(Bound {
+                    name: &c.accu_var,
+                    est: init,
+                    elements: None,
+                });
                 let before = self.cost;
                 self.est(&c.loop_cond);
                 let step = self.est(&c.loop_step);
                 let per_iteration = self.cost - before;
                 self.cost = capped(before + per_iteration * range.items);
                 let grows = (step.size - init.size).max(0.0);
+                let accumulated = Est::flat(init.size + grows * range.items);
                 let accumulated = Est {
-                    size: capped(init.size + grows * range.items),
                     items: capped(init.items + range.items),
                     item: init.item.max(grows),
+                    ..accumulated
                 };
                 self.bound.pop();
-                self.bound.push((&c.accu_var, accumulated));
+                self.bound.push(Bound {
+                    name: &c.accu_var,
+                    est: accumulated,
+                    elements: None,
+                });
                 let result = self.est(&c.result);
                 self.bound.truncate(scope);
                 result
@@ -223,12 +266,28 @@ impl<'v> Walk<'v> {
     }
 
     /// The comprehension variable `name`, innermost first.
-    fn bound_var(&self, name: &str) -> Option<Est> {
-        self.bound
+    fn bound_var(&self, name: &str) -> Option<&Bound<'v>> {
+        self.bound.iter().rev().find(|b| b.name == name)
+    }
+
+    /// A path into a loop's variable over a given list (`r.id`): the largest value it
+    /// names in any element.
+    fn on_elements(&self, e: &IdedExpr) -> Option<Est> {
+        let (root, steps) = path(e)?;
+        let elements = self.bound_var(root)?.elements?;
+        if steps.is_empty() {
+            return None;
+        }
+        let (mut size, mut printed) = (0.0f64, 0.0f64);
+        for value in elements
             .iter()
-            .rev()
-            .find(|(var, _)| *var == name)
-            .map(|(_, est)| *est)
+            .filter_map(|element| follow(element, &steps))
+        {
+            let est = measure(value);
+            size = size.max(est.size);
+            printed = printed.max(est.printed);
+        }
+        Some(Est::flat(size).printing(printed))
     }
 
     /// The given value that a path such as `outputs.load.rows[0]` names, so that it is
@@ -256,16 +315,7 @@ impl<'v> Walk<'v> {
                     name.push_str(field);
                 }
             }
-            let mut value = self.vars.values.get(&name)?;
-            for step in &steps[dotted..] {
-                value = match (value, step) {
-                    (Value::Map(map), Step::Field(field)) => map.map.get(&Key::from(*field))?,
-                    (Value::Map(map), Step::Index(i)) => map.map.get(&Key::from(*i))?,
-                    (Value::List(items), Step::Index(i)) => items.get(usize::try_from(*i).ok()?)?,
-                    _ => return None,
-                };
-            }
-            Some(value)
+            follow(self.vars.values.get(&name)?, &steps[dotted..])
         })
     }
 
@@ -297,6 +347,19 @@ impl<'v> Walk<'v> {
     }
 }
 
+/// The value `steps` lead to from `value`, if there is one.
+fn follow<'a>(mut value: &'a Value, steps: &[Step]) -> Option<&'a Value> {
+    for step in steps {
+        value = match (value, step) {
+            (Value::Map(map), Step::Field(field)) => map.map.get(&Key::from(*field))?,
+            (Value::Map(map), Step::Index(i)) => map.map.get(&Key::from(*i))?,
+            (Value::List(items), Step::Index(i)) => items.get(usize::try_from(*i).ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(value)
+}
+
 /// `e` as a root name and the steps after it, if it is such a path.
 fn path(e: &IdedExpr) -> Option<(&str, Vec<Step<'_>>)> {
     match &e.expr {
@@ -325,10 +388,13 @@ fn size_of(operands: &[Est], i: usize) -> f64 {
 
 /// A list's estimate from its elements'.
 fn collection(items: &[Est]) -> Est {
+    let n = items.len() as f64;
     Est {
-        size: capped(items.iter().map(|x| x.size).sum::<f64>() + items.len() as f64),
-        items: items.len() as f64,
+        size: capped(items.iter().map(|x| x.size).sum::<f64>() + n),
+        items: n,
         item: items.iter().map(|x| x.size).fold(0.0, f64::max),
+        // Brackets, and a comma and a space after each.
+        printed: capped(items.iter().map(|x| x.printed).sum::<f64>() + 2.0 * n + 2.0),
     }
 }
 
@@ -361,15 +427,21 @@ const SCALAR: &[&str] = &[
 fn call_result(function: &str, operands: &[Est]) -> Est {
     let total = operands.iter().map(|x| x.size).sum::<f64>();
     let operand = |i: usize| size_of(operands, i);
+    let printed = |i: usize| operands.get(i).map_or(0.0, |x| x.printed);
     match function {
         _ if SCALAR.contains(&function) => Est::scalar(),
         operators::ADD => Est {
             size: capped(total),
             items: capped(operands.iter().map(|x| x.items).sum()),
             item: operands.iter().map(|x| x.item).fold(0.0, f64::max),
+            printed: capped(operands.iter().map(|x| x.printed).sum()),
         },
         // One branch or the other, not both.
-        operators::CONDITIONAL => Est::flat(operand(1).max(operand(2))),
+        operators::CONDITIONAL => {
+            let branch = |i: usize| operands.get(i).copied().unwrap_or_else(Est::scalar);
+            let (a, b) = (branch(1), branch(2));
+            Est::flat(a.size.max(b.size)).printing(a.printed.max(b.printed))
+        }
         // An element of a list or a value of a map: at most the whole.
         operators::INDEX | operators::OPT_INDEX => Est::flat(operand(0)),
         // `s.replace(old, new)`: every byte of `s` (and its end) can become `new`.
@@ -378,14 +450,16 @@ fn call_result(function: &str, operands: &[Est]) -> Est {
         "join" => Est::flat(operand(0) + operands.first().map_or(0.0, |x| x.items) * operand(1)),
         // `s.split(sep)`: at most one piece per byte, each at most `s`.
         "split" => Est {
-            size: capped(2.0 * operand(0) + 1.0),
             items: capped(operand(0) + 1.0),
             item: operand(0),
+            ..Est::flat(2.0 * operand(0) + 1.0)
         },
         // The format's text, and each argument printed once (a verb takes one).
-        "format" => Est::flat(operand(0) + operand(1) * PRINTED_SCALAR),
-        // `string(x)`, `strings.quote(s)` (escapes at most double a string).
-        "string" | "bytes" | "quote" => Est::flat((total + 1.0) * PRINTED_SCALAR),
+        "format" => Est::flat(operand(0) + printed(1)),
+        "string" => Est::flat(printed(0)),
+        // A byte escaped as `\u0001` at worst.
+        "quote" => Est::flat(6.0 * operand(0) + 2.0),
+        "bytes" => Est::flat(operand(0) + printed(0)),
         _ => Est::flat(total),
     }
 }
@@ -393,23 +467,33 @@ fn call_result(function: &str, operands: &[Est]) -> Est {
 /// The size of a given value.
 fn measure(value: &Value) -> Est {
     match value {
-        Value::String(s) => Est::flat(s.len() as f64),
-        Value::Bytes(b) => Est::flat(b.len() as f64),
+        // In a list it is printed quoted, with escapes.
+        Value::String(s) => Est::flat(s.len() as f64).printing(2.0 * s.len() as f64 + 2.0),
+        Value::Bytes(b) => Est::flat(b.len() as f64).printing(4.0 * b.len() as f64 + 3.0),
+        Value::Int(i) => Est::scalar().printing(i.to_string().len() as f64),
+        Value::UInt(u) => Est::scalar().printing(u.to_string().len() as f64 + 1.0),
+        Value::Float(f) => Est::scalar().printing(f.to_string().len() as f64),
+        Value::Bool(_) | Value::Null => Est::scalar().printing(5.0),
         Value::List(items) => collection(&items.iter().map(measure).collect::<Vec<_>>()),
         Value::Map(map) => {
             let keys: Vec<Est> = map
                 .map
                 .keys()
                 .map(|k| match k {
-                    Key::String(s) => Est::flat(s.len() as f64),
-                    _ => Est::scalar(),
+                    Key::String(s) => {
+                        Est::flat(s.len() as f64).printing(2.0 * s.len() as f64 + 2.0)
+                    }
+                    _ => Est::scalar().printing(21.0),
                 })
                 .collect();
-            let values = map.map.values().map(|v| measure(v).size).sum::<f64>();
+            let values: Vec<Est> = map.map.values().map(measure).collect();
+            let sum = |f: fn(&Est) -> f64| keys.iter().chain(&values).map(f).sum::<f64>();
             Est {
-                size: capped(collection(&keys).size + values),
+                size: capped(sum(|x| x.size) + keys.len() as f64),
                 ..collection(&keys)
             }
+            // Braces, and `: ` and `, ` for each entry.
+            .printing(sum(|x| x.printed) + 4.0 * keys.len() as f64 + 2.0)
         }
         _ => Est::scalar(),
     }

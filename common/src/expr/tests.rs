@@ -380,3 +380,26 @@ fn regular_expressions_and_searches_are_priced_by_their_size() {
     refused_as_too_costly(eval("t.indexOf(n) == -1", &vars));
     assert!(holds("t.indexOf('b') == -1", &vars));
 }
+
+#[test]
+fn a_foreach_over_ten_thousand_rows_builds_its_items() {
+    let rows: Vec<String> = (0..10_000)
+        .map(|i| {
+            format!(
+                r#"{{"id": {i}, "region": "eu-west-{}", "ok": true}}"#,
+                i % 3
+            )
+        })
+        .collect();
+    let rows = format!("[{}]", rows.join(","));
+    let load = params(&[("rows", rows.as_str())]);
+    let vars = Vars::with_params(&params(&[("env", "prod")])).outputs([("load", &load)]);
+    for text in [
+        "outputs.load.rows.map(r, 'id-' + string(r.id))",
+        "outputs.load.rows.filter(r, r.region == 'eu-west-1').map(r, r.id)",
+        "outputs.load.rows.map(r, '%s/%d'.format([env, r.id]))",
+    ] {
+        let items = eval(text, &vars).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert!(items.as_array().is_some_and(|a| a.len() > 3000), "{text}");
+    }
+}
