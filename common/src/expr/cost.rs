@@ -11,8 +11,9 @@
 //! Where a function's result is not modelled below, it is taken to be no larger than its
 //! operands together and to cost reading them, which holds for the rest of the standard
 //! library and of the strings and math extensions (comparisons, `size`, `substring`,
-//! `trim`, conversions between numbers, ...). The bound is generous, not tight: `string()`
-//! of anything counts as a printed double per unit.
+//! `trim`, conversions between numbers, ...). Given values are measured, paths into them
+//! resolved as the evaluator resolves them; a value computed by the expression is bounded
+//! from what it is computed of, generously (a computed number prints as 330 characters).
 
 use super::Vars;
 use cel::Value;
@@ -21,7 +22,8 @@ use cel::objects::Key;
 use std::collections::HashMap;
 
 /// Most units of work (values built, bytes copied, nodes visited) an expression may need;
-/// a few hundred milliseconds and tens of MiB of the master at worst.
+/// about 100 ms of the master and a few hundred MiB at worst (a list element is one unit
+/// but 50–100 bytes in the evaluator).
 pub(super) const MAX_COST: f64 = 5e6;
 
 /// Where sizes and costs stop growing, so that no product of them overflows into
@@ -29,17 +31,27 @@ pub(super) const MAX_COST: f64 = 5e6;
 const CAP: f64 = 1e30;
 
 /// Bound on the text of one printed scalar: a double prints without an exponent (up to
-/// 309 digits before the point, `%f` up to 100 after it).
-const PRINTED_SCALAR: f64 = 420.0;
+/// 309 digits before the point, or 323 zeros after it).
+const PRINTED_SCALAR: f64 = 330.0;
 
-/// Work charged for compiling a `matches` pattern that is given (and small, see
-/// [`REGEX_SIZE_LIMIT`]), and for one computed while the expression runs.
-const REGEX_COMPILE: f64 = 1e4;
-const REGEX_COMPILE_UNKNOWN: f64 = 1e6;
+/// What one verb of a format may add to its argument's text: `%.100f` prints 100 digits
+/// after the point, `%b` an int's 64 binary digits.
+const FORMAT_VERB: f64 = 110.0;
 
-/// Largest compiled program a given `matches` pattern may have (the regex crate's own
-/// limit is 10 MiB, whose compile takes most of a second: `\w{200}`).
-const REGEX_SIZE_LIMIT: usize = 256 << 10;
+/// Largest compiled program a `matches` pattern may have (the regex crate's own limit is
+/// 10 MiB, whose compile takes most of a second: `\w{200}`). The evaluator compiles the
+/// pattern at every call, so the pattern must be known (written in the expression, or a
+/// given parameter or output) when the expression is evaluated, and is checked then.
+const REGEX_SIZE_LIMIT: usize = 64 << 10;
+
+/// Work charged for compiling a pattern within [`REGEX_SIZE_LIMIT`] (a few ms at most),
+/// and per byte of text it is matched against (its states, at worst, for each byte).
+const REGEX_COMPILE: f64 = 2e5;
+const REGEX_PER_BYTE: f64 = 1e3;
+
+/// Most units of given values the check itself may walk to measure them (each path into
+/// a loop's elements walks the list once); past it the expression is refused.
+const MAX_MEASURED: f64 = 5e7;
 
 /// What a value can amount to.
 #[derive(Clone, Copy, Debug)]
@@ -93,6 +105,7 @@ pub(super) fn check(expr: &IdedExpr, vars: &Vars) -> Result<(), String> {
         cost: 0.0,
         refusal: None,
         measured: HashMap::new(),
+        measuring: 0.0,
     };
     walk.est(expr);
     if let Some(refusal) = walk.refusal {
@@ -120,6 +133,8 @@ struct Walk<'v> {
     /// Sizes of the given values measured so far, by address: a value named many times
     /// is walked once.
     measured: HashMap<*const Value, Est>,
+    /// Units walked to measure them: the check's own work, not the evaluation's.
+    measuring: f64,
 }
 
 /// A comprehension's variable: what it can hold, and the elements it takes in turn when
@@ -131,9 +146,11 @@ struct Bound<'v> {
     elements: Option<&'v [Value]>,
 }
 
-/// One step of a path into a given value: a field (`.rows`, `['a-b']`) or a list index.
+/// One step of a path into a given value: a field (`.rows`), a key (`['a-b']`) or a list
+/// index.
 enum Step<'e> {
     Field(&'e str),
+    Key(&'e str),
     Index(i64),
 }
 
@@ -146,14 +163,8 @@ impl<'v> Walk<'v> {
             return Est::scalar();
         }
         self.charge(1.0);
-        if let Some(est) = self.on_elements(e) {
-            return est;
-        }
-        if let Some(value) = self.known(e) {
-            return *self
-                .measured
-                .entry(value as *const Value)
-                .or_insert_with(|| measure(value));
+        if let Some((root, steps)) = path(e) {
+            return self.path_est(root, &steps);
         }
         match &e.expr {
             Expr::Literal(lit) => match lit {
@@ -161,8 +172,16 @@ impl<'v> Walk<'v> {
                 LiteralValue::Bytes(b) => Est::flat(b.len() as f64),
                 _ => Est::scalar(),
             },
-            Expr::Ident(name) => self.bound_var(name).map_or_else(Est::scalar, |b| b.est),
-            Expr::Select(select) => self.est(&select.operand),
+            // `has(a.b)`: true or false, after reading `a`.
+            Expr::Select(select) if select.test => {
+                self.est(&select.operand);
+                Est::scalar()
+            }
+            // A field of something computed (an identifier is a path).
+            Expr::Ident(_) | Expr::Select(_) => match &e.expr {
+                Expr::Select(select) => self.est(&select.operand),
+                _ => Est::scalar(),
+            },
             Expr::List(list) => {
                 let items: Vec<Est> = list.elements.iter().map(|x| self.est(x)).collect();
                 self.built(collection(&items))
@@ -188,10 +207,10 @@ impl<'v> Walk<'v> {
             // No struct type is registered: it fails at once.
             Expr::Struct(_) | Expr::Unspecified => Est::scalar(),
             Expr::Call(call) => {
-                let operands: Vec<Est> = call
-                    .target
-                    .iter()
-                    .map(|t| &**t)
+                // `strings.quote(s)`: `strings` names the function, it is no operand.
+                let target = call.target.as_deref().filter(|t| !self.is_namespace(t));
+                let operands: Vec<Est> = target
+                    .into_iter()
                     .chain(&call.args)
                     .map(|x| self.est(x))
                     .collect();
@@ -205,11 +224,20 @@ impl<'v> Walk<'v> {
                     _ => read,
                 };
                 self.charge(work);
-                self.built(call_result(&call.func_name, &operands))
+                let result = match (call.func_name.as_str(), target.map(|t| &t.expr)) {
+                    // A format written out: its verbs counted, not bounded by its length.
+                    ("format", Some(Expr::Literal(LiteralValue::String(text)))) => {
+                        let args = operands.get(1).map_or(0.0, |x| x.printed);
+                        Est::flat(size_of(&operands, 0) + format_extra(text.inner()) + args)
+                    }
+                    (function, _) => call_result(function, &operands),
+                };
+                self.built(result)
             }
             Expr::Comprehension(c) => {
                 let range = self.est(&c.iter_range);
-                let elements = match self.known(&c.iter_range) {
+                let given = path(&c.iter_range).and_then(|(root, steps)| self.known(root, &steps));
+                let elements = match given {
                     Some(Value::List(items)) => Some(items.as_slice()),
                     _ => None,
                 };
@@ -266,56 +294,101 @@ impl<'v> Walk<'v> {
     }
 
     /// The comprehension variable `name`, innermost first.
+    /// A name written `.x` is never a loop's variable: it names the variable `x` given
+    /// to the expression, as the evaluator resolves it.
     fn bound_var(&self, name: &str) -> Option<&Bound<'v>> {
+        if name.starts_with('.') {
+            return None;
+        }
         self.bound.iter().rev().find(|b| b.name == name)
+    }
+
+    /// Whether `e` is the namespace of a function (`strings`, `math`), not a variable.
+    fn is_namespace(&self, e: &IdedExpr) -> bool {
+        matches!(&e.expr, Expr::Ident(name)
+            if matches!(name.as_str(), "strings" | "math" | "optional")
+                && self.bound_var(name).is_none()
+                && !self.vars.values.contains_key(name.as_str()))
+    }
+
+    /// A path's estimate: what it names in the elements of a given list its root loops
+    /// over, or in a given value; else its root's, the whole of which bounds it.
+    fn path_est(&mut self, root: &'v str, steps: &[Step<'v>]) -> Est {
+        if let Some(est) = self.on_elements(root, steps) {
+            return est;
+        }
+        if let Some(value) = self.known(root, steps) {
+            return self.measured(value);
+        }
+        let bound = self.bound_var(root).map(|b| b.est);
+        match bound {
+            Some(est) => est,
+            None => match self.vars.values.get(root.trim_start_matches('.')) {
+                Some(value) => self.measured(value),
+                None => Est::scalar(),
+            },
+        }
+    }
+
+    /// `value`'s size, measured once.
+    fn measured(&mut self, value: &'v Value) -> Est {
+        if let Some(est) = self.measured.get(&(value as *const Value)) {
+            return *est;
+        }
+        let est = measure(value);
+        self.measuring += est.size;
+        self.measured.insert(value as *const Value, est);
+        est
     }
 
     /// A path into a loop's variable over a given list (`r.id`): the largest value it
     /// names in any element.
-    fn on_elements(&self, e: &IdedExpr) -> Option<Est> {
-        let (root, steps) = path(e)?;
+    fn on_elements(&mut self, root: &str, steps: &[Step]) -> Option<Est> {
         let elements = self.bound_var(root)?.elements?;
         if steps.is_empty() {
             return None;
         }
+        if self.measuring > MAX_MEASURED {
+            return Some(Est::flat(CAP));
+        }
         let (mut size, mut printed) = (0.0f64, 0.0f64);
-        for value in elements
-            .iter()
-            .filter_map(|element| follow(element, &steps))
-        {
+        for value in elements.iter().filter_map(|element| follow(element, steps)) {
             let est = measure(value);
             size = size.max(est.size);
             printed = printed.max(est.printed);
+            self.measuring += est.size + 1.0;
         }
         Some(Est::flat(size).printing(printed))
     }
 
     /// The given value that a path such as `outputs.load.rows[0]` names, so that it is
     /// measured rather than bounded by the whole map it is in. Resolved as the evaluator
-    /// resolves names: a loop's variable first, then the longest dotted name that is a
-    /// variable (a parameter may be called `a.b`), and `.name` from the top.
-    fn known(&self, e: &IdedExpr) -> Option<&'v Value> {
-        let (root, steps) = path(e)?;
-        let (absolute, root) = match root.strip_prefix('.') {
-            Some(root) => (true, root),
-            None => (false, root),
-        };
-        if !absolute && self.bound_var(root).is_some() {
+    /// resolves names: a loop's variable first, then the longest dotted name of the
+    /// path's leading fields that is a variable (a parameter may be called `a.b`; an
+    /// index, `a['b']`, is never part of a name), and `.name` from the top.
+    fn known(&self, root: &str, steps: &[Step]) -> Option<&'v Value> {
+        if self.bound_var(root).is_some() {
             return None;
         }
+        let root = root.trim_start_matches('.');
         let fields = steps
             .iter()
             .take_while(|s| matches!(s, Step::Field(_)))
             .count();
-        (0..=fields).rev().find_map(|dotted| {
-            let mut name = root.to_string();
-            for step in &steps[..dotted] {
-                if let Step::Field(field) = step {
-                    name.push('.');
-                    name.push_str(field);
-                }
+        let mut name = root.to_string();
+        let mut ends = vec![name.len()];
+        for step in &steps[..fields] {
+            if let Step::Field(field) = step {
+                name.push('.');
+                name.push_str(field);
+                ends.push(name.len());
             }
-            follow(self.vars.values.get(&name)?, &steps[dotted..])
+        }
+        (0..=fields).rev().find_map(|dotted| {
+            follow(
+                self.vars.values.get(&name[..ends[dotted]])?,
+                &steps[dotted..],
+            )
         })
     }
 
@@ -324,12 +397,12 @@ impl<'v> Walk<'v> {
     fn regex_work(&mut self, pattern: Option<&IdedExpr>, operands: &[Est]) -> f64 {
         let given = pattern.and_then(|p| match &p.expr {
             Expr::Literal(LiteralValue::String(s)) => Some(s.inner().to_string()),
-            _ => match self.known(p)? {
+            _ => match path(p).and_then(|(root, steps)| self.known(root, &steps))? {
                 Value::String(s) => Some(s.to_string()),
                 _ => None,
             },
         });
-        let compile = match given {
+        match given {
             Some(pattern) => {
                 let small = regex::RegexBuilder::new(&pattern)
                     .size_limit(REGEX_SIZE_LIMIT)
@@ -339,19 +412,53 @@ impl<'v> Walk<'v> {
                         "the pattern '{pattern}' is too large or invalid for matches(): {e}"
                     ));
                 }
-                REGEX_COMPILE
             }
-            None => REGEX_COMPILE_UNKNOWN,
-        };
-        compile + (size_of(operands, 0) + 1.0) * (size_of(operands, 1) + 1.0)
+            // Checked before a run only for what the text itself holds.
+            None if self.vars.values.is_empty() => {}
+            None => {
+                self.refusal.get_or_insert(
+                    "matches() takes a pattern written in the expression or given as a \
+                     parameter or output (its size is checked before it runs), not one \
+                     computed by it"
+                        .to_string(),
+                );
+            }
+        }
+        REGEX_COMPILE + (size_of(operands, 0) + 1.0) * REGEX_PER_BYTE
     }
+}
+
+/// What the verbs of a format add to their arguments' text: the digits a precision asks
+/// for (`%.100f`), binary, octal and hex digits.
+fn format_extra(format: &str) -> f64 {
+    let mut extra = 0.0;
+    let mut rest = format;
+    while let Some(at) = rest.find('%') {
+        rest = &rest[at + 1..];
+        let digits = rest
+            .strip_prefix('.')
+            .map(|r| r.chars().take_while(char::is_ascii_digit).count());
+        let precision = digits.and_then(|n| rest[1..1 + n].parse::<f64>().ok());
+        rest = &rest[digits.map_or(0, |n| n + 1)..];
+        let verb = rest.chars().next();
+        extra += match verb {
+            Some('f' | 'e') => precision.unwrap_or(6.0) + 10.0,
+            Some('b') => 64.0,
+            Some('o' | 'x' | 'X') => 24.0,
+            _ => 0.0,
+        };
+        rest = &rest[verb.map_or(0, char::len_utf8)..];
+    }
+    extra
 }
 
 /// The value `steps` lead to from `value`, if there is one.
 fn follow<'a>(mut value: &'a Value, steps: &[Step]) -> Option<&'a Value> {
     for step in steps {
         value = match (value, step) {
-            (Value::Map(map), Step::Field(field)) => map.map.get(&Key::from(*field))?,
+            (Value::Map(map), Step::Field(field) | Step::Key(field)) => {
+                map.map.get(&Key::from(*field))?
+            }
             (Value::Map(map), Step::Index(i)) => map.map.get(&Key::from(*i))?,
             (Value::List(items), Step::Index(i)) => items.get(usize::try_from(*i).ok()?)?,
             _ => return None,
@@ -372,7 +479,7 @@ fn path(e: &IdedExpr) -> Option<(&str, Vec<Step<'_>>)> {
         Expr::Call(call) if call.func_name == operators::INDEX && call.args.len() == 2 => {
             let (root, mut steps) = path(&call.args[0])?;
             steps.push(match &call.args[1].expr {
-                Expr::Literal(LiteralValue::String(s)) => Step::Field(s.inner()),
+                Expr::Literal(LiteralValue::String(s)) => Step::Key(s.inner()),
                 Expr::Literal(LiteralValue::Int(i)) => Step::Index(*i.inner()),
                 _ => return None,
             });
@@ -454,8 +561,9 @@ fn call_result(function: &str, operands: &[Est]) -> Est {
             item: operand(0),
             ..Est::flat(2.0 * operand(0) + 1.0)
         },
-        // The format's text, and each argument printed once (a verb takes one).
-        "format" => Est::flat(operand(0) + printed(1)),
+        // The format's text, each argument printed once (a verb takes one), and what each
+        // verb (two characters at least) may add.
+        "format" => Est::flat(operand(0) * (1.0 + FORMAT_VERB / 2.0) + printed(1)),
         "string" => Est::flat(printed(0)),
         // A byte escaped as `\u0001` at worst.
         "quote" => Est::flat(6.0 * operand(0) + 2.0),
@@ -470,9 +578,9 @@ fn measure(value: &Value) -> Est {
         // In a list it is printed quoted, with escapes.
         Value::String(s) => Est::flat(s.len() as f64).printing(2.0 * s.len() as f64 + 2.0),
         Value::Bytes(b) => Est::flat(b.len() as f64).printing(4.0 * b.len() as f64 + 3.0),
-        Value::Int(i) => Est::scalar().printing(i.to_string().len() as f64),
-        Value::UInt(u) => Est::scalar().printing(u.to_string().len() as f64 + 1.0),
-        Value::Float(f) => Est::scalar().printing(f.to_string().len() as f64),
+        Value::Int(_) | Value::UInt(_) => Est::scalar().printing(20.0),
+        // 17 significant digits, the zeros its exponent adds, sign and point.
+        Value::Float(f) => Est::scalar().printing(f.abs().log10().abs().min(PRINTED_SCALAR) + 20.0),
         Value::Bool(_) | Value::Null => Est::scalar().printing(5.0),
         Value::List(items) => collection(&items.iter().map(measure).collect::<Vec<_>>()),
         Value::Map(map) => {

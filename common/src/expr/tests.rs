@@ -403,3 +403,55 @@ fn a_foreach_over_ten_thousand_rows_builds_its_items() {
         assert!(items.as_array().is_some_and(|a| a.len() > 3000), "{text}");
     }
 }
+
+#[test]
+fn what_hides_a_value_behind_a_name_is_measured_as_the_evaluator_reads_it() {
+    // `strings.quote(s)`: the namespace is no operand; its argument is.
+    let big = format!("'{}'", "x".repeat(1000));
+    refused_as_too_costly(parse(&format!(
+        "[strings.quote({big})].all(a, [a.replace('', a)].all(b, b.replace('', b) != ''))"
+    )));
+    // An index is never part of a dotted name: `outputs['load']` is the output, not a
+    // parameter called `outputs.load`.
+    let ids: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
+    let ids = format!("[{}]", ids.join(","));
+    let load = params(&[("rows", ids.as_str())]);
+    let decoy = params(&[("outputs", "0"), ("outputs.load.rows", "[]")]);
+    let vars = Vars::with_params(&decoy).outputs([("load", &load)]);
+    let rows = "outputs['load']['rows']";
+    refused_as_too_costly(eval(
+        &format!("{rows}.all(a, {rows}.all(b, {rows}.all(c, a + b + c != -1)))"),
+        &vars,
+    ));
+    // A loop variable written `.x` is never what `.x` reads.
+    let vars = Vars::with_params(&params(&[("l", r#"[{"load": {"rows": []}}]"#)]))
+        .outputs([("load", &load)]);
+    let rows = ".outputs.load.rows";
+    refused_as_too_costly(eval(
+        &format!("l.all(.outputs, {rows}.all(a, {rows}.all(b, {rows}.all(c, a != c || true))))"),
+        &vars,
+    ));
+    // has() is a boolean, whatever it looks into.
+    assert!(holds(
+        &format!("{}.all(i, !has(outputs.load.nothing))", list_of(300)),
+        &vars
+    ));
+}
+
+#[test]
+fn a_pattern_is_known_and_small_before_it_is_matched() {
+    let error = parse(r"'ab'.matches('[ab]*a[ab]{10000}')")
+        .err()
+        .expect("refused");
+    assert!(error.contains("too large"), "{error}");
+    // One computed by the expression cannot be checked: refused when it would run.
+    let vars = Vars::with_params(&params(&[("prefix", "sales")]));
+    let computed = "'sales_1.csv'.matches('^' + prefix + '_')";
+    let error = parse(computed).unwrap().holds(&vars).expect_err("refused");
+    assert!(
+        error.contains("pattern written in the expression"),
+        "{error}"
+    );
+    let vars = Vars::with_params(&params(&[("pattern", "^sales_")]));
+    assert!(holds("'sales_1.csv'.matches(pattern)", &vars));
+}
