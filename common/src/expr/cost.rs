@@ -44,10 +44,12 @@ const FORMAT_VERB: f64 = 110.0;
 /// given parameter or output) when the expression is evaluated, and is checked then.
 const REGEX_SIZE_LIMIT: usize = 64 << 10;
 
-/// Work charged for compiling a pattern within [`REGEX_SIZE_LIMIT`] (a few ms at most),
-/// and per byte of text it is matched against (its states, at worst, for each byte).
-const REGEX_COMPILE: f64 = 2e5;
-const REGEX_PER_BYTE: f64 = 1e3;
+/// Work charged for compiling a pattern (the regex crate: ~0.67 s for 10 MiB compiled,
+/// so about three units a byte), plus a floor; and per byte of text matched, its states
+/// at worst (a state takes a dozen bytes or more).
+const REGEX_COMPILE_MIN: f64 = 1e3;
+const REGEX_COMPILE_PER_BYTE: f64 = 3.0;
+const REGEX_BYTES_PER_STATE: f64 = 16.0;
 
 /// Most units of given values the check itself may walk to measure them (each path into
 /// a loop's elements walks the list once); past it the expression is refused.
@@ -91,6 +93,45 @@ impl Est {
     }
 }
 
+/// A string of `size` bytes: printed quoted, each byte escaped at worst.
+fn text(size: f64) -> Est {
+    Est::flat(size).printing(2.0 * size + 2.0)
+}
+
+/// Whether `e`, the target of a call of `function`, names the function's namespace
+/// (`strings.quote(s)`): the evaluator decides by the names alone, before any variable.
+fn is_namespace(e: &IdedExpr, function: &str) -> bool {
+    let Expr::Ident(name) = &e.expr else {
+        return false;
+    };
+    match name.trim_start_matches('.') {
+        "strings" => function == "quote",
+        "optional" => matches!(function, "of" | "none" | "ofNonZeroValue"),
+        "math" => matches!(
+            function,
+            "abs"
+                | "bitAnd"
+                | "bitNot"
+                | "bitOr"
+                | "bitShiftLeft"
+                | "bitShiftRight"
+                | "bitXor"
+                | "ceil"
+                | "floor"
+                | "isFinite"
+                | "isInf"
+                | "isNaN"
+                | "round"
+                | "sign"
+                | "sqrt"
+                | "trunc"
+                | "@max"
+                | "@min"
+        ),
+        _ => false,
+    }
+}
+
 fn capped(x: f64) -> f64 {
     if x.is_nan() { CAP } else { x.min(CAP) }
 }
@@ -98,9 +139,10 @@ fn capped(x: f64) -> f64 {
 /// Refuses `expr` if evaluating it with `vars` could cost more than [`MAX_COST`].
 /// Variables it names that `vars` lacks count as scalars: when an expression is checked
 /// on its own, before any run, only what its text itself builds is bounded.
-pub(super) fn check(expr: &IdedExpr, vars: &Vars) -> Result<(), String> {
+pub(super) fn check(expr: &IdedExpr, vars: &Vars, text_only: bool) -> Result<(), String> {
     let mut walk = Walk {
         vars,
+        text_only,
         bound: Vec::new(),
         cost: 0.0,
         refusal: None,
@@ -125,6 +167,8 @@ pub(super) fn check(expr: &IdedExpr, vars: &Vars) -> Result<(), String> {
 
 struct Walk<'v> {
     vars: &'v Vars,
+    /// Checked on its own, before any run: the values it will read are not known yet.
+    text_only: bool,
     /// Comprehension variables in scope, innermost last.
     bound: Vec<Bound<'v>>,
     cost: f64,
@@ -168,9 +212,13 @@ impl<'v> Walk<'v> {
         }
         match &e.expr {
             Expr::Literal(lit) => match lit {
-                LiteralValue::String(s) => Est::flat(s.len() as f64),
-                LiteralValue::Bytes(b) => Est::flat(b.len() as f64),
-                _ => Est::scalar(),
+                LiteralValue::String(s) => text(s.len() as f64),
+                LiteralValue::Bytes(b) => {
+                    Est::flat(b.len() as f64).printing(4.0 * b.len() as f64 + 3.0)
+                }
+                LiteralValue::Int(_) | LiteralValue::UInt(_) => Est::scalar().printing(21.0),
+                LiteralValue::Boolean(_) | LiteralValue::Null => Est::scalar().printing(5.0),
+                LiteralValue::Double(_) => Est::scalar(),
             },
             // `has(a.b)`: true or false, after reading `a`.
             Expr::Select(select) if select.test => {
@@ -207,15 +255,17 @@ impl<'v> Walk<'v> {
             // No struct type is registered: it fails at once.
             Expr::Struct(_) | Expr::Unspecified => Est::scalar(),
             Expr::Call(call) => {
+                // The evaluator reads `.f(x)` as `f(x)`.
+                let function = call.func_name.trim_start_matches('.');
                 // `strings.quote(s)`: `strings` names the function, it is no operand.
-                let target = call.target.as_deref().filter(|t| !self.is_namespace(t));
+                let target = (call.target.as_deref()).filter(|t| !is_namespace(t, function));
                 let operands: Vec<Est> = target
                     .into_iter()
                     .chain(&call.args)
                     .map(|x| self.est(x))
                     .collect();
                 let read = operands.iter().map(|x| x.size).sum::<f64>();
-                let work = match call.func_name.as_str() {
+                let work = match function {
                     // A needle compared at every position of the haystack.
                     "indexOf" | "lastIndexOf" => {
                         (size_of(&operands, 0) + 1.0) * (size_of(&operands, 1) + 1.0)
@@ -224,11 +274,11 @@ impl<'v> Walk<'v> {
                     _ => read,
                 };
                 self.charge(work);
-                let result = match (call.func_name.as_str(), target.map(|t| &t.expr)) {
+                let result = match (function, target.map(|t| &t.expr)) {
                     // A format written out: its verbs counted, not bounded by its length.
-                    ("format", Some(Expr::Literal(LiteralValue::String(text)))) => {
+                    ("format", Some(Expr::Literal(LiteralValue::String(format)))) => {
                         let args = operands.get(1).map_or(0.0, |x| x.printed);
-                        Est::flat(size_of(&operands, 0) + format_extra(text.inner()) + args)
+                        text(size_of(&operands, 0) + format_extra(format.inner()) + args)
                     }
                     (function, _) => call_result(function, &operands),
                 };
@@ -303,14 +353,6 @@ impl<'v> Walk<'v> {
         self.bound.iter().rev().find(|b| b.name == name)
     }
 
-    /// Whether `e` is the namespace of a function (`strings`, `math`), not a variable.
-    fn is_namespace(&self, e: &IdedExpr) -> bool {
-        matches!(&e.expr, Expr::Ident(name)
-            if matches!(name.as_str(), "strings" | "math" | "optional")
-                && self.bound_var(name).is_none()
-                && !self.vars.values.contains_key(name.as_str()))
-    }
-
     /// A path's estimate: what it names in the elements of a given list its root loops
     /// over, or in a given value; else its root's, the whole of which bounds it.
     fn path_est(&mut self, root: &'v str, steps: &[Step<'v>]) -> Est {
@@ -334,6 +376,9 @@ impl<'v> Walk<'v> {
     fn measured(&mut self, value: &'v Value) -> Est {
         if let Some(est) = self.measured.get(&(value as *const Value)) {
             return *est;
+        }
+        if self.measuring > MAX_MEASURED {
+            return Est::flat(CAP);
         }
         let est = measure(value);
         self.measuring += est.size;
@@ -392,39 +437,73 @@ impl<'v> Walk<'v> {
         })
     }
 
-    /// What a `matches` call costs: compiling its pattern (refused when the pattern is
-    /// given and compiles too large) and matching, pattern times text at worst.
-    fn regex_work(&mut self, pattern: Option<&IdedExpr>, operands: &[Est]) -> f64 {
-        let given = pattern.and_then(|p| match &p.expr {
-            Expr::Literal(LiteralValue::String(s)) => Some(s.inner().to_string()),
-            _ => match path(p).and_then(|(root, steps)| self.known(root, &steps))? {
-                Value::String(s) => Some(s.to_string()),
-                _ => None,
-            },
-        });
-        match given {
-            Some(pattern) => {
-                let small = regex::RegexBuilder::new(&pattern)
-                    .size_limit(REGEX_SIZE_LIMIT)
-                    .build();
-                if let Err(e) = small {
+    /// What a `matches` call costs: compiling its pattern, and matching it, its compiled
+    /// states for each byte of text at worst. The pattern must be written out or named by
+    /// a path to a given value (a loop's variable over a given list: each element's), so
+    /// that its compiled size can be checked; others are refused.
+    fn regex_work(&mut self, pattern: Option<&'v IdedExpr>, operands: &[Est]) -> f64 {
+        let text = size_of(operands, 0) + 1.0;
+        let patterns: Vec<String> = match pattern.map(|p| (&p.expr, path(p))) {
+            Some((Expr::Literal(LiteralValue::String(s)), _)) => vec![s.inner().to_string()],
+            // Named, not known before a run.
+            Some((_, Some(_))) if self.text_only => return REGEX_COMPILE_MIN + text,
+            Some((_, Some((root, steps)))) => {
+                let elements = self.bound_var(root).and_then(|b| b.elements);
+                let values: Vec<&Value> = match elements {
+                    Some(list) if !steps.is_empty() => list
+                        .iter()
+                        .filter_map(|element| follow(element, &steps))
+                        .collect(),
+                    _ => self.known(root, &steps).into_iter().collect(),
+                };
+                values
+                    .into_iter()
+                    .filter_map(|v| match v {
+                        Value::String(s) => Some(s.to_string()),
+                        _ => None,
+                    })
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        if patterns.is_empty() {
+            self.refusal.get_or_insert(
+                "matches() takes a pattern written in the expression or named by a parameter \
+                 or output (its size is checked before it runs), not one the expression \
+                 computes"
+                    .to_string(),
+            );
+            return 0.0;
+        }
+        let mut largest = 0usize;
+        for pattern in &patterns {
+            self.measuring += pattern.len() as f64;
+            match compiled_size(pattern) {
+                Some(size) => largest = largest.max(size),
+                None => {
                     self.refusal.get_or_insert(format!(
-                        "the pattern '{pattern}' is too large or invalid for matches(): {e}"
+                        "the pattern '{pattern}' is invalid or too large for matches() (it compiles \
+                         to more than {REGEX_SIZE_LIMIT} bytes); write a simpler one"
                     ));
                 }
             }
-            // Checked before a run only for what the text itself holds.
-            None if self.vars.values.is_empty() => {}
-            None => {
-                self.refusal.get_or_insert(
-                    "matches() takes a pattern written in the expression or given as a \
-                     parameter or output (its size is checked before it runs), not one \
-                     computed by it"
-                        .to_string(),
-                );
-            }
         }
-        REGEX_COMPILE + (size_of(operands, 0) + 1.0) * REGEX_PER_BYTE
+        let size = largest as f64;
+        REGEX_COMPILE_MIN + size * REGEX_COMPILE_PER_BYTE + text * (size / REGEX_BYTES_PER_STATE)
+    }
+}
+
+/// An upper bound on the size `pattern` compiles to (within [`REGEX_SIZE_LIMIT`]), or None
+/// when it is invalid or larger.
+fn compiled_size(pattern: &str) -> Option<usize> {
+    let mut limit = 1 << 10;
+    loop {
+        let built = regex::RegexBuilder::new(pattern).size_limit(limit).build();
+        match built {
+            Ok(_) => return Some(limit),
+            Err(regex::Error::CompiledTooBig(_)) if limit < REGEX_SIZE_LIMIT => limit *= 2,
+            Err(_) => return None,
+        }
     }
 }
 
@@ -550,25 +629,34 @@ fn call_result(function: &str, operands: &[Est]) -> Est {
             Est::flat(a.size.max(b.size)).printing(a.printed.max(b.printed))
         }
         // An element of a list or a value of a map: at most the whole.
-        operators::INDEX | operators::OPT_INDEX => Est::flat(operand(0)),
+        operators::INDEX | operators::OPT_INDEX => Est::flat(operand(0)).printing(printed(0)),
         // `s.replace(old, new)`: every byte of `s` (and its end) can become `new`.
-        "replace" => Est::flat((operand(0) + 1.0) * (operand(2) + 1.0)),
+        "replace" => text((operand(0) + 1.0) * (operand(2) + 1.0)),
         // `list.join(sep)`: a separator between each two elements.
-        "join" => Est::flat(operand(0) + operands.first().map_or(0.0, |x| x.items) * operand(1)),
+        "join" => text(operand(0) + operands.first().map_or(0.0, |x| x.items) * operand(1)),
         // `s.split(sep)`: at most one piece per byte, each at most `s`.
         "split" => Est {
             items: capped(operand(0) + 1.0),
             item: operand(0),
-            ..Est::flat(2.0 * operand(0) + 1.0)
+            ..Est::flat(2.0 * operand(0) + 1.0).printing(5.0 * operand(0) + 5.0)
         },
         // The format's text, each argument printed once (a verb takes one), and what each
         // verb (two characters at least) may add.
-        "format" => Est::flat(operand(0) * (1.0 + FORMAT_VERB / 2.0) + printed(1)),
-        "string" => Est::flat(printed(0)),
+        "format" => text(operand(0) * (1.0 + FORMAT_VERB / 2.0) + printed(1)),
+        "string" => text(printed(0)),
         // A byte escaped as `\u0001` at worst.
-        "quote" => Est::flat(6.0 * operand(0) + 2.0),
-        "bytes" => Est::flat(operand(0) + printed(0)),
-        _ => Est::flat(total),
+        "quote" => text(6.0 * operand(0) + 2.0),
+        "bytes" => {
+            Est::flat(operand(0) + printed(0)).printing(4.0 * (operand(0) + printed(0)) + 3.0)
+        }
+        // No larger than what it reads, a number or text cut from it.
+        _ => Est::flat(total).printing(
+            operands
+                .iter()
+                .map(|x| x.printed)
+                .sum::<f64>()
+                .max(PRINTED_SCALAR),
+        ),
     }
 }
 
@@ -576,7 +664,7 @@ fn call_result(function: &str, operands: &[Est]) -> Est {
 fn measure(value: &Value) -> Est {
     match value {
         // In a list it is printed quoted, with escapes.
-        Value::String(s) => Est::flat(s.len() as f64).printing(2.0 * s.len() as f64 + 2.0),
+        Value::String(s) => text(s.len() as f64),
         Value::Bytes(b) => Est::flat(b.len() as f64).printing(4.0 * b.len() as f64 + 3.0),
         Value::Int(_) | Value::UInt(_) => Est::scalar().printing(20.0),
         // 17 significant digits, the zeros its exponent adds, sign and point.

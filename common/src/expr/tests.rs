@@ -431,6 +431,10 @@ fn what_hides_a_value_behind_a_name_is_measured_as_the_evaluator_reads_it() {
         &format!("l.all(.outputs, {rows}.all(a, {rows}.all(b, {rows}.all(c, a != c || true))))"),
         &vars,
     ));
+    // `strings.quote` is the function even where a variable is called `strings`.
+    refused_as_too_costly(parse(&format!(
+        "[0].exists(strings, [strings.quote({big})].all(a, [a.replace('', a)].all(b, b != '')))"
+    )));
     // has() is a boolean, whatever it looks into.
     assert!(holds(
         &format!("{}.all(i, !has(outputs.load.nothing))", list_of(300)),
@@ -444,14 +448,30 @@ fn a_pattern_is_known_and_small_before_it_is_matched() {
         .err()
         .expect("refused");
     assert!(error.contains("too large"), "{error}");
-    // One computed by the expression cannot be checked: refused when it would run.
-    let vars = Vars::with_params(&params(&[("prefix", "sales")]));
-    let computed = "'sales_1.csv'.matches('^' + prefix + '_')";
-    let error = parse(computed).unwrap().holds(&vars).expect_err("refused");
+    // One computed by the expression cannot be checked: refused at once.
+    let error = parse("'sales_1.csv'.matches('^' + prefix + '_')")
+        .err()
+        .expect("refused");
     assert!(
         error.contains("pattern written in the expression"),
         "{error}"
     );
+    // Nor does a leading dot (`.matches(text, pattern)` is `matches`) get around it.
+    let error = parse(r"'x'.split('').exists(i, .matches('', '\\w{200}'))")
+        .err()
+        .expect("refused");
+    assert!(
+        error.contains("too large") || error.contains("compiles larger"),
+        "{error}"
+    );
+    // A pattern per file, over many files, is what matches is for.
+    let files: Vec<String> = (0..500).map(|i| format!("\"sales_{i}.csv\"")).collect();
+    let files = format!("[{}]", files.join(","));
+    let vars = Vars::with_params(&params(&[("files", files.as_str())]));
+    assert!(holds(
+        r"files.all(f, f.matches('^sales_[0-9]+\\.csv$'))",
+        &vars
+    ));
     let vars = Vars::with_params(&params(&[("pattern", "^sales_")]));
     assert!(holds("'sales_1.csv'.matches(pattern)", &vars));
 }
