@@ -148,6 +148,7 @@ pub(super) fn check(expr: &IdedExpr, vars: &Vars, text_only: bool) -> Result<(),
         refusal: None,
         measured: HashMap::new(),
         measuring: 0.0,
+        compiling: 0.0,
     };
     walk.est(expr);
     if let Some(refusal) = walk.refusal {
@@ -179,6 +180,8 @@ struct Walk<'v> {
     measured: HashMap<*const Value, Est>,
     /// Units walked to measure them: the check's own work, not the evaluation's.
     measuring: f64,
+    /// Units spent compiling `matches` patterns to size them: the check's work too.
+    compiling: f64,
 }
 
 /// A comprehension's variable: what it can hold, and the elements it takes in turn when
@@ -203,11 +206,14 @@ impl<'v> Walk<'v> {
     /// per node, plus the size of every value built and of every operand a call reads.
     /// Past [`MAX_COST`] the walk stops: the answer is a refusal already.
     fn est(&mut self, e: &'v IdedExpr) -> Est {
-        if self.cost > MAX_COST {
+        if self.cost > MAX_COST || self.refusal.is_some() {
             return Est::scalar();
         }
         self.charge(1.0);
         if let Some((root, steps)) = path(e) {
+            // The evaluator tries each dotted prefix of the name in each scope.
+            let scopes = self.bound.len() as f64 + 1.0;
+            self.charge(scopes * (steps.len() as f64 + 1.0));
             return self.path_est(root, &steps);
         }
         match &e.expr {
@@ -450,19 +456,20 @@ impl<'v> Walk<'v> {
             Some((_, Some((root, steps)))) => {
                 let elements = self.bound_var(root).and_then(|b| b.elements);
                 let values: Vec<&Value> = match elements {
-                    Some(list) if !steps.is_empty() => list
+                    Some(list) => list
                         .iter()
                         .filter_map(|element| follow(element, &steps))
                         .collect(),
                     _ => self.known(root, &steps).into_iter().collect(),
                 };
-                values
+                let distinct: std::collections::BTreeSet<&str> = values
                     .into_iter()
                     .filter_map(|v| match v {
-                        Value::String(s) => Some(s.to_string()),
+                        Value::String(s) => Some(s.as_str()),
                         _ => None,
                     })
-                    .collect()
+                    .collect();
+                distinct.into_iter().map(str::to_string).collect()
             }
             _ => Vec::new(),
         };
@@ -477,8 +484,18 @@ impl<'v> Walk<'v> {
         }
         let mut largest = 0usize;
         for pattern in &patterns {
-            self.measuring += pattern.len() as f64;
-            match compiled_size(pattern) {
+            // Compiling here is the check's own work: bounded as an evaluation is.
+            if self.compiling > MAX_COST {
+                self.refusal.get_or_insert(
+                    "matches() is given more patterns than can be checked; use fewer".to_string(),
+                );
+            }
+            if self.refusal.is_some() {
+                break;
+            }
+            let (size, tried) = compiled_size(pattern);
+            self.compiling += tried as f64 * REGEX_COMPILE_PER_BYTE;
+            match size {
                 Some(size) => largest = largest.max(size),
                 None => {
                     self.refusal.get_or_insert(format!(
@@ -494,15 +511,16 @@ impl<'v> Walk<'v> {
 }
 
 /// An upper bound on the size `pattern` compiles to (within [`REGEX_SIZE_LIMIT`]), or None
-/// when it is invalid or larger.
-fn compiled_size(pattern: &str) -> Option<usize> {
-    let mut limit = 1 << 10;
+/// when it is invalid or larger; and the bytes the attempts may have compiled.
+fn compiled_size(pattern: &str) -> (Option<usize>, usize) {
+    let (mut limit, mut tried) = (1 << 10, 0);
     loop {
+        tried += limit;
         let built = regex::RegexBuilder::new(pattern).size_limit(limit).build();
         match built {
-            Ok(_) => return Some(limit),
+            Ok(_) => return (Some(limit), tried),
             Err(regex::Error::CompiledTooBig(_)) if limit < REGEX_SIZE_LIMIT => limit *= 2,
-            Err(_) => return None,
+            Err(_) => return (None, tried),
         }
     }
 }

@@ -475,3 +475,22 @@ fn a_pattern_is_known_and_small_before_it_is_matched() {
     let vars = Vars::with_params(&params(&[("pattern", "^sales_")]));
     assert!(holds("'sales_1.csv'.matches(pattern)", &vars));
 }
+
+#[test]
+fn long_names_and_many_patterns_count_the_work_of_reading_them() {
+    // Each dotted name is looked up prefix by prefix in each loop's scope.
+    let l = format!("[{}]", vec!["0"; 10].join(","));
+    let name = vec!["z"; 700].join(".");
+    let text = format!("{l}.all(a, {l}.all(b, {l}.all(c, {l}.all(d, {name} || true))))");
+    refused_as_too_costly(parse(&text));
+    // Patterns named by a loop over a given list are each checked (once each).
+    let pats: Vec<String> = (0..200).map(|i| format!("\"^f{i}$\"")).collect();
+    let vars = Vars::with_params(&params(&[("pats", &format!("[{}]", pats.join(",")))]));
+    assert!(holds("pats.exists(p, 'f7'.matches(p))", &vars));
+    let vars = Vars::with_params(&params(&[("pats", r#"["ok", "\\w{999}"]"#)]));
+    let error = parse("pats.exists(p, 'x'.matches(p))")
+        .unwrap()
+        .holds(&vars)
+        .expect_err("refused");
+    assert!(error.contains("too large"), "{error}");
+}
