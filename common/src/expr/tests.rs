@@ -479,7 +479,7 @@ fn a_pattern_is_known_and_small_before_it_is_matched() {
 #[test]
 fn long_names_and_many_patterns_count_the_work_of_reading_them() {
     // Each dotted name is looked up prefix by prefix in each loop's scope.
-    let l = format!("[{}]", vec!["0"; 10].join(","));
+    let l = format!("[{}]", ["0"; 10].join(","));
     let name = vec!["z"; 700].join(".");
     let text = format!("{l}.all(a, {l}.all(b, {l}.all(c, {l}.all(d, {name} || true))))");
     refused_as_too_costly(parse(&text));
