@@ -231,11 +231,9 @@ impl<'v> Walk<'v> {
                 self.est(&select.operand);
                 Est::scalar()
             }
-            // A field of something computed (an identifier is a path).
-            Expr::Ident(_) | Expr::Select(_) => match &e.expr {
-                Expr::Select(select) => self.est(&select.operand),
-                _ => Est::scalar(),
-            },
+            // A field of something computed (an identifier is a path, estimated above).
+            Expr::Select(select) => self.est(&select.operand),
+            Expr::Ident(_) => Est::scalar(),
             Expr::List(list) => {
                 let items: Vec<Est> = list.elements.iter().map(|x| self.est(x)).collect();
                 self.built(collection(&items))
@@ -395,21 +393,33 @@ impl<'v> Walk<'v> {
     /// A path into a loop's variable over a given list (`r.id`): the largest value it
     /// names in any element.
     fn on_elements(&mut self, root: &str, steps: &[Step]) -> Option<Est> {
-        let elements = self.bound_var(root)?.elements?;
-        if steps.is_empty() {
+        if steps.is_empty() || self.bound_var(root)?.elements.is_none() {
             return None;
         }
         if self.measuring > MAX_MEASURED {
             return Some(Est::flat(CAP));
         }
         let (mut size, mut printed) = (0.0f64, 0.0f64);
-        for value in elements.iter().filter_map(|element| follow(element, steps)) {
+        for value in self.named_values(root, steps)? {
             let est = measure(value);
             size = size.max(est.size);
             printed = printed.max(est.printed);
             self.measuring += est.size + 1.0;
         }
         Some(Est::flat(size).printing(printed))
+    }
+
+    /// The given values a path names: one per element when its root is a loop's variable
+    /// over a given list, else the one value it names, if it names one.
+    fn named_values(&self, root: &str, steps: &[Step]) -> Option<Vec<&'v Value>> {
+        match self.bound_var(root) {
+            Some(bound) => Some(
+                (bound.elements?.iter())
+                    .filter_map(|element| follow(element, steps))
+                    .collect(),
+            ),
+            None => Some(vec![self.known(root, steps)?]),
+        }
     }
 
     /// The given value that a path such as `outputs.load.rows[0]` names, so that it is
@@ -454,14 +464,7 @@ impl<'v> Walk<'v> {
             // Named, not known before a run.
             Some((_, Some(_))) if self.text_only => return REGEX_COMPILE_MIN + text,
             Some((_, Some((root, steps)))) => {
-                let elements = self.bound_var(root).and_then(|b| b.elements);
-                let values: Vec<&Value> = match elements {
-                    Some(list) => list
-                        .iter()
-                        .filter_map(|element| follow(element, &steps))
-                        .collect(),
-                    _ => self.known(root, &steps).into_iter().collect(),
-                };
+                let values = self.named_values(root, &steps).unwrap_or_default();
                 let distinct: std::collections::BTreeSet<&str> = values
                     .into_iter()
                     .filter_map(|v| match v {
