@@ -77,12 +77,18 @@ impl Engine {
         u.worker = Some(worker.to_string());
         if state == TaskState::Running {
             u.started_at = Some(ev.at_ms);
-        } else {
-            u.ended_at = Some(ev.at_ms);
-            u.exit_code = Some(ev.exit_code);
-            u.output = (!ev.output.is_empty()).then(|| ev.output.clone().into_iter().collect());
-            u.message = (!ev.message.is_empty()).then(|| ev.message.clone());
+            // A record (see `RECORD_WAIT`): a short task's start is written with its end.
+            if let Some(u) = self.accepted(u.id, u, Params::new(), None, cycle, ev.at_ms)
+                && let Some(record) = self.record(instance)
+            {
+                cycle.record(u, record);
+            }
+            return;
         }
+        u.ended_at = Some(ev.at_ms);
+        u.exit_code = Some(ev.exit_code);
+        u.output = (!ev.output.is_empty()).then(|| ev.output.clone().into_iter().collect());
+        u.message = (!ev.message.is_empty()).then(|| ev.message.clone());
         self.task_event(
             ev.task_instance_id,
             u,

@@ -563,14 +563,14 @@ async fn where_a_task_went_is_recorded_with_its_first_event_or_alone_soon_after(
     .await;
     assert_eq!(recorded.as_deref(), Some("w1"));
 
-    // An event right behind a dispatch: both land, the event acknowledged once they have.
-    let (msg, acked) = report(instance, a, TaskEventKind::Running, "");
+    // An end right behind a dispatch: both land, the end acknowledged once they have.
+    let (msg, acked) = report(instance, a, TaskEventKind::Success, "");
     me.send(dispatched(a, "w1")).unwrap();
     me.send(msg).unwrap();
     assert_eq!(acked.await.unwrap(), vec![a as u64]);
     assert_eq!(
         row(store.clone()).await,
-        (TaskState::Running, Some("w1".to_string()))
+        (TaskState::Success, Some("w1".to_string()))
     );
     shutdown.cancel();
     running.await.unwrap();
@@ -616,6 +616,51 @@ async fn where_a_task_went_waits_for_its_end_in_a_later_cycle_and_is_written_wit
         alone.epochs.get(&instance),
         Some(&epoch),
         "fenced like any write"
+    );
+}
+
+#[tokio::test]
+async fn a_task_start_waits_for_its_end_and_is_written_with_it_or_alone_soon_after() {
+    let mut h = Harness::new().await;
+    let (instance, a) = h.start_chain().await;
+    let mut first = h.handled(vec![dispatched(a, "w1")]);
+    let dispatch = first.defer_records(Instant::now());
+
+    // The start, a cycle later, joins the dispatch's record: nothing is written yet, and
+    // the event is acknowledged (a start lost to a failover only leaves the row dispatched,
+    // and the new master asks the worker).
+    let mut second = h.engine.carrying(dispatch);
+    let (msg, _acked) = report(instance, a, TaskEventKind::Running, "");
+    h.engine.handle(msg, &mut second);
+    let started = second.defer_records(Instant::now());
+    assert_eq!(started.len(), 1);
+    assert!(second.batch.task_updates.is_empty());
+    let started_at = started[0].0.started_at;
+    assert!(started_at.is_some(), "the start's time is kept");
+
+    // The end, a cycle later: one row update with the start's time.
+    let mut third = h.engine.carrying(started.clone());
+    let (msg, _acked) = report(instance, a, TaskEventKind::Success, "");
+    h.engine.handle(msg, &mut third);
+    assert!(third.defer_records(Instant::now()).is_empty());
+    let [u] = &third.batch.task_updates[..] else {
+        panic!("one row update: {:?}", third.batch.task_updates)
+    };
+    assert_eq!(
+        (u.state, u.worker.as_deref(), u.started_at),
+        (TaskState::Success, Some("w1"), started_at)
+    );
+    assert!(u.ended_at.is_some());
+
+    // A task still running when the wait is up: its start is written alone.
+    let mut alone = h.engine.carrying(started);
+    assert!(alone.defer_records(Instant::now() + RECORD_WAIT).is_empty());
+    let [u] = &alone.batch.task_updates[..] else {
+        panic!("the start alone: {:?}", alone.batch.task_updates)
+    };
+    assert_eq!(
+        (u.state, u.worker.as_deref(), u.started_at),
+        (TaskState::Running, Some("w1"), started_at)
     );
 }
 
