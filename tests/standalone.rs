@@ -281,6 +281,17 @@ fn a_crashed_standalone_finishes_its_instances_after_a_restart() {
     support::wait_for("slow to start", Duration::from_secs(30), || {
         started.exists().then_some(())
     });
+    // Its start is a record the engine writes within 10 ms: the crash comes once it is
+    // written (a task lost before that is asked for on the new worker and run again as
+    // the same attempt; either way it finishes once).
+    support::wait_for("slow recorded running", Duration::from_secs(30), || {
+        let inst = s.api.get(&format!("/instances/{id}"));
+        let tasks = inst["tasks"].as_array()?.clone();
+        tasks
+            .iter()
+            .any(|t| t["name"] == "slow" && t["state"] == "running")
+            .then_some(())
+    });
     s.crash_and_restart();
 
     let inst = s.api.wait_instance(id, Duration::from_secs(60));

@@ -139,30 +139,46 @@ fn on_big_stack<T: Send>(f: impl FnOnce() -> Result<T, String> + Send) -> Result
     })
 }
 
-/// Refuses brackets nested deeper than [`MAX_NESTING`] (outside quotes).
+/// Refuses brackets nested deeper than [`MAX_NESTING`] (outside quotes). Strings are
+/// skipped as CEL reads them: `'…'`, `"…"`, tripled `'''…'''`, and raw (`r'…'`, where a
+/// backslash escapes nothing).
 fn check_nesting(source: &str) -> Result<(), String> {
-    let (mut depth, mut quote, mut escaped) = (0usize, None, false);
-    for (i, c) in source.char_indices() {
-        match quote {
-            Some(_) if escaped => escaped = false,
-            Some(_) if c == '\\' => escaped = true,
-            Some(q) if c == q => quote = None,
-            Some(_) => {}
-            None => match c {
-                '\'' | '"' => quote = Some(c),
-                '(' | '[' | '{' => {
-                    depth += 1;
-                    if depth > MAX_NESTING {
-                        return Err(format!(
-                            "column {}: brackets nested deeper than {MAX_NESTING}",
-                            i + 1
-                        ));
-                    }
+    let chars: Vec<char> = source.chars().collect();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            q @ ('\'' | '"') => {
+                let prefix = chars[..i].iter().rev().take(2);
+                let raw = prefix
+                    .take_while(|c| c.is_ascii_alphabetic())
+                    .any(|c| matches!(c, 'r' | 'R'));
+                let tripled = [q; 3];
+                let close = if chars[i..].starts_with(&tripled) {
+                    &tripled[..]
+                } else {
+                    &tripled[..1]
+                };
+                i += close.len();
+                while i < chars.len() && !chars[i..].starts_with(close) {
+                    i += if chars[i] == '\\' && !raw { 2 } else { 1 };
                 }
-                ')' | ']' | '}' => depth = depth.saturating_sub(1),
-                _ => {}
-            },
+                i += close.len();
+                continue;
+            }
+            '(' | '[' | '{' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    let column = chars[..i].iter().map(|c| c.len_utf8()).sum::<usize>() + 1;
+                    return Err(format!(
+                        "column {column}: brackets nested deeper than {MAX_NESTING}"
+                    ));
+                }
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
         }
+        i += 1;
     }
     Ok(())
 }

@@ -494,3 +494,66 @@ fn long_names_and_many_patterns_count_the_work_of_reading_them() {
         .expect_err("refused");
     assert!(error.contains("too large"), "{error}");
 }
+
+#[test]
+fn a_case_insensitive_class_is_priced_by_the_characters_it_folds() {
+    // `(?i)` folds every character of a class at each compile, however small the program
+    // it compiles to: a thousand compiles of `\P{Any}` (the empty class, folded first)
+    // would take seconds.
+    let ten = list_of(10);
+    let text = format!(
+        r"{ten}.exists(a, {ten}.exists(b, {ten}.exists(c, 'x'.matches('(?i)\\P{{Any}}'))))"
+    );
+    refused_as_too_costly(parse(&text));
+    // So is a pattern folding so much that compiling it once to size it would take long,
+    // refused before it is compiled; and a set operation folds its operands again.
+    let many = vec![r"\\P{Any}"; 200].join("|");
+    let error = parse(&format!("'x'.matches('(?i)(?:{many})')"))
+        .err()
+        .expect("refused");
+    assert!(error.contains("folds the case"), "{error}");
+    let error = parse(r"'x'.matches('(?i)[[[[[\\p{Any}--a]--b]--c]--d]--e]')")
+        .err()
+        .expect("refused");
+    assert!(error.contains("folds the case"), "{error}");
+    // Without the flag nothing is folded; with it, what ordinary patterns use passes, in
+    // loops too: letters named (`[a-z]`), Perl classes (`\w`), a script.
+    let none = Vars::default();
+    assert!(holds(
+        &format!(r"{ten}.all(a, !'x'.matches('\\P{{Any}}'))"),
+        &none
+    ));
+    assert!(holds(
+        &format!(
+            r"{}.all(a, 'Sales_1.CSV'.matches('(?i)^sales_[a-z0-9_]+\\.csv$'))",
+            list_of(300)
+        ),
+        &none
+    ));
+    assert!(holds(
+        &format!(r"{ten}.all(a, 'Sales_1'.matches('(?i)^sales_\\w+$'))"),
+        &none
+    ));
+    assert!(holds(
+        &format!(r"{ten}.all(a, 'αβ'.matches('(?i)^[\\p{{Greek}}a-z]+$'))"),
+        &none
+    ));
+}
+
+#[test]
+fn brackets_in_raw_and_tripled_strings_are_not_read_as_nesting() {
+    // A raw string's backslash escapes nothing: the quote after it ends the string, so
+    // the brackets that follow count.
+    let deep = format!("{}1{}", "[".repeat(40), "]".repeat(40));
+    let error = parse(&format!(r"r'\' + {deep} + r'\' == 1"))
+        .err()
+        .expect("refused");
+    assert!(error.contains("nested deeper"), "{error}");
+    let error = parse(&format!("'''a'b''' + {deep} == 1"))
+        .err()
+        .expect("refused");
+    assert!(error.contains("nested deeper"), "{error}");
+    // Brackets inside strings, raw or tripled, are text.
+    let text = format!("r'{deep}' != '''{deep}''' || true");
+    assert!(holds(&text, &Vars::default()));
+}

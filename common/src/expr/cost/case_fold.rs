@@ -1,0 +1,143 @@
+//! What case-insensitive matching costs a pattern's compile. With `(?i)`, the regex crate
+//! folds the case of every character a class names, one by one, before it builds the
+//! program, so `(?i)\p{Any}` takes milliseconds to compile into a few hundred bytes: the
+//! compiled size does not price it. The characters are counted from the pattern's syntax,
+//! without folding anything.
+
+use regex_syntax::ast::{self, Ast, ClassSetItem, Flag, Flags, Visitor};
+use regex_syntax::hir::{Class, HirKind};
+
+/// Characters whose case the compile of `pattern` may fold (0 when no `i` flag is set;
+/// None when the pattern does not parse). A class is folded once by itself and again by
+/// each bracket or set operation around it, so it counts that many times.
+pub(super) fn folded_chars(pattern: &str) -> Option<f64> {
+    let parsed = ast::parse::Parser::new().parse(pattern).ok()?;
+    let count = ast::visit(&parsed, Count::default()).ok()?;
+    Some(if count.case_insensitive {
+        count.chars
+    } else {
+        0.0
+    })
+}
+
+#[derive(Default)]
+struct Count {
+    case_insensitive: bool,
+    chars: f64,
+    /// Brackets and set operations around the item being visited.
+    depth: u32,
+}
+
+impl Count {
+    fn flags(&mut self, flags: &Flags) {
+        self.case_insensitive |= flags.flag_state(Flag::CaseInsensitive) == Some(true);
+    }
+
+    fn add(&mut self, chars: f64) {
+        self.chars += chars * f64::from(self.depth.max(1));
+    }
+}
+
+impl Visitor for Count {
+    type Output = Count;
+    type Err = ();
+
+    fn finish(self) -> Result<Count, ()> {
+        Ok(self)
+    }
+
+    fn visit_pre(&mut self, ast: &Ast) -> Result<(), ()> {
+        match ast {
+            Ast::Flags(set) => self.flags(&set.flags),
+            Ast::Group(group) => {
+                if let ast::GroupKind::NonCapturing(flags) = &group.kind {
+                    self.flags(flags);
+                }
+            }
+            // Folded before it is negated: `\P{Any}` folds every character.
+            Ast::ClassUnicode(class) => self.add(unicode_class_chars(&class.kind)),
+            Ast::ClassBracketed(_) => self.depth += 1,
+            // Perl classes outside brackets are not folded (closed under folding already).
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn visit_post(&mut self, ast: &Ast) -> Result<(), ()> {
+        if let Ast::ClassBracketed(_) = ast {
+            self.depth -= 1;
+        }
+        Ok(())
+    }
+
+    fn visit_class_set_item_pre(&mut self, item: &ClassSetItem) -> Result<(), ()> {
+        match item {
+            ClassSetItem::Bracketed(_) => self.depth += 1,
+            ClassSetItem::Literal(_) => self.add(1.0),
+            ClassSetItem::Range(range) => {
+                self.add(f64::from(range.end.c as u32 - range.start.c as u32) + 1.0)
+            }
+            ClassSetItem::Ascii(_) => self.add(128.0),
+            ClassSetItem::Unicode(class) => self.add(unicode_class_chars(&class.kind)),
+            // Inside brackets, as written (negated or not), it is folded with the rest.
+            ClassSetItem::Perl(class) => {
+                let letter = match class.kind {
+                    ast::ClassPerlKind::Digit => 'd',
+                    ast::ClassPerlKind::Space => 's',
+                    ast::ClassPerlKind::Word => 'w',
+                };
+                let written = if class.negated {
+                    letter.to_ascii_uppercase()
+                } else {
+                    letter
+                };
+                self.add(chars_of(&format!("\\{written}")));
+            }
+            ClassSetItem::Empty(_) | ClassSetItem::Union(_) => {}
+        }
+        Ok(())
+    }
+
+    fn visit_class_set_item_post(&mut self, item: &ClassSetItem) -> Result<(), ()> {
+        if let ClassSetItem::Bracketed(_) = item {
+            self.depth -= 1;
+        }
+        Ok(())
+    }
+
+    fn visit_class_set_binary_op_pre(&mut self, _: &ast::ClassSetBinaryOp) -> Result<(), ()> {
+        self.depth += 1;
+        Ok(())
+    }
+
+    fn visit_class_set_binary_op_post(&mut self, _: &ast::ClassSetBinaryOp) -> Result<(), ()> {
+        self.depth -= 1;
+        Ok(())
+    }
+}
+
+/// Characters of a Unicode class before any negation.
+fn unicode_class_chars(kind: &ast::ClassUnicodeKind) -> f64 {
+    let positive = match kind {
+        ast::ClassUnicodeKind::OneLetter(c) => format!("\\p{{{c}}}"),
+        ast::ClassUnicodeKind::Named(name) => format!("\\p{{{name}}}"),
+        ast::ClassUnicodeKind::NamedValue { name, value, .. } => format!("\\p{{{name}={value}}}"),
+    };
+    chars_of(&positive)
+}
+
+/// Characters of a class written alone (case-sensitive: nothing folded); 0 for one that
+/// does not compile, which the compile refuses anyway.
+fn chars_of(class: &str) -> f64 {
+    let Ok(hir) = regex_syntax::Parser::new().parse(class) else {
+        return 0.0;
+    };
+    match hir.kind() {
+        HirKind::Class(Class::Unicode(class)) => class
+            .ranges()
+            .iter()
+            .map(|r| f64::from(r.end() as u32 - r.start() as u32) + 1.0)
+            .sum(),
+        _ => 0.0,
+    }
+}
