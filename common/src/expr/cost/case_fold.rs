@@ -6,6 +6,7 @@
 
 use regex_syntax::ast::{self, Ast, ClassSetItem, Flag, Flags, Visitor};
 use regex_syntax::hir::{Class, HirKind};
+use std::collections::HashMap;
 
 /// Characters whose case the compile of `pattern` may fold (0 when no `i` flag is set;
 /// None when the pattern does not parse). A class is folded once by itself and again by
@@ -26,6 +27,8 @@ struct Count {
     chars: f64,
     /// Brackets and set operations around the item being visited.
     depth: u32,
+    /// Characters of each class written alone, looked up once per pattern.
+    sizes: HashMap<String, f64>,
 }
 
 impl Count {
@@ -35,6 +38,11 @@ impl Count {
 
     fn add(&mut self, chars: f64) {
         self.chars += chars * f64::from(self.depth.max(1));
+    }
+
+    fn add_class(&mut self, class: String) {
+        let chars = *self.sizes.entry(class).or_insert_with_key(|c| chars_of(c));
+        self.add(chars);
     }
 }
 
@@ -55,7 +63,7 @@ impl Visitor for Count {
                 }
             }
             // Folded before it is negated: `\P{Any}` folds every character.
-            Ast::ClassUnicode(class) => self.add(unicode_class_chars(&class.kind)),
+            Ast::ClassUnicode(class) => self.add_class(positive(&class.kind)),
             Ast::ClassBracketed(_) => self.depth += 1,
             // Perl classes outside brackets are not folded (closed under folding already).
             _ => {}
@@ -78,7 +86,7 @@ impl Visitor for Count {
                 self.add(f64::from(range.end.c as u32 - range.start.c as u32) + 1.0)
             }
             ClassSetItem::Ascii(_) => self.add(128.0),
-            ClassSetItem::Unicode(class) => self.add(unicode_class_chars(&class.kind)),
+            ClassSetItem::Unicode(class) => self.add_class(positive(&class.kind)),
             // Inside brackets, as written (negated or not), it is folded with the rest.
             ClassSetItem::Perl(class) => {
                 let letter = match class.kind {
@@ -91,7 +99,7 @@ impl Visitor for Count {
                 } else {
                     letter
                 };
-                self.add(chars_of(&format!("\\{written}")));
+                self.add_class(format!("\\{written}"));
             }
             ClassSetItem::Empty(_) | ClassSetItem::Union(_) => {}
         }
@@ -116,14 +124,13 @@ impl Visitor for Count {
     }
 }
 
-/// Characters of a Unicode class before any negation.
-fn unicode_class_chars(kind: &ast::ClassUnicodeKind) -> f64 {
-    let positive = match kind {
+/// A Unicode class written without its negation.
+fn positive(kind: &ast::ClassUnicodeKind) -> String {
+    match kind {
         ast::ClassUnicodeKind::OneLetter(c) => format!("\\p{{{c}}}"),
         ast::ClassUnicodeKind::Named(name) => format!("\\p{{{name}}}"),
         ast::ClassUnicodeKind::NamedValue { name, value, .. } => format!("\\p{{{name}={value}}}"),
-    };
-    chars_of(&positive)
+    }
 }
 
 /// Characters of a class written alone (case-sensitive: nothing folded); 0 for one that
