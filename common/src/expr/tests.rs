@@ -516,6 +516,16 @@ fn a_case_insensitive_class_is_priced_by_the_characters_it_folds() {
         .err()
         .expect("refused");
     assert!(error.contains("folds the case"), "{error}");
+    // A negated class is folded small, then each bracket around it folds its complement.
+    let nested = format!("(?i){}^a]{}", "[".repeat(25), "b]".repeat(24));
+    let error = parse(&format!("'x'.matches('{nested}')"))
+        .err()
+        .expect("refused");
+    assert!(error.contains("folds the case"), "{error}");
+    refused_as_too_costly(parse(&format!(
+        r"{}.all(a, !'x'.matches('(?i)[[^a]b]'))",
+        list_of(100)
+    )));
     // Without the flag nothing is folded; with it, what ordinary patterns use passes, in
     // loops too: letters named (`[a-z]`), Perl classes (`\w`), a script.
     let none = Vars::default();

@@ -8,9 +8,14 @@ use regex_syntax::ast::{self, Ast, ClassSetItem, Flag, Flags, Visitor};
 use regex_syntax::hir::{Class, HirKind};
 use std::collections::HashMap;
 
+/// Every character a class can name: what a negated class covers once it is folded again.
+const ALL_CHARS: f64 = 1_112_064.0;
+
 /// Characters whose case the compile of `pattern` may fold (0 when no `i` flag is set;
-/// None when the pattern does not parse). A class is folded once by itself and again by
-/// each bracket or set operation around it, so it counts that many times.
+/// None when the pattern does not parse). A class is folded by itself, and a bracket or
+/// set operation folds what it holds again, so an item counts once for each of those
+/// around it; a negated one (`[^a]`, `\P{Greek}`) is folded before it is negated, and
+/// then each fold around it walks its complement: nearly every character.
 pub(super) fn folded_chars(pattern: &str) -> Option<f64> {
     let parsed = ast::parse::Parser::new().parse(pattern).ok()?;
     let count = ast::visit(&parsed, Count::default()).ok()?;
@@ -36,13 +41,13 @@ impl Count {
         self.case_insensitive |= flags.flag_state(Flag::CaseInsensitive) == Some(true);
     }
 
-    fn add(&mut self, chars: f64) {
-        self.chars += chars * f64::from(self.depth.max(1));
+    /// `chars` folded `times` times.
+    fn fold(&mut self, chars: f64, times: u32) {
+        self.chars += chars * f64::from(times);
     }
 
-    fn add_class(&mut self, class: String) {
-        let chars = *self.sizes.entry(class).or_insert_with_key(|c| chars_of(c));
-        self.add(chars);
+    fn size(&mut self, class: String) -> f64 {
+        *self.sizes.entry(class).or_insert_with_key(|c| chars_of(c))
     }
 }
 
@@ -62,8 +67,10 @@ impl Visitor for Count {
                     self.flags(flags);
                 }
             }
-            // Folded before it is negated: `\P{Any}` folds every character.
-            Ast::ClassUnicode(class) => self.add_class(positive(&class.kind)),
+            Ast::ClassUnicode(class) => {
+                let chars = self.size(positive(&class.kind));
+                self.fold(chars, 1);
+            }
             Ast::ClassBracketed(_) => self.depth += 1,
             // Perl classes outside brackets are not folded (closed under folding already).
             _ => {}
@@ -79,15 +86,23 @@ impl Visitor for Count {
     }
 
     fn visit_class_set_item_pre(&mut self, item: &ClassSetItem) -> Result<(), ()> {
+        let around = self.depth;
         match item {
             ClassSetItem::Bracketed(_) => self.depth += 1,
-            ClassSetItem::Literal(_) => self.add(1.0),
+            ClassSetItem::Literal(_) => self.fold(1.0, around),
             ClassSetItem::Range(range) => {
-                self.add(f64::from(range.end.c as u32 - range.start.c as u32) + 1.0)
+                let chars = f64::from(range.end.c as u32 - range.start.c as u32) + 1.0;
+                self.fold(chars, around);
             }
-            ClassSetItem::Ascii(_) => self.add(128.0),
-            ClassSetItem::Unicode(class) => self.add_class(positive(&class.kind)),
-            // Inside brackets, as written (negated or not), it is folded with the rest.
+            ClassSetItem::Ascii(class) if class.negated => self.fold(ALL_CHARS, around),
+            ClassSetItem::Ascii(_) => self.fold(128.0, around + 1),
+            ClassSetItem::Unicode(class) => {
+                let chars = self.size(positive(&class.kind));
+                self.fold(chars, 1);
+                let held = if class.is_negated() { ALL_CHARS } else { chars };
+                self.fold(held, around);
+            }
+            // Not folded by itself; as written (`\W`: most characters) by what holds it.
             ClassSetItem::Perl(class) => {
                 let letter = match class.kind {
                     ast::ClassPerlKind::Digit => 'd',
@@ -99,7 +114,8 @@ impl Visitor for Count {
                 } else {
                     letter
                 };
-                self.add_class(format!("\\{written}"));
+                let chars = self.size(format!("\\{written}"));
+                self.fold(chars, around);
             }
             ClassSetItem::Empty(_) | ClassSetItem::Union(_) => {}
         }
@@ -107,8 +123,12 @@ impl Visitor for Count {
     }
 
     fn visit_class_set_item_post(&mut self, item: &ClassSetItem) -> Result<(), ()> {
-        if let ClassSetItem::Bracketed(_) = item {
+        if let ClassSetItem::Bracketed(bracket) = item {
             self.depth -= 1;
+            // Its contents were counted inside it; negated, what holds it folds the rest.
+            if bracket.negated {
+                self.fold(ALL_CHARS, self.depth);
+            }
         }
         Ok(())
     }
