@@ -77,12 +77,8 @@ impl Engine {
         u.worker = Some(worker.to_string());
         if state == TaskState::Running {
             u.started_at = Some(ev.at_ms);
-            // A record (see `RECORD_WAIT`): a short task's start is written with its end.
-            if let Some(u) = self.accepted(u.id, u, Params::new(), None, cycle, ev.at_ms)
-                && let Some(record) = self.record(instance)
-            {
-                cycle.record(u, record);
-            }
+            // A short task's start is written with its end.
+            self.task_record(instance, u, cycle, ev.at_ms);
             return;
         }
         u.ended_at = Some(ev.at_ms);
@@ -126,6 +122,16 @@ impl Engine {
     ) {
         if let Some(u) = self.accepted(id, u, output, chosen, cycle, at) {
             cycle.update(u);
+        }
+    }
+
+    /// `task_event` for an update that only records (see `RECORD_WAIT`): it waits for the
+    /// task's next update and is written with it, or alone once the wait is up.
+    pub(super) fn task_record(&mut self, instance: i64, u: TaskUpdate, cycle: &mut Cycle, at: i64) {
+        if let Some(u) = self.accepted(u.id, u, Params::new(), None, cycle, at)
+            && let Some(record) = self.record(instance)
+        {
+            cycle.record(u, record);
         }
     }
 

@@ -48,12 +48,8 @@ impl Engine {
                 if no_worker {
                     u.message = Some(String::new());
                 }
-                // Its row update only records where the task went (see `RECORD_WAIT`).
-                if let Some(u) = self.accepted(id, u, Params::new(), None, cycle, now)
-                    && let Some(record) = self.record(instance)
-                {
-                    cycle.record(u, record);
-                }
+                // Its row update only records where the task went.
+                self.task_record(instance, u, cycle, now);
             }
             EngineMsg::Cancelled { id } => {
                 let Some(t) = self.tasks.get(&id) else { return };

@@ -62,8 +62,8 @@ const MAX_CYCLE_MSGS: usize = 4096;
 /// started, why it waits) waits for the task's next update, to be written with it in one
 /// row update. Nothing waits on such a record, and a master that takes the run over before
 /// it lands asks the live workers for the attempt (see `claims`), as it does for a dispatch
-/// that just went out. A short task's dispatch, start and end so make one row update, not
-/// three (a start written apart cost a cluster's shell chain a tenth of its time).
+/// that just went out. A short task's dispatch, start and end so make one row update and
+/// one commit, not three row updates in two commits.
 const RECORD_WAIT: Duration = Duration::from_millis(10);
 
 /// An operator request for an instance this master drives.

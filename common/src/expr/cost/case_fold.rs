@@ -18,7 +18,7 @@ const ALL_CHARS: f64 = 1_112_064.0;
 /// then each fold around it walks its complement: nearly every character.
 pub(super) fn folded_chars(pattern: &str) -> Option<f64> {
     let parsed = ast::parse::Parser::new().parse(pattern).ok()?;
-    let count = ast::visit(&parsed, Count::default()).ok()?;
+    let count = ast::visit(&parsed, Count::new(pattern)).ok()?;
     Some(if count.case_insensitive {
         count.chars
     } else {
@@ -26,8 +26,8 @@ pub(super) fn folded_chars(pattern: &str) -> Option<f64> {
     })
 }
 
-#[derive(Default)]
-struct Count {
+struct Count<'p> {
+    pattern: &'p str,
     case_insensitive: bool,
     chars: f64,
     /// Brackets and set operations around the item being visited.
@@ -36,7 +36,17 @@ struct Count {
     sizes: HashMap<String, f64>,
 }
 
-impl Count {
+impl<'p> Count<'p> {
+    fn new(pattern: &'p str) -> Self {
+        Count {
+            pattern,
+            case_insensitive: false,
+            chars: 0.0,
+            depth: 0,
+            sizes: HashMap::new(),
+        }
+    }
+
     fn flags(&mut self, flags: &Flags) {
         self.case_insensitive |= flags.flag_state(Flag::CaseInsensitive) == Some(true);
     }
@@ -51,11 +61,11 @@ impl Count {
     }
 }
 
-impl Visitor for Count {
-    type Output = Count;
+impl<'p> Visitor for Count<'p> {
+    type Output = Count<'p>;
     type Err = ();
 
-    fn finish(self) -> Result<Count, ()> {
+    fn finish(self) -> Result<Count<'p>, ()> {
         Ok(self)
     }
 
@@ -104,17 +114,8 @@ impl Visitor for Count {
             }
             // Not folded by itself; as written (`\W`: most characters) by what holds it.
             ClassSetItem::Perl(class) => {
-                let letter = match class.kind {
-                    ast::ClassPerlKind::Digit => 'd',
-                    ast::ClassPerlKind::Space => 's',
-                    ast::ClassPerlKind::Word => 'w',
-                };
-                let written = if class.negated {
-                    letter.to_ascii_uppercase()
-                } else {
-                    letter
-                };
-                let chars = self.size(format!("\\{written}"));
+                let written = &self.pattern[class.span.start.offset..class.span.end.offset];
+                let chars = self.size(written.to_string());
                 self.fold(chars, around);
             }
             ClassSetItem::Empty(_) | ClassSetItem::Union(_) => {}
