@@ -566,6 +566,145 @@ fn a_config_file_sets_what_neither_flags_nor_the_environment_do() {
     );
 }
 
+/// `--https-cert` and `--https-key`: the API, the web UI and the CLI over HTTPS. Plain HTTP
+/// to the port gets no answer; a client that does not trust the certificate is told how to.
+#[test]
+fn the_api_the_ui_and_the_cli_work_over_https_with_a_certificate() {
+    let certs_dir = tempfile::tempdir().unwrap();
+    let certs = support::make_certs(certs_dir.path(), "web");
+    let s = Standalone::start_https(&certs);
+    assert!(s.api.base.starts_with("https://"), "{}", s.api.base);
+    let page = s.api.get_text("/instances");
+    assert!(page.contains("<div id=\"root\">"), "{page}");
+
+    let ca = [("SHOAL_API_CA", certs.ca.to_str().unwrap())];
+    let path = s.dir.path().join("hello.yaml");
+    std::fs::write(
+        &path,
+        "name: hello\ntasks:\n  - { name: a, type: shell, command: 'echo hi' }\n",
+    )
+    .unwrap();
+    let out = support::cli_env(&s.api, &["apply", "-f", path.to_str().unwrap()], &ca);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = support::cli_env(&s.api, &["start", "hello", "--wait"], &ca);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let id: i64 = text(&out.stdout).trim().parse().unwrap();
+    assert_eq!(s.api.get(&format!("/instances/{id}"))["state"], "success");
+
+    let out = cli(&s.api, &["instances"]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("over TLS") && err.contains("--api-ca"),
+        "{err}"
+    );
+    let plain = s.api.base.replace("https://", "http://");
+    let answer = reqwest::blocking::get(format!("{plain}/api/v1/health"));
+    assert!(answer.is_err(), "plain HTTP answered: {answer:?}");
+
+    // A key that is not the certificate's, or a missing file: refused at start, named.
+    let other = support::make_certs(certs_dir.path(), "other");
+    for (cert, key, says) in [
+        (&certs.cert, &other.key, "do not make a server identity"),
+        (
+            &certs_dir.path().join("none.pem"),
+            &certs.key,
+            "cannot read the certificate",
+        ),
+    ] {
+        let out = Command::new(SHOAL)
+            .args(["standalone", "--port", "0", "--data-dir"])
+            .arg(certs_dir.path().join("data"))
+            .arg("--https-cert")
+            .arg(cert)
+            .arg("--https-key")
+            .arg(key)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert!(text(&out.stderr).contains(says), "{}", text(&out.stderr));
+    }
+}
+
+/// `shoal ROLE --dump-config > shoal.toml` then `--config shoal.toml` gives the same
+/// configuration; a secret it masked is refused, not taken as the value.
+#[test]
+fn dump_config_prints_a_config_file_that_gives_the_same_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("shoal.toml");
+    let dump = |args: &[&str]| {
+        let out = Command::new(SHOAL)
+            .args(args)
+            .arg("--dump-config")
+            .env_remove("SHOAL_SLOTS")
+            .output()
+            .unwrap();
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    };
+    let config = ["--config", file.to_str().unwrap()];
+    for role in [
+        &[
+            "standalone",
+            "--slots",
+            "3",
+            "--datasource",
+            "wh=sqlite:///tmp/wh.db",
+        ][..],
+        &[
+            "standalone",
+            "--trusted-proxy",
+            "10.0.0.0/8",
+            "--retention",
+            "2d",
+            "--max-tasks",
+            "9",
+        ],
+        &[
+            "worker",
+            "--etcd",
+            "http://a:2379,http://b:2379",
+            "--slots",
+            "4",
+            "--insecure",
+        ],
+        &[
+            "master",
+            "--database-url",
+            "postgres://h/db",
+            "--failover-poll",
+            "7s",
+        ],
+        &[
+            "api-server",
+            "--database-url",
+            "postgres://h/db",
+            "--max-body-bytes",
+            "1MiB",
+        ],
+    ] {
+        let (ok, printed, err) = dump(role);
+        assert!(ok, "{role:?}: {err}");
+        std::fs::write(&file, &printed).unwrap();
+        let (ok, again, err) = dump(&[&role[..1], &config[..]].concat());
+        assert!(ok, "{role:?} from its dump:\n{printed}\n{err}");
+        assert_eq!(again, printed, "{role:?}");
+    }
+
+    let (ok, printed, err) = dump(&["standalone", "--datasource", "wh=postgres://u:pw@h/db"]);
+    assert!(ok, "{err}");
+    assert!(
+        printed.contains("datasource = [\"wh=postgres://u:***@h/db\"]") && !printed.contains("pw"),
+        "{printed}"
+    );
+    std::fs::write(&file, &printed).unwrap();
+    let (ok, _, err) = dump(&["standalone", config[0], config[1]]);
+    assert!(!ok);
+    assert!(
+        err.contains("'datasource' holds the *** that --dump-config prints"),
+        "{err}"
+    );
+}
+
 /// `--retention` and `--log-retention`: an instance that ended longer ago than the
 /// retention goes with its task rows and its logs (on the worker too); one still running
 /// stays.

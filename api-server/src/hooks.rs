@@ -11,6 +11,8 @@
 
 mod auth;
 
+pub(crate) use auth::client_address;
+
 use crate::Ctx;
 use crate::access::audit;
 use crate::commands::refuse_undefined;

@@ -19,7 +19,7 @@ use utoipa::{IntoParams, ToSchema};
 
 /// Instances listed when the query gives no `limit`, and the most it may ask for.
 const DEFAULT_LIMIT: i64 = 100;
-const MAX_LIMIT: i64 = 10_000;
+const MAX_LIMIT: i64 = shoal_common::store::MAX_INSTANCE_LIST;
 /// How many instances match the filter of `GET /instances`, whatever its limit and offset.
 pub const TOTAL_COUNT_HEADER: HeaderName = HeaderName::from_static("x-total-count");
 

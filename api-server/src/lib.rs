@@ -19,6 +19,7 @@ mod completions;
 pub mod error;
 mod extract;
 mod hooks;
+mod https;
 mod instances;
 mod lifecycle;
 mod logs;
@@ -34,6 +35,7 @@ mod workflows;
 
 pub use access::Auth;
 pub use error::{Error, Result};
+pub use https::Https;
 pub use metrics::{metrics_router, serve_metrics};
 pub use openapi::document as openapi_document;
 
@@ -222,21 +224,37 @@ fn router_until(state: ApiState, shutdown: CancellationToken) -> Router {
         .layer(TraceLayer::new_for_http())
 }
 
-/// Serves `router(state)` on `listener` until `shutdown` is cancelled, then finishes the
-/// requests in flight and returns.
+/// Serves `router(state)` on `listener`, over HTTPS when `https` is given, until `shutdown`
+/// is cancelled, then finishes the requests in flight and returns.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: ApiState,
+    https: Option<Https>,
     shutdown: CancellationToken,
 ) -> Result<()> {
+    use axum::serve::ListenerExt;
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, auth = state.auth.is_on(), "api-server listening");
+    let scheme = if https.is_some() { "https" } else { "http" };
+    tracing::info!(%addr, scheme, auth = state.auth.is_on(), "api-server listening");
     // The peer address is what the audit log records as the caller's.
     let app = router_until(state, shutdown.clone())
         .into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await?;
+    let stop = async move { shutdown.cancelled().await };
+    match https {
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop)
+                .await?
+        }
+        // axum hands a listener of its own type's peer address to `ConnectInfo` only
+        // through `tap_io`, so it is tapped with nothing.
+        Some(https) => {
+            let listener = https.listen(listener)?.tap_io(|_| ());
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop)
+                .await?
+        }
+    }
     tracing::info!(%addr, "api-server stopped");
     Ok(())
 }

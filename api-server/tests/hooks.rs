@@ -1,5 +1,6 @@
-//! Webhook triggers through the router, with auth on, against a real SQLite store. The
-//! caller's address is set on each request as the server sets it (its TCP peer); a task
+//! Webhook triggers through the router, with auth on, against a real SQLite store, and the
+//! caller's address the audit log records. The caller's address is set on each request as
+//! the server sets it (its TCP peer); a task
 //! stands in for a master's intake and claims each command (a real claim, in the store),
 //! so calls learn their instance. Runs ending (sync 200) are tested end to end in
 //! `tests/triggers.rs`.
@@ -285,6 +286,51 @@ async fn a_call_is_let_in_by_the_triggers_own_credential_and_address_only() {
             ("trigger etl/local", "::1", "ok"),
             ("trigger etl/local", "127.0.0.1", "ok"),
         ]
+    );
+}
+
+/// Any change through the API is audited with the caller's address as a trusted proxy
+/// forwarded it; an untrusted peer's X-Forwarded-For is not believed.
+#[tokio::test]
+async fn a_change_through_a_trusted_proxy_is_audited_with_the_client_s_address() {
+    let env = env(Limits::default()).await;
+    let create = |name: &'static str| {
+        let body = json!({ "name": name }).to_string();
+        Call::to("/api/v1/projects").token(ADMIN).body(body)
+    };
+    let forwarded = "203.0.113.7, 10.9.0.4";
+    let a = env
+        .send(
+            "POST",
+            create("via_proxy")
+                .from("10.9.0.3")
+                .header("x-forwarded-for", forwarded),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.json);
+    let a = env
+        .send(
+            "POST",
+            create("forged")
+                .from("192.0.2.1")
+                .header("x-forwarded-for", "203.0.113.7"),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.json);
+    let filter = AuditFilter {
+        action: Some("createProject".into()),
+        limit: 100,
+        ..Default::default()
+    };
+    let rows = env.store.list_audit(&filter).await.unwrap();
+    let seen: Vec<(&str, &str)> = rows
+        .iter()
+        .rev()
+        .map(|r| (r.project.as_deref().unwrap_or_default(), r.address.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [("via_proxy", "203.0.113.7"), ("forged", "192.0.2.1")]
     );
 }
 

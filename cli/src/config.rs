@@ -5,10 +5,14 @@
 //! the subcommand, added to the command line for each setting neither the command line nor
 //! the environment gives, so clap does all the parsing and checking. A key that is a flag
 //! of another role is skipped (one file can serve a cluster's roles); a key that is no
-//! flag at all is an error (a typo).
+//! flag at all is an error (a typo). `--dump-config` prints such a file, with [`MASK`] in
+//! place of secrets, which a file must not pass on as values.
 
 use anyhow::{Context, bail};
 use clap::{ArgAction, Command};
+
+/// What `--dump-config` prints in place of a secret (a token, a key, a URL's password).
+pub const MASK: &str = "***";
 
 /// `argv` with the settings of the `--config` file (or `SHOAL_CONFIG`) added.
 pub fn with_config_file(mut argv: Vec<String>, cli: &Command) -> anyhow::Result<Vec<String>> {
@@ -79,6 +83,16 @@ pub fn with_config_file(mut argv: Vec<String>, cli: &Command) -> anyhow::Result<
                 .collect(),
             other => bail!("config file {path}: '{key}' has an unsupported value {other}"),
         };
+        if values
+            .iter()
+            .any(|v| v == MASK || v.contains(&format!(":{MASK}@")))
+        {
+            bail!(
+                "config file {path}: '{key}' holds the {MASK} that --dump-config prints in \
+                 place of a secret: write the value there, or remove the line and set it in \
+                 the environment"
+            );
+        }
         // A flag given once per value (`--datasource`), or once with a list (`--etcd a,b`).
         if matches!(arg.get_action(), ArgAction::Append) && arg.get_value_delimiter().is_none() {
             for v in values {
@@ -167,5 +181,22 @@ mod tests {
         assert!(e.contains("'slotz' is not a setting"), "{e}");
         let e = with("slots = [", &[]).unwrap_err().to_string();
         assert!(e.contains("not valid TOML"), "{e}");
+    }
+
+    #[test]
+    fn a_masked_secret_from_dump_config_is_refused_not_taken_as_the_value() {
+        for file in [
+            "slots = '***'\n",
+            "datasource = ['x=sqlite://x', 'w=postgres://u:***@h/db']\n",
+        ] {
+            let e = with(file, &[]).unwrap_err().to_string();
+            assert!(e.contains("holds the *** that --dump-config prints"), "{e}");
+        }
+        // A password that merely contains stars is a value.
+        let file = "datasource = ['w=postgres://u:a***b@h/db']\n";
+        assert_eq!(
+            with(file, &[]).unwrap(),
+            ["--datasource", "w=postgres://u:a***b@h/db"]
+        );
     }
 }

@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
-use shoal_api_server::{ApiState, Auth, Limits};
+use shoal_api_server::{ApiState, Auth, Https, Limits};
 use shoal_common::access::{new_token, token_hash};
 use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::cluster_tls::ClusterTls;
@@ -47,7 +47,11 @@ pub struct ExecArgs {
     /// A datasource sql tasks can name: NAME=URL (postgres://… or sqlite://…); repeat the
     /// flag for more (URLs may contain commas, so there is no list syntax).
     #[arg(long = "datasource", value_parser = parse_datasource)]
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "datasource",
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "masked_datasources"
+    )]
     pub datasources: Vec<(String, String)>,
     /// Let workflows name root as their tenant (by default their shell and python tasks
     /// fail instead of running as root).
@@ -160,6 +164,33 @@ pub struct TlsArgs {
     pub tls_ca: Option<PathBuf>,
 }
 
+/// HTTPS for the API and the web UI (shared by `api-server` and `standalone`).
+#[derive(Args, Serialize, Debug)]
+pub struct HttpsArgs {
+    /// Serve the API and the web UI over HTTPS with this certificate (PEM; intermediate
+    /// certificates after it), with --https-key. Without it they are plain HTTP: put a TLS
+    /// proxy in front when they are reached over a network (tokens travel in requests).
+    #[arg(long, env = "SHOAL_HTTPS_CERT", requires = "https_key")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub https_cert: Option<PathBuf>,
+    /// The private key (PEM) of --https-cert.
+    #[arg(long, env = "SHOAL_HTTPS_KEY", requires = "https_cert")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub https_key: Option<PathBuf>,
+}
+
+impl HttpsArgs {
+    /// The certificate and key given, loaded; none when not given.
+    fn load(&self) -> anyhow::Result<Option<Https>> {
+        match (&self.https_cert, &self.https_key) {
+            (Some(cert), Some(key)) => {
+                Ok(Some(Https::load(cert, key).map_err(anyhow::Error::msg)?))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
 /// The `--cluster-secret` given, checked (none when not given), with mutual TLS when
 /// `tls` names the files.
 fn given_secret(secret: Option<&str>, tls: &TlsArgs) -> anyhow::Result<ClusterSecret> {
@@ -178,7 +209,24 @@ fn given_secret(secret: Option<&str>, tls: &TlsArgs) -> anyhow::Result<ClusterSe
 
 /// A secret in `--dump-config`'s output: that it is set, not its value.
 fn masked<S: serde::Serializer>(_: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str("***")
+    s.serialize_str(crate::config::MASK)
+}
+
+/// `--datasource` values as the flag takes them (`NAME=URL`), a password in the URL masked.
+fn masked_datasources<S: serde::Serializer>(
+    list: &[(String, String)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_seq(
+        list.iter()
+            .map(|(name, url)| match reqwest::Url::parse(url) {
+                Ok(mut parsed) if parsed.password().is_some() => {
+                    let _ = parsed.set_password(Some(crate::config::MASK));
+                    format!("{name}={parsed}")
+                }
+                _ => format!("{name}={url}"),
+            }),
+    )
 }
 
 fn parse_datasource(s: &str) -> Result<(String, String), String> {
@@ -212,12 +260,13 @@ impl LimitArgs {
     }
 }
 
-/// Who a webhook trigger's caller is (shared by `api-server` and `standalone`).
+/// Who a caller is behind a proxy (shared by `api-server` and `standalone`).
 #[derive(Args, Serialize, Debug)]
 pub struct ProxyArgs {
-    /// A reverse proxy (address or CIDR) whose X-Forwarded-For header names the caller of
-    /// a webhook trigger, for its allow_ips; repeat the flag or separate with commas.
-    /// Without it, the caller is the TCP peer and X-Forwarded-For is ignored.
+    /// A reverse proxy (address or CIDR) whose X-Forwarded-For header names the caller: of
+    /// a webhook trigger, for its allow_ips, and of every change in the audit log; repeat
+    /// the flag or separate with commas. Without it, the caller is the TCP peer and
+    /// X-Forwarded-For is ignored.
     #[arg(long = "trusted-proxy", value_name = "CIDR", env = "SHOAL_TRUSTED_PROXY", value_delimiter = ',', value_parser = str::parse::<Cidr>)]
     #[serde(rename = "trusted_proxy", skip_serializing_if = "Vec::is_empty")]
     pub trusted_proxies: Vec<Cidr>,
@@ -276,6 +325,9 @@ pub struct StandaloneArgs {
     /// can then start workflows, which run commands. Warns at start.
     #[arg(long, env = "SHOAL_INSECURE")]
     pub insecure: bool,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub https: HttpsArgs,
     /// Tasks the embedded worker runs at once.
     #[arg(long, env = "SHOAL_SLOTS", default_value_t = 100)]
     pub slots: u32,
@@ -286,13 +338,16 @@ pub struct StandaloneArgs {
     pub secret_key: Option<String>,
 
     #[command(flatten)]
+    #[serde(flatten)]
     pub limits: LimitArgs,
     #[command(flatten)]
     #[serde(flatten)]
     pub proxies: ProxyArgs,
     #[command(flatten)]
+    #[serde(flatten)]
     pub timing: TimingArgs,
     #[command(flatten)]
+    #[serde(flatten)]
     pub exec: ExecArgs,
     #[command(flatten)]
     #[serde(skip)]
@@ -325,6 +380,10 @@ pub struct ApiServerArgs {
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub cluster_secret: Option<String>,
     #[command(flatten)]
+    #[serde(flatten)]
+    pub https: HttpsArgs,
+    #[command(flatten)]
+    #[serde(flatten)]
     pub tls: TlsArgs,
     /// Key of the project secrets (64 hex digits, e.g. `openssl rand -hex 32`): the api-server
     /// encrypts them with it, masters decrypt them; the same on both. Without it, secrets
@@ -333,6 +392,7 @@ pub struct ApiServerArgs {
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub secret_key: Option<String>,
     #[command(flatten)]
+    #[serde(flatten)]
     pub limits: LimitArgs,
     #[command(flatten)]
     #[serde(flatten)]
@@ -367,6 +427,7 @@ pub struct ClusterArgs {
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub cluster_secret: Option<String>,
     #[command(flatten)]
+    #[serde(flatten)]
     pub tls: TlsArgs,
     /// Run without a cluster secret or TLS on a non-loopback --bind: anyone who reaches the
     /// gRPC port can then dispatch tasks to a worker. For trusted networks only; warns at
@@ -421,8 +482,10 @@ pub struct MasterArgs {
     #[arg(long, env = "SHOAL_METRICS_PORT", default_value_t = MASTER_METRICS_PORT)]
     pub metrics_port: u16,
     #[command(flatten)]
+    #[serde(flatten)]
     pub timing: TimingArgs,
     #[command(flatten)]
+    #[serde(flatten)]
     pub cluster: ClusterArgs,
     #[command(flatten)]
     #[serde(skip)]
@@ -462,8 +525,10 @@ pub struct WorkerArgs {
     #[serde(serialize_with = "serialize_duration")]
     pub grace_period: Duration,
     #[command(flatten)]
+    #[serde(flatten)]
     pub exec: ExecArgs,
     #[command(flatten)]
+    #[serde(flatten)]
     pub cluster: ClusterArgs,
     #[command(flatten)]
     #[serde(skip)]
@@ -646,6 +711,8 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
         .context("cannot read /dev/urandom")?
         .in_process();
     let secret_key = standalone_secret_key(args.secret_key.as_deref(), &args.data_dir)?;
+    let https = args.https.load()?;
+    let scheme = if https.is_some() { "https" } else { "http" };
     let listen = SocketAddr::new(args.bind, args.port);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -659,7 +726,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
             true => loopback,
             false => bound.ip(),
         };
-        format!("http://{}", SocketAddr::new(host, bound.port()))
+        format!("{scheme}://{}", SocketAddr::new(host, bound.port()))
     });
     let worker = shoal_worker::start(
         WorkerConfig {
@@ -700,7 +767,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
         shutdown.clone(),
     )
     .await?;
-    info!(url = %format!("http://{bound}"), data_dir = %args.data_dir.display(), "shoal standalone ready");
+    info!(url = %format!("{scheme}://{bound}"), data_dir = %args.data_dir.display(), "shoal standalone ready");
     shoal_api_server::serve(
         listener,
         ApiState {
@@ -712,6 +779,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
             secret_key: Some(secret_key),
             trusted_proxies: args.proxies.trusted_proxies,
         },
+        https,
         shutdown.clone(),
     )
     .await?;
@@ -723,6 +791,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
 
 pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
     let secret = given_secret(args.cluster_secret.as_deref(), &args.tls)?;
+    let https = args.https.load()?;
     let store = Store::connect(&args.database_url).await?;
     let auth = token_auth(&store, args.token).await?;
     let registry = match args.etcd.is_empty() {
@@ -747,6 +816,7 @@ pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
             secret_key: given_secret_key(args.secret_key.as_deref())?,
             trusted_proxies: args.proxies.trusted_proxies,
         },
+        https,
         shutdown,
     )
     .await?;

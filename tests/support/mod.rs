@@ -27,6 +27,20 @@ pub struct Api {
 
 impl Api {
     pub fn new(port: u16) -> Api {
+        Api::at(
+            format!("http://127.0.0.1:{port}"),
+            reqwest::blocking::Client::builder(),
+        )
+    }
+
+    /// An API served over HTTPS with a certificate of the CA `ca`, trusting only that CA.
+    pub fn https(port: u16, ca: &Path) -> Api {
+        let ca = reqwest::Certificate::from_pem(&std::fs::read(ca).unwrap()).unwrap();
+        let http = reqwest::blocking::Client::builder().tls_certs_only([ca]);
+        Api::at(format!("https://127.0.0.1:{port}"), http)
+    }
+
+    fn at(base: String, http: reqwest::blocking::ClientBuilder) -> Api {
         // reqwest is built without a default TLS provider; the binary installs ring too.
         let _ = rustls::crypto::ring::default_provider().install_default();
         // Every call carries the admin token of the api-servers the tests start; a
@@ -35,8 +49,8 @@ impl Api {
         let bearer = format!("Bearer {API_TOKEN}");
         auth.insert(reqwest::header::AUTHORIZATION, bearer.parse().unwrap());
         Api {
-            base: format!("http://127.0.0.1:{port}"),
-            http: reqwest::blocking::Client::builder()
+            base,
+            http: http
                 .timeout(Duration::from_secs(30))
                 .default_headers(auth)
                 .build()
@@ -190,13 +204,26 @@ impl Standalone {
 
     /// A standalone with `env` in its environment.
     pub fn start_with(env: &[(&str, &str)]) -> Standalone {
+        Standalone::start_serving(env, Api::new)
+    }
+
+    /// A standalone serving HTTPS with `certs` (see [`make_certs`]).
+    pub fn start_https(certs: &Certs) -> Standalone {
+        let env = [
+            ("SHOAL_HTTPS_CERT", certs.cert.to_str().unwrap()),
+            ("SHOAL_HTTPS_KEY", certs.key.to_str().unwrap()),
+        ];
+        Standalone::start_serving(&env, |port| Api::https(port, &certs.ca))
+    }
+
+    fn start_serving(env: &[(&str, &str)], api: impl FnOnce(u16) -> Api) -> Standalone {
         let dir = tempfile::tempdir().unwrap();
         let env: Vec<(String, String)> = env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let proc = Self::spawn(dir.path(), 0, "standalone", &env);
-        let api = Api::new(bound_port(&proc));
+        let api = api(bound_port(&proc));
         api.wait_healthy(&[&proc]);
         Standalone {
             dir,

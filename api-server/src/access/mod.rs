@@ -238,15 +238,23 @@ pub async fn guard(State(ctx): State<Ctx>, req: Request, next: Next) -> Response
         action: op.unwrap_or_else(|| "unknown".into()),
         target: format!("{method} {}", original_path(&req)),
         project,
-        address: req
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map_or_else(|| "unknown".into(), |c| c.0.ip().to_string()),
+        address: caller_address(&ctx, &req),
     };
     match refusal {
         Ok(()) => audit(&ctx, entry, next.run(req)).await,
         Err(e) => audit(&ctx, entry, std::future::ready(e.into_response())).await,
     }
+}
+
+/// The caller's address for the audit log: the TCP peer, or the client a trusted proxy
+/// (`--trusted-proxy`) says it forwarded.
+fn caller_address(ctx: &Ctx, req: &Request) -> String {
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    crate::hooks::client_address(peer, req.headers(), &ctx.trusted_proxies)
+        .map_or_else(|| "unknown".into(), |ip| ip.to_string())
 }
 
 /// Answers with `answer`, the mutation `entry` describes: its first commit writes the

@@ -17,7 +17,7 @@ use std::net::{IpAddr, SocketAddr};
 /// nearest address of its `X-Forwarded-For` that is not a trusted proxy itself (the
 /// header's right end is what the proxy next to us added; anything left of an untrusted
 /// hop could be forged). None when the server was not given the peer (tests).
-pub(super) fn client_address(
+pub(crate) fn client_address(
     peer: Option<IpAddr>,
     headers: &HeaderMap,
     trusted: &[Cidr],

@@ -32,31 +32,28 @@ impl Body {
 
 impl Api {
     pub fn new(conn: &Connection) -> anyhow::Result<Api> {
-        let base = Url::parse(&conn.api).map_err(|e| {
-            anyhow!(
-                "invalid api address '{}': {e} (expected e.g. http://127.0.0.1:12345)",
-                conn.api
-            )
+        let api = &conn.endpoint.api;
+        let base = Url::parse(api).map_err(|e| {
+            anyhow!("invalid api address '{api}': {e} (expected e.g. http://127.0.0.1:12345)")
         })?;
         if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
-            bail!(
-                "invalid api address '{}': use an http:// or https:// URL",
-                conn.api
-            );
+            bail!("invalid api address '{api}': use an http:// or https:// URL");
         }
         // reqwest is built without a TLS crypto provider; main installs ring at start-up,
         // this covers any other entry (tests). A second install is a harmless no-op.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(60))
-            .build()
-            .context("cannot set up the HTTP client")?;
+            .timeout(Duration::from_secs(60));
+        if let Some(path) = &conn.endpoint.api_ca {
+            builder = builder.tls_certs_merge(trusted_certs(path)?);
+        }
+        let http = builder.build().context("cannot set up the HTTP client")?;
         let token = conn.token.clone().filter(|t| !t.is_empty());
         Ok(Api {
             http,
             base,
-            shown: conn.api.clone(),
+            shown: api.clone(),
             token,
         })
     }
@@ -156,7 +153,13 @@ impl Api {
     }
 
     fn transport_error(&self, e: reqwest::Error) -> anyhow::Error {
-        let message = if e.is_connect() {
+        let message = if let Some(tls) = tls_error(&e) {
+            format!(
+                "cannot connect to the shoal api at {} over TLS: {tls} (give the CA that \
+                 signed its certificate with --api-ca or SHOAL_API_CA)",
+                self.shown
+            )
+        } else if e.is_connect() {
             format!(
                 "cannot reach the shoal api at {}: is `shoal standalone` or the api-server \
                  running? (set --api or SHOAL_API)",
@@ -169,6 +172,40 @@ impl Api {
         };
         Unreachable(message).into()
     }
+}
+
+/// The certificates of a PEM file given with `--api-ca`.
+fn trusted_certs(path: &std::path::Path) -> anyhow::Result<Vec<reqwest::Certificate>> {
+    let pem = std::fs::read(path)
+        .with_context(|| format!("cannot read the --api-ca file {}", path.display()))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem)
+        .ok()
+        .filter(|certs| !certs.is_empty());
+    certs.with_context(|| {
+        format!(
+            "the --api-ca file {} holds no PEM certificate",
+            path.display()
+        )
+    })
+}
+
+/// The TLS failure behind a failed request (an untrusted certificate, mostly), if any.
+fn tls_error(e: &reqwest::Error) -> Option<&rustls::Error> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = next {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        // An io::Error's `source` skips the error it wraps, which is how rustls' arrives.
+        next = match err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => Some(inner),
+            None => err.source(),
+        };
+    }
+    None
 }
 
 /// What an error answer says: its JSON `error`, else its text, else its status.
@@ -201,7 +238,10 @@ mod tests {
 
     fn api(addr: &str) -> anyhow::Result<Api> {
         Api::new(&Connection {
-            api: addr.into(),
+            endpoint: super::super::Endpoint {
+                api: addr.into(),
+                api_ca: None,
+            },
             token: None,
         })
     }

@@ -25,12 +25,23 @@ use std::io::ErrorKind;
 /// Where the api-server is and how to authenticate to it.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Connection {
-    /// Base URL of the shoal api-server (or of `shoal standalone`).
-    #[arg(long, env = "SHOAL_API", default_value = "http://127.0.0.1:12345")]
-    pub api: String,
+    #[command(flatten)]
+    pub endpoint: Endpoint,
     /// Your API token (`shoal token create`), needed when the server has auth on.
     #[arg(long, env = "SHOAL_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+}
+
+/// Where the api-server is and which certificates to trust for it.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Endpoint {
+    /// Base URL of the shoal api-server (or of `shoal standalone`).
+    #[arg(long, env = "SHOAL_API", default_value = "http://127.0.0.1:12345")]
+    pub api: String,
+    /// CA certificate(s) (PEM) to trust for an https --api besides the system's: the
+    /// private CA that signed the server's certificate, or that certificate itself.
+    #[arg(long, env = "SHOAL_API_CA")]
+    pub api_ca: Option<std::path::PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -61,7 +72,7 @@ pub struct NamedArgs {
 pub enum ClientCommand {
     /// Store a workflow definition (YAML or JSON) as a new version, unless it is unchanged.
     Apply(apply::ApplyArgs),
-    /// Start a run of the latest version of a workflow; prints the instance id.
+    /// Start a run of a workflow (its latest version unless --version); prints the instance id.
     Start(start::StartArgs),
     /// Stop a running instance: its running tasks are killed and nothing new starts.
     Stop(control::ActionArgs),

@@ -4,7 +4,7 @@
 use super::http::{Api, error_message};
 use super::inspect::list_out;
 use super::table::cell;
-use super::{Connection, Output, print_out};
+use super::{Connection, Endpoint, Output, print_out};
 use anyhow::{Context, bail};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -55,9 +55,8 @@ pub struct CallArgs {
     idempotency_key: Option<String>,
     #[arg(long, short = 'o', value_enum, default_value_t)]
     output: Output,
-    /// Base URL of the shoal api-server (or of `shoal standalone`).
-    #[arg(long, env = "SHOAL_API", default_value = "http://127.0.0.1:12345")]
-    api: String,
+    #[command(flatten)]
+    endpoint: Endpoint,
 }
 
 #[derive(Debug, Clone)]
@@ -124,7 +123,7 @@ async fn call(args: CallArgs) -> anyhow::Result<i32> {
         trigger,
     } = &args.target;
     let api = Api::new(&Connection {
-        api: args.api.clone(),
+        endpoint: args.endpoint.clone(),
         token: None,
     })?;
     let segments = [

@@ -17,7 +17,8 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 const DEFAULT_LIST_LIMIT: i64 = 100;
-const MAX_LIST_LIMIT: i64 = 1000;
+/// The most instances one list call returns (the API refuses a larger `limit`).
+pub const MAX_INSTANCE_LIST: i64 = 10_000;
 
 pub(super) const INSTANCE_COLUMNS: [Inst; 18] = [
     Inst::Id,
@@ -258,7 +259,7 @@ impl Store {
         let limit = filter
             .limit
             .unwrap_or(DEFAULT_LIST_LIMIT)
-            .clamp(1, MAX_LIST_LIMIT);
+            .clamp(1, MAX_INSTANCE_LIST);
         let mut select = Query::select();
         select.columns(INSTANCE_COLUMNS).from(Inst::Table);
         filter_instances(&mut select, filter)

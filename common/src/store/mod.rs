@@ -39,6 +39,7 @@ pub use alerts::{ALERT_FAILED, ALERT_PENDING, ALERT_SENT, Delivery};
 pub use audit::{AuditEntry, AuditFilter, AuditRow, audit_project, audited};
 pub use backfills::{BackfillRow, BackfillRunRow, Chained, NewBackfill};
 pub use commands::recovery_allowed;
+pub use instances::MAX_INSTANCE_LIST;
 pub use model::*;
 pub use projects::{MemberRow, Owned, ProjectRow};
 pub use retention::Pruned;

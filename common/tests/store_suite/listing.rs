@@ -168,6 +168,12 @@ pub(crate) async fn a_page_of_100000_instances_is_read_quickly(ctx: Ctx) {
     // scan-and-sort of every row per query would break under test load.
     eprintln!("{:?}: the listings took {took:?}", ctx.store.backend());
     assert!(took < Duration::from_secs(2), "listing took {took:?}");
+    // As many as the API lets a call ask for, not fewer.
+    let most = InstanceFilter {
+        limit: Some(shoal_common::store::MAX_INSTANCE_LIST),
+        ..Default::default()
+    };
+    assert_eq!(store.list_instances(&most).await.unwrap().len(), 10_000);
 }
 
 pub(crate) async fn projects_versions_and_the_latest_run_of_each_workflow(ctx: Ctx) {
