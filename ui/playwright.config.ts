@@ -1,7 +1,8 @@
 // The browser suite of shoal's web UI (ui/e2e). The same specs run against a `shoal
 // standalone` (project "standalone") and a cluster of separate processes (project
-// "cluster": Postgres, etcd, api-server, a master, two workers); the sign-in spec runs
-// against a standalone started with --token (project "token"). The servers run the
+// "cluster": Postgres, etcd, api-server, a master, two workers); the sign-in and access
+// specs run against a standalone started with --token that serves HTTPS with a
+// self-signed certificate, which the browser is told to accept (project "token"). The servers run the
 // already-built ../target/debug/shoal (or $SHOAL_BIN), which embeds the committed
 // ui/dist bundle: `cargo build -p shoal` after changing the UI and rebuilding the bundle.
 //
@@ -52,10 +53,11 @@ const chromium = {
   },
 };
 
-const server = (name: string, command: string, port: string, timeout: number) => ({
+const server = (name: string, command: string, url: string, timeout: number) => ({
   name,
   command,
-  url: `http://127.0.0.1:${port}/api/v1/health`,
+  url: `${url}/api/v1/health`,
+  ignoreHTTPSErrors: true,
   // The launcher prints this once the server can run tasks (for the cluster: once the
   // master and both workers are registered), not merely when the API answers.
   wait: { stdout: new RegExp(`shoal ${name} ready at`) },
@@ -66,11 +68,14 @@ const server = (name: string, command: string, port: string, timeout: number) =>
   stderr: "pipe" as const,
 });
 
+const standaloneUrl = `http://127.0.0.1:${standalonePort}`;
+const clusterUrl = `http://127.0.0.1:${clusterPort}`;
+const tokenUrl = `https://127.0.0.1:${tokenPort}`;
 const webServer = [];
-if (wanted("standalone")) webServer.push(server("standalone", `node e2e/standalone.mjs --port ${standalonePort}`, standalonePort, 60_000));
-if (wanted("cluster")) webServer.push(server("cluster", `node e2e/cluster.mjs --port ${clusterPort}`, clusterPort, 120_000));
+if (wanted("standalone")) webServer.push(server("standalone", `node e2e/standalone.mjs --port ${standalonePort}`, standaloneUrl, 60_000));
+if (wanted("cluster")) webServer.push(server("cluster", `node e2e/cluster.mjs --port ${clusterPort}`, clusterUrl, 120_000));
 if (wanted("token"))
-  webServer.push(server("token", `node e2e/standalone.mjs --name token --port ${tokenPort} --token ${TOKEN}`, tokenPort, 60_000));
+  webServer.push(server("token", `node e2e/standalone.mjs --name token --port ${tokenPort} --token ${TOKEN} --https`, tokenUrl, 60_000));
 
 export default defineConfig<{ token?: string }>({
   testDir: "e2e",
@@ -90,9 +95,9 @@ export default defineConfig<{ token?: string }>({
     navigationTimeout: 30_000,
   },
   projects: [
-    { name: "standalone", testIgnore: /(signin|access)\.spec\.ts/, use: { baseURL: `http://127.0.0.1:${standalonePort}` } },
-    { name: "cluster", testIgnore: /(signin|access)\.spec\.ts/, use: { baseURL: `http://127.0.0.1:${clusterPort}`, token: TOKEN } },
-    { name: "token", testMatch: /(signin|access)\.spec\.ts/, use: { baseURL: `http://127.0.0.1:${tokenPort}` } },
+    { name: "standalone", testIgnore: /(signin|access)\.spec\.ts/, use: { baseURL: standaloneUrl } },
+    { name: "cluster", testIgnore: /(signin|access)\.spec\.ts/, use: { baseURL: clusterUrl, token: TOKEN } },
+    { name: "token", testMatch: /(signin|access)\.spec\.ts/, use: { baseURL: tokenUrl, ignoreHTTPSErrors: true } },
   ],
   webServer,
 });

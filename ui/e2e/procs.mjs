@@ -2,9 +2,10 @@
 // cluster.mjs): child processes with their output in log files, readiness polling, and
 // one clean-up on any way out (SIGTERM from Playwright, Ctrl-C, an error), after which no
 // child is left running and every temporary directory is gone.
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
+import https from "node:https";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -17,6 +18,21 @@ export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 export function log(name, ...msg) {
   process.stderr.write(`[${name}] ${msg.join(" ")}\n`);
+}
+
+/**
+ * A self-signed certificate for 127.0.0.1 (not a CA's, so it can be its own trust anchor)
+ * and its key, made with openssl in `dir`; returns their paths and the certificate's PEM.
+ */
+export function selfSignedCert(dir) {
+  const cert = join(dir, "https.pem");
+  const key = join(dir, "https.key");
+  execFileSync("openssl", [
+    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+    "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1",
+    "-addext", "subjectAltName=IP:127.0.0.1", "-addext", "basicConstraints=critical,CA:FALSE",
+  ], { stdio: "ignore" });
+  return { cert, key, pem: readFileSync(cert) };
 }
 
 /** `--flag value` pairs of argv as an object. */
@@ -148,7 +164,18 @@ export async function getJson(url, token) {
   return res.json();
 }
 
-export async function healthy(url) {
-  const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
-  return res.ok;
+/** Whether `url` answers 200; an https URL is trusted with the PEM certificate `ca`. */
+export async function healthy(url, ca) {
+  if (!ca) {
+    const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+    return res.ok;
+  }
+  return new Promise((resolve, reject) => {
+    const req = https.get(url, { ca, timeout: 2000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.on("timeout", () => req.destroy(new Error(`${url} did not answer in 2 s`)));
+    req.on("error", reject);
+  });
 }

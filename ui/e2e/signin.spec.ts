@@ -1,4 +1,4 @@
-// Sign-in against a server started with --token (project "token" only).
+// Sign-in against a server started with --token, over HTTPS (project "token" only).
 import { expect, test } from "./fixtures";
 
 test("sign in with the server's token; a wrong one is refused", async ({ page, consoleErrors, shot }) => {
@@ -8,6 +8,7 @@ test("sign in with the server's token; a wrong one is refused", async ({ page, c
   expect(token, "the config sets SHOAL_E2E_TOKEN").toBeTruthy();
 
   await page.goto("/");
+  expect(page.url(), "this server serves HTTPS (--https-cert)").toMatch(/^https:\/\//);
   await expect(page.getByRole("heading", { name: "Sign in" })).toBeVisible();
   const input = page.getByLabel("Token", { exact: true });
   await expect(input).toHaveAttribute("type", "password");
