@@ -69,6 +69,12 @@ test("an admin makes a user, a token and a project; the user sees only that proj
   const nav = page.getByRole("navigation", { name: "Main" });
   await expect(nav.getByRole("link", { name: "Users" })).toHaveCount(0);
   await expect(nav.getByRole("link", { name: "Audit" })).toHaveCount(0);
+  // Task groups and alert channels are global admins' to change: listed, not offered.
+  await nav.getByRole("link", { name: "Cluster", exact: true }).click();
+  await expect(page.getByRole("table", { name: "Task groups" })).toBeVisible();
+  await expect(page.getByRole("form", { name: "New task group" })).toHaveCount(0);
+  await expect(page.getByRole("form", { name: "New alert channel" })).toHaveCount(0);
+  await expect(page.getByRole("button", { name: /^Delete / })).toHaveCount(0);
   await nav.getByRole("link", { name: "Projects", exact: true }).click();
   const rows = page.getByRole("table", { name: "Projects" }).getByRole("row");
   await expect(rows).toHaveCount(2); // the header and the one project

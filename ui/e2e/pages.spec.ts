@@ -81,6 +81,48 @@ test("the cluster page lists nodes, task groups, alert channels and alerts", asy
   }
 });
 
+test("task groups and alert channels are created and deleted on the cluster page", async ({ page, api, consoleErrors, shot }) => {
+  const group = unique("tg");
+  const channel = unique("ch");
+  await page.goto("/cluster");
+  const groups = page.getByRole("table", { name: "Task groups" });
+  const channels = page.getByRole("table", { name: "Alert channels" });
+  try {
+    const newGroup = page.getByRole("form", { name: "New task group" });
+    await newGroup.getByLabel("Name").fill(group);
+    await newGroup.getByLabel("Slots").fill("2");
+    await newGroup.getByLabel("Description").fill("the warehouse's connections");
+    await newGroup.getByRole("button", { name: "Create task group" }).click();
+    await expect(groups.getByRole("row").filter({ hasText: group })).toContainText("0 / 2");
+    expect((await (await api.get("/task-groups")).json()).find((g: { name: string }) => g.name === group)?.slots).toBe(2);
+    // The name is taken: the server's reason is shown, nothing changes.
+    consoleErrors.allow(/status of 409/);
+    await newGroup.getByLabel("Name").fill(group);
+    await newGroup.getByRole("button", { name: "Create task group" }).click();
+    await expect(page.getByRole("alert")).toContainText(group);
+    await expect(groups.getByRole("row").filter({ hasText: group })).toHaveCount(1);
+
+    const newChannel = page.getByRole("form", { name: "New alert channel" });
+    await newChannel.getByLabel("Name").fill(channel);
+    await newChannel.getByLabel("URL").fill("https://hooks.slack.example/T1");
+    await newChannel.getByLabel("Format").selectOption("slack");
+    await newChannel.getByRole("button", { name: "Create alert channel" }).click();
+    const row = channels.getByRole("row").filter({ hasText: channel });
+    await expect(row).toContainText("webhook (slack)");
+    await expect(row).toContainText("https://hooks.slack.example/T1");
+    await shot("cluster-manage");
+
+    await page.getByRole("button", { name: `Delete task group ${group}` }).click();
+    await expect(groups.getByRole("row").filter({ hasText: group })).toHaveCount(0);
+    await page.getByRole("button", { name: `Delete alert channel ${channel}` }).click();
+    await expect(row).toHaveCount(0);
+    expect(((await (await api.get("/alert-channels")).json()) as { name: string }[]).some((c) => c.name === channel)).toBe(false);
+  } finally {
+    await api.delete(`/task-groups/${group}`);
+    await api.delete(`/alert-channels/${channel}`);
+  }
+});
+
 test("no console errors on any page", async ({ page, api, shot }) => {
   const wf = unique("toured");
   await api.apply(

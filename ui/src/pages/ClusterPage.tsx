@@ -1,10 +1,13 @@
 // Live masters and workers, task groups, alert channels and the alerts' delivery state.
 import { getJson } from "../api/client";
-import type { Alert, AlertChannel, ClusterNode, TaskGroup } from "../api/types";
+import { useSession } from "../api/session";
+import type { Alert, ClusterNode } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { StateBadge } from "../components/StateBadge";
 import { errorText, when } from "../components/format";
 import { Link, path, useTitle } from "../router";
+import { AlertChannelsPanel } from "./AlertChannelsPanel";
+import { TaskGroupsPanel } from "./TaskGroupsPanel";
 
 function Failed({ error }: { error?: Error }) {
   return error ? (
@@ -17,8 +20,8 @@ function Failed({ error }: { error?: Error }) {
 export function ClusterPage() {
   useTitle("Cluster");
   const nodes = usePoll((signal) => getJson<ClusterNode[]>("/cluster", { signal }), "nodes", 2000);
-  const groups = usePoll((signal) => getJson<TaskGroup[]>("/task-groups", { signal }), "groups", 2000);
-  const channels = usePoll((signal) => getJson<AlertChannel[]>("/alert-channels", { signal }), "channels", 5000);
+  // Task groups and alert channels are global objects: global admins manage them.
+  const manage = useSession()?.admin ?? false;
   const alerts = usePoll((signal) => getJson<Alert[]>("/alerts", { query: { limit: 50 }, signal }), "alerts", 2000);
   return (
     <>
@@ -60,61 +63,8 @@ export function ClusterPage() {
         </tbody>
       </table>
       <div className="split">
-        <div>
-          <h2>Task groups</h2>
-          <Failed error={groups.error} />
-          <table aria-label="Task groups">
-            <thead>
-              <tr>
-                <th>Name</th>
-                <th>In use / slots</th>
-                <th>Waiting</th>
-                <th>Description</th>
-              </tr>
-            </thead>
-            <tbody>
-              {groups.data?.map((g) => (
-                <tr key={g.name}>
-                  <td>{g.name}</td>
-                  <td>
-                    {g.in_use} / {g.slots}
-                  </td>
-                  <td>{g.waiting}</td>
-                  <td>{g.description}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-          {groups.data?.length === 0 && <p className="muted">No task groups (shoal task-group create NAME --slots N).</p>}
-        </div>
-        <div>
-          <h2>Alert channels</h2>
-          <Failed error={channels.error} />
-          <table aria-label="Alert channels">
-            <thead>
-              <tr>
-                <th>Name</th>
-                <th>Type</th>
-                <th>Target</th>
-              </tr>
-            </thead>
-            <tbody>
-              {channels.data?.map((c) => (
-                <tr key={c.name}>
-                  <td>{c.name}</td>
-                  <td>
-                    {c.type}
-                    {c.format && c.format !== "json" ? ` (${c.format})` : ""}
-                  </td>
-                  <td>
-                    <code>{c.url ?? "master log"}</code>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-          {channels.data?.length === 0 && <p className="muted">No alert channels (shoal alert-channel create …).</p>}
-        </div>
+        <TaskGroupsPanel manage={manage} />
+        <AlertChannelsPanel manage={manage} />
       </div>
       <h2>Alerts</h2>
       <Failed error={alerts.error} />

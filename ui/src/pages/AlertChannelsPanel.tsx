@@ -1,0 +1,87 @@
+// Alert channels on the cluster page: where alerts go, and (global admins) create and delete.
+import { useState, type FormEvent } from "react";
+import { getJson, send } from "../api/client";
+import { useAction } from "../api/useAction";
+import type { AlertChannel } from "../api/types";
+import { usePoll } from "../api/usePoll";
+import { NamedTable } from "../components/NamedTable";
+
+type Kind = "webhook" | "log";
+type Format = "json" | "slack";
+
+export function AlertChannelsPanel({ manage }: { manage: boolean }) {
+  const channels = usePoll((signal) => getJson<AlertChannel[]>("/alert-channels", { signal }), "channels", 5000);
+  const [name, setName] = useState("");
+  const [kind, setKind] = useState<Kind>("webhook");
+  const [url, setUrl] = useState("");
+  const [format, setFormat] = useState<Format>("json");
+  const { error, run } = useAction(channels.reload);
+  const create = async (e: FormEvent) => {
+    e.preventDefault();
+    const body = kind === "webhook" ? { name, type: kind, url, format } : { name, type: kind };
+    if (await run(() => send("POST", "/alert-channels", { body }))) {
+      setName("");
+      setUrl("");
+    }
+  };
+  return (
+    <div>
+      <NamedTable
+        title="Alert channels"
+        noun="alert channel"
+        headers={["Type", "Target"]}
+        rows={channels.data}
+        cells={(c) => (
+          <>
+            <td>
+              {c.type}
+              {c.format && c.format !== "json" ? ` (${c.format})` : ""}
+            </td>
+            <td>
+              <code>{c.url ?? "master log"}</code>
+            </td>
+          </>
+        )}
+        error={error || channels.error}
+        empty="No alert channels: a workflow's `alerts` name the channels its runs' ends go to."
+        onDelete={manage ? (c) => run(() => send("DELETE", `/alert-channels/${encodeURIComponent(c.name)}`)) : undefined}
+      />
+      {manage && (
+        <form className="card" onSubmit={create} aria-label="New alert channel">
+          <h2>New alert channel</h2>
+          <div className="row">
+            <label>
+              Name
+              <input value={name} onChange={(e) => setName(e.target.value)} required />
+            </label>
+            <label>
+              Type
+              <select value={kind} onChange={(e) => setKind(e.target.value as Kind)}>
+                <option value="webhook">webhook</option>
+                <option value="log">log (the master's log)</option>
+              </select>
+            </label>
+            {kind === "webhook" && (
+              <>
+                <label>
+                  URL
+                  <input type="url" value={url} onChange={(e) => setUrl(e.target.value)} required placeholder="https://hooks.example.com/shoal" />
+                </label>
+                <label>
+                  Format
+                  <select value={format} onChange={(e) => setFormat(e.target.value as Format)}>
+                    <option value="json">json</option>
+                    <option value="slack">slack</option>
+                  </select>
+                </label>
+              </>
+            )}
+          </div>
+          <div className="actions">
+            <button type="submit">Create alert channel</button>
+          </div>
+        </form>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,66 @@
+// Task groups on the cluster page: their slots in use, and (global admins) create and delete.
+import { useState, type FormEvent } from "react";
+import { getJson, send } from "../api/client";
+import { useAction } from "../api/useAction";
+import type { TaskGroup } from "../api/types";
+import { usePoll } from "../api/usePoll";
+import { NamedTable } from "../components/NamedTable";
+
+export function TaskGroupsPanel({ manage }: { manage: boolean }) {
+  const groups = usePoll((signal) => getJson<TaskGroup[]>("/task-groups", { signal }), "groups", 2000);
+  const [name, setName] = useState("");
+  const [slots, setSlots] = useState("1");
+  const [description, setDescription] = useState("");
+  const { error, run } = useAction(groups.reload);
+  const create = async (e: FormEvent) => {
+    e.preventDefault();
+    if (await run(() => send("POST", "/task-groups", { body: { name, slots: Number(slots), description } }))) {
+      setName("");
+      setDescription("");
+    }
+  };
+  return (
+    <div>
+      <NamedTable
+        title="Task groups"
+        noun="task group"
+        headers={["In use / slots", "Waiting", "Description"]}
+        rows={groups.data}
+        cells={(g) => (
+          <>
+            <td>
+              {g.in_use} / {g.slots}
+            </td>
+            <td>{g.waiting}</td>
+            <td>{g.description}</td>
+          </>
+        )}
+        error={error || groups.error}
+        empty="No task groups: a workflow's task names one with `task_group` to share its slots."
+        onDelete={manage ? (g) => run(() => send("DELETE", `/task-groups/${encodeURIComponent(g.name)}`)) : undefined}
+      />
+      {manage && (
+        <form className="card" onSubmit={create} aria-label="New task group">
+          <h2>New task group</h2>
+          <div className="row">
+            <label>
+              Name
+              <input value={name} onChange={(e) => setName(e.target.value)} required />
+            </label>
+            <label>
+              Slots
+              <input type="number" min={1} value={slots} onChange={(e) => setSlots(e.target.value)} required />
+            </label>
+            <label>
+              Description
+              <input value={description} onChange={(e) => setDescription(e.target.value)} />
+            </label>
+          </div>
+          <div className="actions">
+            <button type="submit">Create task group</button>
+          </div>
+        </form>
+      )}
+    </div>
+  );
+}
