@@ -690,6 +690,12 @@ fn dump_config_prints_a_config_file_that_gives_the_same_configuration() {
         assert_eq!(again, printed, "{role:?}");
     }
 
+    let (ok, printed, err) = dump(&["master", "--database-url", "postgres://u:pw@h/db"]);
+    assert!(ok, "{err}");
+    assert!(
+        printed.contains("database_url = \"postgres://u:***@h/db\"") && !printed.contains("pw"),
+        "{printed}"
+    );
     let (ok, printed, err) = dump(&["standalone", "--datasource", "wh=postgres://u:pw@h/db"]);
     assert!(ok, "{err}");
     assert!(

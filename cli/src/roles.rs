@@ -219,14 +219,23 @@ fn masked_datasources<S: serde::Serializer>(
 ) -> Result<S::Ok, S::Error> {
     s.collect_seq(
         list.iter()
-            .map(|(name, url)| match reqwest::Url::parse(url) {
-                Ok(mut parsed) if parsed.password().is_some() => {
-                    let _ = parsed.set_password(Some(crate::config::MASK));
-                    format!("{name}={parsed}")
-                }
-                _ => format!("{name}={url}"),
-            }),
+            .map(|(name, url)| format!("{name}={}", without_password(url))),
     )
+}
+
+/// A URL with the password in it, if any, masked (`postgres://u:***@h/db`).
+fn masked_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&without_password(url))
+}
+
+fn without_password(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some(crate::config::MASK));
+            parsed.to_string()
+        }
+        _ => url.to_string(),
+    }
 }
 
 fn parse_datasource(s: &str) -> Result<(String, String), String> {
@@ -358,6 +367,7 @@ pub struct StandaloneArgs {
 pub struct ApiServerArgs {
     /// Postgres URL, e.g. postgres://postgres@127.0.0.1:5432/shoal
     #[arg(long, env = "SHOAL_DATABASE_URL")]
+    #[serde(serialize_with = "masked_url")]
     pub database_url: String,
     /// Port of the REST API and Prometheus' `GET /metrics`; 0 picks a free one (logged).
     #[arg(long, env = "SHOAL_PORT", default_value_t = 12345)]
@@ -459,6 +469,7 @@ impl ClusterArgs {
 #[derive(Args, Serialize, Debug)]
 pub struct MasterArgs {
     #[arg(long, env = "SHOAL_DATABASE_URL")]
+    #[serde(serialize_with = "masked_url")]
     pub database_url: String,
     /// gRPC port workers report to.
     #[arg(long, env = "SHOAL_PORT", default_value_t = 5678)]
