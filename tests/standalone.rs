@@ -702,6 +702,22 @@ fn dump_config_prints_a_config_file_that_gives_the_same_configuration() {
         printed.contains("datasource = [\"wh=postgres://u:***@h/db\"]") && !printed.contains("pw"),
         "{printed}"
     );
+    let out = Command::new(SHOAL)
+        .args([
+            "api-server",
+            "--database-url",
+            "postgres://h/db",
+            "--dump-config",
+        ])
+        .env("SHOAL_TOKEN", "***")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("give the token itself"),
+        "{}",
+        text(&out.stderr)
+    );
     std::fs::write(&file, &printed).unwrap();
     let (ok, _, err) = dump(&["standalone", config[0], config[1]]);
     assert!(!ok);

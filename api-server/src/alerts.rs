@@ -112,7 +112,8 @@ pub async fn create_channel(
     Ok((StatusCode::CREATED, Json(channel.into())))
 }
 
-/// `GET /alert-channels`: every channel.
+/// `GET /alert-channels`: every channel. A webhook's URL is whole for global admins; others
+/// see where it goes (`https://hooks.slack.com/***`), as its path is often its credential.
 #[utoipa::path(
     get,
     path = "/alert-channels",
@@ -120,9 +121,18 @@ pub async fn create_channel(
     tag = "alerts",
     responses((status = 200, body = [AlertChannel]))
 )]
-pub async fn list_channels(State(ctx): State<Ctx>) -> Result<Json<Vec<AlertChannel>>> {
+pub async fn list_channels(
+    State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<Vec<AlertChannel>>> {
     let channels = ctx.store.list_alert_channels().await?;
-    Ok(Json(channels.into_iter().map(AlertChannel::from).collect()))
+    let shown = channels.into_iter().map(AlertChannel::from).map(|mut c| {
+        if !caller.admin {
+            c.url = c.url.as_deref().map(shoal_common::redact::origin_only);
+        }
+        c
+    });
+    Ok(Json(shown.collect()))
 }
 
 /// `DELETE /alert-channels/{name}`

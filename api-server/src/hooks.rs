@@ -11,7 +11,7 @@
 
 mod auth;
 
-pub(crate) use auth::client_address;
+pub(crate) use auth::request_client;
 
 use crate::Ctx;
 use crate::access::audit;
@@ -19,7 +19,7 @@ use crate::commands::refuse_undefined;
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, Body, path};
 use axum::Json;
-use axum::extract::{ConnectInfo, FromRequest, Request, State};
+use axum::extract::{FromRequest, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -32,7 +32,6 @@ use shoal_common::store::{
 use shoal_common::trigger::{TriggerDef, TriggerMode};
 use shoal_common::types::{CommandKind, WorkflowState};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::time::Instant;
 use utoipa::{IntoParams, ToSchema};
@@ -120,11 +119,7 @@ pub async fn call(
              trigger names (`shoal trigger list --project {project}`)"
         )));
     };
-    let peer = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip());
-    let client = auth::client_address(peer, req.headers(), &ctx.trusted_proxies);
+    let client = auth::request_client(&req, &ctx.trusted_proxies);
     auth::check_address(t, client)?;
     if let Err(refused) =
         auth::check_credential(&ctx, &project, &workflow, t, req.headers()).await?

@@ -2,8 +2,9 @@
 //! every request, so an API reached over a network needs it (or a TLS proxy in front).
 //!
 //! axum serves any [`Listener`]; this one hands it connections whose TLS handshake is done.
-//! Handshakes run in tasks of their own, bounded by [`HANDSHAKE_TIMEOUT`], so a client that
-//! connects and says nothing holds up no other.
+//! Handshakes run in tasks of their own, each bounded by [`HANDSHAKE_TIMEOUT`] and at most
+//! [`HANDSHAKES_AT_ONCE`] of them, so a client that connects and never finishes its
+//! handshake holds up no other, and many such clients cannot take every file descriptor.
 
 use axum::serve::Listener;
 use std::io;
@@ -12,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::AbortHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
@@ -22,6 +23,9 @@ use tokio_rustls::server::TlsStream;
 
 /// A client that has not finished its handshake by then is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Handshakes in progress at once; beyond that, connections wait in the kernel's backlog.
+const HANDSHAKES_AT_ONCE: usize = 512;
 
 /// Handshaken connections waiting for axum to take them.
 const READY_BACKLOG: usize = 64;
@@ -116,9 +120,15 @@ async fn accept_loop(
     acceptor: TlsAcceptor,
     ready: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
 ) {
+    let slots = Arc::new(Semaphore::new(HANDSHAKES_AT_ONCE));
     loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return; // never closed
+        };
         let (tcp, peer) = match listener.accept().await {
             Ok(conn) => conn,
+            // A client that went away before it was accepted: take the next one.
+            Err(e) if is_connection_error(&e) => continue,
             Err(e) => {
                 // Out of file descriptors, mostly: wait for some to be closed, as axum does.
                 tracing::warn!(error = %e, "cannot accept a connection");
@@ -128,7 +138,9 @@ async fn accept_loop(
         };
         let (acceptor, ready) = (acceptor.clone(), ready.clone());
         tokio::spawn(async move {
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+            let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await;
+            drop(slot);
+            match handshake {
                 Ok(Ok(tls)) => {
                     let _ = ready.send((tls, peer)).await;
                 }
@@ -137,4 +149,12 @@ async fn accept_loop(
             }
         });
     }
+}
+
+fn is_connection_error(e: &io::Error) -> bool {
+    use io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    matches!(
+        e.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    )
 }

@@ -5,14 +5,13 @@
 //! the subcommand, added to the command line for each setting neither the command line nor
 //! the environment gives, so clap does all the parsing and checking. A key that is a flag
 //! of another role is skipped (one file can serve a cluster's roles); a key that is no
-//! flag at all is an error (a typo). `--dump-config` prints such a file, with [`MASK`] in
+//! flag at all is an error (a typo). `--dump-config` prints such a file, with `***` in
 //! place of secrets, which a file must not pass on as values.
 
 use anyhow::{Context, bail};
 use clap::{ArgAction, Command};
 
-/// What `--dump-config` prints in place of a secret (a token, a key, a URL's password).
-pub const MASK: &str = "***";
+use shoal_common::redact::MASK;
 
 /// `argv` with the settings of the `--config` file (or `SHOAL_CONFIG`) added.
 pub fn with_config_file(mut argv: Vec<String>, cli: &Command) -> anyhow::Result<Vec<String>> {

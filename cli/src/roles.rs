@@ -7,6 +7,7 @@ use shoal_api_server::{ApiState, Auth, Https, Limits};
 use shoal_common::access::{new_token, token_hash};
 use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::cluster_tls::ClusterTls;
+use shoal_common::redact::without_password;
 use shoal_common::registry::Registry;
 use shoal_common::secret_key::SecretKey;
 use shoal_common::store::{BOOTSTRAP_ADMIN, Store};
@@ -207,9 +208,20 @@ fn given_secret(secret: Option<&str>, tls: &TlsArgs) -> anyhow::Result<ClusterSe
     }
 }
 
+/// A token as given, unless it is the mask `--dump-config` printed for it, which would
+/// otherwise become a global admin's token anyone can guess.
+fn not_masked(s: &str) -> Result<String, String> {
+    match s == shoal_common::redact::MASK {
+        true => Err(
+            "*** is what --dump-config prints in place of the token; give the token itself".into(),
+        ),
+        false => Ok(s.to_string()),
+    }
+}
+
 /// A secret in `--dump-config`'s output: that it is set, not its value.
 fn masked<S: serde::Serializer>(_: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(crate::config::MASK)
+    s.serialize_str(shoal_common::redact::MASK)
 }
 
 /// `--datasource` values as the flag takes them (`NAME=URL`), a password in the URL masked.
@@ -226,16 +238,6 @@ fn masked_datasources<S: serde::Serializer>(
 /// A URL with the password in it, if any, masked (`postgres://u:***@h/db`).
 fn masked_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&without_password(url))
-}
-
-fn without_password(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some(crate::config::MASK));
-            parsed.to_string()
-        }
-        _ => url.to_string(),
-    }
 }
 
 fn parse_datasource(s: &str) -> Result<(String, String), String> {
@@ -327,7 +329,7 @@ pub struct StandaloneArgs {
     pub auth: bool,
     /// A token accepted as a global admin's (implies --auth); the way in before any user
     /// exists, or back in when their tokens are lost.
-    #[arg(long, env = "SHOAL_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "SHOAL_TOKEN", hide_env_values = true, value_parser = not_masked)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub token: Option<String>,
     /// Serve the API on a non-loopback --bind without auth: anyone who reaches the port
@@ -377,7 +379,7 @@ pub struct ApiServerArgs {
     /// A token accepted as a global admin's, besides users' tokens (every request needs
     /// one). Without it, the first start of a cluster creates the global admin `admin` and
     /// prints its token once.
-    #[arg(long, env = "SHOAL_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "SHOAL_TOKEN", hide_env_values = true, value_parser = not_masked)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub token: Option<String>,
     /// etcd endpoints, comma separated; lets `GET /cluster` (`shoal cluster`) list nodes.

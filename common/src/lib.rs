@@ -12,6 +12,7 @@ pub mod in_process;
 pub mod jsonpath;
 pub mod metrics;
 pub mod params;
+pub mod redact;
 pub mod registry;
 pub mod schedule;
 pub mod secret_key;

@@ -60,6 +60,11 @@ test("an admin makes a user, a token and a project; the user sees only that proj
   await expect(log).toContainText("SHOAL_TOKEN");
   await shot("audit");
 
+  // A webhook channel, whose URL path is its credential (Slack's are).
+  const channel = unique("hook");
+  const hook = { name: channel, type: "webhook", url: "https://hooks.slack.example/services/T1/B2/s3cr3t", format: "slack" };
+  expect((await api.post("/alert-channels", hook)).status()).toBe(201);
+
   // Signed out, then in as the user: one project, read only.
   await page.getByRole("button", { name: "Sign out" }).click();
   await page.getByLabel("Token", { exact: true }).fill(token);
@@ -75,6 +80,10 @@ test("an admin makes a user, a token and a project; the user sees only that proj
   await expect(page.getByRole("form", { name: "New task group" })).toHaveCount(0);
   await expect(page.getByRole("form", { name: "New alert channel" })).toHaveCount(0);
   await expect(page.getByRole("button", { name: /^Delete / })).toHaveCount(0);
+  const hookRow = page.getByRole("table", { name: "Alert channels" }).getByRole("row").filter({ hasText: channel });
+  await expect(hookRow).toContainText("https://hooks.slack.example/***");
+  await expect(hookRow).not.toContainText("s3cr3t");
+  expect((await api.delete(`/alert-channels/${channel}`)).status()).toBe(200);
   await nav.getByRole("link", { name: "Projects", exact: true }).click();
   const rows = page.getByRole("table", { name: "Projects" }).getByRole("row");
   await expect(rows).toHaveCount(2); // the header and the one project

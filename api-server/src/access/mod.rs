@@ -14,9 +14,7 @@ use crate::Ctx;
 use crate::error::{Error, ErrorBody, Result};
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{
-    ConnectInfo, FromRequestParts, MatchedPath, OriginalUri, RawPathParams, Request, State,
-};
+use axum::extract::{FromRequestParts, MatchedPath, OriginalUri, RawPathParams, Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -26,7 +24,6 @@ use shoal_common::access::{Role, token_hash};
 use shoal_common::cluster_secret::constant_time_eq;
 use shoal_common::store::{AuditEntry, TokenOwner, audited};
 use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
 use utoipa::ToSchema;
 
 /// How the API authenticates its callers.
@@ -249,11 +246,7 @@ pub async fn guard(State(ctx): State<Ctx>, req: Request, next: Next) -> Response
 /// The caller's address for the audit log: the TCP peer, or the client a trusted proxy
 /// (`--trusted-proxy`) says it forwarded.
 fn caller_address(ctx: &Ctx, req: &Request) -> String {
-    let peer = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip());
-    crate::hooks::client_address(peer, req.headers(), &ctx.trusted_proxies)
+    crate::hooks::request_client(req, &ctx.trusted_proxies)
         .map_or_else(|| "unknown".into(), |ip| ip.to_string())
 }
 

@@ -4,6 +4,7 @@
 use crate::Ctx;
 use crate::error::{Error, Result};
 use axum::Json;
+use axum::extract::{ConnectInfo, Request};
 use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -17,13 +18,10 @@ use std::net::{IpAddr, SocketAddr};
 /// nearest address of its `X-Forwarded-For` that is not a trusted proxy itself (the
 /// header's right end is what the proxy next to us added; anything left of an untrusted
 /// hop could be forged). None when the server was not given the peer (tests).
-pub(crate) fn client_address(
-    peer: Option<IpAddr>,
-    headers: &HeaderMap,
-    trusted: &[Cidr],
-) -> Option<IpAddr> {
+fn client_address(peer: Option<IpAddr>, headers: &HeaderMap, trusted: &[Cidr]) -> Option<IpAddr> {
     let is_trusted = |ip: IpAddr| trusted.iter().any(|c| c.contains(ip));
-    let mut client = peer?;
+    // A dual-stack listener gives IPv4 peers as `::ffff:a.b.c.d`.
+    let mut client = peer?.to_canonical();
     if !is_trusted(client) {
         return Some(client);
     }
@@ -47,6 +45,15 @@ pub(crate) fn client_address(
         }
     }
     Some(client)
+}
+
+/// The caller of `req`: [`client_address`] of the peer the server recorded on it.
+pub(crate) fn request_client(req: &Request, trusted: &[Cidr]) -> Option<IpAddr> {
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    client_address(peer, req.headers(), trusted)
 }
 
 /// 403 unless `client` is in the trigger's `allow_ips` (an empty list allows anyone).

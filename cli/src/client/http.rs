@@ -154,9 +154,14 @@ impl Api {
 
     fn transport_error(&self, e: reqwest::Error) -> anyhow::Error {
         let message = if let Some(tls) = tls_error(&e) {
+            let fix = match tls {
+                rustls::Error::InvalidCertificate(_) => {
+                    "give the CA that signed its certificate with --api-ca or SHOAL_API_CA"
+                }
+                _ => "does it serve HTTPS? an address of a plain HTTP server starts with http://",
+            };
             format!(
-                "cannot connect to the shoal api at {} over TLS: {tls} (give the CA that \
-                 signed its certificate with --api-ca or SHOAL_API_CA)",
+                "cannot connect to the shoal api at {} over TLS: {tls} ({fix})",
                 self.shown
             )
         } else if e.is_connect() {

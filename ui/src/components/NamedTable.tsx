@@ -16,6 +16,8 @@ export function NamedTable<T extends { name: string }>(props: {
   /** Shown when there are none. */
   empty: string;
   onDelete?: (row: T) => void;
+  /** A change is being made: the Delete buttons wait. */
+  busy?: boolean;
 }) {
   const { title, noun, rows, onDelete, error } = props;
   return (
@@ -43,7 +45,7 @@ export function NamedTable<T extends { name: string }>(props: {
               {props.cells(row)}
               {onDelete && (
                 <td className="right">
-                  <button type="button" className="danger" aria-label={`Delete ${noun} ${row.name}`} onClick={() => onDelete(row)}>
+                  <button type="button" className="danger" aria-label={`Delete ${noun} ${row.name}`} disabled={props.busy} onClick={() => onDelete(row)}>
                     Delete
                   </button>
                 </td>

@@ -15,7 +15,7 @@ export function AlertChannelsPanel({ manage }: { manage: boolean }) {
   const [kind, setKind] = useState<Kind>("webhook");
   const [url, setUrl] = useState("");
   const [format, setFormat] = useState<Format>("json");
-  const { error, run } = useAction(channels.reload);
+  const { busy, error, run } = useAction(channels.reload);
   const create = async (e: FormEvent) => {
     e.preventDefault();
     const body = kind === "webhook" ? { name, type: kind, url, format } : { name, type: kind };
@@ -44,6 +44,7 @@ export function AlertChannelsPanel({ manage }: { manage: boolean }) {
         )}
         error={error || channels.error}
         empty="No alert channels: a workflow's `alerts` name the channels its runs' ends go to."
+        busy={busy}
         onDelete={manage ? (c) => run(() => send("DELETE", `/alert-channels/${encodeURIComponent(c.name)}`)) : undefined}
       />
       {manage && (
@@ -78,7 +79,7 @@ export function AlertChannelsPanel({ manage }: { manage: boolean }) {
             )}
           </div>
           <div className="actions">
-            <button type="submit">Create alert channel</button>
+            <button type="submit" disabled={busy}>Create alert channel</button>
           </div>
         </form>
       )}

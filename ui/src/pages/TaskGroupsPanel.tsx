@@ -11,7 +11,7 @@ export function TaskGroupsPanel({ manage }: { manage: boolean }) {
   const [name, setName] = useState("");
   const [slots, setSlots] = useState("1");
   const [description, setDescription] = useState("");
-  const { error, run } = useAction(groups.reload);
+  const { busy, error, run } = useAction(groups.reload);
   const create = async (e: FormEvent) => {
     e.preventDefault();
     if (await run(() => send("POST", "/task-groups", { body: { name, slots: Number(slots), description } }))) {
@@ -37,6 +37,7 @@ export function TaskGroupsPanel({ manage }: { manage: boolean }) {
         )}
         error={error || groups.error}
         empty="No task groups: a workflow's task names one with `task_group` to share its slots."
+        busy={busy}
         onDelete={manage ? (g) => run(() => send("DELETE", `/task-groups/${encodeURIComponent(g.name)}`)) : undefined}
       />
       {manage && (
@@ -57,7 +58,7 @@ export function TaskGroupsPanel({ manage }: { manage: boolean }) {
             </label>
           </div>
           <div className="actions">
-            <button type="submit">Create task group</button>
+            <button type="submit" disabled={busy}>Create task group</button>
           </div>
         </form>
       )}

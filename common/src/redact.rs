@@ -1,0 +1,82 @@
+//! URLs shown without their secrets: in task logs, in `--dump-config`, and to callers who may
+//! not see a channel's target.
+
+use url::Url;
+
+/// What stands in for a secret.
+pub const MASK: &str = "***";
+
+/// `url` with its password masked, in the userinfo (`u:***@h`) and in a `password` query
+/// parameter (which sqlx reads too). Text that is not a URL is masked whole: it cannot be
+/// told which part is secret.
+pub fn without_password(url: &str) -> String {
+    let Ok(mut parsed) = Url::parse(url) else {
+        return MASK.to_string();
+    };
+    if parsed.password().is_some() {
+        let _ = parsed.set_password(Some(MASK));
+    }
+    if parsed.query_pairs().any(|(k, _)| k == "password") {
+        let pairs: Vec<(String, String)> = parsed
+            .query_pairs()
+            .map(|(k, v)| {
+                let v = if k == "password" {
+                    MASK.into()
+                } else {
+                    v.into_owned()
+                };
+                (k.into_owned(), v)
+            })
+            .collect();
+        parsed.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    parsed.to_string()
+}
+
+/// Only where `url` goes (scheme, host, port), its path and query masked: a webhook's path
+/// is often its credential (Slack's, Teams').
+pub fn origin_only(url: &str) -> String {
+    match Url::parse(url) {
+        Ok(parsed) if parsed.has_host() => {
+            let origin = parsed.origin().ascii_serialization();
+            match parsed.path() == "/" && parsed.query().is_none() {
+                true => format!("{origin}/"),
+                false => format!("{origin}/{MASK}"),
+            }
+        }
+        _ => MASK.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_masked_wherever_a_url_carries_them() {
+        assert_eq!(
+            without_password("postgres://u:pw@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(
+            without_password("postgres://u@h/db?sslmode=require&password=pw"),
+            "postgres://u@h/db?sslmode=require&password=***"
+        );
+        assert_eq!(without_password("sqlite:///tmp/x.db"), "sqlite:///tmp/x.db");
+        assert_eq!(without_password("not a url: pw"), "***");
+    }
+
+    #[test]
+    fn a_target_shown_by_its_origin_hides_path_and_query() {
+        assert_eq!(
+            origin_only("https://hooks.slack.com/services/T0/B0/XyZ"),
+            "https://hooks.slack.com/***"
+        );
+        assert_eq!(origin_only("http://ops:8080/"), "http://ops:8080/");
+        assert_eq!(
+            origin_only("http://ops:8080/?k=secret"),
+            "http://ops:8080/***"
+        );
+        assert_eq!(origin_only("nonsense"), "***");
+    }
+}
