@@ -11,7 +11,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** `GET /alert-channels`: every channel. */
+        /**
+         * `GET /alert-channels`: every channel. A webhook's URL is whole for global admins; others
+         *     see where it goes (`https://hooks.slack.com/***`), as its path is often its credential.
+         */
         get: operations["listAlertChannels"];
         put?: never;
         /** `POST /alert-channels` `{"name", "type": "webhook"|"log", "url", "format": "json"|"slack"}`. */
