@@ -11,7 +11,7 @@
 use anyhow::{Context, bail};
 use clap::{ArgAction, Command};
 
-use shoal_common::redact::MASK;
+use shoal_common::redact::{MASK, is_masked};
 
 /// `argv` with the settings of the `--config` file (or `SHOAL_CONFIG`) added.
 pub fn with_config_file(mut argv: Vec<String>, cli: &Command) -> anyhow::Result<Vec<String>> {
@@ -82,10 +82,7 @@ pub fn with_config_file(mut argv: Vec<String>, cli: &Command) -> anyhow::Result<
                 .collect(),
             other => bail!("config file {path}: '{key}' has an unsupported value {other}"),
         };
-        if values
-            .iter()
-            .any(|v| v == MASK || v.contains(&format!(":{MASK}@")))
-        {
+        if values.iter().any(|v| is_masked(v)) {
             bail!(
                 "config file {path}: '{key}' holds the {MASK} that --dump-config prints in \
                  place of a secret: write the value there, or remove the line and set it in \
@@ -187,6 +184,7 @@ mod tests {
         for file in [
             "slots = '***'\n",
             "datasource = ['x=sqlite://x', 'w=postgres://u:***@h/db']\n",
+            "datasource = ['w=postgres://u@h/db?password=***']\n",
         ] {
             let e = with(file, &[]).unwrap_err().to_string();
             assert!(e.contains("holds the *** that --dump-config prints"), "{e}");

@@ -211,7 +211,7 @@ fn given_secret(secret: Option<&str>, tls: &TlsArgs) -> anyhow::Result<ClusterSe
 /// A token as given, unless it is the mask `--dump-config` printed for it, which would
 /// otherwise become a global admin's token anyone can guess.
 fn not_masked(s: &str) -> Result<String, String> {
-    match s == shoal_common::redact::MASK {
+    match shoal_common::redact::is_masked(s) {
         true => Err(
             "*** is what --dump-config prints in place of the token; give the token itself".into(),
         ),

@@ -33,6 +33,14 @@ pub fn without_password(url: &str) -> String {
     parsed.to_string()
 }
 
+/// Whether `value` holds a secret masked by [`without_password`] (or a bare [`MASK`]): copied
+/// from masked output, it must not be taken for the secret itself.
+pub fn is_masked(value: &str) -> bool {
+    value == MASK
+        || value.contains(&format!(":{MASK}@"))
+        || value.contains(&format!("password={MASK}"))
+}
+
 /// Only where `url` goes (scheme, host, port), its path and query masked: a webhook's path
 /// is often its credential (Slack's, Teams').
 pub fn origin_only(url: &str) -> String {
@@ -64,6 +72,14 @@ mod tests {
         );
         assert_eq!(without_password("sqlite:///tmp/x.db"), "sqlite:///tmp/x.db");
         assert_eq!(without_password("not a url: pw"), "***");
+        for masked in [
+            without_password("postgres://u:pw@h/db"),
+            without_password("postgres://u@h/db?password=pw"),
+            without_password("not a url"),
+        ] {
+            assert!(is_masked(&masked), "{masked}");
+        }
+        assert!(!is_masked("postgres://u:a***b@h/db"));
     }
 
     #[test]

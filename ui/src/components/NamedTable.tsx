@@ -1,6 +1,7 @@
 // A table of named objects (task groups, alert channels) under its heading, with the error
-// of loading or changing them, and a Delete button per row for those who may delete.
-import type { ReactNode } from "react";
+// of loading or changing them, and a Delete button per row for those who may delete; and
+// the form that creates one.
+import type { FormEvent, ReactNode } from "react";
 import { errorText } from "./format";
 
 export function NamedTable<T extends { name: string }>(props: {
@@ -56,5 +57,38 @@ export function NamedTable<T extends { name: string }>(props: {
       </table>
       {rows?.length === 0 && <p className="muted">{props.empty}</p>}
     </>
+  );
+}
+
+/** "New <noun>": its name, then `children` (the other fields), and a Create button. */
+export function NewNamedForm(props: {
+  noun: string;
+  name: string;
+  setName: (name: string) => void;
+  busy: boolean;
+  onCreate: () => void;
+  children: ReactNode;
+}) {
+  const title = `New ${props.noun}`;
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    props.onCreate();
+  };
+  return (
+    <form className="card" onSubmit={submit} aria-label={title}>
+      <h2>{title}</h2>
+      <div className="row">
+        <label>
+          Name
+          <input value={props.name} onChange={(e) => props.setName(e.target.value)} required />
+        </label>
+        {props.children}
+      </div>
+      <div className="actions">
+        <button type="submit" disabled={props.busy}>
+          Create {props.noun}
+        </button>
+      </div>
+    </form>
   );
 }

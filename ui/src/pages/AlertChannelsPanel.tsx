@@ -1,10 +1,10 @@
 // Alert channels on the cluster page: where alerts go, and (global admins) create and delete.
-import { useState, type FormEvent } from "react";
+import { useState } from "react";
 import { getJson, send } from "../api/client";
 import { useAction } from "../api/useAction";
 import type { AlertChannel } from "../api/types";
 import { usePoll } from "../api/usePoll";
-import { NamedTable } from "../components/NamedTable";
+import { NamedTable, NewNamedForm } from "../components/NamedTable";
 
 type Kind = "webhook" | "log";
 type Format = "json" | "slack";
@@ -16,8 +16,7 @@ export function AlertChannelsPanel({ manage }: { manage: boolean }) {
   const [url, setUrl] = useState("");
   const [format, setFormat] = useState<Format>("json");
   const { busy, error, run } = useAction(channels.reload);
-  const create = async (e: FormEvent) => {
-    e.preventDefault();
+  const create = async () => {
     const body = kind === "webhook" ? { name, type: kind, url, format } : { name, type: kind };
     if (await run(() => send("POST", "/alert-channels", { body }))) {
       setName("");
@@ -48,40 +47,30 @@ export function AlertChannelsPanel({ manage }: { manage: boolean }) {
         onDelete={manage ? (c) => run(() => send("DELETE", `/alert-channels/${encodeURIComponent(c.name)}`)) : undefined}
       />
       {manage && (
-        <form className="card" onSubmit={create} aria-label="New alert channel">
-          <h2>New alert channel</h2>
-          <div className="row">
-            <label>
-              Name
-              <input value={name} onChange={(e) => setName(e.target.value)} required />
-            </label>
-            <label>
-              Type
-              <select value={kind} onChange={(e) => setKind(e.target.value as Kind)}>
-                <option value="webhook">webhook</option>
-                <option value="log">log (the master's log)</option>
-              </select>
-            </label>
-            {kind === "webhook" && (
-              <>
-                <label>
-                  URL
-                  <input type="url" value={url} onChange={(e) => setUrl(e.target.value)} required placeholder="https://hooks.example.com/shoal" />
-                </label>
-                <label>
-                  Format
-                  <select value={format} onChange={(e) => setFormat(e.target.value as Format)}>
-                    <option value="json">json</option>
-                    <option value="slack">slack</option>
-                  </select>
-                </label>
-              </>
-            )}
-          </div>
-          <div className="actions">
-            <button type="submit" disabled={busy}>Create alert channel</button>
-          </div>
-        </form>
+        <NewNamedForm noun="alert channel" name={name} setName={setName} busy={busy} onCreate={create}>
+          <label>
+            Type
+            <select value={kind} onChange={(e) => setKind(e.target.value as Kind)}>
+              <option value="webhook">webhook</option>
+              <option value="log">log (the master's log)</option>
+            </select>
+          </label>
+          {kind === "webhook" && (
+            <>
+              <label>
+                URL
+                <input type="url" value={url} onChange={(e) => setUrl(e.target.value)} required placeholder="https://hooks.example.com/shoal" />
+              </label>
+              <label>
+                Format
+                <select value={format} onChange={(e) => setFormat(e.target.value as Format)}>
+                  <option value="json">json</option>
+                  <option value="slack">slack</option>
+                </select>
+              </label>
+            </>
+          )}
+        </NewNamedForm>
       )}
     </div>
   );

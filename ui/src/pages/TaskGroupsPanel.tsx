@@ -1,10 +1,10 @@
 // Task groups on the cluster page: their slots in use, and (global admins) create and delete.
-import { useState, type FormEvent } from "react";
+import { useState } from "react";
 import { getJson, send } from "../api/client";
 import { useAction } from "../api/useAction";
 import type { TaskGroup } from "../api/types";
 import { usePoll } from "../api/usePoll";
-import { NamedTable } from "../components/NamedTable";
+import { NamedTable, NewNamedForm } from "../components/NamedTable";
 
 export function TaskGroupsPanel({ manage }: { manage: boolean }) {
   const groups = usePoll((signal) => getJson<TaskGroup[]>("/task-groups", { signal }), "groups", 2000);
@@ -12,8 +12,7 @@ export function TaskGroupsPanel({ manage }: { manage: boolean }) {
   const [slots, setSlots] = useState("1");
   const [description, setDescription] = useState("");
   const { busy, error, run } = useAction(groups.reload);
-  const create = async (e: FormEvent) => {
-    e.preventDefault();
+  const create = async () => {
     if (await run(() => send("POST", "/task-groups", { body: { name, slots: Number(slots), description } }))) {
       setName("");
       setDescription("");
@@ -41,26 +40,16 @@ export function TaskGroupsPanel({ manage }: { manage: boolean }) {
         onDelete={manage ? (g) => run(() => send("DELETE", `/task-groups/${encodeURIComponent(g.name)}`)) : undefined}
       />
       {manage && (
-        <form className="card" onSubmit={create} aria-label="New task group">
-          <h2>New task group</h2>
-          <div className="row">
-            <label>
-              Name
-              <input value={name} onChange={(e) => setName(e.target.value)} required />
-            </label>
-            <label>
-              Slots
-              <input type="number" min={1} value={slots} onChange={(e) => setSlots(e.target.value)} required />
-            </label>
-            <label>
-              Description
-              <input value={description} onChange={(e) => setDescription(e.target.value)} />
-            </label>
-          </div>
-          <div className="actions">
-            <button type="submit" disabled={busy}>Create task group</button>
-          </div>
-        </form>
+        <NewNamedForm noun="task group" name={name} setName={setName} busy={busy} onCreate={create}>
+          <label>
+            Slots
+            <input type="number" min={1} value={slots} onChange={(e) => setSlots(e.target.value)} required />
+          </label>
+          <label>
+            Description
+            <input value={description} onChange={(e) => setDescription(e.target.value)} />
+          </label>
+        </NewNamedForm>
       )}
     </div>
   );
