@@ -93,6 +93,29 @@ impl Env {
         a.json
     }
 
+    /// Starts `p/etl` and has a master claim the command; the command's and the run's
+    /// ids. The master is at an address where nothing listens: stop and pause then fail
+    /// with 503, after the guard let them through.
+    async fn run(&self) -> (i64, i64) {
+        let started = self
+            .admin("POST", "/api/v1/projects/p/workflows/etl/start", json!({}))
+            .await;
+        let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let master = dead.local_addr().unwrap().to_string();
+        drop(dead);
+        let claimed = self.store.claim_commands(&master, 1, 10).await.unwrap();
+        (
+            started["command_id"].as_i64().unwrap(),
+            claimed[0].instance.id,
+        )
+    }
+
+    /// Backfills `p/etl` as `body` asks; its id.
+    async fn backfill(&self, body: Value) -> i64 {
+        let uri = "/api/v1/projects/p/workflows/etl/backfill";
+        self.admin("POST", uri, body).await["id"].as_i64().unwrap()
+    }
+
     async fn audit(&self, query: &str) -> Vec<Value> {
         let uri = format!("/api/v1/audit?{query}");
         let rows = self.admin("GET", &uri, json!(null)).await;
@@ -169,27 +192,26 @@ async fn env() -> Env {
         )
         .await;
     env.schedule = s["id"].as_i64().unwrap();
-    let started = env
-        .admin("POST", "/api/v1/projects/p/workflows/etl/start", json!({}))
+    (env.command, env.instance) = env.run().await;
+    env.task = add_task(&env.store, env.instance, "shell", TaskState::Submitted).await;
+    env.backfill = env
+        .backfill(json!({"from": "2026-01-01", "to": "2026-01-03"}))
         .await;
-    env.command = started["command_id"].as_i64().unwrap();
-    // A master at an address where nothing listens claims it: stop and pause then fail
-    // with 503, after the guard let them through.
-    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let master = dead.local_addr().unwrap().to_string();
-    drop(dead);
-    let claimed = env.store.claim_commands(&master, 1, 10).await.unwrap();
-    env.instance = claimed[0].instance.id;
+    env
+}
+
+/// Records an attempt of a task of `task_type` in `state` in run `instance`; its id.
+async fn add_task(store: &Store, instance: i64, task_type: &str, state: TaskState) -> i64 {
     let batch = WriteBatch {
         new_tasks: vec![NewTaskInstance {
-            workflow_instance_id: env.instance,
+            workflow_instance_id: instance,
             run: 1,
-            name: "a".into(),
-            task_type: "shell".into(),
+            name: task_type.into(),
+            task_type: task_type.into(),
             attempt: 1,
             priority: Priority::Medium,
             worker_group: "default".into(),
-            state: TaskState::Submitted,
+            state,
             submitted_at: now_ms(),
             task_group: None,
             task_group_priority: 0,
@@ -197,17 +219,7 @@ async fn env() -> Env {
         }],
         ..Default::default()
     };
-    env.task = env.store.write_batch(&batch).await.unwrap().new_task_ids[0];
-    let backfill = json!({"from": "2026-01-01", "to": "2026-01-03"});
-    let b = env
-        .admin(
-            "POST",
-            "/api/v1/projects/p/workflows/etl/backfill",
-            backfill,
-        )
-        .await;
-    env.backfill = b["id"].as_i64().unwrap();
-    env
+    store.write_batch(&batch).await.unwrap().new_task_ids[0]
 }
 
 /// The least privileged caller each operation lets through. `nobody` marks the open ones.
@@ -254,6 +266,14 @@ fn minimum(op: &str) -> &'static str {
         | "listUsers" | "createUser" | "disableUser" | "enableUser" | "listAudit" => "global",
         other => panic!("operation {other} has no row in the access matrix: add one"),
     }
+}
+
+/// Whether `path` (a template) names an object by its `{id}` alone, its project found
+/// through it.
+fn id_scoped(path: &str) -> bool {
+    ["instances/", "task-instances/", "commands/", "backfills/"]
+        .iter()
+        .any(|p| path.starts_with(&format!("/api/v1/{p}")))
 }
 
 /// `path` (a template) with values naming the objects of project `p`.
@@ -305,11 +325,15 @@ async fn every_operation_refuses_each_role_below_its_minimum_and_lets_the_others
             let rank = CALLERS.iter().position(|c| *c == min).unwrap();
             let uri = uri(&env, path);
             let method = method.to_uppercase();
+            let by_id = id_scoped(path);
             for (i, who) in CALLERS.iter().enumerate() {
                 let a = env.as_(who, &method, &uri, "").await;
                 let expected = match i {
                     _ if i >= rank => None,
                     0 => Some(StatusCode::UNAUTHORIZED),
+                    // An id in a project they cannot view is answered as one that does
+                    // not exist.
+                    1 if by_id => Some(StatusCode::NOT_FOUND),
                     _ => Some(StatusCode::FORBIDDEN),
                 };
                 match expected {
@@ -330,7 +354,7 @@ async fn every_operation_refuses_each_role_below_its_minimum_and_lets_the_others
             // An open route is audited once it has authenticated its caller itself; these
             // calls were refused before that, like the guard's refusals without a token.
             if method != "GET" && id != "validateWorkflow" && min != "nobody" {
-                mutations.push((id.to_string(), rank));
+                mutations.push((id.to_string(), rank, by_id));
             }
         }
     }
@@ -338,21 +362,29 @@ async fn every_operation_refuses_each_role_below_its_minimum_and_lets_the_others
     // Every mutation the matrix called left audit rows: the refusals, and the call let
     // through (whatever its answer).
     let rows = env.audit("limit=1000").await;
-    for (id, rank) in &mutations {
+    for (id, rank, by_id) in &mutations {
         let of = |r: &&Value| r["action"] == id.as_str();
         let results: Vec<&str> = rows
             .iter()
             .filter(of)
             .map(|r| r["result"].as_str().unwrap())
             .collect();
-        // Signed-in callers below the minimum (there are none below `outsider`).
+        // Signed-in callers below the minimum (there are none below `outsider`); the
+        // outsider's 404 for an id is recorded with what it hides.
+        let hidden = results
+            .iter()
+            .filter(|r| r.starts_with("404: hidden: ") && r.contains("in project 'p'"))
+            .count();
+        assert_eq!(hidden, usize::from(*by_id), "{id}: {results:?}");
         assert_eq!(
-            results.iter().filter(|r| r.starts_with("403")).count(),
+            results.iter().filter(|r| r.starts_with("403")).count() + hidden,
             rank.saturating_sub(1),
             "{id}: the refusals audited: {results:?}"
         );
         assert!(
-            results.iter().any(|r| !r.starts_with("403")),
+            results
+                .iter()
+                .any(|r| !r.starts_with("403") && !r.contains("hidden")),
             "{id}: the call let through is not audited: {results:?}"
         );
     }
@@ -763,4 +795,264 @@ async fn a_workflow_reaches_into_another_project_only_as_far_as_its_editor_may()
     assert_eq!(apply(starts).await.status, StatusCode::FORBIDDEN);
     grant("operator").await;
     assert_eq!(apply(starts).await.status, StatusCode::CREATED);
+}
+
+/// The id-scoped requests, with the kind of id each takes: every operation of the OpenAPI
+/// document whose path names an object by its `{id}` alone, each action spelled out.
+fn id_scoped_requests() -> Vec<(String, String)> {
+    let doc = serde_json::to_value(openapi_document()).unwrap();
+    let mut requests = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        if !id_scoped(path) {
+            continue;
+        }
+        let actions: &[&str] = if path.starts_with("/api/v1/instances/") {
+            &["stop", "pause", "resume", "rerun", "resubmit-failed"]
+        } else {
+            &["kill", "force-success", "rerun"]
+        };
+        for method in item.as_object().unwrap().keys() {
+            let method = method.to_uppercase();
+            if path.contains("{action}") {
+                for a in actions {
+                    requests.push((method.clone(), path.replace("{action}", a)));
+                }
+            } else {
+                requests.push((method.clone(), path.clone()));
+            }
+        }
+    }
+    requests
+}
+
+/// The last id of each kind the creator made, by the path prefix that names it.
+#[derive(Default)]
+struct Frontier {
+    instance: std::sync::atomic::AtomicI64,
+    task: std::sync::atomic::AtomicI64,
+    command: std::sync::atomic::AtomicI64,
+    backfill: std::sync::atomic::AtomicI64,
+}
+
+impl Frontier {
+    /// The id a request at `path` would name next.
+    fn next(&self, path: &str) -> i64 {
+        use std::sync::atomic::Ordering::Acquire;
+        let last = if path.starts_with("/api/v1/instances/") {
+            &self.instance
+        } else if path.starts_with("/api/v1/task-instances/") {
+            &self.task
+        } else if path.starts_with("/api/v1/commands/") {
+            &self.command
+        } else {
+            &self.backfill
+        };
+        last.load(Acquire) + 1
+    }
+}
+
+/// Ids are sequential: a user without a role in `p` fires every id-scoped request at the
+/// next ids while `p`'s runs, approval tasks, commands and backfills are being created.
+/// None may read or act on any of them: each answer is the 404 of an id that does not
+/// exist, and every object is as it was made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_user_racing_the_next_ids_never_reaches_another_project_s_objects() {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering::{Acquire, Release};
+    let env = Arc::new(env().await);
+    let requests = id_scoped_requests();
+    // Every id-scoped operation the matrix knows is raced (the instance and task actions
+    // once per action).
+    assert_eq!(requests.len(), 16, "{requests:?}");
+    let frontier = Arc::new(Frontier::default());
+    frontier.instance.store(env.instance, Release);
+    frontier.task.store(env.task, Release);
+    frontier.command.store(env.command, Release);
+    frontier.backfill.store(env.backfill, Release);
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+
+    let mut attackers = Vec::new();
+    for n in 0..4 {
+        let (env, frontier, done) = (env.clone(), frontier.clone(), done.clone());
+        let requests = requests.clone();
+        attackers.push(tokio::spawn(async move {
+            let mut tries = 0;
+            let mut reached = Vec::new();
+            while !done.load(Acquire) {
+                for (method, path) in requests.iter().skip(n).step_by(2) {
+                    let id = frontier.next(path);
+                    let uri = path.replace("{id}", &id.to_string());
+                    let body = r#"{"outputs": {"approved": "yes"}}"#;
+                    let body = if path.ends_with("/complete") {
+                        body
+                    } else {
+                        ""
+                    };
+                    let a = env.as_("outsider", method, &uri, body).await;
+                    tries += 1;
+                    let says = a.json["error"].as_str().unwrap_or_default();
+                    if a.status != StatusCode::NOT_FOUND || !says.ends_with("does not exist") {
+                        reached.push(format!("{method} {uri}: {} {}", a.status, a.json));
+                    }
+                }
+            }
+            (tries, reached)
+        }));
+    }
+
+    // The creator: in project p, where the attacker has no role.
+    let mut made = Vec::new();
+    for _ in 0..300 {
+        let (command, instance) = env.run().await;
+        frontier.command.store(command, Release);
+        frontier.instance.store(instance, Release);
+        let task = add_task(&env.store, instance, "wait", TaskState::Waiting).await;
+        frontier.task.store(task, Release);
+        let backfill = env.backfill(json!({"dates": ["2026-01-01"]})).await;
+        frontier.backfill.store(backfill, Release);
+        made.push((instance, task, backfill));
+    }
+    done.store(true, Release);
+    let mut tries = 0;
+    for attacker in attackers {
+        let (n, reached) = attacker.await.unwrap();
+        tries += n;
+        assert!(
+            reached.is_empty(),
+            "requests that reached p's objects: {reached:#?}"
+        );
+    }
+    assert!(tries >= 2000, "only {tries} tries");
+
+    for (instance, task, backfill) in made {
+        let i = env.store.get_instance(instance).await.unwrap();
+        let i = i.expect("no instance deleted");
+        assert_eq!(i.state.to_string(), "running", "instance {instance}");
+        let t = env.store.get_task_instance(task).await.unwrap().unwrap();
+        assert_eq!(t.state, TaskState::Waiting, "task {task}: {:?}", t.message);
+        let b = env.store.get_backfill(backfill).await.unwrap().unwrap();
+        assert_eq!(b.state.to_string(), "running", "backfill {backfill}");
+    }
+    // Each refusal is audited as what it was: a 404 that hid project p.
+    let rows = env.audit("actor=outsider&limit=1000").await;
+    assert!(!rows.is_empty());
+    for r in &rows {
+        let result = r["result"].as_str().unwrap();
+        assert!(result.starts_with("404: "), "{}: {result}", r["target"]);
+    }
+}
+
+/// An id in a project the caller may not view is answered exactly as an id that does not
+/// exist; a caller who may view it but lacks the role is told which role. The audit log
+/// records each as what it was.
+#[tokio::test]
+async fn an_id_in_a_project_the_caller_cannot_view_is_answered_as_a_missing_one() {
+    let env = env().await;
+    let absent = env.instance + 1000;
+    let stop = |id: i64| format!("/api/v1/instances/{id}/stop");
+    let says = |a: &Answer| a.json["error"].as_str().unwrap_or_default().to_string();
+    let hidden = env.as_("outsider", "POST", &stop(env.instance), "").await;
+    let missing = env.as_("outsider", "POST", &stop(absent), "").await;
+    let to_admin = env.as_("global", "POST", &stop(absent), "").await;
+    for a in [&hidden, &missing, &to_admin] {
+        assert_eq!(a.status, StatusCode::NOT_FOUND, "{}", a.json);
+    }
+    let no_such = |id: i64| format!("workflow instance {id} does not exist");
+    assert_eq!(says(&hidden), no_such(env.instance));
+    assert_eq!(says(&missing), no_such(absent));
+    assert_eq!(says(&to_admin), no_such(absent));
+    let read = format!("/api/v1/instances/{}", env.instance);
+    let a = env.as_("outsider", "GET", &read, "").await;
+    assert_eq!(
+        (a.status, says(&a)),
+        (StatusCode::NOT_FOUND, no_such(env.instance))
+    );
+    // A viewer sees it, and is told what stopping it needs.
+    assert_eq!(
+        env.as_("viewer", "GET", &read, "").await.status,
+        StatusCode::OK
+    );
+    let viewer = env.as_("viewer", "POST", &stop(env.instance), "").await;
+    assert_eq!(viewer.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        says(&viewer),
+        "user 'viewer' needs the operator role in project 'p' (has viewer); a project admin can grant it"
+    );
+    // Not a number: the id is named.
+    let a = env.as_("global", "GET", "/api/v1/instances/x7", "").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert_eq!(says(&a), "'x7' is not a workflow instance id: use a number");
+
+    let rows = env.audit("action=actOnInstance").await;
+    let seen: Vec<(&str, &Value, &str)> = rows
+        .iter()
+        .map(|r| {
+            let result = r["result"].as_str().unwrap();
+            (r["actor"].as_str().unwrap(), &r["project"], result)
+        })
+        .collect();
+    let hid = format!(
+        "404: hidden: workflow instance {} is in project 'p', where user 'outsider' has no role",
+        env.instance
+    );
+    let absent_row = format!("404: {}", no_such(absent));
+    assert_eq!(
+        seen,
+        [
+            (
+                "viewer",
+                &json!("p"),
+                format!("403: {}", says(&viewer)).as_str()
+            ),
+            ("global", &Value::Null, absent_row.as_str()),
+            ("outsider", &Value::Null, absent_row.as_str()),
+            ("outsider", &json!("p"), hid.as_str()),
+        ]
+    );
+}
+
+/// A mutation that committed and then failed is audited with its answer, not `ok`.
+#[tokio::test]
+async fn an_audit_row_records_the_answer_of_a_mutation_that_failed_after_a_commit() {
+    let env = env().await;
+    // Completing a task that is not a waiting one: the conditional write commits nothing.
+    let uri = format!("/api/v1/task-instances/{}/complete", env.task);
+    let a = env.as_("operator", "POST", &uri, "").await;
+    assert_eq!(a.status, StatusCode::CONFLICT, "{}", a.json);
+    let rows = env.audit("action=completeTaskInstance").await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        rows[0]["result"],
+        format!("409: {}", a.json["error"].as_str().unwrap())
+    );
+    assert_eq!(rows[0]["project"], "p");
+}
+
+/// The scheme of `Authorization` is case-insensitive (RFC 7235).
+#[tokio::test]
+async fn a_bearer_token_is_taken_whatever_the_case_of_its_scheme() {
+    let env = env().await;
+    let token = &env.tokens["viewer"];
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let req = Request::builder()
+            .uri("/api/v1/projects/p")
+            .header(header::AUTHORIZATION, format!("{scheme} {token}"))
+            .body(Body::empty())
+            .unwrap();
+        let resp = env.app.clone().oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK, "{scheme}");
+    }
+    for bad in [
+        format!("Basic {token}"),
+        format!("Bearer{token}"),
+        "bearer ".into(),
+    ] {
+        let req = Request::builder()
+            .uri("/api/v1/projects/p")
+            .header(header::AUTHORIZATION, bad.clone())
+            .body(Body::empty())
+            .unwrap();
+        let resp = env.app.clone().oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "{bad}");
+    }
 }

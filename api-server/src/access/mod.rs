@@ -132,14 +132,12 @@ impl Caller {
     }
 }
 
-/// The bearer token a request carries.
+/// The bearer token a request carries (the scheme's name is case-insensitive, RFC 7235).
 fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// Who carries `headers`: 401 when auth is on and they carry no valid token.
@@ -160,29 +158,91 @@ async fn authenticate(ctx: &Ctx, headers: &HeaderMap) -> Result<Caller> {
     }
 }
 
-/// The project a request is about, for the operations scoped to one; None also when the
-/// object named does not exist (its handler then answers 404).
-async fn project_of(ctx: &Ctx, params: &RawPathParams, scope: Scope) -> Result<Option<String>> {
-    let param = |name: &str| params.iter().find(|(k, _)| *k == name).map(|(_, v)| v);
-    if scope == Scope::Path {
-        return Ok(param("project").map(str::to_string));
+/// Why the guard refused a request: what the caller is told, and, when that hides the
+/// reason, what the audit row records instead.
+struct Refusal {
+    error: Error,
+    audit: Option<String>,
+}
+
+impl From<Error> for Refusal {
+    fn from(error: Error) -> Refusal {
+        Refusal { error, audit: None }
     }
-    let id = param("id").and_then(|v| v.parse::<i64>().ok());
-    match id.and_then(|id| scope.owned(id)) {
-        Some(owned) => Ok(ctx.store.project_of(owned).await?),
-        None => Ok(None),
+}
+
+/// The `{id}` of a request and the project of the object it names (None: there is none).
+async fn project_of_id(
+    ctx: &Ctx,
+    params: &RawPathParams,
+    scope: Scope,
+) -> Result<(i64, Option<String>)> {
+    let raw = params
+        .iter()
+        .find(|(k, _)| *k == "id")
+        .map_or("", |(_, v)| v);
+    let id = raw.parse::<i64>().map_err(|_| {
+        Error::BadRequest(format!(
+            "'{raw}' is not a {} id: use a number",
+            scope.noun()
+        ))
+    })?;
+    match scope.owned(id) {
+        Some(owned) => Ok((id, ctx.store.project_of(owned).await?)),
+        None => Ok((id, None)),
     }
 }
 
 /// Whether `caller` may call an operation that needs `need` (None: an operation the
-/// policy does not know, for global admins only) on `project`.
-fn authorize(caller: &Caller, need: Option<Need>, project: Option<&str>) -> Result<()> {
-    match (need, project) {
-        (Some(Need::Open | Need::SignedIn), _) => Ok(()),
-        (None | Some(Need::GlobalAdmin), _) => caller.check_admin(),
-        (Some(Need::Project(role, _)), Some(project)) => caller.check(project, role),
-        (Some(Need::Project(..)), None) => Ok(()),
-    }
+/// policy does not know, for global admins only), and the project the request is about.
+///
+/// An object an `{id}` names that does not exist is 404 for everyone, decided here before
+/// its handler runs, and so is one in a project the caller may not even view (a 403 would
+/// tell them which project the id belongs to). Ids are never reused and an object's
+/// project never changes, so the handler acts on the object checked here.
+async fn authorize(
+    ctx: &Ctx,
+    caller: &Caller,
+    need: Option<Need>,
+    params: &RawPathParams,
+) -> (Option<String>, std::result::Result<(), Refusal>) {
+    let (role, project) = match need {
+        Some(Need::Open | Need::SignedIn) => return (None, Ok(())),
+        None | Some(Need::GlobalAdmin) => return (None, caller.check_admin().map_err(Into::into)),
+        Some(Need::Project(role, Scope::Path)) => {
+            let project = params.iter().find(|(k, _)| *k == "project");
+            (role, project.map(|(_, v)| v.to_string()))
+        }
+        Some(Need::Project(role, scope)) => {
+            let (id, project) = match project_of_id(ctx, params, scope).await {
+                Ok(found) => found,
+                Err(e) => return (None, Err(e.into())),
+            };
+            let missing = || Error::NotFound(format!("{} {id} does not exist", scope.noun()));
+            match project {
+                None => return (None, Err(missing().into())),
+                Some(project) if caller.role_in(&project).is_none() => {
+                    let audit = format!(
+                        "404: hidden: {} {id} is in project '{project}', where user '{}' has no role",
+                        scope.noun(),
+                        caller.name
+                    );
+                    let refusal = Refusal {
+                        error: missing(),
+                        audit: Some(audit),
+                    };
+                    return (Some(project), Err(refusal));
+                }
+                project => (role, project),
+            }
+        }
+    };
+    let Some(project) = project else {
+        // A route of this scope without its parameter: a policy mistake, refused.
+        return (None, caller.check_admin().map_err(Into::into));
+    };
+    let checked = caller.check(&project, role).map_err(Into::into);
+    (Some(project), checked)
 }
 
 /// The middleware in front of every route: authenticates, authorizes and audits.
@@ -205,31 +265,15 @@ pub async fn guard(State(ctx): State<Ctx>, req: Request, next: Next) -> Response
         Err(e) => return e.into_response(),
     };
     let (mut parts, body) = req.into_parts();
-    let project = match need {
-        Some(Need::Project(_, scope)) => {
-            let params = RawPathParams::from_request_parts(&mut parts, &()).await;
-            match params {
-                Ok(params) => project_of(&ctx, &params, scope).await,
-                Err(_) => Ok(None),
-            }
-        }
-        _ => Ok(None),
+    let params = match RawPathParams::from_request_parts(&mut parts, &()).await {
+        Ok(params) => params,
+        Err(e) => return Error::BadRequest(e.body_text()).into_response(),
     };
-    let project = match project {
-        Ok(project) => project,
-        Err(e) => return e.into_response(),
-    };
-    let refusal = authorize(&caller, need, project.as_deref());
+    let (project, verdict) = authorize(&ctx, &caller, need, &params).await;
     parts.extensions.insert(caller.clone());
     let mutation = !matches!(method, Method::GET | Method::HEAD)
         && op.as_deref().is_none_or(|op| !policy::is_read(op));
     let req = Request::from_parts(parts, body);
-    if !mutation {
-        return match refusal {
-            Ok(()) => next.run(req).await,
-            Err(e) => e.into_response(),
-        };
-    }
     let entry = AuditEntry {
         actor: caller.name,
         action: op.unwrap_or_else(|| "unknown".into()),
@@ -237,9 +281,11 @@ pub async fn guard(State(ctx): State<Ctx>, req: Request, next: Next) -> Response
         project,
         address: caller_address(&ctx, &req),
     };
-    match refusal {
-        Ok(()) => audit(&ctx, entry, next.run(req)).await,
-        Err(e) => audit(&ctx, entry, std::future::ready(e.into_response())).await,
+    match verdict {
+        Ok(()) if mutation => audit(&ctx, entry, next.run(req)).await,
+        Ok(()) => next.run(req).await,
+        Err(refusal) if mutation => refused(&ctx, entry, refusal).await,
+        Err(refusal) => refusal.error.into_response(),
     }
 }
 
@@ -251,23 +297,48 @@ fn caller_address(ctx: &Ctx, req: &Request) -> String {
 }
 
 /// Answers with `answer`, the mutation `entry` describes: its first commit writes the
-/// audit row; an answer that committed nothing (refused, or a no-op) is recorded right
-/// after, with its result. Routes that authenticate their callers themselves (webhook
+/// audit row (result `ok`, set to the error when the answer is one after all); an answer
+/// that committed nothing (refused, or a no-op) is recorded right after, with its result. Routes that authenticate their callers themselves (webhook
 /// triggers) call it once they know who calls.
 pub(crate) async fn audit(
     ctx: &Ctx,
     entry: AuditEntry,
     answer: impl Future<Output = Response>,
 ) -> Response {
-    let (response, written, entry) = audited(entry, answer).await;
-    if written {
+    let (response, row, entry) = audited(entry, answer).await;
+    if row.is_some() && response.status().is_success() {
         return response;
     }
     let (response, result) = outcome(response).await;
-    if let Err(error) = ctx.store.record_audit(&entry, &result).await {
+    record(ctx, &entry, row, &result).await;
+    response
+}
+
+/// Answers a request the guard refused, and records it: with what the caller was told,
+/// or with the reason that answer hides.
+async fn refused(ctx: &Ctx, entry: AuditEntry, refusal: Refusal) -> Response {
+    let Some(result) = refusal.audit else {
+        return audit(
+            ctx,
+            entry,
+            std::future::ready(refusal.error.into_response()),
+        )
+        .await;
+    };
+    record(ctx, &entry, None, &result).await;
+    refusal.error.into_response()
+}
+
+/// Writes the audit row of `entry` with `result`, or sets the result of row `row` (written
+/// by a commit of a mutation that then failed, or answered that nothing was found).
+async fn record(ctx: &Ctx, entry: &AuditEntry, row: Option<i64>, result: &str) {
+    let recorded = match row {
+        Some(id) => ctx.store.set_audit_result(id, result).await,
+        None => ctx.store.record_audit(entry, result).await,
+    };
+    if let Err(error) = recorded {
         tracing::error!(%error, action = %entry.action, "cannot write an audit row");
     }
-    response
 }
 
 /// The request's path as the client sent it (a nested router sees it without its prefix).

@@ -42,6 +42,17 @@ impl Scope {
             Scope::Backfill => Some(Owned::Backfill(id)),
         }
     }
+
+    /// What the `{id}` of this scope names, for the 404 of one that does not exist.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Scope::Path => "project",
+            Scope::Instance => "workflow instance",
+            Scope::TaskInstance => "task instance",
+            Scope::Command => "command",
+            Scope::Backfill => "backfill",
+        }
+    }
 }
 
 /// The rule of operation `op`; None for an operation this table does not know.

@@ -56,6 +56,8 @@ pub struct AuditFilter {
 struct Pending {
     entry: Mutex<AuditEntry>,
     written: AtomicBool,
+    /// The id of the row written, once it is.
+    row: Mutex<Option<i64>>,
 }
 
 tokio::task_local! {
@@ -63,15 +65,22 @@ tokio::task_local! {
 }
 
 /// Runs `mutation` with `entry` pending: the first transaction it commits writes the row
-/// (result `ok`). Returns the output, whether that happened, and the entry as it ended.
-pub async fn audited<F: Future>(entry: AuditEntry, mutation: F) -> (F::Output, bool, AuditEntry) {
+/// (result `ok`; [`Store::set_audit_result`] corrects it when the mutation fails after
+/// all). Returns the output, the id of that row when one was written, and the entry as it
+/// ended.
+pub async fn audited<F: Future>(
+    entry: AuditEntry,
+    mutation: F,
+) -> (F::Output, Option<i64>, AuditEntry) {
     let pending = Arc::new(Pending {
         entry: Mutex::new(entry),
         written: AtomicBool::new(false),
+        row: Mutex::new(None),
     });
     let output = PENDING.scope(pending.clone(), mutation).await;
     let entry = pending.entry.lock().expect("audit entry lock").clone();
-    (output, pending.written.load(Ordering::Acquire), entry)
+    let row = *pending.row.lock().expect("audit row lock");
+    (output, row, entry)
 }
 
 /// Names the project of the mutation this task runs, when only its body tells (a project
@@ -118,7 +127,11 @@ pub(super) async fn write_pending(tx: &mut Tx) -> Result<()> {
         return Ok(());
     }
     let entry = pending.entry.lock().expect("audit entry lock").clone();
-    tx.execute(&insert(&entry, "ok")).await
+    let (id,): (i64,) = tx
+        .fetch_one(insert(&entry, "ok").returning_col(Audit::Id))
+        .await?;
+    *pending.row.lock().expect("audit row lock") = Some(id);
+    Ok(())
 }
 
 impl Store {
@@ -126,6 +139,20 @@ impl Store {
     pub async fn record_audit(&self, entry: &AuditEntry, result: &str) -> Result<()> {
         let mut tx = self.db.begin().await?;
         tx.execute(&insert(entry, result)).await?;
+        tx.commit().await
+    }
+
+    /// Sets the result of row `id`, written by a mutation's commit, to how the mutation
+    /// ended (an error after the commit).
+    pub async fn set_audit_result(&self, id: i64, result: &str) -> Result<()> {
+        let mut tx = self.db.begin().await?;
+        tx.execute(
+            Query::update()
+                .table(Audit::Table)
+                .value(Audit::Result, result)
+                .and_where(Expr::col(Audit::Id).eq(id)),
+        )
+        .await?;
         tx.commit().await
     }
 

@@ -213,10 +213,16 @@ pub(crate) async fn a_mutation_and_its_audit_row_commit_together(ctx: Ctx) {
     })
     .await;
     let () = created;
-    assert!(written);
+    assert!(written.is_some());
     // Rolled back: neither.
     let (refused, written, _) = audited(entry("createUser"), store.create_user("ann", false)).await;
-    assert!(refused.is_err() && !written);
+    assert!(refused.is_err() && written.is_none());
+    // Committed, then failed: its row says how it ended.
+    let (_, written, _) = audited(entry("disableUser"), store.create_user("dee", false)).await;
+    store
+        .set_audit_result(written.unwrap(), "500: internal error")
+        .await
+        .unwrap();
     store
         .record_audit(&entry("deleteProject"), "409: still has workflows")
         .await
@@ -237,10 +243,11 @@ pub(crate) async fn a_mutation_and_its_audit_row_commit_together(ctx: Ctx) {
         seen,
         [
             ("deleteProject", "409: still has workflows"),
+            ("disableUser", "500: internal error"),
             ("createUser", "ok")
         ]
     );
-    assert_eq!(rows[1].address, "10.0.0.1");
+    assert_eq!(rows[2].address, "10.0.0.1");
     let filtered = AuditFilter {
         action: Some("createUser".into()),
         before: Some(rows[0].id),
@@ -254,7 +261,7 @@ pub(crate) async fn a_mutation_and_its_audit_row_commit_together(ctx: Ctx) {
         limit: 10,
         ..Default::default()
     };
-    assert_eq!(store.list_audit(&all).await.unwrap().len(), 2);
+    assert_eq!(store.list_audit(&all).await.unwrap().len(), 3);
 }
 
 pub(crate) async fn secrets_are_kept_sealed_per_project(ctx: Ctx) {
