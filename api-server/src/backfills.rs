@@ -19,7 +19,7 @@ use shoal_common::definition::dependent_stages;
 use shoal_common::schedule::{backfill_times, parse_timezone};
 use shoal_common::start::Params;
 use shoal_common::start::StartOptions;
-use shoal_common::store::{BackfillRow, Chained, NewBackfill};
+use shoal_common::store::{BackfillRow, Cancel, Chained, NewBackfill};
 use shoal_common::types::{BackfillRunState, BackfillState, Priority, ms_to_rfc3339};
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
@@ -129,7 +129,12 @@ pub async fn create(
     }
     let days = req.days()?;
     let params = startup_params(req.params.clone())?;
-    let root = plan(&ctx, &project, &name, &req, &days, params, None).await?;
+    let asked = Asked {
+        req: &req,
+        days: &days,
+        caller: &caller,
+    };
+    let root = plan(&ctx, &asked, &project, &name, params, None).await?;
     // Planned first and stored in one transaction: all of them or none.
     let mut followers = Vec::new();
     let mut left_out = Vec::new();
@@ -144,19 +149,14 @@ pub async fn create(
                 continue;
             }
             let chained = Some(Chained { follows: 0, stage });
-            let planned = plan(
-                &ctx,
-                &project,
-                &workflow,
-                &req,
-                &days,
-                Params::new(),
-                chained,
-            );
+            let planned = plan(&ctx, &asked, &project, &workflow, Params::new(), chained);
             match planned.await {
                 Ok(b) => followers.push(b),
-                // Offline, or its schedule does not fire on these days: the rest goes on.
-                Err(Error::BadRequest(reason) | Error::Conflict(reason)) => {
+                // Offline, its schedule does not fire on these days, or it reaches into a
+                // project the caller may not operate: the rest goes on.
+                Err(
+                    Error::BadRequest(reason) | Error::Conflict(reason) | Error::Forbidden(reason),
+                ) => {
                     left_out.push(format!("{project}/{workflow}: {reason}"));
                 }
                 Err(e) => return Err(e),
@@ -190,19 +190,29 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(answer)))
 }
 
+/// What a backfill request asks for, and who asks.
+#[derive(Clone, Copy)]
+struct Asked<'a> {
+    req: &'a BackfillRequest,
+    days: &'a [NaiveDate],
+    caller: &'a Caller,
+}
+
 /// The backfill of one workflow over `days`: its schedule's fire times on each day (in
 /// its zone, with its start options), or 00:00 of each day in the request's zone (default
 /// UTC) when it has none. `params` go over its schedule's.
 async fn plan(
     ctx: &Ctx,
+    asked: &Asked<'_>,
     project: &str,
     name: &str,
-    req: &BackfillRequest,
-    days: &[NaiveDate],
     params: Params,
     chained: Option<Chained>,
 ) -> Result<NewBackfill> {
+    let Asked { req, days, caller } = *asked;
     let def = latest_definition(ctx, project, name).await?;
+    // Its runs start and read runs of other projects as a start would.
+    crate::workflows::check_other_projects(caller, &def.definition)?;
     ctx.store.check_online(project, name).await?;
     let schedule = ctx
         .store
@@ -369,22 +379,38 @@ pub async fn list(
     params(path::Id),
     responses(
         (status = 200, body = BackfillCancelled),
+        (status = 403, description = "A later stage of its chain (`with_dependents`) is in a project where the caller may not cancel it; nothing was cancelled", body = ErrorBody),
         (status = 404, description = "No such backfill", body = ErrorBody),
         (status = 409, description = "It is not running", body = ErrorBody),
     )
 )]
 pub async fn cancel(
     State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<BackfillCancelled>> {
     let row = existing(&ctx, id).await?;
-    let Some(skipped) = ctx.store.cancel_backfill(id).await? else {
-        return Err(Error::Conflict(format!(
+    let may_cancel = |project: &str| caller.check(project, Role::Operator).is_ok();
+    match ctx.store.cancel_backfill(id, may_cancel).await? {
+        Cancel::Skipped(skipped) => Ok(Json(BackfillCancelled { id, skipped })),
+        Cancel::NotRunning => Err(Error::Conflict(format!(
             "backfill {id} is {}; only a running backfill can be cancelled",
             row.state
-        )));
-    };
-    Ok(Json(BackfillCancelled { id, skipped }))
+        ))),
+        Cancel::Refused { backfill, project } => {
+            // Named only to whom may see it.
+            let project = match caller.check_visible(&project) {
+                Ok(()) => format!("project '{project}'"),
+                Err(_) => "a project they may not view".to_string(),
+            };
+            Err(Error::Forbidden(format!(
+                "backfill {id} is followed by backfill {backfill} in {project}, where user '{}' \
+                 may not cancel it (the operator role is needed): nothing was cancelled; ask \
+                 an operator there, or cancel the backfills of your projects one by one",
+                caller.name
+            )))
+        }
+    }
 }
 
 /// A cancel was recorded.

@@ -2,11 +2,12 @@
 //! and turns it into a workflow instance.
 
 use crate::Ctx;
+use crate::access::Caller;
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, Body, path};
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shoal_common::start::{Params, Scope, StartOptions, check_param_name};
@@ -72,11 +73,13 @@ pub struct StartAccepted {
     responses(
         (status = 202, description = "A command was written; `GET /commands/{command_id}` tells when it became an instance", body = StartAccepted),
         (status = 400, description = "A bad body, parameter or task", body = ErrorBody),
+        (status = 403, description = "The caller lacks the role this needs, in the workflow's project or in another project the version started starts or reads runs of", body = ErrorBody),
         (status = 404, description = "No such workflow, or no such version of it", body = ErrorBody),
     )
 )]
 pub async fn start(
     State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
     ApiPath((project, name)): ApiPath<(String, String)>,
     body: Body,
 ) -> Result<(StatusCode, Json<StartAccepted>)> {
@@ -95,6 +98,7 @@ pub async fn start(
             None => return Err(crate::workflows::missing(&ctx, &project, &name, Some(v)).await),
         },
     };
+    crate::workflows::check_other_projects(&caller, &def.definition)?;
     if let Some(task) = &req.from_task
         && !def.definition.tasks.iter().any(|t| &t.name == task)
     {

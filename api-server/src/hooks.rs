@@ -267,6 +267,17 @@ impl Follow<'_> {
                         run.command_id
                     ))));
                 }
+                // A call repeating the key of a run that was deleted since: it has
+                // nothing to follow, and starting another would not be a replay.
+                RunProgress::Deleted(id) => {
+                    return Err(Error::Conflict(format!(
+                        "the run this call started, workflow instance {id}, was deleted{}; \
+                         send a new Idempotency-Key to start another",
+                        self.key
+                            .map(|k| format!(" (Idempotency-Key '{}')", k.key))
+                            .unwrap_or_default()
+                    )));
+                }
                 RunProgress::Instance(id, _) if instance.is_none() => {
                     instance = Some(*id);
                     if let Some(key) = self.key {

@@ -3,11 +3,12 @@
 //! workflow, deleting an ended instance.
 
 use crate::Ctx;
+use crate::access::Caller;
 use crate::error::{ErrorBody, Result};
 use crate::extract::{ApiPath, path};
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use serde::Serialize;
 use utoipa::{IntoParams, ToSchema};
 
@@ -92,12 +93,25 @@ pub struct RolledBack {
     operation_id = "rollbackWorkflow",
     tag = "workflows",
     params(VersionPath),
-    responses((status = 200, body = RolledBack), (status = 404, description = "No such workflow or version", body = ErrorBody))
+    responses(
+        (status = 200, body = RolledBack),
+        (status = 403, description = "The caller lacks the role this needs, in the project or in another project that version starts or reads runs of", body = ErrorBody),
+        (status = 404, description = "No such workflow or version", body = ErrorBody),
+    )
 )]
 pub async fn rollback(
     State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
     ApiPath((project, name, version)): ApiPath<(String, String, i32)>,
 ) -> Result<Json<RolledBack>> {
+    // The version becomes what runs start from: checked as if it were applied now.
+    if let Some(old) = ctx
+        .store
+        .get_definition(&project, &name, Some(version))
+        .await?
+    {
+        crate::workflows::check_other_projects(&caller, &old.definition)?;
+    }
     let new = ctx.store.roll_back(&project, &name, version).await?;
     tracing::info!(%project, workflow = %name, from = version, to = new, "workflow rolled back");
     Ok(Json(RolledBack { version: new }))

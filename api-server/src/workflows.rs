@@ -206,8 +206,10 @@ async fn check_references(ctx: &Ctx, def: &WorkflowDef) -> Result<()> {
 
 /// 403 unless the caller may do in other projects what the workflow will do there: start
 /// runs (operator, as starting them by hand needs) and read them (viewer). Otherwise an
-/// editor of one project could run, or read the outputs of, another's workflows.
-fn check_other_projects(caller: &Caller, def: &WorkflowDef) -> Result<()> {
+/// editor of one project could run, or read the outputs of, another's workflows. Checked
+/// when it is applied and again at every start and rollback, with the roles of that
+/// moment.
+pub(crate) fn check_other_projects(caller: &Caller, def: &WorkflowDef) -> Result<()> {
     let other = def.other_projects();
     let starts = other
         .starts

@@ -1056,3 +1056,139 @@ async fn a_bearer_token_is_taken_whatever_the_case_of_its_scheme() {
         assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "{bad}");
     }
 }
+
+/// Roles in the other projects a workflow reaches into are checked at every start and
+/// rollback, as they are at that moment: a role taken away stops the stored versions too.
+#[tokio::test]
+async fn a_role_taken_away_in_another_project_stops_every_start_of_a_workflow_reaching_it() {
+    let env = env().await;
+    env.admin("POST", "/api/v1/projects", json!({"name": "q"}))
+        .await;
+    let grant = |role: &str| {
+        let role = json!({ "role": role });
+        env.admin("PUT", "/api/v1/projects/q/members/editor", role)
+    };
+    grant("operator").await;
+    let q_etl = "name: etl\ntasks: [{ name: a, type: noop }]\n";
+    let a = call(
+        &env.app,
+        "POST",
+        "/api/v1/projects/q/workflows",
+        Some(ADMIN),
+        q_etl,
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.json);
+    let starts = "name: w1\ntasks:\n- { name: child, type: sub_workflow, sub_workflow: { workflow: etl, project: q } }\n";
+    let alone = "name: w1\ntasks:\n- { name: child, type: noop }\n";
+    for body in [starts, alone] {
+        let a = env
+            .as_("editor", "POST", "/api/v1/projects/p/workflows", body)
+            .await;
+        assert!(a.status.is_success(), "{}", a.json);
+    }
+    let start = |body: &'static str| {
+        env.as_(
+            "editor",
+            "POST",
+            "/api/v1/projects/p/workflows/w1/start",
+            body,
+        )
+    };
+    let rollback = || {
+        let uri = "/api/v1/projects/p/workflows/w1/versions/1/rollback";
+        env.as_("editor", "POST", uri, "")
+    };
+    let backfill = || {
+        let uri = "/api/v1/projects/p/workflows/w1/backfill";
+        env.as_("editor", "POST", uri, r#"{"dates": ["2026-01-01"]}"#)
+    };
+    assert_eq!(
+        start(r#"{"version": 1}"#).await.status,
+        StatusCode::ACCEPTED
+    );
+
+    grant("viewer").await;
+    let says = "workflow 'w1' starts runs of project 'q' (sub_workflow, foreach, on_failure or \
+                dependent): user 'editor' needs the operator role in project 'q' (has viewer)";
+    for a in [start(r#"{"version": 1}"#).await, rollback().await] {
+        assert_eq!(a.status, StatusCode::FORBIDDEN, "{}", a.json);
+        assert!(
+            a.json["error"].as_str().unwrap().starts_with(says),
+            "{}",
+            a.json
+        );
+    }
+    // Version 2 reaches nowhere else: it still starts, and backfills.
+    assert_eq!(start("{}").await.status, StatusCode::ACCEPTED);
+    assert_eq!(backfill().await.status, StatusCode::CREATED);
+    // Stored again as the latest, version 1 is refused to backfills too.
+    grant("operator").await;
+    assert_eq!(rollback().await.status, StatusCode::OK);
+    grant("viewer").await;
+    let a = backfill().await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN, "{}", a.json);
+    assert!(
+        a.json["error"].as_str().unwrap().starts_with(says),
+        "{}",
+        a.json
+    );
+}
+
+/// Cancelling a backfill does not cancel the later stages of its chain in projects where
+/// the caller may not cancel them: it is refused, and nothing is cancelled.
+#[tokio::test]
+async fn a_backfill_is_not_cancelled_with_stages_in_projects_the_caller_may_not_operate() {
+    let env = env().await;
+    env.admin("POST", "/api/v1/projects", json!({"name": "q"}))
+        .await;
+    env.admin(
+        "PUT",
+        "/api/v1/projects/q/members/operator",
+        json!({"role": "operator"}),
+    )
+    .await;
+    let waits = "name: after\ntasks:\n- name: gate\n  type: dependent\n  dependent:\n    groups: [{ items: [{ workflow: etl, project: p }] }]\n";
+    let a = call(
+        &env.app,
+        "POST",
+        "/api/v1/projects/q/workflows",
+        Some(ADMIN),
+        waits,
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.json);
+    let uri = "/api/v1/projects/p/workflows/etl/backfill";
+    let body = r#"{"dates": ["2026-01-01"], "with_dependents": true}"#;
+    let made = env.as_("operator", "POST", uri, body).await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.json);
+    let root = made.json["id"].as_i64().unwrap();
+    let dependent = made.json["dependents"][0]["id"].as_i64().unwrap();
+
+    env.admin(
+        "PUT",
+        "/api/v1/projects/q/members/operator",
+        json!({"role": "viewer"}),
+    )
+    .await;
+    let cancel = format!("/api/v1/backfills/{root}/cancel");
+    let a = env.as_("operator", "POST", &cancel, "").await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN, "{}", a.json);
+    assert_eq!(
+        a.json["error"],
+        format!(
+            "backfill {root} is followed by backfill {dependent} in project 'q', where user \
+             'operator' may not cancel it (the operator role is needed): nothing was \
+             cancelled; ask an operator there, or cancel the backfills of your projects one by one"
+        )
+    );
+    for id in [root, dependent] {
+        let b = env.store.get_backfill(id).await.unwrap().unwrap();
+        assert_eq!(b.state.to_string(), "running", "backfill {id}");
+        assert!(b.runs.iter().all(|r| r.state.to_string() == "pending"));
+    }
+    // Who may cancel both does.
+    let a = env.as_("global", "POST", &cancel, "").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.json);
+    assert_eq!(a.json["skipped"], 2);
+}

@@ -12,7 +12,8 @@ use axum::http::{HeaderMap, Request, StatusCode, header};
 use serde_json::{Value, json};
 use shoal_api_server::{ApiState, Auth, Limits, router};
 use shoal_common::secret_key::SecretKey;
-use shoal_common::store::{AuditFilter, Store};
+use shoal_common::store::{AuditFilter, InstanceUpdate, Store, WriteBatch};
+use shoal_common::types::WorkflowState;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tempfile::TempDir;
@@ -442,4 +443,49 @@ async fn triggers_are_listed_with_their_url_and_never_their_credential() {
         .await;
     assert_eq!(again.status, StatusCode::OK, "{}", again.json);
     assert_eq!(again.json["created"], false);
+}
+
+/// A retried call whose run was deleted since gets a clear 409, every time, not a 500.
+#[tokio::test]
+async fn a_key_repeated_after_its_run_was_deleted_is_told_so() {
+    let env = env(Limits::default()).await;
+    let keyed = || {
+        Call::to(TOK)
+            .token(TOKEN)
+            .header("idempotency-key", "delivery-7")
+            .body(PAYLOAD)
+    };
+    let first = env.hook(keyed()).await;
+    assert_eq!(first.status, StatusCode::ACCEPTED, "{}", first.json);
+    let id = first.json["workflow_instance_id"]
+        .as_i64()
+        .expect("claimed");
+    let run = env.store.get_instance(id).await.unwrap().unwrap();
+    let ended = WriteBatch {
+        instance_updates: vec![InstanceUpdate {
+            id,
+            owner_epoch: run.owner_epoch,
+            state: WorkflowState::Success,
+            ended_at: Some(run.created_at + 1),
+        }],
+        epochs: vec![(id, run.owner_epoch)],
+        ..Default::default()
+    };
+    env.store.write_batch(&ended).await.unwrap();
+    let uri = format!("/api/v1/instances/{id}");
+    assert_eq!(
+        env.admin("DELETE", &uri, "").await.status,
+        StatusCode::NO_CONTENT
+    );
+    for _ in 0..2 {
+        let again = env.hook(keyed()).await;
+        assert_eq!(again.status, StatusCode::CONFLICT, "{}", again.json);
+        assert_eq!(
+            error(&again),
+            format!(
+                "the run this call started, workflow instance {id}, was deleted \
+                 (Idempotency-Key 'delivery-7'); send a new Idempotency-Key to start another"
+            )
+        );
+    }
 }

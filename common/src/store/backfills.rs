@@ -168,6 +168,18 @@ impl RunRecord {
     }
 }
 
+/// What [`Store::cancel_backfill`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cancel {
+    /// This many runs not started yet were skipped.
+    Skipped(usize),
+    /// The backfill does not exist or is not running.
+    NotRunning,
+    /// A later stage of its chain is in a project the caller may not cancel in: nothing
+    /// was changed.
+    Refused { backfill: i64, project: String },
+}
+
 impl Store {
     /// Stores a backfill; the leader master starts its runs.
     pub async fn create_backfill(&self, backfill: &NewBackfill) -> Result<i64> {
@@ -263,9 +275,14 @@ impl Store {
     }
 
     /// Cancels a running backfill: its runs not started yet are skipped (runs already
-    /// started go on), and it ends `cancelled` once those have ended. Returns how many
-    /// runs were skipped, or None when the backfill is not running (or does not exist).
-    pub async fn cancel_backfill(&self, id: i64) -> Result<Option<usize>> {
+    /// started go on), and it ends `cancelled` once those have ended; so do the later
+    /// stages of its chain (`with_dependents`), if `may_cancel` says the caller may cancel
+    /// backfills of each of their projects, else nothing changes.
+    pub async fn cancel_backfill(
+        &self,
+        id: i64,
+        may_cancel: impl Fn(&str) -> bool,
+    ) -> Result<Cancel> {
         let mut tx = self.db.begin().await?;
         // The same row lock as a step of the leader, so a run is either started or skipped.
         let running: Option<(Option<i64>, i32)> = tx
@@ -279,21 +296,29 @@ impl Store {
             )
             .await?;
         let Some((follows, stage)) = running else {
-            return Ok(None);
+            return Ok(Cancel::NotRunning);
         };
         // The later stages of its chain would only wait for what no longer comes: they are
         // cancelled with it.
         let chain = follows.unwrap_or(id);
-        let later: Vec<(i64,)> = tx
+        let later: Vec<(i64, String)> = tx
             .fetch_all(
                 Query::select()
-                    .column(Backfill::Id)
+                    .columns([Backfill::Id, Backfill::Project])
                     .from(Backfill::Table)
                     .and_where(Expr::col(Backfill::Follows).eq(chain))
                     .and_where(Expr::col(Backfill::Stage).gt(stage))
-                    .and_where(Expr::col(Backfill::State).eq(BackfillState::Running.as_str())),
+                    .and_where(Expr::col(Backfill::State).eq(BackfillState::Running.as_str()))
+                    .order_by(Backfill::Id, Order::Asc),
             )
             .await?;
+        if let Some((backfill, project)) = later.iter().find(|(_, p)| !may_cancel(p)) {
+            return Ok(Cancel::Refused {
+                backfill: *backfill,
+                project: project.clone(),
+            });
+        }
+        let later = later.into_iter().map(|(id, _)| (id,));
         let mut ids = vec![id];
         ids.extend(later.into_iter().map(|(id,)| id));
         let skipped: Vec<(i32,)> = tx
@@ -307,7 +332,7 @@ impl Store {
             )
             .await?;
         tx.commit().await?;
-        Ok(Some(skipped.len()))
+        Ok(Cancel::Skipped(skipped.len()))
     }
 
     /// Records which runs of every running backfill ended, starts the next ones and ends

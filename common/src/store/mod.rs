@@ -37,7 +37,7 @@ mod waits;
 
 pub use alerts::{ALERT_FAILED, ALERT_PENDING, ALERT_SENT, Delivery};
 pub use audit::{AuditEntry, AuditFilter, AuditRow, audit_project, audited};
-pub use backfills::{BackfillRow, BackfillRunRow, Chained, NewBackfill};
+pub use backfills::{BackfillRow, BackfillRunRow, Cancel, Chained, NewBackfill};
 pub use commands::recovery_allowed;
 pub use instances::MAX_INSTANCE_LIST;
 pub use model::*;

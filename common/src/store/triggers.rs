@@ -40,6 +40,8 @@ pub enum RunProgress {
     Rejected(String),
     /// The instance, and its state.
     Instance(i64, WorkflowState),
+    /// The instance it became was deleted since.
+    Deleted(i64),
 }
 
 impl Store {
@@ -175,11 +177,9 @@ impl Store {
                     .and_where(Expr::col(Inst::Id).eq(id)),
             )
             .await?;
-        let (state,) = state.ok_or_else(|| {
-            Error::Corrupt(format!(
-                "workflow_instance {id} of command {command_id} is gone"
-            ))
-        })?;
+        let Some((state,)) = state else {
+            return Ok(RunProgress::Deleted(id));
+        };
         let state = parse(&format!("workflow_instance {id}"), &state)?;
         Ok(RunProgress::Instance(id, state))
     }

@@ -3,6 +3,7 @@
 use super::*;
 use shoal_common::definition::DependResult;
 use shoal_common::schedule::Misfire;
+use shoal_common::store::Cancel;
 use shoal_common::types::{BackfillRunState, BackfillState, FailureStrategy};
 
 fn spec(cron: &str) -> ScheduleSpec {
@@ -360,8 +361,19 @@ pub(crate) async fn a_chained_backfill_waits_for_the_stages_before_it(ctx: Ctx) 
         "stage 2 waits"
     );
     assert_eq!(claimed.len(), 3);
+    // A later stage the caller may not cancel refuses the whole cancel, naming it.
+    let refused = store.cancel_backfill(mid, |_| false).await.unwrap();
+    let Cancel::Refused { backfill, .. } = refused else {
+        panic!("{refused:?}")
+    };
+    assert_eq!(backfill, last);
+    let untouched = store.get_backfill(mid).await.unwrap().unwrap();
+    assert_eq!(untouched.state, BackfillState::Running);
     // Cancelling the middle stage skips the last one's runs too.
-    assert_eq!(store.cancel_backfill(mid).await.unwrap(), Some(3));
+    assert_eq!(
+        store.cancel_backfill(mid, |_| true).await.unwrap(),
+        Cancel::Skipped(3)
+    );
     for c in &claimed {
         end(store, &c.instance, WorkflowState::Success).await;
     }

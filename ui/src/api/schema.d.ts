@@ -2683,7 +2683,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The caller lacks the role this needs */
+            /** @description A later stage of its chain (`with_dependents`) is in a project where the caller may not cancel it; nothing was cancelled */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5208,7 +5208,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The caller lacks the role this needs */
+            /** @description The caller lacks the role this needs, in the workflow's project or in another project the version started starts or reads runs of */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5331,7 +5331,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The caller lacks the role this needs */
+            /** @description The caller lacks the role this needs, in the project or in another project that version starts or reads runs of */
             403: {
                 headers: {
                     [name: string]: unknown;
