@@ -8,7 +8,12 @@
 //! - `$[...]` is a time expression relative to the schedule time (forms: `params/time.rs`).
 //! - A `$` not starting a closed `${...}` / `$[...]` is plain text (`$HOME`, `$1`, `$((1+2))`).
 
+mod guard;
+mod shell;
+mod sql;
 mod time;
+
+pub use guard::{Guard, Lang, Outside, Refused, Source, env_name, environment, is_plain};
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -43,16 +48,31 @@ pub enum ExpandError {
     /// A `$[expr]` that is not a valid time expression.
     #[error("bad time expression $[{expr}]: {reason}. Supported forms: {forms}", forms = SUPPORTED_TIME_FORMS)]
     BadExpression { expr: String, reason: String },
+    /// An outside value that cannot go where the text uses it without becoming code.
+    #[error(transparent)]
+    Refused(#[from] Refused),
 }
 
 /// Expands `text`: `${name}` from `ctx.params` (time expressions in the value evaluated),
 /// `$[...]` against `ctx.schedule_time`, `${setValue(...)}` kept.
 pub fn expand(text: &str, ctx: &Context) -> Result<String, ExpandError> {
+    expand_with(text, ctx, None)
+}
+
+/// Expands `text` that runs as code of `guard.lang`: like [`expand`], but a value from
+/// outside the definition goes in as data (see [`Guard`]).
+pub fn expand_guarded(text: &str, ctx: &Context, guard: &Guard) -> Result<String, ExpandError> {
+    expand_with(text, ctx, Some(guard))
+}
+
+fn expand_with(text: &str, ctx: &Context, guard: Option<&Guard>) -> Result<String, ExpandError> {
     let Some(first) = text.find('$') else {
         return Ok(text.to_owned());
     };
     let mut out = String::with_capacity(text.len() + 32);
     out.push_str(&text[..first]);
+    let mut scanner = guard.map(|g| guard::Scanner::new(g.lang));
+    let mut read = 0;
     for piece in Pieces::new(&text[first..]) {
         match piece {
             Piece::Text(s) | Piece::SetValue(s) => out.push_str(s),
@@ -61,7 +81,17 @@ pub fn expand(text: &str, ctx: &Context) -> Result<String, ExpandError> {
                     .params
                     .get(name)
                     .ok_or_else(|| ExpandError::UndefinedParam(name.to_owned()))?;
-                push_value(value, name, ctx, &mut out)?;
+                let outside = guard.and_then(|g| Some((g, *g.outside.get(name)?)));
+                match (outside, scanner.as_mut()) {
+                    (Some((guard, source)), Some(scanner)) => {
+                        let data = evaluate(value, name, ctx)?;
+                        // What is placed is read next, with the text after it.
+                        scanner.read(&out[read..]);
+                        read = out.len();
+                        scanner.place(guard, name, source, &data, &mut out)?;
+                    }
+                    _ => push_value(value, name, ctx, &mut out)?,
+                }
             }
             Piece::Time(expr) => time::eval(expr, ctx.schedule_time, &mut out).map_err(|r| {
                 ExpandError::BadExpression {
@@ -71,6 +101,14 @@ pub fn expand(text: &str, ctx: &Context) -> Result<String, ExpandError> {
             })?,
         }
     }
+    Ok(out)
+}
+
+/// The value `value` of parameter `name` as `${name}` stands for it: its `$[...]` evaluated,
+/// nothing else expanded.
+pub fn evaluate(value: &str, name: &str, ctx: &Context) -> Result<String, ExpandError> {
+    let mut out = String::new();
+    push_value(value, name, ctx, &mut out)?;
     Ok(out)
 }
 
@@ -244,5 +282,7 @@ impl<'a> Iterator for Pieces<'a> {
     }
 }
 
+#[cfg(test)]
+mod guard_tests;
 #[cfg(test)]
 mod tests;

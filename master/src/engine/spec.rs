@@ -13,13 +13,15 @@ use shoal_common::definition::{
 };
 use shoal_common::duration;
 use shoal_common::expr;
-use shoal_common::params::{Context, builtins, expand};
+use shoal_common::params::{
+    Context, Guard, Lang, Outside, Source, builtins, environment, evaluate, expand, expand_guarded,
+};
 use shoal_common::proto::TaskSpec;
 use shoal_common::schedule::local_time;
 use shoal_common::start::Params;
 use shoal_common::start::StartOptions;
 use shoal_common::store::{ChildStart, NewCommand};
-use shoal_common::types::{CommandKind, TaskState, WorkflowState, now_ms};
+use shoal_common::types::{CommandKind, TaskState, TaskType, WorkflowState, now_ms};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -33,32 +35,47 @@ pub(super) fn build(
     secrets: &Secrets,
 ) -> Result<QueuedTask, String> {
     let def = &run.rt.definition().tasks[node];
-    let (params, schedule_time) = task_params(run, node, id);
+    let (params, mut outside, schedule_time) = task_values(run, node, id);
     let revealed = reveal(secrets, &run.project, def)?;
     let all = with_secrets(&params, &revealed);
+    for (name, _) in &revealed.named {
+        outside.insert(format!("secret.{name}"), Source::Secret);
+    }
     let ctx = Context {
         params: &all,
         schedule_time,
     };
-    let expand = |text: &mut String| -> Result<(), String> {
-        *text = expand(text, &ctx).map_err(|e| format!("task '{}': {e}", def.name))?;
+    let (environment, env_names) = task_environment(&all, &outside, &ctx);
+    let guard = |lang| Guard {
+        lang,
+        outside: &outside,
+        env: &env_names,
+    };
+    let expand = |text: &mut String, lang| -> Result<(), String> {
+        *text = expand_guarded(text, &ctx, &guard(lang))
+            .map_err(|e| format!("task '{}': {e}", def.name))?;
         Ok(())
+    };
+    let code = match def.task_type.parse() {
+        Ok(TaskType::Shell) => Lang::Shell,
+        Ok(TaskType::Python) => Lang::Python,
+        _ => Lang::Text,
     };
     let mut task = def.clone();
     for text in [task.command.as_mut(), task.script.as_mut()]
         .into_iter()
         .flatten()
     {
-        expand(text)?;
+        expand(text, code)?;
     }
     if let Some(http) = task.http.as_mut() {
-        expand(&mut http.url)?;
+        expand(&mut http.url, Lang::Text)?;
         for v in http.headers.values_mut().chain(http.body.as_mut()) {
-            expand(v)?;
+            expand(v, Lang::Text)?;
         }
     }
     if let Some(sql) = task.sql.as_mut() {
-        expand(&mut sql.query)?;
+        expand(&mut sql.query, Lang::Sql)?;
     }
     let definition_json = serde_json::to_string(&task).map_err(|e| e.to_string())?;
     Ok(QueuedTask {
@@ -69,7 +86,7 @@ pub(super) fn build(
             name: def.name.clone(),
             task_type: def.task_type.clone(),
             definition_json,
-            params: params.into_iter().collect(),
+            params: environment.into_iter().collect(),
             master_addr: master_addr.to_string(),
             owner_epoch: run.epoch,
             tenant: run.rt.definition().tenant.clone().unwrap_or_default(),
@@ -83,8 +100,8 @@ pub(super) fn build(
     })
 }
 
-/// `${secret.NAME}` expands like a parameter but is not one: the worker does not get it
-/// as a parameter (nor exports it to the environment), so it joins only the expansion.
+/// `${secret.NAME}` expands like a parameter but is not one: it joins only the expansion
+/// (and the task's environment, as `SHOAL_SECRET_NAME`), never another task's parameters.
 fn with_secrets<'a>(params: &'a Params, revealed: &Revealed) -> Cow<'a, Params> {
     if revealed.named.is_empty() {
         return Cow::Borrowed(params);
@@ -330,31 +347,54 @@ fn expr_vars(run: &Run, node: Node, id: i64) -> expr::Vars {
 /// schedule time on the wall clock of its schedule's zone (manual runs are "scheduled" at
 /// their start, in UTC).
 fn task_params(run: &Run, node: Node, id: i64) -> (Params, NaiveDateTime) {
-    let schedule_time = local_time(run.stands_for(), run.options.timezone.as_deref());
-    let builtins = builtins(run.instance_id, id, schedule_time);
-    let params = run.rt.task_params(node, &run.start_params, &builtins);
+    let (params, _, schedule_time) = task_values(run, node, id);
     (params, schedule_time)
 }
 
+/// [`task_params`], and which of them come from outside the definition.
+fn task_values(run: &Run, node: Node, id: i64) -> (Params, Outside, NaiveDateTime) {
+    let schedule_time = local_time(run.stands_for(), run.options.timezone.as_deref());
+    let builtins = builtins(run.instance_id, id, schedule_time);
+    let (params, outside) = run.rt.task_values(node, &run.start_params, &builtins);
+    (params, outside, schedule_time)
+}
+
+/// The environment variables a task gets its values in (see [`environment`]), each value
+/// as `${name}` stands for it; and each parameter's own variable. A value whose time
+/// expression is bad is exported as written: a task that uses it fails with the reason.
+fn task_environment(
+    values: &Params,
+    outside: &Outside,
+    ctx: &Context,
+) -> (Params, std::collections::BTreeMap<String, String>) {
+    let evaluated = values
+        .iter()
+        .map(|(k, v)| (k.clone(), evaluate(v, k, ctx).unwrap_or_else(|_| v.clone())))
+        .collect();
+    environment(&evaluated, outside)
+}
+
 /// The child run a sub_workflow task starts: the named workflow (in the parent's project
-/// unless given) with every parameter the task sees plus its own expanded `params`.
+/// unless given) with the task's `params` expanded, and for a foreach's child its element;
+/// nothing else of the parent's (its start parameters reach a child only when passed).
 pub(super) fn child_start(run: &Run, node: Node, id: i64) -> Result<ChildStart, String> {
     let def = &run.rt.definition().tasks[node];
     let Some(sub) = &def.sub_workflow else {
         return Err(format!("task '{}' has no sub_workflow", def.name));
     };
-    let (mut params, schedule_time) = task_params(run, node, id);
-    let ctx_params = params.clone();
+    let (seen, outside, schedule_time) = task_values(run, node, id);
     let ctx = Context {
-        params: &ctx_params,
+        params: &seen,
         schedule_time,
     };
+    let element = outside.iter().filter(|(_, s)| **s == Source::Item);
+    let mut params: Params = element
+        .filter_map(|(k, _)| Some((k.clone(), seen.get(k)?.clone())))
+        .collect();
     for (k, v) in &sub.params {
         let v = expand(v, &ctx).map_err(|e| format!("task '{}': {e}", def.name))?;
         params.insert(k.clone(), v);
     }
-    // Built-ins are the child's own.
-    params.retain(|k, _| !k.starts_with("system."));
     Ok(ChildStart {
         parent_instance_id: run.instance_id,
         parent_task_id: id,
@@ -376,8 +416,9 @@ pub(super) fn exception_run(run: &Run, state: WorkflowState) -> Option<NewComman
     if state != WorkflowState::Failure || run.options.handles_failure_of.is_some() {
         return None;
     }
-    let mut params = run.start_params.clone();
-    params.extend(handler.params.clone());
+    // The failed run's start parameters are not passed: the handler may run in another
+    // project, and they are not its definition's.
+    let mut params = handler.params.clone();
     let failed = [
         ("failed.instance_id", run.instance_id.to_string()),
         ("failed.project", run.project.clone()),

@@ -22,6 +22,7 @@ pub use restore::Recorded;
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
 use shoal_common::definition::{ErrorAction, TaskDef, WorkflowDef};
+use shoal_common::params::{Outside, Source};
 use shoal_common::start::{Params, Scope};
 use shoal_common::types::{FailureStrategy, TaskState, WorkflowState};
 use std::collections::HashMap;
@@ -607,24 +608,50 @@ impl WorkflowRuntime {
     /// Parameters a task sees, by precedence: start parameters > task local > upstream
     /// outputs > workflow global, plus built-ins.
     pub fn task_params(&self, node: Node, start: &Params, builtins: &Params) -> Params {
+        self.task_values(node, start, builtins).0
+    }
+
+    /// [`Self::task_params`], and which of them come from outside the definition: start
+    /// parameters, upstream outputs, the failure a catch handler receives, a foreach
+    /// child's element.
+    pub fn task_values(&self, node: Node, start: &Params, builtins: &Params) -> (Params, Outside) {
         let mut p = self.def.params.clone();
+        let mut outside = Outside::new();
+        let mut add = |from: &Params, source: Option<Source>| {
+            for (k, v) in from {
+                p.insert(k.clone(), v.clone());
+                match source {
+                    Some(source) => outside.insert(k.clone(), source),
+                    None => outside.remove(k),
+                };
+            }
+        };
         for u in self.upstream_of(node) {
-            p.extend(
-                self.outputs[u.index()]
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone())),
-            );
+            add(&self.outputs[u.index()], Some(Source::Output));
         }
-        p.extend(self.injected.get(&node).cloned().unwrap_or_default());
-        p.extend(
-            self.def.tasks[node]
-                .params
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone())),
-        );
-        p.extend(start.iter().map(|(k, v)| (k.clone(), v.clone())));
-        p.extend(builtins.iter().map(|(k, v)| (k.clone(), v.clone())));
-        p
+        if let Some(failure) = self.injected.get(&node) {
+            add(failure, Some(Source::Failure));
+        }
+        let task = &self.def.tasks[node];
+        let (element, own): (Params, Params) = (task.params.iter())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .partition(|(k, _)| self.is_element(node, k));
+        add(&own, None);
+        add(&element, Some(Source::Item));
+        add(start, Some(Source::Start));
+        add(builtins, None);
+        (p, outside)
+    }
+
+    /// Whether parameter `name` of `node` is its foreach element (`item`, `item.field`).
+    fn is_element(&self, node: Node, name: &str) -> bool {
+        let parent = self.parent.get(&node).map(|&p| &self.def.tasks[p]);
+        let Some(spec) = parent.and_then(|p| p.foreach.as_ref()) else {
+            return false;
+        };
+        let as_name = spec.as_name.as_str();
+        name.strip_prefix(as_name)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
     }
 }
 
