@@ -135,7 +135,7 @@ fn a_failed_run_starts_its_exception_workflow_with_its_context(e: Env) {
         f = paged.display()
     ));
     e.apply(
-        "name: fragile\non_failure: { workflow: on_call, params: { team: data } }\ntasks:\n- { name: fatal, type: shell, command: 'exit 1', on_error: { action: throw } }\n",
+        "name: fragile\non_failure: { workflow: on_call, params: { team: data, dt: '${dt}' } }\ntasks:\n- { name: fatal, type: shell, command: 'exit 1', on_error: { action: throw } }\n",
     );
     let id = e.start("fragile", r#"{"params": {"dt": "2026-11-25"}}"#);
     let inst = e.end(id);
@@ -154,6 +154,6 @@ fn a_failed_run_starts_its_exception_workflow_with_its_context(e: Env) {
     assert_eq!(
         std::fs::read_to_string(&paged).unwrap(),
         format!("data fragile fatal {id} 2026-11-25\n"),
-        "it ran once, with the failed run's context and parameters"
+        "it ran once, with the failed run's context and the parameters it passes"
     );
 }

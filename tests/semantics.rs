@@ -9,7 +9,7 @@ mod support;
 
 use serde_json::Value;
 use std::path::Path;
-use support::{Env, LONG, attempts, cli, lines, text, wait_for};
+use support::{Env, LONG, attempts, cli, lines, set_secret, text, wait_for};
 
 support::deployments!(
     retries_make_one_attempt_row_each_and_then_fail_or_succeed,
@@ -743,7 +743,7 @@ name: parent
 params: {{ region: eu }}
 failure_strategy: continue
 tasks:
-  - {{ name: run_child, type: sub_workflow, sub_workflow: {{ workflow: child }} }}
+  - {{ name: run_child, type: sub_workflow, sub_workflow: {{ workflow: child, params: {{ region: "${{region}}" }} }} }}
   - {{ name: after, type: shell, command: "echo after-${{rows}} >> {f}", depends_on: [run_child] }}
   - {{ name: ghost, type: sub_workflow, sub_workflow: {{ workflow: missing }} }}
   - {{ name: wait_child, type: dependent, dependent: {{ workflow: child, timeout: 30s, check_interval: 500ms }} }}
@@ -791,7 +791,7 @@ fn stopping_a_parent_stops_its_child_run_and_pausing_lets_the_child_finish(e: En
         d = done.display()
     ));
     e.apply(
-        "name: holder\nparams: { secs: '60' }\ntasks:\n- { name: child, type: sub_workflow, sub_workflow: { workflow: slow_child } }\n- { name: after, type: noop, depends_on: [child] }\n",
+        "name: holder\nparams: { secs: '60' }\ntasks:\n- { name: child, type: sub_workflow, sub_workflow: { workflow: slow_child, params: { secs: '${secs}' } } }\n- { name: after, type: noop, depends_on: [child] }\n",
     );
     let id = e.start("holder", "{}");
     let pid: i32 = wait_for("the child's task to write its pid", LONG, || {
@@ -881,30 +881,6 @@ tasks:
             .contains("timed out after 1s"),
         "{failed}"
     );
-}
-
-/// `shoal secret set NAME` with `value` on stdin.
-fn set_secret(e: &Env, name: &str, value: &str) {
-    use std::io::Write;
-    let mut child = std::process::Command::new(support::SHOAL)
-        .args(["secret", "set", name, "--description", "test"])
-        .env("SHOAL_API", &e.api().base)
-        .env("SHOAL_TOKEN", support::API_TOKEN)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, "{value}").unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "secret set {name}: {}",
-        text(&out.stderr)
-    );
-    assert!(!text(&out.stdout).contains(value));
 }
 
 fn a_secret_reaches_its_task_masked_in_the_log_and_a_secret_datasource_is_used(e: Env) {

@@ -595,3 +595,27 @@ pub fn attempts<'a>(inst: &'a Value, name: &str) -> Vec<&'a Value> {
         .filter(|t| t["name"] == name)
         .collect()
 }
+
+/// `shoal secret set NAME` with `value` on stdin.
+pub fn set_secret(e: &Env, name: &str, value: &str) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(SHOAL)
+        .args(["secret", "set", name, "--description", "test"])
+        .env("SHOAL_API", &e.api().base)
+        .env("SHOAL_TOKEN", API_TOKEN)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{value}").unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "secret set {name}: {}",
+        text(&out.stderr)
+    );
+    assert!(!text(&out.stdout).contains(value));
+}

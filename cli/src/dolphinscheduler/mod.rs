@@ -126,7 +126,7 @@ fn workflow(
         report,
     );
     if !params.is_empty() {
-        m.insert("params".into(), Value::Mapping(params));
+        m.insert("params".into(), Value::Mapping(params.clone()));
     }
     if let Some(s) = &dag.schedule {
         // DolphinScheduler keeps these on the schedule (or the start); shoal on the workflow.
@@ -169,9 +169,9 @@ fn workflow(
             .flatten()
             .filter_map(|c| codes.tasks.get(c).map(|(_, n)| n.clone()))
             .collect();
-        list.push(Value::Mapping(tasks::convert(
-            t, &name, depends, codes, report,
-        )?));
+        let mut task = tasks::convert(t, &name, depends, codes, report)?;
+        pass_globals(&mut task, &params);
+        list.push(Value::Mapping(task));
     }
     let count = list.len();
     let described = dag
@@ -204,6 +204,22 @@ fn workflow(
         schedule,
         offline: dag.workflow.release_state.as_deref() == Some("OFFLINE"),
     })
+}
+
+/// A DolphinScheduler sub-process sees its parent's global parameters; a shoal child run
+/// gets only what its task passes, so a sub_workflow task passes each of them by name.
+fn pass_globals(task: &mut Mapping, globals: &Mapping) {
+    let Some(Value::Mapping(spec)) = task.get_mut("sub_workflow") else {
+        return;
+    };
+    if globals.is_empty() {
+        return;
+    }
+    let passed = globals.keys().filter_map(Value::as_str).map(|k| {
+        let reference = format!("${{{k}}}");
+        (Value::from(k), Value::from(reference))
+    });
+    spec.insert("params".into(), Value::Mapping(passed.collect()));
 }
 
 fn schedule(

@@ -95,6 +95,11 @@ fn every_supported_type_and_setting_is_carried_over() {
     let child = task(&def, "run_load_child").sub_workflow.as_ref().unwrap();
     assert_eq!(child.workflow, "warehouse_load_child");
     assert_eq!(
+        child.params.get("dt").map(String::as_str),
+        Some("${dt}"),
+        "the child gets the parent's global parameters, as in DolphinScheduler"
+    );
+    assert_eq!(
         task(&def, "publish_done").delay,
         Some(std::time::Duration::from_secs(60))
     );

@@ -416,9 +416,18 @@ pub(super) fn exception_run(run: &Run, state: WorkflowState) -> Option<NewComman
     if state != WorkflowState::Failure || run.options.handles_failure_of.is_some() {
         return None;
     }
-    // The failed run's start parameters are not passed: the handler may run in another
-    // project, and they are not its definition's.
-    let mut params = handler.params.clone();
+    // The handler gets its `params`, expanded with the failed run's parameters; not
+    // those themselves (it may run in another project).
+    let mut seen = def.params.clone();
+    seen.extend(run.start_params.clone());
+    let ctx = Context {
+        params: &seen,
+        schedule_time: local_time(run.stands_for(), run.options.timezone.as_deref()),
+    };
+    let mut params = Params::new();
+    for (k, v) in &handler.params {
+        params.insert(k.clone(), expand(v, &ctx).unwrap_or_else(|_| v.clone()));
+    }
     let failed = [
         ("failed.instance_id", run.instance_id.to_string()),
         ("failed.project", run.project.clone()),
