@@ -88,6 +88,7 @@ fn outputs_of_a_completion_a_callback_and_an_upstream_task_are_data() {
     e.apply(&format!(
         r#"
 name: outputs
+failure_strategy: continue
 tasks:
   - {{ name: approve, type: wait }}
   - {{ name: ask, type: callback, callback: {{ url: "{url}" }} }}

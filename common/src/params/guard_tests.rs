@@ -73,7 +73,8 @@ fn bash(script: &str, env: &Params) -> (String, bool) {
 #[test]
 fn a_hostile_value_runs_nothing_in_a_shell_and_the_script_sees_it_exactly() {
     // (template, what it prints for the value v)
-    let cases: &[(&str, fn(&str) -> String)] = &[
+    type Printed = fn(&str) -> String;
+    let cases: &[(&str, Printed)] = &[
         ("printf '<%s>' ${v}", |v| format!("<{v}>")),
         ("printf '<%s>' \"${v}\"", |v| format!("<{v}>")),
         ("printf '<%s>' \"a ${v} b\"", |v| format!("<a {v} b>")),
