@@ -3,12 +3,13 @@
 //! resubmit-failed are commands that a master claims, like a start.
 
 use crate::Ctx;
+use crate::access::Caller;
 use crate::channels::call;
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::ApiPath;
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use serde::Serialize;
 use shoal_common::proto::master_client::MasterClient;
 use shoal_common::proto::{ControlAction, ControlRequest};
@@ -174,6 +175,7 @@ pub struct ActionPath {
 )]
 pub async fn act(
     State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
     ApiPath((id, action)): ApiPath<(i64, String)>,
 ) -> Result<(StatusCode, Json<ActionAccepted>)> {
     let action = Action::parse(&action).ok_or_else(|| {
@@ -209,10 +211,10 @@ pub async fn act(
         }
         Action::Stop => control(&ctx, &instance, Control::STOP, 0).await,
         Action::Pause => control(&ctx, &instance, Control::PAUSE, 0).await,
-        Action::Resume => recover(&ctx, instance, action, CommandKind::Resume).await,
-        Action::Rerun => recover(&ctx, instance, action, CommandKind::Rerun).await,
+        Action::Resume => recover(&ctx, &caller, instance, action, CommandKind::Resume).await,
+        Action::Rerun => recover(&ctx, &caller, instance, action, CommandKind::Rerun).await,
         Action::ResubmitFailed => {
-            recover(&ctx, instance, action, CommandKind::ResubmitFailed).await
+            recover(&ctx, &caller, instance, action, CommandKind::ResubmitFailed).await
         }
     }
 }
@@ -353,9 +355,11 @@ pub(crate) async fn control(
 }
 
 /// Writes the resume, rerun or resubmit-failed command for an instance. It pins the
-/// instance's version, parameters, priority and start options.
+/// instance's version, parameters, priority and start options; the caller becomes who
+/// started it.
 async fn recover(
     ctx: &Ctx,
+    caller: &Caller,
     instance: InstanceRow,
     action: Action,
     kind: CommandKind,
@@ -367,7 +371,8 @@ async fn recover(
             instance.state
         )));
     }
-    let cmd = NewCommand::recovery(kind, &instance);
+    let mut cmd = NewCommand::recovery(kind, &instance);
+    cmd.options.started_by = caller.user_id;
     let command_id = ctx.store.insert_command(&cmd).await?;
     tracing::info!(
         command_id,

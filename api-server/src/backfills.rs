@@ -248,6 +248,11 @@ async fn plan(
             (None, tz, options)
         }
     };
+    // Its runs are started in the caller's name.
+    let options = StartOptions {
+        started_by: caller.user_id,
+        ..options
+    };
     let mut times = backfill_times(cron.as_ref(), tz, days, MAX_RUNS)?;
     if times.is_empty() {
         return Err(Error::BadRequest(

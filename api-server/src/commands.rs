@@ -120,6 +120,7 @@ pub async fn start(
             dry_run: req.dry_run,
             from_task: req.from_task,
             scope: req.scope,
+            started_by: caller.user_id,
             ..Default::default()
         },
         parent_task_id: None,

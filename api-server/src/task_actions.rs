@@ -116,7 +116,7 @@ pub async fn act(
         }
         "rerun" => {
             let options: RerunOptions = body.json_or_default()?;
-            let command_id = rerun(&ctx, &task, options.downstream).await?;
+            let command_id = rerun(&ctx, &caller, &task, options.downstream).await?;
             tracing::info!(task_instance = id, instance, command_id, by = %caller.name, "task rerun requested");
             Ok((
                 StatusCode::ACCEPTED,
@@ -131,7 +131,12 @@ pub async fn act(
 
 /// Writes the command that reruns `task` (and with `downstream` what follows it) in its
 /// ended instance; returns its id.
-async fn rerun(ctx: &Ctx, task: &TaskInstanceRow, downstream: bool) -> Result<i64> {
+async fn rerun(
+    ctx: &Ctx,
+    caller: &Caller,
+    task: &TaskInstanceRow,
+    downstream: bool,
+) -> Result<i64> {
     let (id, instance_id) = (task.id, task.workflow_instance_id);
     let instance = ctx.store.get_instance(instance_id).await?.ok_or_else(|| {
         Error::NotFound(format!("workflow instance {instance_id} does not exist"))
@@ -181,6 +186,7 @@ async fn rerun(ctx: &Ctx, task: &TaskInstanceRow, downstream: bool) -> Result<i6
         ));
     }
     let mut cmd = NewCommand::recovery(CommandKind::RerunTask, &instance);
+    cmd.options.started_by = caller.user_id;
     cmd.options.rerun_task = Some(RerunTask {
         task: task.name.clone(),
         downstream,

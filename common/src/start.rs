@@ -58,6 +58,13 @@ pub struct StartOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub rerun_task: Option<RerunTask>,
+    /// The id of the user who started the run (or its latest resume, rerun or resubmit;
+    /// a child run: its parent's): each run it starts in another project needs their
+    /// operator role there at that moment. Unset: a global admin who is not a user
+    /// (auth off, `SHOAL_TOKEN`), or shoal itself (cron, backfill, webhook trigger).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub started_by: Option<i64>,
 }
 
 /// One task of an ended instance run again, and with `downstream` what depends on it.

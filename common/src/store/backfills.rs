@@ -10,6 +10,7 @@ use super::codec::{from_json, parse, to_json};
 use super::commands::{insert_command_statement, notify_masters};
 use super::db::{Tx, insert_rows};
 use super::schema::{ErrorCommand as ErrCmd, WorkflowInstance as Inst};
+use super::users::may_start;
 use super::{NewCommand, Store};
 use crate::error::{Error, Result};
 use crate::start::{Params, StartOptions};
@@ -466,14 +467,35 @@ async fn advance(tx: &mut Tx, id: i64) -> Result<(bool, bool)> {
         .filter(|s| **s == BackfillRunState::Running)
         .count();
     let mut started = false;
+    let parallel = usize::try_from(backfill.parallel).unwrap_or(1);
+    // A dependent's runs (`with_dependents`, maybe in another project) start in the name
+    // of who made the chain: each needs their role there at the moment it would start.
+    let refused = match backfill.follows {
+        Some(_) if running < parallel && states.contains(&BackfillRunState::Pending) => {
+            let options: StartOptions =
+                from_json(&format!("backfill {id}"), "options", &backfill.options)?;
+            match options.started_by {
+                Some(user) => may_start(tx, user, &backfill.project).await?.err(),
+                None => None,
+            }
+        }
+        _ => None,
+    };
     for (run, state) in runs.iter().zip(states.iter_mut()) {
         if *state != BackfillRunState::Pending {
             continue;
         }
-        if failed && backfill.stop_on_failure {
+        if let Some(why) = &refused {
+            let why = format!(
+                "backfill of '{}/{}' was not started: {why}",
+                backfill.project, backfill.workflow
+            );
+            fail_run(tx, id, run.position, &why).await?;
+            *state = BackfillRunState::Failure;
+        } else if failed && backfill.stop_on_failure {
             set_run_state(tx, id, run.position, BackfillRunState::Skipped).await?;
             *state = BackfillRunState::Skipped;
-        } else if running < usize::try_from(backfill.parallel).unwrap_or(1) {
+        } else if running < parallel {
             start_run(tx, &backfill, run).await?;
             *state = BackfillRunState::Running;
             running += 1;
@@ -600,6 +622,19 @@ async fn settle(tx: &mut Tx, backfill: i64, run: &RunRecord) -> Result<BackfillR
         .await?;
     }
     Ok(state)
+}
+
+/// Ends a run that could not start, with why.
+async fn fail_run(tx: &mut Tx, backfill: i64, position: i32, error: &str) -> Result<()> {
+    tx.execute(
+        Query::update()
+            .table(BackfillRun::Table)
+            .value(BackfillRun::State, BackfillRunState::Failure.as_str())
+            .value(BackfillRun::Error, error)
+            .and_where(Expr::col(BackfillRun::BackfillId).eq(backfill))
+            .and_where(Expr::col(BackfillRun::Position).eq(position)),
+    )
+    .await
 }
 
 async fn set_run_state(

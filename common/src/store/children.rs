@@ -8,6 +8,7 @@ use super::schema::{
     Command as Cmd, ErrorCommand as ErrCmd, TaskInstance as Task, WorkflowDefinition as Def,
     WorkflowInstance as Inst,
 };
+use super::users::may_start;
 use super::{ChildRun, ChildStart, ChildState, NewCommand, Store};
 use crate::definition::DependResult;
 use crate::error::Result;
@@ -58,13 +59,16 @@ pub(super) async fn start_children(
     ] {
         started.extend(table_rows.into_iter().filter_map(|(p,)| p));
     }
-    let now = now_ms();
-    let mut written = false;
-    for child in children
+    let children: Vec<&ChildStart> = children
         .into_iter()
         .filter(|c| !started.contains(&c.parent_task_id))
-    {
-        written |= start_latest(tx, child.command(0), "sub-workflow", now).await?;
+        .collect();
+    let starters = starters(tx, children.iter().map(|c| c.parent_instance_id)).await?;
+    let now = now_ms();
+    let mut written = false;
+    for child in children {
+        let parent = starters.get(&child.parent_instance_id);
+        written |= start_for(tx, parent, child.command(0), "sub-workflow", now).await?;
     }
     if written {
         notify_masters(tx).await?;
@@ -79,10 +83,13 @@ pub(super) async fn start_exception_runs(
     runs: &[(i64, NewCommand)],
     fenced: &HashSet<i64>,
 ) -> Result<bool> {
+    let runs: Vec<&(i64, NewCommand)> = runs.iter().filter(|(i, _)| !fenced.contains(i)).collect();
+    let starters = starters(tx, runs.iter().map(|(i, _)| *i)).await?;
     let now = now_ms();
     let mut written = false;
-    for (failed, command) in runs.iter().filter(|(i, _)| !fenced.contains(i)) {
-        let started = start_latest(tx, command.clone(), "exception workflow", now).await?;
+    for (failed, command) in runs {
+        let parent = starters.get(failed);
+        let started = start_for(tx, parent, command.clone(), "exception workflow", now).await?;
         if !started {
             tracing::warn!(instance = failed, workflow = %command.workflow, "exception workflow does not exist or is offline");
         }
@@ -92,6 +99,56 @@ pub(super) async fn start_exception_runs(
         notify_masters(tx).await?;
     }
     Ok(written)
+}
+
+/// The project of each of `instances` and who started it ([`StartOptions::started_by`]).
+async fn starters(
+    tx: &mut Tx,
+    instances: impl Iterator<Item = i64>,
+) -> Result<HashMap<i64, (String, Option<i64>)>> {
+    let rows: Vec<(i64, String, String)> = tx
+        .fetch_all(
+            Query::select()
+                .columns([Inst::Id, Inst::Project, Inst::Options])
+                .from(Inst::Table)
+                .and_where(Expr::col(Inst::Id).is_in(instances)),
+        )
+        .await?;
+    rows.into_iter()
+        .map(|(id, project, options)| {
+            let options: StartOptions =
+                from_json(&format!("workflow_instance {id}"), "options", &options)?;
+            Ok((id, (project, options.started_by)))
+        })
+        .collect()
+}
+
+/// Writes `command`, a run that a run of `parent` (its project, who started it) starts,
+/// in the name of who started that one: refused with the reason, to the error-command
+/// table, when it is in another project where they may not start runs now. Same-project
+/// starts need no look-up.
+async fn start_for(
+    tx: &mut Tx,
+    parent: Option<&(String, Option<i64>)>,
+    mut command: NewCommand,
+    what: &str,
+    now: i64,
+) -> Result<bool> {
+    if let Some((project, by)) = parent {
+        command.options.started_by = *by;
+        if let Some(user) = *by
+            && command.project != *project
+            && let Err(why) = may_start(tx, user, &command.project).await?
+        {
+            let error = format!(
+                "{what} '{}/{}' was not started: {why}",
+                command.project, command.workflow
+            );
+            reject(tx, &command, &error, now).await?;
+            return Ok(false);
+        }
+    }
+    start_latest(tx, command, what, now).await
 }
 
 /// Writes `command` for the latest version of its workflow (a run another run starts). A

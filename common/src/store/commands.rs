@@ -509,16 +509,18 @@ async fn recover_instance(
     if kind == CommandKind::Rerun {
         instance.run += 1;
     }
+    let asked: StartOptions = match from_json(
+        &format!("command {}", command.id),
+        "options",
+        &command.options,
+    ) {
+        Ok(options) => options,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    // Whose roles its starts of runs in other projects need from now on.
+    instance.options.started_by = asked.started_by;
     // Which task a task rerun is about; any other recovery runs the instance as a whole.
     instance.options.rerun_task = if kind == CommandKind::RerunTask {
-        let asked: StartOptions = match from_json(
-            &format!("command {}", command.id),
-            "options",
-            &command.options,
-        ) {
-            Ok(options) => options,
-            Err(e) => return Ok(Err(e.to_string())),
-        };
         match asked.rerun_task {
             Some(task) => Some(task),
             None => return Ok(Err("the command names no task to rerun".into())),

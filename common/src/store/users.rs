@@ -316,3 +316,49 @@ impl Store {
             .collect()
     }
 }
+
+/// Whether user `id` may start runs in `project` now (the operator role, or global
+/// admin): the reason, naming them, the project and the role, when they may not.
+pub(super) async fn may_start(
+    tx: &mut Tx,
+    id: i64,
+    project: &str,
+) -> Result<std::result::Result<(), String>> {
+    let row: Option<(String, bool, bool, Option<String>)> = tx
+        .fetch_optional(
+            Query::select()
+                .columns([
+                    (User::Table, User::Name),
+                    (User::Table, User::Admin),
+                    (User::Table, User::Disabled),
+                ])
+                .column((Member::Table, Member::Role))
+                .from(User::Table)
+                .left_join(
+                    Member::Table,
+                    Expr::col((Member::Table, Member::UserId))
+                        .equals((User::Table, User::Id))
+                        .and(Expr::col((Member::Table, Member::Project)).eq(project)),
+                )
+                .and_where(Expr::col((User::Table, User::Id)).eq(id)),
+        )
+        .await?;
+    let Some((name, admin, disabled, role)) = row else {
+        return Ok(Err(format!(
+            "the user who started it (id {id}) no longer exists"
+        )));
+    };
+    let role = role
+        .map(|r| r.parse::<Role>().map_err(Error::Corrupt))
+        .transpose()?;
+    Ok(match role {
+        _ if disabled => Err(format!("user '{name}' who started it is disabled")),
+        _ if admin => Ok(()),
+        Some(role) if role >= Role::Operator => Ok(()),
+        has => Err(format!(
+            "user '{name}' who started it needs the operator role in project '{project}' \
+             (has {}); a project admin can grant it",
+            has.map_or("none".to_string(), |r| r.to_string())
+        )),
+    })
+}

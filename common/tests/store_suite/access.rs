@@ -303,3 +303,72 @@ pub(crate) async fn secrets_are_kept_sealed_per_project(ctx: Ctx) {
     assert!(!store.delete_secret("default", "db").await.unwrap());
     assert!(store.sealed_secrets().await.unwrap().is_empty());
 }
+
+pub(crate) async fn a_child_run_in_another_project_needs_its_starters_role_there_now(ctx: Ctx) {
+    let store = &ctx.store;
+    let ann = store.create_user("ann", false).await.unwrap();
+    for (project, name) in [("q", "kid"), ("p", "parent")] {
+        store
+            .put_definition(&workflow(project, name, ""))
+            .await
+            .unwrap();
+    }
+    store.set_member("q", "ann", Role::Operator).await.unwrap();
+    let mut start = command("p", "parent", 1);
+    start.options.started_by = Some(ann.id);
+    store.insert_command(&start).await.unwrap();
+    let parent = store
+        .claim_commands("m1", 7, 10)
+        .await
+        .unwrap()
+        .remove(0)
+        .instance;
+    assert_eq!(parent.options.started_by, Some(ann.id));
+    let tasks = WriteBatch {
+        new_tasks: vec![new_task(&parent, "one"), new_task(&parent, "two")],
+        epochs: vec![(parent.id, parent.owner_epoch)],
+        ..Default::default()
+    };
+    let ids = store.write_batch(&tasks).await.unwrap().new_task_ids;
+    let start_child = |parent_task_id| WriteBatch {
+        children: vec![ChildStart {
+            parent_instance_id: parent.id,
+            parent_task_id,
+            project: "q".into(),
+            workflow: "kid".into(),
+            params: Params::new(),
+            priority: Priority::Medium,
+            schedule_time: None,
+            timezone: None,
+        }],
+        epochs: vec![(parent.id, parent.owner_epoch)],
+        ..Default::default()
+    };
+    // An operator of q: the child starts, in ann's name too.
+    store.write_batch(&start_child(ids[0])).await.unwrap();
+    let child = store
+        .claim_commands("m1", 7, 10)
+        .await
+        .unwrap()
+        .remove(0)
+        .instance;
+    assert_eq!(
+        (child.project.as_str(), child.options.started_by),
+        ("q", Some(ann.id))
+    );
+    // No longer: the next child is refused, and its task learns why.
+    store.set_member("q", "ann", Role::Viewer).await.unwrap();
+    store.write_batch(&start_child(ids[1])).await.unwrap();
+    assert!(store.claim_commands("m1", 7, 10).await.unwrap().is_empty());
+    assert_eq!(
+        store.children(&[ids[1]]).await.unwrap(),
+        [(
+            ids[1],
+            ChildState::Failed(
+                "sub-workflow 'q/kid' was not started: user 'ann' who started it needs the \
+                 operator role in project 'q' (has viewer); a project admin can grant it"
+                    .into()
+            )
+        )]
+    );
+}

@@ -1,8 +1,10 @@
 //! Schedules, their fires and backfills, on both backends.
 
 use super::*;
+use shoal_common::access::Role;
 use shoal_common::definition::DependResult;
 use shoal_common::schedule::Misfire;
+use shoal_common::start::StartOptions;
 use shoal_common::store::Cancel;
 use shoal_common::types::{BackfillRunState, BackfillState, FailureStrategy};
 
@@ -383,4 +385,58 @@ pub(crate) async fn a_chained_backfill_waits_for_the_stages_before_it(ctx: Ctx) 
     assert_eq!(run_states(&last), [Skipped, Skipped, Skipped]);
     assert_eq!(last.state, BackfillState::Cancelled);
     assert!(store.claim_commands("m1", 1, 10).await.unwrap().is_empty());
+}
+
+pub(crate) async fn a_dependent_backfill_starts_only_while_its_maker_may_start_runs_there(
+    ctx: Ctx,
+) {
+    let store = &ctx.store;
+    let ann = store.create_user("ann", false).await.unwrap();
+    let (root, times) = backfill(store, 3, false).await;
+    store
+        .put_definition(&workflow("q", "after", ""))
+        .await
+        .unwrap();
+    store.set_member("q", "ann", Role::Viewer).await.unwrap();
+    let dependent = store
+        .create_backfill(&NewBackfill {
+            project: "q".into(),
+            workflow: "after".into(),
+            version: 1,
+            params: BTreeMap::new(),
+            priority: None,
+            options: StartOptions {
+                started_by: Some(ann.id),
+                ..Default::default()
+            },
+            parallel: 3,
+            stop_on_failure: false,
+            times,
+            chained: Some(Chained {
+                follows: root,
+                stage: 1,
+            }),
+        })
+        .await
+        .unwrap();
+    store.advance_backfills().await.unwrap();
+    for c in store.claim_commands("m1", 1, 10).await.unwrap() {
+        end(store, &c.instance, WorkflowState::Success).await;
+    }
+    // The root's end is recorded, then the dependent's turn comes: ann may only view q.
+    store.advance_backfills().await.unwrap();
+    store.advance_backfills().await.unwrap();
+    assert!(store.claim_commands("m1", 1, 10).await.unwrap().is_empty());
+    let b = store.get_backfill(dependent).await.unwrap().unwrap();
+    assert_eq!(b.state, BackfillState::Failure);
+    for run in &b.runs {
+        assert_eq!(run.state, BackfillRunState::Failure);
+        assert_eq!(
+            run.error.as_deref(),
+            Some(
+                "backfill of 'q/after' was not started: user 'ann' who started it needs the \
+                 operator role in project 'q' (has viewer); a project admin can grant it"
+            )
+        );
+    }
 }

@@ -1813,6 +1813,14 @@ export interface components {
             rerun_task?: components["schemas"]["RerunTask"];
             scope?: components["schemas"]["Scope"];
             /**
+             * Format: int64
+             * @description The id of the user who started the run (or its latest resume, rerun or resubmit;
+             *     a child run: its parent's): each run it starts in another project needs their
+             *     operator role there at that moment. Unset: a global admin who is not a user
+             *     (auth off, `SHOAL_TOKEN`), or shoal itself (cron, backfill, webhook trigger).
+             */
+            started_by?: number;
+            /**
              * @description IANA zone of the run's schedule time: `${system.biz.date}`, time expressions and
              *     a dependent task's day are local to it (UTC when unset).
              */
