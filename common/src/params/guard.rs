@@ -202,12 +202,8 @@ impl Scanner {
                 let Some(var) = var() else {
                     return Err(refused(format!("{not_plain}: {}", no_variable(name))));
                 };
-                shell::reference(s.at(), var, out).map_err(|where_| {
-                    refused(format!(
-                        "{not_plain} and stands {where_}, where bash would run it as code: \
-                         check it is a number first ([[ ${var} =~ ^[0-9]+$ ]]) and use ${var}"
-                    ))
-                })?;
+                shell::reference(s.at(), var, out)
+                    .map_err(|why| refused(format!("{not_plain} and {why}")))?;
             }
             Scanner::Sql(s) => s.place(value, out).map_err(refused)?,
         }

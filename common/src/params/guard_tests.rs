@@ -89,8 +89,9 @@ fn a_hostile_value_runs_nothing_in_a_shell_and_the_script_sees_it_exactly() {
             v.split_whitespace().map(|w| format!("<{w}>")).collect()
         }),
         ("cat <<EOF\n<${v}>\nEOF", |v| format!("<{v}>\n")),
-        ("cat <<-'EOF'\n\t<${v}>\n\tEOF", |_| {
-            "<${SHOAL_PARAM_v}>\n".into()
+        ("cat <<-EOF\n\t<${v}>\n\tEOF", |v| format!("<{v}>\n")),
+        ("cat <<'EOF'\n$(x)\nEOF\nprintf '<%s>' ${v}", |v| {
+            format!("$(x)\n<{v}>")
         }),
         ("# don't ${v}\nprintf '<%s>' ${v}", |v| format!("<{v}>")),
         ("x=${v}; printf '<%s>' \"$x\"", |v| format!("<{v}>")),
@@ -150,6 +151,13 @@ fn a_value_in_shell_arithmetic_must_be_plain() {
         let (script, env) = guarded(template, "41", Lang::Shell);
         assert!(!bash(&script.unwrap(), &env).1);
     }
+    // A quoted here-document expands nothing: no variable can stand there.
+    let (got, _) = guarded("cat <<'EOF'\n${v}\nEOF", "a b", Lang::Shell);
+    let e = got.unwrap_err().to_string();
+    assert!(
+        e.contains("quoted here-document") && e.contains("$SHOAL_PARAM_v"),
+        "{e}"
+    );
     // After the arithmetic closes, a value is a word again.
     let (script, env) = guarded("echo $((1+1)) ${v}", "a b", Lang::Shell);
     assert_eq!(bash(&script.unwrap(), &env).0, "2 a b\n");

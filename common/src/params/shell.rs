@@ -14,20 +14,35 @@ pub(super) enum At {
     /// `((...))` or `$((...))`: bash evaluates an expanded value there as an expression, and
     /// `a[$(cmd)]` runs `cmd`.
     Arith,
-    /// A comment or a here-document's body: no word splitting, nothing to break out of.
+    /// A comment or an unquoted here-document's body: no word splitting, nothing to
+    /// break out of.
     Inert,
+    /// A quoted here-document's body (`<<'EOF'`): bash expands nothing there.
+    Verbatim,
 }
 
 /// Appends a reference to environment variable `var` for a place `at`, so that bash reads
-/// the variable's value as one word of data; refuses arithmetic (saying where).
-pub(super) fn reference(at: At, var: &str, out: &mut String) -> Result<(), &'static str> {
+/// the variable's value as one word of data; refuses arithmetic and a quoted
+/// here-document, saying why.
+pub(super) fn reference(at: At, var: &str, out: &mut String) -> Result<(), String> {
     let text = match at {
         At::Bare => format!("\"${{{var}}}\""),
         At::Double | At::Inert => format!("${{{var}}}"),
         // Close the quotes, expand in double quotes, open them again.
         At::Single => format!("'\"${{{var}}}\"'"),
         At::Ansi => format!("'\"${{{var}}}\"$'"),
-        At::Arith => return Err("inside (( )) or $(( ))"),
+        At::Arith => {
+            return Err(format!(
+                "stands inside (( )) or $(( )), where bash would run it as code: check it is \
+                 a number first ([[ ${var} =~ ^[0-9]+$ ]]) and use ${var}"
+            ));
+        }
+        At::Verbatim => {
+            return Err(format!(
+                "stands in a quoted here-document (<<'EOF'), where bash expands nothing: \
+                 read it there from ${var}"
+            ));
+        }
     };
     out.push_str(&text);
     Ok(())
@@ -47,6 +62,7 @@ enum Frame {
     Heredoc {
         delim: String,
         strip_tabs: bool,
+        quoted: bool,
     },
 }
 
@@ -57,6 +73,8 @@ struct HereWord {
     word: String,
     started: bool,
     quote: Option<char>,
+    /// Part of the word was quoted or escaped: the body expands nothing.
+    quoted: bool,
 }
 
 /// Reads a script piece by piece and tells where its end stands.
@@ -72,7 +90,7 @@ pub(super) struct Shell {
     skip_paren: bool,
     here_word: Option<HereWord>,
     /// Here-documents whose bodies start at the next newline.
-    pending: Vec<(String, bool)>,
+    pending: Vec<Frame>,
     /// The line read so far in a here-document's body.
     line: String,
 }
@@ -85,6 +103,7 @@ impl Shell {
             Some(Frame::Single) => At::Single,
             Some(Frame::Ansi) => At::Ansi,
             Some(Frame::Arith(_)) => At::Arith,
+            Some(Frame::Heredoc { quoted: true, .. }) => At::Verbatim,
             Some(Frame::Comment | Frame::Heredoc { .. }) => At::Inert,
         }
     }
@@ -121,7 +140,9 @@ impl Shell {
                     self.step(c);
                 }
             }
-            Some(Frame::Heredoc { delim, strip_tabs }) => {
+            Some(Frame::Heredoc {
+                delim, strip_tabs, ..
+            }) => {
                 if c != '\n' {
                     self.line.push(c);
                     return;
@@ -189,10 +210,8 @@ impl Shell {
             }
             '<' if self.prev == '<' => self.here_word = Some(HereWord::default()),
             '\n' => {
-                let pending = std::mem::take(&mut self.pending);
-                let bodies = pending.into_iter().rev();
-                let frames = bodies.map(|(delim, strip_tabs)| Frame::Heredoc { delim, strip_tabs });
-                self.stack.extend(frames);
+                let bodies = std::mem::take(&mut self.pending);
+                self.stack.extend(bodies.into_iter().rev());
             }
             _ => {}
         }
@@ -222,12 +241,19 @@ impl Shell {
         match w.quote {
             Some(q) if c == q => w.quote = None,
             Some(_) => w.word.push(c),
-            None if c == '\'' || c == '"' => w.quote = Some(c),
-            None if c == '\\' => {}
+            None if c == '\'' || c == '"' => {
+                w.quote = Some(c);
+                w.quoted = true;
+            }
+            None if c == '\\' => w.quoted = true,
             None if c.is_whitespace() || ";|&<>()".contains(c) => {
                 let w = self.here_word.take().unwrap_or_default();
                 if w.started {
-                    self.pending.push((w.word, w.strip_tabs));
+                    self.pending.push(Frame::Heredoc {
+                        delim: w.word,
+                        strip_tabs: w.strip_tabs,
+                        quoted: w.quoted,
+                    });
                 }
                 return false;
             }
