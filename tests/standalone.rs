@@ -576,6 +576,12 @@ fn the_api_the_ui_and_the_cli_work_over_https_with_a_certificate() {
     assert!(s.api.base.starts_with("https://"), "{}", s.api.base);
     let page = s.api.get_text("/instances");
     assert!(page.contains("<div id=\"root\">"), "{page}");
+    // Browsers are told to keep to HTTPS for this server.
+    let answer = s.api.get_ok("/api/v1/health");
+    assert_eq!(
+        answer.headers()["strict-transport-security"],
+        "max-age=31536000"
+    );
 
     let ca = [("SHOAL_API_CA", certs.ca.to_str().unwrap())];
     let path = s.dir.path().join("hello.yaml");

@@ -62,7 +62,10 @@ fn client(from: &str) -> Client {
 /// A POST to the hook of trigger `trigger` of `greet`.
 fn hook(e: &Env, from: &str, trigger: &str) -> RequestBuilder {
     let url = format!("{}/api/v1/hooks/default/greet/{trigger}", e.api().base);
-    client(from).post(url)
+    // As webhook senders do; without auth the API refuses a write without it.
+    client(from)
+        .post(url)
+        .header("content-type", "application/json")
 }
 
 struct Answer {

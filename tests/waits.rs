@@ -202,12 +202,17 @@ tasks:
     let callback_url = sent[0]["callback_url"].as_str().unwrap();
     let again = reqwest::blocking::Client::new()
         .post(callback_url)
+        .header("content-type", "application/json")
         .body("{}")
         .send()
         .unwrap();
     assert_eq!(again.status().as_u16(), 409, "the token works once");
     let wrong = format!("{}x", callback_url.trim_end_matches(char::is_alphanumeric));
-    let wrong = reqwest::blocking::Client::new().post(wrong).send().unwrap();
+    let wrong = reqwest::blocking::Client::new()
+        .post(wrong)
+        .header("content-type", "application/json")
+        .send()
+        .unwrap();
     assert_eq!(wrong.status().as_u16(), 404, "a wrong token is refused");
 
     let asked = silent.requests();

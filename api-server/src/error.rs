@@ -28,6 +28,9 @@ pub enum Error {
         "request body is larger than the limit of {limit} bytes (the server's --max-body-bytes)"
     )]
     PayloadTooLarge { limit: usize },
+    /// The body's content type is not one this request may have; the message says which.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     /// The request clashes with the state of what it acts on (e.g. pausing a finished
     /// instance, or an action on it already pending).
     #[error("{0}")]
@@ -85,6 +88,7 @@ impl Error {
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Error::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Conflict(_) | Error::Store(S::Conflict(_)) => StatusCode::CONFLICT,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Peer { .. } => StatusCode::BAD_GATEWAY,

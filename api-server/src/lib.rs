@@ -16,6 +16,7 @@ mod channels;
 mod cluster;
 mod commands;
 mod completions;
+mod drive_by;
 pub mod error;
 mod extract;
 mod hooks;
@@ -28,6 +29,8 @@ mod openapi;
 mod projects;
 mod schedules;
 mod secrets;
+mod security_headers;
+mod server;
 mod task_actions;
 mod task_groups;
 mod ui;
@@ -73,6 +76,9 @@ pub struct ApiState {
     pub secret_key: Option<SecretKey>,
     /// Reverse proxies whose `X-Forwarded-For` names a webhook caller's address.
     pub trusted_proxies: Vec<Cidr>,
+    /// With auth off, host names (besides IP addresses and `localhost`) requests may be
+    /// addressed to ([`drive_by`]).
+    pub allowed_hosts: Vec<String>,
 }
 
 /// What one request may ask of the server.
@@ -188,12 +194,14 @@ fn parts() -> (Router<Ctx>, Router<Ctx>, utoipa::openapi::OpenApi) {
 /// The whole HTTP surface: `/api/v1/...`, `GET /metrics` (Prometheus), the API's
 /// interactive docs at `/api/docs`, the web UI, and JSON 404/405 answers for anything else.
 pub fn router(state: ApiState) -> Router {
-    router_until(state, CancellationToken::new())
+    router_until(state, CancellationToken::new(), false)
 }
 
-/// [`router`], whose long waits end when `shutdown` is cancelled.
-fn router_until(state: ApiState, shutdown: CancellationToken) -> Router {
+/// [`router`], whose long waits end when `shutdown` is cancelled; `https`: served over
+/// HTTPS (answers then tell browsers to keep to it).
+fn router_until(state: ApiState, shutdown: CancellationToken, https: bool) -> Router {
     let (api, outside, doc) = parts();
+    let allowed_hosts = drive_by::AllowedHosts::new(&state.allowed_hosts);
     let ctx = Ctx {
         store: state.store,
         registry: state.registry,
@@ -214,14 +222,26 @@ fn router_until(state: ApiState, shutdown: CancellationToken) -> Router {
         .layer(axum::middleware::from_fn(metrics::track))
         .with_state(ctx.clone());
 
-    outside
+    let auth_on = ctx.auth.is_on();
+    let app = outside
         .route_layer(guard)
         .with_state(ctx)
         .nest("/api/v1", api)
         .merge(openapi::docs_router())
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(body_limit))
-        .layer(TraceLayer::new_for_http())
+        .layer(DefaultBodyLimit::max(body_limit));
+    let app = match auth_on {
+        true => app,
+        false => app.layer(axum::middleware::from_fn_with_state(
+            allowed_hosts,
+            drive_by::refuse,
+        )),
+    };
+    app.layer(axum::middleware::from_fn_with_state(
+        https,
+        security_headers::add,
+    ))
+    .layer(TraceLayer::new_for_http())
 }
 
 /// Serves `router(state)` on `listener`, over HTTPS when `https` is given, until `shutdown`
@@ -232,28 +252,13 @@ pub async fn serve(
     https: Option<Https>,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    use axum::serve::ListenerExt;
     let addr = listener.local_addr()?;
     let scheme = if https.is_some() { "https" } else { "http" };
     tracing::info!(%addr, scheme, auth = state.auth.is_on(), "api-server listening");
-    // The peer address is what the audit log records as the caller's.
-    let app = router_until(state, shutdown.clone())
-        .into_make_service_with_connect_info::<std::net::SocketAddr>();
-    let stop = async move { shutdown.cancelled().await };
+    let app = router_until(state, shutdown.clone(), https.is_some());
     match https {
-        None => {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stop)
-                .await?
-        }
-        // axum hands a listener of its own type's peer address to `ConnectInfo` only
-        // through `tap_io`, so it is tapped with nothing.
-        Some(https) => {
-            let listener = https.listen(listener)?.tap_io(|_| ());
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stop)
-                .await?
-        }
+        None => server::run(listener, app, shutdown).await,
+        Some(https) => server::run(https.listen(listener)?, app, shutdown).await,
     }
     tracing::info!(%addr, "api-server stopped");
     Ok(())

@@ -36,12 +36,12 @@ pub struct Applied {
     tag = "workflows",
     params(path::Project),
     request_body(
-        description = "The workflow definition, YAML or JSON (the content type is not looked at). \
-            Without a `project` key it belongs to the URL's project.",
+        description = "The workflow definition, YAML or JSON (either content type takes either; \
+            without auth one of them is required). Without a `project` key it belongs to the \
+            URL's project.",
         content(
             (String = "application/yaml"),
             (WorkflowDef = "application/json"),
-            (String = "text/plain"),
         )
     ),
     responses(
@@ -138,7 +138,6 @@ pub struct Param {
         content(
             (String = "application/yaml"),
             (WorkflowDef = "application/json"),
-            (String = "text/plain"),
         )
     ),
     responses(

@@ -71,6 +71,7 @@ async fn api_with_limits(token: Option<&str>, limits: Limits) -> Api {
         limits,
         secret_key: None,
         trusted_proxies: Vec::new(),
+        allowed_hosts: Vec::new(),
         store: store.clone(),
         auth: token.map_or(Auth::Off, |t| Auth::tokens(Some(t.into()))),
     };
@@ -93,6 +94,16 @@ impl Api {
 
     async fn call(&self, method: &str, uri: &str, bearer: Option<&str>, body: &str) -> Answer {
         let mut req = Request::builder().method(method).uri(uri);
+        if method != "GET" {
+            // As the CLI sends: without auth, writes need it.
+            let json = body.trim_start().is_empty() || body.trim_start().starts_with('{');
+            let kind = if json {
+                "application/json"
+            } else {
+                "application/yaml"
+            };
+            req = req.header(header::CONTENT_TYPE, kind);
+        }
         if let Some(t) = bearer {
             req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
         }
@@ -1489,6 +1500,7 @@ async fn the_cluster_is_listed_from_the_registry_standalone_passes() {
         limits: Default::default(),
         secret_key: None,
         trusted_proxies: Vec::new(),
+        allowed_hosts: Vec::new(),
     });
     let req = Request::get("/api/v1/cluster").body(Body::empty()).unwrap();
     let resp = app.oneshot(req).await.unwrap();

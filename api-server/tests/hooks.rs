@@ -99,6 +99,7 @@ async fn env(limits: Limits) -> Env {
         limits,
         secret_key: Some(SecretKey::from_hex(KEY).unwrap()),
         trusted_proxies: vec!["10.9.0.0/16".parse().unwrap()],
+        allowed_hosts: Vec::new(),
     });
     let env = Env {
         app,

@@ -32,6 +32,7 @@ async fn app(token: Option<&str>) -> (Router, Store, TempDir) {
         limits: Default::default(),
         secret_key: None,
         trusted_proxies: Vec::new(),
+        allowed_hosts: Vec::new(),
         store: store.clone(),
         auth: token.map_or(Auth::Off, |t| Auth::tokens(Some(t.into()))),
     };
@@ -42,6 +43,8 @@ async fn call(app: &Router, method: &str, uri: &str, body: &str) -> (StatusCode,
     let req = Request::builder()
         .method(method)
         .uri(uri)
+        // Without auth, writes need a JSON or YAML content type.
+        .header(header::CONTENT_TYPE, "application/yaml")
         .body(Body::from(body.to_string()))
         .unwrap();
     let resp = app.clone().oneshot(req).await.unwrap();

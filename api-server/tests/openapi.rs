@@ -38,6 +38,7 @@ async fn app_with_token(token: Option<&str>) -> (Router, TempDir) {
         limits: Default::default(),
         secret_key: None,
         trusted_proxies: Vec::new(),
+        allowed_hosts: Vec::new(),
     };
     (router(state), dir)
 }

@@ -336,6 +336,18 @@ pub struct StandaloneArgs {
     /// can then start workflows, which run commands. Warns at start.
     #[arg(long, env = "SHOAL_INSECURE")]
     pub insecure: bool,
+    /// Without auth, a host name (besides IP addresses, localhost and the host of
+    /// --api-url) the API may be reached by; requests to any other name are refused, so
+    /// that a web page cannot reach the API through a name of its own (DNS rebinding).
+    /// Repeat the flag or separate with commas.
+    #[arg(
+        long = "allowed-host",
+        value_name = "NAME",
+        env = "SHOAL_ALLOWED_HOST",
+        value_delimiter = ','
+    )]
+    #[serde(rename = "allowed_host", skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<String>,
     #[command(flatten)]
     #[serde(flatten)]
     pub https: HttpsArgs,
@@ -741,6 +753,17 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
         };
         format!("{scheme}://{}", SocketAddr::new(host, bound.port()))
     });
+    // Outside systems call callback URLs by the host of --api-url.
+    let allowed_hosts: Vec<String> = args
+        .allowed_hosts
+        .iter()
+        .cloned()
+        .chain(
+            reqwest::Url::parse(&api_url)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_string)),
+        )
+        .collect();
     let worker = shoal_worker::start(
         WorkerConfig {
             listen: SocketAddr::new(loopback, 0),
@@ -791,6 +814,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
             limits: args.limits.limits(),
             secret_key: Some(secret_key),
             trusted_proxies: args.proxies.trusted_proxies,
+            allowed_hosts,
         },
         https,
         shutdown.clone(),
@@ -828,6 +852,8 @@ pub async fn api_server(args: ApiServerArgs) -> anyhow::Result<()> {
             limits: args.limits.limits(),
             secret_key: given_secret_key(args.secret_key.as_deref())?,
             trusted_proxies: args.proxies.trusted_proxies,
+            // Every request carries a token (see shoal_api_server::drive_by).
+            allowed_hosts: Vec::new(),
         },
         https,
         shutdown,

@@ -33,6 +33,7 @@ impl CallbackServer {
                 if let (Some(reply), Some(to)) = (&reply, body["callback_url"].as_str()) {
                     let status = reqwest::blocking::Client::new()
                         .post(to)
+                        .header("content-type", "application/json")
                         .body(reply.to_string())
                         .send()
                         .map(|r| r.status().as_u16());

@@ -69,7 +69,7 @@ impl Api {
     }
 
     /// GET `path` (from the server's root), which must succeed.
-    fn get_ok(&self, path: &str) -> reqwest::blocking::Response {
+    pub fn get_ok(&self, path: &str) -> reqwest::blocking::Response {
         let resp = self
             .http
             .get(format!("{}{path}", self.base))
@@ -83,6 +83,7 @@ impl Api {
         let resp = self
             .http
             .post(format!("{}/api/v1{path}", self.base))
+            .header("content-type", content_type(body))
             .body(body.to_string())
             .send()
             .unwrap();
@@ -136,6 +137,15 @@ impl Api {
 
 /// The admin token (SHOAL_TOKEN) of the api-servers the tests start.
 pub const API_TOKEN: &str = "test-admin-token";
+
+/// The content type of a request body the tests send: JSON (or empty) or YAML. Without
+/// auth the API refuses a write without one (what a web page could send).
+fn content_type(body: &str) -> &'static str {
+    match body.trim_start().chars().next() {
+        None | Some('{' | '[') => "application/json",
+        _ => "application/yaml",
+    }
+}
 
 /// `shoal api-server` on a free port with `env` and [`API_TOKEN`], answering /health.
 pub fn start_api_server(dir: &Path, env: &[(&str, &str)]) -> (Proc, Api) {

@@ -90,6 +90,10 @@ export async function request(path: string, opts: RequestOptions = {}): Promise<
   } else if (opts.body !== undefined) {
     headers["Content-Type"] = "application/json";
     body = JSON.stringify(opts.body);
+  } else if (method !== "GET") {
+    // Without auth the server takes a write only with a JSON or YAML content type (one a
+    // page of another site cannot send without the server's leave), body or not.
+    headers["Content-Type"] = "application/json";
   }
   for (let delay = 500; ; delay = Math.min(delay * 2, 5000)) {
     let res: Response;

@@ -4123,7 +4123,6 @@ export interface operations {
             content: {
                 "application/json": components["schemas"]["WorkflowDef"];
                 "application/yaml": string;
-                "text/plain": string;
             };
         };
         responses: {
@@ -4243,12 +4242,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description The workflow definition, YAML or JSON (the content type is not looked at). Without a `project` key it belongs to the URL's project. */
+        /** @description The workflow definition, YAML or JSON (either content type takes either; without auth one of them is required). Without a `project` key it belongs to the URL's project. */
         requestBody: {
             content: {
                 "application/json": components["schemas"]["WorkflowDef"];
                 "application/yaml": string;
-                "text/plain": string;
             };
         };
         responses: {
