@@ -87,7 +87,7 @@ pub async fn apply(
 /// A definition as apply and validate check it: parsed, valid, in the URL's project,
 /// naming task groups and alert channels that exist.
 async fn checked(ctx: &Ctx, caller: &Caller, project: &str, body: &Body) -> Result<WorkflowDef> {
-    let def = parse_for_project(body.text()?, project)?;
+    let def = parse_for_project(body.text()?, project, ctx.limits.body_bytes)?;
     check_other_projects(caller, &def)?;
     let limit = ctx.limits.tasks;
     if def.tasks.len() > limit {
@@ -233,12 +233,22 @@ pub(crate) fn check_other_projects(caller: &Caller, def: &WorkflowDef) -> Result
 
 /// Parses and validates a definition applied under `url_project`. A definition without a
 /// `project` key belongs to the URL's project; one that names another project is refused.
-fn parse_for_project(text: &str, url_project: &str) -> Result<WorkflowDef, DefinitionError> {
-    let mut def = WorkflowDef::parse(text)?;
+/// Its YAML aliases may expand it to at most `max_bytes`.
+fn parse_for_project(
+    text: &str,
+    url_project: &str,
+    max_bytes: usize,
+) -> Result<WorkflowDef, DefinitionError> {
+    let mut def = WorkflowDef::parse_within(text, max_bytes)?;
     // The parse succeeded, so the text is a YAML mapping; only whether it has the key
-    // matters (an explicit `project: default` must not be overridden by the URL).
-    let names_project = serde_yaml::from_str::<serde_yaml::Mapping>(text)
-        .map(|m| m.contains_key("project"))
+    // matters (an explicit `project: default` must not be overridden by the URL). Its
+    // other keys are skipped, not built.
+    #[derive(Deserialize)]
+    struct ProjectKey {
+        project: Option<serde::de::IgnoredAny>,
+    }
+    let names_project = serde_yaml::from_str::<ProjectKey>(text)
+        .map(|k| k.project.is_some())
         .unwrap_or(true);
     if !names_project {
         def.project = url_project.to_string();
@@ -507,6 +517,7 @@ fn drop_defaults(value: &mut serde_yaml::Value, defaults: &serde_yaml::Value, ke
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shoal_common::definition::MAX_EXPANDED_BYTES;
 
     #[test]
     fn the_yaml_leaves_out_defaults_and_reads_back_the_same() {
@@ -537,29 +548,45 @@ mod tests {
 
     #[test]
     fn a_definition_without_project_takes_the_urls() {
-        assert_eq!(parse_for_project(NO_PROJECT, "etl").unwrap().project, "etl");
         assert_eq!(
-            parse_for_project(NO_PROJECT, "default").unwrap().project,
+            parse_for_project(NO_PROJECT, "etl", MAX_EXPANDED_BYTES)
+                .unwrap()
+                .project,
+            "etl"
+        );
+        assert_eq!(
+            parse_for_project(NO_PROJECT, "default", MAX_EXPANDED_BYTES)
+                .unwrap()
+                .project,
             "default"
         );
         let json = r#"{"name":"w","tasks":[{"name":"a","type":"noop"}]}"#;
-        assert_eq!(parse_for_project(json, "etl").unwrap().project, "etl");
+        assert_eq!(
+            parse_for_project(json, "etl", MAX_EXPANDED_BYTES)
+                .unwrap()
+                .project,
+            "etl"
+        );
     }
 
     #[test]
     fn a_definition_naming_another_project_is_refused() {
         let text = format!("project: default\n{NO_PROJECT}");
-        let err = parse_for_project(&text, "etl").unwrap_err().to_string();
+        let err = parse_for_project(&text, "etl", MAX_EXPANDED_BYTES)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("'default'") && err.contains("'etl'"), "{err}");
         assert_eq!(
-            parse_for_project(&text, "default").unwrap().project,
+            parse_for_project(&text, "default", MAX_EXPANDED_BYTES)
+                .unwrap()
+                .project,
             "default"
         );
     }
 
     #[test]
     fn a_bad_url_project_is_named() {
-        let err = parse_for_project(NO_PROJECT, "bad name")
+        let err = parse_for_project(NO_PROJECT, "bad name", MAX_EXPANDED_BYTES)
             .unwrap_err()
             .to_string();
         assert!(err.contains("project name 'bad name'"), "{err}");

@@ -526,6 +526,46 @@ async fn a_definition_with_more_tasks_than_the_limit_is_refused() {
     assert_eq!(a.json(), json!([]));
 }
 
+/// A "billion laughs" of the pentest: 361 KB of YAML whose 5,000-item `depends_on` is
+/// reused by 8,000 tasks through an alias stands for 40 million names (it took 28.8 s and
+/// 6.6 GB, and answered 160 MB). It is refused before it is built, with the limit named.
+#[tokio::test]
+async fn a_definition_whose_aliases_expand_past_the_body_limit_is_refused() {
+    let api = api(None).await;
+    let deps: Vec<String> = (0..5000).map(|i| format!("d{i}")).collect();
+    let mut yaml = format!(
+        "name: laughs\ntasks:\n  - {{name: t0, type: noop, depends_on: &deps [{}]}}\n",
+        deps.join(", ")
+    );
+    for i in 1..8000 {
+        yaml.push_str(&format!(
+            "  - {{name: t{i}, type: noop, depends_on: *deps}}\n"
+        ));
+    }
+    assert!(
+        yaml.len() < Limits::default().body_bytes / 10,
+        "{}",
+        yaml.len()
+    );
+    for uri in [
+        "/api/v1/projects/default/validate",
+        "/api/v1/projects/default/workflows",
+    ] {
+        let a = api.post(uri, &yaml).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{uri}");
+        assert_eq!(
+            a.error(),
+            "definition is larger than 8388608 bytes once its YAML aliases (*name) are \
+             expanded: repeat less through aliases, or raise the api-server's --max-body-bytes"
+        );
+    }
+    // Aliases that stay within the limit are fine.
+    let shared = "name: shared\ntasks:\n  - {name: a, type: noop}\n  - {name: b, type: noop, depends_on: &up [a]}\n  - {name: c, type: noop, depends_on: *up}\n";
+    let a = api.post("/api/v1/projects/default/validate", shared).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert_eq!(a.json()["tasks"][2]["depends_on"], json!(["a"]));
+}
+
 #[tokio::test]
 async fn instances_are_listed_filtered_and_shown_with_their_tasks() {
     let api = api(None).await;

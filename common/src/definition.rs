@@ -14,6 +14,7 @@ use std::time::Duration;
 
 mod dependent;
 mod do_while;
+mod expansion;
 mod fanout;
 pub use dependent::{
     DATE_CYCLES, DEFAULT_CHECK_INTERVAL, DEFAULT_TIMEOUT as DEFAULT_DEPENDENT_TIMEOUT, DateCycle,
@@ -22,6 +23,10 @@ pub use dependent::{
 };
 pub use do_while::{DoWhileSpec, ITERATION, ITERATIONS, MAX_ITERATIONS, iteration_name};
 pub use fanout::{ForeachSpec, ITEMS, MAX_ITEMS, RESULTS, child_name};
+
+/// What a definition may expand to through YAML aliases unless told otherwise: the
+/// api-server's default body limit, so an alias can stand for no more than could be sent.
+pub const MAX_EXPANDED_BYTES: usize = 8 * 1024 * 1024;
 
 pub const DEFAULT_PROJECT: &str = "default";
 pub const DEFAULT_WORKER_GROUP: &str = "default";
@@ -578,6 +583,11 @@ pub enum DefinitionError {
     BadTrigger { trigger: String, reason: String },
     #[error("project '{given}' in the definition does not match '{expected}' in the URL")]
     ProjectMismatch { given: String, expected: String },
+    #[error(
+        "definition is larger than {limit} bytes once its YAML aliases (*name) are expanded: \
+         repeat less through aliases, or raise the api-server's --max-body-bytes"
+    )]
+    TooLarge { limit: usize },
 }
 
 impl DefinitionError {
@@ -637,9 +647,16 @@ fn valid_tenant(s: &str) -> bool {
 }
 
 impl WorkflowDef {
-    /// Parses YAML (a superset of JSON) and validates the result. The api-server's body
-    /// limit bounds the text.
+    /// Parses YAML (a superset of JSON) and validates the result, refusing a text that
+    /// expands past [`MAX_EXPANDED_BYTES`] through its aliases.
     pub fn parse(text: &str) -> Result<WorkflowDef, DefinitionError> {
+        WorkflowDef::parse_within(text, MAX_EXPANDED_BYTES)
+    }
+
+    /// [`WorkflowDef::parse`] of a text that may expand to at most `max_bytes` through
+    /// its YAML aliases (counted before anything is built: [`expansion`]).
+    pub fn parse_within(text: &str, max_bytes: usize) -> Result<WorkflowDef, DefinitionError> {
+        expansion::check(text, max_bytes)?;
         let def: WorkflowDef = serde_yaml::from_str(text).map_err(|e| DefinitionError::Syntax {
             line: e.location().map(|l| l.line()),
             column: e.location().map(|l| l.column()),
