@@ -54,6 +54,10 @@ async fn call_with(
     bearer: Option<&str>,
 ) -> (StatusCode, String, String) {
     let mut req = Request::builder().method(method).uri(uri);
+    if method != Method::GET {
+        // Without auth, writes need a JSON or YAML content type.
+        req = req.header(header::CONTENT_TYPE, "application/json");
+    }
     if let Some(t) = bearer {
         req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
     }
