@@ -452,6 +452,7 @@ fn an_offline_workflow_neither_starts_nor_fires_and_comes_back_online(e: Env) {
             e.api().base
         ))
         .bearer_auth("t0ken-for-the-test-0123")
+        .header("content-type", "application/json")
         .body("{}")
         .send()
         .unwrap();
