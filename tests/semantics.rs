@@ -887,6 +887,11 @@ tasks:
 fn a_secret_reaches_its_task_masked_in_the_log_and_a_secret_datasource_is_used(e: Env) {
     let key = "sk-live-7f3a9c0e55d1";
     set_secret(&e, "api_key", key);
+    // Set through the API with the line break a file read leaves: masked printed without.
+    let read_from_file = "sk-file-4e1b0c77d2";
+    let body = serde_json::json!({ "value": format!("{read_from_file}\n") }).to_string();
+    let (status, answer) = e.api().put("/projects/default/secrets/from_file", &body);
+    assert!(status < 300, "{status} {answer}");
     let db = e.path("warehouse.db");
     set_secret(
         &e,
@@ -911,6 +916,7 @@ tasks:
       echo "key=${secret.api_key}"
       printf 'sk-live-'; printf '7f3a9c0e55d1\n'
       echo '${setValue(leaked=${secret.api_key})}'
+      test -n "${secret.from_file}" && echo "from a file: sk-file-4e1b0c77d2."
   - name: query
     type: sql
     sql: { datasource: warehouse, query: "select 41 + 1 as answer", output: first_row }
@@ -929,6 +935,10 @@ tasks:
     let log = text(&cli(e.api(), &["logs", &call.to_string()]).stdout);
     assert!(log.contains("the key reached the task"), "{log}");
     assert!(log.contains("key=***"), "{log}");
+    assert!(
+        log.contains("from a file: ***.") && !log.contains(read_from_file),
+        "{log}"
+    );
     assert!(
         !log.contains(key),
         "the log shows the key, even printed in two pieces: {log}"

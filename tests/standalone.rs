@@ -702,6 +702,14 @@ fn dump_config_prints_a_config_file_that_gives_the_same_configuration() {
         printed.contains("database_url = \"postgres://u:***@h/db\"") && !printed.contains("pw"),
         "{printed}"
     );
+    // libpq's password of the TLS client key too.
+    let url = "postgres://u@h/db?sslmode=require&sslpassword=keypw";
+    let (ok, printed, err) = dump(&["api-server", "--database-url", url]);
+    assert!(ok, "{err}");
+    assert!(
+        printed.contains("sslpassword=***") && !printed.contains("keypw"),
+        "{printed}"
+    );
     let (ok, printed, err) = dump(&["standalone", "--datasource", "wh=postgres://u:pw@h/db"]);
     assert!(ok, "{err}");
     assert!(

@@ -6,9 +6,13 @@ use url::Url;
 /// What stands in for a secret.
 pub const MASK: &str = "***";
 
-/// `url` with its password masked, in the userinfo (`u:***@h`) and in a `password` query
-/// parameter (which sqlx reads too). Text that is not a URL is masked whole: it cannot be
-/// told which part is secret.
+/// Query parameters of a database URL that hold a password: the login's, and libpq's
+/// (and sqlx's) password of the TLS client key.
+const PASSWORD_PARAMS: [&str; 2] = ["password", "sslpassword"];
+
+/// `url` with its passwords masked, in the userinfo (`u:***@h`) and in the query
+/// parameters that hold one ([`PASSWORD_PARAMS`]). Text that is not a URL is masked whole:
+/// it cannot be told which part is secret.
 pub fn without_password(url: &str) -> String {
     let Ok(mut parsed) = Url::parse(url) else {
         return MASK.to_string();
@@ -16,11 +20,12 @@ pub fn without_password(url: &str) -> String {
     if parsed.password().is_some() {
         let _ = parsed.set_password(Some(MASK));
     }
-    if parsed.query_pairs().any(|(k, _)| k == "password") {
+    let is_password = |k: &str| PASSWORD_PARAMS.contains(&k);
+    if parsed.query_pairs().any(|(k, _)| is_password(&k)) {
         let pairs: Vec<(String, String)> = parsed
             .query_pairs()
             .map(|(k, v)| {
-                let v = if k == "password" {
+                let v = if is_password(&k) {
                     MASK.into()
                 } else {
                     v.into_owned()
@@ -69,6 +74,10 @@ mod tests {
         assert_eq!(
             without_password("postgres://u@h/db?sslmode=require&password=pw"),
             "postgres://u@h/db?sslmode=require&password=***"
+        );
+        assert_eq!(
+            without_password("postgres://u@h/db?sslmode=verify-full&sslpassword=keypw&sslkey=/k"),
+            "postgres://u@h/db?sslmode=verify-full&sslpassword=***&sslkey=%2Fk"
         );
         assert_eq!(without_password("sqlite:///tmp/x.db"), "sqlite:///tmp/x.db");
         assert_eq!(without_password("not a url: pw"), "***");

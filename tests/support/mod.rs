@@ -80,9 +80,17 @@ impl Api {
     }
 
     pub fn post(&self, path: &str, body: &str) -> (u16, Value) {
+        self.send(reqwest::Method::POST, path, body)
+    }
+
+    pub fn put(&self, path: &str, body: &str) -> (u16, Value) {
+        self.send(reqwest::Method::PUT, path, body)
+    }
+
+    fn send(&self, method: reqwest::Method, path: &str, body: &str) -> (u16, Value) {
         let resp = self
             .http
-            .post(format!("{}/api/v1{path}", self.base))
+            .request(method, format!("{}/api/v1{path}", self.base))
             .header("content-type", content_type(body))
             .body(body.to_string())
             .send()

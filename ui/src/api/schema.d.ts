@@ -1758,7 +1758,10 @@ export interface components {
         };
         SecretValue: {
             description?: string;
-            /** @description The value (at most 64 KiB); stored encrypted, never shown again. */
+            /**
+             * @description The value (at most 64 KiB); stored encrypted, never shown again. Line breaks at
+             *     its end are dropped (a value read from a file ends in one it does not mean).
+             */
             value: string;
         };
         /** @description `GET /session`'s answer. */
