@@ -1198,3 +1198,50 @@ async fn a_backfill_is_not_cancelled_with_stages_in_projects_the_caller_may_not_
     assert_eq!(a.status, StatusCode::OK, "{}", a.json);
     assert_eq!(a.json["skipped"], 2);
 }
+
+/// A run records the user who started it, and a rerun the user who asked for it: their
+/// roles are what the run's starts of runs in other projects need when they happen.
+#[tokio::test]
+async fn a_run_is_started_in_the_name_of_its_caller_and_a_rerun_in_the_rerunners() {
+    let env = env().await;
+    let users = env.store.list_users().await.unwrap();
+    let id_of = |name: &str| users.iter().find(|u| u.name == name).map(|u| u.id);
+    let store = &env.store;
+    let by = |id: i64| async move {
+        let row = store.get_instance(id).await.unwrap().unwrap();
+        (row.options.started_by, row)
+    };
+    // The setup's run was started with SHOAL_TOKEN: a global admin who is not a user.
+    assert_eq!(by(env.instance).await.0, None);
+
+    let a = env
+        .as_(
+            "operator",
+            "POST",
+            "/api/v1/projects/p/workflows/etl/start",
+            "{}",
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::ACCEPTED, "{}", a.json);
+    let claimed = env.store.claim_commands("m", 1, 10).await.unwrap();
+    let run = claimed[0].instance.id;
+    let (started_by, row) = by(run).await;
+    assert_eq!(started_by, id_of("operator"));
+
+    let ended = WriteBatch {
+        instance_updates: vec![shoal_common::store::InstanceUpdate {
+            id: run,
+            owner_epoch: row.owner_epoch,
+            state: shoal_common::types::WorkflowState::Success,
+            ended_at: Some(now_ms()),
+        }],
+        epochs: vec![(run, row.owner_epoch)],
+        ..Default::default()
+    };
+    env.store.write_batch(&ended).await.unwrap();
+    let uri = format!("/api/v1/instances/{run}/rerun");
+    let a = env.as_("editor", "POST", &uri, "").await;
+    assert_eq!(a.status, StatusCode::ACCEPTED, "{}", a.json);
+    env.store.claim_commands("m", 2, 10).await.unwrap();
+    assert_eq!(by(run).await.0, id_of("editor"));
+}
