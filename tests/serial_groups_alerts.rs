@@ -437,6 +437,57 @@ fn by_channel_now(e: &Env, id: i64, channel: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// A webhook's path is often its credential: a viewer of the project reads a failed
+/// delivery's `last_error` with the URL cut to where it goes; a global admin, whole.
+#[test]
+fn a_failed_alert_s_error_shows_a_viewer_only_where_the_webhook_goes() {
+    let e = Env::Standalone(Standalone::start_with(&[(
+        "SHOAL_TOKEN",
+        support::API_TOKEN,
+    )]));
+    let port = support::free_port();
+    let hook = format!("http://127.0.0.1:{port}/services/T0/s3cr3t-path");
+    let channel = serde_json::json!({"name": "dead", "type": "webhook", "url": hook});
+    let (status, body) = e.api().post("/alert-channels", &channel.to_string());
+    assert_eq!(status, 201, "{body}");
+    e.apply("name: alerting\nalerts: [{on: failure, channel: dead}]\ntasks:\n- { name: broken, type: shell, command: 'exit 4' }\n");
+    let (status, body) = e.api().post("/users", r#"{"name": "val"}"#);
+    assert_eq!(status, 201, "{body}");
+    let (status, token) = e
+        .api()
+        .post("/tokens", r#"{"name": "laptop", "user": "val"}"#);
+    assert_eq!(status, 201, "{token}");
+    let (status, body) = e
+        .api()
+        .put("/projects/default/members/val", r#"{"role": "viewer"}"#);
+    assert_eq!(status, 200, "{body}");
+
+    let id = start_quickly(&e, "alerting", 1)[0];
+    e.end(id);
+    let whole = wait_for("the failed delivery to be recorded", LONG, || {
+        by_channel_now(&e, id, "dead")["last_error"]
+            .as_str()
+            .map(str::to_string)
+    });
+    assert!(
+        whole.contains(&hook),
+        "a global admin sees it whole: {whole}"
+    );
+    let as_viewer: Value = reqwest::blocking::Client::new()
+        .get(format!("{}/api/v1/alerts?instance={id}", e.api().base))
+        .bearer_auth(token["token"].as_str().unwrap())
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let shown = as_viewer[0]["last_error"].as_str().unwrap();
+    assert!(!shown.contains("s3cr3t-path"), "{shown}");
+    assert!(
+        shown.starts_with(&format!("POST http://127.0.0.1:{port}/***: ")),
+        "{shown}"
+    );
+}
+
 fn alert_mistakes_are_refused_with_a_clear_error(e: Env) {
     let (status, body) = e.api().post(
         "/projects/default/workflows",

@@ -229,6 +229,69 @@ tasks:
     assert!(hopeful["message"].as_str().unwrap().contains("timed out"));
 }
 
+/// A callback request carries a project secret in its URL and a header, and its outside
+/// system echoes the request (with the callback URL and its one-time token) in an error
+/// answer: the task's message, which viewers read, shows `***` for each.
+#[test]
+fn a_callback_request_s_secrets_and_token_are_masked_in_its_task_s_message() {
+    const KEY: &str = "s3cr3t-api-key-7781";
+    let s = support::Standalone::start();
+    let e = Env::Standalone(s);
+    let (status, body) = e.api().put(
+        "/projects/default/secrets/api_key",
+        &json!({ "value": KEY }).to_string(),
+    );
+    assert!(status == 201 || status == 200, "{status} {body}");
+    let refusing = CallbackServer::refusing();
+    let silent = CallbackServer::start(None);
+    let callback = |url: &str| {
+        format!(
+            r#"{{ url: "{url}?key=${{secret.api_key}}", headers: {{ Authorization: "Bearer ${{secret.api_key}}" }} }}"#
+        )
+    };
+    e.apply(&format!(
+        "name: refused\ntasks:\n  - {{ name: ask, type: callback, callback: {} }}\n",
+        callback(&refusing)
+    ));
+    e.apply(&format!(
+        "name: pending\ntasks:\n  - {{ name: ask, type: callback, callback: {} }}\n",
+        callback(&silent.url)
+    ));
+
+    let id = e.start("refused", "{}");
+    let inst = e.end(id);
+    let message = attempts(&inst, "ask")[0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("answered 500"), "{message}");
+    assert!(!message.contains(KEY), "the secret is masked: {message}");
+    assert!(
+        message.contains("?key=***") && message.contains("Bearer ***"),
+        "{message}"
+    );
+    assert!(
+        message.contains("/api/v1/callbacks/***"),
+        "the echoed callback token is masked: {message}"
+    );
+
+    let id = e.start("pending", "{}");
+    waiting(&e, id, "ask");
+    let inst = e.api().get(&format!("/instances/{id}"));
+    let message = attempts(&inst, "ask")[0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        message,
+        format!(
+            "waiting for its callback (request to {}?key=***)",
+            silent.url
+        )
+    );
+    e.action(id, "stop");
+}
+
 /// `shoal standalone` crashes (SIGKILL) while a wait with a 10 s timeout is 3 s in: after
 /// the restart it times out about 10 s after it began, not 10 s after the restart.
 #[test]

@@ -179,6 +179,8 @@ pub struct Alert {
     /// pending (to deliver, maybe after a failed attempt), sent or failed (gave up).
     pub state: String,
     pub attempts: i32,
+    /// Why the last attempt failed; a webhook's URL in it shows only where it goes
+    /// (`https://host/***`) unless the caller is a global admin.
     #[schema(required = true)]
     pub last_error: Option<String>,
     pub next_attempt_at: String,
@@ -221,10 +223,16 @@ pub async fn list(
         projects: caller.visible_projects(),
     };
     let rows = ctx.store.list_alerts(&filter).await?;
-    Ok(Json(rows.iter().map(alert_json).collect()))
+    Ok(Json(rows.iter().map(|a| alert_json(a, &caller)).collect()))
 }
 
-fn alert_json(a: &AlertRow) -> Alert {
+/// An alert as `caller` sees it: a webhook URL in its error is whole for global admins
+/// only, as in the channel list.
+fn alert_json(a: &AlertRow, caller: &Caller) -> Alert {
+    let last_error = a.last_error.as_deref().map(|e| match caller.admin {
+        true => e.to_string(),
+        false => shoal_common::redact::urls_in(e, shoal_common::redact::origin_only).into_owned(),
+    });
     Alert {
         id: a.id,
         workflow_instance_id: a.workflow_instance_id,
@@ -232,7 +240,7 @@ fn alert_json(a: &AlertRow) -> Alert {
         event: a.event.clone(),
         state: a.state.clone(),
         attempts: a.attempts,
-        last_error: a.last_error.clone(),
+        last_error,
         next_attempt_at: ms_to_rfc3339(a.next_attempt_at),
         created_at: ms_to_rfc3339(a.created_at),
         sent_at: a.sent_at.map(ms_to_rfc3339),

@@ -10,6 +10,7 @@ pub mod error;
 pub mod expr;
 pub mod in_process;
 pub mod jsonpath;
+pub mod mask;
 pub mod metrics;
 pub mod params;
 pub mod redact;

@@ -2,6 +2,8 @@
 //! answers every request 200, keeps each request's body, and (when told to) POSTs a result
 //! to the `callback_url` the body carries, as a system that finished its work would.
 
+#![allow(dead_code)] // each test binary uses a different subset
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -42,6 +44,27 @@ impl CallbackServer {
             }
         });
         CallbackServer { url, received }
+    }
+
+    /// A system that refuses every request (500), its answer echoing the request's line
+    /// and headers back, as a verbose error page would; returns its URL.
+    pub fn refusing() -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/work", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut head = String::new();
+                let mut reader = BufReader::new(&stream);
+                while reader.read_line(&mut head).unwrap_or(0) > 2 {}
+                let answer = format!(
+                    "HTTP/1.1 500 Internal Server Error\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{head}",
+                    head.len()
+                );
+                let _ = stream.write_all(answer.as_bytes());
+            }
+        });
+        url
     }
 
     pub fn requests(&self) -> Vec<Value> {

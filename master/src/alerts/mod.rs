@@ -128,7 +128,8 @@ async fn deliver(
                 .json(&body)
                 .send()
                 .await
-                .map_err(|e| format!("POST {url}: {e}"))?;
+                // Once, in front: reqwest would repeat the URL in its error.
+                .map_err(|e| format!("POST {url}: {}", e.without_url()))?;
             let status = resp.status();
             if status.is_success() {
                 Ok(())

@@ -3,8 +3,12 @@
 //! store (as its hash) before the request leaves, and the request is marked sent once it
 //! was answered as expected; a master that takes the task over sends again only if no
 //! request was marked sent (its new token works as well as the first).
+//!
+//! What the task's message says of the request (its URL, a failure, the answer) passes
+//! through its [`Mask`]: the project secrets expanded into it and the token are `***`.
 
 use shoal_common::access::{random_hex, token_hash};
+use shoal_common::mask::Mask;
 use shoal_common::store::Store;
 use shoal_common::types::TaskState;
 use std::time::Duration;
@@ -15,7 +19,7 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
 const BODY_EXCERPT: usize = 512;
 
 /// A callback task's request, its texts expanded.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(super) struct Request {
     pub token: String,
     pub url: String,
@@ -25,6 +29,15 @@ pub(super) struct Request {
     pub expected_status: Vec<u16>,
     /// Given to the outside system (also as `X-Shoal-Callback`).
     pub callback_url: String,
+    /// The secrets expanded into the request, and the token.
+    pub mask: Mask,
+}
+
+impl Request {
+    /// Where the request goes, as the task's message shows it.
+    pub fn shown_url(&self) -> String {
+        self.mask.message(&self.url)
+    }
 }
 
 /// A fresh one-time token and the callback URL that carries it, on the api-server at `api`.
@@ -54,19 +67,19 @@ pub(super) fn send(store: Store, id: i64, request: Request) {
                     warn!(%error, task_instance_id = id, "cannot mark a callback request sent");
                 }
             }
-            Err(reason) => fail(&store, id, &reason).await,
+            Err(reason) => fail(&store, id, &request.mask.message(&reason)).await,
         }
     });
 }
 
 async fn call(r: &Request) -> Result<(), String> {
-    let to = format!("callback request {} {}", r.method, r.url);
+    let to = format!("callback request {} {}", r.method, r.shown_url());
     let method = reqwest::Method::from_bytes(r.method.as_bytes())
         .map_err(|_| format!("{to}: '{}' is not an HTTP method", r.method))?;
     let client = reqwest::Client::builder()
         .timeout(HTTP_TIMEOUT)
         .build()
-        .map_err(|e| format!("{to}: {e}"))?;
+        .map_err(|e| format!("{to}: {}", e.without_url()))?;
     let mut req = client
         .request(method, &r.url)
         .header("X-Shoal-Callback", &r.callback_url)
@@ -75,7 +88,11 @@ async fn call(r: &Request) -> Result<(), String> {
     for (k, v) in &r.headers {
         req = req.header(k, v);
     }
-    let answer = req.send().await.map_err(|e| format!("{to} failed: {e}"))?;
+    // The error without its URL: `to` shows it masked.
+    let answer = req
+        .send()
+        .await
+        .map_err(|e| format!("{to} failed: {}", e.without_url()))?;
     let status = answer.status();
     let ok = match r.expected_status.is_empty() {
         true => status.is_success(),

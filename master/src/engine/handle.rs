@@ -329,7 +329,8 @@ impl Engine {
             let api = self.api_url.as_deref();
             match spec::callback_request(run, node, id, &self.secrets, api) {
                 Ok(request) => {
-                    message = format!("waiting for its callback (request to {})", request.url);
+                    let to = request.shown_url();
+                    message = format!("waiting for its callback (request to {to})");
                     cycle.callbacks.push((id, request));
                 }
                 Err(message) => {

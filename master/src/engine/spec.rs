@@ -13,6 +13,7 @@ use shoal_common::definition::{
 };
 use shoal_common::duration;
 use shoal_common::expr;
+use shoal_common::mask::Mask;
 use shoal_common::params::{
     Context, Guard, Lang, Outside, Source, builtins, environment, evaluate, expand, expand_guarded,
 };
@@ -52,8 +53,11 @@ pub(super) fn build(
         env: &env_names,
     };
     let expand = |text: &mut String, lang| -> Result<(), String> {
-        *text = expand_guarded(text, &ctx, &guard(lang))
-            .map_err(|e| format!("task '{}': {e}", def.name))?;
+        *text = expand_guarded(text, &ctx, &guard(lang)).map_err(|e| {
+            revealed
+                .mask()
+                .message(&format!("task '{}': {e}", def.name))
+        })?;
         Ok(())
     };
     let code = match def.task_type.parse() {
@@ -141,7 +145,10 @@ pub(super) fn callback_request(
         params: &all,
         schedule_time,
     };
-    let expand = |text: &str| expand(text, &ctx).map_err(|e| format!("task '{}': {e}", def.name));
+    let mask = Mask::new(&[revealed.masked(), vec![token.clone()]].concat());
+    let expand = |text: &str| {
+        expand(text, &ctx).map_err(|e| mask.message(&format!("task '{}': {e}", def.name)))
+    };
     let body = match &cb.body {
         Some(body) => expand(body)?,
         None => serde_json::json!({
@@ -160,6 +167,7 @@ pub(super) fn callback_request(
         body,
         expected_status: cb.expected_status.clone(),
         callback_url,
+        mask,
     })
 }
 
@@ -196,6 +204,11 @@ impl Revealed {
     fn masked(&self) -> Vec<String> {
         let named = self.named.iter().map(|(_, v)| v);
         named.chain(self.datasources.values()).cloned().collect()
+    }
+
+    /// What hides them in a message the master writes (an expansion that failed on one).
+    fn mask(&self) -> Mask {
+        Mask::new(&self.masked())
     }
 }
 

@@ -1020,6 +1020,10 @@ export interface components {
             event: string;
             /** Format: int64 */
             id: number;
+            /**
+             * @description Why the last attempt failed; a webhook's URL in it shows only where it goes
+             *     (`https://host/***`) unless the caller is a global admin.
+             */
             last_error: string | null;
             next_attempt_at: string;
             /** @description What is delivered. */

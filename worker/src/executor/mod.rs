@@ -24,7 +24,6 @@ mod fence;
 mod http;
 mod kill;
 mod launch;
-mod mask;
 mod orphans;
 mod process;
 mod reuse;
@@ -40,12 +39,12 @@ use crate::logs;
 use crate::outbox::Outbox;
 use fence::Fences;
 use kill::{KillSwitch, StopReason};
-use mask::Mask;
 use orphans::Records;
 use process::Program;
 use scratch::Scratch;
 use serde::Deserialize;
 use shoal_common::definition::{HttpSpec, SqlSpec, TimeoutStrategy};
+use shoal_common::mask::Mask;
 use shoal_common::metrics;
 use shoal_common::proto::{
     DispatchResponse, KillRequest, ProbeResponse, TaskAttempt, TaskEvent, TaskEventKind, TaskSpec,
@@ -675,10 +674,10 @@ impl Executor {
         if let Some(log) = log {
             (event.log, event.log_size) = log.end(logs::KEPT_BYTES);
         }
+        // What the master stores and the API shows must not carry the secrets either.
+        let mask = Mask::new(&spec.masked);
+        event.message = mask.message(&event.message);
         if !spec.masked.is_empty() {
-            // What the master stores and the API shows must not carry the secrets either.
-            let mask = Mask::new(&spec.masked);
-            event.message = mask.text(&event.message).into_owned();
             for value in event.output.values_mut() {
                 *value = mask.text(value).into_owned();
             }

@@ -8,10 +8,10 @@
 
 use super::kill::{KillSwitch, kill_group};
 use super::launch::{Launch, TaskChild, candidates};
-use super::mask::MaskStream;
 use super::set_value::OutputScanner;
 use super::task_log::TaskLog;
 use super::tenant::Tenant;
+use shoal_common::mask::MaskStream;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::fd::OwnedFd;

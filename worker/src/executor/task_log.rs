@@ -3,8 +3,8 @@
 //! ([`super::super::logs::KEPT_BYTES`]), so it is there even when the file could not be
 //! written (a full disk) and costs no reading back of the file.
 
-use super::mask::Mask;
 use crate::logs::KEPT_BYTES;
+use shoal_common::mask::Mask;
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
@@ -84,7 +84,7 @@ impl TaskLog {
     }
 
     /// Appends bytes already masked (output copied in pieces through a
-    /// [`super::mask::MaskStream`]). A file that cannot be written is not worth failing
+    /// [`shoal_common::mask::MaskStream`]). A file that cannot be written is not worth failing
     /// the task: the end is kept all the same.
     pub(crate) fn append(&self, bytes: &[u8]) {
         let mut kept = self.kept.lock().expect("task log lock");

@@ -1,22 +1,24 @@
 //! Writes `***` in place of the project secrets a task was given ([`TaskSpec::masked`]),
-//! in its log, its output parameters and the messages it reports: a task that prints a
-//! secret does not publish it.
+//! in its log, its output parameters and its messages, whether the worker or the master
+//! writes them: a task that prints a secret, or an outside system that echoes one to a
+//! callback request, does not publish it.
 //!
-//! [`TaskSpec::masked`]: shoal_common::proto::TaskSpec
+//! [`TaskSpec::masked`]: crate::proto::TaskSpec
 
+use crate::redact;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-const MASK: &[u8] = b"***";
+const MASK: &[u8] = redact::MASK.as_bytes();
 /// Shorter values are not masked: they would blank ordinary text, and cannot be secret.
 const MIN_LEN: usize = 3;
 
 /// The values to hide. Cheap to clone.
 #[derive(Clone, Default)]
-pub(crate) struct Mask(Arc<[Vec<u8>]>);
+pub struct Mask(Arc<[Vec<u8>]>);
 
 impl Mask {
-    pub(crate) fn new(values: &[String]) -> Mask {
+    pub fn new(values: &[String]) -> Mask {
         let mut values: Vec<Vec<u8>> = values
             .iter()
             .filter(|v| v.len() >= MIN_LEN)
@@ -29,7 +31,7 @@ impl Mask {
     }
 
     /// `bytes` with every value replaced.
-    pub(crate) fn bytes<'a>(&self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
+    pub fn bytes<'a>(&self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
         let mut out = Cow::Borrowed(bytes);
         for value in self.0.iter() {
             if let Some(replaced) = replace(&out, value) {
@@ -39,16 +41,22 @@ impl Mask {
         out
     }
 
-    pub(crate) fn text<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    pub fn text<'a>(&self, text: &'a str) -> Cow<'a, str> {
         match self.bytes(text.as_bytes()) {
             Cow::Borrowed(_) => Cow::Borrowed(text),
             Cow::Owned(b) => Cow::Owned(String::from_utf8_lossy(&b).into_owned()),
         }
     }
 
+    /// A task's message as people read it: the values replaced, and the password of every
+    /// URL in it masked ([`redact::passwords_in`]).
+    pub fn message(&self, text: &str) -> String {
+        redact::passwords_in(&self.text(text)).into_owned()
+    }
+
     /// A masker for output that arrives in pieces: a value split across two pieces is
     /// still hidden.
-    pub(crate) fn stream(&self) -> MaskStream {
+    pub fn stream(&self) -> MaskStream {
         MaskStream {
             keep: self.0.first().map_or(0, |v| v.len() - 1),
             mask: self.clone(),
@@ -77,7 +85,7 @@ fn replace(haystack: &[u8], needle: &[u8]) -> Option<Vec<u8>> {
 
 /// Holds back the last (longest value − 1) bytes of what it was fed, which may be the
 /// start of a value the next piece completes.
-pub(crate) struct MaskStream {
+pub struct MaskStream {
     mask: Mask,
     held: Vec<u8>,
     keep: usize,
@@ -85,7 +93,7 @@ pub(crate) struct MaskStream {
 
 impl MaskStream {
     /// What may be written of `piece` now.
-    pub(crate) fn feed(&mut self, piece: &[u8]) -> Vec<u8> {
+    pub fn feed(&mut self, piece: &[u8]) -> Vec<u8> {
         if self.keep == 0 {
             return piece.to_vec();
         }
@@ -97,7 +105,7 @@ impl MaskStream {
     }
 
     /// The rest, at the end of the output.
-    pub(crate) fn finish(self) -> Vec<u8> {
+    pub fn finish(self) -> Vec<u8> {
         self.held
     }
 }
@@ -112,6 +120,10 @@ mod tests {
         assert_eq!(mask.text("pw=hunter2-long;hunter2 ab"), "pw=***;*** ab");
         assert!(matches!(mask.text("nothing here"), Cow::Borrowed(_)));
         assert_eq!(Mask::default().text("hunter2"), "hunter2");
+        assert_eq!(
+            mask.message("GET http://u:pw@h/?k=hunter2 answered: hunter2"),
+            "GET http://u:***@h/?k=*** answered: ***"
+        );
     }
 
     #[test]
