@@ -437,6 +437,93 @@ fn dump_config_shows_that_a_token_or_key_is_set_but_not_its_value() {
     }
 }
 
+/// A task's environment is the allowlist (PATH, HOME, LANG, ...), the names given to
+/// `--task-env` and its own parameters: never the server's token, key or other variables.
+#[test]
+fn a_task_sees_none_of_the_server_s_environment_but_the_allowlist() {
+    let key = "cd".repeat(32);
+    let s = Standalone::start_with(&[
+        ("SHOAL_TOKEN", support::API_TOKEN),
+        ("SHOAL_SECRET_KEY", &key),
+        // The standalone's own user runs the tasks: the test is about the environment.
+        ("SHOAL_SINGLE_TEAM", "true"),
+        ("SHOAL_TASK_ENV", "PASSED_ON"),
+        ("PASSED_ON", "by-the-operator"),
+        ("CLOUD_CREDENTIALS", "of-the-service"),
+    ]);
+    apply(
+        &s,
+        "show_env",
+        "name: show_env\nparams: {greeting: hello}\ntasks:\n  - { name: env, type: shell, command: env }\n",
+    );
+    let out = cli(&s.api, &["start", "show_env", "--wait"]);
+    let id: i64 = text(&out.stdout).trim().parse().unwrap();
+    let inst = s.api.wait_instance(id, Duration::from_secs(20));
+    assert_eq!(inst["state"], "success", "{inst}");
+    let env_task = task(&inst, "env")["id"].as_i64().unwrap();
+    let env = text(&cli(&s.api, &["logs", &env_task.to_string()]).stdout);
+    let names: Vec<&str> = env
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, _)| k)
+        .collect();
+    for leaked in [support::API_TOKEN, &key, "of-the-service"] {
+        assert!(!env.contains(leaked), "{leaked} reached the task:\n{env}");
+    }
+    assert!(!names.iter().any(|n| n.starts_with("SHOAL_")), "{names:?}");
+    assert!(env.contains("PASSED_ON=by-the-operator\n"), "{env}");
+    assert!(
+        env.contains("greeting=hello\n"),
+        "its own parameters: {env}"
+    );
+    assert!(names.contains(&"PATH"), "{names:?}");
+}
+
+/// Secrets are refused on a server's command line (every local user and task reads
+/// `/proc/PID/cmdline`), and taken from the environment.
+#[test]
+fn a_secret_on_a_server_s_command_line_is_refused() {
+    let key = "ab".repeat(32);
+    for (args, says) in [
+        (&["standalone", "--token", "t0ken-value"][..], "SHOAL_TOKEN"),
+        (&["standalone", "--secret-key", &key], "SHOAL_SECRET_KEY"),
+        (
+            &["worker", "--cluster-secret=0123456789abcdef0"],
+            "SHOAL_CLUSTER_SECRET",
+        ),
+        (
+            &["master", "--database-url", "postgres://u:pw@h/db"],
+            "SHOAL_DATABASE_URL",
+        ),
+        (
+            &["worker", "--datasource", "w=postgres://u:pw@h/db"],
+            "--config",
+        ),
+    ] {
+        let out = Command::new(SHOAL)
+            .args(args)
+            .arg("--dump-config")
+            .output()
+            .unwrap();
+        let said = text(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "{args:?} accepted: {}",
+            text(&out.stdout)
+        );
+        assert!(
+            said.contains("can be read by every user of this machine") && said.contains(says),
+            "{args:?}: {said}"
+        );
+    }
+    let out = Command::new(SHOAL)
+        .args(["standalone", "--dump-config"])
+        .env("SHOAL_TOKEN", "t0ken-value")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
 /// A workflow's tenant: its shell tasks run as that OS user (`nobody` here; switching to it
 /// needs the worker to run as root, as CI's does), a tenant missing on the worker fails
 /// the task with the reason.
@@ -696,7 +783,9 @@ fn dump_config_prints_a_config_file_that_gives_the_same_configuration() {
         assert_eq!(again, printed, "{role:?}");
     }
 
-    let (ok, printed, err) = dump(&["master", "--database-url", "postgres://u:pw@h/db"]);
+    // Passwords come from a file (on the command line they are refused).
+    std::fs::write(&file, "database_url = 'postgres://u:pw@h/db'\n").unwrap();
+    let (ok, printed, err) = dump(&["master", config[0], config[1]]);
     assert!(ok, "{err}");
     assert!(
         printed.contains("database_url = \"postgres://u:***@h/db\"") && !printed.contains("pw"),
@@ -710,7 +799,8 @@ fn dump_config_prints_a_config_file_that_gives_the_same_configuration() {
         printed.contains("sslpassword=***") && !printed.contains("keypw"),
         "{printed}"
     );
-    let (ok, printed, err) = dump(&["standalone", "--datasource", "wh=postgres://u:pw@h/db"]);
+    std::fs::write(&file, "datasource = ['wh=postgres://u:pw@h/db']\n").unwrap();
+    let (ok, printed, err) = dump(&["standalone", config[0], config[1]]);
     assert!(ok, "{err}");
     assert!(
         printed.contains("datasource = [\"wh=postgres://u:***@h/db\"]") && !printed.contains("pw"),

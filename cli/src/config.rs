@@ -13,6 +13,85 @@ use clap::{ArgAction, Command};
 
 use shoal_common::redact::{MASK, is_masked};
 
+/// Refuses a secret given on the command line of a server role (`standalone`,
+/// `api-server`, `master`, `worker`): every user of the machine, and every task a worker
+/// runs, can read a process's arguments in `/proc/PID/cmdline` for as long as it runs. The
+/// secrets are the flags whose variables `--help` hides (`--token`, `--cluster-secret`,
+/// `--secret-key`) and URLs with a password (`--database-url`, `--datasource`); they go in
+/// the environment or the `--config` file instead.
+pub fn refuse_secrets_in_args(argv: &[String], cli: &Command) -> anyhow::Result<()> {
+    let Some((at, role)) = (argv.iter().enumerate().skip(1)).find(|(_, a)| !a.starts_with('-'))
+    else {
+        return Ok(());
+    };
+    let Some(command) = cli.find_subcommand(role) else {
+        return Ok(());
+    };
+    // The server roles are the commands with a configuration to dump.
+    if !command
+        .get_arguments()
+        .any(|a| a.get_long() == Some("dump-config"))
+    {
+        return Ok(());
+    }
+    let mut args = argv[at + 1..].iter().peekable();
+    while let Some(a) = args.next() {
+        let Some(flag) = a.strip_prefix("--") else {
+            continue;
+        };
+        let (long, inline) = match flag.split_once('=') {
+            Some((long, value)) => (long, Some(value.to_string())),
+            None => (flag, None),
+        };
+        let Some(arg) = command.get_arguments().find(|x| x.get_long() == Some(long)) else {
+            continue;
+        };
+        let takes_value = !matches!(arg.get_action(), ArgAction::SetTrue | ArgAction::SetFalse);
+        let value = match inline {
+            Some(v) => v,
+            // A flag that follows is not a value (clap says so).
+            None if takes_value => match args.next_if(|v| !v.starts_with("--")) {
+                Some(v) => v.clone(),
+                None => continue,
+            },
+            None => continue,
+        };
+        let key = long.replace('-', "_");
+        if arg.is_hide_env_values_set() {
+            let var = arg.get_env().map(|v| v.to_string_lossy().into_owned());
+            let var = var.unwrap_or_default();
+            bail!(
+                "--{long} on the command line can be read by every user of this machine and \
+                 every task (/proc/PID/cmdline): set {var} in the environment instead, or \
+                 `{key} = \"...\"` in a --config file only shoal's user can read"
+            );
+        }
+        // `--datasource NAME=URL`
+        let url = match long {
+            "datasource" => value.split_once('=').map_or("", |(_, url)| url),
+            _ => &value,
+        };
+        if has_password(url) {
+            bail!(
+                "--{long} holds a password, which on the command line can be read by every \
+                 user of this machine and every task (/proc/PID/cmdline): give the URL in a \
+                 --config file only shoal's user can read (`{key} = ...`){}",
+                match arg.get_env() {
+                    Some(var) => format!(", or in {}", var.to_string_lossy()),
+                    None => String::new(),
+                }
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Whether `url` holds a password (in the userinfo, or a `password` query parameter).
+fn has_password(url: &str) -> bool {
+    reqwest::Url::parse(url)
+        .is_ok_and(|u| u.password().is_some() || u.query_pairs().any(|(k, _)| k == "password"))
+}
+
 /// `argv` with the settings of the `--config` file (or `SHOAL_CONFIG`) added.
 pub fn with_config_file(mut argv: Vec<String>, cli: &Command) -> anyhow::Result<Vec<String>> {
     let mut path = None;
@@ -169,6 +248,55 @@ mod tests {
             with("insecure = false\n", &[]).unwrap(),
             Vec::<String>::new()
         );
+    }
+
+    #[test]
+    fn secrets_on_a_server_s_command_line_are_refused() {
+        let cli = cli()
+            .mut_subcommand("worker", |c| {
+                c.arg(
+                    Arg::new("dump-config")
+                        .long("dump-config")
+                        .action(ArgAction::SetTrue),
+                )
+                .arg(
+                    Arg::new("token")
+                        .long("token")
+                        .env("SHOAL_TEST_TOKEN")
+                        .hide_env_values(true),
+                )
+            })
+            .subcommand(
+                Command::new("start").arg(Arg::new("token").long("token").hide_env_values(true)),
+            );
+        let check = |args: &[&str]| {
+            let argv: Vec<String> = ["shoal"]
+                .iter()
+                .chain(args)
+                .map(|a| a.to_string())
+                .collect();
+            refuse_secrets_in_args(&argv, &cli).map_err(|e| e.to_string())
+        };
+        for given in [&["worker", "--token", "t"][..], &["worker", "--token=t"]] {
+            let e = check(given).unwrap_err();
+            assert!(
+                e.starts_with("--token on the command line") && e.contains("SHOAL_TEST_TOKEN"),
+                "{e}"
+            );
+        }
+        let e = check(&["worker", "--datasource", "w=postgres://u:pw@h/db"]).unwrap_err();
+        assert!(e.starts_with("--datasource holds a password"), "{e}");
+        // No password, another flag's value, or a client command: nothing refused.
+        check(&[
+            "worker",
+            "--datasource",
+            "w=postgres://u@h/db",
+            "--slots",
+            "2",
+        ])
+        .unwrap();
+        check(&["worker", "--port", "--token", "t"]).unwrap_err();
+        check(&["start", "--token", "t"]).unwrap();
     }
 
     #[test]

@@ -60,7 +60,9 @@ fn log_colours(is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
 
 fn main() -> anyhow::Result<()> {
     // The config file and the environment are read before any runtime thread exists.
-    let argv = config::with_config_file(std::env::args().collect(), &Cli::command())?;
+    let argv: Vec<String> = std::env::args().collect();
+    config::refuse_secrets_in_args(&argv, &Cli::command())?;
+    let argv = config::with_config_file(argv, &Cli::command())?;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse_from(argv);
     tokio::runtime::Builder::new_multi_thread()

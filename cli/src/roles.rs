@@ -45,6 +45,18 @@ pub struct ExecArgs {
     /// Interpreter for python tasks.
     #[arg(long, env = "SHOAL_PYTHON", default_value = "python3")]
     pub python: String,
+    /// A variable of this process's environment that shell and python tasks get too (e.g.
+    /// JAVA_HOME); repeat the flag or separate with commas. Tasks get PATH, HOME, USER,
+    /// LOGNAME, SHELL, LANG, LANGUAGE, LC_*, TZ, TMPDIR and TERM, their own parameters, and
+    /// nothing else (never SHOAL_*).
+    #[arg(
+        long = "task-env",
+        value_name = "NAME",
+        env = "SHOAL_TASK_ENV",
+        value_delimiter = ','
+    )]
+    #[serde(rename = "task_env", skip_serializing_if = "Vec::is_empty")]
+    pub task_env: Vec<String>,
     /// A datasource sql tasks can name: NAME=URL (postgres://… or sqlite://…); repeat the
     /// flag for more (URLs may contain commas, so there is no list syntax).
     #[arg(long = "datasource", value_parser = parse_datasource)]
@@ -329,6 +341,8 @@ pub struct StandaloneArgs {
     pub auth: bool,
     /// A token accepted as a global admin's (implies --auth); the way in before any user
     /// exists, or back in when their tokens are lost.
+    /// Refused on the command line, where every local user can read it: set it in the
+    /// environment or a --config file.
     #[arg(long, env = "SHOAL_TOKEN", hide_env_values = true, value_parser = not_masked)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub token: Option<String>,
@@ -356,6 +370,8 @@ pub struct StandaloneArgs {
     pub slots: u32,
     /// Key of the project secrets (64 hex digits, e.g. `openssl rand -hex 32`);
     /// default: `<data-dir>/secret.key`, made on the first start.
+    /// Refused on the command line, where every local user can read it: set it in the
+    /// environment or a --config file.
     #[arg(long, env = "SHOAL_SECRET_KEY", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub secret_key: Option<String>,
@@ -391,6 +407,8 @@ pub struct ApiServerArgs {
     /// A token accepted as a global admin's, besides users' tokens (every request needs
     /// one). Without it, the first start of a cluster creates the global admin `admin` and
     /// prints its token once.
+    /// Refused on the command line, where every local user can read it: set it in the
+    /// environment or a --config file.
     #[arg(long, env = "SHOAL_TOKEN", hide_env_values = true, value_parser = not_masked)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub token: Option<String>,
@@ -400,6 +418,8 @@ pub struct ApiServerArgs {
     pub etcd: Vec<String>,
     /// The cluster's secret, carried by the calls to masters (stop, pause) and workers
     /// (task logs); the same on every node.
+    /// Refused on the command line, where every local user can read it: set it in the
+    /// environment or a --config file.
     #[arg(long, env = "SHOAL_CLUSTER_SECRET", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub cluster_secret: Option<String>,
@@ -412,6 +432,8 @@ pub struct ApiServerArgs {
     /// Key of the project secrets (64 hex digits, e.g. `openssl rand -hex 32`): the api-server
     /// encrypts them with it, masters decrypt them; the same on both. Without it, secrets
     /// cannot be set.
+    /// Refused on the command line, where every local user can read it: set it in the
+    /// environment or a --config file.
     #[arg(long, env = "SHOAL_SECRET_KEY", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub secret_key: Option<String>,
@@ -447,6 +469,8 @@ pub struct ClusterArgs {
     /// The cluster's secret (at least 16 characters, e.g. `openssl rand -hex 32`), the same
     /// on every node: every gRPC call between nodes carries it and every call without it is
     /// refused. Needed when --bind is not a loopback address.
+    /// Refused on the command line, where every local user can read it: set it in the
+    /// environment or a --config file.
     #[arg(long, env = "SHOAL_CLUSTER_SECRET", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub cluster_secret: Option<String>,
@@ -493,6 +517,8 @@ pub struct MasterArgs {
     pub claim_batch: usize,
     /// Key of the project secrets (64 hex digits, e.g. `openssl rand -hex 32`), the api-server's:
     /// tasks that name a secret need it.
+    /// Refused on the command line, where every local user can read it: set it in the
+    /// environment or a --config file.
     #[arg(long, env = "SHOAL_SECRET_KEY", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "masked")]
     pub secret_key: Option<String>,
@@ -772,6 +798,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
             slots: args.slots,
             data_dir: args.data_dir.clone(),
             python: args.exec.python.clone(),
+            task_env: args.exec.task_env.clone(),
             datasources: args.exec.datasources.iter().cloned().collect(),
             // Short: the embedded master stops at the same time, and a restart of standalone
             // runs again what its worker could not finish.
@@ -912,6 +939,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
             slots: args.slots,
             data_dir: args.data_dir,
             python: args.exec.python,
+            task_env: args.exec.task_env,
             datasources: args.exec.datasources.into_iter().collect(),
             grace_period: args.grace_period,
             secret,

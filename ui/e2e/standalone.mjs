@@ -14,11 +14,11 @@ if (!opts.port) throw new Error("usage: standalone.mjs --port P [--token T] [--n
 const name = opts.name ?? "standalone";
 const sup = new Supervisor(name);
 const args = ["standalone", "--port", opts.port, "--data-dir", join(sup.dir, "data")];
-if (opts.token) args.push("--token", opts.token);
 const cert = opts.https ? selfSignedCert(sup.dir) : undefined;
 if (cert) args.push("--https-cert", cert.cert, "--https-key", cert.key);
 const url = `${cert ? "https" : "http"}://127.0.0.1:${opts.port}`;
-sup.spawn(name, SHOAL, args);
+// In the environment: shoal refuses a token on its command line, which others can read.
+sup.spawn(name, SHOAL, args, opts.token ? { SHOAL_TOKEN: opts.token } : {});
 await sup.waitFor(`${url}/api/v1/health`, () => healthy(`${url}/api/v1/health`, cert?.pem));
 log(name, `logs in ${sup.logDir}`);
 console.log(`shoal ${name} ready at ${url}`);

@@ -30,12 +30,13 @@
 
 mod disk;
 mod executor;
+pub use executor::TASK_ENV;
 mod journal;
 mod logs;
 mod outbox;
 mod service;
 
-use executor::{Datasources, Executor, ExecutorConfig, ExecutorDirs};
+use executor::{Datasources, Executor, ExecutorConfig, ExecutorDirs, TaskEnvironment};
 use outbox::Outbox;
 use service::WorkerService;
 use shoal_common::cluster_secret::ClusterSecret;
@@ -131,6 +132,10 @@ pub struct WorkerConfig {
     /// in `PATH` or a path, e.g. a virtualenv's `bin/python`. It runs `task.py` in the task's
     /// work directory with `PYTHONUNBUFFERED=1` and the task's parameters in the environment.
     pub python: String,
+    /// Names of variables of the worker's environment that script tasks get besides
+    /// `PATH`, `HOME`, `LANG`, `LC_*` and the others of [`TASK_ENV`] (`--task-env`, e.g.
+    /// `JAVA_HOME`); never `SHOAL_*`. Nothing else of the worker's environment reaches a task.
+    pub task_env: Vec<String>,
     /// Datasources of sql tasks by name (`--datasource NAME=URL`, repeated): `postgres://...`
     /// or `sqlite://PATH` URLs (`?mode=rwc` lets SQLite create a missing file; by default a
     /// missing file is an error, so a typo does not silently create an empty database).
@@ -182,6 +187,7 @@ pub async fn start(
         return Err(Error::Config("python interpreter must not be empty".into()));
     }
     let datasources = Datasources::new(&config.datasources, config.slots).map_err(Error::Config)?;
+    let task_env = TaskEnvironment::of_worker(&config.task_env).map_err(Error::Config)?;
     let groups = if config.groups.is_empty() {
         vec![shoal_common::definition::DEFAULT_WORKER_GROUP.to_string()]
     } else {
@@ -242,6 +248,7 @@ pub async fn start(
             slots: config.slots,
             dirs: dirs.clone(),
             python: config.python.clone(),
+            task_env,
             datasources,
             allow_root_tenant: config.allow_root_tenant,
             min_free_disk: config.min_free_disk,

@@ -197,6 +197,7 @@ fn worker_config(l: &Launch, dir: &Path) -> WorkerConfig {
         slots: l.slots,
         data_dir: dir.join("data"),
         python: shoal_worker::DEFAULT_PYTHON.into(),
+        task_env: vec![],
         datasources: l.datasources.clone(),
         grace_period: l.grace_period,
         secret: Default::default(),

@@ -33,7 +33,9 @@ pub(crate) struct Launch<'a> {
     /// A path, or a name looked up in the worker's `PATH`.
     program: &'a OsStr,
     args: Vec<&'a OsStr>,
-    /// Added to (or replacing entries of) the worker's environment.
+    /// What the task gets of the worker's environment.
+    base: &'a TaskEnvironment,
+    /// Added to (or replacing entries of) `base`.
     env: Vec<(&'a OsStr, &'a OsStr)>,
     cwd: &'a Path,
     /// Uid and gid to run as (a tenant), without supplementary groups.
@@ -41,10 +43,11 @@ pub(crate) struct Launch<'a> {
 }
 
 impl<'a> Launch<'a> {
-    pub(crate) fn new(program: &'a OsStr, cwd: &'a Path) -> Self {
+    pub(crate) fn new(program: &'a OsStr, cwd: &'a Path, base: &'a TaskEnvironment) -> Self {
         Launch {
             program,
             args: Vec::new(),
+            base,
             env: Vec::new(),
             cwd,
             ids: None,
@@ -92,7 +95,7 @@ impl<'a> Launch<'a> {
         let cwd = c_string(self.cwd.as_os_str(), "working directory")?;
         let path_ptrs = null_terminated(&paths);
         let argv_ptrs = null_terminated(&argv);
-        let env_ptrs = environment(&own_env);
+        let env_ptrs = environment(self.base, &own_env);
         let out = output.as_raw_fd();
         let child = Child {
             programs: path_ptrs.as_ptr(),
@@ -136,9 +139,12 @@ impl<'a> Launch<'a> {
     }
 }
 
-/// The environment the child gets: the worker's, less what `own` replaces, then `own`.
-fn environment(own: &BTreeMap<&OsStr, CString>) -> Vec<*const c_char> {
-    worker_environment()
+/// The environment the child gets: `base`, less what `own` replaces, then `own`.
+fn environment<'e>(
+    base: &'e TaskEnvironment,
+    own: &'e BTreeMap<&OsStr, CString>,
+) -> Vec<*const c_char> {
+    base.entries
         .iter()
         .filter(|(key, _)| !own.contains_key(key.as_os_str()))
         .map(|(_, entry)| entry.as_ptr())
@@ -147,15 +153,42 @@ fn environment(own: &BTreeMap<&OsStr, CString>) -> Vec<*const c_char> {
         .collect()
 }
 
-/// The worker's environment as `KEY=VALUE`, read once: nothing in the worker changes it,
-/// and re-reading it for every task start is work on the hot path.
-fn worker_environment() -> &'static BTreeMap<OsString, CString> {
-    static ENV: OnceLock<BTreeMap<OsString, CString>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        std::env::vars_os()
+/// The variables of the worker's environment every task gets, besides its own: what
+/// programs need to find each other, their user's files and language. Nothing else of the
+/// worker's reaches a task (not shoal's `SHOAL_*` token and keys, nor the credentials its
+/// service manager or cloud gave it), as systemd and CI runners start a job from nothing.
+/// `LC_*` (every locale category) passes too.
+pub const PASSED: [&str; 10] = [
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
+];
+
+/// The part of a task's environment taken from the worker's: [`PASSED`], and the names an
+/// operator passes on too (`--task-env`). Read once, when the worker starts: nothing in
+/// the worker changes its environment, and reading it for every task start is work on the
+/// hot path.
+pub(crate) struct TaskEnvironment {
+    entries: BTreeMap<OsString, CString>,
+}
+
+impl TaskEnvironment {
+    /// The worker's own variables a task gets; `extra` are further names to pass on. A
+    /// name of shoal's own (`SHOAL_...`) is refused: those hold its token and keys.
+    pub(crate) fn of_worker(extra: &[String]) -> Result<TaskEnvironment, String> {
+        if let Some(name) = extra.iter().find(|n| n.starts_with("SHOAL_")) {
+            return Err(format!(
+                "--task-env {name}: shoal's own variables (SHOAL_...) never reach tasks; \
+                 give the task what it needs as a parameter or a project secret"
+            ));
+        }
+        let passed = |key: &str| {
+            PASSED.contains(&key) || key.starts_with("LC_") || extra.iter().any(|n| n == key)
+        };
+        let entries = std::env::vars_os()
+            .filter(|(key, _)| key.to_str().is_some_and(passed))
             .filter_map(|(key, value)| Some((key.clone(), env_entry(&key, &value).ok()?)))
-            .collect()
-    })
+            .collect();
+        Ok(TaskEnvironment { entries })
+    }
 }
 
 /// `KEY=VALUE`; an error naming the variable if either holds a NUL byte.
@@ -520,7 +553,8 @@ mod tests {
     async fn a_started_process_gets_its_args_env_cwd_stdin_and_own_group() {
         let dir = tempfile::tempdir().unwrap();
         let (reader, writer) = pipe();
-        let mut launch = Launch::new(OsStr::new("sh"), dir.path());
+        let base = TaskEnvironment::of_worker(&[]).unwrap();
+        let mut launch = Launch::new(OsStr::new("sh"), dir.path(), &base);
         launch
             .arg(OsStr::new("-c"))
             .arg(OsStr::new(
@@ -569,7 +603,8 @@ mod tests {
             .build()
             .unwrap();
         let _guard = rt.enter();
-        let missing = Launch::new(OsStr::new("/nonexistent/bin"), dir.path())
+        let base = TaskEnvironment::of_worker(&[]).unwrap();
+        let missing = Launch::new(OsStr::new("/nonexistent/bin"), dir.path(), &base)
             .start(&writer)
             .err()
             .unwrap();
@@ -581,7 +616,7 @@ mod tests {
             "{missing}"
         );
         let gone = dir.path().join("gone");
-        let no_dir = Launch::new(OsStr::new("/bin/true"), &gone)
+        let no_dir = Launch::new(OsStr::new("/bin/true"), &gone, &base)
             .start(&writer)
             .err()
             .unwrap();
@@ -591,11 +626,19 @@ mod tests {
                 .starts_with("cannot enter the work directory"),
             "{no_dir}"
         );
-        let nul = Launch::new(OsStr::new("/bin/true"), dir.path())
+        let nul = Launch::new(OsStr::new("/bin/true"), dir.path(), &base)
             .env(OsStr::new("A"), OsStr::from_bytes(b"x\0y"))
             .start(&writer)
             .err()
             .unwrap();
         assert_eq!(nul.to_string(), "environment variable A holds a NUL byte");
+    }
+
+    #[test]
+    fn shoal_s_own_variables_cannot_be_passed_on_to_tasks() {
+        let e = TaskEnvironment::of_worker(&["JAVA_HOME".into(), "SHOAL_TOKEN".into()])
+            .err()
+            .unwrap();
+        assert!(e.starts_with("--task-env SHOAL_TOKEN: shoal's own"), "{e}");
     }
 }

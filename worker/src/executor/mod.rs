@@ -77,6 +77,8 @@ pub(crate) struct ExecutorDirs {
     pub(crate) running: PathBuf,
 }
 
+pub use launch::PASSED as TASK_ENV;
+pub(crate) use launch::TaskEnvironment;
 pub(crate) use orphans::kill_leftovers;
 pub(crate) use scratch::clear as clear_work_dirs;
 pub(crate) use sql::Datasources;
@@ -87,6 +89,8 @@ pub(crate) struct ExecutorConfig {
     pub(crate) dirs: ExecutorDirs,
     /// Interpreter of python tasks.
     pub(crate) python: String,
+    /// What script tasks get of the worker's environment.
+    pub(crate) task_env: TaskEnvironment,
     pub(crate) datasources: Datasources,
     /// Whether a workflow's tenant may be root.
     pub(crate) allow_root_tenant: bool,
@@ -233,6 +237,7 @@ pub(crate) struct Executor {
     /// Process group records of running script tasks.
     records: Records,
     python: String,
+    task_env: TaskEnvironment,
     datasources: Datasources,
     allow_root_tenant: bool,
     disk: DiskCheck,
@@ -252,6 +257,7 @@ impl Executor {
             slots,
             dirs,
             python,
+            task_env,
             datasources,
             allow_root_tenant,
             data_dir,
@@ -264,6 +270,7 @@ impl Executor {
             records: Records::new(dirs.running.clone()),
             dirs,
             python,
+            task_env,
             datasources,
             allow_root_tenant,
             outbox,
@@ -758,14 +765,14 @@ impl Executor {
             }
             "shell" => match body.command.as_deref() {
                 Some(command) if !command.trim().is_empty() => Work::Script {
-                    program: Program::shell(),
+                    program: Program::shell(&self.task_env),
                     script: command,
                 },
                 _ => return self.fail_early(spec, "shell task has no command".into()),
             },
             "python" => match body.script.as_deref() {
                 Some(script) if !script.trim().is_empty() => Work::Script {
-                    program: Program::python(&self.python),
+                    program: Program::python(&self.python, &self.task_env),
                     script,
                 },
                 _ => return self.fail_early(spec, "python task has no script".into()),
@@ -1119,6 +1126,7 @@ mod tests {
                 slots: 4,
                 dirs,
                 python: crate::DEFAULT_PYTHON.into(),
+                task_env: TaskEnvironment::of_worker(&[]).unwrap(),
                 datasources: Datasources::new(&Default::default(), 4).unwrap(),
                 allow_root_tenant: false,
                 data_dir: dir.to_path_buf(),

@@ -7,7 +7,7 @@
 //! environment variables.
 
 use super::kill::{KillSwitch, kill_group};
-use super::launch::{Launch, TaskChild, candidates};
+use super::launch::{Launch, TaskChild, TaskEnvironment, candidates};
 use super::set_value::OutputScanner;
 use super::task_log::TaskLog;
 use super::tenant::Tenant;
@@ -33,28 +33,30 @@ pub(crate) struct Program<'a> {
     pub(crate) interpreter: &'a OsStr,
     /// File name of the script inside the work directory, e.g. `task.sh`.
     pub(crate) script_name: &'static str,
+    /// What the task gets of the worker's environment.
+    pub(crate) base: &'a TaskEnvironment,
     /// Environment set before the task's parameters (which may override it).
     pub(crate) env: &'a [(&'a str, &'a str)],
 }
 
-impl Program<'static> {
+impl<'a> Program<'a> {
     /// `bash task.sh`.
-    pub(crate) fn shell() -> Self {
+    pub(crate) fn shell(base: &'a TaskEnvironment) -> Self {
         Program {
             interpreter: bash().as_os_str(),
             script_name: SHELL_SCRIPT,
+            base,
             env: &[],
         }
     }
-}
 
-impl<'a> Program<'a> {
     /// `<python> task.py`, unbuffered so that prints reach the log as they happen (and are
     /// not lost when the task is killed) in order with what goes to stderr.
-    pub(crate) fn python(interpreter: &'a str) -> Self {
+    pub(crate) fn python(interpreter: &'a str, base: &'a TaskEnvironment) -> Self {
         Program {
             interpreter: OsStr::new(interpreter),
             script_name: PYTHON_SCRIPT,
+            base,
             env: &[("PYTHONUNBUFFERED", "1")],
         }
     }
@@ -135,7 +137,7 @@ pub(crate) fn spawn(
         .map_err(|e| format!("cannot read the output pipe: {e}"))?;
 
     let name = program.interpreter.to_string_lossy();
-    let mut launch = Launch::new(program.interpreter, work_dir);
+    let mut launch = Launch::new(program.interpreter, work_dir, program.base);
     launch.arg(OsStr::new(program.script_name));
     for (key, value) in program.env {
         launch.env(OsStr::new(key), OsStr::new(value));
@@ -146,6 +148,7 @@ pub(crate) fn spawn(
             launch.env(OsStr::new(key), OsStr::new(value));
         }
     }
+    // The task's own variables, over everything else.
     for (key, value) in params.iter().filter(|(k, _)| is_shell_identifier(k)) {
         launch.env(OsStr::new(key), OsStr::new(value));
     }
@@ -291,7 +294,9 @@ mod tests {
                 .build()
                 .unwrap();
             rt.block_on(async {
-                let p = spawn(&Program::shell(), &work, "sleep 30", &HashMap::new(), None).unwrap();
+                let base = TaskEnvironment::of_worker(&[]).unwrap();
+                let shell = Program::shell(&base);
+                let p = spawn(&shell, &work, "sleep 30", &HashMap::new(), None).unwrap();
                 p.pgid
             })
         })
