@@ -524,6 +524,145 @@ fn a_secret_on_a_server_s_command_line_is_refused() {
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
+/// The data dir is shoal's alone: a task of another OS user (a tenant) reads neither the
+/// store, the secret key nor the logs of other tasks, and a data dir an older version left
+/// open is tightened at start.
+#[test]
+fn a_tenant_s_task_cannot_read_the_data_dir() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let mut s = Standalone::start();
+    // The tenant reaches its work directories through the test's (private) directory.
+    std::fs::set_permissions(s.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let data = s.dir.path().join("data");
+    let mode = |name: &str| std::fs::metadata(data.join(name)).unwrap().mode() & 0o777;
+    let probe = format!(
+        "for f in shoal.db shoal.db-wal secret.key logs; do test -r '{0}/'$f && echo readable:$f; done; \
+         ls '{0}' || true; echo probed",
+        data.display()
+    );
+    apply(
+        &s,
+        "probe",
+        &format!(
+            "name: probe\ntenant: nobody\ntasks:\n  - {{ name: p, type: shell, command: \"{probe}\" }}\n"
+        ),
+    );
+    let run = |s: &Standalone| {
+        let out = cli(&s.api, &["start", "probe", "--wait"]);
+        let id: i64 = text(&out.stdout).trim().parse().unwrap();
+        let inst = s.api.wait_instance(id, Duration::from_secs(20));
+        assert_eq!(inst["state"], "success", "{inst}");
+        let p = task(&inst, "p")["id"].as_i64().unwrap();
+        text(&cli(&s.api, &["logs", &p.to_string()]).stdout)
+    };
+    let log = run(&s);
+    assert!(
+        log.contains("probed") && !log.contains("readable:"),
+        "{log}"
+    );
+    assert!(
+        log.contains("Permission denied"),
+        "the data dir cannot be listed: {log}"
+    );
+    for (name, want) in [
+        ("", 0o711),
+        ("shoal.db", 0o600),
+        ("secret.key", 0o600),
+        ("logs", 0o700),
+        ("work", 0o711),
+    ] {
+        assert_eq!(mode(name), want, "{name}: {:o}", mode(name));
+    }
+
+    // What an older version left open is closed at the next start.
+    for (name, loose) in [("", 0o755), ("shoal.db", 0o644), ("logs", 0o755)] {
+        std::fs::set_permissions(data.join(name), std::fs::Permissions::from_mode(loose)).unwrap();
+    }
+    s.crash_and_restart();
+    assert_eq!(
+        (mode(""), mode("shoal.db"), mode("logs")),
+        (0o711, 0o600, 0o700)
+    );
+    let log = run(&s);
+    assert!(!log.contains("readable:"), "{log}");
+}
+
+/// Starts `workflow` of `project` and waits for its end.
+fn run_in(s: &Standalone, project: &str, workflow: &str) -> Value {
+    let out = cli(&s.api, &["start", workflow, "--project", project, "--wait"]);
+    let id: i64 = text(&out.stdout).trim().parse().unwrap();
+    s.api.wait_instance(id, Duration::from_secs(20))
+}
+
+/// With auth on, users of other projects are not the admin: a task never runs as the OS
+/// user of shoal itself. One whose workflow names no tenant fails, naming the settings
+/// that fix it; one with a tenant runs as that user.
+#[test]
+fn with_auth_a_task_without_a_tenant_is_refused_with_the_reason() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Standalone::start_with(&[("SHOAL_TOKEN", support::API_TOKEN)]);
+    // The tenant reaches its work directories through the test's (private) directory.
+    std::fs::set_permissions(s.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let who = "tasks:\n  - { name: who, type: shell, command: 'id -un' }\n";
+    apply(&s, "as_shoal", &format!("name: as_shoal\n{who}"));
+    apply(
+        &s,
+        "as_nobody",
+        &format!("name: as_nobody\ntenant: nobody\n{who}"),
+    );
+
+    let inst = run_in(&s, "default", "as_shoal");
+    assert_eq!(inst["state"], "failure", "{inst}");
+    let message = task(&inst, "who")["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("names no tenant")
+            && message.contains("--default-tenant")
+            && message.contains("--single-team"),
+        "{message}"
+    );
+
+    let inst = run_in(&s, "default", "as_nobody");
+    assert_eq!(inst["state"], "success", "{inst}");
+    let id = task(&inst, "who")["id"].as_i64().unwrap();
+    let out = cli(&s.api, &["logs", &id.to_string()]);
+    assert_eq!(text(&out.stdout).trim(), "nobody");
+}
+
+/// A worker's `--datasource` serves the projects it is granted to: a sql task of another
+/// project is refused with the reason (any user may create a project).
+#[test]
+fn a_worker_datasource_serves_only_the_projects_granted_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = format!(
+        "wh@sales=sqlite://{}?mode=rwc",
+        dir.path().join("wh.db").display()
+    );
+    let s = Standalone::start_with_args(
+        &[("SHOAL_TOKEN", support::API_TOKEN)],
+        &["--datasource", &wh],
+    );
+    let out = cli(&s.api, &["project", "create", "sales"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let query = "tasks:\n  - { name: q, type: sql, sql: { datasource: wh, query: 'SELECT 7 AS n', output: first_row } }\n";
+    for project in ["sales", "default"] {
+        apply(
+            &s,
+            &format!("q_{project}"),
+            &format!("name: q\nproject: {project}\n{query}"),
+        );
+    }
+    let inst = run_in(&s, "sales", "q");
+    assert_eq!(inst["state"], "success", "{inst}");
+    let inst = run_in(&s, "default", "q");
+    assert_eq!(inst["state"], "failure", "{inst}");
+    let message = task(&inst, "q")["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("datasource 'wh' of this worker is not granted to project 'default'")
+            && message.contains("--datasource wh@default=URL"),
+        "{message}"
+    );
+}
+
 /// A workflow's tenant: its shell tasks run as that OS user (`nobody` here; switching to it
 /// needs the worker to run as root, as CI's does), a tenant missing on the worker fails
 /// the task with the reason.

@@ -187,6 +187,8 @@ impl Spawned {
             .env("SHOAL_CLUSTER_SECRET", "bench-cluster-secret-0123456789")
             // The api-server's admin token, which the bench's client sends.
             .env("SHOAL_TOKEN", crate::api::TOKEN)
+            // Tasks run as the bench's user (an older shoal ignores the variable).
+            .env("SHOAL_SINGLE_TEAM", "true")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

@@ -66,7 +66,7 @@ pub fn refuse_secrets_in_args(argv: &[String], cli: &Command) -> anyhow::Result<
                  `{key} = \"...\"` in a --config file only shoal's user can read"
             );
         }
-        // `--datasource NAME=URL`
+        // `--datasource NAME@PROJECTS=URL`
         let url = match long {
             "datasource" => value.split_once('=').map_or("", |(_, url)| url),
             _ => &value,

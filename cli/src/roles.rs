@@ -7,6 +7,7 @@ use shoal_api_server::{ApiState, Auth, Https, Limits};
 use shoal_common::access::{new_token, token_hash};
 use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::cluster_tls::ClusterTls;
+use shoal_common::definition::valid_name;
 use shoal_common::redact::without_password;
 use shoal_common::registry::Registry;
 use shoal_common::secret_key::SecretKey;
@@ -14,6 +15,7 @@ use shoal_common::store::{BOOTSTRAP_ADMIN, Store};
 use shoal_common::trigger::cidr::Cidr;
 use shoal_master::MasterConfig;
 use shoal_worker::WorkerConfig;
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -57,15 +59,29 @@ pub struct ExecArgs {
     )]
     #[serde(rename = "task_env", skip_serializing_if = "Vec::is_empty")]
     pub task_env: Vec<String>,
-    /// A datasource sql tasks can name: NAME=URL (postgres://… or sqlite://…); repeat the
-    /// flag for more (URLs may contain commas, so there is no list syntax).
+    /// A datasource sql tasks can name: NAME@PROJECTS=URL (postgres://… or sqlite://…),
+    /// PROJECTS the projects that may use it, comma separated, or * for every project;
+    /// NAME=URL serves every project on a --single-team worker (or a standalone without
+    /// auth) and is refused on another. Repeat the flag for more (URLs may contain commas,
+    /// so there is no list syntax).
     #[arg(long = "datasource", value_parser = parse_datasource)]
     #[serde(
         rename = "datasource",
         skip_serializing_if = "Vec::is_empty",
         serialize_with = "masked_datasources"
     )]
-    pub datasources: Vec<(String, String)>,
+    pub datasources: Vec<Datasource>,
+    /// The OS user shell and python tasks of workflows without a `tenant` run as (an
+    /// unprivileged user, e.g. nobody; the worker runs as root to switch to it).
+    #[arg(long, env = "SHOAL_DEFAULT_TENANT")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_tenant: Option<String>,
+    /// Every user of this shoal may act as its admin: tasks of workflows without a tenant
+    /// run as this process's own OS user (which can read its data dir and keys), and a
+    /// --datasource without projects serves every project. Without it (and on a standalone
+    /// with auth) such tasks fail, naming this flag and --default-tenant.
+    #[arg(long, env = "SHOAL_SINGLE_TEAM")]
+    pub single_team: bool,
     /// Let workflows name root as their tenant (by default their shell and python tasks
     /// fail instead of running as root).
     #[arg(long, env = "SHOAL_ALLOW_ROOT_TENANT")]
@@ -236,15 +252,16 @@ fn masked<S: serde::Serializer>(_: &Option<String>, s: S) -> Result<S::Ok, S::Er
     s.serialize_str(shoal_common::redact::MASK)
 }
 
-/// `--datasource` values as the flag takes them (`NAME=URL`), a password in the URL masked.
-fn masked_datasources<S: serde::Serializer>(
-    list: &[(String, String)],
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    s.collect_seq(
-        list.iter()
-            .map(|(name, url)| format!("{name}={}", without_password(url))),
-    )
+/// `--datasource` values as the flag takes them (`NAME@PROJECTS=URL`), a password in the
+/// URL masked.
+fn masked_datasources<S: serde::Serializer>(list: &[Datasource], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(list.iter().map(|d| {
+        let url = without_password(&d.url);
+        match &d.projects {
+            Some(projects) => format!("{}@{}={url}", d.name, projects.join(",")),
+            None => format!("{}={url}", d.name),
+        }
+    }))
 }
 
 /// A URL with the password in it, if any, masked (`postgres://u:***@h/db`).
@@ -252,15 +269,55 @@ fn masked_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> 
     s.serialize_str(&without_password(url))
 }
 
-fn parse_datasource(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((name, url)) if !name.is_empty() && !url.is_empty() => {
-            Ok((name.to_string(), url.to_string()))
+/// A `--datasource`: its name, the projects it serves (`*`: every one; none said: every
+/// one on a single-team worker), its URL.
+#[derive(Debug, Clone)]
+pub struct Datasource {
+    name: String,
+    projects: Option<Vec<String>>,
+    url: String,
+}
+
+fn parse_datasource(s: &str) -> Result<Datasource, String> {
+    // Naming what comes before the URL only: the URL may hold a password.
+    let wrong = || {
+        let head = s.split_once('=').map_or("", |(head, _)| head);
+        format!(
+            "datasource '{head}=...' must look like NAME@PROJECT,...=URL (or NAME@*=URL for \
+             every project), e.g. warehouse@sales=postgres://user@host/db"
+        )
+    };
+    let Some((head, url)) = s.split_once('=').filter(|(_, url)| !url.is_empty()) else {
+        return Err(wrong());
+    };
+    let (name, projects) = match head.split_once('@') {
+        Some((name, projects)) => {
+            let projects: Vec<String> = projects.split(',').map(str::to_string).collect();
+            let valid = |p: &String| p == shoal_worker::EVERY_PROJECT || valid_name(p);
+            if !projects.iter().all(valid) {
+                return Err(wrong());
+            }
+            (name, Some(projects))
         }
-        _ => Err(format!(
-            "datasource '{s}' must look like NAME=URL, e.g. warehouse=postgres://user@host/db"
-        )),
+        None => (head, None),
+    };
+    if name.is_empty() {
+        return Err(wrong());
     }
+    Ok(Datasource {
+        name: name.to_string(),
+        projects,
+        url: url.to_string(),
+    })
+}
+
+/// A worker's datasources as it takes them: URLs and grants by name.
+type WorkerDatasources = (BTreeMap<String, String>, BTreeMap<String, Vec<String>>);
+
+fn worker_datasources(list: &[Datasource]) -> WorkerDatasources {
+    let urls = list.iter().map(|d| (d.name.clone(), d.url.clone()));
+    let grants = (list.iter()).filter_map(|d| Some((d.name.clone(), d.projects.clone()?)));
+    (urls.collect(), grants.collect())
 }
 
 /// What one API request may ask (shared by `api-server` and `standalone`).
@@ -744,9 +801,10 @@ fn standalone_secret_key(
 pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
     let auth_on = args.auth || args.token.as_deref().is_some_and(|t| !t.is_empty());
     api_auth("standalone", args.bind, auth_on, args.insecure)?;
-    std::fs::create_dir_all(&args.data_dir)
-        .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
     let db = args.data_dir.join("shoal.db");
+    shoal_worker::data_dir::prepare(&args.data_dir)
+        .and_then(|()| shoal_worker::data_dir::create_private_file(&db))
+        .with_context(|| format!("cannot prepare data dir {}", args.data_dir.display()))?;
     let store = Store::connect(&format!("sqlite://{}", db.display())).await?;
     let auth = match auth_on {
         true => token_auth(&store, args.token).await?,
@@ -790,6 +848,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
                 .and_then(|u| u.host_str().map(str::to_string)),
         )
         .collect();
+    let (datasources, datasource_grants) = worker_datasources(&args.exec.datasources);
     let worker = shoal_worker::start(
         WorkerConfig {
             listen: SocketAddr::new(loopback, 0),
@@ -799,12 +858,16 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
             data_dir: args.data_dir.clone(),
             python: args.exec.python.clone(),
             task_env: args.exec.task_env.clone(),
-            datasources: args.exec.datasources.iter().cloned().collect(),
+            datasources,
+            datasource_grants,
             // Short: the embedded master stops at the same time, and a restart of standalone
             // runs again what its worker could not finish.
             grace_period: Duration::from_secs(5),
             secret: secret.clone(),
             allow_root_tenant: args.exec.allow_root_tenant,
+            default_tenant: args.exec.default_tenant.clone(),
+            // Without auth, whoever reaches the API is an admin already.
+            single_team: args.exec.single_team || !auth_on,
             min_free_disk: args.exec.min_free_disk,
             log_retention: Some(args.exec.log_retention).filter(|d| !d.is_zero()),
         },
@@ -931,6 +994,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     let c = &args.cluster;
     let listener = metrics_listener(c.bind, args.metrics_port, WORKER_METRICS_PORT).await?;
     let metrics = spawn_metrics(listener, shutdown.clone());
+    let (datasources, datasource_grants) = worker_datasources(&args.exec.datasources);
     let handle = shoal_worker::start(
         WorkerConfig {
             listen: SocketAddr::new(c.bind, args.port),
@@ -940,10 +1004,13 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
             data_dir: args.data_dir,
             python: args.exec.python,
             task_env: args.exec.task_env,
-            datasources: args.exec.datasources.into_iter().collect(),
+            datasources,
+            datasource_grants,
             grace_period: args.grace_period,
             secret,
             allow_root_tenant: args.exec.allow_root_tenant,
+            default_tenant: args.exec.default_tenant,
+            single_team: args.exec.single_team,
             min_free_disk: args.exec.min_free_disk,
             log_retention: Some(args.exec.log_retention).filter(|d| !d.is_zero()),
         },

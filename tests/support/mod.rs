@@ -12,7 +12,7 @@ use std::time::Duration;
 
 pub const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
 /// The datasource every test worker has for sql tasks: the local test server.
-pub const TEST_DATASOURCE: &str = "pg=postgres://postgres@127.0.0.1:5432/postgres";
+pub const TEST_DATASOURCE: &str = "pg@*=postgres://postgres@127.0.0.1:5432/postgres";
 /// The secret of the test clusters: their nodes bind 0.0.0.0, as in production, and so
 /// need one.
 pub const CLUSTER_SECRET: &str = "test-cluster-secret-0123456789";
@@ -211,8 +211,9 @@ pub struct Standalone {
     pub dir: tempfile::TempDir,
     pub api: Api,
     pub proc: Proc,
-    /// Its extra environment, for a restart.
+    /// Its extra environment and arguments, for a restart.
     env: Vec<(String, String)>,
+    args: Vec<String>,
 }
 
 impl Standalone {
@@ -222,7 +223,12 @@ impl Standalone {
 
     /// A standalone with `env` in its environment.
     pub fn start_with(env: &[(&str, &str)]) -> Standalone {
-        Standalone::start_serving(env, Api::new)
+        Standalone::start_serving(env, &[], Api::new)
+    }
+
+    /// A standalone with `env` in its environment and `args` on its command line.
+    pub fn start_with_args(env: &[(&str, &str)], args: &[&str]) -> Standalone {
+        Standalone::start_serving(env, args, Api::new)
     }
 
     /// A standalone serving HTTPS with `certs` (see [`make_certs`]).
@@ -231,16 +237,21 @@ impl Standalone {
             ("SHOAL_HTTPS_CERT", certs.cert.to_str().unwrap()),
             ("SHOAL_HTTPS_KEY", certs.key.to_str().unwrap()),
         ];
-        Standalone::start_serving(&env, |port| Api::https(port, &certs.ca))
+        Standalone::start_serving(&env, &[], |port| Api::https(port, &certs.ca))
     }
 
-    fn start_serving(env: &[(&str, &str)], api: impl FnOnce(u16) -> Api) -> Standalone {
+    fn start_serving(
+        env: &[(&str, &str)],
+        args: &[&str],
+        api: impl FnOnce(u16) -> Api,
+    ) -> Standalone {
         let dir = tempfile::tempdir().unwrap();
         let env: Vec<(String, String)> = env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let proc = Self::spawn(dir.path(), 0, "standalone", &env);
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let proc = Self::spawn(dir.path(), 0, "standalone", &env, &args);
         let api = api(bound_port(&proc));
         api.wait_healthy(&[&proc]);
         Standalone {
@@ -248,20 +259,29 @@ impl Standalone {
             api,
             proc,
             env,
+            args,
         }
     }
 
-    fn spawn(dir: &Path, port: u16, name: &str, env: &[(String, String)]) -> Proc {
+    fn spawn(
+        dir: &Path,
+        port: u16,
+        name: &str,
+        env: &[(String, String)],
+        extra: &[String],
+    ) -> Proc {
         let data = dir.join("data");
-        let args = [
+        let port = port.to_string();
+        let mut args = vec![
             "standalone",
             "--data-dir",
             data.to_str().unwrap(),
             "--port",
-            &port.to_string(),
+            &port,
             "--datasource",
             TEST_DATASOURCE,
         ];
+        args.extend(extra.iter().map(String::as_str));
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         Proc::spawn(name, dir, SHOAL, &args, &env)
     }
@@ -270,7 +290,8 @@ impl Standalone {
     pub fn crash_and_restart(&mut self) {
         self.proc.kill();
         let port: u16 = self.api.base.rsplit(':').next().unwrap().parse().unwrap();
-        self.proc = Self::spawn(self.dir.path(), port, "standalone-restarted", &self.env);
+        let (env, args) = (&self.env, &self.args);
+        self.proc = Self::spawn(self.dir.path(), port, "standalone-restarted", env, args);
         self.api.wait_healthy(&[&self.proc]);
     }
 }
@@ -355,6 +376,8 @@ impl MiniCluster {
                 data.to_str().unwrap(),
                 "--datasource",
                 TEST_DATASOURCE,
+                // Tasks run as the test's user, writing where the tests read.
+                "--single-team",
             ];
             nodes.push(Proc::spawn(
                 &format!("worker{i}"),

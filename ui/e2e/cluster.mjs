@@ -96,7 +96,8 @@ await sup.waitFor("the api-server", () => healthy(`${api}/api/v1/health`));
 sup.spawn("master", SHOAL, ["master", "--port", masterPort, "--metrics-port", "0"], env);
 workerPorts.forEach((port, i) =>
   sup.spawn(`worker${i + 1}`, SHOAL, [
-    "worker", "--port", port, "--metrics-port", "0", "--slots", "8", "--data-dir", join(sup.dir, `worker${i + 1}`),
+    // --single-team: tasks run as the suite's own user (no tenants here).
+    "worker", "--port", port, "--metrics-port", "0", "--slots", "8", "--data-dir", join(sup.dir, `worker${i + 1}`), "--single-team",
   ], env),
 );
 

@@ -18,7 +18,8 @@ const cert = opts.https ? selfSignedCert(sup.dir) : undefined;
 if (cert) args.push("--https-cert", cert.cert, "--https-key", cert.key);
 const url = `${cert ? "https" : "http"}://127.0.0.1:${opts.port}`;
 // In the environment: shoal refuses a token on its command line, which others can read.
-sup.spawn(name, SHOAL, args, opts.token ? { SHOAL_TOKEN: opts.token } : {});
+// With auth on, tasks run as the suite's own user only with --single-team (no tenants here).
+sup.spawn(name, SHOAL, args, opts.token ? { SHOAL_TOKEN: opts.token, SHOAL_SINGLE_TEAM: "true" } : {});
 await sup.waitFor(`${url}/api/v1/health`, () => healthy(`${url}/api/v1/health`, cert?.pem));
 log(name, `logs in ${sup.logDir}`);
 console.log(`shoal ${name} ready at ${url}`);

@@ -23,6 +23,7 @@ use shoal_common::proto::TaskEvent;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use tokio::sync::oneshot;
@@ -72,7 +73,11 @@ impl Journal {
                 // finished: the file stays as it is, less its torn end, and grows on.
                 warn!(path = %path.display(), error = %e, "cannot rewrite the journal; appending to it as it is");
                 let _ = std::fs::remove_file(path.with_extension("journal.new"));
-                let file = OpenOptions::new().append(true).create(true).open(path)?;
+                let file = OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .mode(0o600)
+                    .open(path)?;
                 file.set_len((bytes.len() - torn) as u64)?;
                 file
             }
@@ -309,7 +314,13 @@ fn rewrite(path: &Path, unacked: &[Unacked]) -> io::Result<()> {
         encode_finished(u, &mut buf);
     }
     let tmp = path.with_extension("journal.new");
-    let mut file = File::create(&tmp)?;
+    // The worker's alone: task outputs are in it.
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
     file.write_all(&buf)?;
     file.sync_all()?;
     std::fs::rename(&tmp, path)?;

@@ -28,15 +28,16 @@
 //! A lost registry lease (it expired before the worker could renew it, so the masters saw
 //! the worker leave and re-run its attempts) abandons every task accepted before it.
 
+pub mod data_dir;
 mod disk;
 mod executor;
-pub use executor::TASK_ENV;
+pub use executor::{EVERY_PROJECT, TASK_ENV};
 mod journal;
 mod logs;
 mod outbox;
 mod service;
 
-use executor::{Datasources, Executor, ExecutorConfig, ExecutorDirs, TaskEnvironment};
+use executor::{Datasources, Executor, ExecutorConfig, ExecutorDirs, TaskEnvironment, Tenants};
 use outbox::Outbox;
 use service::WorkerService;
 use shoal_common::cluster_secret::ClusterSecret;
@@ -136,12 +137,18 @@ pub struct WorkerConfig {
     /// `PATH`, `HOME`, `LANG`, `LC_*` and the others of [`TASK_ENV`] (`--task-env`, e.g.
     /// `JAVA_HOME`); never `SHOAL_*`. Nothing else of the worker's environment reaches a task.
     pub task_env: Vec<String>,
-    /// Datasources of sql tasks by name (`--datasource NAME=URL`, repeated): `postgres://...`
-    /// or `sqlite://PATH` URLs (`?mode=rwc` lets SQLite create a missing file; by default a
+    /// Datasources of sql tasks by name (`--datasource NAME@PROJECTS=URL`, repeated):
+    /// `postgres://...` or `sqlite://PATH` URLs (`?mode=rwc` lets SQLite create a missing file; by default a
     /// missing file is an error, so a typo does not silently create an empty database).
     /// Checked at start (nothing is connected until a task uses one); each gets a pool of up
     /// to `min(slots, 8)` connections.
     pub datasources: BTreeMap<String, String>,
+    /// The projects each datasource serves (`--datasource NAME@P1,P2=URL`; `*`: every
+    /// project). One without an entry serves every project on a [`single_team`] worker,
+    /// and is refused at start on another.
+    ///
+    /// [`single_team`]: WorkerConfig::single_team
+    pub datasource_grants: BTreeMap<String, Vec<String>>,
     /// How long shutdown lets running tasks finish (`--grace-period`, default
     /// [`DEFAULT_GRACE_PERIOD`]). Tasks still running then are killed without an event and
     /// run again elsewhere (`need_fault_tolerance`) once the worker has left the registry.
@@ -151,6 +158,14 @@ pub struct WorkerConfig {
     /// Whether a workflow's tenant may be root (`--allow-root-tenant`); by default a task
     /// of a workflow whose tenant is root fails.
     pub allow_root_tenant: bool,
+    /// The OS user script tasks of workflows without a `tenant` run as
+    /// (`--default-tenant`).
+    pub default_tenant: Option<String>,
+    /// Whether every user of this shoal may act as its admin (`--single-team`; a standalone
+    /// without auth): then a task without a tenant runs as the worker's own OS user, and a
+    /// datasource without a grant serves every project. Otherwise such a task fails, with
+    /// the reason, as does one whose tenant is the worker's own user.
+    pub single_team: bool,
     /// Least free space (bytes) of the data dir's disk for taking a new task
     /// (`--min-free-disk`, default 100 MiB; 0: no check). Below it, dispatches are refused
     /// with the reason and masters send the tasks elsewhere.
@@ -186,7 +201,13 @@ pub async fn start(
     if config.python.trim().is_empty() {
         return Err(Error::Config("python interpreter must not be empty".into()));
     }
-    let datasources = Datasources::new(&config.datasources, config.slots).map_err(Error::Config)?;
+    let datasources = Datasources::new(
+        &config.datasources,
+        &config.datasource_grants,
+        config.single_team,
+        config.slots,
+    )
+    .map_err(Error::Config)?;
     let task_env = TaskEnvironment::of_worker(&config.task_env).map_err(Error::Config)?;
     let groups = if config.groups.is_empty() {
         vec![shoal_common::definition::DEFAULT_WORKER_GROUP.to_string()]
@@ -198,12 +219,10 @@ pub async fn start(
         work: config.data_dir.join("work"),
         running: config.data_dir.join("running"),
     };
-    for dir in [&dirs.logs, &dirs.work, &dirs.running] {
-        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
-            path: dir.clone(),
-            source,
-        })?;
-    }
+    data_dir::prepare(&config.data_dir).map_err(|source| Error::Io {
+        path: config.data_dir.clone(),
+        source,
+    })?;
     let lock = lock_data_dir(&config.data_dir)?;
     // Before serving: whatever is recorded there belongs to a previous run of this worker.
     let leftovers = executor::kill_leftovers(&dirs.running).map_err(|source| Error::Io {
@@ -250,7 +269,11 @@ pub async fn start(
             python: config.python.clone(),
             task_env,
             datasources,
-            allow_root_tenant: config.allow_root_tenant,
+            tenants: Tenants {
+                default: config.default_tenant.clone(),
+                single_team: config.single_team,
+                allow_root: config.allow_root_tenant,
+            },
             min_free_disk: config.min_free_disk,
             data_dir: config.data_dir.clone(),
         },
@@ -322,6 +345,8 @@ pub async fn start(
         groups = ?groups,
         data_dir = %config.data_dir.display(),
         python = %config.python,
+        single_team = config.single_team,
+        default_tenant = config.default_tenant.as_deref().unwrap_or(""),
         datasources = ?config.datasources.keys().collect::<Vec<_>>(),
         grace_period = %shoal_common::duration::format(config.grace_period),
         "worker started"
@@ -355,6 +380,7 @@ fn host_port(host: &str, port: u16) -> String {
 /// process dies). Two workers on one data dir would kill each other's tasks at start-up.
 fn lock_data_dir(data_dir: &Path) -> Result<File> {
     use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
     let path = data_dir.join("worker.lock");
     let io = |source| Error::Io {
         path: path.clone(),
@@ -364,6 +390,7 @@ fn lock_data_dir(data_dir: &Path) -> Result<File> {
         .create(true)
         .truncate(false)
         .write(true)
+        .mode(0o600)
         .open(&path)
         .map_err(io)?;
     // SAFETY: flock(2) on a descriptor this function owns.

@@ -174,6 +174,10 @@ struct Launch {
     registry: Option<Registry>,
     /// `--min-free-disk` (none by default).
     min_free_disk: u64,
+    /// `--single-team` (by default: tasks may run as the worker's own user).
+    single_team: bool,
+    /// `--default-tenant` (none by default).
+    default_tenant: Option<String>,
 }
 
 impl Default for Launch {
@@ -185,6 +189,8 @@ impl Default for Launch {
             dir: None,
             registry: None,
             min_free_disk: 0,
+            single_team: true,
+            default_tenant: None,
         }
     }
 }
@@ -199,9 +205,12 @@ fn worker_config(l: &Launch, dir: &Path) -> WorkerConfig {
         python: shoal_worker::DEFAULT_PYTHON.into(),
         task_env: vec![],
         datasources: l.datasources.clone(),
+        datasource_grants: BTreeMap::new(),
         grace_period: l.grace_period,
         secret: Default::default(),
         allow_root_tenant: false,
+        default_tenant: l.default_tenant.clone(),
+        single_team: l.single_team,
         min_free_disk: l.min_free_disk,
         log_retention: None,
     }
@@ -690,6 +699,47 @@ async fn redispatch_by_a_new_owner_reroutes_undelivered_events() {
         [TaskEventKind::Running, TaskEventKind::Success]
     );
     master.assert_quiet().await;
+}
+
+/// A worker shared by teams (no --single-team) runs no task as its own OS user: a task
+/// without a tenant fails, naming the flags that fix it, unless a default tenant is set.
+#[tokio::test]
+async fn a_shared_worker_runs_tasks_as_their_tenant_never_as_itself() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut master = start_master("127.0.0.1:0".parse().unwrap()).await;
+    let mut shared = launch(Launch {
+        single_team: false,
+        ..Launch::default()
+    })
+    .await;
+    let t = shell(51, "echo should not run", &master.addr);
+    assert_eq!(shared.dispatch(vec![t.clone()]).await.accepted, [51]);
+    let end = master.until_done(51).await.pop().unwrap();
+    assert_eq!(end.kind, TaskEventKind::Failure as i32);
+    assert!(
+        end.message.contains("names no tenant")
+            && end.message.contains("--default-tenant")
+            && end.message.contains("--single-team"),
+        "{}",
+        end.message
+    );
+    let log = String::from_utf8(shared.read_log(&t, 0, 0).await.unwrap_or_default()).unwrap();
+    assert!(!log.contains("should not run"), "{log}");
+
+    let mut defaulted = launch(Launch {
+        single_team: false,
+        default_tenant: Some(TENANT.into()),
+        ..Launch::default()
+    })
+    .await;
+    // The tenant reaches its work directory through the test's (private) directory.
+    let dir = defaulted.dir.path();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t = shell(52, r#"echo "\${setValue(who=$(id -un))}""#, &master.addr);
+    assert_eq!(defaulted.dispatch(vec![t]).await.accepted, [52]);
+    let end = master.until_done(52).await.pop().unwrap();
+    assert_eq!(end.kind, TaskEventKind::Success as i32, "{}", end.message);
+    assert_eq!(end.output["who"], TENANT);
 }
 
 /// The OS user the tenant tests run tasks as: Debian's unprivileged `nobody`. Switching

@@ -96,6 +96,7 @@ pub(super) fn build(
             tenant: run.rt.definition().tenant.clone().unwrap_or_default(),
             masked: revealed.masked(),
             datasources: revealed.datasources,
+            project: run.project.clone(),
         },
         queued_at: std::time::Instant::now(),
         group: def.worker_group.clone(),

@@ -82,6 +82,8 @@ pub(crate) use launch::TaskEnvironment;
 pub(crate) use orphans::kill_leftovers;
 pub(crate) use scratch::clear as clear_work_dirs;
 pub(crate) use sql::Datasources;
+pub use sql::EVERY_PROJECT;
+pub(crate) use tenant::Tenants;
 
 /// How tasks run on this worker.
 pub(crate) struct ExecutorConfig {
@@ -92,8 +94,8 @@ pub(crate) struct ExecutorConfig {
     /// What script tasks get of the worker's environment.
     pub(crate) task_env: TaskEnvironment,
     pub(crate) datasources: Datasources,
-    /// Whether a workflow's tenant may be root.
-    pub(crate) allow_root_tenant: bool,
+    /// Which OS user script tasks run as.
+    pub(crate) tenants: Tenants,
     /// The data dir, and the least free space on its disk for taking a new task.
     pub(crate) data_dir: PathBuf,
     pub(crate) min_free_disk: u64,
@@ -239,7 +241,7 @@ pub(crate) struct Executor {
     python: String,
     task_env: TaskEnvironment,
     datasources: Datasources,
-    allow_root_tenant: bool,
+    tenants: Tenants,
     disk: DiskCheck,
     outbox: Outbox,
     table: Mutex<Table>,
@@ -259,7 +261,7 @@ impl Executor {
             python,
             task_env,
             datasources,
-            allow_root_tenant,
+            tenants,
             data_dir,
             min_free_disk,
         } = config;
@@ -272,7 +274,7 @@ impl Executor {
             python,
             task_env,
             datasources,
-            allow_root_tenant,
+            tenants,
             outbox,
             table: Mutex::new(Table {
                 running: HashMap::new(),
@@ -811,7 +813,8 @@ impl Executor {
                 }
                 Work::Sql(sql) => {
                     self.started(spec, task, None);
-                    sql::run(&self.datasources, &spec.datasources, sql, &log, &task.kill).await
+                    let (project, given) = (&spec.project, &spec.datasources);
+                    sql::run(&self.datasources, project, given, sql, &log, &task.kill).await
                 }
             }
         };
@@ -900,11 +903,7 @@ impl Executor {
             Err(message) => return could_not_start(spec, log, message),
         };
         let outcome = async {
-            let tenant = Some(spec.tenant.as_str())
-                .filter(|t| !t.is_empty())
-                .map(|t| tenant::lookup(t, self.allow_root_tenant))
-                .transpose();
-            let started = tenant.and_then(|tenant| {
+            let started = self.tenants.of_task(&spec.tenant).and_then(|tenant| {
                 process::spawn(program, &work_dir, script, &spec.params, tenant.as_ref())
             });
             let process = match started {
@@ -1127,8 +1126,12 @@ mod tests {
                 dirs,
                 python: crate::DEFAULT_PYTHON.into(),
                 task_env: TaskEnvironment::of_worker(&[]).unwrap(),
-                datasources: Datasources::new(&Default::default(), 4).unwrap(),
-                allow_root_tenant: false,
+                datasources: Datasources::new(&Default::default(), &Default::default(), true, 4)
+                    .unwrap(),
+                tenants: Tenants {
+                    single_team: true,
+                    ..Tenants::default()
+                },
                 data_dir: dir.to_path_buf(),
                 min_free_disk: 0,
             },

@@ -14,7 +14,7 @@ use super::process::{PYTHON_SCRIPT, SHELL_SCRIPT};
 use super::reuse::Reuse;
 use std::fs;
 use std::io;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use tracing::warn;
 
@@ -43,7 +43,9 @@ impl Scratch {
                 Err(n) => n,
             };
             let dir = self.root.join(n.to_string());
-            match fs::create_dir(&dir) {
+            // Its task's alone (or its tenant's, once handed over).
+            let created = fs::DirBuilder::new().mode(0o700).create(&dir);
+            match created {
                 Ok(()) => return Ok(dir),
                 // Someone else's: on to the next number (leftovers of an earlier run of the
                 // worker are cleared when it starts, see `clear`).
@@ -100,8 +102,8 @@ fn tidy(dir: &Path) -> io::Result<bool> {
         fs::remove_dir_all(dir)?;
         return Ok(false);
     }
-    if meta.mode() & 0o7777 != 0o755 {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o755))?;
+    if meta.mode() & 0o7777 != 0o700 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
     }
     for entry in fs::read_dir(dir)? {
         let entry = entry?;

@@ -1,5 +1,6 @@
 //! Sql tasks: the task's query runs against a datasource configured on the worker
-//! (`--datasource NAME=URL`, Postgres or SQLite). One pool per datasource is created on
+//! (`--datasource NAME@PROJECTS=URL`, Postgres or SQLite) and granted to the task's
+//! project, or one the project defines as a secret. One pool per datasource is created on
 //! first use and kept.
 //!
 //! The query text is sent as it is (`raw_sql`; on Postgres the simple query protocol), so a
@@ -52,37 +53,87 @@ enum DsPool {
 /// The datasources configured on this worker and their pools.
 pub(crate) struct Datasources {
     targets: BTreeMap<String, Target>,
+    /// The projects each may serve ([`EVERY_PROJECT`]: all); none listed: every project
+    /// (on a single-team worker only, see [`Datasources::new`]).
+    grants: BTreeMap<String, Vec<String>>,
+    /// Whether the worker's users all act as admins ([`super::Tenants::single_team`]).
+    single_team: bool,
     pools: Mutex<HashMap<String, DsPool>>,
     pool_size: u32,
 }
 
+/// The grant of a datasource to every project (`--datasource NAME@*=URL`).
+pub const EVERY_PROJECT: &str = "*";
+
 impl Datasources {
-    /// Checks every URL (scheme and syntax; nothing is connected yet).
-    pub(crate) fn new(urls: &BTreeMap<String, String>, slots: u32) -> Result<Self, String> {
+    /// Checks every URL (scheme and syntax; nothing is connected yet). A worker shared by
+    /// teams refuses a datasource that does not say which projects may use it: one that
+    /// every project could use would be open to whoever may create a project.
+    pub(crate) fn new(
+        urls: &BTreeMap<String, String>,
+        grants: &BTreeMap<String, Vec<String>>,
+        single_team: bool,
+        slots: u32,
+    ) -> Result<Self, String> {
         let mut targets = BTreeMap::new();
         for (name, url) in urls {
+            if !single_team && !grants.contains_key(name) {
+                return Err(format!(
+                    "datasource '{name}' says no project that may use it, and this worker \
+                     serves several teams: grant it with --datasource {name}@PROJECT,...=URL \
+                     (or {name}@*=URL for every project), or start the worker with \
+                     --single-team if every user of this shoal may act as its admin"
+                ));
+            }
             targets.insert(name.clone(), target(name, url)?);
         }
         Ok(Datasources {
             targets,
+            grants: grants.clone(),
+            single_team,
             pools: Mutex::new(HashMap::new()),
             pool_size: slots.clamp(1, MAX_POOL),
         })
     }
 
-    /// The pool of datasource `name`: at `given` (a URL the task's project defines as a
-    /// secret), else configured on this worker. Created on first use (lazily: connections
-    /// open on demand); a given URL has a pool of its own.
-    fn pool(&self, name: &str, given: Option<&String>) -> Result<DsPool, String> {
+    /// Whether a task of `project` may use this worker's datasource `name`.
+    fn granted(&self, name: &str, project: &str) -> bool {
+        self.grants
+            .get(name)
+            .is_none_or(|to| to.iter().any(|p| p == EVERY_PROJECT || p == project))
+    }
+
+    /// The pool of datasource `name` for a task of `project`: at `given` (a URL the
+    /// project defines as a secret), else configured on this worker and granted to the
+    /// project. Created on first use (lazily: connections open on demand); a given URL has
+    /// a pool of its own.
+    fn pool(&self, name: &str, given: Option<&String>, project: &str) -> Result<DsPool, String> {
         let key = match given {
             Some(url) => format!("{name}\0{url}"),
             None => name.to_string(),
         };
+        if given.is_none() && self.targets.contains_key(name) && !self.granted(name, project) {
+            return Err(format!(
+                "datasource '{name}' of this worker is not granted to project '{project}': \
+                 the worker's operator grants it with --datasource {name}@{project}=URL (more \
+                 projects after a comma), or the project defines its own as a secret"
+            ));
+        }
         let mut pools = self.pools.lock().expect("datasource pools lock");
         if let Some(pool) = pools.get(&key) {
             return Ok(pool.clone());
         }
         let given = given.map(|url| target(name, url)).transpose()?;
+        if let Some(Target::Sqlite(_)) = &given
+            && !self.single_team
+        {
+            return Err(format!(
+                "datasource '{name}' of project '{project}' is a SQLite file, which this \
+                 worker would open as its own OS user (its data dir holds shoal's store): on \
+                 a worker of several teams, only its operator gives SQLite datasources \
+                 (--datasource {name}@{project}=sqlite://...)"
+            ));
+        }
         let Some(target) = given.as_ref().or_else(|| self.targets.get(name)) else {
             let known = if self.targets.is_empty() {
                 "none are configured on this worker".to_string()
@@ -142,15 +193,18 @@ fn target(name: &str, url: &str) -> Result<Target, String> {
     .map_err(|e| format!("datasource '{name}': invalid url: {e}"))
 }
 
-/// Runs the task's query; `given` are the datasources the task's project defines.
+/// Runs the task's query for a task of `project`; `given` are the datasources the
+/// project defines.
 pub(crate) async fn run(
     datasources: &Datasources,
+    project: &str,
     given: &HashMap<String, String>,
     spec: &SqlSpec,
     log: &TaskLog,
     kill: &KillSwitch,
 ) -> Outcome {
-    let pool = match datasources.pool(&spec.datasource, given.get(&spec.datasource)) {
+    let pool = datasources.pool(&spec.datasource, given.get(&spec.datasource), project);
+    let pool = match pool {
         Ok(p) => p,
         Err(message) => {
             log.note(&message);
@@ -501,18 +555,57 @@ mod tests {
                     ("pg", "postgres://u:p@127.0.0.1:5432/db"),
                     ("lite", "sqlite:///tmp/x.db?mode=rwc"),
                 ]),
+                &BTreeMap::new(),
+                true,
                 4
             )
             .is_ok()
         );
-        let e = Datasources::new(&urls(&[("my", "mysql://h/db")]), 4)
-            .err()
-            .unwrap();
+        let single = |pairs: &[(&str, &str)]| {
+            Datasources::new(&urls(pairs), &BTreeMap::new(), true, 4)
+                .err()
+                .unwrap()
+        };
+        let e = single(&[("my", "mysql://h/db")]);
         assert!(e.contains("'my'") && e.contains("'mysql'"), "{e}");
-        let e = Datasources::new(&urls(&[("pg", "postgres://u:secret@h:notaport/db")]), 4)
+        let e = single(&[("pg", "postgres://u:secret@h:notaport/db")]);
+        assert!(e.contains("'pg'") && !e.contains("secret"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_shared_worker_s_datasources_serve_the_projects_granted_them() {
+        let urls = BTreeMap::from([
+            ("wh".to_string(), "sqlite:///tmp/wh.db".to_string()),
+            ("all".to_string(), "sqlite:///tmp/all.db".to_string()),
+        ]);
+        let e = Datasources::new(&urls, &BTreeMap::new(), false, 4)
             .err()
             .unwrap();
-        assert!(e.contains("'pg'") && !e.contains("secret"), "{e}");
+        assert!(e.contains("--datasource all@PROJECT"), "{e}");
+        let grants = BTreeMap::from([
+            (
+                "wh".to_string(),
+                vec!["sales".to_string(), "ops".to_string()],
+            ),
+            ("all".to_string(), vec![EVERY_PROJECT.to_string()]),
+        ]);
+        let ds = Datasources::new(&urls, &grants, false, 4).unwrap();
+        assert!(ds.pool("wh", None, "ops").is_ok());
+        assert!(ds.pool("all", None, "hr").is_ok());
+        let e = ds.pool("wh", None, "hr").err().unwrap();
+        assert!(
+            e.starts_with("datasource 'wh' of this worker is not granted to project 'hr'"),
+            "{e}"
+        );
+        // A project's own SQLite URL would open files as the worker's user.
+        let own = "sqlite:///srv/shoal/shoal.db".to_string();
+        let e = ds.pool("x", Some(&own), "hr").err().unwrap();
+        assert!(
+            e.contains("only its operator gives SQLite datasources"),
+            "{e}"
+        );
+        let single = Datasources::new(&urls, &BTreeMap::new(), true, 4).unwrap();
+        assert!(single.pool("wh", None, "hr").is_ok(), "every project's");
     }
 
     #[test]

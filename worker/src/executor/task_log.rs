@@ -33,10 +33,13 @@ impl TaskLog {
     /// that cannot be created does not fail the task: the log is then kept in memory, and
     /// says why in its first line.
     pub(crate) fn open(path: &Path, mask: Mask) -> TaskLog {
+        // The worker's alone: a log holds whatever the task printed.
         let open = || {
+            use std::os::unix::fs::OpenOptionsExt;
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o600)
                 .open(path)
         };
         // The directory (one per run) is there for every task of a run but its first:

@@ -14,9 +14,57 @@ pub(crate) struct Tenant {
     pub(crate) home: String,
 }
 
+/// Which OS user a worker runs a script task as.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tenants {
+    /// The tenant of tasks whose workflow names none (`--default-tenant`).
+    pub(crate) default: Option<String>,
+    /// Whether a task may run as the worker's own OS user (`--single-team`, or a
+    /// standalone without auth): every user of this shoal may act as its admin.
+    pub(crate) single_team: bool,
+    /// Whether a tenant may be root (`--allow-root-tenant`).
+    pub(crate) allow_root: bool,
+}
+
+impl Tenants {
+    /// The tenant a task of a workflow naming `named` (empty: none) runs as; none: the
+    /// worker's own user. Unless the worker serves a single team, a task never runs as the
+    /// worker's own user, which can read the data dir, the server's keys and every other
+    /// task's files. The error says what is wrong and how to fix it.
+    pub(crate) fn of_task(&self, named: &str) -> Result<Option<Tenant>, String> {
+        let name = Some(named).filter(|n| !n.is_empty());
+        let Some(name) = name.or(self.default.as_deref()) else {
+            if self.single_team {
+                return Ok(None);
+            }
+            return Err(NO_TENANT.to_string());
+        };
+        let tenant = lookup(name, self.allow_root)?;
+        // SAFETY: geteuid cannot fail and touches no memory.
+        let me = unsafe { libc::geteuid() };
+        let root_allowed = tenant.uid == 0 && self.allow_root;
+        if !self.single_team && tenant.uid == me && !root_allowed {
+            return Err(format!(
+                "tenant '{name}' is the OS user this worker runs as, which can read its data \
+                 dir and keys: give the workflow (or --default-tenant) an unprivileged user of \
+                 its own, or start the worker with --single-team if every user of this shoal \
+                 may act as its admin"
+            ));
+        }
+        Ok(Some(tenant))
+    }
+}
+
+/// Why a task without a tenant does not run on a worker shared by several teams.
+const NO_TENANT: &str = "the workflow names no tenant, and this worker does not run tasks as \
+     its own OS user (which can read its data dir and the server's keys) since its users do \
+     not all act as admins: give the workflow a `tenant:` (an unprivileged OS user), start \
+     the worker with --default-tenant USER, or with --single-team if every user of this \
+     shoal may act as its admin";
+
 /// The tenant `name` on this machine, if this worker may run tasks as it. The error says
 /// what is wrong and how to fix it.
-pub(crate) fn lookup(name: &str, allow_root: bool) -> Result<Tenant, String> {
+fn lookup(name: &str, allow_root: bool) -> Result<Tenant, String> {
     let tenant = user(name)?.ok_or_else(|| {
         format!(
             "tenant '{name}' is not an OS user on this worker: create it on every worker of \
@@ -75,6 +123,28 @@ fn user(name: &str) -> Result<Option<Tenant>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shared_worker_runs_no_task_as_its_own_user() {
+        let shared = Tenants::default();
+        let e = shared.of_task("").unwrap_err();
+        assert!(
+            e.contains("--default-tenant") && e.contains("--single-team"),
+            "{e}"
+        );
+        let e = shared.of_task("root").unwrap_err();
+        assert!(e.contains("--allow-root-tenant"), "{e}");
+        let nobody = Tenants {
+            default: Some("nobody".into()),
+            ..Tenants::default()
+        };
+        assert_eq!(nobody.of_task("").unwrap().unwrap().name, "nobody");
+        let single = Tenants {
+            single_team: true,
+            ..Tenants::default()
+        };
+        assert_eq!(single.of_task("").unwrap(), None);
+    }
 
     #[test]
     fn root_is_found_and_refused_unless_allowed_and_strangers_are_named() {
