@@ -170,7 +170,8 @@ async fn existing(ctx: &Ctx, name: &str) -> Result<ProjectRow> {
         .ok_or_else(|| Error::NotFound(format!("no project named '{name}'")))
 }
 
-/// Deletes a project that has no workflows.
+/// Deletes a project that has no workflows, with the runs it had and their logs, its
+/// secrets and members: a project made later under the same name starts empty.
 #[utoipa::path(
     delete,
     path = "/projects/{project}",
@@ -181,7 +182,7 @@ async fn existing(ctx: &Ctx, name: &str) -> Result<ProjectRow> {
         (status = 204, description = "Deleted"),
         (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
-        (status = 409, description = "It still has workflows", body = ErrorBody),
+        (status = 409, description = "It still has workflows, a run that has not ended or is about to start, or a running backfill", body = ErrorBody),
     )
 )]
 pub async fn delete(State(ctx): State<Ctx>, ApiPath(name): ApiPath<String>) -> Result<StatusCode> {

@@ -85,6 +85,7 @@ store_suite!(
     a_rejected_command_and_the_triggers_of_the_latest_versions_are_read,
     retention_deletes_instances_ended_before_the_cutoff_with_their_rows,
     a_longer_kept_log_replaces_a_shorter_one_and_never_the_reverse,
+    a_deleted_project_takes_its_runs_and_one_made_again_starts_empty,
 );
 
 #[path = "store_suite/schedules.rs"]
@@ -111,6 +112,10 @@ use access::*;
 #[path = "store_suite/serial_groups_alerts.rs"]
 mod serial_groups_alerts;
 use serial_groups_alerts::*;
+
+#[path = "store_suite/projects.rs"]
+mod projects;
+use projects::*;
 
 #[path = "store_suite/triggers.rs"]
 mod triggers;

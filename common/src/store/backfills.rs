@@ -420,6 +420,42 @@ async fn insert_backfill(
     Ok(id)
 }
 
+/// Deletes the backfills of `project` with their runs (a deleted project's). Err(Conflict)
+/// while one is running: it would start more runs.
+pub(super) async fn delete_of_project(tx: &mut Tx, project: &str) -> Result<()> {
+    let of_project = Query::select()
+        .column(Backfill::Id)
+        .from(Backfill::Table)
+        .and_where(Expr::col(Backfill::Project).eq(project))
+        .to_owned();
+    let running: Option<(i64,)> = tx
+        .fetch_optional(
+            of_project
+                .clone()
+                .and_where(Expr::col(Backfill::State).eq(BackfillState::Running.as_str()))
+                .limit(1),
+        )
+        .await?;
+    if let Some((id,)) = running {
+        return Err(Error::Conflict(format!(
+            "project '{project}' has a running backfill ({id}); cancel it first \
+             (`shoal backfill cancel {id}`)"
+        )));
+    }
+    tx.execute(
+        Query::delete()
+            .from_table(BackfillRun::Table)
+            .and_where(Expr::col(BackfillRun::BackfillId).in_subquery(of_project)),
+    )
+    .await?;
+    tx.execute(
+        Query::delete()
+            .from_table(Backfill::Table)
+            .and_where(Expr::col(Backfill::Project).eq(project)),
+    )
+    .await
+}
+
 /// The runs of a backfill in start order.
 fn select_runs(backfill: i64) -> SelectStatement {
     Query::select()

@@ -12,7 +12,7 @@ use crate::types::{WorkflowState, now_ms};
 use sea_query::{Expr, ExprTrait, OnConflict, Query};
 
 /// States of an instance that nothing drives any more.
-const ENDED: [WorkflowState; 4] = [
+pub(super) const ENDED: [WorkflowState; 4] = [
     WorkflowState::Success,
     WorkflowState::Failure,
     WorkflowState::Stopped,
@@ -163,7 +163,7 @@ impl Store {
                  it to be picked up"
             )));
         }
-        super::retention::delete_instances(&mut tx, &[id]).await?;
+        super::retention::delete_instances(&mut tx, super::retention::with_ids(&[id])).await?;
         tx.commit().await
     }
 }

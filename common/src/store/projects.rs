@@ -132,25 +132,30 @@ impl Store {
             .collect())
     }
 
-    /// Deletes a project that has no workflows. Err(Conflict) when it has some;
-    /// Ok(false) when there is no such project.
+    /// Deletes a project that has no workflows, and with it everything of its runs:
+    /// instances with their task rows, kept logs, callbacks and alerts, refused commands,
+    /// backfills, trigger calls, secrets and members (audit rows stay: they are the
+    /// record of what was done). A project made later under the same name starts empty.
+    /// Err(Conflict) while it has workflows, a run that has not ended, a command not
+    /// claimed yet or a running backfill; Ok(false) when there is no such project.
     pub async fn delete_project(&self, name: &str) -> Result<bool> {
         let mut tx = self.db.begin().await?;
         tx.lock_key(&format!("project/{name}")).await?;
-        let workflow: Option<(String,)> = tx
-            .fetch_optional(
-                Query::select()
-                    .column(Def::Name)
-                    .from(Def::Table)
-                    .and_where(Expr::col(Def::Project).eq(name))
-                    .limit(1),
-            )
-            .await?;
-        if let Some((workflow,)) = workflow {
-            return Err(Error::Conflict(format!(
-                "project '{name}' still has workflows (e.g. '{workflow}'): only an empty project can be deleted"
-            )));
-        }
+        refuse_if_in_use(&mut tx, name).await?;
+        let runs = Query::select()
+            .column(Inst::Id)
+            .from(Inst::Table)
+            .and_where(Expr::col(Inst::Project).eq(name))
+            .to_owned();
+        super::retention::delete_instances(&mut tx, runs).await?;
+        super::backfills::delete_of_project(&mut tx, name).await?;
+        tx.execute(
+            Query::delete()
+                .from_table(ErrorCommand::Table)
+                .and_where(Expr::col(ErrorCommand::Project).eq(name)),
+        )
+        .await?;
+        // Members, secrets and trigger calls go by their foreign keys.
         let deleted: Option<(String,)> = tx
             .fetch_optional(
                 Query::delete()
@@ -272,6 +277,54 @@ impl Store {
         }
         Ok(None)
     }
+}
+
+/// Refuses, inside `tx`, to delete a project that still has workflows, or a run that has
+/// not ended or is about to start.
+async fn refuse_if_in_use(tx: &mut Tx, name: &str) -> Result<()> {
+    let first = |select: &mut sea_query::SelectStatement| select.limit(1).to_owned();
+    let workflow: Option<(String,)> = tx
+        .fetch_optional(&first(
+            Query::select()
+                .column(Def::Name)
+                .from(Def::Table)
+                .and_where(Expr::col(Def::Project).eq(name)),
+        ))
+        .await?;
+    if let Some((workflow,)) = workflow {
+        return Err(Error::Conflict(format!(
+            "project '{name}' still has workflows (e.g. '{workflow}'): only an empty project can be deleted"
+        )));
+    }
+    let ended = super::lifecycle::ENDED.map(|s| s.as_str());
+    let active: Option<(i64,)> = tx
+        .fetch_optional(&first(
+            Query::select()
+                .column(Inst::Id)
+                .from(Inst::Table)
+                .and_where(Expr::col(Inst::Project).eq(name))
+                .and_where(Expr::col(Inst::State).is_not_in(ended)),
+        ))
+        .await?;
+    if let Some((id,)) = active {
+        return Err(Error::Conflict(format!(
+            "project '{name}' has a run that has not ended (instance {id}); stop it first"
+        )));
+    }
+    let pending: Option<(i64,)> = tx
+        .fetch_optional(&first(
+            Query::select()
+                .column(Command::Id)
+                .from(Command::Table)
+                .and_where(Expr::col(Command::Project).eq(name)),
+        ))
+        .await?;
+    if let Some((id,)) = pending {
+        return Err(Error::Conflict(format!(
+            "project '{name}' has a run about to start (command {id}); wait for it and stop it"
+        )));
+    }
+    Ok(())
 }
 
 async fn set_member(tx: &mut Tx, project: &str, user: &str, role: Role) -> Result<()> {

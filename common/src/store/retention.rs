@@ -34,7 +34,9 @@ impl Store {
         let ids: Vec<(i64,)> = tx.fetch_all(&prunable(cutoff_ms, batch)).await?;
         let ids: Vec<i64> = ids.into_iter().map(|(id,)| id).collect();
         let mut pruned = Pruned::default();
-        (pruned.instances, pruned.tasks) = delete_instances(&mut tx, &ids).await?;
+        if !ids.is_empty() {
+            (pruned.instances, pruned.tasks) = delete_instances(&mut tx, with_ids(&ids)).await?;
+        }
         pruned.trigger_calls = tx
             .execute_counted(
                 Query::delete()
@@ -91,17 +93,23 @@ fn prunable(cutoff_ms: i64, batch: u64) -> SelectStatement {
         .to_owned()
 }
 
-/// Deletes instances `ids` with their task rows, kept logs, callbacks and alerts; returns
-/// how many instances and task rows went.
-pub(super) async fn delete_instances(tx: &mut Tx, ids: &[i64]) -> Result<(u64, u64)> {
-    if ids.is_empty() {
-        return Ok((0, 0));
-    }
+/// Selects the instances `ids`.
+pub(super) fn with_ids(ids: &[i64]) -> SelectStatement {
+    Query::select()
+        .column(Inst::Id)
+        .from(Inst::Table)
+        .and_where(Expr::col(Inst::Id).is_in(ids.iter().copied()))
+        .to_owned()
+}
+
+/// Deletes the instances `which` selects (their ids) with their task rows, kept logs,
+/// callbacks and alerts; returns how many instances and task rows went.
+pub(super) async fn delete_instances(tx: &mut Tx, which: SelectStatement) -> Result<(u64, u64)> {
     let tasks_of = || {
         Query::select()
             .column(Task::Id)
             .from(Task::Table)
-            .and_where(Expr::col(Task::WorkflowInstanceId).is_in(ids.iter().copied()))
+            .and_where(Expr::col(Task::WorkflowInstanceId).in_subquery(which.clone()))
             .to_owned()
     };
     tx.execute(
@@ -119,21 +127,21 @@ pub(super) async fn delete_instances(tx: &mut Tx, ids: &[i64]) -> Result<(u64, u
     tx.execute(
         Query::delete()
             .from_table(Alert::Table)
-            .and_where(Expr::col(Alert::WorkflowInstanceId).is_in(ids.iter().copied())),
+            .and_where(Expr::col(Alert::WorkflowInstanceId).in_subquery(which.clone())),
     )
     .await?;
     let tasks = tx
         .execute_counted(
             Query::delete()
                 .from_table(Task::Table)
-                .and_where(Expr::col(Task::WorkflowInstanceId).is_in(ids.iter().copied())),
+                .and_where(Expr::col(Task::WorkflowInstanceId).in_subquery(which.clone())),
         )
         .await?;
     let instances = tx
         .execute_counted(
             Query::delete()
                 .from_table(Inst::Table)
-                .and_where(Expr::col(Inst::Id).is_in(ids.iter().copied())),
+                .and_where(Expr::col(Inst::Id).in_subquery(which)),
         )
         .await?;
     Ok((instances, tasks))

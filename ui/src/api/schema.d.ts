@@ -360,7 +360,10 @@ export interface paths {
         get: operations["getProject"];
         put?: never;
         post?: never;
-        /** Deletes a project that has no workflows. */
+        /**
+         * Deletes a project that has no workflows, with the runs it had and their logs, its
+         *     secrets and members: a project made later under the same name starts empty.
+         */
         delete: operations["deleteProject"];
         options?: never;
         head?: never;
@@ -3663,7 +3666,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description It still has workflows */
+            /** @description It still has workflows, a run that has not ended or is about to start, or a running backfill */
             409: {
                 headers: {
                     [name: string]: unknown;
