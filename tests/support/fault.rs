@@ -180,6 +180,8 @@ impl Cluster {
                 // fills a small disk past it.
                 "--min-free-disk",
                 "1MiB",
+                // Tasks run as the test's user, writing where the tests read.
+                "--single-team",
             ],
         )
     }
