@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // A shoal cluster of separate processes for the browser suite: a fresh Postgres database,
 // its own etcd on free ports, `shoal api-server` on --port, one `shoal master` and two
-// `shoal worker`s (as README "A cluster on one machine" and tests/support/mod.rs).
+// `shoal worker`s (as docs/reference.md "A cluster on one machine" and tests/support/mod.rs).
 //
 //   node e2e/cluster.mjs --port 18081 [--database-url postgres://postgres@127.0.0.1:5432/postgres]
 //
