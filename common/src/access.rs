@@ -61,7 +61,7 @@ pub fn random_hex(n: usize) -> std::io::Result<String> {
     use std::io::Read;
     let mut bytes = vec![0u8; n];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex::encode(bytes))
 }
 
 /// A new API token: 256 random bits.
@@ -72,10 +72,7 @@ pub fn new_token() -> std::io::Result<String> {
 /// What the store keeps of a token. A token has 256 random bits, so an unsalted SHA-256
 /// cannot be reversed, and a lookup by hash needs no constant-time comparison.
 pub fn token_hash(token: &str) -> String {
-    Sha256::digest(token.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(Sha256::digest(token.as_bytes()))
 }
 
 #[cfg(test)]

@@ -20,24 +20,12 @@ impl fmt::Debug for SecretKey {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
 impl SecretKey {
     /// A key given as 64 hex digits.
     pub fn from_hex(text: &str) -> Result<SecretKey, String> {
-        let bytes = unhex(text.trim()).filter(|b| b.len() == 32).ok_or_else(|| {
+        let bytes = (hex::decode(text.trim()).ok())
+            .filter(|b| b.len() == 32)
+            .ok_or_else(|| {
             format!("the secret key must be 64 hex digits (32 bytes), e.g. the output of `openssl rand -hex 32`; set {ENV}")
         })?;
         let key = UnboundKey::new(&AES_256_GCM, &bytes).map_err(|_| "invalid key".to_string())?;
@@ -50,7 +38,7 @@ impl SecretKey {
         SystemRandom::new()
             .fill(&mut bytes)
             .map_err(|_| "the system's random generator failed".to_string())?;
-        Ok(hex(&bytes))
+        Ok(hex::encode(bytes))
     }
 
     /// Encrypts `value`, bound to `context` (the secret's project and name: a sealed value
@@ -68,7 +56,7 @@ impl SecretKey {
                 &mut data,
             )
             .map_err(|_| "encryption failed".to_string())?;
-        Ok(hex(&nonce) + &hex(&data))
+        Ok(hex::encode(nonce) + &hex::encode(data))
     }
 
     /// Decrypts what [`SecretKey::seal`] made for `context`; an error for another key, another
@@ -76,7 +64,7 @@ impl SecretKey {
     pub fn open(&self, context: &str, sealed: &str) -> Result<String, String> {
         let refused =
             || format!("secret {context} does not decrypt with this key (another {ENV}?)");
-        let bytes = unhex(sealed)
+        let bytes = (hex::decode(sealed).ok())
             .filter(|b| b.len() >= NONCE_LEN)
             .ok_or_else(refused)?;
         let (nonce, data) = bytes.split_at(NONCE_LEN);
@@ -127,5 +115,11 @@ mod tests {
                 .contains("64 hex digits")
         );
         assert!(SecretKey::from_hex(&"zz".repeat(32)).is_err());
+        assert!(SecretKey::from_hex(&"AB".repeat(32)).is_ok(), "either case");
+        assert!(SecretKey::from_hex(&"ab".repeat(33)).is_err(), "33 bytes");
+        assert!(
+            SecretKey::from_hex(&"+f".repeat(32)).is_err(),
+            "digits only"
+        );
     }
 }

@@ -10,7 +10,6 @@
 pub mod cidr;
 
 use crate::access::token_hash;
-use crate::cluster_secret::constant_time_eq;
 use crate::definition::DefinitionError;
 use crate::jsonpath::{JsonPath, render};
 use crate::start::{Params, check_param_name};
@@ -18,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
+use subtle::ConstantTimeEq;
 
 /// How long a `sync` call waits for its run when the trigger names no `timeout`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -308,7 +308,10 @@ pub fn seal(triggers: &mut [TriggerDef]) {
 /// Whether `presented` is the value whose hex SHA-256 is `hash`, without letting the
 /// comparison's timing tell how much of it matched.
 pub fn matches_hash(presented: &str, hash: &str) -> bool {
-    constant_time_eq(token_hash(presented).as_bytes(), hash.as_bytes())
+    token_hash(presented)
+        .as_bytes()
+        .ct_eq(hash.as_bytes())
+        .into()
 }
 
 #[cfg(test)]

@@ -21,9 +21,9 @@ use axum::response::{IntoResponse, Response};
 use policy::{Need, Scope};
 use serde::Serialize;
 use shoal_common::access::{Role, token_hash};
-use shoal_common::cluster_secret::constant_time_eq;
 use shoal_common::store::{AuditEntry, TokenOwner, audited};
 use std::collections::{BTreeMap, HashMap};
+use subtle::ConstantTimeEq;
 use utoipa::ToSchema;
 
 /// How the API authenticates its callers.
@@ -148,7 +148,7 @@ async fn authenticate(ctx: &Ctx, headers: &HeaderMap) -> Result<Caller> {
     let token = bearer(headers).ok_or(Error::Unauthorized)?;
     if admin_token
         .as_deref()
-        .is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes()))
+        .is_some_and(|t| t.as_bytes().ct_eq(token.as_bytes()).into())
     {
         return Ok(Caller::global_admin(ADMIN_TOKEN_ACTOR));
     }

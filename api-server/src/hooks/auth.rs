@@ -8,11 +8,14 @@ use axum::extract::{ConnectInfo, Request};
 use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use base64::alphabet;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use shoal_common::access::token_hash;
-use shoal_common::cluster_secret::constant_time_eq;
 use shoal_common::trigger::cidr::Cidr;
 use shoal_common::trigger::{Credential, TriggerDef, matches_hash};
 use std::net::{IpAddr, SocketAddr};
+use subtle::ConstantTimeEq;
 
 /// The caller's address: the TCP peer, unless the peer is a trusted proxy; then the
 /// nearest address of its `X-Forwarded-For` that is not a trusted proxy itself (the
@@ -101,7 +104,7 @@ fn presented(headers: &HeaderMap) -> Presented {
         return Presented::Bearer(rest.to_string());
     }
     if scheme.eq_ignore_ascii_case("basic") {
-        let pair = base64_decode(rest).and_then(|bytes| String::from_utf8(bytes).ok());
+        let pair = (BASIC.decode(rest).ok()).and_then(|bytes| String::from_utf8(bytes).ok());
         if let Some((user, password)) = pair.as_deref().and_then(|p| p.split_once(':')) {
             return Presented::Basic {
                 user: user.to_string(),
@@ -112,29 +115,14 @@ fn presented(headers: &HeaderMap) -> Presented {
     Presented::Unreadable
 }
 
-/// Standard base64 (RFC 4648; trailing `=` optional), as HTTP Basic sends it.
-fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() / 4 * 3);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in text.trim_end_matches('=').bytes() {
-        let sextet = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(sextet);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push(u8::try_from(acc >> bits).ok()?);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
-}
+/// Standard base64 (RFC 4648) as HTTP Basic sends it; some clients leave out the `=`
+/// padding, or set the unused bits of the last character.
+const BASIC: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+        .with_decode_allow_trailing_bits(true),
+);
 
 /// A refused credential: 401 with the challenge of the trigger's scheme, so a client that
 /// sends credentials only when challenged (curl --anyauth, browsers) sends them.
@@ -189,10 +177,9 @@ pub(super) async fn check_credential(
         (Some(basic), _, Presented::Basic { user, password }) => {
             let hash = expected_hash(ctx, project, &basic.password).await?;
             // Both compared, so the time taken does not tell which one was wrong.
-            let right_user = constant_time_eq(
-                token_hash(&user).as_bytes(),
-                token_hash(&basic.user).as_bytes(),
-            );
+            let right_user: bool = (token_hash(&user).as_bytes())
+                .ct_eq(token_hash(&basic.user).as_bytes())
+                .into();
             let right = right_user & matches_hash(&password, &hash);
             Ok(right.then_some(()).ok_or_else(|| {
                 refuse(
@@ -308,9 +295,13 @@ mod tests {
         assert!(basic("Basic dTpw!").is_none());
         assert!(basic("Basic dXNlcg==").is_none(), "no ':'");
         assert!(basic("Bearer dTpw").is_none());
-        assert_eq!(base64_decode("").unwrap(), b"");
-        assert_eq!(base64_decode("TWFu").unwrap(), b"Man");
-        assert_eq!(base64_decode("TWE=").unwrap(), b"Ma");
-        assert_eq!(base64_decode("TQ==").unwrap(), b"M");
+        assert_eq!(BASIC.decode("").unwrap(), b"");
+        assert_eq!(BASIC.decode("TWFu").unwrap(), b"Man");
+        assert_eq!(BASIC.decode("TWE=").unwrap(), b"Ma");
+        assert_eq!(BASIC.decode("TWE").unwrap(), b"Ma", "padding optional");
+        assert_eq!(BASIC.decode("TQ==").unwrap(), b"M");
+        assert_eq!(BASIC.decode("TR==").unwrap(), b"M", "unused bits set");
+        assert!(BASIC.decode("TWFu-_").is_err(), "not the URL alphabet");
+        assert!(BASIC.decode("T").is_err(), "not a whole byte");
     }
 }

@@ -1,6 +1,7 @@
 //! CIDR blocks (`10.0.0.0/8`, `2001:db8::/32`, or a bare address for one host): a
 //! trigger's `allow_ips` and the api-server's `--trusted-proxy` addresses.
 
+use ipnet::IpNet;
 use serde::{Serialize, Serializer};
 use std::fmt;
 use std::net::IpAddr;
@@ -8,34 +9,19 @@ use std::str::FromStr;
 
 /// A network: an address whose host bits are zero, and its prefix length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cidr {
-    network: IpAddr,
-    prefix: u8,
-}
+pub struct Cidr(IpNet);
 
 impl Cidr {
     /// Whether `ip` is in this network. An IPv4 address mapped into IPv6 (`::ffff:a.b.c.d`,
     /// what a server bound to `::` sees of an IPv4 client) counts as that IPv4 address.
     pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.network, ip.to_canonical()) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                masked(u128::from(u32::from(ip)), 32, self.prefix) == u128::from(u32::from(net))
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                masked(u128::from(ip), 128, self.prefix) == u128::from(net)
-            }
-            _ => false,
-        }
+        self.0.contains(&ip.to_canonical())
     }
 }
 
-/// `bits` (an address `width` bits wide) with all but its first `prefix` bits cleared.
-fn masked(bits: u128, width: u8, prefix: u8) -> u128 {
-    let host = u32::from(width - prefix);
-    // A shift by the whole width (a /0 of IPv6) overflows: nothing is left.
-    bits.checked_shr(host).map_or(0, |b| b << host)
-}
-
+/// Parsed here rather than by [`IpNet`]'s `FromStr`: a bare address is a host's block,
+/// host bits past the prefix are refused (`10.1.2.3/8` is likely a typo), and the error
+/// says which part is wrong.
 impl FromStr for Cidr {
     type Err = String;
 
@@ -44,39 +30,31 @@ impl FromStr for Cidr {
             Some((addr, prefix)) => (addr, Some(prefix)),
             None => (text, None),
         };
-        let network: IpAddr = addr.trim().parse().map_err(|_| {
+        let address: IpAddr = addr.trim().parse().map_err(|_| {
             format!("'{text}' is not an IP address or CIDR block (e.g. 10.0.0.0/8, 192.0.2.7, 2001:db8::/32)")
         })?;
-        let width = if network.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            None => width,
-            Some(p) => p
-                .trim()
-                .parse::<u8>()
-                .ok()
-                .filter(|p| *p <= width)
-                .ok_or_else(|| {
-                    format!(
-                        "'{text}': the prefix length after '/' must be a number from 0 to {width}"
-                    )
-                })?,
+        let host = IpNet::from(address);
+        let width = host.max_prefix_len();
+        let net = match prefix {
+            None => Some(host),
+            Some(p) => (p.trim().parse::<u8>().ok()).and_then(|p| IpNet::new(address, p).ok()),
         };
-        let bits = match network {
-            IpAddr::V4(a) => u128::from(u32::from(a)),
-            IpAddr::V6(a) => u128::from(a),
-        };
-        if masked(bits, width, prefix) != bits {
+        let net = net.ok_or_else(|| {
+            format!("'{text}': the prefix length after '/' must be a number from 0 to {width}")
+        })?;
+        if net.network() != address {
             return Err(format!(
-                "'{text}' has bits set past its /{prefix} prefix: write the network's first address, or /{width} for the one host"
+                "'{text}' has bits set past its /{} prefix: write the network's first address, or /{width} for the one host",
+                net.prefix_len()
             ));
         }
-        Ok(Cidr { network, prefix })
+        Ok(Cidr(net))
     }
 }
 
 impl fmt::Display for Cidr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.network, self.prefix)
+        self.0.fmt(f)
     }
 }
 
