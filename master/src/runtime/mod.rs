@@ -12,12 +12,14 @@ mod contract;
 mod control;
 mod do_while;
 mod errors;
+mod facts;
 mod fanout;
 mod params;
 mod restore;
 mod scope;
 
 pub use contract::{Action, Event, Outcome};
+pub use facts::{Expiry, Fact};
 pub use restore::Recorded;
 
 use petgraph::Direction;
