@@ -152,7 +152,11 @@ pub async fn start(
         gate: membership.gate(),
         lost: membership.lost(),
     };
-    let dispatcher = Dispatcher::new(workers, clients, engine_tx.clone(), lease);
+    let to_engine = engine_tx.clone();
+    let reports = Box::new(move |r: dispatch::Report| {
+        let _ = to_engine.send(r.into());
+    });
+    let dispatcher = Dispatcher::new(workers, clients, reports, lease);
     let leadership = registry.lead("cron", &addr, shutdown.clone());
     // Housekeeping goes with the cron lead: one master does it.
     let retention = config.retention.map(|keep| Retention {

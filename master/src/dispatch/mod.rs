@@ -5,7 +5,6 @@
 //! (another master filled it) is rested briefly and the tasks keep their queue place.
 
 use crate::clients::Peers;
-use crate::engine::EngineMsg;
 use crate::queue::{Popped, QueuedTask, TaskQueue};
 use shoal_common::metrics;
 use shoal_common::proto::DispatchRequest;
@@ -45,6 +44,20 @@ pub enum DispatchMsg {
     },
 }
 
+/// What the dispatcher tells the engine about the tasks it was given.
+pub enum Report {
+    /// The task went to `worker`.
+    Dispatched { id: i64, worker: String },
+    /// The task left the queue without reaching a worker (kill or pause).
+    Cancelled { id: i64 },
+    /// Queued tasks that cannot go out yet, and why (shown on the task).
+    Waiting { ids: Vec<i64>, reason: String },
+}
+
+/// Where the dispatcher's reports go: the engine's inbox. A function, so the dispatcher
+/// names no engine type and the two modules do not import each other.
+pub type ReportTo = Box<dyn Fn(Report) + Send>;
+
 struct BatchResult {
     worker: String,
     sent: Vec<Popped>,
@@ -69,7 +82,7 @@ pub struct Dispatcher {
     queue: TaskQueue,
     workers: NodeWatch,
     clients: Peers,
-    engine: mpsc::UnboundedSender<EngineMsg>,
+    engine: ReportTo,
     /// Tasks this master has on each worker (sent and not yet finished).
     outstanding: HashMap<String, HashSet<i64>>,
     resting: HashMap<String, Instant>,
@@ -83,12 +96,7 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    pub fn new(
-        workers: NodeWatch,
-        clients: Peers,
-        engine: mpsc::UnboundedSender<EngineMsg>,
-        lease: LeaseCheck,
-    ) -> Self {
+    pub fn new(workers: NodeWatch, clients: Peers, engine: ReportTo, lease: LeaseCheck) -> Self {
         let (results_tx, results_rx) = mpsc::unbounded_channel();
         Dispatcher {
             lease,
@@ -143,7 +151,7 @@ impl Dispatcher {
                 // comes back. Anything else already reached a worker: the engine kills it.
                 self.waiting_reported.remove(&id);
                 if self.queue.remove(id) {
-                    let _ = self.engine.send(EngineMsg::Cancelled { id });
+                    (self.engine)(Report::Cancelled { id });
                 } else if self.in_flight.contains(&id) {
                     self.cancelled.insert(id);
                 }
@@ -177,7 +185,7 @@ impl Dispatcher {
                 metrics::DISPATCH_LATENCY.observe(p.task.queued_at.elapsed());
                 // A cancel that raced the RPC is the engine's to finish: it kills on the worker.
                 self.cancelled.remove(&id);
-                let _ = self.engine.send(EngineMsg::Dispatched {
+                (self.engine)(Report::Dispatched {
                     id,
                     worker: r.worker.clone(),
                 });
@@ -212,7 +220,7 @@ impl Dispatcher {
     fn requeue_or_cancel(&mut self, p: Popped) -> bool {
         let id = p.task.spec.task_instance_id;
         if self.cancelled.remove(&id) {
-            let _ = self.engine.send(EngineMsg::Cancelled { id });
+            (self.engine)(Report::Cancelled { id });
             false
         } else {
             self.queue.requeue(p);
@@ -284,7 +292,7 @@ impl Dispatcher {
             .filter(|id| self.waiting_reported.insert(*id))
             .collect();
         if !new.is_empty() {
-            let _ = self.engine.send(EngineMsg::Waiting { ids: new, reason });
+            (self.engine)(Report::Waiting { ids: new, reason });
         }
     }
 

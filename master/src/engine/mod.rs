@@ -35,7 +35,7 @@ mod timers;
 mod waits;
 
 use crate::clients::Peers;
-use crate::dispatch::DispatchMsg;
+use crate::dispatch::{DispatchMsg, Report};
 use crate::runtime::{Action, Event, Node, Outcome, Recorded, Recovery, Refused, WorkflowRuntime};
 use crate::secrets::Secrets;
 use shoal_common::definition::TimeoutStrategy;
@@ -192,6 +192,16 @@ pub enum EngineMsg {
     Unattended(Vec<(i64, i64)>),
     /// A reloaded instance had moved on (another master has it, or it ended).
     NotReloaded(i64),
+}
+
+impl From<Report> for EngineMsg {
+    fn from(r: Report) -> Self {
+        match r {
+            Report::Dispatched { id, worker } => EngineMsg::Dispatched { id, worker },
+            Report::Cancelled { id } => EngineMsg::Cancelled { id },
+            Report::Waiting { ids, reason } => EngineMsg::Waiting { ids, reason },
+        }
+    }
 }
 
 /// An instance this master drives.
