@@ -188,9 +188,8 @@ impl Engine {
             );
         }
         for id in lost {
-            let message =
-                Some("its worker was gone when a new master took the instance over".to_string());
-            self.settle(id, TaskState::NeedFaultTolerance, message, cycle, now);
+            let why = "its worker was gone when a new master took the instance over";
+            self.settle(id, Fact::Lost(why.into()), cycle, now);
         }
     }
 
@@ -208,11 +207,8 @@ impl Engine {
         let task = match spec::build(run, node, id, t.attempt, &self.master_addr, &self.secrets) {
             Ok(task) => task,
             Err(message) => {
-                let _ = self.me.send(EngineMsg::Settle {
-                    id,
-                    state: TaskState::Failure,
-                    message: Some(message),
-                });
+                let fact = Fact::Unrunnable(message);
+                let _ = self.me.send(EngineMsg::Settle { id, fact });
                 return;
             }
         };
@@ -235,14 +231,10 @@ impl Engine {
             };
             if !accepted {
                 warn!(task_instance_id = id, %worker, "worker did not take the adopted task back; it runs again");
-                let message = Some(format!(
+                let fact = Fact::Lost(format!(
                     "worker {worker} could not be reached after a master failover"
                 ));
-                let _ = me.send(EngineMsg::Settle {
-                    id,
-                    state: TaskState::NeedFaultTolerance,
-                    message,
-                });
+                let _ = me.send(EngineMsg::Settle { id, fact });
             }
         });
     }

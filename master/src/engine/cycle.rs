@@ -102,13 +102,11 @@ impl Engine {
                 let _ = self.me.send(EngineMsg::Cancelled { id });
                 continue;
             }
-            t.place = Place::Waiting;
-            self.waits.tasks.insert(id, wait);
+            t.place = Place::Waiting(wait);
+            self.waits.began();
         }
-        self.waits.tasks.retain(|id, _| self.tasks.contains_key(id));
-        self.waits.poll(&self.store, &self.me);
         for (id, request) in cycle.callbacks {
-            if self.waits.tasks.contains_key(&id) {
+            if let Some(Place::Waiting(_)) = self.tasks.get(&id).map(|t| &t.place) {
                 callback::send(self.store.clone(), id, request);
             }
         }
@@ -144,5 +142,6 @@ impl Engine {
             }
             self.drop_run(instance);
         }
+        self.poll_waits();
     }
 }

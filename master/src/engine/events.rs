@@ -95,18 +95,29 @@ impl Engine {
         );
     }
 
-    pub(super) fn settle(
+    /// Ends an attempt the master settles, in the state its runtime decides for `fact`.
+    pub(super) fn settle(&mut self, id: i64, fact: Fact, cycle: &mut Cycle, now: i64) {
+        self.settle_with(id, fact, Params::new(), cycle, now);
+    }
+
+    /// [`Self::settle`] with the outputs the attempt passes on.
+    pub(super) fn settle_with(
         &mut self,
         id: i64,
-        state: TaskState,
-        message: Option<String>,
+        fact: Fact,
+        output: Params,
         cycle: &mut Cycle,
         now: i64,
     ) {
+        let Some(run) = self.tasks.get(&id).and_then(|t| self.runs.get(&t.instance)) else {
+            return;
+        };
+        let (state, message) = run.rt.decide(fact);
         let mut u = TaskUpdate::state(id, state);
         u.ended_at = Some(now);
         u.message = message;
-        self.task_event(id, u, Params::new(), None, cycle, now);
+        u.output = (!output.is_empty()).then(|| output.clone());
+        self.task_event(id, u, output, None, cycle, now);
     }
 
     /// Applies a task's state change to its runtime and writes it if accepted;

@@ -21,7 +21,7 @@ impl Engine {
         }
         let items = match spec::foreach_items(run, node, id) {
             Ok(items) => items,
-            Err(message) => return self.settle(id, TaskState::Failure, Some(message), cycle, now),
+            Err(why) => return self.settle(id, Fact::Unrunnable(why), cycle, now),
         };
         let spec = run.rt.definition().tasks[node].foreach.as_ref();
         let at_once = match spec.and_then(|s| s.max_parallel) {

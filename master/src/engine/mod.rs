@@ -32,11 +32,14 @@ mod tasks;
 #[cfg(test)]
 mod tests;
 mod timers;
+mod waiting;
 mod waits;
 
 use crate::clients::Peers;
 use crate::dispatch::{DispatchMsg, Report};
-use crate::runtime::{Action, Event, Node, Outcome, Recorded, Recovery, Refused, WorkflowRuntime};
+use crate::runtime::{
+    Action, Event, Fact, Node, Outcome, Recorded, Recovery, Refused, WorkflowRuntime,
+};
 use crate::secrets::Secrets;
 use shoal_common::definition::TimeoutStrategy;
 use shoal_common::metrics;
@@ -106,11 +109,11 @@ pub enum EngineMsg {
     Cancelled {
         id: i64,
     },
-    /// The master itself settles a task: a dry run, or an undefined parameter.
+    /// The master itself settles a task (a logic task, a dry run, a task that cannot
+    /// run); the runtime decides its state from `fact`.
     Settle {
         id: i64,
-        state: TaskState,
-        message: Option<String>,
+        fact: Fact,
     },
     /// A task's delay or retry interval is over.
     Ready {
@@ -235,14 +238,15 @@ struct TaskRef {
 /// Where an attempt the engine has out is: the one record of it on this master (its state
 /// as the runtime sees it lives in the runtime; the row follows both). Every move is in
 /// docs/task-life.md.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 enum Place {
     /// Recorded, not yet routed: `enqueue` sends it to a slot wait, the master or the queue.
     New,
     /// Waiting out a delay or retry interval; a timer brings `Ready`.
     Delayed,
-    /// In `waits` (a task-group slot, a child run, a dependency), polled from the store.
-    Waiting,
+    /// Waiting for a task-group slot, a child run, a dependency or its completion; the
+    /// wait poll (`waits`) reads what every waiting attempt waits for from here.
+    Waiting(waits::Wait),
     /// Being settled on the master by a message the engine sent itself: a logic task, a
     /// dry run, a sub_workflow task whose child run is being written.
     OnMaster,
@@ -284,6 +288,17 @@ impl Place {
 
     fn killing(&self) -> bool {
         matches!(self, Place::Killing { .. })
+    }
+
+    /// Ends the attempt's wait, if it waits: it is settled on the master now.
+    fn unwait(&mut self) -> Option<waits::Wait> {
+        match std::mem::replace(self, Place::OnMaster) {
+            Place::Waiting(wait) => Some(wait),
+            other => {
+                *self = other;
+                None
+            }
+        }
     }
 }
 

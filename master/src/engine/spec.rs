@@ -8,10 +8,8 @@ use crate::runtime::Node;
 use crate::secrets::{self, Secrets};
 use chrono::NaiveDateTime;
 use shoal_common::definition::{
-    CALLBACK_URL, DEFAULT_CHECK_INTERVAL, DEFAULT_DEPENDENT_TIMEOUT, ITERATION, MAX_ITEMS,
-    OnTimeout, TaskDef,
+    CALLBACK_URL, DEFAULT_CHECK_INTERVAL, DEFAULT_DEPENDENT_TIMEOUT, ITERATION, MAX_ITEMS, TaskDef,
 };
-use shoal_common::duration;
 use shoal_common::expr;
 use shoal_common::mask::Mask;
 use shoal_common::params::{
@@ -22,7 +20,7 @@ use shoal_common::schedule::local_time;
 use shoal_common::start::Params;
 use shoal_common::start::StartOptions;
 use shoal_common::store::{ChildStart, NewCommand};
-use shoal_common::types::{CommandKind, TaskState, TaskType, WorkflowState, now_ms};
+use shoal_common::types::{CommandKind, TaskType, WorkflowState, now_ms};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -175,19 +173,10 @@ pub(super) fn callback_request(
 /// The wait of a wait or callback task that started waiting at `started_ms`: its
 /// timeout, if any, counts from then, on whichever master drives it.
 pub(super) fn signal(run: &Run, node: Node, started_ms: i64) -> Wait {
-    let def = &run.rt.definition().tasks[node];
-    let expiry = def.timeout.map(|timeout| {
-        let after = format!("timed out after {}", duration::format(timeout));
-        let (state, message) = match def.on_timeout() {
-            OnTimeout::Fail => (TaskState::Failure, format!("{after}: nothing completed it")),
-            OnTimeout::Succeed => (TaskState::Success, format!("{after}; on_timeout: succeed")),
-            OnTimeout::Run(task) => (TaskState::Success, format!("{after}; '{task}' runs")),
-        };
-        Expiry {
-            at_ms: started_ms + timeout.as_millis() as i64,
-            state,
-            message,
-        }
+    let expiry = run.rt.wait_expiry(node).map(|e| Expiry {
+        at_ms: started_ms + e.after.as_millis() as i64,
+        state: e.state,
+        message: e.message,
     });
     Wait::Signal { expiry }
 }

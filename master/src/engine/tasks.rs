@@ -20,10 +20,8 @@ impl Engine {
             Place::Killing { .. } | Place::Withdrawn => return,
             Place::New | Place::Delayed => {
                 if let Some(group) = groups::slot_group(run, node) {
-                    t.place = Place::Waiting;
-                    let wait = waits::Wait::TaskGroup(group.to_string());
-                    self.waits.tasks.insert(id, wait);
-                    self.waits.poll(&self.store, &self.me);
+                    t.place = Place::Waiting(waits::Wait::TaskGroup(group.to_string()));
+                    self.waits.began();
                     return;
                 }
             }
@@ -54,37 +52,27 @@ impl Engine {
                 TaskType::Terminate => {
                     let spec = run.rt.definition().tasks[node].terminate.as_ref();
                     let state = spec.map_or("", |t| t.state.as_str());
-                    settle_msg(id, TaskState::Success, format!("ended the run as {state}"))
+                    settle_msg(id, Fact::Done(Some(format!("ended the run as {state}"))))
                 }
                 TaskType::Dependent => {
-                    t.place = Place::Waiting;
-                    let wait = spec::dependency(run, node, t.since_ms);
-                    self.waits.tasks.insert(id, wait);
-                    self.waits.poll(&self.store, &self.me);
+                    t.place = Place::Waiting(spec::dependency(run, node, t.since_ms));
+                    self.waits.began();
                     return;
                 }
                 TaskType::Conditions => match spec::conditions_choice(run, node, id) {
                     Ok(Some(chosen)) => EngineMsg::Branched { id, chosen },
                     // Without `when`, the runtime takes the branch as the task ends.
-                    Ok(None) => EngineMsg::Settle {
-                        id,
-                        state: TaskState::Success,
-                        message: None,
-                    },
-                    Err(message) => settle_msg(id, TaskState::Failure, message),
+                    Ok(None) => settle_msg(id, Fact::Done(None)),
+                    Err(why) => settle_msg(id, Fact::Unrunnable(why)),
                 },
                 TaskType::Switch => match spec::switch_choice(run, node, id) {
                     Ok(chosen) => EngineMsg::Branched { id, chosen },
-                    Err(message) => settle_msg(id, TaskState::Failure, message),
+                    Err(why) => settle_msg(id, Fact::Unrunnable(why)),
                 },
-                _ => EngineMsg::Settle {
-                    id,
-                    state: TaskState::Success,
-                    message: None,
-                },
+                _ => settle_msg(id, Fact::Done(None)),
             }
         } else if run.options.dry_run {
-            settle_msg(id, TaskState::Success, "dry run: not executed".into())
+            settle_msg(id, Fact::Done(Some("dry run: not executed".into())))
         } else {
             match spec::build(run, node, id, t.attempt, &self.master_addr, &self.secrets) {
                 Ok(task) => {
@@ -92,7 +80,7 @@ impl Engine {
                     let _ = self.dispatcher.send(DispatchMsg::Push(task));
                     return;
                 }
-                Err(message) => settle_msg(id, TaskState::Failure, message),
+                Err(why) => settle_msg(id, Fact::Unrunnable(why)),
             }
         };
         t.place = Place::OnMaster;
@@ -110,12 +98,12 @@ impl Engine {
         };
         let was = std::mem::replace(&mut t.place, Place::Killing { worker: None });
         // A sub_workflow's child run is stopped too.
-        if let Some(waits::Wait::Child) = self.waits.tasks.remove(&id) {
+        if let Place::Waiting(waits::Wait::Child) = was {
             child_stop::stop_child(self.store.clone(), self.clients.clone(), id);
         }
         let worker = match was {
             // In no queue and on no worker: cancelled right here.
-            Place::New | Place::Delayed | Place::Waiting | Place::Withdrawn => {
+            Place::New | Place::Delayed | Place::Waiting(_) | Place::Withdrawn => {
                 let _ = self.me.send(EngineMsg::Cancelled { id });
                 return;
             }
@@ -161,15 +149,9 @@ impl Engine {
         let Some(t) = self.tasks.get_mut(&id) else {
             return;
         };
-        match self.waits.tasks.get(&id) {
-            Some(waits::Wait::Child) => return,
-            Some(_) => {
-                self.waits.tasks.remove(&id);
-            }
-            None => {}
-        }
         match t.place {
-            Place::New | Place::Delayed | Place::Waiting => {
+            Place::Waiting(waits::Wait::Child) => {}
+            Place::New | Place::Delayed | Place::Waiting(_) => {
                 t.place = Place::Withdrawn;
                 let _ = self.me.send(EngineMsg::Cancelled { id });
             }
@@ -178,6 +160,20 @@ impl Engine {
             }
             _ => {}
         }
+    }
+
+    /// Starts a poll of what the waiting attempts wait for, if one is due.
+    pub(super) fn poll_waits(&mut self) {
+        let waiting = self.tasks.iter().filter_map(|(id, t)| match &t.place {
+            Place::Waiting(wait) => Some((*id, wait)),
+            _ => None,
+        });
+        self.waits.poll(&self.store, &self.me, waiting);
+    }
+
+    /// Ends the wait of attempt `id`, if it waits (see [`Place::unwait`]).
+    pub(super) fn unwait(&mut self, id: i64) -> Option<waits::Wait> {
+        self.tasks.get_mut(&id)?.place.unwait()
     }
 
     pub(super) fn drop_run(&mut self, instance: i64) {
@@ -203,12 +199,8 @@ impl Engine {
     }
 }
 
-fn settle_msg(id: i64, state: TaskState, message: String) -> EngineMsg {
-    EngineMsg::Settle {
-        id,
-        state,
-        message: Some(message),
-    }
+fn settle_msg(id: i64, fact: Fact) -> EngineMsg {
+    EngineMsg::Settle { id, fact }
 }
 
 pub(super) fn new_task(

@@ -11,7 +11,6 @@ use shoal_common::definition::{
 use shoal_common::start::Params;
 use shoal_common::store::{ChildState, SlotGrants, Store, TaskInstanceRow};
 use shoal_common::types::{TaskState, now_ms};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -81,20 +80,39 @@ pub struct Polled {
     pub ended: Vec<TaskInstanceRow>,
 }
 
+/// The poll of the waits. What each attempt waits for lives in its place
+/// (`Place::Waiting`); this only knows whether a poll is under way or may be due.
 #[derive(Default)]
 pub struct Waits {
-    pub tasks: HashMap<i64, Wait>,
     polling: bool,
+    /// A wait began or a poll ended since the last look: whether anything waits is
+    /// worth a look (a look reads every attempt the engine has out).
+    stale: bool,
 }
 
 impl Waits {
-    /// Starts one poll if anything waits and none is under way.
-    pub fn poll(&mut self, store: &Store, me: &mpsc::UnboundedSender<EngineMsg>) {
-        if self.polling || self.tasks.is_empty() {
+    /// An attempt began to wait.
+    pub fn began(&mut self) {
+        self.stale = true;
+    }
+
+    /// Starts one poll of `waiting` if none is under way and anything waits.
+    pub fn poll<'a>(
+        &mut self,
+        store: &Store,
+        me: &mpsc::UnboundedSender<EngineMsg>,
+        waiting: impl Iterator<Item = (i64, &'a Wait)>,
+    ) {
+        if self.polling || !self.stale {
+            return;
+        }
+        self.stale = false;
+        let waits: Vec<(i64, Wait)> = waiting.map(|(id, w)| (id, w.clone())).collect();
+        if waits.is_empty() {
             return;
         }
         self.polling = true;
-        let (store, me, waits) = (store.clone(), me.clone(), self.tasks.clone());
+        let (store, me) = (store.clone(), me.clone());
         tokio::spawn(async move {
             tokio::time::sleep(POLL).await;
             let polled = check(&store, waits).await;
@@ -102,12 +120,14 @@ impl Waits {
         });
     }
 
+    /// A poll's answer came in: the next may start.
     pub fn polled(&mut self) {
         self.polling = false;
+        self.stale = true;
     }
 }
 
-async fn check(store: &Store, waits: HashMap<i64, Wait>) -> Polled {
+async fn check(store: &Store, waits: Vec<(i64, Wait)>) -> Polled {
     let mut polled = Polled {
         children: Vec::new(),
         met: Vec::new(),
@@ -168,7 +188,7 @@ async fn check(store: &Store, waits: HashMap<i64, Wait>) -> Polled {
 
 /// Ends the signal waits whose expiry passed (unless completed first), then reads which
 /// of them no longer wait.
-async fn signals(store: &Store, waits: &HashMap<i64, Wait>, polled: &mut Polled) {
+async fn signals(store: &Store, waits: &[(i64, Wait)], polled: &mut Polled) {
     let mut ids = Vec::new();
     for (id, wait) in waits {
         let Wait::Signal { expiry } = wait else {

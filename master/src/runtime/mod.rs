@@ -274,11 +274,6 @@ impl WorkflowRuntime {
         self.end_message.as_deref()
     }
 
-    /// True while a pause is settling: what is withdrawn from the queue becomes `paused`.
-    pub fn pausing(&self) -> bool {
-        self.pause_requested
-    }
-
     fn mark_passed(&mut self, node: Node) {
         self.passed += 1;
         for d in self

@@ -1,0 +1,154 @@
+//! Attempts that begin to wait on the master (a sub_workflow task for its child run, a
+//! wait or callback task for its completion), and what a poll of the waits found.
+
+use super::*;
+
+impl Engine {
+    /// A sub_workflow task's child run is written with this cycle; the task waits for it.
+    pub(super) fn start_child(&mut self, id: i64, cycle: &mut Cycle, now: i64) {
+        let Some(t) = self.tasks.get(&id) else { return };
+        // Stopped before its child was written: it never starts one.
+        if t.place.killing() {
+            let _ = self.me.send(EngineMsg::Cancelled { id });
+            return;
+        }
+        let Some(run) = self.runs.get(&t.instance) else {
+            return;
+        };
+        match spec::child_start(run, t.node, id) {
+            Ok(child) => {
+                cycle.epochs.insert(t.instance, run.epoch);
+                cycle.batch.children.push(child);
+                cycle.waits.push((id, waits::Wait::Child));
+            }
+            Err(why) => self.settle(id, Fact::Unrunnable(why), cycle, now),
+        }
+    }
+
+    /// Records a wait or callback task as waiting (and its callback request, sent once the
+    /// record is committed).
+    pub(super) fn start_wait(&mut self, id: i64, cycle: &mut Cycle, now: i64) {
+        let Some(t) = self.tasks.get(&id) else { return };
+        if t.place.killing() {
+            let _ = self.me.send(EngineMsg::Cancelled { id });
+            return;
+        }
+        let Some(run) = self.runs.get(&t.instance) else {
+            return;
+        };
+        let node = t.node;
+        let mut message = format!(
+            "waiting to be completed: `shoal task complete {id}` or POST /api/v1/task-instances/{id}/complete"
+        );
+        if run.rt.definition().tasks[node].kind() == TaskType::Callback {
+            let api = self.api_url.as_deref();
+            match spec::callback_request(run, node, id, &self.secrets, api) {
+                Ok(request) => {
+                    let to = request.shown_url();
+                    message = format!("waiting for its callback (request to {to})");
+                    cycle.callbacks.push((id, request));
+                }
+                Err(why) => return self.settle(id, Fact::Unrunnable(why), cycle, now),
+            }
+        }
+        let wait = spec::signal(run, node, now);
+        let mut u = TaskUpdate::state(id, TaskState::Waiting);
+        u.started_at = Some(now);
+        u.message = Some(message);
+        self.task_event(id, u, Params::new(), None, cycle, now);
+        cycle.waits.push((id, wait));
+    }
+
+    /// What the last poll of the waits found: each attempt whose wait ended is settled
+    /// from what ended it (or sent out, with its slot).
+    pub(super) fn polled(&mut self, polled: waits::Polled, cycle: &mut Cycle, now: i64) {
+        self.waits.polled();
+        // A slot granted in the store is durable already: queue the task at once.
+        for id in polled.grants.granted {
+            // Not waiting: cancelled meanwhile; its end frees the slot.
+            if self.unwait(id).is_none() {
+                continue;
+            }
+            let Some(t) = self.tasks.get(&id) else {
+                continue;
+            };
+            let (instance, node) = (t.instance, t.node);
+            self.send_out(instance, node);
+        }
+        for (id, group) in polled.grants.no_group {
+            self.unwait(id);
+            let message = format!(
+                "task group '{group}' does not exist; create it with `shoal task-group create {group} --slots N`"
+            );
+            self.settle(id, Fact::Unrunnable(message), cycle, now);
+        }
+        for (id, child) in polled.children {
+            let (fact, output) = match child {
+                ChildState::Waiting => continue,
+                ChildState::Ended {
+                    instance,
+                    state,
+                    outputs,
+                } => (Fact::ChildEnded { instance, state }, outputs),
+                ChildState::Failed(why) => (Fact::Unrunnable(why), Params::new()),
+            };
+            self.unwait(id);
+            self.settle_with(id, fact, output, cycle, now);
+        }
+        for (id, output) in polled.met {
+            self.unwait(id);
+            self.settle_with(id, Fact::DependencyMet, output, cycle, now);
+        }
+        for (id, why) in polled.failed {
+            self.unwait(id);
+            self.settle(id, Fact::DependencyFailed(why), cycle, now);
+        }
+        for (id, why) in polled.pending {
+            self.dependency_pending(id, why, cycle);
+        }
+        // Ended by the API, a callback, this master's timeout or a failed callback
+        // request: the row says how; the runtime follows it.
+        for row in polled.ended {
+            if self.unwait(row.id).is_none() {
+                continue;
+            }
+            let mut u = TaskUpdate::state(row.id, row.state);
+            u.ended_at = row.ended_at.or(Some(now));
+            u.message = row.message;
+            u.output = (!row.output.is_empty()).then(|| row.output.clone());
+            self.task_event(row.id, u, row.output, None, cycle, now);
+        }
+        for (id, why) in polled.timed_out {
+            self.unwait(id);
+            self.settle(id, Fact::DependencyTimedOut(why), cycle, now);
+        }
+    }
+
+    /// A dependent task still waits: checked again after its interval, and its row says
+    /// what it waits for whenever that changes.
+    fn dependency_pending(&mut self, id: i64, why: String, cycle: &mut Cycle) {
+        let Some(t) = self.tasks.get_mut(&id) else {
+            return;
+        };
+        let Place::Waiting(waits::Wait::Dependent {
+            on,
+            next_check,
+            shown,
+        }) = &mut t.place
+        else {
+            return;
+        };
+        *next_check = tokio::time::Instant::now() + on.every;
+        if shown.as_deref() == Some(why.as_str()) {
+            return;
+        }
+        let Some(run) = self.runs.get(&t.instance) else {
+            return;
+        };
+        cycle.epochs.insert(run.instance_id, run.epoch);
+        let mut u = TaskUpdate::state(id, TaskState::Submitted);
+        u.message = Some(why.clone());
+        cycle.update(u);
+        *shown = Some(why);
+    }
+}
