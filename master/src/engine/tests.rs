@@ -1,7 +1,8 @@
-//! The engine over a real store (a fresh Postgres database of the test kit) and the
-//! in-process registry: messages in, one cycle, then what it wrote, what it queued and
-//! what it sent itself. No worker runs: the tests play the dispatcher's and the workers'
-//! part with the messages those send.
+//! The engine over a real store and the in-process registry: messages in, one cycle,
+//! then what it wrote, what it queued and what it sent itself. No worker runs: the tests
+//! play the dispatcher's and the workers' part with the messages those send. The store
+//! is an SQLite file of the test's own; the few tests that edit rows behind the engine's
+//! back, or need Postgres's refusal of a value, get a fresh Postgres database.
 
 use super::commit::Committed;
 use super::*;
@@ -14,6 +15,25 @@ use shoal_testkit::TestDb;
 const ME: &str = "127.0.0.1:1";
 const EPOCH: i64 = 1;
 
+/// Where a harness's store keeps its data.
+enum Db {
+    /// The file's directory, removed with the harness.
+    Sqlite {
+        _dir: tempfile::TempDir,
+    },
+    Postgres(TestDb),
+}
+
+impl Db {
+    /// Runs one SQL statement behind the engine's back (Postgres only).
+    fn query(&self, sql: &str) -> String {
+        match self {
+            Db::Postgres(db) => db.query(sql),
+            Db::Sqlite { .. } => panic!("a test that edits rows runs on Postgres"),
+        }
+    }
+}
+
 struct Harness {
     engine: Engine,
     inbox: mpsc::UnboundedReceiver<EngineMsg>,
@@ -21,13 +41,26 @@ struct Harness {
     store: Store,
     registry: Registry,
     shutdown: CancellationToken,
-    db: TestDb,
+    db: Db,
 }
 
 impl Harness {
+    /// A harness over an SQLite file: no database server needed.
     async fn new() -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("shoal.db").display());
+        Harness::over(&url, Db::Sqlite { _dir: dir }).await
+    }
+
+    /// A harness over a fresh Postgres database.
+    async fn postgres() -> Harness {
         let db = TestDb::create("shoal_engine");
-        let store = Store::connect(&db.url).await.unwrap();
+        let url = db.url.clone();
+        Harness::over(&url, Db::Postgres(db)).await
+    }
+
+    async fn over(url: &str, db: Db) -> Harness {
+        let store = Store::connect(url).await.unwrap();
         let registry = Registry::local();
         let shutdown = CancellationToken::new();
         let workers = registry
@@ -248,7 +281,7 @@ async fn a_task_moves_from_queue_to_worker_and_its_end_queues_the_next() {
 
 #[tokio::test]
 async fn a_fenced_instance_is_dropped_with_its_creates_and_the_other_goes_on() {
-    let mut h = Harness::new().await;
+    let mut h = Harness::postgres().await;
     let (lost, kept) = (h.start(CHAIN).await, h.start(CHAIN).await);
     let [a_lost, a_kept] = h.pushed()[..] else {
         panic!("both roots are queued")
@@ -282,7 +315,7 @@ async fn a_fenced_instance_is_dropped_with_its_creates_and_the_other_goes_on() {
 
 #[tokio::test]
 async fn a_write_the_store_refuses_fails_only_its_instance_with_the_reason() {
-    let mut h = Harness::new().await;
+    let mut h = Harness::postgres().await;
     let serial = format!("{CHAIN}execution_type: serial_wait\n").replace("chain", "serial");
     let (bad, good) = (h.start(&serial).await, h.start(CHAIN).await);
     assert!(
@@ -501,7 +534,7 @@ async fn a_delayed_task_is_queued_when_its_delay_is_over_and_not_before() {
 
 #[tokio::test]
 async fn a_delay_resumes_on_the_new_owner_where_the_old_one_left_it() {
-    let mut h = Harness::new().await;
+    let mut h = Harness::postgres().await;
     let yaml = "name: later\nproject: p\ntasks:\n\
         - {name: a, type: shell, command: 'true', delay: 60s}\n";
     let instance = h.start(yaml).await;
