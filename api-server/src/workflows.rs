@@ -59,8 +59,18 @@ pub async fn apply(
     body: Body,
 ) -> Result<(StatusCode, Json<Applied>)> {
     let mut def = checked(&ctx, &caller, &project, &body).await?;
-    // Triggers' literal tokens and passwords are stored as their hashes only.
-    shoal_common::trigger::seal(&mut def.triggers);
+    // Triggers' literal tokens and passwords are stored as their hashes only; `***` and a
+    // literal that is the stored one keep the stored hash.
+    let stored = ctx
+        .store
+        .get_definition(&def.project, &def.name, None)
+        .await?;
+    let stored = stored.map(|d| d.definition.triggers).unwrap_or_default();
+    let def = tokio::task::spawn_blocking(move || {
+        shoal_common::trigger::seal(&mut def.triggers, &stored).map(|()| def)
+    })
+    .await
+    .map_err(|e| Error::Unavailable(format!("sealing trigger credentials: {e}")))??;
     let (version, created) = ctx.store.put_definition(&def).await?;
     tracing::info!(
         project = %def.project,
@@ -469,7 +479,9 @@ pub(crate) async fn missing(ctx: &Ctx, project: &str, name: &str, version: Optio
     Error::NotFound(format!("workflow '{project}/{name}' does not exist"))
 }
 
-fn workflow(d: StoredDefinition, online: bool) -> Workflow {
+/// A stored version as the API shows it: trigger credentials hidden.
+fn workflow(mut d: StoredDefinition, online: bool) -> Workflow {
+    shoal_common::trigger::mask(&mut d.definition.triggers);
     Workflow {
         online,
         project: d.project,

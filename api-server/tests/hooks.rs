@@ -433,17 +433,51 @@ async fn triggers_are_listed_with_their_url_and_never_their_credential() {
     assert_eq!(a.json[3]["timeout"], "1s");
     assert_eq!(a.json[3]["outputs"], json!(["x"]));
 
-    // Stored hashed: the definition shows no credential, and applies again unchanged.
+    // Stored as a salted hash that is never shown: the definition reads `***`, which
+    // applies again unchanged, and the token still opens the trigger.
     let def = env
         .admin("GET", "/api/v1/projects/default/workflows/etl", "")
         .await;
+    let text = def.json.to_string();
+    assert!(!text.contains(TOKEN) && !text.contains("sha256") && !text.contains("pbkdf2"));
     let yaml = def.json["yaml"].as_str().unwrap();
-    assert!(!yaml.contains(TOKEN) && yaml.contains("sha256:"), "{yaml}");
+    assert!(yaml.contains("token: '***'"), "{yaml}");
     let again = env
         .admin("POST", "/api/v1/projects/default/workflows", yaml)
         .await;
     assert_eq!(again.status, StatusCode::OK, "{}", again.json);
     assert_eq!(again.json["created"], false);
+    let call = env.hook(Call::to(TOK).token(TOKEN).body(PAYLOAD)).await;
+    assert_eq!(call.status, StatusCode::ACCEPTED, "{}", call.json);
+
+    // A new token replaces the old one; a hash written by hand is refused by name.
+    let new_token = "a-brand-new-token-42";
+    let changed = yaml.replacen("token: '***'", &format!("token: {new_token}"), 1);
+    let applied = env
+        .admin("POST", "/api/v1/projects/default/workflows", &changed)
+        .await;
+    assert_eq!(applied.status, StatusCode::CREATED, "{}", applied.json);
+    let old = env.hook(Call::to(TOK).token(TOKEN).body(PAYLOAD)).await;
+    assert_eq!(old.status, StatusCode::UNAUTHORIZED, "{}", old.json);
+    let new = env.hook(Call::to(TOK).token(new_token).body(PAYLOAD)).await;
+    assert_eq!(new.status, StatusCode::ACCEPTED, "{}", new.json);
+    let forged = yaml.replacen(
+        "token: '***'",
+        &format!(
+            "token: 'sha256:{}'",
+            shoal_common::access::token_hash("guess")
+        ),
+        1,
+    );
+    let refused = env
+        .admin("POST", "/api/v1/projects/default/workflows", &forged)
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.json);
+    let e = error(&refused);
+    assert!(
+        e.contains("trigger 'tok'") && e.contains("is a hash"),
+        "{e}"
+    );
 }
 
 /// A retried call whose run was deleted since gets a clear 409, every time, not a 500.

@@ -3,30 +3,28 @@
 //! synchronous call answers with.
 //!
 //! Credentials are never stored as given: [`seal`] replaces a literal token or password by
-//! `sha256:<hex>` when the definition is applied, so a fetched definition shows only the
-//! hash and applies again unchanged. `${secret.NAME}` names a project secret instead,
-//! read when the trigger is called.
+//! a salted slow hash when the definition is applied, and [`mask`] hides it when the
+//! definition is read (`***` applies back as "keep it"). `${secret.NAME}` names a project
+//! secret instead, read when the trigger is called.
 
 pub mod cidr;
+pub mod credential;
 
-use crate::access::token_hash;
 use crate::definition::DefinitionError;
 use crate::jsonpath::{JsonPath, render};
 use crate::start::{Params, check_param_name};
+pub use credential::Credential;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use subtle::ConstantTimeEq;
 
 /// How long a `sync` call waits for its run when the trigger names no `timeout`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest `timeout` a trigger may have: a caller's HTTP request stays open that long.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
-/// What a sealed credential starts with; 64 hex digits of SHA-256 follow.
-pub const SEALED_PREFIX: &str = "sha256:";
-/// Literal credentials shorter than this are refused: their hash is in the definition,
-/// which the project's viewers read, so it must not be guessable.
+/// Literal credentials shorter than this are refused: one that can be guessed needs no
+/// hash to be found.
 const MIN_LITERAL_LEN: usize = 16;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -242,15 +240,15 @@ fn check(t: &TriggerDef) -> Result<(), String> {
     }
 }
 
-/// A credential as given: `sha256:` and 64 hex digits, `${secret.NAME}`, or a literal
-/// long enough not to be guessed from its hash.
+/// A credential as given: `${secret.NAME}`, `***` (keep the stored one), a stored hash,
+/// or a literal long enough not to be guessed.
 fn check_credential(field: &str, value: &str) -> Result<(), String> {
     match Credential::of(value) {
         Credential::Secret(name) if !crate::definition::valid_name(name) => Err(format!(
             "{field}: '{name}' is not a secret name; write ${{secret.NAME}}"
         )),
-        Credential::Hash(hex) if !is_sha256_hex(hex) => Err(format!(
-            "{field} starts with '{SEALED_PREFIX}' but is not followed by 64 lowercase hex digits; give the token itself, it is hashed when applied"
+        Credential::Sealed(hash) if !credential::is_well_formed(hash) => Err(format!(
+            "{field} looks like a stored hash but is not one; give the token itself, it is hashed when applied"
         )),
         Credential::Literal(text) if text.chars().count() < MIN_LITERAL_LEN => Err(format!(
             "{field} must be at least {MIN_LITERAL_LEN} characters (e.g. `openssl rand -hex 16`), or name a project secret as ${{secret.NAME}}"
@@ -259,59 +257,46 @@ fn check_credential(field: &str, value: &str) -> Result<(), String> {
     }
 }
 
-fn is_sha256_hex(hex: &str) -> bool {
-    hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+/// The credential fields of a trigger, named as the definition names them.
+fn credentials(t: &mut TriggerDef) -> impl Iterator<Item = (&'static str, &mut String)> {
+    let token = t.auth.token.as_mut().map(|v| ("auth.token", v));
+    let password = (t.auth.basic.as_mut()).map(|b| ("auth.basic.password", &mut b.password));
+    token.into_iter().chain(password)
 }
 
-/// A credential of a trigger, as the definition holds it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Credential<'a> {
-    /// The hex SHA-256 of the value (stored as `sha256:<hex>`).
-    Hash(&'a str),
-    /// The project secret holding the value (`${secret.NAME}`).
-    Secret(&'a str),
-    /// Not sealed yet (a definition being applied).
-    Literal(&'a str),
-}
-
-impl<'a> Credential<'a> {
-    pub fn of(value: &'a str) -> Credential<'a> {
-        if let Some(hex) = value.strip_prefix(SEALED_PREFIX) {
-            Credential::Hash(hex)
-        } else if let Some(name) = value
-            .strip_prefix("${secret.")
-            .and_then(|rest| rest.strip_suffix('}'))
-        {
-            Credential::Secret(name)
-        } else {
-            Credential::Literal(value)
+/// Stores every credential of `triggers` as [`credential::seal`] says, given the triggers
+/// of the version stored so far (`stored`, matched by trigger name and field). The error
+/// names the trigger and the field.
+pub fn seal(triggers: &mut [TriggerDef], stored: &[TriggerDef]) -> Result<(), DefinitionError> {
+    for t in triggers {
+        let before = stored.iter().find(|s| s.name == t.name);
+        let name = t.name.clone();
+        for (field, value) in credentials(t) {
+            let kept = before.and_then(|b| match field {
+                "auth.token" => b.auth.token.as_deref(),
+                _ => b.auth.basic.as_ref().map(|b| b.password.as_str()),
+            });
+            *value = credential::seal(field, value, kept).map_err(|reason| {
+                DefinitionError::BadTrigger {
+                    trigger: name.clone(),
+                    reason,
+                }
+            })?;
         }
     }
+    Ok(())
 }
 
-/// Replaces every literal token and password by its `sha256:` form; sealed values and
-/// secret references stay as they are.
-pub fn seal(triggers: &mut [TriggerDef]) {
+/// Hides every stored hash as `***`, which applies back as "keep it"; secret references
+/// stay (they name a secret, they are not one).
+pub fn mask(triggers: &mut [TriggerDef]) {
     for t in triggers {
-        let values = [
-            t.auth.token.as_mut(),
-            t.auth.basic.as_mut().map(|b| &mut b.password),
-        ];
-        for value in values.into_iter().flatten() {
-            if matches!(Credential::of(value), Credential::Literal(_)) {
-                *value = format!("{SEALED_PREFIX}{}", token_hash(value));
+        for (_, value) in credentials(t) {
+            if matches!(Credential::of(value), Credential::Sealed(_)) {
+                *value = credential::MASKED.to_string();
             }
         }
     }
-}
-
-/// Whether `presented` is the value whose hex SHA-256 is `hash`, without letting the
-/// comparison's timing tell how much of it matched.
-pub fn matches_hash(presented: &str, hash: &str) -> bool {
-    token_hash(presented)
-        .as_bytes()
-        .ct_eq(hash.as_bytes())
-        .into()
 }
 
 #[cfg(test)]
@@ -401,7 +386,7 @@ mod tests {
             ),
             (
                 "- {name: t, auth: {token: 'sha256:abc'}}".into(),
-                "not followed by 64 lowercase hex digits",
+                "looks like a stored hash but is not one",
             ),
             (
                 "- {name: t, auth: {token: '${secret.a b}'}}".into(),
@@ -432,35 +417,43 @@ mod tests {
     }
 
     #[test]
-    fn sealing_hashes_literals_and_keeps_hashes_and_secret_references() {
+    fn sealing_hashes_literals_masking_hides_them_and_masked_applies_back() {
         let mut triggers = trigger(&format!(
             "- {{name: a, auth: {{token: {TOKEN}}}}}\n\
              - {{name: b, auth: {{basic: {{user: ci, password: correct-horse-battery}}}}}}\n\
              - {{name: c, auth: {{token: '${{secret.hook}}'}}}}"
         ))
         .unwrap();
-        seal(&mut triggers);
+        seal(&mut triggers, &[]).unwrap();
         let token = triggers[0].auth.token.clone().unwrap();
-        assert_eq!(token, format!("sha256:{}", token_hash(TOKEN)));
-        let Credential::Hash(hex) = Credential::of(&token) else {
-            panic!("{token}")
-        };
-        assert!(matches_hash(TOKEN, hex));
-        assert!(!matches_hash("0123456789abcdef-tokeN", hex));
-        assert!(!matches_hash("", hex));
+        assert!(credential::verify(TOKEN, &token), "{token}");
         let password = &triggers[1].auth.basic.as_ref().unwrap().password;
-        assert_eq!(
-            *password,
-            format!("sha256:{}", token_hash("correct-horse-battery"))
-        );
+        assert!(credential::verify("correct-horse-battery", password));
         assert_eq!(triggers[1].auth.basic.as_ref().unwrap().user, "ci");
         assert_eq!(triggers[2].auth.token.as_deref(), Some("${secret.hook}"));
-        assert_eq!(Credential::of("${secret.hook}"), Credential::Secret("hook"));
-        // Sealed again (a fetched definition applied again): unchanged, and still valid.
-        let once = triggers.clone();
-        seal(&mut triggers);
-        assert_eq!(triggers, once);
         validate(&triggers).unwrap();
+        let stored = triggers.clone();
+
+        // Read: no hash shown; applied back as read, or with the literal again: unchanged.
+        let mut read = stored.clone();
+        mask(&mut read);
+        assert_eq!(read[0].auth.token.as_deref(), Some("***"));
+        assert_eq!(read[1].auth.basic.as_ref().unwrap().password, "***");
+        assert_eq!(read[2].auth.token.as_deref(), Some("${secret.hook}"));
+        validate(&read).unwrap();
+        seal(&mut read, &stored).unwrap();
+        assert_eq!(read, stored);
+        let mut again = trigger(&format!("- {{name: a, auth: {{token: {TOKEN}}}}}")).unwrap();
+        seal(&mut again, &stored).unwrap();
+        assert_eq!(again[0], stored[0]);
+
+        // `***` for a trigger the stored version does not have is refused by name.
+        let mut renamed = trigger("- {name: z, auth: {token: '***'}}").unwrap();
+        let e = seal(&mut renamed, &stored).unwrap_err().to_string();
+        assert!(
+            e.contains("trigger 'z'") && e.contains("auth.token is '***'"),
+            "{e}"
+        );
     }
 
     #[test]

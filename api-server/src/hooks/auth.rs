@@ -13,9 +13,13 @@ use base64::alphabet;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use shoal_common::access::token_hash;
 use shoal_common::trigger::cidr::Cidr;
-use shoal_common::trigger::{Credential, TriggerDef, matches_hash};
+use shoal_common::trigger::credential::verify;
+use shoal_common::trigger::{Credential, TriggerDef};
+use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::{LazyLock, Mutex};
 use subtle::ConstantTimeEq;
+use tokio::sync::Semaphore;
 
 /// The caller's address: the TCP peer, unless the peer is a trusted proxy; then the
 /// nearest address of its `X-Forwarded-For` that is not a trusted proxy itself (the
@@ -165,8 +169,10 @@ pub(super) async fn check_credential(
     let name = &t.name;
     match (&t.auth.basic, &t.auth.token, presented(headers)) {
         (None, Some(stored), Presented::Bearer(token)) => {
-            let hash = expected_hash(ctx, project, stored).await?;
-            Ok(matches_hash(&token, &hash)
+            let expected = expected(ctx, project, stored).await?;
+            Ok(expected
+                .matches(token)
+                .await
                 .then_some(())
                 .ok_or_else(|| refuse("Bearer", format!("wrong token for trigger '{name}'"))))
         }
@@ -175,12 +181,12 @@ pub(super) async fn check_credential(
             format!("trigger '{name}' needs its token: send Authorization: Bearer <token>"),
         ))),
         (Some(basic), _, Presented::Basic { user, password }) => {
-            let hash = expected_hash(ctx, project, &basic.password).await?;
-            // Both compared, so the time taken does not tell which one was wrong.
+            let expected = expected(ctx, project, &basic.password).await?;
+            // Both checked, so the time taken does not tell which one was wrong.
             let right_user: bool = (token_hash(&user).as_bytes())
                 .ct_eq(token_hash(&basic.user).as_bytes())
                 .into();
-            let right = right_user & matches_hash(&password, &hash);
+            let right = right_user & expected.matches(password).await;
             Ok(right.then_some(()).ok_or_else(|| {
                 refuse(
                     "Basic",
@@ -200,13 +206,58 @@ pub(super) async fn check_credential(
     }
 }
 
-/// The hex SHA-256 of the value a stored credential stands for: the stored hash, or the
-/// hash of the project secret it names.
-async fn expected_hash(ctx: &Ctx, project: &str, stored: &str) -> Result<String> {
+/// What a presented credential must be.
+enum Expected {
+    /// The value a stored hash was made from.
+    Sealed(String),
+    /// A project secret's value.
+    Plain(String),
+}
+
+/// Stored hashes run PBKDF2 at most this many at a time, so a flood of wrong guesses
+/// holds a bounded share of the CPU.
+static HASHING: Semaphore = Semaphore::const_new(2);
+/// Credentials that matched a stored hash (SHA-256 of hash and value), so a caller that
+/// calls often pays the slow hash once. Bounded: emptied when full.
+static MATCHED: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
+const MATCHED_MAX: usize = 4096;
+
+impl Expected {
+    async fn matches(&self, presented: String) -> bool {
+        let sealed = match self {
+            Expected::Plain(value) => {
+                let digest = token_hash(&presented);
+                return digest.as_bytes().ct_eq(token_hash(value).as_bytes()).into();
+            }
+            Expected::Sealed(sealed) => sealed.clone(),
+        };
+        let key = token_hash(&format!("{sealed}\0{presented}"));
+        let remembered = |m: &Mutex<HashSet<String>>| m.lock().is_ok_and(|m| m.contains(&key));
+        if remembered(&MATCHED) {
+            return true;
+        }
+        let Ok(_permit) = HASHING.acquire().await else {
+            return false;
+        };
+        let right = tokio::task::spawn_blocking(move || verify(&presented, &sealed))
+            .await
+            .unwrap_or(false);
+        if right && let Ok(mut matched) = MATCHED.lock() {
+            if matched.len() >= MATCHED_MAX {
+                matched.clear();
+            }
+            matched.insert(key);
+        }
+        right
+    }
+}
+
+/// What a stored credential stands for: its hash, or the project secret it names.
+async fn expected(ctx: &Ctx, project: &str, stored: &str) -> Result<Expected> {
     let name = match Credential::of(stored) {
-        Credential::Hash(hex) => return Ok(hex.to_string()),
-        Credential::Literal(value) => return Ok(token_hash(value)),
         Credential::Secret(name) => name,
+        // Stored definitions hold hashes; a value that is not one matches nothing.
+        _ => return Ok(Expected::Sealed(stored.to_string())),
     };
     let unavailable = |why: String| Err(Error::Unavailable(why));
     let Some(sealed) = ctx.store.sealed_secret(project, name).await? else {
@@ -222,7 +273,7 @@ async fn expected_hash(ctx: &Ctx, project: &str, stored: &str) -> Result<String>
         ));
     };
     match key.open(&format!("{project}/{name}"), &sealed) {
-        Ok(value) => Ok(token_hash(&value)),
+        Ok(value) => Ok(Expected::Plain(value)),
         Err(why) => unavailable(why),
     }
 }
