@@ -11,12 +11,11 @@ impl Engine {
             metrics::INSTANCES_STARTED.inc();
         }
         let id = c.instance.id;
-        self.reloading.remove(&id);
         // Lost to another master once, ours again now: its workers' events are ours to ack.
-        self.lost.remove(&id);
+        self.ownership.taken(id);
         let mut definition = c.definition;
         c.instance.options.apply_to(&mut definition);
-        let def = self.definitions.share(c.instance.version, definition);
+        let def = self.runs.share(c.instance.version, definition);
         let from = c.instance.options.from_task.as_deref().map(|t| {
             (
                 t,
@@ -82,9 +81,7 @@ impl Engine {
                 .at(run.started_at + timeout.as_millis() as i64, due);
         }
         let state_before = c.instance.state;
-        if self.runs.insert(id, run).is_none() {
-            metrics::INSTANCES_RUNNING.inc();
-        }
+        self.runs.insert(run);
         if c.kind == CommandKind::RecoverFailover {
             self.adopt_in_flight(id, &c.tasks, cycle, now);
         }
@@ -113,7 +110,13 @@ impl Engine {
         let Some(run) = self.runs.get_mut(&instance) else {
             return;
         };
-        let live: HashSet<String> = self.workers.current().into_iter().map(|w| w.addr).collect();
+        let live: HashSet<String> = self
+            .ctx
+            .workers
+            .current()
+            .into_iter()
+            .map(|w| w.addr)
+            .collect();
         let mut lost = Vec::new();
         for (node, attempt, state) in run.rt.in_flight() {
             let name = &run.rt.definition().tasks[node].name;
@@ -144,8 +147,8 @@ impl Engine {
                 _ if state == TaskState::Waiting => {
                     let started = row.started_at.unwrap_or(row.submitted_at);
                     cycle.waits.push((row.id, spec::signal(run, node, started)));
-                    let api = self.api_url.as_deref();
-                    resend_callback(run, node, row.id, &self.secrets, api, cycle);
+                    let api = self.ctx.api_url.as_deref();
+                    resend_callback(run, node, row.id, &self.ctx.secrets, api, cycle);
                     Place::OnMaster
                 }
                 // An expanded foreach task or a running loop: its children are adopted
@@ -204,19 +207,23 @@ impl Engine {
         let Some(worker) = t.place.worker().map(str::to_string) else {
             return;
         };
-        let task = match spec::build(run, node, id, t.attempt, &self.master_addr, &self.secrets) {
+        let task = match spec::build(
+            run,
+            node,
+            id,
+            t.attempt,
+            &self.ctx.master_addr,
+            &self.ctx.secrets,
+        ) {
             Ok(task) => task,
             Err(message) => {
                 let fact = Fact::Unrunnable(message);
-                let _ = self.me.send(EngineMsg::Settle { id, fact });
+                let _ = self.ctx.me.send(EngineMsg::Settle { id, fact });
                 return;
             }
         };
-        let _ = self.dispatcher.send(DispatchMsg::Adopted {
-            worker: worker.clone(),
-            id,
-        });
-        let (client, me) = (self.clients.worker(&worker), self.me.clone());
+        self.dispatch.adopted(&worker, id);
+        let (client, me) = (self.ctx.clients.worker(&worker), self.ctx.me.clone());
         tokio::spawn(async move {
             let accepted = match client {
                 Ok(mut c) => c

@@ -65,7 +65,7 @@ impl Engine {
         batch: &WriteBatch,
         shutdown: &CancellationToken,
     ) -> Option<Result<WriteResult, (Failure, String)>> {
-        let result = retry_transient(shutdown, || self.store.write_batch(batch)).await?;
+        let result = retry_transient(shutdown, || self.ctx.store.write_batch(batch)).await?;
         Some(result.map_err(|e| {
             let failure = e.failure();
             error!(error = %e, ?failure, "engine writes not committed");
@@ -179,7 +179,7 @@ impl Engine {
                     instance,
                     project: run.project.clone(),
                     workflow: def.name.clone(),
-                    owner: self.master_addr.clone(),
+                    owner: self.ctx.master_addr.clone(),
                 })
                 .into_iter()
                 .collect(),
@@ -193,7 +193,11 @@ impl Engine {
             counter.inc();
         }
         self.drop_run(instance);
-        let (store, me, stop) = (self.store.clone(), self.me.clone(), self.shutdown.clone());
+        let (store, me, stop) = (
+            self.ctx.store.clone(),
+            self.ctx.me.clone(),
+            self.ctx.shutdown.clone(),
+        );
         let reason = format!("the master could not record this run's progress: {reason}");
         tokio::spawn(async move {
             let fail = || store.fail_instance(instance, epoch, &reason);
@@ -232,9 +236,9 @@ impl Engine {
         );
         self.drop_run(instance);
         let (store, me, addr) = (
-            self.store.clone(),
-            self.me.clone(),
-            self.master_addr.clone(),
+            self.ctx.store.clone(),
+            self.ctx.me.clone(),
+            self.ctx.master_addr.clone(),
         );
         tokio::spawn(async move {
             let mut delay = FIRST_RETRY;

@@ -210,8 +210,7 @@ impl Engine {
     fn ended(&self, id: i64, cycle: &mut Cycle) {
         cycle.ended_tasks.push(id);
         if let Some(worker) = self.tasks.get(&id).and_then(|t| t.place.worker()) {
-            let worker = worker.to_string();
-            let _ = self.dispatcher.send(DispatchMsg::Finished { worker, id });
+            self.dispatch.free(worker, id);
         }
     }
 
@@ -315,7 +314,7 @@ impl Engine {
                     node, iteration, ..
                 } => {
                     if let Some(id) = run.task_ids[node] {
-                        let _ = self.me.send(EngineMsg::CheckLoop { id, iteration });
+                        let _ = self.ctx.me.send(EngineMsg::CheckLoop { id, iteration });
                     }
                 }
                 Action::Progress { node, message } => {
@@ -365,7 +364,7 @@ impl Engine {
                             instance,
                             project: run.project.clone(),
                             workflow: def.name.clone(),
-                            owner: self.master_addr.clone(),
+                            owner: self.ctx.master_addr.clone(),
                         });
                     }
                     cycle.finished.push((instance, state));

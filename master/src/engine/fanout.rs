@@ -9,7 +9,7 @@ impl Engine {
     pub(super) fn expand(&mut self, id: i64, cycle: &mut Cycle, now: i64) {
         let Some(t) = self.tasks.get(&id) else { return };
         if t.place.killing() {
-            let _ = self.me.send(EngineMsg::Cancelled { id });
+            let _ = self.ctx.me.send(EngineMsg::Cancelled { id });
             return;
         }
         let (instance, node, attempt) = (t.instance, t.node, t.attempt);

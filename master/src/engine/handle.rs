@@ -59,10 +59,7 @@ impl Engine {
                 self.rechecked(&worker, unknown, cycle, now)
             }
             EngineMsg::Unattended(owned) => self.take_up_unattended(owned),
-            EngineMsg::NotReloaded(instance) => {
-                self.reloading.remove(&instance);
-                self.lost.insert(instance);
-            }
+            EngineMsg::NotReloaded(instance) => self.ownership.not_reloaded(instance),
             EngineMsg::Timeout { instance, run_no } => self.timed_out(instance, run_no, cycle, now),
         }
     }
@@ -78,9 +75,7 @@ impl Engine {
         for ev in events {
             // An instance lost to another master: no ack, so the worker keeps the
             // event until the new owner adopts the task and it is rerouted there.
-            if self.lost.contains(&ev.workflow_instance_id)
-                || self.reloading.contains(&ev.workflow_instance_id)
-            {
+            if !self.ownership.answers_for(ev.workflow_instance_id) {
                 continue;
             }
             seqs.push((ev.seq, ev.workflow_instance_id));
@@ -92,7 +87,7 @@ impl Engine {
     fn dispatched(&mut self, id: i64, worker: String, cycle: &mut Cycle, now: i64) {
         let Some(t) = self.tasks.get_mut(&id) else {
             // Ended or dropped meanwhile: the dispatcher counted a slot for it.
-            let _ = self.dispatcher.send(DispatchMsg::Finished { worker, id });
+            self.dispatch.free(&worker, id);
             return;
         };
         let no_worker = matches!(t.place, Place::Queued { no_worker: true });
@@ -145,7 +140,7 @@ impl Engine {
                 }
                 // Killed while the workers were asked: it never goes out.
                 None if t.place.killing() => {
-                    let _ = self.me.send(EngineMsg::Cancelled { id });
+                    let _ = self.ctx.me.send(EngineMsg::Cancelled { id });
                 }
                 None => cycle.enqueues.push((t.instance, t.node)),
             }
@@ -158,9 +153,7 @@ impl Engine {
             "lease lapsed; checking which instances are still ours"
         );
         cycle.check_ownership = Some(generation);
-        cycle
-            .epochs
-            .extend(self.runs.iter().map(|(id, run)| (*id, run.epoch)));
+        cycle.epochs.extend(self.runs.epochs());
     }
 
     fn branched(&mut self, id: i64, chosen: Vec<String>, cycle: &mut Cycle, now: i64) {

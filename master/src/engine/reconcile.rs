@@ -39,7 +39,11 @@ impl Engine {
     /// cluster meanwhile no longer counts (its attempts are lost with it).
     pub(super) fn probe(&self, ids: Vec<i64>) {
         let tasks = self.attempts(ids.iter().copied());
-        let (clients, me, workers) = (self.clients.clone(), self.me.clone(), self.workers.clone());
+        let (clients, me, workers) = (
+            self.ctx.clients.clone(),
+            self.ctx.me.clone(),
+            self.ctx.workers.clone(),
+        );
         tokio::spawn(async move {
             let (mut found, mut abandoned) = (Vec::new(), Vec::new());
             let mut answered = HashSet::new();
@@ -100,7 +104,7 @@ impl Engine {
         }
         for (worker, ids) in by_worker {
             let tasks = self.attempts(ids);
-            let (clients, me) = (self.clients.clone(), self.me.clone());
+            let (clients, me) = (self.ctx.clients.clone(), self.ctx.me.clone());
             tokio::spawn(async move {
                 let asked: Vec<i64> = tasks.iter().map(|t| t.task_instance_id).collect();
                 match clients.probe(&worker, tasks).await {
@@ -145,9 +149,9 @@ impl Engine {
     /// not drive; the answer comes back as `Unattended`. See also [`sweep_soon`].
     pub(super) fn sweep_owned(&self) {
         let (store, me, addr) = (
-            self.store.clone(),
-            self.me.clone(),
-            self.master_addr.clone(),
+            self.ctx.store.clone(),
+            self.ctx.me.clone(),
+            self.ctx.master_addr.clone(),
         );
         tokio::spawn(async move {
             match store.owned_instances(&addr).await {
@@ -163,23 +167,17 @@ impl Engine {
     /// previous sweep either (a claim may be on its way in between) are taken up again,
     /// through the same epoch-bumping takeover as a dead master's.
     pub(super) fn take_up_unattended(&mut self, owned: Vec<(i64, i64)>) {
-        let idle: HashSet<i64> = owned
-            .iter()
-            .map(|(id, _)| *id)
-            .filter(|id| !self.runs.contains_key(id) && !self.lost.contains(id))
-            .collect();
-        let again: Vec<(i64, i64)> = owned
-            .into_iter()
-            .filter(|(id, _)| idle.contains(id) && self.unattended.contains(id))
-            .collect();
-        self.unattended = idle;
+        let runs = &self.runs;
+        let again = self
+            .ownership
+            .unattended(owned, |id| runs.contains_key(&id));
         if again.is_empty() {
             return;
         }
         let (store, me, addr) = (
-            self.store.clone(),
-            self.me.clone(),
-            self.master_addr.clone(),
+            self.ctx.store.clone(),
+            self.ctx.me.clone(),
+            self.ctx.master_addr.clone(),
         );
         tokio::spawn(async move {
             let mut taken = Vec::new();

@@ -463,13 +463,6 @@ pub(super) fn exception_run(run: &Run, state: WorkflowState) -> Option<NewComman
     })
 }
 
-impl Run {
-    /// The instant the run stands for: its schedule time, else its start.
-    fn stands_for(&self) -> i64 {
-        self.schedule_time.unwrap_or(self.started_at)
-    }
-}
-
 /// What a dependent task recorded at `since_ms` waits for: its items' date cycles resolved
 /// against the instant the run stands for, in the run's zone (UTC for manual runs without
 /// one); its timeout counts from `since_ms`.

@@ -74,17 +74,24 @@ impl Engine {
         } else if run.options.dry_run {
             settle_msg(id, Fact::Done(Some("dry run: not executed".into())))
         } else {
-            match spec::build(run, node, id, t.attempt, &self.master_addr, &self.secrets) {
+            match spec::build(
+                run,
+                node,
+                id,
+                t.attempt,
+                &self.ctx.master_addr,
+                &self.ctx.secrets,
+            ) {
                 Ok(task) => {
                     t.place = Place::Queued { no_worker: false };
-                    let _ = self.dispatcher.send(DispatchMsg::Push(task));
+                    self.dispatch.push(task);
                     return;
                 }
                 Err(why) => settle_msg(id, Fact::Unrunnable(why)),
             }
         };
         t.place = Place::OnMaster;
-        let _ = self.me.send(msg);
+        let _ = self.ctx.me.send(msg);
     }
 
     /// Kills the current attempt of a task: on its worker if it reached one, otherwise by
@@ -99,18 +106,18 @@ impl Engine {
         let was = std::mem::replace(&mut t.place, Place::Killing { worker: None });
         // A sub_workflow's child run is stopped too.
         if let Place::Waiting(waits::Wait::Child) = was {
-            child_stop::stop_child(self.store.clone(), self.clients.clone(), id);
+            child_stop::stop_child(self.ctx.store.clone(), self.ctx.clients.clone(), id);
         }
         let worker = match was {
             // In no queue and on no worker: cancelled right here.
             Place::New | Place::Delayed | Place::Waiting(_) | Place::Withdrawn => {
-                let _ = self.me.send(EngineMsg::Cancelled { id });
+                let _ = self.ctx.me.send(EngineMsg::Cancelled { id });
                 return;
             }
             // Its message, or the workers' answer, finds it killing.
             Place::OnMaster | Place::Probing => return,
             Place::Queued { .. } | Place::Killing { worker: None } => {
-                let _ = self.dispatcher.send(DispatchMsg::Cancel(id));
+                self.dispatch.cancel(id);
                 return;
             }
             Place::OnWorker(worker)
@@ -127,7 +134,7 @@ impl Engine {
             workflow_instance_id: instance,
             owner_epoch: self.runs.get(&instance).map_or(0, |r| r.epoch),
         };
-        let client = self.clients.worker(&worker);
+        let client = self.ctx.clients.worker(&worker);
         tokio::spawn(async move {
             let result = match client {
                 Ok(mut c) => c.kill(request).await.map(|_| ()),
@@ -153,10 +160,10 @@ impl Engine {
             Place::Waiting(waits::Wait::Child) => {}
             Place::New | Place::Delayed | Place::Waiting(_) => {
                 t.place = Place::Withdrawn;
-                let _ = self.me.send(EngineMsg::Cancelled { id });
+                let _ = self.ctx.me.send(EngineMsg::Cancelled { id });
             }
             Place::Queued { .. } => {
-                let _ = self.dispatcher.send(DispatchMsg::Cancel(id));
+                self.dispatch.cancel(id);
             }
             _ => {}
         }
@@ -168,7 +175,7 @@ impl Engine {
             Place::Waiting(wait) => Some((*id, wait)),
             _ => None,
         });
-        self.waits.poll(&self.store, &self.me, waiting);
+        self.waits.poll(&self.ctx.store, &self.ctx.me, waiting);
     }
 
     /// Ends the wait of attempt `id`, if it waits (see [`Place::unwait`]).
@@ -178,20 +185,16 @@ impl Engine {
 
     pub(super) fn drop_run(&mut self, instance: i64) {
         if let Some(run) = self.runs.remove(&instance) {
-            metrics::INSTANCES_RUNNING.dec();
             for id in run.task_ids.into_iter().flatten() {
                 let Some(t) = self.tasks.remove(&id) else {
                     continue;
                 };
                 match t.place.worker() {
                     // Its slot on the worker is no longer this master's to count.
-                    Some(worker) => {
-                        let worker = worker.to_string();
-                        let _ = self.dispatcher.send(DispatchMsg::Finished { worker, id });
-                    }
+                    Some(worker) => self.dispatch.free(worker, id),
                     // A lost run's queued tasks must not go out from here any more.
                     None => {
-                        let _ = self.dispatcher.send(DispatchMsg::Cancel(id));
+                        self.dispatch.cancel(id);
                     }
                 }
             }

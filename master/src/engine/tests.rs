@@ -9,6 +9,7 @@ use super::*;
 use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::definition::WorkflowDef;
 use shoal_common::registry::{NodeInfo, Registry, Role};
+use shoal_common::start::StartOptions;
 use shoal_common::store::NewCommand;
 use shoal_testkit::TestDb;
 
@@ -302,7 +303,7 @@ async fn a_fenced_instance_is_dropped_with_its_creates_and_the_other_goes_on() {
         "not acked: its new owner needs it"
     );
     assert_eq!(acked_kept.await.unwrap(), vec![a_kept as u64]);
-    assert!(!h.engine.runs.contains_key(&lost) && h.engine.lost.contains(&lost));
+    assert!(!h.engine.runs.contains_key(&lost) && h.engine.ownership.is_lost(lost));
     assert!(h.engine.tasks.values().all(|t| t.instance != lost));
     assert_eq!(
         h.rows(lost).await,
@@ -383,7 +384,7 @@ async fn an_unknown_commit_outcome_reloads_the_instance_instead_of_replaying() {
     let claimed = h.inbox.recv().await.unwrap();
     assert!(matches!(claimed, EngineMsg::Claimed(ref c) if c[0].instance.owner_epoch > EPOCH));
     h.cycle(vec![claimed]).await;
-    assert!(h.engine.runs.contains_key(&instance) && !h.engine.reloading.contains(&instance));
+    assert!(h.engine.runs.contains_key(&instance) && !h.engine.ownership.is_reloading(instance));
     let b_row = h.rows(instance).await;
     assert_eq!(
         b_row,
@@ -450,11 +451,9 @@ async fn a_failover_sorts_attempts_by_where_they_were() {
     let cycle = h.handled(vec![EngineMsg::Claimed(vec![claimed])]);
 
     let id = |name: &str| {
-        let t = h
-            .engine
-            .tasks
-            .iter()
-            .find(|(_, t)| h.engine.runs[&instance].rt.definition().tasks[t.node].name == name);
+        let t = h.engine.tasks.iter().find(|(_, t)| {
+            h.engine.runs.get(&instance).unwrap().rt.definition().tasks[t.node].name == name
+        });
         t.map(|(id, _)| *id).unwrap()
     };
     let node = |name: &str| h.engine.tasks[&id(name)].node;
@@ -577,7 +576,7 @@ async fn a_delay_resumes_on_the_new_owner_where_the_old_one_left_it() {
 async fn where_a_task_went_is_recorded_with_its_first_event_or_alone_soon_after() {
     let mut h = Harness::new().await;
     let (instance, a) = h.start_chain().await;
-    let me = h.engine.me.clone();
+    let me = h.engine.ctx.me.clone();
     let Harness {
         engine,
         inbox,
@@ -649,7 +648,7 @@ async fn where_a_task_went_waits_for_its_end_in_a_later_cycle_and_is_written_wit
         (u.state, u.worker.as_deref()),
         (TaskState::Dispatched, Some("w1"))
     );
-    let epoch = h.engine.runs[&instance].epoch;
+    let epoch = h.engine.runs.get(&instance).unwrap().epoch;
     assert_eq!(
         alone.epochs.get(&instance),
         Some(&epoch),

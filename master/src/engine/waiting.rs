@@ -9,7 +9,7 @@ impl Engine {
         let Some(t) = self.tasks.get(&id) else { return };
         // Stopped before its child was written: it never starts one.
         if t.place.killing() {
-            let _ = self.me.send(EngineMsg::Cancelled { id });
+            let _ = self.ctx.me.send(EngineMsg::Cancelled { id });
             return;
         }
         let Some(run) = self.runs.get(&t.instance) else {
@@ -30,7 +30,7 @@ impl Engine {
     pub(super) fn start_wait(&mut self, id: i64, cycle: &mut Cycle, now: i64) {
         let Some(t) = self.tasks.get(&id) else { return };
         if t.place.killing() {
-            let _ = self.me.send(EngineMsg::Cancelled { id });
+            let _ = self.ctx.me.send(EngineMsg::Cancelled { id });
             return;
         }
         let Some(run) = self.runs.get(&t.instance) else {
@@ -41,8 +41,8 @@ impl Engine {
             "waiting to be completed: `shoal task complete {id}` or POST /api/v1/task-instances/{id}/complete"
         );
         if run.rt.definition().tasks[node].kind() == TaskType::Callback {
-            let api = self.api_url.as_deref();
-            match spec::callback_request(run, node, id, &self.secrets, api) {
+            let api = self.ctx.api_url.as_deref();
+            match spec::callback_request(run, node, id, &self.ctx.secrets, api) {
                 Ok(request) => {
                     let to = request.shown_url();
                     message = format!("waiting for its callback (request to {to})");
