@@ -14,6 +14,7 @@ mod retention;
 pub mod runtime;
 mod secrets;
 mod service;
+mod take_over;
 
 use clients::Peers;
 use cron::Cron;

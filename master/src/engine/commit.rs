@@ -243,7 +243,7 @@ impl Engine {
         tokio::spawn(async move {
             let mut delay = FIRST_RETRY;
             loop {
-                let msg = match crate::failover::take_over(&store, instance, epoch, &addr).await {
+                let msg = match crate::take_over::take_over(&store, instance, epoch, &addr).await {
                     Ok(Some(claimed)) => EngineMsg::Claimed(vec![claimed]),
                     Ok(None) => EngineMsg::NotReloaded(instance),
                     Err(e) => {

@@ -186,7 +186,7 @@ impl Engine {
                     instance_id = id,
                     "reconciler: instance owned by this master but not driven; taking it up again"
                 );
-                match crate::failover::take_over(&store, id, epoch, &addr).await {
+                match crate::take_over::take_over(&store, id, epoch, &addr).await {
                     Ok(Some(claimed)) => taken.push(claimed),
                     Ok(None) => info!(instance_id = id, "reconciler: instance moved on meanwhile"),
                     Err(e) => {

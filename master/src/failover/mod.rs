@@ -8,10 +8,8 @@
 //! taken over with an epoch bump and rebuilt from the store; this also picks up what a
 //! restarted `shoal standalone` left running, and anything a crashed master left half done.
 
-mod take_over;
-pub use take_over::take_over;
-
 use crate::engine::EngineMsg;
+use crate::take_over::take_over;
 use shoal_common::metrics;
 use shoal_common::registry::NodeWatch;
 use shoal_common::store::Store;
