@@ -1,7 +1,18 @@
 //! Taking runs on: claimed commands, and attempts adopted from a master that is gone.
 
+use super::cycle::Cycle;
+use super::places::{Place, TaskRef};
+use super::runs::Run;
 use super::timers::Due;
-use super::*;
+use super::{Engine, EngineMsg, spec};
+use crate::runtime::{Event, Fact, Node, Recorded, Recovery, Refused, WorkflowRuntime};
+use crate::secrets::Secrets;
+use shoal_common::metrics;
+use shoal_common::proto::DispatchRequest;
+use shoal_common::store::{ClaimedInstance, InstanceUpdate, TaskInstanceRow};
+use shoal_common::types::{CommandKind, TaskState, TaskType, WorkflowState};
+use std::collections::HashSet;
+use tracing::{info, warn};
 
 impl Engine {
     /// Builds the runtime of a claimed instance and starts it.

@@ -6,9 +6,14 @@
 //! - unknown (the connection broke during COMMIT): nothing is replayed; the instances are
 //!   reloaded from the store, as a failover would, so what did land is not written twice.
 
-use super::*;
-use shoal_common::Failure;
-use std::collections::VecDeque;
+use super::{Engine, EngineMsg, alerts};
+use shoal_common::store::{SerialEnd, WriteBatch, WriteResult};
+use shoal_common::types::{WorkflowState, now_ms};
+use shoal_common::{Failure, metrics};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, warn};
 
 /// What became of a cycle's writes.
 #[derive(Default)]

@@ -1,10 +1,19 @@
 //! A cycle: the writes and follow-ups its messages collect, committed in one batch, and
 //! then what follows from them.
 
-use super::callback;
 use super::commit::Committed;
+use super::places::{Place, TaskRef};
 use super::timers::Due;
-use super::*;
+use super::{ControlError, ControlReply, Engine, EngineMsg, callback, child_stop, waits};
+use crate::runtime::Node;
+use shoal_common::metrics;
+use shoal_common::store::{TaskUpdate, WriteBatch};
+use shoal_common::types::WorkflowState;
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tracing::warn;
 
 pub(super) struct PendingCreate {
     pub instance: i64,

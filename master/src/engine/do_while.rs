@@ -2,7 +2,11 @@
 //! iteration that passed its condition is evaluated here, against that iteration's
 //! outputs, to decide whether another one runs.
 
-use super::*;
+use super::cycle::Cycle;
+use super::{Engine, EngineMsg, spec};
+use crate::runtime::Event;
+use shoal_common::store::TaskUpdate;
+use shoal_common::types::TaskState;
 
 impl Engine {
     /// The do_while task starts: its first iteration runs whatever the condition says.

@@ -1,10 +1,17 @@
 //! Worker events and operator controls, applied to a run's runtime, and the actions
 //! the runtime answers with.
 
+use super::cycle::{Cycle, PendingCreate};
 use super::tasks::new_task;
-use super::*;
+use super::{Control, ControlError, Engine, EngineMsg, alerts, groups, spec};
+use crate::runtime::{Action, Event, Fact, Outcome, Refused};
 use shoal_common::definition::{ERROR_EXIT_CODE, ERROR_MESSAGE, ErrorAction};
-use shoal_common::store::KeptLog;
+use shoal_common::metrics;
+use shoal_common::proto::{TaskEvent, TaskEventKind};
+use shoal_common::start::Params;
+use shoal_common::store::{InstanceUpdate, KeptLog, SerialEnd, TaskUpdate};
+use shoal_common::types::{TaskState, WorkflowState};
+use tracing::info;
 
 impl Engine {
     pub(super) fn control(

@@ -2,8 +2,13 @@
 //! (a master taking the run over expands it again from there), and the runtime grows its
 //! children.
 
-use super::*;
+use super::cycle::Cycle;
+use super::{Engine, EngineMsg, spec};
+use crate::runtime::{Event, Fact};
 use shoal_common::definition::ITEMS;
+use shoal_common::start::Params;
+use shoal_common::store::TaskUpdate;
+use shoal_common::types::TaskState;
 
 impl Engine {
     pub(super) fn expand(&mut self, id: i64, cycle: &mut Cycle, now: i64) {

@@ -1,6 +1,17 @@
 //! The engine's dispatch of each message to the function that handles it.
 
-use super::*;
+use super::cycle::Cycle;
+use super::places::Place;
+use super::{Engine, EngineMsg, alerts};
+use crate::runtime::{Event, Fact};
+use shoal_common::definition::TimeoutStrategy;
+use shoal_common::proto::TaskEvent;
+use shoal_common::start::Params;
+use shoal_common::store::TaskUpdate;
+use shoal_common::types::{TaskState, now_ms};
+use std::collections::HashMap;
+use tokio::sync::oneshot;
+use tracing::warn;
 
 impl Engine {
     pub(super) fn handle(&mut self, msg: EngineMsg, cycle: &mut Cycle) {

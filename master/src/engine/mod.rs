@@ -45,31 +45,23 @@ mod waits;
 
 use crate::clients::Peers;
 use crate::dispatch::{DispatchMsg, Report};
-use crate::runtime::{
-    Action, Event, Fact, Node, Outcome, Recorded, Recovery, Refused, WorkflowRuntime,
-};
+use crate::runtime::{Fact, Node, Refused};
 use crate::secrets::Secrets;
-use cycle::{Cycle, PendingCreate, Record};
+use cycle::{Cycle, Record};
 use link::DispatchLink;
 use ownership::Ownership;
-use places::{Place, TaskRef};
+use places::TaskRef;
 use runs::{Run, Runs};
-use shoal_common::definition::TimeoutStrategy;
-use shoal_common::metrics;
-use shoal_common::proto::{DispatchRequest, KillRequest, TaskEvent, TaskEventKind};
+use shoal_common::proto::TaskEvent;
 use shoal_common::registry::NodeWatch;
-use shoal_common::start::Params;
-use shoal_common::store::{
-    ChildState, ClaimedInstance, InstanceUpdate, NewTaskInstance, SerialEnd, Store,
-    TaskInstanceRow, TaskUpdate, WriteBatch, WriteResult,
-};
-use shoal_common::types::{CommandKind, TaskState, TaskType, WorkflowState, now_ms};
-use std::collections::{HashMap, HashSet};
+use shoal_common::store::{ClaimedInstance, Store, TaskUpdate};
+use shoal_common::types::WorkflowState;
+use std::collections::HashMap;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info, warn};
+use tracing::info;
 
 /// Most messages folded into one cycle, to bound a transaction's size.
 const MAX_CYCLE_MSGS: usize = 4096;

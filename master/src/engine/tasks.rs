@@ -1,7 +1,14 @@
 //! A task's way out: queued for dispatch, killed, withdrawn; and the rows and timers of
 //! new attempts.
 
-use super::*;
+use super::places::Place;
+use super::runs::Run;
+use super::{Engine, EngineMsg, child_stop, groups, spec, waits};
+use crate::runtime::{Fact, Node};
+use shoal_common::proto::KillRequest;
+use shoal_common::store::NewTaskInstance;
+use shoal_common::types::{TaskState, TaskType};
+use tracing::warn;
 
 impl Engine {
     /// Routes a recorded attempt that may start now: to a wait for its task group's slot

@@ -5,13 +5,24 @@
 //! back, or need Postgres's refusal of a value, get a fresh Postgres database.
 
 use super::commit::Committed;
-use super::*;
+use super::cycle::Cycle;
+use super::places::Place;
+use super::{Engine, EngineMsg, RECORD_WAIT};
+use crate::clients::Peers;
+use crate::dispatch::DispatchMsg;
+use crate::secrets::Secrets;
 use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::definition::WorkflowDef;
+use shoal_common::proto::{TaskEvent, TaskEventKind};
 use shoal_common::registry::{NodeInfo, Registry, Role};
-use shoal_common::start::StartOptions;
-use shoal_common::store::NewCommand;
+use shoal_common::start::{Params, StartOptions};
+use shoal_common::store::{ClaimedInstance, NewCommand, Store, TaskUpdate};
+use shoal_common::types::{CommandKind, TaskState, WorkflowState, now_ms};
 use shoal_testkit::TestDb;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 const ME: &str = "127.0.0.1:1";
 const EPOCH: i64 = 1;

@@ -1,7 +1,13 @@
 //! Attempts that begin to wait on the master (a sub_workflow task for its child run, a
 //! wait or callback task for its completion), and what a poll of the waits found.
 
-use super::*;
+use super::cycle::Cycle;
+use super::places::Place;
+use super::{Engine, EngineMsg, spec, waits};
+use crate::runtime::Fact;
+use shoal_common::start::Params;
+use shoal_common::store::{ChildState, TaskUpdate};
+use shoal_common::types::{TaskState, TaskType};
 
 impl Engine {
     /// A sub_workflow task's child run is written with this cycle; the task waits for it.
