@@ -1,8 +1,8 @@
 //! Expressions of switch cases, do_while conditions and foreach items: CEL (the Common
 //! Expression Language, through the `cel` crate) with its standard library plus the
 //! strings and math extensions. CEL cannot loop without bound, call out or write
-//! anything, and [`cost`] bounds what one may build, so a definition's expressions are
-//! safe to evaluate on the master.
+//! anything, and each evaluation runs within a budget of work ([`budget`]), so a
+//! definition's expressions are safe to evaluate on the master.
 //!
 //! What an expression sees ([`Vars`]): each parameter of the task by name (`region`),
 //! dotted names as fields (`error.message`), all of them in `params` (`params['a-b']`),
@@ -12,16 +12,19 @@
 //! `${name}` still works and means the parameter `name`, so switch cases written for the
 //! old comparison language (`"${region} == 'eu'"`) keep working.
 //!
-//! An expression whose work could exceed a bound ([`cost`]) is refused before it runs:
-//! when a definition is checked, for what its text builds, and when it is evaluated, for
-//! the values it reads.
+//! An expression whose work exceeds its budget is refused while it runs, whatever the
+//! values it reads; one that exceeds it on its own text (reading no value) is refused
+//! already when its definition is checked.
 
 use cel::objects::{Key, Map};
-use cel::{Context, Env, Program, Value};
+use cel::{Context, Env, IdedExpr, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
-mod cost;
+mod budget;
+mod meter;
+mod pattern;
+mod strings;
 
 /// Longest expression accepted: anything longer is a data problem, not a condition.
 const MAX_LEN: usize = 4096;
@@ -34,9 +37,11 @@ const MAX_NESTING: usize = 32;
 /// default thread stack. The memory is reserved, not touched, until used.
 const STACK: usize = 256 << 20;
 
-/// A checked expression, ready to evaluate any number of times.
+/// A checked expression, metered ([`meter`]), ready to evaluate any number of times.
 pub struct Expr {
-    source: String,
+    ast: IdedExpr,
+    /// Steps evaluating it once takes, loops' bodies aside.
+    steps: u64,
 }
 
 /// The values an expression can name.
@@ -49,25 +54,36 @@ fn env() -> &'static Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = Env::stdlib();
-        // Registering the crate's own extensions on its own stdlib cannot clash.
+        // The crate's own extensions, and ours under names no expression can spell
+        // (`@m`), cannot clash with the standard library.
         env.add_extension(cel::extensions::strings)
             .and_then(|()| env.add_extension(cel::extensions::math))
+            .and_then(|()| env.add_extension(budget::register))
+            .and_then(|()| env.add_extension(strings::register))
+            .and_then(|()| env.add_extension(pattern::register))
             .expect("CEL extensions register on the standard library");
         Arc::new(env)
     })
 }
 
 /// Parses `text`; the error names the column and what is wrong there.
+/// An expression refused on its own text is refused here: it is run once without values,
+/// which ends at the first value it reads or at its budget.
 pub fn parse(text: &str) -> Result<Expr, String> {
     let source = checked(text)?;
-    on_big_stack(|| cost::check(compile(&source)?.expression(), &Vars::default(), true))?;
-    Ok(Expr { source })
+    on_big_stack(|| {
+        let expr = compile(&source)?;
+        // Any other error (a parameter it names, missing here) is for its runs to tell.
+        let _trial = budget::metered(|| execute(&expr, &Vars::default()))?;
+        Ok(expr)
+    })
 }
 
 /// Parses and evaluates `text` in one go (one compile, one thread): what a run does with
 /// an expression it evaluates once.
 pub fn eval(text: &str, vars: &Vars) -> Result<serde_json::Value, String> {
-    run(&checked(text)?, vars)
+    let source = checked(text)?;
+    on_big_stack(|| budget::metered(|| execute(&compile(&source)?, vars))?)
 }
 
 /// [`eval`] of a condition, which must give true or false.
@@ -86,22 +102,21 @@ fn checked(text: &str) -> Result<String, String> {
     Ok(source)
 }
 
-fn run(source: &str, vars: &Vars) -> Result<serde_json::Value, String> {
-    on_big_stack(|| {
-        let program = compile(source)?;
-        cost::check(program.expression(), vars, false)?;
-        let mut ctx = Context::with_env(env().clone());
-        for (name, value) in &vars.values {
-            ctx.add_variable_from_value(name.clone(), value.clone());
-        }
-        let value = program.execute(&ctx).map_err(|e| match e {
+/// Evaluates `expr`; call it within [`budget::metered`].
+fn execute(expr: &Expr, vars: &Vars) -> Result<serde_json::Value, String> {
+    let mut ctx = Context::with_env(env().clone());
+    for (name, value) in &vars.values {
+        ctx.add_variable_from_value(name.clone(), value.clone());
+    }
+    let value = budget::charge(expr.steps)
+        .and_then(|()| Value::resolve(&expr.ast, &ctx))
+        .map_err(|e| match e {
             cel::ExecutionError::UndeclaredReference(name) => {
                 format!("'{name}' is not a parameter or output here (quote text: '{name}')")
             }
             e => e.to_string(),
         })?;
-        to_json(&value)
-    })
+    to_json(&value)
 }
 
 fn boolean(value: serde_json::Value) -> Result<bool, String> {
@@ -113,15 +128,18 @@ fn boolean(value: serde_json::Value) -> Result<bool, String> {
     }
 }
 
-fn compile(source: &str) -> Result<Program, String> {
-    env().compile(source).map_err(|errors| {
+/// Parses `source` and meters it.
+fn compile(source: &str) -> Result<Expr, String> {
+    let mut ast = env().parser().parse(source).map_err(|errors| {
         errors
             .errors
             .iter()
             .map(|e| format!("column {}: {}", e.pos.1 + 1, e.msg))
             .collect::<Vec<_>>()
             .join("; ")
-    })
+    })?;
+    let steps = meter::meter(&mut ast, 1);
+    Ok(Expr { ast, steps })
 }
 
 /// Runs `f` on a thread with a large stack; a panic in it is a refusal, not a crash (the
@@ -256,7 +274,7 @@ fn legacy_refs(text: &str) -> Result<String, String> {
 impl Expr {
     /// The expression's value, as JSON.
     pub fn eval(&self, vars: &Vars) -> Result<serde_json::Value, String> {
-        run(&self.source, vars)
+        on_big_stack(|| budget::metered(|| execute(self, vars))?)
     }
 
     /// Whether a condition holds: it must evaluate to a boolean.

@@ -270,10 +270,16 @@ fn refused_as_too_costly<T>(result: Result<T, String>) {
 
 #[test]
 fn nested_loops_over_literal_lists_are_refused_when_checked() {
-    // 40^4 = 2.6 million innermost steps: fine for a machine, not for a condition.
+    // 40^4 = 2.6 million innermost steps (none finds a match, so none stops early): fine
+    // for a machine, not for a condition. It reads no value, so it is refused when checked.
     let l = list_of(40);
-    let text = format!("{l}.all(a, {l}.all(b, {l}.all(c, {l}.exists(d, a + b + c + d == 0))))");
+    let text =
+        format!("{l}.exists(a, {l}.exists(b, {l}.exists(c, {l}.exists(d, a + b + c + d == 0))))");
     refused_as_too_costly(parse(&text));
+    // The same loops stopped by their first element (`all` of false) do little: charged as
+    // they run, they pass.
+    let text = format!("!{l}.all(a, {l}.all(b, {l}.all(c, {l}.exists(d, a + b + c + d == 0))))");
+    assert!(holds(&text, &Vars::default()));
     // One level less is a quick expression, and it evaluates.
     let text = format!("{l}.all(a, {l}.exists(b, a + b == 41))");
     assert!(holds(&text, &Vars::default()));
@@ -371,14 +377,20 @@ fn regular_expressions_and_searches_are_priced_by_their_size() {
         r"file.matches('^sales_\\d{4}-\\d{2}-\\d{2}\\.csv$')",
         &vars
     ));
-    // indexOf compares its needle at every place of the text.
-    let text = "a".repeat(4000);
+    // indexOf searches in linear time: a needle that nearly matches at every place of the
+    // text costs no more than reading both.
+    let text = "a".repeat(40_000);
     let vars = Vars::with_params(&params(&[
         ("t", text.as_str()),
-        ("n", &format!("{}b", &text[..2000])),
+        ("n", &format!("{}b", &text[..20_000])),
     ]));
-    refused_as_too_costly(eval("t.indexOf(n) == -1", &vars));
+    assert!(holds("t.indexOf(n) == -1 && t.lastIndexOf(n) == -1", &vars));
     assert!(holds("t.indexOf('b') == -1", &vars));
+    // A search repeated over a loop is charged each time it reads them.
+    refused_as_too_costly(eval(
+        &format!("{}.all(i, t.indexOf(n) == -1)", list_of(200)),
+        &vars,
+    ));
 }
 
 #[test]
@@ -433,7 +445,7 @@ fn what_hides_a_value_behind_a_name_is_measured_as_the_evaluator_reads_it() {
     ));
     // `strings.quote` is the function even where a variable is called `strings`.
     refused_as_too_costly(parse(&format!(
-        "[0].exists(strings, [strings.quote({big})].all(a, [a.replace('', a)].all(b, b != '')))"
+        "[0].exists(strings, [strings.quote({big})].all(a, [a.replace('', a)].all(b, b.replace('', b) != '')))"
     )));
     // has() is a boolean, whatever it looks into.
     assert!(holds(
@@ -448,14 +460,11 @@ fn a_pattern_is_known_and_small_before_it_is_matched() {
         .err()
         .expect("refused");
     assert!(error.contains("too large"), "{error}");
-    // One computed by the expression cannot be checked: refused at once.
-    let error = parse("'sales_1.csv'.matches('^' + prefix + '_')")
-        .err()
-        .expect("refused");
-    assert!(
-        error.contains("pattern written in the expression"),
-        "{error}"
-    );
+    // One computed by the expression is checked when it is compiled, as any other.
+    let vars = Vars::with_params(&params(&[("prefix", "sales"), ("wide", r"\w{200}")]));
+    assert!(holds("'sales_1.csv'.matches('^' + prefix + '_')", &vars));
+    let error = eval("'x'.matches('^' + wide)", &vars).expect_err("refused");
+    assert!(error.contains("too large"), "{error}");
     // Nor does a leading dot (`.matches(text, pattern)` is `matches`) get around it.
     let error = parse(r"'x'.split('').exists(i, .matches('', '\\w{200}'))")
         .err()
@@ -498,11 +507,17 @@ fn long_names_and_many_patterns_count_the_work_of_reading_them() {
 #[test]
 fn a_case_insensitive_class_is_priced_by_the_characters_it_folds() {
     // `(?i)` folds every character of a class at each compile, however small the program
-    // it compiles to: a thousand compiles of `\P{Any}` (the empty class, folded first)
-    // would take seconds.
+    // it compiles to: a hundred compiles of `\P{Any}` (the empty class, folded first)
+    // would take most of a second. A pattern is compiled once per evaluation, so only
+    // distinct ones add up.
     let ten = list_of(10);
     let text = format!(
         r"{ten}.exists(a, {ten}.exists(b, {ten}.exists(c, 'x'.matches('(?i)\\P{{Any}}'))))"
+    );
+    assert!(!holds(&text, &Vars::default()));
+    let text = format!(
+        r"{}.exists(i, 'x'.matches('(?i)\\P{{Any}}' + string(i)))",
+        list_of(100)
     );
     refused_as_too_costly(parse(&text));
     // So is a pattern folding so much that compiling it once to size it would take long,
@@ -523,7 +538,7 @@ fn a_case_insensitive_class_is_priced_by_the_characters_it_folds() {
         .expect("refused");
     assert!(error.contains("folds the case"), "{error}");
     refused_as_too_costly(parse(&format!(
-        r"{}.all(a, !'x'.matches('(?i)[[^a]b]'))",
+        r"{}.all(a, !'x'.matches('(?i)[[^a]b]' + string(a)))",
         list_of(100)
     )));
     // Without the flag nothing is folded; with it, what ordinary patterns use passes, in
@@ -566,4 +581,52 @@ fn brackets_in_raw_and_tripled_strings_are_not_read_as_nesting() {
     // Brackets inside strings, raw or tripled, are text.
     let text = format!("r'{deep}' != '''{deep}''' || true");
     assert!(holds(&text, &Vars::default()));
+}
+
+#[test]
+fn what_a_function_builds_is_charged_before_it_is_built() {
+    // A separator between each two of a thousand strings: ten megabytes from a few KiB.
+    let xs = format!("[{}]", vec!["\"a\""; 1000].join(","));
+    let sep = "-".repeat(10_000);
+    let vars = Vars::with_params(&params(&[("xs", xs.as_str()), ("sep", sep.as_str())]));
+    refused_as_too_costly(eval("xs.join(sep).size() > 0", &vars));
+    assert!(holds("xs.join('-').size() == 1999", &vars));
+    // A value hidden in an optional is measured as the value.
+    let big = format!("'{}'", "x".repeat(2000));
+    refused_as_too_costly(parse(&format!(
+        "[optional.of({big})].all(o, {}.all(i, {}.all(j, o.value().size() > 0)))",
+        list_of(40),
+        list_of(40)
+    )));
+    // A refusal is not swallowed by `||`, which would otherwise answer true.
+    let grown = format!("'ab'{}.size() > 0", ".replace('a', 'aa')".repeat(40));
+    refused_as_too_costly(parse(&format!("{grown} || true")));
+}
+
+#[test]
+fn the_metered_string_functions_answer_as_the_extension_does() {
+    let none = Vars::default();
+    for text in [
+        "'héllo héllo'.indexOf('llo') == 2",
+        "'héllo héllo'.indexOf('llo', 3) == 8",
+        "'héllo héllo'.lastIndexOf('llo') == 8",
+        "'héllo héllo'.lastIndexOf('llo', 7) == 2",
+        "'aaa'.lastIndexOf('aa') == 1 && 'aaa'.lastIndexOf('aa', 0) == 0",
+        "'abc'.indexOf('') == 0 && 'abc'.lastIndexOf('') == 3",
+        "'abc'.indexOf('', 2) == 2 && 'abc'.indexOf('d') == -1",
+        "'ab'.lastIndexOf('abc') == -1",
+        "'aaa'.replace('a', 'b', 2) == 'bba' && 'aaa'.replace('a', 'b', -1) == 'bbb'",
+        "'abc'.replace('', '-') == '-a-b-c-'",
+        "['a', 'b'].join('-') == 'a-b' && ['a', 'b'].join() == 'ab'",
+        "matches('abc', '^a') && 'abc'.matches('c$')",
+    ] {
+        assert!(holds(text, &none), "{text}");
+    }
+    for text in [
+        "'abc'.indexOf('a', 3)",
+        "'abc'.lastIndexOf('a', -1)",
+        "[1].join()",
+    ] {
+        assert!(eval(text, &none).is_err(), "{text}");
+    }
 }
