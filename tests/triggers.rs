@@ -179,14 +179,25 @@ fn callers_without_the_credential_or_from_another_address_are_refused(e: Env) {
     let a = send(hook(&e, "127.0.0.1", "later").basic_auth("ci", Some("guess")));
     assert_eq!(a.status, 401, "{}", a.json);
     assert!(a.challenge.starts_with("Basic realm="), "{}", a.challenge);
-    let out = cli(
+    let out = cli_env(
         e.api(),
-        &["trigger", "call", "default/greet/now", "--token", "guess"],
+        &["trigger", "call", "default/greet/now"],
+        &[("SHOAL_TRIGGER_TOKEN", "guess")],
     );
     assert!(!out.status.success());
     let said = text(&out.stderr);
     assert!(
-        said.contains("wrong token") && said.contains("--token"),
+        said.contains("wrong token") && said.contains("SHOAL_TRIGGER_TOKEN"),
+        "{said}"
+    );
+    // On the command line, where other users of the machine read it, it is refused.
+    let out = cli(
+        e.api(),
+        &["trigger", "call", "default/greet/now", "--token", TOKEN],
+    );
+    let said = text(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("--token on the command line"),
         "{said}"
     );
 

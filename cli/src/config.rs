@@ -13,30 +13,21 @@ use clap::{ArgAction, Command};
 
 use shoal_common::redact::{MASK, is_masked};
 
-/// Refuses a secret given on the command line of a server role (`standalone`,
-/// `api-server`, `master`, `worker`): every user of the machine, and every task a worker
-/// runs, can read a process's arguments in `/proc/PID/cmdline` for as long as it runs. The
-/// secrets are the flags whose variables `--help` hides (`--token`, `--cluster-secret`,
-/// `--secret-key`) and URLs with a password (`--database-url`, `--datasource`); they go in
-/// the environment or the `--config` file instead.
+/// Refuses a secret on the command line: every user of the machine, and every task a
+/// worker runs, can read a process's arguments in `/proc/PID/cmdline` for as long as it
+/// runs. The secrets are the flags whose variables `--help` hides (`--token`,
+/// `--cluster-secret`, `--secret-key`, a trigger's `--password`), of any command, and a
+/// server role's URLs with a password (`--database-url`, `--datasource`); they go in the
+/// environment or, for a server, the `--config` file.
 pub fn refuse_secrets_in_args(argv: &[String], cli: &Command) -> anyhow::Result<()> {
-    let Some((at, role)) = (argv.iter().enumerate().skip(1)).find(|(_, a)| !a.starts_with('-'))
-    else {
-        return Ok(());
-    };
-    let Some(command) = cli.find_subcommand(role) else {
-        return Ok(());
-    };
-    // The server roles are the commands with a configuration to dump.
-    if !command
-        .get_arguments()
-        .any(|a| a.get_long() == Some("dump-config"))
-    {
-        return Ok(());
-    }
-    let mut args = argv[at + 1..].iter().peekable();
+    let mut command = cli;
+    let mut args = argv.iter().skip(1).peekable();
     while let Some(a) = args.next() {
         let Some(flag) = a.strip_prefix("--") else {
+            // The subcommand the next flags belong to.
+            if let Some(sub) = command.find_subcommand(a) {
+                command = sub;
+            }
             continue;
         };
         let (long, inline) = match flag.split_once('=') {
@@ -56,15 +47,25 @@ pub fn refuse_secrets_in_args(argv: &[String], cli: &Command) -> anyhow::Result<
             },
             None => continue,
         };
+        // The server roles are the commands with a configuration to dump.
+        let server = (command.get_arguments()).any(|a| a.get_long() == Some("dump-config"));
         let key = long.replace('-', "_");
         if arg.is_hide_env_values_set() {
             let var = arg.get_env().map(|v| v.to_string_lossy().into_owned());
             let var = var.unwrap_or_default();
+            let file = match server {
+                true => {
+                    format!(", or `{key} = \"...\"` in a --config file only shoal's user can read")
+                }
+                false => String::new(),
+            };
             bail!(
                 "--{long} on the command line can be read by every user of this machine and \
-                 every task (/proc/PID/cmdline): set {var} in the environment instead, or \
-                 `{key} = \"...\"` in a --config file only shoal's user can read"
+                 every task (/proc/PID/cmdline): set {var} in the environment instead{file}"
             );
+        }
+        if !server {
+            continue;
         }
         // `--datasource NAME@PROJECTS=URL`
         let url = match long {
@@ -267,7 +268,25 @@ mod tests {
                 )
             })
             .subcommand(
-                Command::new("start").arg(Arg::new("token").long("token").hide_env_values(true)),
+                Command::new("start").arg(
+                    Arg::new("token")
+                        .long("token")
+                        .env("SHOAL_TOKEN")
+                        .hide_env_values(true),
+                ),
+            )
+            .subcommand(
+                Command::new("trigger").subcommand(
+                    Command::new("call")
+                        .arg(Arg::new("target"))
+                        .arg(Arg::new("user").long("user"))
+                        .arg(
+                            Arg::new("password")
+                                .long("password")
+                                .env("SHOAL_TRIGGER_PASSWORD")
+                                .hide_env_values(true),
+                        ),
+                ),
             );
         let check = |args: &[&str]| {
             let argv: Vec<String> = ["shoal"]
@@ -286,7 +305,7 @@ mod tests {
         }
         let e = check(&["worker", "--datasource", "w=postgres://u:pw@h/db"]).unwrap_err();
         assert!(e.starts_with("--datasource holds a password"), "{e}");
-        // No password, another flag's value, or a client command: nothing refused.
+        // No password, or another flag's value: nothing refused.
         check(&[
             "worker",
             "--datasource",
@@ -296,7 +315,18 @@ mod tests {
         ])
         .unwrap();
         check(&["worker", "--port", "--token", "t"]).unwrap_err();
-        check(&["start", "--token", "t"]).unwrap();
+        // A client's token too, in a nested command, with only the variable to suggest.
+        let e = check(&["start", "--token", "t"]).unwrap_err();
+        assert!(
+            e.ends_with("set SHOAL_TOKEN in the environment instead"),
+            "{e}"
+        );
+        let e = check(&["trigger", "call", "p/w/t", "--password=pw"]).unwrap_err();
+        assert!(
+            e.starts_with("--password on the command line") && e.contains("SHOAL_TRIGGER_PASSWORD"),
+            "{e}"
+        );
+        check(&["trigger", "call", "p/w/t", "--user", "u"]).unwrap();
     }
 
     #[test]

@@ -27,7 +27,8 @@ use std::io::ErrorKind;
 pub struct Connection {
     #[command(flatten)]
     pub endpoint: Endpoint,
-    /// Your API token (`shoal token create`), needed when the server has auth on.
+    /// Your API token (`shoal token create`), needed when the server has auth on; from the
+    /// variable only (other users of the machine can read a command's arguments).
     #[arg(long, env = "SHOAL_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
 }

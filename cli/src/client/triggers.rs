@@ -35,14 +35,14 @@ pub struct CallArgs {
     /// The JSON payload, or @FILE to read it from a file (@- reads stdin); default `{}`.
     #[arg(long, short = 'd')]
     data: Option<String>,
-    /// The trigger's token (sent as `Authorization: Bearer`; not your API token). Prefer
-    /// the variable: other users of the machine can read a command's arguments.
+    /// The trigger's token (sent as `Authorization: Bearer`; not your API token), from the
+    /// variable only: other users of the machine can read a command's arguments.
     #[arg(long, env = "SHOAL_TRIGGER_TOKEN", hide_env_values = true, conflicts_with_all = ["user", "password"])]
     token: Option<String>,
     /// The user of a trigger that takes HTTP Basic credentials.
     #[arg(long, requires = "password")]
     user: Option<String>,
-    /// The password that goes with `--user`. Prefer the variable, as for the token.
+    /// The password that goes with `--user`, from the variable only, as the token.
     #[arg(
         long,
         env = "SHOAL_TRIGGER_PASSWORD",
@@ -151,7 +151,7 @@ async fn call(args: CallArgs) -> anyhow::Result<i32> {
         let message = error_message(resp).await;
         bail!(match status {
             StatusCode::UNAUTHORIZED => format!(
-                "{message} (pass the trigger's credential: --token or SHOAL_TRIGGER_TOKEN, or --user and --password or SHOAL_TRIGGER_PASSWORD)"
+                "{message} (pass the trigger's credential in SHOAL_TRIGGER_TOKEN, or --user and SHOAL_TRIGGER_PASSWORD)"
             ),
             _ => message,
         });
