@@ -257,7 +257,7 @@ fn parse_for_project(
     struct ProjectKey {
         project: Option<serde::de::IgnoredAny>,
     }
-    let names_project = serde_yaml::from_str::<ProjectKey>(text)
+    let names_project = serde_norway::from_str::<ProjectKey>(text)
         .map(|k| k.project.is_some())
         .unwrap_or(true);
     if !names_project {
@@ -496,13 +496,13 @@ fn workflow(mut d: StoredDefinition, online: bool) -> Workflow {
 /// The definition as YAML without the fields that hold their default value: close to
 /// what its author wrote, and it parses back to the same definition.
 fn yaml_of(def: &WorkflowDef) -> String {
-    use serde_yaml::Value;
-    // serde_yaml's mappings keep the fields in declaration order (name first).
-    let mut value = serde_yaml::to_value(def).unwrap_or(Value::Null);
+    use serde_norway::Value;
+    // YAML mappings keep the fields in declaration order (name first).
+    let mut value = serde_norway::to_value(def).unwrap_or(Value::Null);
     // Defaults do not depend on other fields, so one minimal definition shows them all.
     let minimal = WorkflowDef::parse("name: d\ntasks: [{name: t, type: noop}]")
         .ok()
-        .and_then(|d| serde_yaml::to_value(d).ok())
+        .and_then(|d| serde_norway::to_value(d).ok())
         .unwrap_or(Value::Null);
     drop_defaults(&mut value, &minimal, &["name", "tasks"]);
     if let (Some(tasks), Some(default)) = (
@@ -514,11 +514,11 @@ fn yaml_of(def: &WorkflowDef) -> String {
         }
     }
     // A stored definition is plain data: rendering it cannot fail.
-    serde_yaml::to_string(&value).unwrap_or_default()
+    serde_norway::to_string(&value).unwrap_or_default()
 }
 
 /// Removes the keys of `value` (but `keep`) whose value is the one in `defaults`.
-fn drop_defaults(value: &mut serde_yaml::Value, defaults: &serde_yaml::Value, keep: &[&str]) {
+fn drop_defaults(value: &mut serde_norway::Value, defaults: &serde_norway::Value, keep: &[&str]) {
     if let Some(map) = value.as_mapping_mut() {
         map.retain(|k, v| {
             k.as_str().is_some_and(|k| keep.contains(&k)) || defaults.get(k) != Some(v)

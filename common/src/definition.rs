@@ -657,11 +657,12 @@ impl WorkflowDef {
     /// its YAML aliases (counted before anything is built: [`expansion`]).
     pub fn parse_within(text: &str, max_bytes: usize) -> Result<WorkflowDef, DefinitionError> {
         expansion::check(text, max_bytes)?;
-        let def: WorkflowDef = serde_yaml::from_str(text).map_err(|e| DefinitionError::Syntax {
-            line: e.location().map(|l| l.line()),
-            column: e.location().map(|l| l.column()),
-            message: e.to_string(),
-        })?;
+        let def: WorkflowDef =
+            serde_norway::from_str(text).map_err(|e| DefinitionError::Syntax {
+                line: e.location().map(|l| l.line()),
+                column: e.location().map(|l| l.column()),
+                message: e.to_string(),
+            })?;
         def.validate()?;
         Ok(def)
     }

@@ -9,7 +9,7 @@ mod export;
 mod tasks;
 
 use export::{DagData, Property, Schedule, Task};
-use serde_yaml::{Mapping, Value};
+use serde_norway::{Mapping, Value};
 use shoal_common::definition::WorkflowDef;
 use std::collections::HashMap;
 
@@ -189,7 +189,7 @@ fn workflow(
         )));
     }
     m.insert("tasks".into(), Value::Sequence(list));
-    let yaml = serde_yaml::to_string(&Value::Mapping(m))?;
+    let yaml = serde_norway::to_string(&Value::Mapping(m))?;
     // shoal's own checks: what the importer wrote must apply as it is.
     WorkflowDef::parse(&yaml)
         .map_err(|e| anyhow::anyhow!("{name}: the converted workflow is not valid: {e}\n{yaml}"))?;

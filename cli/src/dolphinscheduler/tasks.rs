@@ -7,7 +7,7 @@ use super::export::Task;
 use super::{Codes, params};
 use anyhow::Context;
 use serde_json::Value as Json;
-use serde_yaml::{Mapping, Value};
+use serde_norway::{Mapping, Value};
 use shoal_common::definition::DateCycle;
 
 /// The task types converted; any other becomes a task that fails saying it was not

@@ -2,11 +2,11 @@
 //!
 //! An alias (`*deps`) repeats the node its anchor (`&deps`) names, so a few hundred KB of
 //! aliases can stand for gigabytes: a 5,000-item `depends_on` reused by 8,000 tasks is 40
-//! million names. serde_yaml 0.9 bounds nesting and the number of alias jumps (relative
-//! to the document's length), not what they expand to, and materializes every copy. So
-//! before a definition is built, one pass walks the document as serde_yaml replays it,
-//! keeping nothing, and stops as soon as its expanded size passes the limit: time and
-//! memory stay bounded whatever the aliases say.
+//! million names. serde_norway (serde_yaml 0.9's code) bounds nesting and the number of
+//! alias jumps (relative to the document's length), not what they expand to, and
+//! materializes every copy. So before a definition is built, one pass walks the document
+//! as the parser replays it, keeping nothing, and stops as soon as its expanded size passes
+//! the limit: time and memory stay bounded whatever the aliases say.
 //!
 //! The expanded size counts what the text would take written out without aliases: each
 //! scalar's bytes plus one per node (its separator), so a text without aliases measures
@@ -25,7 +25,7 @@ pub(super) fn check(text: &str, limit: usize) -> Result<(), DefinitionError> {
         left: Cell::new(limit),
         spent: Cell::new(false),
     };
-    match Walk(&budget).deserialize(serde_yaml::Deserializer::from_str(text)) {
+    match Walk(&budget).deserialize(serde_norway::Deserializer::from_str(text)) {
         Err(_) if budget.spent.get() => Err(DefinitionError::TooLarge { limit }),
         // Syntax errors are the real parse's to report, with their location.
         _ => Ok(()),
