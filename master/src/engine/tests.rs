@@ -1,8 +1,8 @@
 //! The engine over a real store and the in-process registry: messages in, one cycle,
 //! then what it wrote, what it queued and what it sent itself. No worker runs: the tests
 //! play the dispatcher's and the workers' part with the messages those send. The store
-//! is an SQLite file of the test's own; the few tests that edit rows behind the engine's
-//! back, or need Postgres's refusal of a value, get a fresh Postgres database.
+//! is an SQLite file of the test's own; a test that edits rows behind the engine's back,
+//! or needs Postgres's refusal of a value, gets a fresh Postgres database.
 
 use super::commit::Committed;
 use super::cycle::Cycle;
@@ -293,7 +293,7 @@ async fn a_task_moves_from_queue_to_worker_and_its_end_queues_the_next() {
 
 #[tokio::test]
 async fn a_fenced_instance_is_dropped_with_its_creates_and_the_other_goes_on() {
-    let mut h = Harness::postgres().await;
+    let mut h = Harness::new().await;
     let (lost, kept) = (h.start(CHAIN).await, h.start(CHAIN).await);
     let [a_lost, a_kept] = h.pushed()[..] else {
         panic!("both roots are queued")
@@ -301,9 +301,8 @@ async fn a_fenced_instance_is_dropped_with_its_creates_and_the_other_goes_on() {
     h.cycle(vec![dispatched(a_lost, "w1"), dispatched(a_kept, "w1")])
         .await;
     // Another master took `lost` over meanwhile.
-    h.db.query(&format!(
-        "UPDATE workflow_instance SET owner_epoch = 9, owner = 'other' WHERE id = {lost}"
-    ));
+    let taken = h.store.take_over(lost, EPOCH, "other:1").await.unwrap();
+    assert!(taken.is_some());
     let (m1, acked_lost) = report(lost, a_lost, TaskEventKind::Success, "");
     let (m2, acked_kept) = report(kept, a_kept, TaskEventKind::Success, "");
     h.cycle(vec![m1, m2]).await;
