@@ -218,14 +218,7 @@ impl Engine {
         let Some(worker) = t.place.worker().map(str::to_string) else {
             return;
         };
-        let task = match spec::build(
-            run,
-            node,
-            id,
-            t.attempt,
-            &self.ctx.master_addr,
-            &self.ctx.secrets,
-        ) {
+        let task = match spec::build(run, node, id, t.attempt, &self.ctx) {
             Ok(task) => task,
             Err(message) => {
                 let fact = Fact::Unrunnable(message);

@@ -3,7 +3,7 @@
 //! outputs, to decide whether another one runs.
 
 use super::cycle::Cycle;
-use super::{Engine, EngineMsg, spec};
+use super::{Engine, spec};
 use crate::runtime::Event;
 use shoal_common::store::TaskUpdate;
 use shoal_common::types::TaskState;
@@ -11,11 +11,7 @@ use shoal_common::types::TaskState;
 impl Engine {
     /// The do_while task starts: its first iteration runs whatever the condition says.
     pub(super) fn start_loop(&mut self, id: i64, cycle: &mut Cycle, now: i64) {
-        let Some(t) = self.tasks.get(&id) else { return };
-        if t.place.killing() {
-            let _ = self.ctx.me.send(EngineMsg::Cancelled { id });
-            return;
-        }
+        let Some(t) = self.to_start(id) else { return };
         let (instance, node, attempt) = (t.instance, t.node, t.attempt);
         let mut u = TaskUpdate::state(id, TaskState::Running);
         u.started_at = Some(now);

@@ -3,7 +3,7 @@
 //! children.
 
 use super::cycle::Cycle;
-use super::{Engine, EngineMsg, spec};
+use super::{Engine, spec};
 use crate::runtime::{Event, Fact};
 use shoal_common::definition::ITEMS;
 use shoal_common::start::Params;
@@ -12,11 +12,7 @@ use shoal_common::types::TaskState;
 
 impl Engine {
     pub(super) fn expand(&mut self, id: i64, cycle: &mut Cycle, now: i64) {
-        let Some(t) = self.tasks.get(&id) else { return };
-        if t.place.killing() {
-            let _ = self.ctx.me.send(EngineMsg::Cancelled { id });
-            return;
-        }
+        let Some(t) = self.to_start(id) else { return };
         let (instance, node, attempt) = (t.instance, t.node, t.attempt);
         let Some(run) = self.runs.get(&instance) else {
             return;

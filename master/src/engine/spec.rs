@@ -2,7 +2,7 @@
 //! field the task runs expanded.
 
 use super::waits::{Dependency, Expiry, Item, Wait};
-use super::{Run, callback};
+use super::{Context as EngineContext, Run, callback};
 use crate::queue::QueuedTask;
 use crate::runtime::Node;
 use crate::secrets::{self, Secrets};
@@ -30,12 +30,11 @@ pub(super) fn build(
     node: Node,
     id: i64,
     attempt: i32,
-    master_addr: &str,
-    secrets: &Secrets,
+    engine: &EngineContext,
 ) -> Result<QueuedTask, String> {
     let def = &run.rt.definition().tasks[node];
     let (params, mut outside, schedule_time) = task_values(run, node, id);
-    let revealed = reveal(secrets, &run.project, def)?;
+    let revealed = reveal(&engine.secrets, &run.project, def)?;
     let all = with_secrets(&params, &revealed);
     for (name, _) in &revealed.named {
         outside.insert(format!("secret.{name}"), Source::Secret);
@@ -89,7 +88,7 @@ pub(super) fn build(
             task_type: def.task_type.clone(),
             definition_json,
             params: environment.into_iter().collect(),
-            master_addr: master_addr.to_string(),
+            master_addr: engine.master_addr.clone(),
             owner_epoch: run.epoch,
             tenant: run.rt.definition().tenant.clone().unwrap_or_default(),
             masked: revealed.masked(),

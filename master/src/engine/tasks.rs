@@ -1,7 +1,7 @@
 //! A task's way out: queued for dispatch, killed, withdrawn; and the rows and timers of
 //! new attempts.
 
-use super::places::Place;
+use super::places::{Place, TaskRef};
 use super::runs::Run;
 use super::{Engine, EngineMsg, child_stop, groups, spec, waits};
 use crate::runtime::{Fact, Node};
@@ -81,14 +81,7 @@ impl Engine {
         } else if run.options.dry_run {
             settle_msg(id, Fact::Done(Some("dry run: not executed".into())))
         } else {
-            match spec::build(
-                run,
-                node,
-                id,
-                t.attempt,
-                &self.ctx.master_addr,
-                &self.ctx.secrets,
-            ) {
+            match spec::build(run, node, id, t.attempt, &self.ctx) {
                 Ok(task) => {
                     t.place = Place::Queued { no_worker: false };
                     self.dispatch.push(task);
@@ -99,6 +92,17 @@ impl Engine {
         };
         t.place = Place::OnMaster;
         let _ = self.ctx.me.send(msg);
+    }
+
+    /// The attempt a message from `send_out` starts, unless a kill reached it meanwhile:
+    /// then it never starts (it is cancelled now).
+    pub(super) fn to_start(&self, id: i64) -> Option<&TaskRef> {
+        let t = self.tasks.get(&id)?;
+        if t.place.killing() {
+            let _ = self.ctx.me.send(EngineMsg::Cancelled { id });
+            return None;
+        }
+        Some(t)
     }
 
     /// Kills the current attempt of a task: on its worker if it reached one, otherwise by

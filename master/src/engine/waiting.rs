@@ -3,7 +3,7 @@
 
 use super::cycle::Cycle;
 use super::places::Place;
-use super::{Engine, EngineMsg, spec, waits};
+use super::{Engine, spec, waits};
 use crate::runtime::Fact;
 use shoal_common::start::Params;
 use shoal_common::store::{ChildState, TaskUpdate};
@@ -12,12 +12,7 @@ use shoal_common::types::{TaskState, TaskType};
 impl Engine {
     /// A sub_workflow task's child run is written with this cycle; the task waits for it.
     pub(super) fn start_child(&mut self, id: i64, cycle: &mut Cycle, now: i64) {
-        let Some(t) = self.tasks.get(&id) else { return };
-        // Stopped before its child was written: it never starts one.
-        if t.place.killing() {
-            let _ = self.ctx.me.send(EngineMsg::Cancelled { id });
-            return;
-        }
+        let Some(t) = self.to_start(id) else { return };
         let Some(run) = self.runs.get(&t.instance) else {
             return;
         };
@@ -34,11 +29,7 @@ impl Engine {
     /// Records a wait or callback task as waiting (and its callback request, sent once the
     /// record is committed).
     pub(super) fn start_wait(&mut self, id: i64, cycle: &mut Cycle, now: i64) {
-        let Some(t) = self.tasks.get(&id) else { return };
-        if t.place.killing() {
-            let _ = self.ctx.me.send(EngineMsg::Cancelled { id });
-            return;
-        }
+        let Some(t) = self.to_start(id) else { return };
         let Some(run) = self.runs.get(&t.instance) else {
             return;
         };
