@@ -31,6 +31,8 @@ pub(super) struct Request {
     pub callback_url: String,
     /// The secrets expanded into the request, and the token.
     pub mask: Mask,
+    /// The state the task ends in if the request fails (the runtime's decision).
+    pub failed: TaskState,
 }
 
 impl Request {
@@ -58,7 +60,7 @@ pub(super) fn send(store: Store, id: i64, request: Request) {
             Ok(false) => return, // sent by the master that had the task before
             Err(error) => {
                 let reason = format!("cannot record its callback token: {error}");
-                return fail(&store, id, &reason).await;
+                return fail(&store, id, request.failed, &reason).await;
             }
         }
         match call(&request).await {
@@ -67,7 +69,10 @@ pub(super) fn send(store: Store, id: i64, request: Request) {
                     warn!(%error, task_instance_id = id, "cannot mark a callback request sent");
                 }
             }
-            Err(reason) => fail(&store, id, &request.mask.message(&reason)).await,
+            Err(reason) => {
+                let reason = request.mask.message(&reason);
+                fail(&store, id, request.failed, &reason).await
+            }
         }
     });
 }
@@ -106,12 +111,9 @@ async fn call(r: &Request) -> Result<(), String> {
     Err(format!("{to} answered {status}: {excerpt}"))
 }
 
-async fn fail(store: &Store, id: i64, reason: &str) {
+async fn fail(store: &Store, id: i64, state: TaskState, reason: &str) {
     let output = Default::default();
-    if let Err(error) = store
-        .end_waiting(id, TaskState::Failure, &output, reason)
-        .await
-    {
+    if let Err(error) = store.end_waiting(id, state, &output, reason).await {
         warn!(%error, task_instance_id = id, reason, "cannot fail a callback task");
     }
 }

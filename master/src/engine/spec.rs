@@ -166,6 +166,7 @@ pub(super) fn callback_request(
         expected_status: cb.expected_status.clone(),
         callback_url,
         mask,
+        failed: run.rt.callback_failure(),
     })
 }
 

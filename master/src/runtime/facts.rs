@@ -78,6 +78,12 @@ impl WorkflowRuntime {
         }
     }
 
+    /// The state a callback task ends in when its request fails (no answer, or not the
+    /// expected one) before anything completed it: no callback is to be expected.
+    pub fn callback_failure(&self) -> TaskState {
+        TaskState::Failure
+    }
+
     /// How wait or callback task `node` ends if nothing completes it within its
     /// `timeout` (none without one): its `on_timeout` decides.
     pub fn wait_expiry(&self, node: Node) -> Option<Expiry> {
