@@ -70,7 +70,8 @@ tasks:
     let gate_says = |what: &str| {
         wait_for(&format!("the gate to say {what:?}"), LONG, || {
             let inst = e.api().get(&format!("/instances/{report}"));
-            let gate = attempts(&inst, "gate")[0].clone();
+            // The run may be listed before its first cycle recorded the gate.
+            let gate = (*attempts(&inst, "gate").first()?).clone();
             let message = gate["message"].as_str().unwrap_or_default().to_string();
             message.contains(what).then_some(gate)
         })
