@@ -42,7 +42,7 @@ const SUPPORTED_TIME_FORMS: &str = "$[yyyyMMdd], $[yyyy-MM-dd HH:mm:ss] (letters
 pub enum ExpandError {
     /// A `${name}` whose name no parameter source defines.
     #[error(
-        "undefined parameter ${{{0}}}: define it in the workflow's params, the task's params or pass it at start with --param {0}=VALUE"
+        "undefined parameter ${{{0}}}: define it in the workflow's params, the task's params or pass it at start with --param {0}=VALUE (a sub-workflow's run gets only what its parent task passes in its params)"
     )]
     UndefinedParam(String),
     /// A `$[expr]` that is not a valid time expression.

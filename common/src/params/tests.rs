@@ -279,7 +279,7 @@ fn undefined_params_are_reported_with_a_fix() {
     assert_eq!(err, ExpandError::UndefinedParam("nope".into()));
     assert_eq!(
         err.to_string(),
-        "undefined parameter ${nope}: define it in the workflow's params, the task's params or pass it at start with --param nope=VALUE"
+        "undefined parameter ${nope}: define it in the workflow's params, the task's params or pass it at start with --param nope=VALUE (a sub-workflow's run gets only what its parent task passes in its params)"
     );
 }
 
