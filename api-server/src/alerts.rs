@@ -11,11 +11,10 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use shoal_common::store::{
-    self, ALERT_FAILED, ALERT_PENDING, ALERT_SENT, AlertFilter, AlertRow, ChannelTarget,
-    WebhookFormat,
-};
 use shoal_common::types::ms_to_rfc3339;
+use shoal_store::{
+    ALERT_FAILED, ALERT_PENDING, ALERT_SENT, AlertFilter, AlertRow, ChannelTarget, WebhookFormat,
+};
 use utoipa::{IntoParams, ToSchema};
 
 /// Where alerts go: a webhook (`url`, `format`) or the master's log. The same shape is
@@ -45,8 +44,8 @@ pub enum ChannelType {
     Log,
 }
 
-impl From<store::AlertChannel> for AlertChannel {
-    fn from(c: store::AlertChannel) -> Self {
+impl From<shoal_store::AlertChannel> for AlertChannel {
+    fn from(c: shoal_store::AlertChannel) -> Self {
         let (kind, url, format) = match c.target {
             ChannelTarget::Webhook { url, format } => ("webhook", Some(url), Some(format)),
             ChannelTarget::Log => ("log", None, None),
@@ -61,7 +60,7 @@ impl From<store::AlertChannel> for AlertChannel {
 }
 
 impl AlertChannel {
-    fn into_channel(self) -> Result<store::AlertChannel> {
+    fn into_channel(self) -> Result<shoal_store::AlertChannel> {
         let target = match (self.kind.as_str(), self.url, self.format) {
             ("webhook", Some(url), format) => ChannelTarget::Webhook {
                 url,
@@ -82,7 +81,7 @@ impl AlertChannel {
                 )));
             }
         };
-        Ok(store::AlertChannel {
+        Ok(shoal_store::AlertChannel {
             name: self.name,
             target,
         })

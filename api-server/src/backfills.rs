@@ -19,8 +19,8 @@ use shoal_common::definition::dependent_stages;
 use shoal_common::schedule::{backfill_times, parse_timezone};
 use shoal_common::start::Params;
 use shoal_common::start::StartOptions;
-use shoal_common::store::{BackfillRow, Cancel, Chained, NewBackfill};
 use shoal_common::types::{BackfillRunState, BackfillState, Priority, ms_to_rfc3339};
+use shoal_store::{BackfillRow, Cancel, Chained, NewBackfill};
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
 

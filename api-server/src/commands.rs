@@ -11,8 +11,8 @@ use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shoal_common::start::{Params, Scope, StartOptions, check_param_name};
-use shoal_common::store::{self, NewCommand, StoredDefinition};
 use shoal_common::types::{CommandKind, Priority};
+use shoal_store::{NewCommand, StoredDefinition};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
@@ -240,11 +240,11 @@ pub async fn status(
         .await?
         .ok_or_else(|| Error::NotFound(format!("command {id} does not exist")))?;
     let (status, workflow_instance_id, error) = match status {
-        store::CommandStatus::Pending => (CommandProgress::Pending, None, None),
-        store::CommandStatus::Done {
+        shoal_store::CommandStatus::Pending => (CommandProgress::Pending, None, None),
+        shoal_store::CommandStatus::Done {
             workflow_instance_id,
         } => (CommandProgress::Done, Some(workflow_instance_id), None),
-        store::CommandStatus::Error { error } => (CommandProgress::Error, None, Some(error)),
+        shoal_store::CommandStatus::Error { error } => (CommandProgress::Error, None, Some(error)),
     };
     Ok(Json(CommandStatus {
         id,

@@ -26,11 +26,9 @@ use serde::Serialize;
 use serde_json::Value;
 use shoal_common::metrics::API_COMMANDS_WRITTEN;
 use shoal_common::start::Params;
-use shoal_common::store::{
-    AuditEntry, CallKey, NewCommand, RunProgress, StoredDefinition, TriggeredRun,
-};
 use shoal_common::trigger::{TriggerDef, TriggerMode};
 use shoal_common::types::{CommandKind, WorkflowState};
+use shoal_store::{AuditEntry, CallKey, NewCommand, RunProgress, StoredDefinition, TriggeredRun};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::Instant;

@@ -12,14 +12,14 @@ use axum::http::HeaderName;
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use shoal_common::start::StartOptions;
-use shoal_common::store::{InstanceFilter, InstanceRow, TaskInstanceRow};
 use shoal_common::types::{Priority, TaskState, TaskType, WorkflowState, ms_to_rfc3339};
+use shoal_store::{InstanceFilter, InstanceRow, TaskInstanceRow};
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
 
 /// Instances listed when the query gives no `limit`, and the most it may ask for.
 const DEFAULT_LIMIT: i64 = 100;
-const MAX_LIMIT: i64 = shoal_common::store::MAX_INSTANCE_LIST;
+const MAX_LIMIT: i64 = shoal_store::MAX_INSTANCE_LIST;
 /// How many instances match the filter of `GET /instances`, whatever its limit and offset.
 pub const TOTAL_COUNT_HEADER: HeaderName = HeaderName::from_static("x-total-count");
 

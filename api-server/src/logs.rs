@@ -14,7 +14,7 @@ use axum::response::IntoResponse;
 use serde::Deserialize;
 use shoal_common::proto::ReadLogRequest;
 use shoal_common::proto::worker_client::WorkerClient;
-use shoal_common::store::{KeptLog, TaskInstanceRow};
+use shoal_store::{KeptLog, TaskInstanceRow};
 use std::time::Duration;
 use utoipa::IntoParams;
 

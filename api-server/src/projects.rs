@@ -10,8 +10,8 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use shoal_common::access::Role;
-use shoal_common::store::{MemberRow, ProjectRow, audit_project};
 use shoal_common::types::ms_to_rfc3339;
+use shoal_store::{MemberRow, ProjectRow, audit_project};
 use utoipa::{IntoParams, ToSchema};
 
 #[derive(Serialize, ToSchema)]

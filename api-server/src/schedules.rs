@@ -13,8 +13,8 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shoal_common::schedule::{CronSchedule, Misfire, Window};
-use shoal_common::store::{ScheduleRow, ScheduleSpec};
 use shoal_common::types::{FailureStrategy, Priority, ms_to_rfc3339, now_ms};
+use shoal_store::{ScheduleRow, ScheduleSpec};
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
 

@@ -10,8 +10,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
-use shoal_common::store::SecretRow;
 use shoal_common::types::ms_to_rfc3339;
+use shoal_store::SecretRow;
 use utoipa::{IntoParams, ToSchema};
 
 /// Longest value a secret may have.

@@ -16,8 +16,8 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use shoal_common::start::RerunTask;
-use shoal_common::store::{NewCommand, TaskInstanceRow, recovery_allowed};
 use shoal_common::types::{CommandKind, TaskState};
+use shoal_store::{NewCommand, TaskInstanceRow, recovery_allowed};
 use utoipa::{IntoParams, ToSchema};
 
 /// What the 404 for an unknown action lists.

@@ -7,7 +7,6 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use shoal_common::store;
 use shoal_common::types::ms_to_rfc3339;
 use utoipa::ToSchema;
 
@@ -60,7 +59,7 @@ pub async fn create(
     body: Body,
 ) -> Result<(StatusCode, Json<NewTaskGroup>)> {
     let req: NewTaskGroup = body.json()?;
-    let group = store::TaskGroup {
+    let group = shoal_store::TaskGroup {
         name: req.name,
         slots: req.slots,
         description: req.description,

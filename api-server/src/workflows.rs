@@ -11,8 +11,8 @@ use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use shoal_common::access::Role;
 use shoal_common::definition::{DefinitionError, WorkflowDef};
-use shoal_common::store::StoredDefinition;
 use shoal_common::types::{WorkflowState, ms_to_rfc3339};
+use shoal_store::StoredDefinition;
 use std::collections::HashMap;
 use utoipa::{IntoParams, ToSchema};
 

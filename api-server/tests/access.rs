@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use shoal_api_server::{ApiState, Auth, openapi_document, router};
 use shoal_common::access::{new_token, token_hash};
 use shoal_common::secret_key::SecretKey;
-use shoal_common::store::{NewTaskInstance, Store, WriteBatch};
 use shoal_common::types::{Priority, TaskState, now_ms};
+use shoal_store::{NewTaskInstance, Store, WriteBatch};
 use std::collections::{BTreeMap, BTreeSet};
 use tempfile::TempDir;
 use tower::ServiceExt;
@@ -1229,7 +1229,7 @@ async fn a_run_is_started_in_the_name_of_its_caller_and_a_rerun_in_the_rerunners
     assert_eq!(started_by, id_of("operator"));
 
     let ended = WriteBatch {
-        instance_updates: vec![shoal_common::store::InstanceUpdate {
+        instance_updates: vec![shoal_store::InstanceUpdate {
             id: run,
             owner_epoch: row.owner_epoch,
             state: shoal_common::types::WorkflowState::Success,

@@ -13,10 +13,8 @@ use shoal_common::proto::{
     KillResponse, ReadLogRequest, ReadLogResponse, ReportEventsRequest, ReportEventsResponse,
 };
 use shoal_common::start::{Scope, StartOptions};
-use shoal_common::store::{
-    InstanceRow, InstanceUpdate, NewTaskInstance, Store, TaskUpdate, WriteBatch,
-};
 use shoal_common::types::{CommandKind, Priority, TaskState, WorkflowState};
+use shoal_store::{InstanceRow, InstanceUpdate, NewTaskInstance, Store, TaskUpdate, WriteBatch};
 use tempfile::TempDir;
 use tower::ServiceExt;
 

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 use shoal_api_server::{ApiState, Auth, serve};
-use shoal_common::store::Store;
+use shoal_store::Store;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tempfile::TempDir;

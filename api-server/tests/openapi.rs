@@ -8,7 +8,7 @@ use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use serde_json::Value;
 use shoal_api_server::{ApiState, Auth, openapi_document, router};
-use shoal_common::store::Store;
+use shoal_store::Store;
 use std::collections::BTreeSet;
 use tempfile::TempDir;
 use tower::ServiceExt;

@@ -1,4 +1,4 @@
-//! Shared layer of shoal: domain types, the definition format, the store, the registry and
+//! Shared layer of shoal: domain types, the definition format, the registry and
 //! the generated master/worker protocol.
 
 pub mod access;
@@ -18,7 +18,6 @@ pub mod registry;
 pub mod schedule;
 pub mod secret_key;
 pub mod start;
-pub mod store;
 pub mod trigger;
 pub mod types;
 

@@ -4,8 +4,8 @@
 //! (see [`Store::prune_ended`]).
 
 use shoal_common::registry::Leadership;
-use shoal_common::store::{Pruned, Store};
 use shoal_common::types::now_ms;
+use shoal_store::{Pruned, Store};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};

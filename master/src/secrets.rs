@@ -6,7 +6,7 @@
 
 use shoal_common::definition::WorkflowDef;
 use shoal_common::secret_key::SecretKey;
-use shoal_common::store::Store;
+use shoal_store::Store;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;

@@ -1,8 +1,8 @@
 //! Taking an instance over when a COMMIT's outcome can be lost: the take-over itself may
 //! have landed unseen, and a retry then finds the epoch moved, by this master.
 
-use shoal_common::store::{ClaimedInstance, Store};
 use shoal_common::{Failure, Result};
+use shoal_store::{ClaimedInstance, Store};
 
 /// Tries before giving up on an instance whose take-overs keep ending unknown.
 const TRIES: usize = 8;

@@ -7,8 +7,8 @@ use crate::schedules::parse_optional_time;
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use shoal_common::store::{AuditFilter, AuditRow};
 use shoal_common::types::ms_to_rfc3339;
+use shoal_store::{AuditFilter, AuditRow};
 use utoipa::{IntoParams, ToSchema};
 
 #[derive(Serialize, ToSchema)]

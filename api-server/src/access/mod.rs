@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use policy::{Need, Scope};
 use serde::Serialize;
 use shoal_common::access::{Role, token_hash};
-use shoal_common::store::{AuditEntry, TokenOwner, audited};
+use shoal_store::{AuditEntry, TokenOwner, audited};
 use std::collections::{BTreeMap, HashMap};
 use subtle::ConstantTimeEq;
 use utoipa::ToSchema;

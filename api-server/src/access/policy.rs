@@ -3,7 +3,7 @@
 //! global admins, so a new route cannot be left open by mistake.
 
 use shoal_common::access::Role;
-use shoal_common::store::Owned;
+use shoal_store::Owned;
 
 /// Who may call an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

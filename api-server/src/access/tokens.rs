@@ -10,8 +10,8 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use shoal_common::access::{new_token, token_hash};
-use shoal_common::store::TokenRow;
 use shoal_common::types::{ms_to_rfc3339, now_ms};
+use shoal_store::TokenRow;
 use utoipa::{IntoParams, ToSchema};
 
 /// A token as listed: never its value.

@@ -7,8 +7,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use shoal_common::store::UserRow;
 use shoal_common::types::ms_to_rfc3339;
+use shoal_store::UserRow;
 use utoipa::ToSchema;
 
 #[derive(Serialize, ToSchema)]

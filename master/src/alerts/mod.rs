@@ -3,8 +3,8 @@
 //! never holds it up: a slow or failing channel only delays its own alerts.
 
 use serde_json::{Value, json};
-use shoal_common::store::{AlertChannel, AlertRow, ChannelTarget, Delivery, Store, WebhookFormat};
 use shoal_common::types::now_ms;
+use shoal_store::{AlertChannel, AlertRow, ChannelTarget, Delivery, Store, WebhookFormat};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};

@@ -7,8 +7,8 @@
 //! knowing it, or two passes racing, cannot fire a schedule time twice.
 
 use shoal_common::registry::Leadership;
-use shoal_common::store::Store;
 use shoal_common::types::now_ms;
+use shoal_store::Store;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;

@@ -2,8 +2,8 @@
 
 use super::Run;
 use serde_json::json;
-use shoal_common::store::NewAlert;
 use shoal_common::types::{AlertOn, WorkflowState, ms_to_rfc3339};
+use shoal_store::NewAlert;
 
 /// Alerts for the run's end in `state`; a pause is no end.
 pub(super) fn on_end(run: &Run, state: WorkflowState, now: i64) -> Vec<NewAlert> {

@@ -9,8 +9,8 @@
 
 use shoal_common::access::{random_hex, token_hash};
 use shoal_common::mask::Mask;
-use shoal_common::store::Store;
 use shoal_common::types::TaskState;
+use shoal_store::Store;
 use std::time::Duration;
 use tracing::warn;
 

@@ -6,8 +6,8 @@
 
 use crate::clients::Peers;
 use shoal_common::proto::{ControlAction, ControlRequest};
-use shoal_common::store::{ChildRun, Store};
 use shoal_common::types::WorkflowState;
+use shoal_store::{ChildRun, Store};
 use std::time::Duration;
 use tonic::Code;
 use tracing::{info, warn};

@@ -9,8 +9,8 @@ use crate::runtime::{Event, Fact, Node, Recorded, Recovery, Refused, WorkflowRun
 use crate::secrets::Secrets;
 use shoal_common::metrics;
 use shoal_common::proto::DispatchRequest;
-use shoal_common::store::{ClaimedInstance, InstanceUpdate, TaskInstanceRow};
 use shoal_common::types::{CommandKind, TaskState, TaskType, WorkflowState};
+use shoal_store::{ClaimedInstance, InstanceUpdate, TaskInstanceRow};
 use std::collections::HashSet;
 use tracing::{info, warn};
 

@@ -7,9 +7,9 @@
 //!   reloaded from the store, as a failover would, so what did land is not written twice.
 
 use super::{Engine, EngineMsg, alerts};
-use shoal_common::store::{SerialEnd, WriteBatch, WriteResult};
 use shoal_common::types::{WorkflowState, now_ms};
 use shoal_common::{Failure, metrics};
+use shoal_store::{SerialEnd, WriteBatch, WriteResult};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;

@@ -5,8 +5,8 @@
 use super::cycle::Cycle;
 use super::{Engine, spec};
 use crate::runtime::Event;
-use shoal_common::store::TaskUpdate;
 use shoal_common::types::TaskState;
+use shoal_store::TaskUpdate;
 
 impl Engine {
     /// The do_while task starts: its first iteration runs whatever the condition says.

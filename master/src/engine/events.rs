@@ -9,8 +9,8 @@ use shoal_common::definition::{ERROR_EXIT_CODE, ERROR_MESSAGE, ErrorAction};
 use shoal_common::metrics;
 use shoal_common::proto::{TaskEvent, TaskEventKind};
 use shoal_common::start::Params;
-use shoal_common::store::{InstanceUpdate, KeptLog, SerialEnd, TaskUpdate};
 use shoal_common::types::{TaskState, WorkflowState};
+use shoal_store::{InstanceUpdate, KeptLog, SerialEnd, TaskUpdate};
 use tracing::info;
 
 impl Engine {

@@ -7,8 +7,8 @@ use super::{Engine, spec};
 use crate::runtime::{Event, Fact};
 use shoal_common::definition::ITEMS;
 use shoal_common::start::Params;
-use shoal_common::store::TaskUpdate;
 use shoal_common::types::TaskState;
+use shoal_store::TaskUpdate;
 
 impl Engine {
     pub(super) fn expand(&mut self, id: i64, cycle: &mut Cycle, now: i64) {

@@ -1,10 +1,10 @@
 //! Tasks of a task group: they are recorded as `waiting_task_group` and queued only once
-//! the store granted them a slot (see `shoal_common::store` task groups).
+//! the store granted them a slot (see `shoal_store` task groups).
 
 use super::Run;
 use crate::runtime::Node;
-use shoal_common::store::TaskUpdate;
 use shoal_common::types::TaskState;
+use shoal_store::TaskUpdate;
 
 /// The task group whose slot the task needs. A dry run executes nothing and needs none.
 pub(super) fn slot_group(run: &Run, node: Node) -> Option<&str> {

@@ -6,8 +6,8 @@ use super::runs::Run;
 use super::{Engine, EngineMsg, child_stop, groups, spec, waits};
 use crate::runtime::{Fact, Node};
 use shoal_common::proto::KillRequest;
-use shoal_common::store::NewTaskInstance;
 use shoal_common::types::{TaskState, TaskType};
+use shoal_store::NewTaskInstance;
 use tracing::warn;
 
 impl Engine {

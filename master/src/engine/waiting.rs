@@ -6,8 +6,8 @@ use super::places::Place;
 use super::{Engine, spec, waits};
 use crate::runtime::Fact;
 use shoal_common::start::Params;
-use shoal_common::store::{ChildState, TaskUpdate};
 use shoal_common::types::{TaskState, TaskType};
+use shoal_store::{ChildState, TaskUpdate};
 
 impl Engine {
     /// A sub_workflow task's child run is written with this cycle; the task waits for it.

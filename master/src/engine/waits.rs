@@ -9,8 +9,8 @@ use shoal_common::definition::{
     DateCycle, DependResult, Interval, OnDependFailure, Relation, TIMED_OUT, combine,
 };
 use shoal_common::start::Params;
-use shoal_common::store::{ChildState, SlotGrants, Store, TaskInstanceRow};
 use shoal_common::types::{TaskState, now_ms};
+use shoal_store::{ChildState, SlotGrants, Store, TaskInstanceRow};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;

@@ -12,7 +12,7 @@ use crate::engine::EngineMsg;
 use crate::take_over::take_over;
 use shoal_common::metrics;
 use shoal_common::registry::NodeWatch;
-use shoal_common::store::Store;
+use shoal_store::Store;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use tokio::sync::mpsc;

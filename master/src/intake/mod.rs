@@ -4,7 +4,7 @@
 use crate::engine::EngineMsg;
 use crate::secrets::{self, Secrets};
 use shoal_common::metrics;
-use shoal_common::store::Store;
+use shoal_store::Store;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

@@ -1,0 +1,594 @@
+//! The command queue: the API writes commands, masters claim them and turn each into
+//! exactly one workflow instance.
+
+use super::codec::{from_json, parse, to_json};
+use super::db::{Db, Tx, insert_rows};
+use super::definitions::{DefinitionLookup, load_definition};
+use super::instances::{INSTANCE_COLUMNS, InstanceRecord, TaskRecord, select_tasks};
+use super::schema::TaskInstance as Task;
+use super::schema::{Command as Cmd, ErrorCommand as ErrCmd, WorkflowInstance as Inst};
+use super::serial;
+use super::signal::{COMMAND_CHANNEL, CommandSignal};
+use super::{Backend, ClaimedInstance, CommandStatus, InstanceRow, NewCommand, Store};
+use sea_query::{Expr, ExprTrait, Func, InsertStatement, LockBehavior, LockType, Order, Query};
+use shoal_common::definition::WorkflowDef;
+use shoal_common::error::{Error, Result};
+use shoal_common::start::{Params, StartOptions};
+use shoal_common::types::{CommandKind, Priority, WorkflowState, now_ms};
+use sqlx::postgres::PgListener;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
+#[derive(sqlx::FromRow)]
+struct CommandRecord {
+    id: i64,
+    kind: String,
+    project: String,
+    workflow: String,
+    version: i32,
+    params: String,
+    priority: Option<String>,
+    created_at: i64,
+    workflow_instance_id: Option<i64>,
+    options: String,
+    parent_task_id: Option<i64>,
+    schedule_time: Option<i64>,
+}
+
+impl Store {
+    /// Writes a command and wakes the masters.
+    pub async fn insert_command(&self, cmd: &NewCommand) -> Result<i64> {
+        let mut tx = self.db.begin().await?;
+        let id = insert_command_in(&mut tx, cmd).await?;
+        tx.commit().await?;
+        self.commands_written();
+        Ok(id)
+    }
+
+    /// Wakes standalone's master after a commit that wrote commands (Postgres masters are
+    /// woken by the NOTIFY of the transaction).
+    pub(super) fn commands_written(&self) {
+        if let Db::Sqlite { commands, .. } = &self.db {
+            commands.wake();
+        }
+    }
+
+    pub async fn command_status(&self, id: i64) -> Result<Option<CommandStatus>> {
+        // In this order: a claim deletes the command and writes its instance or error row
+        // in one transaction, so once the command is gone the outcome is visible.
+        let pending: Option<(i64,)> = self
+            .db
+            .fetch_optional(
+                Query::select()
+                    .column(Cmd::Id)
+                    .from(Cmd::Table)
+                    .and_where(Expr::col(Cmd::Id).eq(id)),
+            )
+            .await?;
+        if pending.is_some() {
+            return Ok(Some(CommandStatus::Pending));
+        }
+        let instance: Option<(i64,)> = self
+            .db
+            .fetch_optional(
+                Query::select()
+                    .column(Inst::Id)
+                    .from(Inst::Table)
+                    .and_where(Expr::col(Inst::CommandId).eq(id)),
+            )
+            .await?;
+        if let Some((workflow_instance_id,)) = instance {
+            return Ok(Some(CommandStatus::Done {
+                workflow_instance_id,
+            }));
+        }
+        let error: Option<(String,)> = self
+            .db
+            .fetch_optional(
+                Query::select()
+                    .column(ErrCmd::Error)
+                    .from(ErrCmd::Table)
+                    .and_where(Expr::col(ErrCmd::Id).eq(id)),
+            )
+            .await?;
+        Ok(error.map(|(error,)| CommandStatus::Error { error }))
+    }
+
+    /// On Postgres the signal keeps one of the pool's connections for its LISTEN.
+    pub async fn command_signal(&self) -> Result<CommandSignal> {
+        match &self.db {
+            Db::Postgres(pool) => {
+                let mut listener = PgListener::connect_with(pool).await?;
+                listener.listen(COMMAND_CHANNEL).await?;
+                Ok(CommandSignal::postgres(listener))
+            }
+            Db::Sqlite { commands, .. } => Ok(CommandSignal::local(commands.clone())),
+        }
+    }
+
+    /// Claims up to `limit` commands and turns each into a running workflow instance owned
+    /// by `owner` at `owner_epoch`, in one transaction that also deletes the claimed
+    /// commands. A command whose definition version is gone moves to the error-command
+    /// table with the reason; a start of a serial workflow may become a waiting or a
+    /// discarded instance instead of a running one.
+    pub async fn claim_commands(
+        &self,
+        owner: &str,
+        owner_epoch: i64,
+        limit: usize,
+    ) -> Result<Vec<ClaimedInstance>> {
+        Ok(self.claim_batch(owner, owner_epoch, limit).await?.0)
+    }
+
+    /// `claim_commands`, also saying how many commands the batch took (a caller drains
+    /// the queue while batches come back full, whatever became of their commands).
+    pub async fn claim_batch(
+        &self,
+        owner: &str,
+        owner_epoch: i64,
+        limit: usize,
+    ) -> Result<(Vec<ClaimedInstance>, usize)> {
+        if limit == 0 {
+            return Ok((Vec::new(), 0));
+        }
+        let mut select = Query::select();
+        select
+            .columns([
+                Cmd::Id,
+                Cmd::Kind,
+                Cmd::Project,
+                Cmd::Workflow,
+                Cmd::Version,
+                Cmd::Params,
+                Cmd::Priority,
+                Cmd::CreatedAt,
+                Cmd::WorkflowInstanceId,
+                Cmd::Options,
+                Cmd::ParentTaskId,
+                Cmd::ScheduleTime,
+            ])
+            .from(Cmd::Table)
+            .order_by(Cmd::Id, Order::Asc)
+            .limit(u64::try_from(limit).unwrap_or(u64::MAX))
+            // FOR UPDATE SKIP LOCKED on Postgres: concurrent masters take disjoint batches.
+            // The SQLite builder renders no lock clause; its write transaction is exclusive.
+            .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+
+        let mut tx = self.db.begin().await?;
+        let commands: Vec<CommandRecord> = tx.fetch_all(&select).await?;
+        if commands.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+
+        let now = now_ms();
+        let mut definitions: HashMap<(String, String, i32), DefinitionLookup> = HashMap::new();
+        let mut accepted: Vec<(InstanceRow, WorkflowDef)> = Vec::new();
+        let mut recovered: Vec<ClaimedInstance> = Vec::new();
+        let mut serial_started: Vec<ClaimedInstance> = Vec::new();
+        let mut rejected: Vec<(&CommandRecord, String)> = Vec::new();
+        for command in &commands {
+            let key = (
+                command.project.clone(),
+                command.workflow.clone(),
+                command.version,
+            );
+            let definition = match definitions.entry(key) {
+                Entry::Occupied(entry) => entry.into_mut(),
+                Entry::Vacant(entry) => {
+                    let lookup = load_definition(
+                        &mut tx,
+                        &command.project,
+                        &command.workflow,
+                        command.version,
+                    )
+                    .await?;
+                    entry.insert(lookup)
+                }
+            };
+            let outcome = match command.workflow_instance_id {
+                Some(instance) => recover_instance(&mut tx, command, instance, definition, owner)
+                    .await?
+                    .map(|claimed| recovered.push(claimed)),
+                None => match plan_instance(command, definition, owner, owner_epoch, now) {
+                    Ok((row, def)) if def.execution_type.is_parallel() => {
+                        accepted.push((row, def));
+                        Ok(())
+                    }
+                    // One at a time, under the workflow's lock: each sees the one before.
+                    Ok((row, def)) => {
+                        serial_started.extend(serial::admit(&mut tx, row, def, now).await?);
+                        Ok(())
+                    }
+                    Err(reason) => Err(reason),
+                },
+            };
+            match outcome {
+                Ok(()) => {}
+                Err(reason) => {
+                    tracing::warn!(command_id = command.id, %reason, "command rejected");
+                    rejected.push((command, reason));
+                }
+            }
+        }
+
+        for chunk in rejected.chunks(tx.rows_per_statement(11)) {
+            tx.execute(&insert_rows(
+                ErrCmd::Table,
+                [
+                    ErrCmd::ParentTaskId,
+                    ErrCmd::WorkflowInstanceId,
+                    ErrCmd::Id,
+                    ErrCmd::Kind,
+                    ErrCmd::Project,
+                    ErrCmd::Workflow,
+                    ErrCmd::Version,
+                    ErrCmd::Params,
+                    ErrCmd::Error,
+                    ErrCmd::CreatedAt,
+                    ErrCmd::FailedAt,
+                ],
+                chunk.iter().map(|(command, reason)| {
+                    [
+                        command.parent_task_id.into(),
+                        command.workflow_instance_id.into(),
+                        command.id.into(),
+                        command.kind.as_str().into(),
+                        command.project.as_str().into(),
+                        command.workflow.as_str().into(),
+                        command.version.into(),
+                        command.params.as_str().into(),
+                        reason.as_str().into(),
+                        command.created_at.into(),
+                        now.into(),
+                    ]
+                }),
+            ))
+            .await?;
+        }
+
+        let rows: Vec<&InstanceRow> = accepted.iter().map(|(row, _)| row).collect();
+        let ids = insert_instances(&mut tx, &rows).await?;
+
+        let claimed: Vec<i64> = commands.iter().map(|c| c.id).collect();
+        for chunk in claimed.chunks(tx.rows_per_statement(1)) {
+            tx.execute(
+                Query::delete()
+                    .from_table(Cmd::Table)
+                    .and_where(Expr::col(Cmd::Id).is_in(chunk.iter().copied())),
+            )
+            .await?;
+        }
+
+        let claimed = accepted
+            .into_iter()
+            .map(|(mut instance, definition)| {
+                instance.id = *ids.get(&instance.command_id).ok_or_else(|| {
+                    Error::Corrupt(format!(
+                        "no workflow_instance returned for command {}",
+                        instance.command_id
+                    ))
+                })?;
+                Ok(ClaimedInstance {
+                    kind: CommandKind::Start,
+                    instance,
+                    definition,
+                    tasks: Vec::new(),
+                })
+            })
+            .chain(recovered.into_iter().chain(serial_started).map(Ok))
+            .collect::<Result<Vec<_>>>()?;
+        tx.commit().await?;
+        Ok((claimed, commands.len()))
+    }
+}
+
+/// Inserts instance rows; returns each one's id by its command id.
+pub(super) async fn insert_instances(
+    tx: &mut Tx,
+    rows: &[&InstanceRow],
+) -> Result<HashMap<i64, i64>> {
+    let mut ids: HashMap<i64, i64> = HashMap::with_capacity(rows.len());
+    for chunk in rows.chunks(tx.rows_per_statement(17)) {
+        let mut insert = insert_rows(
+            Inst::Table,
+            [
+                Inst::ScheduleTime,
+                Inst::EndedAt,
+                Inst::Message,
+                Inst::ParentTaskId,
+                Inst::Options,
+                Inst::CommandId,
+                Inst::Project,
+                Inst::Workflow,
+                Inst::Version,
+                Inst::State,
+                Inst::Priority,
+                Inst::Params,
+                Inst::Owner,
+                Inst::OwnerEpoch,
+                Inst::Run,
+                Inst::CreatedAt,
+                Inst::StartedAt,
+            ],
+            chunk
+                .iter()
+                .map(|row| -> Result<_> {
+                    Ok([
+                        row.schedule_time.into(),
+                        row.ended_at.into(),
+                        row.message.as_deref().into(),
+                        row.parent_task_id.into(),
+                        to_json(&row.options)?.into(),
+                        row.command_id.into(),
+                        row.project.as_str().into(),
+                        row.workflow.as_str().into(),
+                        row.version.into(),
+                        row.state.as_str().into(),
+                        row.priority.as_str().into(),
+                        to_json(&row.params)?.into(),
+                        row.owner.as_deref().into(),
+                        row.owner_epoch.into(),
+                        row.run.into(),
+                        row.created_at.into(),
+                        row.started_at.into(),
+                    ])
+                })
+                .collect::<Result<Vec<_>>>()?,
+        );
+        // Matched by command_id (unique) rather than by the order RETURNING happens
+        // to produce.
+        insert.returning(Query::returning().columns([Inst::Id, Inst::CommandId]));
+        let returned: Vec<(i64, i64)> = tx.fetch_all(&insert).await?;
+        ids.extend(
+            returned
+                .into_iter()
+                .map(|(id, command_id)| (command_id, id)),
+        );
+    }
+    Ok(ids)
+}
+
+/// The insert of one command row, returning its id.
+/// Writes a command in `tx` and NOTIFYs the masters at its commit (then call
+/// [`Store::commands_written`]). A second pending action on one instance is a conflict.
+pub(super) async fn insert_command_in(tx: &mut Tx, cmd: &NewCommand) -> Result<i64> {
+    let insert = insert_command_statement(cmd, now_ms())?;
+    let (id,): (i64,) = match tx.fetch_one(&insert).await {
+        Err(Error::Database(sqlx::Error::Database(e))) if e.is_unique_violation() => {
+            let instance = cmd.workflow_instance_id.unwrap_or_default();
+            return Err(Error::Conflict(format!(
+                "an action on workflow instance {instance} is already pending; wait for it to be picked up"
+            )));
+        }
+        other => other?,
+    };
+    notify_masters(tx).await?;
+    Ok(id)
+}
+
+pub(super) fn insert_command_statement(cmd: &NewCommand, now: i64) -> Result<InsertStatement> {
+    let mut insert = insert_rows(
+        Cmd::Table,
+        [
+            Cmd::Kind,
+            Cmd::Project,
+            Cmd::Workflow,
+            Cmd::Version,
+            Cmd::Params,
+            Cmd::Priority,
+            Cmd::CreatedAt,
+            Cmd::WorkflowInstanceId,
+            Cmd::Options,
+            Cmd::ParentTaskId,
+            Cmd::ScheduleTime,
+        ],
+        [[
+            cmd.kind.as_str().into(),
+            cmd.project.as_str().into(),
+            cmd.workflow.as_str().into(),
+            cmd.version.into(),
+            to_json(&cmd.params)?.into(),
+            cmd.priority.map(Priority::as_str).into(),
+            now.into(),
+            cmd.workflow_instance_id.into(),
+            to_json(&cmd.options)?.into(),
+            cmd.parent_task_id.into(),
+            cmd.schedule_time.into(),
+        ]],
+    );
+    insert.returning_col(Cmd::Id);
+    Ok(insert)
+}
+
+/// NOTIFYs the masters on Postgres: delivered on commit, and only if the transaction
+/// commits. (On SQLite the store wakes its in-process signal after the commit.)
+pub(super) async fn notify_masters(tx: &mut Tx) -> Result<()> {
+    if tx.backend() == Backend::Postgres {
+        tx.execute(Query::select().expr(Func::cust("pg_notify").arg(COMMAND_CHANNEL).arg("")))
+            .await?;
+    }
+    Ok(())
+}
+
+/// The instance a command becomes (id not yet known), or why it cannot become one. Bad
+/// stored text rejects the one command instead of failing the claim, which would wedge
+/// the queue behind it.
+fn plan_instance(
+    command: &CommandRecord,
+    definition: &DefinitionLookup,
+    owner: &str,
+    owner_epoch: i64,
+    now: i64,
+) -> std::result::Result<(InstanceRow, WorkflowDef), String> {
+    let definition = definition.clone()?;
+    let row = format!("command {}", command.id);
+    let params: Params = from_json(&row, "params", &command.params).map_err(|e| e.to_string())?;
+    let priority = match &command.priority {
+        Some(text) => parse::<Priority>(&row, text).map_err(|e| e.to_string())?,
+        None => definition.priority,
+    };
+    let options: StartOptions =
+        from_json(&row, "options", &command.options).map_err(|e| e.to_string())?;
+    let instance = InstanceRow {
+        id: 0,
+        command_id: command.id,
+        project: command.project.clone(),
+        workflow: command.workflow.clone(),
+        version: command.version,
+        state: WorkflowState::Running,
+        priority,
+        params,
+        owner: Some(owner.to_string()),
+        owner_epoch,
+        run: 1,
+        created_at: command.created_at,
+        started_at: Some(now),
+        ended_at: None,
+        options,
+        parent_task_id: command.parent_task_id,
+        schedule_time: command.schedule_time,
+        message: None,
+    };
+    Ok((instance, definition))
+}
+
+/// Takes over a finished or paused instance for a resume, rerun or resubmit-failed
+/// command: the instance gets this command's id, a new owner epoch (fencing out whoever
+/// drove it before) and, for a rerun, a new run. Returns why not if its state does not
+/// allow the command.
+async fn recover_instance(
+    tx: &mut Tx,
+    command: &CommandRecord,
+    instance_id: i64,
+    definition: &DefinitionLookup,
+    owner: &str,
+) -> Result<std::result::Result<ClaimedInstance, String>> {
+    let Ok(definition) = definition.clone() else {
+        return Ok(Err(definition.clone().err().unwrap_or_default()));
+    };
+    let kind: CommandKind = match parse(&format!("command {}", command.id), &command.kind) {
+        Ok(kind) => kind,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let record: Option<InstanceRecord> = tx
+        .fetch_optional(
+            Query::select()
+                .columns(INSTANCE_COLUMNS)
+                .from(Inst::Table)
+                .and_where(Expr::col(Inst::Id).eq(instance_id))
+                .lock(LockType::Update),
+        )
+        .await?;
+    let Some(record) = record else {
+        return Ok(Err(format!(
+            "workflow instance {instance_id} does not exist"
+        )));
+    };
+    let mut instance = record.decode()?;
+    if let Err(reason) = recovery_allowed(kind, instance.state) {
+        return Ok(Err(format!(
+            "workflow instance {instance_id} is {}: {reason}",
+            instance.state
+        )));
+    }
+    if !definition.execution_type.is_parallel()
+        && let Some(other) = serial::other_active(tx, &instance).await?
+    {
+        return Ok(Err(format!(
+            "workflow '{}' runs one instance at a time (execution type {}) and instance {other} \
+             is active; try again when it has ended",
+            instance.workflow, definition.execution_type
+        )));
+    }
+    instance.command_id = command.id;
+    instance.message = None;
+    instance.state = WorkflowState::Running;
+    instance.owner = Some(owner.to_string());
+    instance.owner_epoch += 1;
+    instance.ended_at = None;
+    if kind == CommandKind::Rerun {
+        instance.run += 1;
+    }
+    let asked: StartOptions = match from_json(
+        &format!("command {}", command.id),
+        "options",
+        &command.options,
+    ) {
+        Ok(options) => options,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    // Whose roles its starts of runs in other projects need from now on.
+    instance.options.started_by = asked.started_by;
+    // Which task a task rerun is about; any other recovery runs the instance as a whole.
+    instance.options.rerun_task = if kind == CommandKind::RerunTask {
+        match asked.rerun_task {
+            Some(task) => Some(task),
+            None => return Ok(Err("the command names no task to rerun".into())),
+        }
+    } else {
+        None
+    };
+    tx.execute(
+        Query::update()
+            .table(Inst::Table)
+            .value(Inst::Options, to_json(&instance.options)?)
+            .value(Inst::CommandId, instance.command_id)
+            .value(Inst::State, instance.state.as_str())
+            .value(Inst::Owner, owner)
+            .value(Inst::OwnerEpoch, instance.owner_epoch)
+            .value(Inst::Run, instance.run)
+            .value(Inst::EndedAt, Option::<i64>::None)
+            .value(Inst::Message, Option::<String>::None)
+            .and_where(Expr::col(Inst::Id).eq(instance_id)),
+    )
+    .await?;
+    let tasks = if kind == CommandKind::Rerun {
+        Vec::new()
+    } else {
+        let records: Vec<TaskRecord> = tx
+            .fetch_all(
+                select_tasks()
+                    .and_where(Expr::col(Task::WorkflowInstanceId).eq(instance_id))
+                    .and_where(Expr::col(Task::Run).eq(instance.run))
+                    .order_by(Task::Id, Order::Asc),
+            )
+            .await?;
+        records
+            .into_iter()
+            .map(TaskRecord::decode)
+            .collect::<Result<Vec<_>>>()?
+    };
+    Ok(Ok(ClaimedInstance {
+        kind,
+        instance,
+        definition,
+        tasks,
+    }))
+}
+
+/// Which instance states each recovery command applies to.
+pub fn recovery_allowed(
+    kind: CommandKind,
+    state: WorkflowState,
+) -> std::result::Result<(), &'static str> {
+    use WorkflowState::*;
+    let ok = match kind {
+        CommandKind::Resume => state == Paused,
+        CommandKind::ResubmitFailed => matches!(state, Failure | Stopped),
+        CommandKind::Rerun => matches!(state, Success | Failure | Stopped | Paused),
+        CommandKind::RerunTask => matches!(state, Success | Failure | Stopped),
+        _ => false,
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(match kind {
+        CommandKind::Resume => "only a paused instance can be resumed",
+        CommandKind::ResubmitFailed => "only a failed or stopped instance can be resubmitted",
+        CommandKind::Rerun => "only a finished instance can be rerun",
+        CommandKind::RerunTask => {
+            "a task can be rerun once its instance succeeded, failed or was stopped"
+        }
+        _ => "this command does not act on an existing instance",
+    })
+}

@@ -1,0 +1,241 @@
+//! A workflow's lifecycle beyond its versions, as DolphinScheduler users know it: taking
+//! it offline (no start, no scheduled fire) and online again, rolling back to an old
+//! version, deleting it, and deleting ended instances.
+
+use super::Store;
+use super::db::Tx;
+use super::schema::{
+    Command, WorkflowDefinition as Def, WorkflowInstance as Inst, WorkflowOffline,
+};
+use sea_query::{Expr, ExprTrait, OnConflict, Query};
+use shoal_common::error::{Error, Result};
+use shoal_common::types::{WorkflowState, now_ms};
+
+/// States of an instance that nothing drives any more.
+pub(super) const ENDED: [WorkflowState; 4] = [
+    WorkflowState::Success,
+    WorkflowState::Failure,
+    WorkflowState::Stopped,
+    WorkflowState::Paused,
+];
+
+impl Store {
+    /// Takes a workflow offline (its schedule is disabled too, as DolphinScheduler does)
+    /// or brings it online (its schedule stays as it is: enable it again if wanted).
+    pub async fn set_online(&self, project: &str, workflow: &str, online: bool) -> Result<()> {
+        let mut tx = self.db.begin().await?;
+        super::schedules::latest_version(&mut tx, project, workflow).await?;
+        if online {
+            clear_offline(&mut tx, project, workflow).await?;
+        } else {
+            let mut insert = Query::insert();
+            insert
+                .into_table(WorkflowOffline::Table)
+                .columns([
+                    WorkflowOffline::Project,
+                    WorkflowOffline::Workflow,
+                    WorkflowOffline::Since,
+                ])
+                .values_panic([project.into(), workflow.into(), now_ms().into()])
+                .on_conflict(
+                    OnConflict::columns([WorkflowOffline::Project, WorkflowOffline::Workflow])
+                        .do_nothing()
+                        .to_owned(),
+                );
+            tx.execute(&insert).await?;
+            super::schedules::disable_for(&mut tx, project, workflow).await?;
+        }
+        tx.commit().await
+    }
+
+    /// Since when (ms) a workflow is offline; None while it is online.
+    pub async fn offline_since(&self, project: &str, workflow: &str) -> Result<Option<i64>> {
+        let row: Option<(i64,)> = self.db.fetch_optional(&offline(project, workflow)).await?;
+        Ok(row.map(|(since,)| since))
+    }
+
+    /// Refuses to start an offline workflow, saying how to bring it online.
+    pub async fn check_online(&self, project: &str, workflow: &str) -> Result<()> {
+        match self.offline_since(project, workflow).await? {
+            None => Ok(()),
+            Some(_) => Err(offline_error(project, workflow)),
+        }
+    }
+
+    /// Stores version `version` again as the newest version (a rollback); returns the new
+    /// version, or the latest unchanged when it is that version's definition already.
+    pub async fn roll_back(&self, project: &str, workflow: &str, version: i32) -> Result<i32> {
+        let old = self
+            .get_definition(project, workflow, Some(version))
+            .await?
+            .ok_or_else(|| {
+                Error::NotFound(format!(
+                    "version {version} of workflow '{project}/{workflow}'"
+                ))
+            })?;
+        let (version, _) = self.put_definition(&old.definition).await?;
+        Ok(version)
+    }
+
+    /// Deletes every version of a workflow, its (disabled) schedule and its offline mark.
+    /// Refused while one of its runs is active or pending, or its schedule is enabled. Its
+    /// ended instances stay readable.
+    pub async fn delete_workflow(&self, project: &str, workflow: &str) -> Result<()> {
+        let mut tx = self.db.begin().await?;
+        super::schedules::latest_version(&mut tx, project, workflow).await?;
+        let active: Option<(i64,)> = tx
+            .fetch_optional(
+                Query::select()
+                    .column(Inst::Id)
+                    .from(Inst::Table)
+                    .and_where(Expr::col(Inst::Project).eq(project))
+                    .and_where(Expr::col(Inst::Workflow).eq(workflow))
+                    .and_where(Expr::col(Inst::State).is_not_in(ENDED.map(|s| s.as_str())))
+                    .limit(1),
+            )
+            .await?;
+        if let Some((id,)) = active {
+            return Err(Error::Conflict(format!(
+                "workflow '{project}/{workflow}' has an active run (instance {id}); stop it or \
+                 wait for it to end"
+            )));
+        }
+        let pending: Option<(i64,)> = tx
+            .fetch_optional(
+                Query::select()
+                    .column(Command::Id)
+                    .from(Command::Table)
+                    .and_where(Expr::col(Command::Project).eq(project))
+                    .and_where(Expr::col(Command::Workflow).eq(workflow))
+                    .limit(1),
+            )
+            .await?;
+        if let Some((id,)) = pending {
+            return Err(Error::Conflict(format!(
+                "workflow '{project}/{workflow}' has a run about to start (command {id}); \
+                 wait for it and stop it"
+            )));
+        }
+        super::schedules::delete_disabled_for(&mut tx, project, workflow).await?;
+        clear_offline(&mut tx, project, workflow).await?;
+        tx.execute(
+            Query::delete()
+                .from_table(Def::Table)
+                .and_where(Expr::col(Def::Project).eq(project))
+                .and_where(Expr::col(Def::Name).eq(workflow)),
+        )
+        .await?;
+        tx.commit().await
+    }
+
+    /// Deletes an ended instance with its task rows, kept logs, callbacks and alerts.
+    /// Refused while it runs or an action on it is pending.
+    pub async fn delete_instance(&self, id: i64) -> Result<()> {
+        let mut tx = self.db.begin().await?;
+        let row: Option<(String,)> = tx
+            .fetch_optional(
+                Query::select()
+                    .column(Inst::State)
+                    .from(Inst::Table)
+                    .and_where(Expr::col(Inst::Id).eq(id)),
+            )
+            .await?;
+        let Some((state,)) = row else {
+            return Err(Error::NotFound(format!("workflow instance {id}")));
+        };
+        if !ENDED.iter().any(|s| s.as_str() == state) {
+            return Err(Error::Conflict(format!(
+                "workflow instance {id} is {state}; only an ended instance can be deleted \
+                 (stop it first)"
+            )));
+        }
+        let pending: Option<(i64,)> = tx
+            .fetch_optional(
+                Query::select()
+                    .column(Command::Id)
+                    .from(Command::Table)
+                    .and_where(Expr::col(Command::WorkflowInstanceId).eq(id)),
+            )
+            .await?;
+        if let Some((command,)) = pending {
+            return Err(Error::Conflict(format!(
+                "an action on workflow instance {id} is pending (command {command}); wait for \
+                 it to be picked up"
+            )));
+        }
+        super::retention::delete_instances(&mut tx, super::retention::with_ids(&[id])).await?;
+        tx.commit().await
+    }
+}
+
+/// The offline mark of one workflow.
+fn offline(project: &str, workflow: &str) -> sea_query::SelectStatement {
+    Query::select()
+        .column(WorkflowOffline::Since)
+        .from(WorkflowOffline::Table)
+        .and_where(Expr::col(WorkflowOffline::Project).eq(project))
+        .and_where(Expr::col(WorkflowOffline::Workflow).eq(workflow))
+        .to_owned()
+}
+
+fn offline_error(project: &str, workflow: &str) -> Error {
+    Error::Conflict(format!(
+        "workflow '{project}/{workflow}' is offline: bring it online first (`shoal workflow \
+         online {workflow} --project {project}`)"
+    ))
+}
+
+/// Refuses, inside `tx`, what an offline workflow may not do (enable its schedule).
+pub(super) async fn refuse_if_offline(tx: &mut Tx, project: &str, workflow: &str) -> Result<()> {
+    let row: Option<(i64,)> = tx.fetch_optional(&offline(project, workflow)).await?;
+    match row {
+        None => Ok(()),
+        Some(_) => Err(offline_error(project, workflow)),
+    }
+}
+
+/// The offline workflows of `project`.
+pub(super) async fn offline_in(store: &Store, project: &str) -> Result<Vec<String>> {
+    let rows: Vec<(String,)> = store
+        .db
+        .fetch_all(
+            Query::select()
+                .column(WorkflowOffline::Workflow)
+                .from(WorkflowOffline::Table)
+                .and_where(Expr::col(WorkflowOffline::Project).eq(project)),
+        )
+        .await?;
+    Ok(rows.into_iter().map(|(w,)| w).collect())
+}
+
+/// Excludes, from a select of schedules, those of offline workflows (`project` and
+/// `workflow` name the schedule's columns).
+pub(super) fn online_only(
+    project: impl sea_query::IntoColumnRef,
+    workflow: impl sea_query::IntoColumnRef,
+) -> sea_query::SimpleExpr {
+    Expr::exists(
+        Query::select()
+            .expr(Expr::val(1))
+            .from(WorkflowOffline::Table)
+            .and_where(
+                Expr::col((WorkflowOffline::Table, WorkflowOffline::Project)).equals(project),
+            )
+            .and_where(
+                Expr::col((WorkflowOffline::Table, WorkflowOffline::Workflow)).equals(workflow),
+            )
+            .to_owned(),
+    )
+    .not()
+}
+
+/// Removes a workflow's offline mark.
+async fn clear_offline(tx: &mut Tx, project: &str, workflow: &str) -> Result<()> {
+    tx.execute(
+        Query::delete()
+            .from_table(WorkflowOffline::Table)
+            .and_where(Expr::col(WorkflowOffline::Project).eq(project))
+            .and_where(Expr::col(WorkflowOffline::Workflow).eq(workflow)),
+    )
+    .await
+}

@@ -1,0 +1,151 @@
+//! Named secrets of a project, stored sealed ([`shoal_common::secret_key`]): the store never sees
+//! a value in clear.
+
+use super::Store;
+use super::db::insert_rows;
+use super::schema::Secret;
+use sea_query::{Expr, ExprTrait, OnConflict, Order, Query};
+use shoal_common::error::{Error, Result};
+use shoal_common::types::now_ms;
+
+/// A secret as listed: never its value.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct SecretRow {
+    pub name: String,
+    pub description: String,
+    pub updated_by: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A secret's sealed value, for whoever holds the key.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct SealedSecret {
+    pub project: String,
+    pub name: String,
+    pub sealed: String,
+}
+
+impl Store {
+    /// Sets `project`'s secret `name` (creating or replacing it). Returns true when it is new.
+    pub async fn put_secret(
+        &self,
+        project: &str,
+        name: &str,
+        sealed: &str,
+        description: &str,
+        by: &str,
+    ) -> Result<bool> {
+        let mut tx = self.db.begin().await?;
+        let existed: Option<(String,)> = tx
+            .fetch_optional(
+                Query::select()
+                    .column(Secret::Name)
+                    .from(Secret::Table)
+                    .and_where(Expr::col(Secret::Project).eq(project))
+                    .and_where(Expr::col(Secret::Name).eq(name)),
+            )
+            .await?;
+        let now = now_ms();
+        let mut insert = insert_rows(
+            Secret::Table,
+            [
+                Secret::Project,
+                Secret::Name,
+                Secret::Sealed,
+                Secret::Description,
+                Secret::UpdatedBy,
+                Secret::CreatedAt,
+                Secret::UpdatedAt,
+            ],
+            [[
+                project.into(),
+                name.into(),
+                sealed.into(),
+                description.into(),
+                by.into(),
+                now.into(),
+                now.into(),
+            ]],
+        );
+        insert.on_conflict(
+            OnConflict::columns([Secret::Project, Secret::Name])
+                .update_columns([
+                    Secret::Sealed,
+                    Secret::Description,
+                    Secret::UpdatedBy,
+                    Secret::UpdatedAt,
+                ])
+                .to_owned(),
+        );
+        match tx.execute(&insert).await {
+            Err(Error::Database(sqlx::Error::Database(e))) if e.is_foreign_key_violation() => {
+                return Err(Error::NotFound(format!("project '{project}'")));
+            }
+            other => other?,
+        }
+        tx.commit().await?;
+        Ok(existed.is_none())
+    }
+
+    /// The secrets of `project`, by name, without their values.
+    pub async fn list_secrets(&self, project: &str) -> Result<Vec<SecretRow>> {
+        self.db
+            .fetch_all(
+                Query::select()
+                    .columns([
+                        Secret::Name,
+                        Secret::Description,
+                        Secret::UpdatedBy,
+                        Secret::CreatedAt,
+                        Secret::UpdatedAt,
+                    ])
+                    .from(Secret::Table)
+                    .and_where(Expr::col(Secret::Project).eq(project))
+                    .order_by(Secret::Name, Order::Asc),
+            )
+            .await
+    }
+
+    /// Every secret's sealed value (a master keeps them to expand `${secret.NAME}`).
+    pub async fn sealed_secrets(&self) -> Result<Vec<SealedSecret>> {
+        self.db
+            .fetch_all(
+                Query::select()
+                    .columns([Secret::Project, Secret::Name, Secret::Sealed])
+                    .from(Secret::Table),
+            )
+            .await
+    }
+
+    /// One secret's sealed value; None when `project` has no secret `name`.
+    pub async fn sealed_secret(&self, project: &str, name: &str) -> Result<Option<String>> {
+        let row: Option<(String,)> = self
+            .db
+            .fetch_optional(
+                Query::select()
+                    .column(Secret::Sealed)
+                    .from(Secret::Table)
+                    .and_where(Expr::col(Secret::Project).eq(project))
+                    .and_where(Expr::col(Secret::Name).eq(name)),
+            )
+            .await?;
+        Ok(row.map(|(sealed,)| sealed))
+    }
+
+    /// Deletes a secret; false when there was none.
+    pub async fn delete_secret(&self, project: &str, name: &str) -> Result<bool> {
+        let mut tx = self.db.begin().await?;
+        let deleted: Option<(String,)> = tx
+            .fetch_optional(
+                Query::delete()
+                    .from_table(Secret::Table)
+                    .and_where(Expr::col(Secret::Project).eq(project))
+                    .and_where(Expr::col(Secret::Name).eq(name))
+                    .returning_col(Secret::Name),
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(deleted.is_some())
+    }
+}

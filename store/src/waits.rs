@@ -1,0 +1,118 @@
+//! Wait and callback tasks: a waiting attempt ends through one conditional write, whoever
+//! makes it (the API's completion, a callback, the master's timeout or a failed callback
+//! request), so exactly one of them wins; the master learns the end from the row.
+
+use super::Store;
+use super::codec::to_json;
+use super::db::insert_rows;
+use super::instances::{TaskRecord, select_tasks};
+use super::schema::{TaskCallback, TaskInstance as Task};
+use crate::TaskInstanceRow;
+use sea_query::{Expr, ExprTrait, Query};
+use shoal_common::error::Result;
+use shoal_common::start::Params;
+use shoal_common::types::{TaskState, now_ms};
+
+impl Store {
+    /// Ends attempt `id` in `state` with its outputs if it is still waiting. Returns false
+    /// when it was not (already ended, or not a waiting task): nothing was written.
+    pub async fn end_waiting(
+        &self,
+        id: i64,
+        state: TaskState,
+        output: &Params,
+        message: &str,
+    ) -> Result<bool> {
+        let mut tx = self.db.begin().await?;
+        let output = (!output.is_empty()).then(|| to_json(output)).transpose()?;
+        let hit: Option<(i64,)> = tx
+            .fetch_optional(
+                Query::update()
+                    .table(Task::Table)
+                    .value(Task::State, state.as_str())
+                    .value(Task::Output, output)
+                    .value(Task::Message, message)
+                    .value(Task::EndedAt, now_ms())
+                    .and_where(Expr::col(Task::Id).eq(id))
+                    .and_where(Expr::col(Task::State).eq(TaskState::Waiting.as_str()))
+                    .returning_col(Task::Id),
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(hit.is_some())
+    }
+
+    /// The attempts among `ids` that no longer wait, as their rows say now.
+    pub async fn ended_waits(&self, ids: &[i64]) -> Result<Vec<TaskInstanceRow>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let records: Vec<TaskRecord> = self
+            .db
+            .fetch_all(
+                select_tasks()
+                    .and_where(Expr::col(Task::Id).is_in(ids.iter().copied()))
+                    .and_where(Expr::col(Task::State).ne(TaskState::Waiting.as_str())),
+            )
+            .await?;
+        records.into_iter().map(TaskRecord::decode).collect()
+    }
+
+    /// Records a new callback token (its hash) for attempt `id`, unless a request carrying
+    /// one of its tokens was sent already (then returns false: do not send again).
+    pub async fn arm_callback(&self, id: i64, token_hash: &str) -> Result<bool> {
+        let mut tx = self.db.begin().await?;
+        let sent: Option<(i64,)> = tx
+            .fetch_optional(
+                Query::select()
+                    .column(TaskCallback::TaskInstanceId)
+                    .from(TaskCallback::Table)
+                    .and_where(Expr::col(TaskCallback::TaskInstanceId).eq(id))
+                    .and_where(Expr::col(TaskCallback::SentAt).is_not_null())
+                    .limit(1),
+            )
+            .await?;
+        if sent.is_some() {
+            return Ok(false);
+        }
+        tx.execute(&insert_rows(
+            TaskCallback::Table,
+            [
+                TaskCallback::TokenHash,
+                TaskCallback::TaskInstanceId,
+                TaskCallback::CreatedAt,
+            ],
+            [[token_hash.into(), id.into(), now_ms().into()]],
+        ))
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// The request carrying this token was answered as expected.
+    pub async fn callback_sent(&self, token_hash: &str) -> Result<()> {
+        let mut tx = self.db.begin().await?;
+        tx.execute(
+            Query::update()
+                .table(TaskCallback::Table)
+                .value(TaskCallback::SentAt, now_ms())
+                .and_where(Expr::col(TaskCallback::TokenHash).eq(token_hash)),
+        )
+        .await?;
+        tx.commit().await
+    }
+
+    /// The attempt a callback token was armed for.
+    pub async fn callback_task(&self, token_hash: &str) -> Result<Option<i64>> {
+        let row: Option<(i64,)> = self
+            .db
+            .fetch_optional(
+                Query::select()
+                    .column(TaskCallback::TaskInstanceId)
+                    .from(TaskCallback::Table)
+                    .and_where(Expr::col(TaskCallback::TokenHash).eq(token_hash)),
+            )
+            .await?;
+        Ok(row.map(|(id,)| id))
+    }
+}
