@@ -7,8 +7,9 @@
 //! its lease: one master sends a given alert, again only if it crashed mid-delivery.
 
 use super::codec::{from_json, to_json};
-use super::db::{Tx, insert_rows};
+use super::db::Tx;
 use super::schema::{Alert, AlertChannel as Chan, WorkflowInstance as Inst};
+use super::sql::insert_rows;
 use super::{AlertChannel, AlertFilter, AlertRow, ChannelTarget, NewAlert, Store};
 use sea_query::{Expr, ExprTrait, LockBehavior, LockType, Order, Query, SelectStatement};
 use shoal_common::definition::valid_name;

@@ -1,30 +1,12 @@
-//! The audit log. An API mutation runs inside [`audited`]: the first transaction it commits
-//! writes the audit row too, so a change and its record land together or not at all. A
-//! mutation that commits nothing (refused, or a no-op) is recorded after it by
-//! [`Store::record_audit`].
+//! The audit log. An API mutation runs inside [`super::audited`]: the first transaction it
+//! commits writes the audit row too ([`super::pending_audit`]). A mutation that commits
+//! nothing (refused, or a no-op) is recorded after it by [`Store::record_audit`].
 
 use super::Store;
-use super::db::{Tx, insert_rows};
+use super::pending_audit::{AuditEntry, FIELDS, insert};
 use super::schema::AuditLog as Audit;
 use sea_query::{Expr, ExprTrait, Order, Query};
 use shoal_common::error::Result;
-use shoal_common::types::now_ms;
-use std::future::Future;
-use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// One mutation: who, what, on what, from where.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuditEntry {
-    pub actor: String,
-    /// The API operation, e.g. `startWorkflow`.
-    pub action: String,
-    /// Method and path, e.g. `POST /api/v1/instances/7/stop`.
-    pub target: String,
-    pub project: Option<String>,
-    pub address: String,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct AuditRow {
@@ -51,87 +33,6 @@ pub struct AuditFilter {
     /// Rows with a smaller id only (the next page).
     pub before: Option<i64>,
     pub limit: u64,
-}
-
-struct Pending {
-    entry: Mutex<AuditEntry>,
-    written: AtomicBool,
-    /// The id of the row written, once it is.
-    row: Mutex<Option<i64>>,
-}
-
-tokio::task_local! {
-    static PENDING: Arc<Pending>;
-}
-
-/// Runs `mutation` with `entry` pending: the first transaction it commits writes the row
-/// (result `ok`; [`Store::set_audit_result`] corrects it when the mutation fails after
-/// all). Returns the output, the id of that row when one was written, and the entry as it
-/// ended.
-pub async fn audited<F: Future>(
-    entry: AuditEntry,
-    mutation: F,
-) -> (F::Output, Option<i64>, AuditEntry) {
-    let pending = Arc::new(Pending {
-        entry: Mutex::new(entry),
-        written: AtomicBool::new(false),
-        row: Mutex::new(None),
-    });
-    let output = PENDING.scope(pending.clone(), mutation).await;
-    let entry = pending.entry.lock().expect("audit entry lock").clone();
-    let row = *pending.row.lock().expect("audit row lock");
-    (output, row, entry)
-}
-
-/// Names the project of the mutation this task runs, when only its body tells (a project
-/// being created).
-pub fn audit_project(project: &str) {
-    let _ = PENDING.try_with(|p| {
-        p.entry.lock().expect("audit entry lock").project = Some(project.to_string());
-    });
-}
-
-/// The columns of a row but its id, in [`AuditRow`]'s order.
-const FIELDS: [Audit; 7] = [
-    Audit::At,
-    Audit::Actor,
-    Audit::Action,
-    Audit::Target,
-    Audit::Project,
-    Audit::Address,
-    Audit::Result,
-];
-
-fn insert(entry: &AuditEntry, result: &str) -> sea_query::InsertStatement {
-    insert_rows(
-        Audit::Table,
-        FIELDS,
-        [[
-            now_ms().into(),
-            entry.actor.as_str().into(),
-            entry.action.as_str().into(),
-            entry.target.as_str().into(),
-            entry.project.clone().into(),
-            entry.address.as_str().into(),
-            result.into(),
-        ]],
-    )
-}
-
-/// Called by every commit: writes the pending entry of the mutation this task runs, once.
-pub(super) async fn write_pending(tx: &mut Tx) -> Result<()> {
-    let Ok(pending) = PENDING.try_with(Arc::clone) else {
-        return Ok(());
-    };
-    if pending.written.swap(true, Ordering::AcqRel) {
-        return Ok(());
-    }
-    let entry = pending.entry.lock().expect("audit entry lock").clone();
-    let (id,): (i64,) = tx
-        .fetch_one(insert(&entry, "ok").returning_col(Audit::Id))
-        .await?;
-    *pending.row.lock().expect("audit row lock") = Some(id);
-    Ok(())
 }
 
 impl Store {

@@ -5,11 +5,11 @@
 //! transaction. Nothing lives in the CLI or in a master's memory, so a backfill goes on
 //! after the CLI disconnects and across a leader change.
 
-use super::children::wake;
 use super::codec::{from_json, parse, to_json};
-use super::commands::{insert_command_statement, notify_masters};
-use super::db::{Tx, insert_rows};
+use super::command_rows::{insert_command_statement, notify_masters};
+use super::db::Tx;
 use super::schema::{ErrorCommand as ErrCmd, WorkflowInstance as Inst};
+use super::sql::insert_rows;
 use super::users::may_start;
 use super::{NewCommand, Store};
 use sea_query::{Expr, ExprTrait, Iden, LockType, Order, Query, SelectStatement};
@@ -357,7 +357,7 @@ impl Store {
             let (running, started) = advance(&mut tx, id).await?;
             tx.commit().await?;
             if started {
-                wake(&self.db);
+                self.commands_written();
             }
             still += usize::from(running);
         }

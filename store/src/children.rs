@@ -1,13 +1,14 @@
 //! Child runs of sub_workflow tasks and the cross-workflow checks of dependent tasks.
 
 use super::codec::{from_json, parse, to_json};
-use super::commands::{insert_command_statement, notify_masters};
-use super::db::{Db, Tx, insert_rows};
-use super::lifecycle::refuse_if_offline;
+use super::command_rows::{insert_command_statement, notify_masters};
+use super::db::Tx;
+use super::offline::refuse_if_offline;
 use super::schema::{
     Command as Cmd, ErrorCommand as ErrCmd, TaskInstance as Task, WorkflowDefinition as Def,
     WorkflowInstance as Inst,
 };
+use super::sql::insert_rows;
 use super::users::may_start;
 use super::{ChildRun, ChildStart, ChildState, NewCommand, Store};
 use sea_query::{Expr, ExprTrait, Func, Order, Query};
@@ -455,14 +456,6 @@ impl Store {
 /// The instant a run stands for: its schedule time, else its start.
 fn run_time() -> Expr {
     Func::coalesce([Expr::col(Inst::ScheduleTime), Expr::col(Inst::StartedAt)]).into()
-}
-
-/// Wakes a standalone master after children were written (Postgres NOTIFYs in the
-/// transaction itself).
-pub(super) fn wake(db: &Db) {
-    if let Db::Sqlite { commands, .. } = db {
-        commands.wake();
-    }
 }
 
 impl ChildStart {

@@ -2,15 +2,19 @@
 //! exactly one workflow instance.
 
 use super::codec::{from_json, parse, to_json};
-use super::db::{Db, Tx, insert_rows};
+use super::command_rows::insert_command_in;
+use super::db::{Db, Tx};
 use super::definitions::{DefinitionLookup, load_definition};
-use super::instances::{INSTANCE_COLUMNS, InstanceRecord, TaskRecord, select_tasks};
+use super::instance_rows::{
+    INSTANCE_COLUMNS, InstanceRecord, TaskRecord, insert_instances, select_tasks,
+};
 use super::schema::TaskInstance as Task;
 use super::schema::{Command as Cmd, ErrorCommand as ErrCmd, WorkflowInstance as Inst};
 use super::serial;
 use super::signal::{COMMAND_CHANNEL, CommandSignal};
-use super::{Backend, ClaimedInstance, CommandStatus, InstanceRow, NewCommand, Store};
-use sea_query::{Expr, ExprTrait, Func, InsertStatement, LockBehavior, LockType, Order, Query};
+use super::sql::insert_rows;
+use super::{ClaimedInstance, CommandStatus, InstanceRow, NewCommand, Store};
+use sea_query::{Expr, ExprTrait, LockBehavior, LockType, Order, Query};
 use shoal_common::definition::WorkflowDef;
 use shoal_common::error::{Error, Result};
 use shoal_common::start::{Params, StartOptions};
@@ -43,14 +47,6 @@ impl Store {
         tx.commit().await?;
         self.commands_written();
         Ok(id)
-    }
-
-    /// Wakes standalone's master after a commit that wrote commands (Postgres masters are
-    /// woken by the NOTIFY of the transaction).
-    pub(super) fn commands_written(&self) {
-        if let Db::Sqlite { commands, .. } = &self.db {
-            commands.wake();
-        }
     }
 
     pub async fn command_status(&self, id: i64) -> Result<Option<CommandStatus>> {
@@ -280,134 +276,6 @@ impl Store {
         tx.commit().await?;
         Ok((claimed, commands.len()))
     }
-}
-
-/// Inserts instance rows; returns each one's id by its command id.
-pub(super) async fn insert_instances(
-    tx: &mut Tx,
-    rows: &[&InstanceRow],
-) -> Result<HashMap<i64, i64>> {
-    let mut ids: HashMap<i64, i64> = HashMap::with_capacity(rows.len());
-    for chunk in rows.chunks(tx.rows_per_statement(17)) {
-        let mut insert = insert_rows(
-            Inst::Table,
-            [
-                Inst::ScheduleTime,
-                Inst::EndedAt,
-                Inst::Message,
-                Inst::ParentTaskId,
-                Inst::Options,
-                Inst::CommandId,
-                Inst::Project,
-                Inst::Workflow,
-                Inst::Version,
-                Inst::State,
-                Inst::Priority,
-                Inst::Params,
-                Inst::Owner,
-                Inst::OwnerEpoch,
-                Inst::Run,
-                Inst::CreatedAt,
-                Inst::StartedAt,
-            ],
-            chunk
-                .iter()
-                .map(|row| -> Result<_> {
-                    Ok([
-                        row.schedule_time.into(),
-                        row.ended_at.into(),
-                        row.message.as_deref().into(),
-                        row.parent_task_id.into(),
-                        to_json(&row.options)?.into(),
-                        row.command_id.into(),
-                        row.project.as_str().into(),
-                        row.workflow.as_str().into(),
-                        row.version.into(),
-                        row.state.as_str().into(),
-                        row.priority.as_str().into(),
-                        to_json(&row.params)?.into(),
-                        row.owner.as_deref().into(),
-                        row.owner_epoch.into(),
-                        row.run.into(),
-                        row.created_at.into(),
-                        row.started_at.into(),
-                    ])
-                })
-                .collect::<Result<Vec<_>>>()?,
-        );
-        // Matched by command_id (unique) rather than by the order RETURNING happens
-        // to produce.
-        insert.returning(Query::returning().columns([Inst::Id, Inst::CommandId]));
-        let returned: Vec<(i64, i64)> = tx.fetch_all(&insert).await?;
-        ids.extend(
-            returned
-                .into_iter()
-                .map(|(id, command_id)| (command_id, id)),
-        );
-    }
-    Ok(ids)
-}
-
-/// The insert of one command row, returning its id.
-/// Writes a command in `tx` and NOTIFYs the masters at its commit (then call
-/// [`Store::commands_written`]). A second pending action on one instance is a conflict.
-pub(super) async fn insert_command_in(tx: &mut Tx, cmd: &NewCommand) -> Result<i64> {
-    let insert = insert_command_statement(cmd, now_ms())?;
-    let (id,): (i64,) = match tx.fetch_one(&insert).await {
-        Err(Error::Database(sqlx::Error::Database(e))) if e.is_unique_violation() => {
-            let instance = cmd.workflow_instance_id.unwrap_or_default();
-            return Err(Error::Conflict(format!(
-                "an action on workflow instance {instance} is already pending; wait for it to be picked up"
-            )));
-        }
-        other => other?,
-    };
-    notify_masters(tx).await?;
-    Ok(id)
-}
-
-pub(super) fn insert_command_statement(cmd: &NewCommand, now: i64) -> Result<InsertStatement> {
-    let mut insert = insert_rows(
-        Cmd::Table,
-        [
-            Cmd::Kind,
-            Cmd::Project,
-            Cmd::Workflow,
-            Cmd::Version,
-            Cmd::Params,
-            Cmd::Priority,
-            Cmd::CreatedAt,
-            Cmd::WorkflowInstanceId,
-            Cmd::Options,
-            Cmd::ParentTaskId,
-            Cmd::ScheduleTime,
-        ],
-        [[
-            cmd.kind.as_str().into(),
-            cmd.project.as_str().into(),
-            cmd.workflow.as_str().into(),
-            cmd.version.into(),
-            to_json(&cmd.params)?.into(),
-            cmd.priority.map(Priority::as_str).into(),
-            now.into(),
-            cmd.workflow_instance_id.into(),
-            to_json(&cmd.options)?.into(),
-            cmd.parent_task_id.into(),
-            cmd.schedule_time.into(),
-        ]],
-    );
-    insert.returning_col(Cmd::Id);
-    Ok(insert)
-}
-
-/// NOTIFYs the masters on Postgres: delivered on commit, and only if the transaction
-/// commits. (On SQLite the store wakes its in-process signal after the commit.)
-pub(super) async fn notify_masters(tx: &mut Tx) -> Result<()> {
-    if tx.backend() == Backend::Postgres {
-        tx.execute(Query::select().expr(Func::cust("pg_notify").arg(COMMAND_CHANNEL).arg("")))
-            .await?;
-    }
-    Ok(())
 }
 
 /// The instance a command becomes (id not yet known), or why it cannot become one. Bad

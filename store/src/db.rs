@@ -2,10 +2,9 @@
 //! is built once with sea-query and rendered here for the backend in use, values bound.
 
 use super::Backend;
+use super::pending_audit;
 use super::signal::LocalSignal;
-use sea_query::{
-    Expr, Func, InsertStatement, IntoIden, PostgresQueryBuilder, Query, SqliteQueryBuilder,
-};
+use sea_query::{Func, PostgresQueryBuilder, Query, SqliteQueryBuilder};
 use sea_query_sqlx::SqlxBinder;
 use shoal_common::error::{Error, Result};
 use sqlx::migrate::Migrator;
@@ -146,21 +145,6 @@ impl Db {
     }
 }
 
-/// `INSERT INTO table (columns) VALUES (row), ...`. Each row is an array as long as
-/// `columns`, so sea-query's column/value count check cannot fail. `rows` must not be empty.
-pub(super) fn insert_rows<C: IntoIden + Copy, const N: usize>(
-    table: C,
-    columns: [C; N],
-    rows: impl IntoIterator<Item = [Expr; N]>,
-) -> InsertStatement {
-    let mut insert = Query::insert();
-    insert.into_table(table).columns(columns);
-    for row in rows {
-        insert.values_panic(row);
-    }
-    insert
-}
-
 /// A write transaction; dropped without `commit` it rolls back.
 pub(super) enum Tx {
     Postgres(Transaction<'static, Postgres>),
@@ -251,7 +235,10 @@ impl Tx {
 
     /// Commits; inside an audited API mutation, the first commit also writes its audit row.
     pub(super) async fn commit(mut self) -> Result<()> {
-        super::audit::write_pending(&mut self).await?;
+        if let Some(pending) = pending_audit::claim() {
+            let (id,): (i64,) = self.fetch_one(&pending.insert()).await?;
+            pending.written(id);
+        }
         let result = match self {
             Tx::Postgres(tx) => tx.commit().await,
             Tx::Sqlite(tx) => tx.commit().await,

@@ -2,8 +2,8 @@
 
 use super::codec::{from_json, to_json};
 use super::db::Tx;
-use super::db::insert_rows;
 use super::schema::WorkflowDefinition as Def;
+use super::sql::insert_rows;
 use super::{DefinitionSummary, DefinitionVersion, Store, StoredDefinition};
 use sea_query::{Alias, Expr, ExprTrait, Func, Order, Query};
 use shoal_common::definition::WorkflowDef;
@@ -213,7 +213,7 @@ impl Store {
                     .order_by(Def::Name, Order::Asc),
             )
             .await?;
-        let offline = super::lifecycle::offline_in(self, project).await?;
+        let offline = super::offline::offline_in(self, project).await?;
         Ok(rows
             .into_iter()
             .map(

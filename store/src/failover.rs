@@ -6,7 +6,7 @@
 //! taking master dies right after, the instance is orphaned again and the next one takes it.
 
 use super::definitions::pinned_definition;
-use super::instances::{INSTANCE_COLUMNS, InstanceRecord, TaskRecord, select_tasks};
+use super::instance_rows::{INSTANCE_COLUMNS, InstanceRecord, TaskRecord, select_tasks};
 use super::schema::{TaskInstance as Task, WorkflowInstance as Inst};
 use super::{ClaimedInstance, Store};
 use sea_query::{Expr, ExprTrait, Order, Query};

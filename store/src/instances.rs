@@ -1,8 +1,10 @@
 //! Run state: the master's per-cycle write batch and the reads of instances and tasks.
 
-use super::codec::{from_json, parse, to_json};
-use super::db::{Tx, insert_rows};
+use super::codec::to_json;
+use super::db::Tx;
+use super::instance_rows::{INSTANCE_COLUMNS, InstanceRecord, TaskRecord, select_tasks};
 use super::schema::{TaskInstance as Task, WorkflowDefinition as Def, WorkflowInstance as Inst};
+use super::sql::insert_rows;
 use super::{
     InstanceFilter, InstanceRow, InstanceUpdate, NewAlert, NewTaskInstance, Store, TaskInstanceRow,
     TaskUpdate, WriteBatch, WriteResult,
@@ -19,144 +21,6 @@ use std::collections::{HashMap, HashSet};
 const DEFAULT_LIST_LIMIT: i64 = 100;
 /// The most instances one list call returns (the API refuses a larger `limit`).
 pub const MAX_INSTANCE_LIST: i64 = 10_000;
-
-pub(super) const INSTANCE_COLUMNS: [Inst; 18] = [
-    Inst::Id,
-    Inst::CommandId,
-    Inst::Project,
-    Inst::Workflow,
-    Inst::Version,
-    Inst::State,
-    Inst::Priority,
-    Inst::Params,
-    Inst::Owner,
-    Inst::OwnerEpoch,
-    Inst::Run,
-    Inst::CreatedAt,
-    Inst::StartedAt,
-    Inst::EndedAt,
-    Inst::Options,
-    Inst::ParentTaskId,
-    Inst::ScheduleTime,
-    Inst::Message,
-];
-
-const TASK_COLUMNS: [Task; 17] = [
-    Task::Id,
-    Task::WorkflowInstanceId,
-    Task::Name,
-    Task::TaskType,
-    Task::State,
-    Task::Attempt,
-    Task::Priority,
-    Task::WorkerGroup,
-    Task::Worker,
-    Task::SubmittedAt,
-    Task::StartedAt,
-    Task::EndedAt,
-    Task::ExitCode,
-    Task::Output,
-    Task::Message,
-    Task::Run,
-    Task::TaskGroup,
-];
-
-#[derive(sqlx::FromRow)]
-pub(super) struct InstanceRecord {
-    id: i64,
-    command_id: i64,
-    project: String,
-    workflow: String,
-    version: i32,
-    state: String,
-    priority: String,
-    params: String,
-    owner: Option<String>,
-    owner_epoch: i64,
-    run: i32,
-    created_at: i64,
-    started_at: Option<i64>,
-    ended_at: Option<i64>,
-    options: String,
-    parent_task_id: Option<i64>,
-    schedule_time: Option<i64>,
-    message: Option<String>,
-}
-
-impl InstanceRecord {
-    pub(super) fn decode(self) -> Result<InstanceRow> {
-        let row = format!("workflow_instance {}", self.id);
-        Ok(InstanceRow {
-            state: parse(&row, &self.state)?,
-            priority: parse(&row, &self.priority)?,
-            params: from_json(&row, "params", &self.params)?,
-            options: from_json(&row, "options", &self.options)?,
-            parent_task_id: self.parent_task_id,
-            schedule_time: self.schedule_time,
-            message: self.message,
-            id: self.id,
-            command_id: self.command_id,
-            project: self.project,
-            workflow: self.workflow,
-            version: self.version,
-            owner: self.owner,
-            owner_epoch: self.owner_epoch,
-            run: self.run,
-            created_at: self.created_at,
-            started_at: self.started_at,
-            ended_at: self.ended_at,
-        })
-    }
-}
-
-#[derive(sqlx::FromRow)]
-pub(super) struct TaskRecord {
-    id: i64,
-    workflow_instance_id: i64,
-    name: String,
-    task_type: String,
-    state: String,
-    attempt: i32,
-    priority: String,
-    worker_group: String,
-    worker: Option<String>,
-    submitted_at: i64,
-    started_at: Option<i64>,
-    ended_at: Option<i64>,
-    exit_code: Option<i32>,
-    output: Option<String>,
-    message: Option<String>,
-    run: i32,
-    task_group: Option<String>,
-}
-
-impl TaskRecord {
-    pub(super) fn decode(self) -> Result<TaskInstanceRow> {
-        let row = format!("task_instance {}", self.id);
-        Ok(TaskInstanceRow {
-            state: parse(&row, &self.state)?,
-            priority: parse(&row, &self.priority)?,
-            output: match &self.output {
-                Some(text) => from_json(&row, "output", text)?,
-                None => Default::default(),
-            },
-            id: self.id,
-            workflow_instance_id: self.workflow_instance_id,
-            run: self.run,
-            name: self.name,
-            task_type: self.task_type,
-            attempt: self.attempt,
-            worker_group: self.worker_group,
-            worker: self.worker,
-            submitted_at: self.submitted_at,
-            started_at: self.started_at,
-            ended_at: self.ended_at,
-            exit_code: self.exit_code,
-            message: self.message,
-            task_group: self.task_group,
-        })
-    }
-}
 
 impl Store {
     /// Commits one engine cycle's writes in one transaction. Writes for an instance whose
@@ -221,7 +85,7 @@ impl Store {
         super::task_logs::insert_logs(&mut tx, &logs).await?;
         tx.commit().await?;
         if children_written {
-            super::children::wake(&self.db);
+            self.commands_written();
         }
         let mut fenced_instances: Vec<i64> = fenced.into_iter().collect();
         fenced_instances.sort_unstable();
@@ -382,13 +246,6 @@ fn filter_instances<'a>(
         .and_where_option(filter.state.map(|s| Expr::col(Inst::State).eq(s.as_str())))
         .and_where_option(filter.from.map(|t| Expr::col(Inst::CreatedAt).gte(t)))
         .and_where_option(filter.to.map(|t| Expr::col(Inst::CreatedAt).lt(t)))
-}
-
-pub(super) fn select_tasks() -> SelectStatement {
-    Query::select()
-        .columns(TASK_COLUMNS)
-        .from(Task::Table)
-        .to_owned()
 }
 
 /// The `VALUES` list that carries a batch of updates into one `UPDATE ... FROM`. Its

@@ -8,19 +8,29 @@
 //! across workflows), `alerts` (channels and the outbox), `users` (users and API tokens),
 //! `projects` (projects and members), `audit` (the audit log), `secrets` (sealed secrets),
 //! `triggers` (webhook calls and their idempotency keys).
+//!
+//! Below them, base modules that the subject modules share and that import none of them:
+//! `db` (pools and transactions), `sql` (statement builders), `schema`, `codec`, `signal`,
+//! `pending_audit`, `command_rows` (writing commands), `instance_rows` (instance and task
+//! rows) and `offline` (a workflow's offline mark). No store module imports one that
+//! imports it back.
 
 mod alerts;
 mod audit;
 mod backfills;
 mod children;
 mod codec;
+mod command_rows;
 mod commands;
 mod db;
 mod definitions;
 mod failover;
+mod instance_rows;
 mod instances;
 mod lifecycle;
 mod model;
+mod offline;
+mod pending_audit;
 mod projects;
 mod retention;
 mod schedules;
@@ -28,6 +38,7 @@ mod schema;
 mod secrets;
 mod serial;
 mod signal;
+mod sql;
 mod task_groups;
 mod task_logs;
 mod task_ops;
@@ -36,11 +47,12 @@ mod users;
 mod waits;
 
 pub use alerts::{ALERT_FAILED, ALERT_PENDING, ALERT_SENT, Delivery};
-pub use audit::{AuditEntry, AuditFilter, AuditRow, audit_project, audited};
+pub use audit::{AuditFilter, AuditRow};
 pub use backfills::{BackfillRow, BackfillRunRow, Cancel, Chained, NewBackfill};
 pub use commands::recovery_allowed;
 pub use instances::MAX_INSTANCE_LIST;
 pub use model::*;
+pub use pending_audit::{AuditEntry, audit_project, audited};
 pub use projects::{MemberRow, Owned, ProjectRow};
 pub use retention::Pruned;
 pub use schedules::{FIRE_MEMORY_MS, ScheduleRow, ScheduleSpec};

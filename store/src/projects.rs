@@ -2,11 +2,12 @@
 
 use super::Store;
 use super::backfills::Backfill;
-use super::db::{Tx, insert_rows};
+use super::db::Tx;
 use super::schema::{
     AppUser as User, Command, ErrorCommand, Project, ProjectMember as Member, TaskInstance as Task,
     WorkflowDefinition as Def, WorkflowInstance as Inst,
 };
+use super::sql::insert_rows;
 use super::users::user_id;
 use sea_query::{Expr, ExprTrait, Func, OnConflict, Order, Query};
 use shoal_common::access::Role;

@@ -7,11 +7,11 @@
 //! further than [`FIRE_MEMORY_MS`] behind the cursor are dropped by the same transaction:
 //! the cursor, which only moves forward, already keeps those times from firing again.
 
-use super::children::wake;
 use super::codec::{from_json, parse, to_json};
-use super::commands::{insert_command_statement, notify_masters};
-use super::db::{Tx, insert_rows};
+use super::command_rows::{insert_command_statement, notify_masters};
+use super::db::Tx;
 use super::schema::WorkflowDefinition as Def;
+use super::sql::insert_rows;
 use super::{NewCommand, Store};
 use sea_query::{Cond, Expr, ExprTrait, Func, Iden, Order, Query};
 use shoal_common::error::{Error, Result};
@@ -206,7 +206,7 @@ impl Store {
         let mut tx = self.db.begin().await?;
         latest_version(&mut tx, project, workflow).await?;
         if spec.enabled {
-            super::lifecycle::refuse_if_offline(&mut tx, project, workflow).await?;
+            super::offline::refuse_if_offline(&mut tx, project, workflow).await?;
         }
         let taken: Option<(i64,)> = tx
             .fetch_optional(
@@ -277,7 +277,7 @@ impl Store {
     /// workflow is offline, but an enable racing the switch to offline could commit
     /// unseen by it; this filter is what keeps the cron from firing then.)
     pub async fn enabled_schedules(&self) -> Result<Vec<ScheduleRow>> {
-        let online = super::lifecycle::online_only(
+        let online = super::offline::online_only(
             (Schedule::Table, Schedule::Project),
             (Schedule::Table, Schedule::Workflow),
         );
@@ -353,7 +353,7 @@ impl Store {
             .ok_or_else(|| Error::NotFound(format!("schedule {id}")))?
             .decode()?;
         if row.spec.enabled {
-            super::lifecycle::refuse_if_offline(&mut tx, &row.project, &row.workflow).await?;
+            super::offline::refuse_if_offline(&mut tx, &row.project, &row.workflow).await?;
         }
         tx.commit().await?;
         Ok(row)
@@ -449,7 +449,7 @@ impl Store {
         }
         tx.commit().await?;
         if !fires.is_empty() {
-            wake(&self.db);
+            self.commands_written();
         }
         Ok(true)
     }

@@ -2,8 +2,8 @@
 //! a value in clear.
 
 use super::Store;
-use super::db::insert_rows;
 use super::schema::Secret;
+use super::sql::insert_rows;
 use sea_query::{Expr, ExprTrait, OnConflict, Order, Query};
 use shoal_common::error::{Error, Result};
 use shoal_common::types::now_ms;

@@ -7,10 +7,10 @@
 //! transaction that writes the state they decide, so two masters never start two runs of
 //! one serial workflow, and a crash leaves either the old or the new state.
 
-use super::commands::insert_instances;
 use super::db::Tx;
 use super::definitions::load_definition;
-use super::instances::{INSTANCE_COLUMNS, InstanceRecord};
+use super::instance_rows::insert_instances;
+use super::instance_rows::{INSTANCE_COLUMNS, InstanceRecord};
 use super::schema::WorkflowInstance as Inst;
 use super::{ClaimedInstance, InstanceRow, Store};
 use sea_query::{Alias, Expr, ExprTrait, Order, Query};

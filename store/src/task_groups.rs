@@ -10,8 +10,9 @@
 //! then picks up those of its own.
 
 use super::codec::parse;
-use super::db::{Tx, insert_rows};
+use super::db::Tx;
 use super::schema::{TaskGroup as Group, TaskInstance as Task};
+use super::sql::insert_rows;
 use super::{SlotGrants, Store, TaskGroup, TaskGroupUsage};
 use sea_query::{Expr, ExprTrait, Func, LockType, Order, Query, SelectStatement};
 use shoal_common::definition::valid_name;

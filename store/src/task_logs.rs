@@ -2,8 +2,9 @@
 //! gone (the worker sends them with the attempt's end; see `TaskEvent.log`).
 
 use super::Store;
-use super::db::{Tx, insert_rows};
+use super::db::Tx;
 use super::schema::TaskLog as Log;
+use super::sql::insert_rows;
 use sea_query::{Expr, ExprTrait, Iden, OnConflict, Query};
 use shoal_common::error::Result;
 use std::collections::BTreeMap;

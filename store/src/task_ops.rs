@@ -3,9 +3,9 @@
 
 use super::NewCommand;
 use super::Store;
-use super::commands::insert_command_in;
+use super::command_rows::insert_command_in;
 use super::db::Tx;
-use super::instances::{INSTANCE_COLUMNS, InstanceRecord, TaskRecord, select_tasks};
+use super::instance_rows::{INSTANCE_COLUMNS, InstanceRecord, TaskRecord, select_tasks};
 use super::schema::{TaskInstance as Task, WorkflowInstance as Inst};
 use sea_query::{Expr, ExprTrait, LockType, Query};
 use shoal_common::error::{Error, Result};

@@ -3,10 +3,10 @@
 
 use super::Store;
 use super::codec::{parse, to_json};
-use super::commands::{insert_command_statement, notify_masters};
-use super::db::insert_rows;
+use super::command_rows::{insert_command_statement, notify_masters};
 use super::definitions::{decode_spec, is_latest_version};
 use super::schema::{TriggerCall as Call, WorkflowDefinition as Def, WorkflowInstance as Inst};
+use super::sql::insert_rows;
 use super::{CommandStatus, NewCommand};
 use sea_query::{Alias, Expr, ExprTrait, Order, Query};
 use shoal_common::access::token_hash;
@@ -118,7 +118,7 @@ impl Store {
         }
         notify_masters(&mut tx).await?;
         tx.commit().await?;
-        super::children::wake(&self.db);
+        self.commands_written();
         Ok(TriggeredRun {
             command_id,
             workflow_instance_id: None,

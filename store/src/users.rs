@@ -1,8 +1,9 @@
 //! Users and their API tokens. A token is stored as its hash only ([`shoal_common::access`]).
 
 use super::Store;
-use super::db::{Tx, insert_rows};
+use super::db::Tx;
 use super::schema::{ApiToken as Tok, AppUser as User, ProjectMember as Member};
+use super::sql::insert_rows;
 use sea_query::{Expr, ExprTrait, Order, Query};
 use shoal_common::access::Role;
 use shoal_common::error::{Error, Result};

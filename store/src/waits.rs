@@ -4,9 +4,9 @@
 
 use super::Store;
 use super::codec::to_json;
-use super::db::insert_rows;
-use super::instances::{TaskRecord, select_tasks};
+use super::instance_rows::{TaskRecord, select_tasks};
 use super::schema::{TaskCallback, TaskInstance as Task};
+use super::sql::insert_rows;
 use crate::TaskInstanceRow;
 use sea_query::{Expr, ExprTrait, Query};
 use shoal_common::error::Result;
