@@ -11,8 +11,6 @@
 
 mod auth;
 
-pub(crate) use auth::request_client;
-
 use crate::Ctx;
 use crate::access::audit;
 use crate::commands::refuse_undefined;
@@ -117,7 +115,7 @@ pub async fn call(
              trigger names (`shoal trigger list --project {project}`)"
         )));
     };
-    let client = auth::request_client(&req, &ctx.trusted_proxies);
+    let client = crate::client_address::request_client(&req, &ctx.trusted_proxies);
     auth::check_address(t, client)?;
     if let Err(refused) =
         auth::check_credential(&ctx, &project, &workflow, t, req.headers()).await?

@@ -6,7 +6,7 @@ use crate::access::Caller;
 use crate::actions::{ActionOffer, offers};
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, ApiQuery, path};
-use crate::schedules::parse_optional_time;
+use crate::times::{parse_optional_time, time};
 use axum::extract::State;
 use axum::http::HeaderName;
 use axum::{Extension, Json};
@@ -246,10 +246,6 @@ pub(crate) async fn find_task(ctx: &Ctx, id: i64) -> Result<TaskInstanceRow> {
         .get_task_instance(id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("task instance {id} does not exist")))
-}
-
-pub(crate) fn time(ms: Option<i64>) -> Option<String> {
-    ms.map(ms_to_rfc3339)
 }
 
 fn instance_summary(r: &InstanceRow) -> InstanceSummary {

@@ -13,6 +13,7 @@ mod actions;
 mod alerts;
 mod backfills;
 mod channels;
+mod client_address;
 mod cluster;
 mod commands;
 mod completions;
@@ -33,6 +34,7 @@ mod security_headers;
 mod server;
 mod task_actions;
 mod task_groups;
+mod times;
 mod ui;
 mod workflows;
 

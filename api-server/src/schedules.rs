@@ -6,7 +6,7 @@ use crate::Ctx;
 use crate::commands::{latest_definition, refuse_undefined, startup_params};
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, ApiQuery, Body, path};
-use crate::instances::time;
+use crate::times::{next_fire, parse_optional_time, parse_time, time};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -56,24 +56,6 @@ fn utc() -> String {
 
 fn yes() -> bool {
     true
-}
-
-/// An optional RFC 3339 time of a query (empty is none); `field` names it in the error.
-pub(crate) fn parse_optional_time(field: &str, text: Option<String>) -> Result<Option<i64>> {
-    text.filter(|t| !t.is_empty())
-        .map(|t| parse_time(field, &t))
-        .transpose()
-}
-
-/// Parses an RFC 3339 time of the request; `field` names it in the error.
-pub(crate) fn parse_time(field: &str, text: &str) -> Result<i64> {
-    chrono::DateTime::parse_from_rfc3339(text)
-        .map(|t| t.timestamp_millis())
-        .map_err(|e| {
-            Error::BadRequest(format!(
-                "{field} '{text}' is not an RFC 3339 time (e.g. 2026-01-01T00:00:00Z): {e}"
-            ))
-        })
 }
 
 impl ScheduleRequest {
@@ -457,18 +439,6 @@ pub struct Schedule {
     pub next_fire: Option<String>,
     pub created_at: String,
     pub updated_at: String,
-}
-
-/// The schedule's next fire time (RFC 3339 in its zone), if enabled and not past its end.
-pub(crate) fn next_fire(s: &ScheduleRow) -> Option<String> {
-    s.spec
-        .check()
-        .ok()
-        .filter(|_| s.spec.enabled)
-        .and_then(|cron| {
-            let t = cron.next_due(s.spec.window(), s.fired_until.max(now_ms()))?;
-            Some(cron.show(t))
-        })
 }
 
 fn schedule_json(s: &ScheduleRow) -> Schedule {

@@ -4,7 +4,7 @@ use crate::Ctx;
 use crate::access::Caller;
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, ApiQuery, Body, path};
-use crate::schedules::next_fire;
+use crate::times::next_fire;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::{Extension, Json};

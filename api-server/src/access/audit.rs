@@ -3,7 +3,7 @@
 use crate::Ctx;
 use crate::error::{ErrorBody, Result};
 use crate::extract::ApiQuery;
-use crate::schedules::parse_optional_time;
+use crate::times::parse_optional_time;
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};

@@ -292,7 +292,7 @@ pub async fn guard(State(ctx): State<Ctx>, req: Request, next: Next) -> Response
 /// The caller's address for the audit log: the TCP peer, or the client a trusted proxy
 /// (`--trusted-proxy`) says it forwarded.
 fn caller_address(ctx: &Ctx, req: &Request) -> String {
-    crate::hooks::request_client(req, &ctx.trusted_proxies)
+    crate::client_address::request_client(req, &ctx.trusted_proxies)
         .map_or_else(|| "unknown".into(), |ip| ip.to_string())
 }
 
