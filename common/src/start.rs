@@ -1,7 +1,6 @@
 //! What a run starts with: its parameters, and the options that shape which tasks run and
 //! how. Shared by the store, the runtime, the api-server and the CLI.
 
-use crate::definition::WorkflowDef;
 use crate::types::FailureStrategy;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -86,23 +85,6 @@ impl RerunTask {
     }
 }
 
-impl StartOptions {
-    /// The definition as this run executes it: the start options' worker group and
-    /// failure strategy win over the definition's defaults.
-    pub fn apply_to(&self, def: &mut WorkflowDef) {
-        if let Some(strategy) = self.failure_strategy {
-            def.failure_strategy = strategy;
-        }
-        if let Some(group) = &self.worker_group {
-            for task in &mut def.tasks {
-                if task.worker_group == crate::definition::DEFAULT_WORKER_GROUP {
-                    task.worker_group.clone_from(group);
-                }
-            }
-        }
-    }
-}
-
 /// Which tasks a start from a task runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -113,31 +95,4 @@ pub enum Scope {
     Upstream,
     /// The task and everything that depends on it (the default).
     Downstream,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn start_options_override_the_group_of_default_tasks_and_the_failure_strategy() {
-        let mut def = WorkflowDef::parse(
-            "name: w\ntasks:\n- {name: a, type: noop}\n- {name: b, type: noop, worker_group: gpu}\n",
-        )
-        .unwrap();
-        StartOptions::default().apply_to(&mut def);
-        assert_eq!(
-            def.tasks[0].worker_group, "default",
-            "no options, no change"
-        );
-        let options = StartOptions {
-            worker_group: Some("etl".into()),
-            failure_strategy: Some(FailureStrategy::Continue),
-            ..Default::default()
-        };
-        options.apply_to(&mut def);
-        assert_eq!(def.tasks[0].worker_group, "etl");
-        assert_eq!(def.tasks[1].worker_group, "gpu", "a task's own group wins");
-        assert_eq!(def.failure_strategy, FailureStrategy::Continue);
-    }
 }

@@ -10,7 +10,8 @@
 pub mod cidr;
 pub mod credential;
 
-use crate::definition::DefinitionError;
+use crate::definition::error::DefinitionError;
+use crate::definition::name::valid_name;
 use crate::jsonpath::{JsonPath, render};
 use crate::start::{Params, check_param_name};
 pub use credential::Credential;
@@ -151,7 +152,7 @@ impl TriggerDef {
 /// Checks every trigger of a definition.
 pub fn validate(triggers: &[TriggerDef]) -> Result<(), DefinitionError> {
     for (i, t) in triggers.iter().enumerate() {
-        if !crate::definition::valid_name(&t.name) {
+        if !valid_name(&t.name) {
             return Err(DefinitionError::BadName {
                 what: "trigger name",
                 value: t.name.clone(),
@@ -244,7 +245,7 @@ fn check(t: &TriggerDef) -> Result<(), String> {
 /// or a literal long enough not to be guessed.
 fn check_credential(field: &str, value: &str) -> Result<(), String> {
     match Credential::of(value) {
-        Credential::Secret(name) if !crate::definition::valid_name(name) => Err(format!(
+        Credential::Secret(name) if !valid_name(name) => Err(format!(
             "{field}: '{name}' is not a secret name; write ${{secret.NAME}}"
         )),
         Credential::Sealed(hash) if !credential::is_well_formed(hash) => Err(format!(

@@ -25,7 +25,7 @@ impl Engine {
         // Lost to another master once, ours again now: its workers' events are ours to ack.
         self.ownership.taken(id);
         let mut definition = c.definition;
-        c.instance.options.apply_to(&mut definition);
+        definition.apply_start(&c.instance.options);
         let def = self.runs.share(c.instance.version, definition);
         let from = c.instance.options.from_task.as_deref().map(|t| {
             (

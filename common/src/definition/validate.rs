@@ -1,0 +1,260 @@
+//! The checks a definition passes before anything runs: names, task types and their
+//! settings, dependencies without a cycle, branches and error handlers.
+
+use super::name::{valid_name, valid_tenant};
+use super::{DefinitionError, ErrorAction, WorkflowDef, dependent, do_while, fanout};
+use crate::types::TaskType;
+use petgraph::algo::tarjan_scc;
+use petgraph::graph::DiGraph;
+use std::collections::HashMap;
+
+impl WorkflowDef {
+    pub fn validate(&self) -> Result<(), DefinitionError> {
+        for (what, value) in [
+            ("workflow name", &self.name),
+            ("project name", &self.project),
+        ] {
+            if !valid_name(value) {
+                return Err(DefinitionError::BadName {
+                    what,
+                    value: value.clone(),
+                });
+            }
+        }
+        if let Some(tenant) = self.tenant.as_ref().filter(|t| !valid_tenant(t)) {
+            return Err(DefinitionError::BadName {
+                what: "tenant (an OS user name, at most 32 characters)",
+                value: tenant.clone(),
+            });
+        }
+        if let Some(h) = &self.on_failure {
+            for (what, value) in [
+                ("on_failure workflow", Some(&h.workflow)),
+                ("on_failure project", h.project.as_ref()),
+            ] {
+                if let Some(value) = value.filter(|v| !valid_name(v)) {
+                    return Err(DefinitionError::BadName {
+                        what,
+                        value: value.clone(),
+                    });
+                }
+            }
+        }
+        if let Some(alert) = self.alerts.iter().find(|a| !valid_name(&a.channel)) {
+            return Err(DefinitionError::BadName {
+                what: "alert channel",
+                value: alert.channel.clone(),
+            });
+        }
+        crate::trigger::validate(&self.triggers)?;
+        if self.tasks.is_empty() {
+            return Err(DefinitionError::Empty(self.name.clone()));
+        }
+        let mut index = HashMap::with_capacity(self.tasks.len());
+        for (i, t) in self.tasks.iter().enumerate() {
+            if !valid_name(&t.name) {
+                return Err(DefinitionError::BadName {
+                    what: "task name",
+                    value: t.name.clone(),
+                });
+            }
+            if let Some(group) = &t.task_group
+                && !valid_name(group)
+            {
+                return Err(DefinitionError::BadName {
+                    what: "task group",
+                    value: group.clone(),
+                });
+            }
+            if index.insert(t.name.as_str(), i).is_some() {
+                return Err(DefinitionError::DuplicateTask(t.name.clone()));
+            }
+            let kind =
+                t.task_type
+                    .parse::<TaskType>()
+                    .map_err(|_| DefinitionError::UnknownType {
+                        task: t.name.clone(),
+                        task_type: t.task_type.clone(),
+                        known: TaskType::ALL
+                            .iter()
+                            .map(|k| k.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    })?;
+            let blank = |v: &Option<String>| v.as_deref().is_none_or(|c| c.trim().is_empty());
+            let missing = match kind {
+                TaskType::Shell => blank(&t.command).then_some("command"),
+                TaskType::Python => blank(&t.script).then_some("script"),
+                TaskType::Http => t.http.is_none().then_some("http"),
+                TaskType::Sql => t.sql.is_none().then_some("sql"),
+                TaskType::Conditions => t.conditions.is_none().then_some("conditions"),
+                TaskType::Switch => t.switch.is_none().then_some("switch"),
+                TaskType::SubWorkflow => t.sub_workflow.is_none().then_some("sub_workflow"),
+                TaskType::Dependent => t.dependent.is_none().then_some("dependent"),
+                TaskType::Callback => t.callback.is_none().then_some("callback"),
+                TaskType::Terminate => t.terminate.is_none().then_some("terminate"),
+                TaskType::Foreach => t.foreach.is_none().then_some("foreach"),
+                TaskType::DoWhile => t.do_while.is_none().then_some("do_while"),
+                TaskType::Noop | TaskType::Delay | TaskType::Wait => None,
+            };
+            if let Some(field) = missing {
+                return Err(DefinitionError::MissingField {
+                    task: t.name.clone(),
+                    task_type: kind.as_str(),
+                    field,
+                });
+            }
+            fanout::check(self, t)?;
+            dependent::check(t)?;
+            do_while::check(self, t)?;
+            if t.on_timeout.is_some() && !matches!(kind, TaskType::Wait | TaskType::Callback) {
+                return Err(DefinitionError::BadBranch {
+                    task: t.name.clone(),
+                    reason: "on_timeout applies to wait and callback tasks only".into(),
+                });
+            }
+        }
+        for t in &self.tasks {
+            for d in &t.depends_on {
+                if !index.contains_key(d.as_str()) {
+                    return Err(DefinitionError::UnknownDependency {
+                        task: t.name.clone(),
+                        dependency: d.clone(),
+                    });
+                }
+            }
+        }
+        if let Some(cycle) = self.find_cycle(&index) {
+            return Err(DefinitionError::Cycle(cycle));
+        }
+        self.check_error_handlers(&index)?;
+        for t in &self.tasks {
+            for target in t.branch_targets() {
+                let depends = self
+                    .tasks
+                    .iter()
+                    .find(|d| d.name == target)
+                    .is_some_and(|d| d.depends_on.contains(&t.name));
+                if !depends {
+                    return Err(DefinitionError::BadBranch {
+                        task: t.name.clone(),
+                        reason: format!("'{target}' must be a task that depends on '{}'", t.name),
+                    });
+                }
+            }
+            if let Some(when) = t.conditions.as_ref().and_then(|c| c.when.as_ref()) {
+                crate::expr::parse(when).map_err(|e| DefinitionError::BadBranch {
+                    task: t.name.clone(),
+                    reason: format!("conditions when '{when}': {e}"),
+                })?;
+            }
+            if let Some(sw) = &t.switch {
+                for case in &sw.cases {
+                    crate::expr::parse(&case.when).map_err(|e| DefinitionError::BadBranch {
+                        task: t.name.clone(),
+                        reason: format!("case '{}': {e}", case.when),
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Catch handlers name a task of the workflow that waits for nothing else and handles
+    /// one task's failures; handlers do not catch each other in a circle.
+    fn check_error_handlers(&self, index: &HashMap<&str, usize>) -> Result<(), DefinitionError> {
+        let mut handled_by: HashMap<&str, &str> = HashMap::new();
+        for t in &self.tasks {
+            let Some(e) = &t.on_error else { continue };
+            let bad = |reason: String| DefinitionError::BadBranch {
+                task: t.name.clone(),
+                reason,
+            };
+            if t.retries != 0 && e.retries.is_some() {
+                return Err(bad(
+                    "give retries either on the task or in on_error, not both".into(),
+                ));
+            }
+            let then = match (e.action, e.then.as_deref()) {
+                (ErrorAction::Catch, Some(then)) => then,
+                (ErrorAction::Catch, None) => {
+                    return Err(bad("on_error catch needs `then`: the handler task".into()));
+                }
+                (_, Some(_)) => {
+                    return Err(bad("on_error `then` applies to action catch only".into()));
+                }
+                (_, None) => continue,
+            };
+            let Some(&h) = index.get(then) else {
+                return Err(bad(format!(
+                    "on_error handler '{then}' is not a task of this workflow"
+                )));
+            };
+            if !self.tasks[h].depends_on.is_empty() || then == t.name {
+                return Err(bad(format!(
+                    "on_error handler '{then}' runs only when the catch fires: it may not depend on other tasks"
+                )));
+            }
+            if let Some(other) = handled_by.insert(then, &t.name) {
+                return Err(bad(format!(
+                    "on_error handler '{then}' already handles '{other}': give each catch its own handler"
+                )));
+            }
+        }
+        let catches: HashMap<&str, &str> = handled_by.iter().map(|(h, t)| (*t, *h)).collect();
+        for start in catches.keys() {
+            let mut path = vec![*start];
+            while let Some(next) = catches.get(path[path.len() - 1]) {
+                if path.contains(next) {
+                    path.push(next);
+                    return Err(DefinitionError::BadBranch {
+                        task: start.to_string(),
+                        reason: format!("error handlers catch each other: {}", path.join(" -> ")),
+                    });
+                }
+                path.push(next);
+            }
+        }
+        Ok(())
+    }
+
+    /// Returns the task names of one cycle, first name repeated at the end.
+    fn find_cycle(&self, index: &HashMap<&str, usize>) -> Option<Vec<String>> {
+        let mut g = DiGraph::<usize, ()>::with_capacity(self.tasks.len(), self.tasks.len());
+        let nodes: Vec<_> = (0..self.tasks.len()).map(|i| g.add_node(i)).collect();
+        for (i, t) in self.tasks.iter().enumerate() {
+            for d in &t.depends_on {
+                g.add_edge(nodes[index[d.as_str()]], nodes[i], ());
+            }
+        }
+        for scc in tarjan_scc(&g) {
+            let self_loop = scc.len() == 1 && g.contains_edge(scc[0], scc[0]);
+            if scc.len() > 1 || self_loop {
+                // Walk the component along its edges so the names read as a cycle.
+                let members: std::collections::HashSet<_> = scc.iter().copied().collect();
+                let start = *scc.iter().min_by_key(|n| g[**n]).expect("non-empty scc");
+                let mut path = vec![start];
+                let mut cur = start;
+                loop {
+                    let next = g
+                        .neighbors(cur)
+                        .filter(|n| members.contains(n))
+                        .min_by_key(|n| if *n == start { 0 } else { 1 + g[*n] })
+                        .expect("a node in a cycle has a successor in it");
+                    if next == start || path.contains(&next) {
+                        path.push(next);
+                        break;
+                    }
+                    path.push(next);
+                    cur = next;
+                }
+                return Some(
+                    path.into_iter()
+                        .map(|n| self.tasks[g[n]].name.clone())
+                        .collect(),
+                );
+            }
+        }
+        None
+    }
+}
