@@ -5,19 +5,14 @@
 //! transaction. Nothing lives in the CLI or in a master's memory, so a backfill goes on
 //! after the CLI disconnects and across a leader change.
 
-use super::codec::{from_json, parse, to_json};
-use super::command_rows::{insert_command_statement, notify_masters};
+use super::Store;
+use super::codec::{parse, to_json};
 use super::db::Tx;
-use super::schema::{ErrorCommand as ErrCmd, WorkflowInstance as Inst};
 use super::sql::insert_rows;
-use super::users::may_start;
-use super::{NewCommand, Store};
 use sea_query::{Expr, ExprTrait, Iden, LockType, Order, Query, SelectStatement};
 use shoal_common::error::{Error, Result};
 use shoal_common::start::{Params, StartOptions};
-use shoal_common::types::{
-    BackfillRunState, BackfillState, CommandKind, Priority, WorkflowState, now_ms,
-};
+use shoal_common::types::{BackfillRunState, BackfillState, Priority, now_ms};
 
 #[derive(Iden, Clone, Copy)]
 pub(super) enum Backfill {
@@ -39,7 +34,7 @@ pub(super) enum Backfill {
 }
 
 #[derive(Iden, Clone, Copy)]
-enum BackfillRun {
+pub(super) enum BackfillRun {
     Table,
     BackfillId,
     Position,
@@ -50,7 +45,7 @@ enum BackfillRun {
     Error,
 }
 
-const COLUMNS: [Backfill; 14] = [
+pub(super) const COLUMNS: [Backfill; 14] = [
     Backfill::Id,
     Backfill::Project,
     Backfill::Workflow,
@@ -130,35 +125,35 @@ pub struct BackfillRunRow {
 }
 
 #[derive(sqlx::FromRow)]
-struct BackfillRecord {
-    id: i64,
-    project: String,
-    workflow: String,
-    version: i32,
-    params: String,
-    priority: Option<String>,
-    options: String,
-    parallel: i32,
-    stop_on_failure: bool,
-    state: String,
-    created_at: i64,
-    updated_at: i64,
-    follows: Option<i64>,
-    stage: i32,
+pub(super) struct BackfillRecord {
+    pub(super) id: i64,
+    pub(super) project: String,
+    pub(super) workflow: String,
+    pub(super) version: i32,
+    pub(super) params: String,
+    pub(super) priority: Option<String>,
+    pub(super) options: String,
+    pub(super) parallel: i32,
+    pub(super) stop_on_failure: bool,
+    pub(super) state: String,
+    pub(super) created_at: i64,
+    pub(super) updated_at: i64,
+    pub(super) follows: Option<i64>,
+    pub(super) stage: i32,
 }
 
 #[derive(sqlx::FromRow)]
-struct RunRecord {
-    position: i32,
-    schedule_time: i64,
-    state: String,
-    command_id: Option<i64>,
-    workflow_instance_id: Option<i64>,
-    error: Option<String>,
+pub(super) struct RunRecord {
+    pub(super) position: i32,
+    pub(super) schedule_time: i64,
+    pub(super) state: String,
+    pub(super) command_id: Option<i64>,
+    pub(super) workflow_instance_id: Option<i64>,
+    pub(super) error: Option<String>,
 }
 
 impl RunRecord {
-    fn decode(&self, backfill: i64) -> Result<BackfillRunRow> {
+    pub(super) fn decode(&self, backfill: i64) -> Result<BackfillRunRow> {
         Ok(BackfillRunRow {
             schedule_time: self.schedule_time,
             state: parse(
@@ -337,32 +332,6 @@ impl Store {
         tx.commit().await?;
         Ok(Cancel::Skipped(skipped.len()))
     }
-
-    /// Records which runs of every running backfill ended, starts the next ones and ends
-    /// backfills with nothing left. Returns how many backfills are still running.
-    pub async fn advance_backfills(&self) -> Result<usize> {
-        let running: Vec<(i64,)> = self
-            .db
-            .fetch_all(
-                Query::select()
-                    .column(Backfill::Id)
-                    .from(Backfill::Table)
-                    .and_where(Expr::col(Backfill::State).eq(BackfillState::Running.as_str()))
-                    .order_by(Backfill::Id, Order::Asc),
-            )
-            .await?;
-        let mut still = 0;
-        for (id,) in running {
-            let mut tx = self.db.begin().await?;
-            let (running, started) = advance(&mut tx, id).await?;
-            tx.commit().await?;
-            if started {
-                self.commands_written();
-            }
-            still += usize::from(running);
-        }
-        Ok(still)
-    }
 }
 
 /// Inserts one backfill and its runs in `tx`; `chained` as stored. Returns its id.
@@ -459,267 +428,11 @@ pub(super) async fn delete_of_project(tx: &mut Tx, project: &str) -> Result<()> 
 }
 
 /// The runs of a backfill in start order.
-fn select_runs(backfill: i64) -> SelectStatement {
+pub(super) fn select_runs(backfill: i64) -> SelectStatement {
     Query::select()
         .columns(RUN_COLUMNS)
         .from(BackfillRun::Table)
         .and_where(Expr::col(BackfillRun::BackfillId).eq(backfill))
         .order_by(BackfillRun::Position, Order::Asc)
         .to_owned()
-}
-
-/// One step of one backfill, in `tx`: (still running, commands written).
-async fn advance(tx: &mut Tx, id: i64) -> Result<(bool, bool)> {
-    // Locked, so two masters that both believe they lead take turns (Postgres; SQLite's
-    // write transaction is exclusive anyway).
-    let record: Option<BackfillRecord> = tx
-        .fetch_optional(
-            Query::select()
-                .columns(COLUMNS)
-                .from(Backfill::Table)
-                .and_where(Expr::col(Backfill::Id).eq(id))
-                .and_where(Expr::col(Backfill::State).eq(BackfillState::Running.as_str()))
-                .lock(LockType::Update),
-        )
-        .await?;
-    let Some(backfill) = record else {
-        return Ok((false, false));
-    };
-    if let Some(chain) = backfill.follows
-        && earlier_stage_running(tx, chain, backfill.stage).await?
-    {
-        return Ok((true, false));
-    }
-    let runs: Vec<RunRecord> = tx.fetch_all(&select_runs(id)).await?;
-    let mut states: Vec<BackfillRunState> = Vec::with_capacity(runs.len());
-    for run in &runs {
-        let mut state = run.decode(id)?.state;
-        if state == BackfillRunState::Running {
-            state = settle(tx, id, run).await?;
-        }
-        states.push(state);
-    }
-    let failed = states.contains(&BackfillRunState::Failure);
-    let mut running = states
-        .iter()
-        .filter(|s| **s == BackfillRunState::Running)
-        .count();
-    let mut started = false;
-    let parallel = usize::try_from(backfill.parallel).unwrap_or(1);
-    // A dependent's runs (`with_dependents`, maybe in another project) start in the name
-    // of who made the chain: each needs their role there at the moment it would start.
-    let refused = match backfill.follows {
-        Some(_) if running < parallel && states.contains(&BackfillRunState::Pending) => {
-            let options: StartOptions =
-                from_json(&format!("backfill {id}"), "options", &backfill.options)?;
-            match options.started_by {
-                Some(user) => may_start(tx, user, &backfill.project).await?.err(),
-                None => None,
-            }
-        }
-        _ => None,
-    };
-    for (run, state) in runs.iter().zip(states.iter_mut()) {
-        if *state != BackfillRunState::Pending {
-            continue;
-        }
-        if let Some(why) = &refused {
-            let why = format!(
-                "backfill of '{}/{}' was not started: {why}",
-                backfill.project, backfill.workflow
-            );
-            fail_run(tx, id, run.position, &why).await?;
-            *state = BackfillRunState::Failure;
-        } else if failed && backfill.stop_on_failure {
-            set_run_state(tx, id, run.position, BackfillRunState::Skipped).await?;
-            *state = BackfillRunState::Skipped;
-        } else if running < parallel {
-            start_run(tx, &backfill, run).await?;
-            *state = BackfillRunState::Running;
-            running += 1;
-            started = true;
-        }
-    }
-    let open = states
-        .iter()
-        .any(|s| matches!(s, BackfillRunState::Pending | BackfillRunState::Running));
-    let mut update = Query::update();
-    update
-        .table(Backfill::Table)
-        .value(Backfill::UpdatedAt, now_ms())
-        .and_where(Expr::col(Backfill::Id).eq(id));
-    if !open {
-        let all_passed = states.iter().all(|s| *s == BackfillRunState::Success);
-        // Runs are skipped without a failure only by a cancel.
-        let cancelled = !failed && states.contains(&BackfillRunState::Skipped);
-        let end = match (all_passed, cancelled) {
-            (true, _) => BackfillState::Success,
-            (false, true) => BackfillState::Cancelled,
-            (false, false) => BackfillState::Failure,
-        };
-        update.value(Backfill::State, end.as_str());
-    }
-    if started || !open {
-        tx.execute(&update).await?;
-    }
-    if started {
-        notify_masters(tx).await?;
-    }
-    Ok((open, started))
-}
-
-/// Whether a backfill of chain `chain` (its first one or a follower) with a stage below
-/// `stage` is still running.
-async fn earlier_stage_running(tx: &mut Tx, chain: i64, stage: i32) -> Result<bool> {
-    let found: Option<(i64,)> = tx
-        .fetch_optional(
-            Query::select()
-                .column(Backfill::Id)
-                .from(Backfill::Table)
-                .and_where(
-                    Expr::col(Backfill::Id)
-                        .eq(chain)
-                        .or(Expr::col(Backfill::Follows).eq(chain)),
-                )
-                .and_where(Expr::col(Backfill::Stage).lt(stage))
-                .and_where(Expr::col(Backfill::State).eq(BackfillState::Running.as_str()))
-                .limit(1),
-        )
-        .await?;
-    Ok(found.is_some())
-}
-
-/// Where a started run is now: its instance's outcome, or a failure if its command could
-/// not become an instance.
-async fn settle(tx: &mut Tx, backfill: i64, run: &RunRecord) -> Result<BackfillRunState> {
-    let instance: Option<(i64, String)> = match (run.workflow_instance_id, run.command_id) {
-        (Some(instance), _) => {
-            tx.fetch_optional(
-                Query::select()
-                    .columns([Inst::Id, Inst::State])
-                    .from(Inst::Table)
-                    .and_where(Expr::col(Inst::Id).eq(instance)),
-            )
-            .await?
-        }
-        (None, Some(command)) => {
-            tx.fetch_optional(
-                Query::select()
-                    .columns([Inst::Id, Inst::State])
-                    .from(Inst::Table)
-                    .and_where(Expr::col(Inst::CommandId).eq(command)),
-            )
-            .await?
-        }
-        (None, None) => None,
-    };
-    let (state, error) = match &instance {
-        Some((instance, state)) => {
-            let state: WorkflowState = parse(&format!("workflow_instance {instance}"), state)?;
-            match state {
-                WorkflowState::Success => (BackfillRunState::Success, None),
-                WorkflowState::Failure | WorkflowState::Stopped => {
-                    (BackfillRunState::Failure, Some(format!("instance {state}")))
-                }
-                _ => (BackfillRunState::Running, None),
-            }
-        }
-        None => {
-            let error: Option<(String,)> = match run.command_id {
-                Some(command) => {
-                    tx.fetch_optional(
-                        Query::select()
-                            .column(ErrCmd::Error)
-                            .from(ErrCmd::Table)
-                            .and_where(Expr::col(ErrCmd::Id).eq(command)),
-                    )
-                    .await?
-                }
-                None => None,
-            };
-            match error {
-                Some((error,)) => (BackfillRunState::Failure, Some(error)),
-                None => (BackfillRunState::Running, None),
-            }
-        }
-    };
-    let newly_known = run.workflow_instance_id.is_none() && instance.is_some();
-    if state != BackfillRunState::Running || newly_known {
-        tx.execute(
-            Query::update()
-                .table(BackfillRun::Table)
-                .value(BackfillRun::State, state.as_str())
-                .value(
-                    BackfillRun::WorkflowInstanceId,
-                    instance.map(|(id, _)| id).or(run.workflow_instance_id),
-                )
-                .value(BackfillRun::Error, error)
-                .and_where(Expr::col(BackfillRun::BackfillId).eq(backfill))
-                .and_where(Expr::col(BackfillRun::Position).eq(run.position)),
-        )
-        .await?;
-    }
-    Ok(state)
-}
-
-/// Ends a run that could not start, with why.
-async fn fail_run(tx: &mut Tx, backfill: i64, position: i32, error: &str) -> Result<()> {
-    tx.execute(
-        Query::update()
-            .table(BackfillRun::Table)
-            .value(BackfillRun::State, BackfillRunState::Failure.as_str())
-            .value(BackfillRun::Error, error)
-            .and_where(Expr::col(BackfillRun::BackfillId).eq(backfill))
-            .and_where(Expr::col(BackfillRun::Position).eq(position)),
-    )
-    .await
-}
-
-async fn set_run_state(
-    tx: &mut Tx,
-    backfill: i64,
-    position: i32,
-    state: BackfillRunState,
-) -> Result<()> {
-    tx.execute(
-        Query::update()
-            .table(BackfillRun::Table)
-            .value(BackfillRun::State, state.as_str())
-            .and_where(Expr::col(BackfillRun::BackfillId).eq(backfill))
-            .and_where(Expr::col(BackfillRun::Position).eq(position)),
-    )
-    .await
-}
-
-/// Writes the command of one run and marks the run started.
-async fn start_run(tx: &mut Tx, backfill: &BackfillRecord, run: &RunRecord) -> Result<()> {
-    let row = format!("backfill {}", backfill.id);
-    let command = NewCommand {
-        kind: CommandKind::Backfill,
-        project: backfill.project.clone(),
-        workflow: backfill.workflow.clone(),
-        version: backfill.version,
-        params: from_json(&row, "params", &backfill.params)?,
-        priority: backfill
-            .priority
-            .as_deref()
-            .map(|p| parse(&row, p))
-            .transpose()?,
-        workflow_instance_id: None,
-        options: from_json(&row, "options", &backfill.options)?,
-        parent_task_id: None,
-        schedule_time: Some(run.schedule_time),
-    };
-    let (command_id,): (i64,) = tx
-        .fetch_one(&insert_command_statement(&command, now_ms())?)
-        .await?;
-    tx.execute(
-        Query::update()
-            .table(BackfillRun::Table)
-            .value(BackfillRun::State, BackfillRunState::Running.as_str())
-            .value(BackfillRun::CommandId, command_id)
-            .and_where(Expr::col(BackfillRun::BackfillId).eq(backfill.id))
-            .and_where(Expr::col(BackfillRun::Position).eq(run.position)),
-    )
-    .await
 }

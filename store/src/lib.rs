@@ -17,6 +17,7 @@
 
 mod alerts;
 mod audit;
+mod backfill_runs;
 mod backfills;
 mod children;
 mod codec;
