@@ -1,4 +1,4 @@
-//! Embeds the web UI's production bundle (`ui/dist`, committed; see docs/architecture.md)
+//! Embeds the web UI's production bundle (`ui/dist`, committed; see docs/decisions.md)
 //! in the binary: writes `$OUT_DIR/ui_bundle.rs`, a table of every file with its
 //! precompressed `.gz` copy when the UI build wrote one.
 

@@ -1,5 +1,5 @@
 //! The web UI: the production bundle of `ui/` (committed as `ui/dist`, see
-//! docs/architecture.md) embedded in the binary and served at `/`.
+//! docs/decisions.md) embedded in the binary and served at `/`.
 //!
 //! Files are served as built; `NAME.gz` beside a file (written by the UI build) is sent
 //! instead to browsers that accept gzip. Any other path outside `/api` gets `index.html`,

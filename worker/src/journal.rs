@@ -16,7 +16,7 @@
 //! during a write) ends the reading. On open, the file is rewritten with the unacked
 //! records only, and at run time it is emptied whenever nothing in it is unacked and it
 //! has grown past [`COMPACT_AT`]. (Writing in place into a zero-filled file, so that an
-//! fdatasync need not commit a new size, measured no faster: BENCHMARKS.md.)
+//! fdatasync need not commit a new size, measured no faster: bench/history/README.md.)
 
 use prost::Message;
 use shoal_common::proto::TaskEvent;

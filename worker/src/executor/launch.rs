@@ -8,7 +8,7 @@
 //! ids and `PR_SET_PDEATHSIG`. So this module does what glibc's `posix_spawn` does, with
 //! those steps: the child runs on a stack of its own inside the worker's memory while the
 //! calling thread waits for it to exec, and it makes only system calls until then (no
-//! allocation, no locks). BENCHMARKS.md has the measurements.
+//! allocation, no locks). bench/history/README.md has the measurements.
 //!
 //! The process is waited for through a pidfd, which becomes readable when it exits.
 

@@ -189,7 +189,6 @@ impl Executor {
         }
     }
 
-    /// The number of running tasks, updated on every change.
     /// The attempts running now (task instance id, attempt).
     pub(crate) fn running_attempts(&self) -> std::collections::HashSet<(i64, i32)> {
         let table = self.table.lock().expect("task table lock");
@@ -200,6 +199,7 @@ impl Executor {
             .collect()
     }
 
+    /// The number of running tasks, updated on every change.
     pub(crate) fn running(&self) -> watch::Receiver<u32> {
         self.running_count.subscribe()
     }

@@ -115,7 +115,7 @@ impl Executor {
             let route = task.route.lock().expect("route lock");
             self.outbox.keep(&route.master_addr, route.epoch, &event);
             // One line a task at info (its span names it): a start line too cost a standalone
-            // fan-out of noop tasks about a fifth of its rate (BENCHMARKS.md).
+            // fan-out of noop tasks about a fifth of its rate (bench/history/README.md).
             info!(state, exit_code = event.exit_code, "task finished");
         }
         // Counted before the slot is freed and the last event is queued: whoever sees
