@@ -11,7 +11,6 @@
 //! Units: a byte of a string, one scalar, list element or map entry, or one node of the
 //! expression evaluated.
 
-use super::pattern::Compiled;
 use cel::common::types::{CelBytes, CelInt, CelList, CelMap, CelMapKey, CelOptional, CelString};
 use cel::common::value::{CowVal, Val};
 use cel::{Env, ExecutionError};
@@ -26,6 +25,12 @@ pub(super) const MAX_STEPS: u64 = 5_000_000;
 /// Bound on the text of one printed scalar: a double prints without an exponent (up to
 /// 309 digits before the point, or 323 zeros after it).
 pub(super) const PRINTED_SCALAR: u64 = 330;
+
+/// A `matches` pattern compiled once per evaluation, and a bound on its program's size.
+pub(super) struct Compiled {
+    pub(super) regex: regex::Regex,
+    pub(super) size: usize,
+}
 
 /// What one evaluation has left, and why it was refused if it was.
 struct State {

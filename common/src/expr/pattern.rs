@@ -8,7 +8,7 @@
 
 mod case_fold;
 
-use super::budget::{self, MAX_STEPS};
+use super::budget::{self, Compiled, MAX_STEPS};
 use cel::common::types::{CelBool, CelString};
 use cel::common::value::CowVal;
 use cel::{Env, ExecutionError};
@@ -29,12 +29,6 @@ const FOLD_PER_CHAR: f64 = 0.25;
 
 /// Most compiles [`compile`] tries: limits doubling from 1 KiB to [`SIZE_LIMIT`].
 const COMPILE_TRIES: f64 = 7.0;
-
-/// A compiled pattern and a bound on its program's size.
-pub(super) struct Compiled {
-    regex: regex::Regex,
-    size: usize,
-}
 
 /// `text.matches(pattern)` and `matches(text, pattern)`.
 fn matches<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
