@@ -189,8 +189,7 @@ impl Expected {
             Expected::Sealed(sealed) => sealed.clone(),
         };
         let key = token_hash(&format!("{sealed}\0{presented}"));
-        let remembered = |m: &Mutex<HashSet<String>>| m.lock().is_ok_and(|m| m.contains(&key));
-        if remembered(&MATCHED) {
+        if MATCHED.lock().is_ok_and(|m| m.contains(&key)) {
             return true;
         }
         let Ok(_permit) = HASHING.acquire().await else {
