@@ -24,6 +24,8 @@ FINAL_STATES = frozenset({"success", "failure", "stopped", "paused"})
 PASSED_TASK_STATES = frozenset({"success", "forced_success"})
 
 DEFAULT_API = "http://127.0.0.1:12345"
+#: How long start() waits for a master to make its command an instance, without a timeout.
+COMMAND_TIMEOUT = 60.0
 
 #: What :meth:`Client.apply` takes: a mapping, a YAML or JSON string, or a Workflow.
 Definition = Union[Mapping[str, Any], str, "Workflow"]
@@ -355,7 +357,8 @@ class Client:
         With ``wait``, returns when it has ended (``timeout`` seconds at most, else
         :class:`WaitTimeout`); ``run.state`` tells how.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
+        began = time.monotonic()
+        deadline = None if timeout is None else began + timeout
         body: dict[str, Any] = {}
         if params:
             body["params"] = dict(params)
@@ -375,14 +378,15 @@ class Client:
             body,
         )
         command_id = int(accepted["command_id"])
-        instance_id = self._instance_of(command_id, deadline)
+        # Without a timeout, a minute for a master to take the command (none may run).
+        instance_id = self._instance_of(command_id, deadline or began + COMMAND_TIMEOUT)
         run = Run(self, instance_id, command_id=command_id, version=int(accepted["version"]))
         if wait:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             run.wait(timeout=left)
         return run
 
-    def _instance_of(self, command_id: int, deadline: float | None) -> int:
+    def _instance_of(self, command_id: int, deadline: float) -> int:
         """Polls a start command until a master made it an instance."""
         nap = 0.02
         while True:
@@ -394,7 +398,7 @@ class Client:
                     str(status.get("error") or f"command {command_id} failed"),
                     body=status,
                 )
-            if deadline is not None and time.monotonic() >= deadline:
+            if time.monotonic() >= deadline:
                 raise WaitTimeout(f"command {command_id} is still pending: is a master running?")
             time.sleep(nap)
             nap = min(nap * 2, 0.5)
