@@ -1,14 +1,15 @@
 //! Child runs of sub_workflow tasks and the cross-workflow checks of dependent tasks.
 
 use super::codec::{from_json, parse, to_json};
-use super::command_rows::{insert_command_statement, notify_masters};
+use super::command_rows::{
+    ErrorCommandRow, insert_command_statement, insert_error_commands, notify_masters,
+};
 use super::db::Tx;
 use super::offline::refuse_if_offline;
 use super::schema::{
     Command as Cmd, ErrorCommand as ErrCmd, TaskInstance as Task, WorkflowDefinition as Def,
     WorkflowInstance as Inst,
 };
-use super::sql::insert_rows;
 use super::users::may_start;
 use super::{ChildRun, ChildStart, ChildState, NewCommand, Store};
 use sea_query::{Expr, ExprTrait, Func, Order, Query};
@@ -197,34 +198,20 @@ async fn reject(tx: &mut Tx, command: &NewCommand, error: &str, now: i64) -> Res
             .and_where(Expr::col(Cmd::Id).eq(id)),
     )
     .await?;
-    tx.execute(&insert_rows(
-        ErrCmd::Table,
-        [
-            ErrCmd::Id,
-            ErrCmd::Kind,
-            ErrCmd::Project,
-            ErrCmd::Workflow,
-            ErrCmd::Version,
-            ErrCmd::Params,
-            ErrCmd::Error,
-            ErrCmd::CreatedAt,
-            ErrCmd::FailedAt,
-            ErrCmd::ParentTaskId,
-        ],
-        [[
-            id.into(),
-            command.kind.as_str().into(),
-            command.project.as_str().into(),
-            command.workflow.as_str().into(),
-            0.into(),
-            to_json(&command.params)?.into(),
-            error.into(),
-            now.into(),
-            now.into(),
-            command.parent_task_id.into(),
-        ]],
-    ))
-    .await
+    let params = to_json(&command.params)?;
+    let row = ErrorCommandRow {
+        id,
+        kind: command.kind.as_str(),
+        project: &command.project,
+        workflow: &command.workflow,
+        version: 0,
+        params: &params,
+        created_at: now,
+        workflow_instance_id: None,
+        parent_task_id: command.parent_task_id,
+        error,
+    };
+    insert_error_commands(tx, &[row], now).await
 }
 
 impl Store {

@@ -2,7 +2,9 @@
 //! exactly one workflow instance.
 
 use super::codec::{from_json, parse, to_json};
-use super::command_rows::insert_command_in;
+use super::command_rows::{
+    CommandRecord, ErrorCommandRow, insert_command_in, insert_error_commands, select_commands,
+};
 use super::db::{Db, Tx};
 use super::definitions::{DefinitionLookup, load_definition};
 use super::instance_rows::{
@@ -12,7 +14,6 @@ use super::schema::TaskInstance as Task;
 use super::schema::{Command as Cmd, ErrorCommand as ErrCmd, WorkflowInstance as Inst};
 use super::serial;
 use super::signal::{COMMAND_CHANNEL, CommandSignal};
-use super::sql::insert_rows;
 use super::{ClaimedInstance, CommandStatus, InstanceRow, NewCommand, Store};
 use sea_query::{Expr, ExprTrait, LockBehavior, LockType, Order, Query};
 use shoal_common::definition::WorkflowDef;
@@ -22,22 +23,6 @@ use shoal_common::types::{CommandKind, Priority, WorkflowState, now_ms};
 use sqlx::postgres::PgListener;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-
-#[derive(sqlx::FromRow)]
-struct CommandRecord {
-    id: i64,
-    kind: String,
-    project: String,
-    workflow: String,
-    version: i32,
-    params: String,
-    priority: Option<String>,
-    created_at: i64,
-    workflow_instance_id: Option<i64>,
-    options: String,
-    parent_task_id: Option<i64>,
-    schedule_time: Option<i64>,
-}
 
 impl Store {
     /// Writes a command and wakes the masters.
@@ -127,23 +112,8 @@ impl Store {
         if limit == 0 {
             return Ok((Vec::new(), 0));
         }
-        let mut select = Query::select();
+        let mut select = select_commands();
         select
-            .columns([
-                Cmd::Id,
-                Cmd::Kind,
-                Cmd::Project,
-                Cmd::Workflow,
-                Cmd::Version,
-                Cmd::Params,
-                Cmd::Priority,
-                Cmd::CreatedAt,
-                Cmd::WorkflowInstanceId,
-                Cmd::Options,
-                Cmd::ParentTaskId,
-                Cmd::ScheduleTime,
-            ])
-            .from(Cmd::Table)
             .order_by(Cmd::Id, Order::Asc)
             .limit(u64::try_from(limit).unwrap_or(u64::MAX))
             // FOR UPDATE SKIP LOCKED on Postgres: concurrent masters take disjoint batches.
@@ -207,40 +177,22 @@ impl Store {
             }
         }
 
-        for chunk in rejected.chunks(tx.rows_per_statement(11)) {
-            tx.execute(&insert_rows(
-                ErrCmd::Table,
-                [
-                    ErrCmd::ParentTaskId,
-                    ErrCmd::WorkflowInstanceId,
-                    ErrCmd::Id,
-                    ErrCmd::Kind,
-                    ErrCmd::Project,
-                    ErrCmd::Workflow,
-                    ErrCmd::Version,
-                    ErrCmd::Params,
-                    ErrCmd::Error,
-                    ErrCmd::CreatedAt,
-                    ErrCmd::FailedAt,
-                ],
-                chunk.iter().map(|(command, reason)| {
-                    [
-                        command.parent_task_id.into(),
-                        command.workflow_instance_id.into(),
-                        command.id.into(),
-                        command.kind.as_str().into(),
-                        command.project.as_str().into(),
-                        command.workflow.as_str().into(),
-                        command.version.into(),
-                        command.params.as_str().into(),
-                        reason.as_str().into(),
-                        command.created_at.into(),
-                        now.into(),
-                    ]
-                }),
-            ))
-            .await?;
-        }
+        let rejected: Vec<ErrorCommandRow> = rejected
+            .iter()
+            .map(|(command, reason)| ErrorCommandRow {
+                id: command.id,
+                kind: &command.kind,
+                project: &command.project,
+                workflow: &command.workflow,
+                version: command.version,
+                params: &command.params,
+                created_at: command.created_at,
+                workflow_instance_id: command.workflow_instance_id,
+                parent_task_id: command.parent_task_id,
+                error: reason,
+            })
+            .collect();
+        insert_error_commands(&mut tx, &rejected, now).await?;
 
         let rows: Vec<&InstanceRow> = accepted.iter().map(|(row, _)| row).collect();
         let ids = insert_instances(&mut tx, &rows).await?;

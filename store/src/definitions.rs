@@ -48,7 +48,8 @@ pub(super) fn decode_spec(
 /// A definition version as a claim sees it: missing or unreadable (the reason), or usable.
 pub(super) type DefinitionLookup = std::result::Result<WorkflowDef, String>;
 
-/// The columns a [`DefinitionRecord`] is read from.
+/// The columns a [`DefinitionRecord`] is read from, in the order
+/// [`Store::put_definition`] writes them.
 const DEFINITION_COLUMNS: [Def; 5] = [
     Def::Project,
     Def::Name,
@@ -140,13 +141,7 @@ impl Store {
         super::projects::ensure_project(&mut tx, &def.project, "").await?;
         tx.execute(&insert_rows(
             Def::Table,
-            [
-                Def::Project,
-                Def::Name,
-                Def::Version,
-                Def::Spec,
-                Def::CreatedAt,
-            ],
+            DEFINITION_COLUMNS,
             [[
                 def.project.as_str().into(),
                 def.name.as_str().into(),

@@ -3,14 +3,15 @@
 use super::codec::{from_json, parse, to_json};
 use super::db::Tx;
 use super::schema::{TaskInstance as Task, WorkflowInstance as Inst};
-use super::sql::insert_rows;
+use super::sql::{insert_rows, with_id};
 use super::{InstanceRow, TaskInstanceRow};
 use sea_query::{Query, SelectStatement};
 use shoal_common::error::Result;
 use std::collections::HashMap;
 
-pub(super) const INSTANCE_COLUMNS: [Inst; 18] = [
-    Inst::Id,
+/// The instance table's columns but the id, in the order [`insert_instances`] writes
+/// them.
+const INSTANCE_FIELDS: [Inst; 17] = [
     Inst::CommandId,
     Inst::Project,
     Inst::Workflow,
@@ -29,6 +30,9 @@ pub(super) const INSTANCE_COLUMNS: [Inst; 18] = [
     Inst::ScheduleTime,
     Inst::Message,
 ];
+
+/// The columns an [`InstanceRecord`] is read from.
+pub(super) const INSTANCE_COLUMNS: [Inst; 18] = with_id(Inst::Id, INSTANCE_FIELDS);
 
 const TASK_COLUMNS: [Task; 17] = [
     Task::Id,
@@ -160,37 +164,14 @@ pub(super) async fn insert_instances(
     rows: &[&InstanceRow],
 ) -> Result<HashMap<i64, i64>> {
     let mut ids: HashMap<i64, i64> = HashMap::with_capacity(rows.len());
-    for chunk in rows.chunks(tx.rows_per_statement(17)) {
+    for chunk in rows.chunks(tx.rows_per_statement(INSTANCE_FIELDS.len())) {
         let mut insert = insert_rows(
             Inst::Table,
-            [
-                Inst::ScheduleTime,
-                Inst::EndedAt,
-                Inst::Message,
-                Inst::ParentTaskId,
-                Inst::Options,
-                Inst::CommandId,
-                Inst::Project,
-                Inst::Workflow,
-                Inst::Version,
-                Inst::State,
-                Inst::Priority,
-                Inst::Params,
-                Inst::Owner,
-                Inst::OwnerEpoch,
-                Inst::Run,
-                Inst::CreatedAt,
-                Inst::StartedAt,
-            ],
+            INSTANCE_FIELDS,
             chunk
                 .iter()
                 .map(|row| -> Result<_> {
                     Ok([
-                        row.schedule_time.into(),
-                        row.ended_at.into(),
-                        row.message.as_deref().into(),
-                        row.parent_task_id.into(),
-                        to_json(&row.options)?.into(),
                         row.command_id.into(),
                         row.project.as_str().into(),
                         row.workflow.as_str().into(),
@@ -203,6 +184,11 @@ pub(super) async fn insert_instances(
                         row.run.into(),
                         row.created_at.into(),
                         row.started_at.into(),
+                        row.ended_at.into(),
+                        to_json(&row.options)?.into(),
+                        row.parent_task_id.into(),
+                        row.schedule_time.into(),
+                        row.message.as_deref().into(),
                     ])
                 })
                 .collect::<Result<Vec<_>>>()?,

@@ -14,6 +14,14 @@ use shoal_common::access::Role;
 use shoal_common::error::{Error, Result};
 use shoal_common::types::now_ms;
 
+/// A project row's columns, in the order it is written and read.
+const PROJECT_COLUMNS: [Project; 4] = [
+    Project::Name,
+    Project::Description,
+    Project::CreatedBy,
+    Project::CreatedAt,
+];
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProjectRow {
     pub name: String,
@@ -63,12 +71,7 @@ impl Store {
         let mut tx = self.db.begin().await?;
         let insert = insert_rows(
             Project::Table,
-            [
-                Project::Name,
-                Project::Description,
-                Project::CreatedBy,
-                Project::CreatedAt,
-            ],
+            PROJECT_COLUMNS,
             [[name.into(), description.into(), by.into(), now_ms().into()]],
         );
         match tx.execute(&insert).await {
@@ -107,12 +110,7 @@ impl Store {
             .db
             .fetch_all(
                 Query::select()
-                    .columns([
-                        Project::Name,
-                        Project::Description,
-                        Project::CreatedBy,
-                        Project::CreatedAt,
-                    ])
+                    .columns(PROJECT_COLUMNS)
                     .expr(Expr::SubQuery(None, Box::new(workflows.into())))
                     .from(Project::Table)
                     .and_where_option(name.map(|n| Expr::col(Project::Name).eq(n)))

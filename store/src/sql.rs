@@ -16,3 +16,22 @@ pub(super) fn insert_rows<C: IntoIden + Copy, const N: usize>(
     }
     insert
 }
+
+/// A table's columns as read: its id (the database's) first, then the columns it is
+/// written with. `M` must be `N + 1`; a const that gets it wrong does not compile.
+pub(super) const fn with_id<C: Copy, const N: usize, const M: usize>(
+    id: C,
+    written: [C; N],
+) -> [C; M] {
+    assert!(
+        M == N + 1,
+        "a table's columns are its id and its written columns"
+    );
+    let mut all = [id; M];
+    let mut i = 0;
+    while i < N {
+        all[i + 1] = written[i];
+        i += 1;
+    }
+    all
+}

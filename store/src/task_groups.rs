@@ -18,6 +18,14 @@ use sea_query::{Expr, ExprTrait, Func, LockType, Order, Query, SelectStatement};
 use shoal_common::definition::valid_name;
 use shoal_common::error::{Error, Result};
 use shoal_common::types::{TaskState, now_ms};
+
+/// A task group row's columns, in the order it is written and read.
+const GROUP_COLUMNS: [Group; 4] = [
+    Group::Name,
+    Group::Slots,
+    Group::Description,
+    Group::CreatedAt,
+];
 use std::collections::{BTreeMap, HashMap};
 
 /// States in which an attempt uses its group: holding a slot (the first three), or waiting.
@@ -119,12 +127,7 @@ impl Store {
         let mut tx = self.db.begin().await?;
         let insert = insert_rows(
             Group::Table,
-            [
-                Group::Name,
-                Group::Slots,
-                Group::Description,
-                Group::CreatedAt,
-            ],
+            GROUP_COLUMNS,
             [[
                 group.name.as_str().into(),
                 group.slots.into(),
@@ -150,12 +153,7 @@ impl Store {
             .db
             .fetch_all(
                 Query::select()
-                    .columns([
-                        Group::Name,
-                        Group::Slots,
-                        Group::Description,
-                        Group::CreatedAt,
-                    ])
+                    .columns(GROUP_COLUMNS)
                     .from(Group::Table)
                     .order_by(Group::Name, Order::Asc),
             )

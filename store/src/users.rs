@@ -3,7 +3,7 @@
 use super::Store;
 use super::db::Tx;
 use super::schema::{ApiToken as Tok, AppUser as User, ProjectMember as Member};
-use super::sql::insert_rows;
+use super::sql::{insert_rows, with_id};
 use sea_query::{Expr, ExprTrait, Order, Query};
 use shoal_common::access::Role;
 use shoal_common::error::{Error, Result};
@@ -45,18 +45,16 @@ pub struct TokenOwner {
     pub roles: Vec<(String, Role)>,
 }
 
-const USER_COLUMNS: [User; 5] = [
-    User::Id,
-    User::Name,
-    User::Admin,
-    User::Disabled,
-    User::CreatedAt,
-];
+/// A user row's columns but the id, in the order [`insert_user`] writes them.
+const USER_FIELDS: [User; 4] = [User::Name, User::Admin, User::Disabled, User::CreatedAt];
+
+/// The columns a [`UserRow`] is read from.
+const USER_COLUMNS: [User; 5] = with_id(User::Id, USER_FIELDS);
 
 async fn insert_user(tx: &mut Tx, name: &str, admin: bool) -> Result<UserRow> {
     let mut insert = insert_rows(
         User::Table,
-        [User::Name, User::Admin, User::Disabled, User::CreatedAt],
+        USER_FIELDS,
         [[name.into(), admin.into(), false.into(), now_ms().into()]],
     );
     insert.returning(Query::returning().columns(USER_COLUMNS));
