@@ -1,8 +1,11 @@
 //! The DAG's shape as a run sees it: downstream tasks, conditions and switch branches,
 //! and the pruning of the branches not taken.
 
-use super::*;
+use super::{Node, Slot, WorkflowRuntime};
+use petgraph::Direction;
+use petgraph::graph::NodeIndex;
 use shoal_common::definition::{OnTimeout, TIMED_OUT};
+use shoal_common::start::Params;
 
 impl WorkflowRuntime {
     /// Marks the edges from a branch task to the downstream tasks it did not choose, and

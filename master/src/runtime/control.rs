@@ -1,7 +1,8 @@
 //! Operator requests and the workflow timeout: stop, pause, time out.
 
-use super::*;
+use super::{Action, Node, Refused, Slot, WorkflowRuntime};
 use shoal_common::definition::TerminateState;
+use shoal_common::types::WorkflowState;
 
 impl WorkflowRuntime {
     /// The workflow's timeout passed under strategy `fail`: stop, but end `failure`.

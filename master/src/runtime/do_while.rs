@@ -6,8 +6,12 @@
 //! `Event::LoopChecked`: another iteration, or the end of the task. A failed iteration
 //! fails the task (its own `on_error` decides what follows).
 
-use super::*;
+use super::{Action, Node, Outcome, Recorded, Slot, WorkflowRuntime};
+use petgraph::graph::NodeIndex;
 use shoal_common::definition::{ITERATIONS, iteration_name};
+use shoal_common::start::Params;
+use shoal_common::types::TaskState;
+use std::sync::Arc;
 
 /// The iteration of one do_while task that runs or ran last.
 #[derive(Debug)]

@@ -2,8 +2,10 @@
 //! (the task counts as passed), caught (its handler task runs instead of what follows
 //! it), or thrown (the run fails at once).
 
-use super::*;
-use shoal_common::definition::ERROR_TASK;
+use super::{Action, Node, WorkflowRuntime};
+use shoal_common::definition::{ERROR_TASK, ErrorAction};
+use shoal_common::start::Params;
+use shoal_common::types::TaskState;
 
 impl WorkflowRuntime {
     /// Applies the error handler of `node`, which failed for good; returns what may start.

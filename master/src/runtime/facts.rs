@@ -2,9 +2,11 @@
 //! decides for it. The engine reports facts (a child run ended, a wait timed out, a kill
 //! arrived while the run was pausing) and writes the state decided here; it decides none.
 
-use super::*;
+use super::{Node, WorkflowRuntime};
 use shoal_common::definition::OnTimeout;
 use shoal_common::duration;
+use shoal_common::types::{TaskState, WorkflowState};
+use std::time::Duration;
 
 /// Something that ends an attempt the master settles (not a worker's report).
 #[derive(Debug, Clone, PartialEq)]
@@ -105,6 +107,7 @@ impl WorkflowRuntime {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Event;
     use super::super::test_util::runtime;
     use super::*;
 

@@ -6,8 +6,12 @@
 //! failed for good (its error handler decides what follows), and it hands on the
 //! children's outputs joined in order (`results`).
 
-use super::*;
-use shoal_common::definition::{ForeachSpec, ITEMS, RESULTS, child_name};
+use super::{Action, Node, Outcome, Recorded, Slot, WorkflowRuntime};
+use shoal_common::definition::{ForeachSpec, ITEMS, RESULTS, TaskDef, child_name};
+use shoal_common::start::Params;
+use shoal_common::types::TaskState;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The children of one foreach task: nodes `first..first + len`.
 #[derive(Debug)]

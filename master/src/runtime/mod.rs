@@ -24,7 +24,7 @@ pub use restore::Recorded;
 
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
-use shoal_common::definition::{ErrorAction, TaskDef, WorkflowDef};
+use shoal_common::definition::{ErrorAction, WorkflowDef};
 
 use shoal_common::start::{Params, Scope};
 use shoal_common::types::{FailureStrategy, TaskState, WorkflowState};

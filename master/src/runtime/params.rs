@@ -1,10 +1,11 @@
 //! What flows to a task: the outputs its upstream tasks hand on, and the parameters it
 //! sees (with which of them come from outside the definition).
 
-use super::*;
+use super::{Node, Slot, WorkflowRuntime};
 use petgraph::Direction;
 use petgraph::graph::NodeIndex;
 use shoal_common::params::{Outside, Source};
+use shoal_common::start::Params;
 
 impl WorkflowRuntime {
     /// Records what a passed node hands downstream: its upstream tasks' outputs,

@@ -1,7 +1,11 @@
 //! Rebuilding a run from the attempts the store recorded (resume, resubmit, failover).
 
-use super::*;
-use shoal_common::start::RerunTask;
+use super::{Node, Recovery, Refused, Slot, WorkflowRuntime, scope};
+use shoal_common::definition::WorkflowDef;
+use shoal_common::start::{Params, RerunTask};
+use shoal_common::types::TaskState;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// One recorded attempt of a task, as the store holds it.
 #[derive(Clone, Copy)]

@@ -1,7 +1,11 @@
 //! What the runtime's tests share: a runtime from YAML, the nodes an outcome starts, the
 //! task the runtime settled itself, a recorded attempt.
 
-use super::*;
+use super::{Action, Node, Outcome, Recorded, WorkflowRuntime};
+use shoal_common::definition::WorkflowDef;
+use shoal_common::start::Params;
+use shoal_common::types::TaskState;
+use std::sync::Arc;
 
 pub(super) fn runtime(yaml: &str) -> WorkflowRuntime {
     WorkflowRuntime::new(Arc::new(WorkflowDef::parse(yaml).unwrap()), None).unwrap()

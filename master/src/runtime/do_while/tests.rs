@@ -1,6 +1,8 @@
 use super::super::test_util::{created, row, settled};
+use super::super::{Event, Recovery};
 use super::*;
 use shoal_common::definition::{ITERATION, WorkflowDef};
+use shoal_common::types::WorkflowState;
 
 /// Nodes: 0 `before`, 1 `poll` (check → note), 2 `after`; iterations are appended from 3.
 const LOOP: &str = "name: l\ntasks:\n- {name: before, type: noop}\n- {name: poll, type: do_while, depends_on: [before], do_while: {condition: 'true', max_iterations: 3, tasks: [{name: check, type: shell, command: 'echo ${iteration}', retries: 1}, {name: note, type: noop, depends_on: [check]}]}}\n- {name: after, type: noop, depends_on: [poll]}\n";

@@ -1,6 +1,8 @@
 use super::super::test_util::{row, runtime, settled};
+use super::super::{Event, Recovery};
 use super::*;
 use shoal_common::definition::WorkflowDef;
+use shoal_common::types::WorkflowState;
 
 const FAN: &str = "name: f\ntasks:\n- {name: list, type: noop}\n- {name: each, type: foreach, depends_on: [list], foreach: {items: '${files}', max_parallel: 2, task: {type: shell, command: 'echo ${item}', retries: 1}}}\n- {name: after, type: noop, depends_on: [each]}\n";
 
