@@ -110,7 +110,7 @@ fn execute(expr: &Expr, vars: &Vars) -> Result<serde_json::Value, String> {
     }
     let value = budget::charge(expr.steps)
         .and_then(|()| Value::resolve(&expr.ast, &ctx))
-        .map_err(|e| match e {
+        .map_err(|e| match meter::as_written(e) {
             cel::ExecutionError::UndeclaredReference(name) => {
                 format!("'{name}' is not a parameter or output here (quote text: '{name}')")
             }

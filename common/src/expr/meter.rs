@@ -10,9 +10,10 @@
 //! scope it tries) by the loop whose body holds it, or once for the whole expression.
 
 use super::budget;
-use cel::IdedExpr;
 use cel::common::ast::{CallExpr, EntryExpr, Expr, LiteralValue, operators};
 use cel::common::types::CelInt;
+use cel::{ExecutionError, IdedExpr};
+use std::sync::Arc;
 
 /// Functions called through a namespace (`math.abs(x)`, `strings.quote(s)`): the `cel`
 /// crate picks them by these names before any variable, so their target is no operand.
@@ -45,6 +46,41 @@ const NAMESPACED: &[&str] = &[
 
 /// Functions replaced by metered versions ([`super::strings`], [`super::pattern`]).
 const METERED: &[&str] = &["replace", "join", "indexOf", "lastIndexOf", "matches"];
+
+/// `e` as its expression was written: an error that names a metered function by the name
+/// [`meter`] gave its call (`@replace`) names the function the expression calls
+/// (`replace`). The rest is left as it is.
+pub(super) fn as_written(e: ExecutionError) -> ExecutionError {
+    match e {
+        ExecutionError::NoSuchOverload(overload) => match written(overload.function()) {
+            Some(name) => {
+                let types = overload.argument_types().to_vec();
+                if overload.is_member_function() {
+                    ExecutionError::no_such_member_overload(name, types)
+                } else {
+                    ExecutionError::no_such_overload(name, types)
+                }
+            }
+            None => ExecutionError::NoSuchOverload(overload),
+        },
+        ExecutionError::FunctionError { function, message } => match written(&function) {
+            Some(name) => ExecutionError::function_error(name, message),
+            None => ExecutionError::FunctionError { function, message },
+        },
+        // A method called as a function (`replace(s, a, b)`).
+        ExecutionError::UndeclaredReference(function) => match written(&function) {
+            Some(name) => ExecutionError::UndeclaredReference(Arc::new(name.to_string())),
+            None => ExecutionError::UndeclaredReference(function),
+        },
+        e => e,
+    }
+}
+
+/// The metered function `function` is the call of, if it is one.
+fn written(function: &str) -> Option<&str> {
+    let name = function.strip_prefix('@')?;
+    METERED.contains(&name).then_some(name)
+}
 
 /// Rewrites `e`; gives the steps evaluating it once takes, loops' bodies aside.
 /// `scopes` is how many scopes a name is looked up in (one per enclosing loop, plus the

@@ -630,3 +630,37 @@ fn the_metered_string_functions_answer_as_the_extension_does() {
         assert!(eval(text, &none).is_err(), "{text}");
     }
 }
+
+#[test]
+fn a_failing_metered_call_names_the_function_written() {
+    let none = Vars::default();
+    let error = |text: &str| eval(text, &none).unwrap_err();
+    assert_eq!(
+        error("'abc'.replace(1, 2)"),
+        "found no matching overload for 'replace' applied to 'string.(int, int)'"
+    );
+    // As for any function called in a form it does not have (`upperAscii` is a method).
+    assert_eq!(
+        error("replace('abc', 'a', 'b')"),
+        "'replace' is not a parameter or output here (quote text: 'replace')"
+    );
+    assert_eq!(
+        error("upperAscii('abc')"),
+        "'upperAscii' is not a parameter or output here (quote text: 'upperAscii')"
+    );
+    assert_eq!(
+        error("'abc'.matches(1)"),
+        "found no matching overload for 'matches' applied to 'string.(int)'"
+    );
+    for (text, function) in [
+        ("[1].join()", "join"),
+        ("'abc'.indexOf(1)", "indexOf"),
+        ("'abc'.lastIndexOf('a', -1)", "lastIndexOf"),
+    ] {
+        let error = error(text);
+        assert!(
+            error.contains(&format!("'{function}'")) && !error.contains('@'),
+            "{text}: {error}"
+        );
+    }
+}
