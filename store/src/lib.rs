@@ -11,9 +11,9 @@
 //!
 //! Below them, base modules that the subject modules share and that import none of them:
 //! `db` (pools and transactions), `sql` (statement builders), `schema`, `codec`, `signal`,
-//! `pending_audit`, `command_rows` (writing commands), `instance_rows` (instance and task
-//! rows) and `offline` (a workflow's offline mark). No store module imports one that
-//! imports it back.
+//! `pending_audit`, `command_rows` (command and error-command rows), `instance_rows`
+//! (instance and task rows) and `offline` (a workflow's offline mark). No store module
+//! imports one that imports it back.
 
 mod alerts;
 mod audit;
