@@ -488,41 +488,8 @@ fn workflow(mut d: StoredDefinition, online: bool) -> Workflow {
         name: d.name,
         version: d.version,
         created_at: ms_to_rfc3339(d.created_at),
-        yaml: yaml_of(&d.definition),
+        yaml: d.definition.to_yaml(&[]),
         definition: d.definition,
-    }
-}
-
-/// The definition as YAML without the fields that hold their default value: close to
-/// what its author wrote, and it parses back to the same definition.
-fn yaml_of(def: &WorkflowDef) -> String {
-    use serde_norway::Value;
-    // YAML mappings keep the fields in declaration order (name first).
-    let mut value = serde_norway::to_value(def).unwrap_or(Value::Null);
-    // Defaults do not depend on other fields, so one minimal definition shows them all.
-    let minimal = WorkflowDef::parse("name: d\ntasks: [{name: t, type: noop}]")
-        .ok()
-        .and_then(|d| serde_norway::to_value(d).ok())
-        .unwrap_or(Value::Null);
-    drop_defaults(&mut value, &minimal, &["name", "tasks"]);
-    if let (Some(tasks), Some(default)) = (
-        value.get_mut("tasks").and_then(Value::as_sequence_mut),
-        minimal.get("tasks").and_then(|t| t.get(0)),
-    ) {
-        for task in tasks {
-            drop_defaults(task, default, &["name", "type"]);
-        }
-    }
-    // A stored definition is plain data: rendering it cannot fail.
-    serde_norway::to_string(&value).unwrap_or_default()
-}
-
-/// Removes the keys of `value` (but `keep`) whose value is the one in `defaults`.
-fn drop_defaults(value: &mut serde_norway::Value, defaults: &serde_norway::Value, keep: &[&str]) {
-    if let Some(map) = value.as_mapping_mut() {
-        map.retain(|k, v| {
-            k.as_str().is_some_and(|k| keep.contains(&k)) || defaults.get(k) != Some(v)
-        });
     }
 }
 
@@ -530,31 +497,6 @@ fn drop_defaults(value: &mut serde_norway::Value, defaults: &serde_norway::Value
 mod tests {
     use super::*;
     use shoal_common::definition::MAX_EXPANDED_BYTES;
-
-    #[test]
-    fn the_yaml_leaves_out_defaults_and_reads_back_the_same() {
-        let text = "name: w\nproject: etl\nparams: {dt: x}\ntasks:\n- {name: a, type: shell, command: echo}\n- {name: b, type: noop, depends_on: [a], priority: high, worker_group: gpu}\n";
-        let def = WorkflowDef::parse(text).unwrap();
-        let yaml = yaml_of(&def);
-        assert_eq!(WorkflowDef::parse(&yaml).unwrap(), def, "{yaml}");
-        for default in [
-            "timeout_strategy",
-            "failure_strategy",
-            "priority: medium",
-            "worker_group: default",
-        ] {
-            assert!(!yaml.contains(default), "{default} in\n{yaml}");
-        }
-        for kept in [
-            "project: etl",
-            "dt: x",
-            "priority: high",
-            "worker_group: gpu",
-            "command: echo",
-        ] {
-            assert!(yaml.contains(kept), "{kept} missing in\n{yaml}");
-        }
-    }
 
     const NO_PROJECT: &str = "name: w\ntasks:\n- {name: a, type: noop}\n";
 

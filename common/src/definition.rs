@@ -21,6 +21,7 @@ mod fanout;
 pub(crate) mod name;
 mod specs;
 mod validate;
+mod yaml;
 pub use dependent::{
     DATE_CYCLES, DEFAULT_CHECK_INTERVAL, DEFAULT_TIMEOUT as DEFAULT_DEPENDENT_TIMEOUT, DateCycle,
     DependGroup, DependItem, DependResult, DependentSpec, Interval, OnDependFailure, Relation,
