@@ -221,6 +221,43 @@ fn is_zero_i32(n: &i32) -> bool {
     *n == 0
 }
 
+/// A task with every field as a definition that leaves it out has it: no name or type
+/// yet, the default worker group, enabled.
+impl Default for TaskDef {
+    fn default() -> Self {
+        TaskDef {
+            name: String::new(),
+            task_type: String::new(),
+            command: None,
+            depends_on: Vec::new(),
+            priority: Priority::default(),
+            worker_group: default_worker_group(),
+            task_group: None,
+            task_group_priority: 0,
+            params: BTreeMap::new(),
+            enabled: yes(),
+            retries: 0,
+            retry_interval: None,
+            delay: None,
+            timeout: None,
+            timeout_strategy: TimeoutStrategy::default(),
+            script: None,
+            http: None,
+            sql: None,
+            conditions: None,
+            switch: None,
+            sub_workflow: None,
+            dependent: None,
+            callback: None,
+            on_error: None,
+            terminate: None,
+            foreach: None,
+            do_while: None,
+            on_timeout: None,
+        }
+    }
+}
+
 impl TaskDef {
     /// The texts parameters are expanded in: command, script, http url, headers and body,
     /// sql query.
