@@ -5,13 +5,16 @@
 //! cannot carry over is named in the report; nothing is dropped silently.
 
 mod cron;
+mod dependent;
 mod export;
 mod tasks;
 
 use export::{DagData, Property, Schedule, Task};
-use serde_norway::{Mapping, Value};
-use shoal_common::definition::WorkflowDef;
-use std::collections::HashMap;
+use shoal_common::definition::{TaskDef, TimeoutStrategy, WorkflowDef};
+use shoal_common::types::{ExecutionType, FailureStrategy, Priority};
+use std::collections::{BTreeMap, HashMap};
+use std::str::FromStr;
+use std::time::Duration;
 
 /// What an export turns into.
 #[derive(Debug)]
@@ -109,32 +112,33 @@ fn workflow(
 ) -> anyhow::Result<ImportedWorkflow> {
     let name = codes.workflows[&dag.workflow.code].clone();
     let at = |what: &str| format!("{name}: {what}");
-    let mut m = Mapping::new();
-    m.insert("name".into(), name.clone().into());
-    m.insert("project".into(), project.into());
-    if let Some(d) = dag
-        .workflow
-        .description
-        .as_deref()
-        .filter(|d| !d.is_empty())
-    {
-        m.insert("description".into(), d.into());
-    }
-    let params = params(
-        &dag.workflow.global_params()?,
-        &at("global parameter"),
-        report,
-    );
-    if !params.is_empty() {
-        m.insert("params".into(), Value::Mapping(params.clone()));
-    }
+    let mut def = WorkflowDef {
+        name: name.clone(),
+        project: project.to_string(),
+        description: dag.workflow.description.clone().unwrap_or_default(),
+        params: params(
+            &dag.workflow.global_params()?,
+            &at("global parameter"),
+            report,
+        ),
+        failure_strategy: FailureStrategy::default(),
+        priority: Priority::default(),
+        timeout: None,
+        timeout_strategy: TimeoutStrategy::default(),
+        execution_type: ExecutionType::default(),
+        alerts: Vec::new(),
+        tenant: None,
+        on_failure: None,
+        triggers: Vec::new(),
+        tasks: Vec::new(),
+    };
     if let Some(s) = &dag.schedule {
         // DolphinScheduler keeps these on the schedule (or the start); shoal on the workflow.
         if let Some(f) = s.failure_strategy.as_deref() {
-            m.insert("failure_strategy".into(), f.to_lowercase().into());
+            def.failure_strategy = named(f, &name)?;
         }
         if let Some(p) = s.priority() {
-            m.insert("priority".into(), p.to_lowercase().into());
+            def.priority = named(p, &name)?;
         }
         if s.warning_type.as_deref().is_some_and(|w| w != "NONE") {
             report.push(at(&format!(
@@ -146,22 +150,13 @@ fn workflow(
     }
     if dag.workflow.timeout > 0 {
         // A workflow timeout is an alarm in DolphinScheduler, not a kill.
-        m.insert(
-            "timeout".into(),
-            format!("{}m", dag.workflow.timeout).into(),
-        );
-        m.insert("timeout_strategy".into(), "warn".into());
+        def.timeout = Some(minutes(dag.workflow.timeout));
+        def.timeout_strategy = TimeoutStrategy::Warn;
     }
-    if let Some(e) = dag
-        .workflow
-        .execution_type
-        .as_deref()
-        .filter(|e| *e != "PARALLEL")
-    {
-        m.insert("execution_type".into(), e.to_lowercase().into());
+    if let Some(e) = dag.workflow.execution_type.as_deref() {
+        def.execution_type = named(e, &name)?;
     }
     let upstream = dag.upstream();
-    let mut list = Vec::new();
     for t in &dag.tasks {
         let depends: Vec<String> = upstream
             .get(&t.code)
@@ -170,10 +165,9 @@ fn workflow(
             .filter_map(|c| codes.tasks.get(c).map(|(_, n)| n.clone()))
             .collect();
         let mut task = tasks::convert(t, &name, depends, codes, report)?;
-        pass_globals(&mut task, &params);
-        list.push(Value::Mapping(task));
+        pass_globals(&mut task, &def.params);
+        def.tasks.push(task);
     }
-    let count = list.len();
     let described = dag
         .tasks
         .iter()
@@ -188,8 +182,8 @@ fn workflow(
             "the descriptions of {described} tasks are not kept (shoal tasks have none)"
         )));
     }
-    m.insert("tasks".into(), Value::Sequence(list));
-    let yaml = serde_norway::to_string(&Value::Mapping(m))?;
+    // The project is written even when it is the default one: the file says where it goes.
+    let yaml = def.to_yaml(&["project"]);
     // shoal's own checks: what the importer wrote must apply as it is.
     WorkflowDef::parse(&yaml)
         .map_err(|e| anyhow::anyhow!("{name}: the converted workflow is not valid: {e}\n{yaml}"))?;
@@ -200,7 +194,7 @@ fn workflow(
     Ok(ImportedWorkflow {
         name,
         yaml,
-        tasks: count,
+        tasks: def.tasks.len(),
         schedule,
         offline: dag.workflow.release_state.as_deref() == Some("OFFLINE"),
     })
@@ -208,18 +202,27 @@ fn workflow(
 
 /// A DolphinScheduler sub-process sees its parent's global parameters; a shoal child run
 /// gets only what its task passes, so a sub_workflow task passes each of them by name.
-fn pass_globals(task: &mut Mapping, globals: &Mapping) {
-    let Some(Value::Mapping(spec)) = task.get_mut("sub_workflow") else {
-        return;
-    };
-    if globals.is_empty() {
-        return;
+fn pass_globals(task: &mut TaskDef, globals: &BTreeMap<String, String>) {
+    if let Some(spec) = &mut task.sub_workflow {
+        spec.params = globals
+            .keys()
+            .map(|k| (k.clone(), format!("${{{k}}}")))
+            .collect();
     }
-    let passed = globals.keys().filter_map(Value::as_str).map(|k| {
-        let reference = format!("${{{k}}}");
-        (Value::from(k), Value::from(reference))
-    });
-    spec.insert("params".into(), Value::Mapping(passed.collect()));
+}
+
+/// A DolphinScheduler enum value (`SERIAL_WAIT`) as shoal's (`serial_wait`); `at` names
+/// where it was found when shoal has no such value.
+pub(crate) fn named<T: FromStr<Err = String>>(value: &str, at: &str) -> anyhow::Result<T> {
+    value
+        .to_lowercase()
+        .parse()
+        .map_err(|e| anyhow::anyhow!("{at}: {e}"))
+}
+
+/// DolphinScheduler's minutes (timeouts, retry intervals, delays) as a duration.
+pub(crate) fn minutes(n: i64) -> Duration {
+    Duration::from_secs(n.unsigned_abs().saturating_mul(60))
 }
 
 fn schedule(
@@ -264,8 +267,12 @@ fn schedule(
 /// `${setValue(k=v)}` flows downstream), and an IN one without a value takes what the run
 /// passes in, as in DolphinScheduler. Types other than VARCHAR are noted: shoal's
 /// parameters are text, read as numbers where an expression compares them.
-pub(crate) fn params(props: &[Property], what: &str, report: &mut Vec<String>) -> Mapping {
-    let mut m = Mapping::new();
+pub(crate) fn params(
+    props: &[Property],
+    what: &str,
+    report: &mut Vec<String>,
+) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
     for p in props {
         if p.direct.as_deref() == Some("OUT") || p.value.as_deref().unwrap_or("").is_empty() {
             continue;
@@ -277,10 +284,7 @@ pub(crate) fn params(props: &[Property], what: &str, report: &mut Vec<String>) -
                 p.kind.as_deref().unwrap_or_default()
             ));
         }
-        m.insert(
-            p.prop.clone().into(),
-            p.value.clone().unwrap_or_default().into(),
-        );
+        m.insert(p.prop.clone(), p.value.clone().unwrap_or_default());
     }
     m
 }

@@ -1,14 +1,18 @@
 //! One DolphinScheduler task definition to one shoal task: its type's parameters, then
 //! what every task has (upstream tasks, retries, timeout, priority, worker group, task
 //! group, delay, run flag). Units: DolphinScheduler's timeouts, retry intervals and delays
-//! are minutes, a dependent's check interval seconds.
+//! are minutes. A DEPENDENT task's own parameters are read in `super::dependent`.
 
 use super::export::Task;
-use super::{Codes, params};
+use super::{Codes, minutes, named, params};
 use anyhow::Context;
 use serde_json::Value as Json;
-use serde_norway::{Mapping, Value};
-use shoal_common::definition::DateCycle;
+use shoal_common::definition::{
+    ConditionsSpec, HttpSpec, SqlOutput, SqlSpec, SubWorkflowSpec, SwitchCase, SwitchSpec, TaskDef,
+    TimeoutStrategy,
+};
+use shoal_common::types::TaskType;
+use std::collections::BTreeMap;
 
 /// The task types converted; any other becomes a task that fails saying it was not
 /// imported, and is named in the report.
@@ -21,38 +25,66 @@ pub(super) fn convert(
     depends: Vec<String>,
     codes: &Codes,
     report: &mut Vec<String>,
-) -> anyhow::Result<Mapping> {
+) -> anyhow::Result<TaskDef> {
     let at = t.at(workflow, codes);
     let p = t.params().context(at.clone())?;
-    let mut m = Mapping::new();
-    m.insert("name".into(), codes.tasks[&t.code].1.clone().into());
+    let mut task = TaskDef {
+        name: codes.tasks[&t.code].1.clone(),
+        ..TaskDef::default()
+    };
     let text = |key: &str| p.get(key).and_then(Json::as_str).unwrap_or("").to_string();
-    let mut dependent_timeout = false;
-    match t.task_type.as_str() {
+    let kind = match t.task_type.as_str() {
         "SHELL" => {
-            m.insert("type".into(), "shell".into());
-            m.insert("command".into(), text("rawScript").into());
+            task.command = Some(text("rawScript"));
+            TaskType::Shell
         }
         "PYTHON" => {
-            m.insert("type".into(), "python".into());
-            m.insert("script".into(), text("rawScript").into());
+            task.script = Some(text("rawScript"));
+            TaskType::Python
         }
-        "HTTP" => http(&p, &mut m, &at, report),
-        "SQL" => sql(&p, t, &mut m, codes, &at, report)?,
-        "CONDITIONS" => conditions(&p, &depends, &mut m, codes, &at, report),
-        "SWITCH" => switch(&p, &mut m, codes, &at, report),
-        "SUB_PROCESS" | "SUB_WORKFLOW" => sub_workflow(&p, &mut m, codes, &at, report),
-        "DEPENDENT" => {
-            dependent_timeout = dependent(&p, t, &mut m, codes, &at, report);
+        "HTTP" => {
+            task.http = Some(http(&p, &at, report));
+            TaskType::Http
         }
+        "SQL" => {
+            task.sql = Some(sql(&p, t, codes, &at, report)?);
+            TaskType::Sql
+        }
+        "CONDITIONS" => {
+            task.conditions = Some(conditions(&p, &depends, codes, &at, report));
+            TaskType::Conditions
+        }
+        "SWITCH" => {
+            task.switch = Some(switch(&p, codes, &at, report));
+            TaskType::Switch
+        }
+        "SUB_PROCESS" | "SUB_WORKFLOW" => {
+            task.sub_workflow = Some(sub_workflow(&p, codes, &at, report));
+            TaskType::SubWorkflow
+        }
+        "DEPENDENT" => match super::dependent::convert(&p, t, codes, &at, report) {
+            Some(spec) => {
+                task.dependent = Some(spec);
+                TaskType::Dependent
+            }
+            None => {
+                task.command = Some(stand_in(
+                    "none of its dependency items could be converted",
+                    t,
+                ));
+                TaskType::Shell
+            }
+        },
         other => {
             report.push(format!(
                 "{at}: not imported, shoal has no {other} task (it supports {SUPPORTED}); \
                  it stands in the DAG as a shell task that fails saying so"
             ));
-            stand_in(&mut m, &format!("its type {other} is not in shoal"), t);
+            task.command = Some(stand_in(&format!("its type {other} is not in shoal"), t));
+            TaskType::Shell
         }
-    }
+    };
+    task.task_type = kind.to_string();
     if !matches!(t.task_type.as_str(), "SHELL" | "PYTHON" | "HTTP" | "SQL")
         && !p
             .get("resourceList")
@@ -61,69 +93,56 @@ pub(super) fn convert(
     {
         report.push(format!("{at}: its resource files are not carried over"));
     }
-    common(t, &mut m, depends, dependent_timeout, codes, &at, report)?;
-    Ok(m)
+    common(t, &mut task, depends, codes, &at, report)?;
+    Ok(task)
 }
 
-/// A shell task that fails saying why the task was not imported, so the DAG keeps its
-/// shape and nothing passes that did not run.
-fn stand_in(m: &mut Mapping, why: &str, t: &Task) {
-    m.insert("type".into(), "shell".into());
+/// The command of a shell task that fails saying why the task was not imported, so the
+/// DAG keeps its shape and nothing passes that did not run.
+fn stand_in(why: &str, t: &Task) -> String {
     let text = format!("DolphinScheduler task {} was not imported: {why}", t.name);
-    let say = format!("echo '{}' >&2; exit 1", text.replace('\'', ""));
-    m.insert("command".into(), say.into());
+    format!("echo '{}' >&2; exit 1", text.replace('\'', ""))
 }
 
 /// What every task has.
 fn common(
     t: &Task,
-    m: &mut Mapping,
+    task: &mut TaskDef,
     depends: Vec<String>,
-    dependent_timeout: bool,
     codes: &Codes,
     at: &str,
     report: &mut Vec<String>,
 ) -> anyhow::Result<()> {
-    if !depends.is_empty() {
-        m.insert("depends_on".into(), depends.into());
-    }
-    let local = params(&t.local_params()?, &format!("{at}: parameter"), report);
-    if !local.is_empty() {
-        m.insert("params".into(), Value::Mapping(local));
-    }
+    task.depends_on = depends;
+    task.params = params(&t.local_params()?, &format!("{at}: parameter"), report);
     if t.fail_retry_times > 0 {
-        m.insert("retries".into(), t.fail_retry_times.into());
+        task.retries = u32::try_from(t.fail_retry_times)
+            .with_context(|| format!("{at}: {} retries", t.fail_retry_times))?;
         if t.fail_retry_interval > 0 {
-            m.insert(
-                "retry_interval".into(),
-                format!("{}m", t.fail_retry_interval).into(),
-            );
+            task.retry_interval = Some(minutes(t.fail_retry_interval));
         }
     }
     if t.delay_time > 0 {
-        m.insert("delay".into(), format!("{}m", t.delay_time).into());
+        task.delay = Some(minutes(t.delay_time));
     }
     // A dependent task's timeout went into its `dependent.timeout`.
-    if t.timeout_flag.as_deref() == Some("OPEN") && t.timeout > 0 && !dependent_timeout {
-        m.insert("timeout".into(), format!("{}m", t.timeout).into());
+    if t.timeout_flag.as_deref() == Some("OPEN") && t.timeout > 0 && task.dependent.is_none() {
+        task.timeout = Some(minutes(t.timeout));
         let fail = matches!(
             t.timeout_notify_strategy.as_deref(),
             Some("FAILED" | "WARNFAILED")
         );
-        m.insert(
-            "timeout_strategy".into(),
-            if fail { "fail" } else { "warn" }.into(),
-        );
+        task.timeout_strategy = if fail {
+            TimeoutStrategy::Fail
+        } else {
+            TimeoutStrategy::Warn
+        };
     }
-    if let Some(p) = t.task_priority.as_deref().filter(|p| *p != "MEDIUM") {
-        m.insert("priority".into(), p.to_lowercase().into());
+    if let Some(p) = t.task_priority.as_deref() {
+        task.priority = named(p, at)?;
     }
-    let group = t
-        .worker_group
-        .as_deref()
-        .map(|g| codes.options.worker_group(g));
-    if let Some(g) = group.filter(|g| g != "default") {
-        m.insert("worker_group".into(), g.into());
+    if let Some(g) = t.worker_group.as_deref() {
+        task.worker_group = codes.options.worker_group(g);
     }
     if t.task_group_id > 0 {
         let group = format!("ds_task_group_{}", t.task_group_id);
@@ -131,14 +150,11 @@ fn common(
             "{at}: task group {} is named '{group}': create it with `shoal task-group create {group} --slots N`",
             t.task_group_id
         ));
-        m.insert("task_group".into(), group.into());
-        if t.task_group_priority != 0 {
-            m.insert("task_group_priority".into(), t.task_group_priority.into());
-        }
+        task.task_group = Some(group);
+        task.task_group_priority = i32::try_from(t.task_group_priority)
+            .with_context(|| format!("{at}: task group priority {}", t.task_group_priority))?;
     }
-    if t.flag.as_deref() == Some("NO") {
-        m.insert("enabled".into(), false.into());
-    }
+    task.enabled = t.flag.as_deref() != Some("NO");
     let mut ignored = Vec::new();
     if t.environment_code > 0 {
         ignored.push(format!("environment {}", t.environment_code));
@@ -155,17 +171,15 @@ fn common(
     Ok(())
 }
 
-fn http(p: &Json, m: &mut Mapping, at: &str, report: &mut Vec<String>) {
-    m.insert("type".into(), "http".into());
-    let mut spec = Mapping::new();
+fn http(p: &Json, at: &str, report: &mut Vec<String>) -> HttpSpec {
     let mut url = p
         .get("url")
         .and_then(Json::as_str)
         .unwrap_or("")
         .to_string();
-    let mut headers = Mapping::new();
+    let mut headers = BTreeMap::new();
     let mut query = Vec::new();
-    let mut body = serde_json::Map::new();
+    let mut form = serde_json::Map::new();
     for hp in p
         .get("httpParams")
         .and_then(Json::as_array)
@@ -176,10 +190,10 @@ fn http(p: &Json, m: &mut Mapping, at: &str, report: &mut Vec<String>) {
         let value = hp.get("value").and_then(Json::as_str).unwrap_or("");
         match hp.get("httpParametersType").and_then(Json::as_str) {
             Some("HEADERS") => {
-                headers.insert(prop.into(), value.into());
+                headers.insert(prop.to_string(), value.to_string());
             }
             Some("BODY") => {
-                body.insert(prop.to_string(), Json::String(value.to_string()));
+                form.insert(prop.to_string(), Json::String(value.to_string()));
             }
             _ => query.push(format!("{}={}", url_encoded(prop), url_encoded(value))),
         }
@@ -188,24 +202,20 @@ fn http(p: &Json, m: &mut Mapping, at: &str, report: &mut Vec<String>) {
         url.push(if url.contains('?') { '&' } else { '?' });
         url.push_str(&query.join("&"));
     }
-    spec.insert("url".into(), url.into());
-    let method = p.get("httpMethod").and_then(Json::as_str).unwrap_or("GET");
-    spec.insert("method".into(), method.into());
-    if !headers.is_empty() {
-        spec.insert("headers".into(), Value::Mapping(headers));
-    }
     let raw_body = p.get("httpBody").and_then(Json::as_str).unwrap_or("");
-    if !raw_body.trim().is_empty() {
-        spec.insert("body".into(), raw_body.into());
-    } else if !body.is_empty() {
-        spec.insert("body".into(), Json::Object(body).to_string().into());
-    }
+    let body = if !raw_body.trim().is_empty() {
+        Some(raw_body.to_string())
+    } else if !form.is_empty() {
+        Some(Json::Object(form).to_string())
+    } else {
+        None
+    };
+    // DolphinScheduler's default check: exactly 200.
+    let mut expected_status = vec![200];
     let condition = p.get("condition").and_then(Json::as_str).unwrap_or("");
     match p.get("httpCheckCondition").and_then(Json::as_str) {
         Some("STATUS_CODE_CUSTOM") => match condition.trim().parse::<u16>() {
-            Ok(code) => {
-                spec.insert("expected_status".into(), vec![code].into());
-            }
+            Ok(code) => expected_status = vec![code],
             Err(_) => report.push(format!(
                 "{at}: custom status '{condition}' is not a status code; any 2xx passes"
             )),
@@ -215,26 +225,31 @@ fn http(p: &Json, m: &mut Mapping, at: &str, report: &mut Vec<String>) {
         )),
         _ => {}
     }
-    if !spec.contains_key("expected_status") {
-        // DolphinScheduler's default check: exactly 200.
-        spec.insert("expected_status".into(), vec![200u16].into());
-    }
     report.push(format!(
         "{at}: the response body is not an output (DolphinScheduler's '<task>.response'); \
          name what to keep with `http.outputs: {{name: $.json.path}}`"
     ));
-    m.insert("http".into(), Value::Mapping(spec));
+    HttpSpec {
+        url,
+        method: p
+            .get("httpMethod")
+            .and_then(Json::as_str)
+            .unwrap_or("GET")
+            .to_string(),
+        headers,
+        body,
+        expected_status,
+        outputs: BTreeMap::new(),
+    }
 }
 
 fn sql(
     p: &Json,
     t: &Task,
-    m: &mut Mapping,
     codes: &Codes,
     at: &str,
     report: &mut Vec<String>,
-) -> anyhow::Result<()> {
-    m.insert("type".into(), "sql".into());
+) -> anyhow::Result<SqlSpec> {
     let db = p
         .get("type")
         .and_then(Json::as_str)
@@ -264,16 +279,9 @@ fn sql(
         .any(|l| l.direct.as_deref() == Some("OUT"));
     // A query's columns fill its OUT parameters in DolphinScheduler: the first row here.
     let output = match (query_kind.as_deref(), outs) {
-        (Some("0"), true) => "first_row",
-        _ => "none",
+        (Some("0"), true) => SqlOutput::FirstRow,
+        _ => SqlOutput::None,
     };
-    let mut spec = Mapping::new();
-    spec.insert("datasource".into(), datasource.into());
-    spec.insert(
-        "query".into(),
-        p.get("sql").and_then(Json::as_str).unwrap_or("").into(),
-    );
-    spec.insert("output".into(), output.into());
     for key in ["preStatements", "postStatements"] {
         let statements = p.get(key).and_then(Json::as_array).map_or(0, Vec::len);
         if statements > 0 {
@@ -285,19 +293,24 @@ fn sql(
     if p.get("sendEmail").and_then(Json::as_bool) == Some(true) {
         report.push(format!("{at}: mailing the result is not carried over"));
     }
-    m.insert("sql".into(), Value::Mapping(spec));
-    Ok(())
+    Ok(SqlSpec {
+        datasource,
+        query: p
+            .get("sql")
+            .and_then(Json::as_str)
+            .unwrap_or("")
+            .to_string(),
+        output,
+    })
 }
 
 fn conditions(
     p: &Json,
     depends: &[String],
-    m: &mut Mapping,
     codes: &Codes,
     at: &str,
     report: &mut Vec<String>,
-) {
-    m.insert("type".into(), "conditions".into());
+) -> ConditionsSpec {
     let dependence = p.get("dependence");
     let mut all_and = dependence
         .and_then(|d| d.get("relation"))
@@ -347,14 +360,14 @@ fn conditions(
                 .join(if all_and { " and " } else { " or " })
         ));
     }
-    let mut spec = Mapping::new();
-    spec.insert("success".into(), yes.into());
-    spec.insert("failure".into(), no.into());
-    m.insert("conditions".into(), Value::Mapping(spec));
+    ConditionsSpec {
+        when: None,
+        success: yes,
+        failure: no,
+    }
 }
 
-fn switch(p: &Json, m: &mut Mapping, codes: &Codes, at: &str, report: &mut Vec<String>) {
-    m.insert("type".into(), "switch".into());
+fn switch(p: &Json, codes: &Codes, at: &str, report: &mut Vec<String>) -> SwitchSpec {
     let result = p.get("switchResult");
     let targets = |v: Option<&Json>| task_names(v, codes);
     let mut cases = Vec::new();
@@ -375,30 +388,26 @@ fn switch(p: &Json, m: &mut Mapping, codes: &Codes, at: &str, report: &mut Vec<S
             continue;
         }
         if let Some(first) = then.into_iter().next() {
-            let mut c = Mapping::new();
-            c.insert("when".into(), when.into());
-            c.insert("then".into(), first.into());
-            cases.push(Value::Mapping(c));
+            cases.push(SwitchCase {
+                when: when.to_string(),
+                then: first,
+            });
         }
     }
-    let mut spec = Mapping::new();
-    spec.insert("cases".into(), cases.into());
-    if let Some(default) = targets(result.and_then(|r| r.get("nextNode")))
-        .into_iter()
-        .next()
-    {
-        spec.insert("default".into(), default.into());
+    SwitchSpec {
+        cases,
+        default: targets(result.and_then(|r| r.get("nextNode")))
+            .into_iter()
+            .next(),
     }
-    m.insert("switch".into(), Value::Mapping(spec));
 }
 
-fn sub_workflow(p: &Json, m: &mut Mapping, codes: &Codes, at: &str, report: &mut Vec<String>) {
-    m.insert("type".into(), "sub_workflow".into());
+fn sub_workflow(p: &Json, codes: &Codes, at: &str, report: &mut Vec<String>) -> SubWorkflowSpec {
     let child = code(
         p.get("processDefinitionCode")
             .or(p.get("workflowDefinitionCode")),
     );
-    let name = match child.and_then(|c| codes.workflows.get(&c)) {
+    let workflow = match child.and_then(|c| codes.workflows.get(&c)) {
         Some(name) => name.clone(),
         None => {
             let c = child.map_or("?".to_string(), |c| c.to_string());
@@ -408,166 +417,12 @@ fn sub_workflow(p: &Json, m: &mut Mapping, codes: &Codes, at: &str, report: &mut
             format!("workflow_{c}")
         }
     };
-    let mut spec = Mapping::new();
-    spec.insert("workflow".into(), name.into());
-    m.insert("sub_workflow".into(), Value::Mapping(spec));
-}
-
-/// Returns whether the task's timeout became the dependency's (false for a stand-in).
-fn dependent(
-    p: &Json,
-    t: &Task,
-    m: &mut Mapping,
-    codes: &Codes,
-    at: &str,
-    report: &mut Vec<String>,
-) -> bool {
-    let dependence = p.get("dependence");
-    let relation = |v: Option<&Json>| match v.and_then(|r| r.get("relation")).and_then(Json::as_str)
-    {
-        Some("OR") => "or",
-        _ => "and",
-    };
-    let mut spec = Mapping::new();
-    spec.insert("relation".into(), relation(dependence).into());
-    let mut groups = Vec::new();
-    for group in list(dependence.and_then(|d| d.get("dependTaskList"))) {
-        let mut items = Vec::new();
-        for item in list(group.get("dependItemList")) {
-            items.extend(dependent_item(item, codes, at, report).map(Value::Mapping));
-        }
-        if items.is_empty() {
-            continue;
-        }
-        let mut g = Mapping::new();
-        g.insert("relation".into(), relation(Some(group)).into());
-        g.insert("items".into(), items.into());
-        groups.push(Value::Mapping(g));
+    // The parent's global parameters are added once the workflow's are known.
+    SubWorkflowSpec {
+        workflow,
+        project: None,
+        params: BTreeMap::new(),
     }
-    if groups.is_empty() {
-        // Nothing left to wait for: a task that fails saying so, rather than one that passes.
-        report.push(format!(
-            "{at}: none of its dependency items could be converted; it stands in the DAG as a shell task that fails saying so"
-        ));
-        stand_in(m, "none of its dependency items could be converted", t);
-        return false;
-    }
-    m.insert("type".into(), "dependent".into());
-    spec.insert("groups".into(), groups.into());
-    let seconds = dependence
-        .and_then(|d| d.get("checkInterval"))
-        .and_then(|c| code(Some(c)))
-        .unwrap_or(10)
-        .max(1);
-    spec.insert("check_interval".into(), format!("{seconds}s").into());
-    let waiting = dependence
-        .and_then(|d| d.get("failurePolicy"))
-        .and_then(Json::as_str)
-        == Some("DEPENDENT_FAILURE_WAITING");
-    if waiting {
-        spec.insert("on_failure".into(), "wait".into());
-    }
-    let wait_minutes = dependence
-        .and_then(|d| d.get("failureWaitingTime"))
-        .and_then(|c| code(Some(c)))
-        .filter(|m| *m > 0);
-    let timeout = match (
-        t.timeout_flag.as_deref() == Some("OPEN") && t.timeout > 0,
-        wait_minutes,
-    ) {
-        (true, _) => Some(t.timeout),
-        (false, Some(w)) if waiting => Some(w),
-        _ => None,
-    };
-    match timeout {
-        Some(minutes) => {
-            spec.insert("timeout".into(), format!("{minutes}m").into());
-        }
-        None => report.push(format!(
-            "{at}: DolphinScheduler waits without end; shoal gives up after dependent.timeout (default 1h): set it if that is too short"
-        )),
-    }
-    m.insert("dependent".into(), Value::Mapping(spec));
-    true
-}
-
-fn dependent_item(
-    item: &Json,
-    codes: &Codes,
-    at: &str,
-    report: &mut Vec<String>,
-) -> Option<Mapping> {
-    let definition = code(item.get("definitionCode"));
-    let Some(workflow) = definition.and_then(|c| codes.workflows.get(&c)) else {
-        report.push(format!(
-            "{at}: the item on workflow code {} is left out: that workflow is not in the file (export it together)",
-            definition.map_or("?".to_string(), |c| c.to_string())
-        ));
-        return None;
-    };
-    let date_value = item
-        .get("dateValue")
-        .and_then(Json::as_str)
-        .unwrap_or("today");
-    let Some(date) = date_cycle(date_value) else {
-        report.push(format!(
-            "{at}: the item on {workflow} is left out: date '{date_value}' is unknown"
-        ));
-        return None;
-    };
-    if date_value == "last24Hours" {
-        report.push(format!(
-            "{at}: {workflow} last24Hours is the 24 hours before this one here (DolphinScheduler: yesterday 01:00 to today 00:59)"
-        ));
-    }
-    let mut m = Mapping::new();
-    m.insert("workflow".into(), workflow.clone().into());
-    match code(item.get("depTaskCode")).unwrap_or(0) {
-        // The workflow's run (0), or all its tasks (-1): a run succeeds when they pass.
-        0 | -1 => {}
-        task => match codes.tasks.get(&task) {
-            Some((owner, name)) if owner == workflow => {
-                m.insert("task".into(), name.clone().into());
-            }
-            _ => report.push(format!(
-                "{at}: task code {task} of {workflow} is not in the file; the item waits for the whole run"
-            )),
-        },
-    }
-    if item.get("parameterPassing").and_then(Json::as_bool) == Some(true) {
-        m.insert("pass_outputs".into(), true.into());
-    }
-    if date != DateCycle::Today {
-        m.insert("date".into(), date.to_string().into());
-    }
-    Some(m)
-}
-
-/// DolphinScheduler's `dateValue` as a shoal date cycle.
-pub(super) fn date_cycle(value: &str) -> Option<DateCycle> {
-    let snake = match value {
-        "currentHour" => "current_hour".to_string(),
-        "last24Hours" => "last_24_hours".to_string(),
-        "thisWeek" => "this_week".to_string(),
-        "lastWeek" => "last_week".to_string(),
-        "thisMonth" => "this_month".to_string(),
-        "thisMonthBegin" => "this_month_begin".to_string(),
-        "lastMonth" => "last_month".to_string(),
-        "lastMonthBegin" => "last_month_begin".to_string(),
-        "lastMonthEnd" => "last_month_end".to_string(),
-        "today" => "today".to_string(),
-        other => {
-            let rest = other.strip_prefix("last")?;
-            if let Some(n) = rest.strip_suffix("Hours").or(rest.strip_suffix("Hour")) {
-                format!("last_{n}_hours")
-            } else if let Some(n) = rest.strip_suffix("Days") {
-                format!("last_{n}_days")
-            } else {
-                format!("last_{}", rest.to_lowercase())
-            }
-        }
-    };
-    snake.parse().ok()
 }
 
 /// `text` percent-encoded for a URL's query, its `${...}` parameters left for shoal to fill
@@ -612,12 +467,12 @@ fn task_names(v: Option<&Json>, codes: &Codes) -> Vec<String> {
         .collect()
 }
 
-fn list(v: Option<&Json>) -> &[Json] {
+pub(super) fn list(v: Option<&Json>) -> &[Json] {
     v.and_then(Json::as_array).map_or(&[], Vec::as_slice)
 }
 
 /// A code: a number, or a string holding one.
-fn code(v: Option<&Json>) -> Option<i64> {
+pub(super) fn code(v: Option<&Json>) -> Option<i64> {
     match v? {
         Json::Number(n) => n.as_i64(),
         Json::String(s) => s.trim().parse().ok(),

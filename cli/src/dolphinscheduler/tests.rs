@@ -148,8 +148,13 @@ fn what_shoal_lacks_is_reported_by_name_and_type() {
             "missing {expected:?} in:\n{report}"
         );
     }
+    let yaml = &find(&imported, "warehouse_daily").yaml;
+    assert!(
+        yaml.contains("project: default"),
+        "named even as the default:\n{yaml}"
+    );
     // The unsupported task stays in the DAG and fails saying why.
-    let def = WorkflowDef::parse(&find(&imported, "warehouse_daily").yaml).unwrap();
+    let def = WorkflowDef::parse(yaml).unwrap();
     let spark = task(&def, "aggregate_big_day");
     assert!(
         spark
@@ -196,7 +201,7 @@ fn references_outside_the_file_are_reported_and_bad_input_is_refused() {
 
 #[test]
 fn date_values_map_to_cycles() {
-    use tasks::date_cycle;
+    use dependent::date_cycle;
     for (ds, shoal) in [
         ("currentHour", "current_hour"),
         ("last1Hour", "last_hour"),
