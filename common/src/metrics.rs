@@ -1,472 +1,221 @@
-//! Process-wide Prometheus metrics, without a metrics crate.
+//! Process-wide Prometheus metrics, on the `prometheus-client` crate.
 //!
-//! Every metric of shoal is a `pub static` declared here, so one [`render`] shows them all
-//! in a stable order (the order of [`ALL`]), and a process renders every metric whether or
-//! not its code touches it (an api-server shows the master's counters at 0). Recording is
-//! one relaxed atomic operation: no lock, no allocation, no registration step.
+//! Every metric of shoal is a static declared here and registered in one process-wide
+//! registry, so one [`render`] shows them all in a stable order (the order of
+//! registration), and a process renders every metric whether or not its code touches it
+//! (an api-server shows the master's counters at 0). Recording a counter or gauge is one
+//! atomic operation; a histogram takes a short lock.
 //!
-//! Labels are fixed at compile time: a labelled metric is one static per label value
-//! (e.g. [`INSTANCES_FINISHED_SUCCESS`] is `shoal_instances_finished_total{state="success"}`).
-//! Statics that share a name are listed next to each other in [`ALL`] and rendered under
-//! one `# HELP`/`# TYPE` header.
+//! Labels are fixed: every series of a labelled family is created with the family, so it
+//! renders at 0 before its first use (e.g. `shoal_instances_finished_total{state="paused"}`).
 //!
 //! The output is the Prometheus text exposition format, version 0.0.4
-//! (<https://prometheus.io/docs/instrumenting/exposition_formats/>).
+//! (<https://prometheus.io/docs/instrumenting/exposition_formats/>), so counters keep
+//! their `_total` name in `# HELP` and `# TYPE` too. The crate adds `_total` to a
+//! counter's name and the unit to a histogram's, and a `.` to every help text.
 
 use crate::types::WorkflowState;
-use std::fmt::Write;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::time::Duration;
+use prometheus_client::encoding::prometheus_text;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::{Registry, Unit};
+use std::sync::LazyLock;
 
-/// The `Content-Type` of [`render`]'s output.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub use prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+pub use prometheus_client::metrics::counter::Counter;
+pub use prometheus_client::metrics::gauge::Gauge;
+pub use prometheus_client::metrics::histogram::Histogram;
 
-/// A fixed set of `name="value"` label pairs.
-pub type Labels = &'static [(&'static str, &'static str)];
+/// The label set of a family split by final state: `state="…"`.
+type State = [(&'static str, &'static str); 1];
 
-/// A value that only goes up.
-pub struct Counter {
-    name: &'static str,
-    help: &'static str,
-    labels: Labels,
-    value: AtomicU64,
-}
-
-impl Counter {
-    pub const fn new(name: &'static str, help: &'static str) -> Self {
-        Self::with_labels(name, help, &[])
-    }
-
-    pub const fn with_labels(name: &'static str, help: &'static str, labels: Labels) -> Self {
-        Counter {
-            name,
-            help,
-            labels,
-            value: AtomicU64::new(0),
-        }
-    }
-
-    pub fn inc(&self) {
-        self.add(1);
-    }
-
-    pub fn add(&self, n: u64) {
-        self.value.fetch_add(n, Ordering::Relaxed);
-    }
-
-    pub fn get(&self) -> u64 {
-        self.value.load(Ordering::Relaxed)
-    }
-}
-
-/// A value that goes up and down.
-pub struct Gauge {
-    name: &'static str,
-    help: &'static str,
-    labels: Labels,
-    value: AtomicI64,
-}
-
-impl Gauge {
-    pub const fn new(name: &'static str, help: &'static str) -> Self {
-        Self::with_labels(name, help, &[])
-    }
-
-    pub const fn with_labels(name: &'static str, help: &'static str, labels: Labels) -> Self {
-        Gauge {
-            name,
-            help,
-            labels,
-            value: AtomicI64::new(0),
-        }
-    }
-
-    pub fn set(&self, v: i64) {
-        self.value.store(v, Ordering::Relaxed);
-    }
-
-    pub fn add(&self, n: i64) {
-        self.value.fetch_add(n, Ordering::Relaxed);
-    }
-
-    pub fn sub(&self, n: i64) {
-        self.value.fetch_sub(n, Ordering::Relaxed);
-    }
-
-    pub fn inc(&self) {
-        self.add(1);
-    }
-
-    pub fn dec(&self) {
-        self.sub(1);
-    }
-
-    pub fn get(&self) -> i64 {
-        self.value.load(Ordering::Relaxed)
-    }
-}
-
-/// Upper bounds of the histogram buckets in nanoseconds (the `+Inf` bucket comes on top).
-const BOUNDS_NS: [u64; 11] = [
-    1_000_000,       // 1 ms
-    5_000_000,       // 5 ms
-    10_000_000,      // 10 ms
-    50_000_000,      // 50 ms
-    100_000_000,     // 100 ms
-    500_000_000,     // 500 ms
-    1_000_000_000,   // 1 s
-    5_000_000_000,   // 5 s
-    30_000_000_000,  // 30 s
-    60_000_000_000,  // 1 min
-    300_000_000_000, // 5 min
-];
-/// The same bounds as rendered in `le`, `+Inf` last.
-const LE: [&str; 12] = [
-    "0.001", "0.005", "0.01", "0.05", "0.1", "0.5", "1", "5", "30", "60", "300", "+Inf",
+/// Upper bounds of the histogram buckets in seconds, 1 ms to 5 min (`+Inf` comes on top).
+/// A bound is inclusive: an observation of exactly 1 ms counts in `le="0.001"`.
+const BUCKETS: [f64; 11] = [
+    0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 60.0, 300.0,
 ];
 
-/// A distribution of durations over fixed buckets (1 ms to 5 min, then `+Inf`).
-///
-/// Each observation increments exactly one bucket (the first whose bound it does not
-/// exceed) and adds its nanoseconds to the sum. The cumulative `_bucket` series and
-/// `_count` are computed from one read of the buckets when rendering, so `+Inf` always
-/// equals `_count` even while other threads observe.
-pub struct Histogram {
-    name: &'static str,
-    help: &'static str,
-    labels: Labels,
-    buckets: [AtomicU64; 12],
-    sum_ns: AtomicU64,
+fn durations() -> Histogram {
+    Histogram::new(BUCKETS)
 }
 
-impl Histogram {
-    pub const fn new(name: &'static str, help: &'static str) -> Self {
-        Self::with_labels(name, help, &[])
+/// A counter family with one series per `state` in `states`, each at 0.
+fn by_state(states: impl IntoIterator<Item = &'static str>) -> Family<State, Counter> {
+    let family = Family::default();
+    for state in states {
+        family.get_or_create_owned(&[("state", state)]);
     }
-
-    pub const fn with_labels(name: &'static str, help: &'static str, labels: Labels) -> Self {
-        Histogram {
-            name,
-            help,
-            labels,
-            buckets: [const { AtomicU64::new(0) }; 12],
-            sum_ns: AtomicU64::new(0),
-        }
-    }
-
-    pub fn observe(&self, d: Duration) {
-        // u64 nanoseconds hold 584 years; a longer observation is clamped.
-        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        let bucket = BOUNDS_NS.partition_point(|&bound| bound < ns);
-        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
-    }
-
-    /// Observations so far.
-    pub fn count(&self) -> u64 {
-        self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
-    }
-
-    /// Sum of the observations so far.
-    pub fn sum(&self) -> Duration {
-        Duration::from_nanos(self.sum_ns.load(Ordering::Relaxed))
-    }
+    family
 }
 
-/// One entry of the registry.
-#[derive(Clone, Copy)]
-pub enum Metric {
-    Counter(&'static Counter),
-    Gauge(&'static Gauge),
-    Histogram(&'static Histogram),
-}
-
-impl Metric {
-    fn name(self) -> &'static str {
-        match self {
-            Metric::Counter(m) => m.name,
-            Metric::Gauge(m) => m.name,
-            Metric::Histogram(m) => m.name,
-        }
-    }
-
-    fn help(self) -> &'static str {
-        match self {
-            Metric::Counter(m) => m.help,
-            Metric::Gauge(m) => m.help,
-            Metric::Histogram(m) => m.help,
-        }
-    }
-
-    fn kind(self) -> &'static str {
-        match self {
-            Metric::Counter(_) => "counter",
-            Metric::Gauge(_) => "gauge",
-            Metric::Histogram(_) => "histogram",
-        }
-    }
+/// The series of `state` in `family`, which has it from the start.
+fn series(family: &Family<State, Counter>, state: &'static str) -> Counter {
+    family
+        .get(&[("state", state)])
+        .map(|c| c.clone())
+        .expect("the family is created with every state")
 }
 
 // ---- master ----------------------------------------------------------------------------
 
-pub static COMMANDS_CLAIMED: Counter = Counter::new(
-    "shoal_commands_claimed_total",
-    "Commands claimed by this master (start, resume, rerun, resubmit-failed).",
-);
-pub static INSTANCES_STARTED: Counter = Counter::new(
-    "shoal_instances_started_total",
-    "Workflow instance runs this master started from a command (start, resume, rerun, resubmit-failed); takeovers count in shoal_failovers_total.",
-);
-const FINISHED_HELP: &str = "Workflow instance runs this master ended, by final state.";
-pub static INSTANCES_FINISHED_SUCCESS: Counter = Counter::with_labels(
-    "shoal_instances_finished_total",
-    FINISHED_HELP,
-    &[("state", "success")],
-);
-pub static INSTANCES_FINISHED_FAILURE: Counter = Counter::with_labels(
-    "shoal_instances_finished_total",
-    FINISHED_HELP,
-    &[("state", "failure")],
-);
-pub static INSTANCES_FINISHED_STOPPED: Counter = Counter::with_labels(
-    "shoal_instances_finished_total",
-    FINISHED_HELP,
-    &[("state", "stopped")],
-);
-pub static INSTANCES_FINISHED_PAUSED: Counter = Counter::with_labels(
-    "shoal_instances_finished_total",
-    FINISHED_HELP,
-    &[("state", "paused")],
-);
-pub static INSTANCES_RUNNING: Gauge = Gauge::new(
-    "shoal_instances_running",
-    "Workflow instances this master drives right now.",
-);
-pub static QUEUE_DEPTH: Gauge = Gauge::new(
-    "shoal_queue_depth",
-    "Tasks in this master's dispatch queue, waiting for a worker.",
-);
-pub static DISPATCH_LATENCY: Histogram = Histogram::new(
-    "shoal_dispatch_latency_seconds",
-    "Time from a task entering the dispatch queue to a worker accepting it.",
-);
-pub static EVENTS_APPLIED: Counter = Counter::new(
-    "shoal_events_applied_total",
-    "Events the master's workflow runtimes accepted (task state changes, starts, timers).",
-);
-pub static EVENTS_IGNORED: Counter = Counter::new(
-    "shoal_events_ignored_total",
-    "Events the master ignored: duplicates, another attempt, backwards moves, tasks it no longer drives.",
-);
-pub static FAILOVERS: Counter = Counter::new(
-    "shoal_failovers_total",
-    "Workflow instances this master took over from a dead master.",
-);
-pub static TASKS_LOST: Counter = Counter::new(
-    "shoal_tasks_lost_total",
-    "Task attempts marked need_fault_tolerance because their worker left.",
-);
+pub static COMMANDS_CLAIMED: LazyLock<Counter> = LazyLock::new(Counter::default);
+pub static INSTANCES_STARTED: LazyLock<Counter> = LazyLock::new(Counter::default);
+static INSTANCES_FINISHED: LazyLock<Family<State, Counter>> = LazyLock::new(|| {
+    by_state(
+        WorkflowState::ALL
+            .iter()
+            .filter(|s| s.is_terminal())
+            .map(|s| s.as_str()),
+    )
+});
+pub static INSTANCES_RUNNING: LazyLock<Gauge> = LazyLock::new(Gauge::default);
+pub static QUEUE_DEPTH: LazyLock<Gauge> = LazyLock::new(Gauge::default);
+pub static DISPATCH_LATENCY: LazyLock<Histogram> = LazyLock::new(durations);
+pub static EVENTS_APPLIED: LazyLock<Counter> = LazyLock::new(Counter::default);
+pub static EVENTS_IGNORED: LazyLock<Counter> = LazyLock::new(Counter::default);
+pub static FAILOVERS: LazyLock<Counter> = LazyLock::new(Counter::default);
+pub static TASKS_LOST: LazyLock<Counter> = LazyLock::new(Counter::default);
 
 /// The `shoal_instances_finished_total` series of a final state; `None` for a state that
 /// does not end a run.
-pub fn instances_finished(state: WorkflowState) -> Option<&'static Counter> {
-    match state {
-        WorkflowState::Success => Some(&INSTANCES_FINISHED_SUCCESS),
-        WorkflowState::Failure => Some(&INSTANCES_FINISHED_FAILURE),
-        WorkflowState::Stopped => Some(&INSTANCES_FINISHED_STOPPED),
-        WorkflowState::Paused => Some(&INSTANCES_FINISHED_PAUSED),
-        WorkflowState::Submitted
-        | WorkflowState::Running
-        | WorkflowState::ReadyPause
-        | WorkflowState::ReadyStop
-        | WorkflowState::SerialWait => None,
-    }
+pub fn instances_finished(state: WorkflowState) -> Option<Counter> {
+    state
+        .is_terminal()
+        .then(|| series(&INSTANCES_FINISHED, state.as_str()))
 }
 
 // ---- worker ----------------------------------------------------------------------------
 
-pub static WORKER_TASKS_RUNNING: Gauge = Gauge::new(
-    "shoal_worker_tasks_running",
-    "Task attempts running on this worker.",
-);
-pub static WORKER_TASKS_STARTED: Counter = Counter::new(
-    "shoal_worker_tasks_started_total",
-    "Task attempts this worker accepted and started.",
-);
-pub static WORKER_TASK_DURATION: Histogram = Histogram::new(
-    "shoal_worker_task_duration_seconds",
-    "Run time of task attempts on this worker, from acceptance to the final event.",
-);
-const WORKER_FINISHED_HELP: &str = "Task attempts this worker finished, by final state.";
-pub static WORKER_TASKS_FINISHED_SUCCESS: Counter = Counter::with_labels(
-    "shoal_worker_tasks_finished_total",
-    WORKER_FINISHED_HELP,
-    &[("state", "success")],
-);
-pub static WORKER_TASKS_FINISHED_FAILURE: Counter = Counter::with_labels(
-    "shoal_worker_tasks_finished_total",
-    WORKER_FINISHED_HELP,
-    &[("state", "failure")],
-);
-pub static WORKER_TASKS_FINISHED_KILLED: Counter = Counter::with_labels(
-    "shoal_worker_tasks_finished_total",
-    WORKER_FINISHED_HELP,
-    &[("state", "killed")],
-);
-pub static WORKER_EVENTS_UNACKED: Gauge = Gauge::new(
-    "shoal_worker_events_unacked",
-    "Task events in the worker's outbox that no master has acked yet.",
-);
+pub static WORKER_TASKS_RUNNING: LazyLock<Gauge> = LazyLock::new(Gauge::default);
+pub static WORKER_TASKS_STARTED: LazyLock<Counter> = LazyLock::new(Counter::default);
+pub static WORKER_TASK_DURATION: LazyLock<Histogram> = LazyLock::new(durations);
+static WORKER_TASKS_FINISHED: LazyLock<Family<State, Counter>> =
+    LazyLock::new(|| by_state(["success", "failure", "killed"]));
+pub static WORKER_TASKS_FINISHED_SUCCESS: LazyLock<Counter> =
+    LazyLock::new(|| series(&WORKER_TASKS_FINISHED, "success"));
+pub static WORKER_TASKS_FINISHED_FAILURE: LazyLock<Counter> =
+    LazyLock::new(|| series(&WORKER_TASKS_FINISHED, "failure"));
+pub static WORKER_TASKS_FINISHED_KILLED: LazyLock<Counter> =
+    LazyLock::new(|| series(&WORKER_TASKS_FINISHED, "killed"));
+pub static WORKER_EVENTS_UNACKED: LazyLock<Gauge> = LazyLock::new(Gauge::default);
 
 // ---- api-server ------------------------------------------------------------------------
 
-pub static API_REQUESTS: Counter = Counter::new(
-    "shoal_api_requests_total",
-    "Requests to the REST API (/api/v1), any outcome.",
-);
-pub static API_COMMANDS_WRITTEN: Counter = Counter::new(
-    "shoal_api_commands_written_total",
-    "Commands the api-server wrote (start, resume, rerun, resubmit-failed).",
-);
+pub static API_REQUESTS: LazyLock<Counter> = LazyLock::new(Counter::default);
+pub static API_COMMANDS_WRITTEN: LazyLock<Counter> = LazyLock::new(Counter::default);
 
-/// Every metric, in rendering order; series of one name are adjacent.
-pub static ALL: &[Metric] = &[
-    Metric::Counter(&COMMANDS_CLAIMED),
-    Metric::Counter(&INSTANCES_STARTED),
-    Metric::Counter(&INSTANCES_FINISHED_SUCCESS),
-    Metric::Counter(&INSTANCES_FINISHED_FAILURE),
-    Metric::Counter(&INSTANCES_FINISHED_STOPPED),
-    Metric::Counter(&INSTANCES_FINISHED_PAUSED),
-    Metric::Gauge(&INSTANCES_RUNNING),
-    Metric::Gauge(&QUEUE_DEPTH),
-    Metric::Histogram(&DISPATCH_LATENCY),
-    Metric::Counter(&EVENTS_APPLIED),
-    Metric::Counter(&EVENTS_IGNORED),
-    Metric::Counter(&FAILOVERS),
-    Metric::Counter(&TASKS_LOST),
-    Metric::Gauge(&WORKER_TASKS_RUNNING),
-    Metric::Counter(&WORKER_TASKS_STARTED),
-    Metric::Histogram(&WORKER_TASK_DURATION),
-    Metric::Counter(&WORKER_TASKS_FINISHED_SUCCESS),
-    Metric::Counter(&WORKER_TASKS_FINISHED_FAILURE),
-    Metric::Counter(&WORKER_TASKS_FINISHED_KILLED),
-    Metric::Gauge(&WORKER_EVENTS_UNACKED),
-    Metric::Counter(&API_REQUESTS),
-    Metric::Counter(&API_COMMANDS_WRITTEN),
-];
+/// Every metric of the process, `shoal_` before each name, in rendering order.
+static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
+    let mut r = Registry::with_prefix("shoal");
+    r.register(
+        "commands_claimed",
+        "Commands claimed by this master (start, resume, rerun, resubmit-failed)",
+        COMMANDS_CLAIMED.clone(),
+    );
+    r.register(
+        "instances_started",
+        "Workflow instance runs this master started from a command (start, resume, rerun, resubmit-failed); takeovers count in shoal_failovers_total",
+        INSTANCES_STARTED.clone(),
+    );
+    r.register(
+        "instances_finished",
+        "Workflow instance runs this master ended, by final state",
+        INSTANCES_FINISHED.clone(),
+    );
+    r.register(
+        "instances_running",
+        "Workflow instances this master drives right now",
+        INSTANCES_RUNNING.clone(),
+    );
+    r.register(
+        "queue_depth",
+        "Tasks in this master's dispatch queue, waiting for a worker",
+        QUEUE_DEPTH.clone(),
+    );
+    r.register_with_unit(
+        "dispatch_latency",
+        "Time from a task entering the dispatch queue to a worker accepting it",
+        Unit::Seconds,
+        DISPATCH_LATENCY.clone(),
+    );
+    r.register(
+        "events_applied",
+        "Events the master's workflow runtimes accepted (task state changes, starts, timers)",
+        EVENTS_APPLIED.clone(),
+    );
+    r.register(
+        "events_ignored",
+        "Events the master ignored: duplicates, another attempt, backwards moves, tasks it no longer drives",
+        EVENTS_IGNORED.clone(),
+    );
+    r.register(
+        "failovers",
+        "Workflow instances this master took over from a dead master",
+        FAILOVERS.clone(),
+    );
+    r.register(
+        "tasks_lost",
+        "Task attempts marked need_fault_tolerance because their worker left",
+        TASKS_LOST.clone(),
+    );
+    r.register(
+        "worker_tasks_running",
+        "Task attempts running on this worker",
+        WORKER_TASKS_RUNNING.clone(),
+    );
+    r.register(
+        "worker_tasks_started",
+        "Task attempts this worker accepted and started",
+        WORKER_TASKS_STARTED.clone(),
+    );
+    r.register_with_unit(
+        "worker_task_duration",
+        "Run time of task attempts on this worker, from acceptance to the final event",
+        Unit::Seconds,
+        WORKER_TASK_DURATION.clone(),
+    );
+    r.register(
+        "worker_tasks_finished",
+        "Task attempts this worker finished, by final state",
+        WORKER_TASKS_FINISHED.clone(),
+    );
+    r.register(
+        "worker_events_unacked",
+        "Task events in the worker's outbox that no master has acked yet",
+        WORKER_EVENTS_UNACKED.clone(),
+    );
+    r.register(
+        "api_requests",
+        "Requests to the REST API (/api/v1), any outcome",
+        API_REQUESTS.clone(),
+    );
+    r.register(
+        "api_commands_written",
+        "Commands the api-server wrote (start, resume, rerun, resubmit-failed)",
+        API_COMMANDS_WRITTEN.clone(),
+    );
+    r
+});
 
 /// Every metric of the process in the Prometheus text format (0.0.4).
 pub fn render() -> String {
-    render_metrics(ALL)
+    encode(&REGISTRY)
 }
 
-/// Renders `metrics` in order, with one `# HELP`/`# TYPE` header per run of equal names.
-pub fn render_metrics(metrics: &[Metric]) -> String {
-    let mut out = String::with_capacity(metrics.len() * 160);
-    let mut previous = None;
-    for &m in metrics {
-        if previous != Some(m.name()) {
-            let _ = writeln!(out, "# HELP {} {}", m.name(), escape_help(m.help()));
-            let _ = writeln!(out, "# TYPE {} {}", m.name(), m.kind());
-            previous = Some(m.name());
-        }
-        match m {
-            Metric::Counter(c) => sample(&mut out, c.name, "", c.labels, None, c.get()),
-            Metric::Gauge(g) => sample(&mut out, g.name, "", g.labels, None, g.get()),
-            Metric::Histogram(h) => {
-                let counts = h.buckets.each_ref().map(|b| b.load(Ordering::Relaxed));
-                let mut cumulative = 0u64;
-                for (le, n) in LE.iter().zip(counts) {
-                    cumulative += n;
-                    sample(&mut out, h.name, "_bucket", h.labels, Some(le), cumulative);
-                }
-                let sum = h.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
-                sample(&mut out, h.name, "_sum", h.labels, None, sum);
-                sample(&mut out, h.name, "_count", h.labels, None, cumulative);
-            }
-        }
-    }
+fn encode(registry: &Registry) -> String {
+    let mut out = String::new();
+    prometheus_text::encode(&mut out, registry).expect("writing to a String does not fail");
     out
-}
-
-/// One `name{labels} value` line.
-fn sample(
-    out: &mut String,
-    name: &str,
-    suffix: &str,
-    labels: Labels,
-    le: Option<&str>,
-    value: impl std::fmt::Display,
-) {
-    out.push_str(name);
-    out.push_str(suffix);
-    let pairs = labels.iter().copied().chain(le.map(|le| ("le", le)));
-    for (i, (key, val)) in pairs.enumerate() {
-        out.push(if i == 0 { '{' } else { ',' });
-        let _ = write!(out, "{key}=\"{}\"", escape_label(val));
-    }
-    if !labels.is_empty() || le.is_some() {
-        out.push('}');
-    }
-    let _ = writeln!(out, " {value}");
-}
-
-fn escape_help(s: &str) -> String {
-    s.replace('\\', r"\\").replace('\n', r"\n")
-}
-
-fn escape_label(s: &str) -> String {
-    s.replace('\\', r"\\")
-        .replace('"', "\\\"")
-        .replace('\n', r"\n")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::HashSet;
+    use std::time::Duration;
 
     #[test]
-    fn counters_and_gauges_render_under_one_header_per_name() {
-        static C: Counter = Counter::new("t_requests_total", "Requests.");
-        static OK: Counter = Counter::with_labels("t_done_total", "Done.", &[("state", "ok")]);
-        static BAD: Counter = Counter::with_labels(
-            "t_done_total",
-            "Done.",
-            &[("state", "b\"a\\d\n"), ("kind", "x")],
-        );
-        static G: Gauge = Gauge::new("t_depth", "Depth\\of the\nqueue.");
-        C.add(3);
-        OK.inc();
-        BAD.add(2);
-        G.set(10);
-        G.sub(12);
-        G.inc();
-        let text = render_metrics(&[
-            Metric::Counter(&C),
-            Metric::Counter(&OK),
-            Metric::Counter(&BAD),
-            Metric::Gauge(&G),
-        ]);
-        assert_eq!(
-            text,
-            "# HELP t_requests_total Requests.\n\
-             # TYPE t_requests_total counter\n\
-             t_requests_total 3\n\
-             # HELP t_done_total Done.\n\
-             # TYPE t_done_total counter\n\
-             t_done_total{state=\"ok\"} 1\n\
-             t_done_total{state=\"b\\\"a\\\\d\\n\",kind=\"x\"} 2\n\
-             # HELP t_depth Depth\\\\of the\\nqueue.\n\
-             # TYPE t_depth gauge\n\
-             t_depth -1\n"
-        );
-    }
-
-    #[test]
-    fn histograms_render_cumulative_buckets_sum_and_count() {
-        static H: Histogram =
-            Histogram::with_labels("t_latency_seconds", "Latency.", &[("q", "a")]);
+    fn histograms_count_durations_in_inclusive_buckets_of_seconds() {
+        let h = durations();
         for d in [
             Duration::from_micros(500), // 0.001
             Duration::from_millis(1),   // 0.001: bounds are inclusive
@@ -474,81 +223,29 @@ mod tests {
             Duration::from_secs(2),     // 5
             Duration::from_secs(600),   // +Inf
         ] {
-            H.observe(d);
+            h.observe(d.as_secs_f64());
         }
-        assert_eq!(H.count(), 5);
-        let text = render_metrics(&[Metric::Histogram(&H)]);
+        let mut r = Registry::with_prefix("t");
+        r.register_with_unit("latency", "Latency", Unit::Seconds, h);
         let expected = "\
 # HELP t_latency_seconds Latency.
 # TYPE t_latency_seconds histogram
-t_latency_seconds_bucket{q=\"a\",le=\"0.001\"} 2
-t_latency_seconds_bucket{q=\"a\",le=\"0.005\"} 2
-t_latency_seconds_bucket{q=\"a\",le=\"0.01\"} 3
-t_latency_seconds_bucket{q=\"a\",le=\"0.05\"} 3
-t_latency_seconds_bucket{q=\"a\",le=\"0.1\"} 3
-t_latency_seconds_bucket{q=\"a\",le=\"0.5\"} 3
-t_latency_seconds_bucket{q=\"a\",le=\"1\"} 3
-t_latency_seconds_bucket{q=\"a\",le=\"5\"} 4
-t_latency_seconds_bucket{q=\"a\",le=\"30\"} 4
-t_latency_seconds_bucket{q=\"a\",le=\"60\"} 4
-t_latency_seconds_bucket{q=\"a\",le=\"300\"} 4
-t_latency_seconds_bucket{q=\"a\",le=\"+Inf\"} 5
-t_latency_seconds_sum{q=\"a\"} 602.0085
-t_latency_seconds_count{q=\"a\"} 5
+t_latency_seconds_bucket{le=\"0.001\"} 2
+t_latency_seconds_bucket{le=\"0.005\"} 2
+t_latency_seconds_bucket{le=\"0.01\"} 3
+t_latency_seconds_bucket{le=\"0.05\"} 3
+t_latency_seconds_bucket{le=\"0.1\"} 3
+t_latency_seconds_bucket{le=\"0.5\"} 3
+t_latency_seconds_bucket{le=\"1\"} 3
+t_latency_seconds_bucket{le=\"5\"} 4
+t_latency_seconds_bucket{le=\"30\"} 4
+t_latency_seconds_bucket{le=\"60\"} 4
+t_latency_seconds_bucket{le=\"300\"} 4
+t_latency_seconds_bucket{le=\"+Inf\"} 5
+t_latency_seconds_sum 602.0085
+t_latency_seconds_count 5
 ";
-        assert_eq!(text, expected);
-    }
-
-    #[test]
-    fn an_unlabelled_histogram_has_only_le() {
-        static H: Histogram = Histogram::new("t_h_seconds", "H.");
-        let text = render_metrics(&[Metric::Histogram(&H)]);
-        assert!(
-            text.contains("t_h_seconds_bucket{le=\"0.001\"} 0\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("t_h_seconds_bucket{le=\"+Inf\"} 0\n"),
-            "{text}"
-        );
-        assert!(
-            text.ends_with("t_h_seconds_sum 0\nt_h_seconds_count 0\n"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn concurrent_updates_add_up() {
-        static C: Counter = Counter::new("t_concurrent_total", "C.");
-        static G: Gauge = Gauge::new("t_concurrent", "G.");
-        static H: Histogram = Histogram::new("t_concurrent_seconds", "H.");
-        const THREADS: u64 = 8;
-        const PER_THREAD: u64 = 10_000;
-        std::thread::scope(|s| {
-            for t in 0..THREADS {
-                s.spawn(move || {
-                    for i in 0..PER_THREAD {
-                        C.inc();
-                        G.inc();
-                        G.dec();
-                        G.add(1);
-                        H.observe(Duration::from_millis((t * PER_THREAD + i) % 400));
-                    }
-                });
-            }
-        });
-        let n = THREADS * PER_THREAD;
-        assert_eq!(C.get(), n);
-        assert_eq!(G.get(), n as i64);
-        assert_eq!(H.count(), n);
-        let expected_ms: u64 = (0..n).map(|k| k % 400).sum();
-        assert_eq!(H.sum(), Duration::from_millis(expected_ms));
-        let text = render_metrics(&[Metric::Histogram(&H)]);
-        assert!(
-            text.contains(&format!("t_concurrent_seconds_bucket{{le=\"+Inf\"}} {n}\n")),
-            "{text}"
-        );
-        assert!(text.contains(&format!("t_concurrent_seconds_count {n}\n")));
+        assert_eq!(encode(&r), expected);
     }
 
     #[test]
@@ -591,6 +288,14 @@ t_latency_seconds_count{q=\"a\"} 5
         }
         assert!(text.contains("# TYPE shoal_queue_depth gauge\n"));
         assert!(text.contains("# TYPE shoal_dispatch_latency_seconds histogram\n"));
+        assert!(text.contains("shoal_dispatch_latency_seconds_bucket{le=\"+Inf\"} "));
+        assert!(text.contains(
+            "# HELP shoal_queue_depth Tasks in this master's dispatch queue, waiting for a worker.\n"
+        ));
+        assert!(
+            !text.contains(".."),
+            "a help text ends in two dots:\n{text}"
+        );
         // Every sample line belongs to the family whose header came last.
         let mut family = "";
         for line in text.lines() {
@@ -608,8 +313,28 @@ t_latency_seconds_count{q=\"a\"} 5
             let counter = instances_finished(state);
             assert_eq!(counter.is_some(), state.is_terminal(), "{state}");
             if let Some(c) = counter {
-                assert_eq!(c.labels, &[("state", state.as_str())]);
+                let before = c.get();
+                c.inc();
+                let line = format!(
+                    "shoal_instances_finished_total{{state=\"{}\"}} {}",
+                    state.as_str(),
+                    before + 1
+                );
+                assert!(render().lines().any(|l| l == line), "{line} missing");
             }
+        }
+    }
+
+    #[test]
+    fn the_worker_series_are_the_familys() {
+        for (counter, state) in [
+            (&WORKER_TASKS_FINISHED_SUCCESS, "success"),
+            (&WORKER_TASKS_FINISHED_FAILURE, "failure"),
+            (&WORKER_TASKS_FINISHED_KILLED, "killed"),
+        ] {
+            counter.inc_by(7);
+            let line = format!("shoal_worker_tasks_finished_total{{state=\"{state}\"}} 7");
+            assert!(render().lines().any(|l| l == line), "{line} missing");
         }
     }
 }

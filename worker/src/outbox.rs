@@ -322,7 +322,7 @@ impl Outbox {
             journal.acked(task_instance_id, attempt);
         }
         if dropped > 0 {
-            WORKER_EVENTS_UNACKED.sub(dropped as i64);
+            WORKER_EVENTS_UNACKED.dec_by(dropped as i64);
             if self
                 .inner
                 .shared
@@ -376,7 +376,7 @@ impl Outbox {
         // The loops are gone, so nothing acks any more: what is left is dropped, and leaves
         // the process-wide gauge (other workers of the process keep their share).
         let dropped = self.inner.shared.pending.swap(0, Ordering::SeqCst);
-        WORKER_EVENTS_UNACKED.sub(dropped as i64);
+        WORKER_EVENTS_UNACKED.dec_by(dropped as i64);
     }
 }
 
@@ -444,7 +444,7 @@ async fn sender_loop(
                 };
                 shared.settled(&removed);
                 let removed = removed.len();
-                WORKER_EVENTS_UNACKED.sub(removed as i64);
+                WORKER_EVENTS_UNACKED.dec_by(removed as i64);
                 if removed > 0 && shared.pending.fetch_sub(removed, Ordering::SeqCst) == removed {
                     shared.drained.notify_waiters();
                 }

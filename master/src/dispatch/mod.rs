@@ -182,7 +182,7 @@ impl Dispatcher {
             if accepted.contains(&id) {
                 // Reported once per wait: the engine clears the reason on dispatch.
                 self.waiting_reported.remove(&id);
-                metrics::DISPATCH_LATENCY.observe(p.task.queued_at.elapsed());
+                metrics::DISPATCH_LATENCY.observe(p.task.queued_at.elapsed().as_secs_f64());
                 // A cancel that raced the RPC is the engine's to finish: it kills on the worker.
                 self.cancelled.remove(&id);
                 (self.engine)(Report::Dispatched {

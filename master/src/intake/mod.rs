@@ -53,7 +53,7 @@ impl Intake {
             loop {
                 match self.store.claim_batch(&self.owner, 1, self.batch).await {
                     Ok((claimed, taken)) => {
-                        metrics::COMMANDS_CLAIMED.add(taken as u64);
+                        metrics::COMMANDS_CLAIMED.inc_by(taken as u64);
                         let full = taken == self.batch;
                         if !claimed.is_empty() {
                             debug!(count = claimed.len(), "commands claimed");

@@ -121,7 +121,7 @@ impl Executor {
         // Counted before the slot is freed and the last event is queued: whoever sees
         // either sees the task counted.
         metrics::WORKER_TASKS_RUNNING.dec();
-        metrics::WORKER_TASK_DURATION.observe(started.elapsed());
+        metrics::WORKER_TASK_DURATION.observe(started.elapsed().as_secs_f64());
         finished.inc();
         // The slot is freed before the last event is queued, so a master that dispatches
         // on receiving it finds the slot free. A duplicate dispatch in between finds the
