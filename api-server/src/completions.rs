@@ -1,4 +1,5 @@
-//! Completing wait and callback tasks: an operator (or an approval UI) through
+//! Completing wait and callback tasks (and external ones, in place of their worker): an
+//! operator (or an approval UI) through
 //! `POST /task-instances/{id}/complete`, an outside system through the one-time URL a
 //! callback task handed it. Either ends the waiting attempt with one conditional write;
 //! the master driving the instance learns it from the row and goes on.
@@ -14,7 +15,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shoal_common::access::token_hash;
 use shoal_common::definition::TIMED_OUT;
+use shoal_common::start::Params;
 use shoal_common::types::{TaskState, TaskType};
+use shoal_store::Holder;
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
 
@@ -102,35 +105,56 @@ pub async fn callback(
     end(&ctx, id, body, "by its callback").await
 }
 
-async fn end(ctx: &Ctx, id: i64, body: Body, by: &str) -> Result<Json<Completed>> {
-    let req: Completion = body.json_or_default()?;
-    let state = req.state.unwrap_or(TaskState::Success);
+/// How a completion ends its task: the state (success unless given), the outputs as
+/// parameters, the message (how it was completed unless given).
+pub(crate) fn ending(
+    state: Option<TaskState>,
+    outputs: BTreeMap<String, Value>,
+    message: Option<String>,
+    by: &str,
+) -> Result<(TaskState, Params, String)> {
+    let state = state.unwrap_or(TaskState::Success);
     if !matches!(state, TaskState::Success | TaskState::Failure) {
         return Err(Error::BadRequest(format!(
             "state '{state}' cannot complete a task: use success or failure"
         )));
     }
-    let outputs = startup_params(req.outputs)?;
+    let outputs = startup_params(outputs)?;
     if outputs.contains_key(TIMED_OUT) {
         return Err(Error::BadRequest(format!(
             "output '{TIMED_OUT}' is set by shoal when a task times out: name it otherwise"
         )));
     }
-    let message = req.message.unwrap_or_else(|| match state {
+    let message = message.unwrap_or_else(|| match state {
         TaskState::Success => format!("completed {by}"),
         _ => format!("failed {by}"),
     });
-    if ctx.store.end_waiting(id, state, &outputs, &message).await? {
+    Ok((state, outputs, message))
+}
+
+async fn end(ctx: &Ctx, id: i64, body: Body, by: &str) -> Result<Json<Completed>> {
+    let req: Completion = body.json_or_default()?;
+    let (state, outputs, message) = ending(req.state, req.outputs, req.message, by)?;
+    if (ctx.store)
+        .end_waiting(id, state, &outputs, &message, Holder::Anyone)
+        .await?
+    {
         tracing::info!(task_instance_id = id, %state, by, "waiting task completed");
         return Ok(Json(Completed { id, state }));
     }
     let row = find_task(ctx, id).await?;
     let kind = row.task_type.parse::<TaskType>().ok();
     Err(Error::Conflict(match row.state {
-        _ if !matches!(kind, Some(TaskType::Wait | TaskType::Callback)) => format!(
-            "task instance {id} is a {} task: only wait and callback tasks are completed",
-            row.task_type
-        ),
+        _ if !matches!(
+            kind,
+            Some(TaskType::Wait | TaskType::Callback | TaskType::External)
+        ) =>
+        {
+            format!(
+                "task instance {id} is a {} task: only wait, callback and external tasks are completed",
+                row.task_type
+            )
+        }
         s if s.is_terminal() => format!(
             "task instance {id} is {s} already{}",
             row.message.map(|m| format!(" ({m})")).unwrap_or_default()

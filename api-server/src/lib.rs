@@ -19,6 +19,7 @@ mod commands;
 mod completions;
 mod drive_by;
 pub mod error;
+mod external;
 mod extract;
 mod hooks;
 mod https;
@@ -119,6 +120,8 @@ pub(crate) struct Ctx {
     pub operations: Arc<HashMap<(Method, String), String>>,
     /// The OpenAPI document, serialized once.
     pub openapi: Arc<str>,
+    /// Wakes external workers' polls when tasks are offered.
+    pub offers: Arc<external::Offers>,
 }
 
 /// Every operation of the REST API, relative to `/api/v1`. The router and the OpenAPI
@@ -176,6 +179,10 @@ fn api_routes() -> OpenApiRouter<Ctx> {
         .routes(routes!(task_actions::act))
         .routes(routes!(completions::callback))
         .routes(routes!(logs::task_log))
+        .routes(routes!(external::poll))
+        .routes(routes!(external::heartbeat))
+        .routes(routes!(external::log))
+        .routes(routes!(external::complete))
         .routes(routes!(task_groups::create, task_groups::list))
         .routes(routes!(task_groups::delete))
         .routes(routes!(alerts::create_channel, alerts::list_channels))
@@ -215,6 +222,7 @@ fn router_until(state: ApiState, shutdown: CancellationToken, https: bool) -> Ro
         shutdown,
         operations: Arc::new(openapi::operations(&doc)),
         openapi: Arc::from(doc.to_json().expect("the OpenAPI document serializes")),
+        offers: Arc::default(),
     };
     let body_limit = ctx.limits.body_bytes;
     let guard = axum::middleware::from_fn_with_state(ctx.clone(), access::guard);

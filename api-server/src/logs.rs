@@ -14,6 +14,7 @@ use axum::response::IntoResponse;
 use serde::Deserialize;
 use shoal_common::proto::ReadLogRequest;
 use shoal_common::proto::worker_client::WorkerClient;
+use shoal_common::types::TaskType;
 use shoal_store::{KeptLog, TaskInstanceRow};
 use std::time::Duration;
 use utoipa::IntoParams;
@@ -64,6 +65,16 @@ pub async fn task_log(
     ApiQuery(q): ApiQuery<LogQuery>,
 ) -> Result<impl IntoResponse> {
     let task = find_task(&ctx, id).await?;
+    // An external worker's log lines are kept in the store as they come.
+    if task.task_type == TaskType::External.as_str() {
+        let kept = ctx.store.kept_log(id).await?.unwrap_or(KeptLog {
+            task_instance_id: id,
+            content: Vec::new(),
+            size: 0,
+        });
+        let more = !task.state.is_terminal();
+        return Ok(kept_answer(&kept, q.offset, more, EXTERNAL_CUT));
+    }
     let Some(addr) = task.worker.clone().filter(|w| !w.is_empty()) else {
         return Err(Error::NotFound(format!(
             "task instance {id} has not started on a worker yet (state {})",
@@ -78,7 +89,7 @@ pub async fn task_log(
         false => None,
     };
     if let Some(kept) = kept.as_ref().filter(|k| k.content.len() as u64 == k.size) {
-        return Ok(kept_answer(kept, q.offset));
+        return Ok(kept_answer(kept, q.offset, false, WORKER_CUT));
     }
     match from_worker(&ctx, &task, &addr, q.offset).await {
         Err(e @ (Error::Peer { .. } | Error::NotFound(_))) => {
@@ -87,7 +98,8 @@ pub async fn task_log(
                 true => kept,
                 false => ctx.store.kept_log(id).await?,
             };
-            kept.map(|k| kept_answer(&k, q.offset)).ok_or(e)
+            kept.map(|k| kept_answer(&k, q.offset, false, WORKER_CUT))
+                .ok_or(e)
         }
         answer => answer,
     }
@@ -144,18 +156,28 @@ async fn from_worker(
 
 /// The kept end of the log, from `from` (a byte of the whole log) on: what is before the
 /// kept part is said in one line instead.
-fn kept_answer(kept: &KeptLog, from: u64) -> LogAnswer {
+/// `more`: the log may grow; `cut` says where the part before the kept end is.
+fn kept_answer(kept: &KeptLog, from: u64, more: bool, cut: &str) -> LogAnswer {
     let start = kept.size - kept.content.len() as u64;
     let mut content = Vec::new();
     if from < start {
         content.extend_from_slice(
-            format!("[the first {start} bytes of this log are only on its worker, which could not serve them; the last {} follow]\n", kept.content.len()).as_bytes(),
+            format!(
+                "[the first {start} bytes of this log {cut}; the last {} follow]\n",
+                kept.content.len()
+            )
+            .as_bytes(),
         );
     }
     let skip = from.saturating_sub(start).min(kept.content.len() as u64) as usize;
     content.extend_from_slice(&kept.content[skip..]);
-    answer(&content, kept.size, false, "store")
+    answer(&content, kept.size, more, "store")
 }
+
+/// Where the start of a worker's log that only its end was kept of is.
+const WORKER_CUT: &str = "are only on its worker, which could not serve them";
+/// Where the start of a long external task's log went.
+const EXTERNAL_CUT: &str = "were dropped (the store keeps an external task's last 256 KiB)";
 
 fn answer(content: &[u8], next: u64, more: bool, source: &str) -> LogAnswer {
     (

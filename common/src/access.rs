@@ -6,13 +6,16 @@ use std::fmt;
 use std::str::FromStr;
 use utoipa::ToSchema;
 
-/// A user's role in a project; each includes the ones before it.
+/// A user's role in a project; each from `Viewer` on includes the ones before it.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
 )]
 #[serde(rename_all = "snake_case")]
 #[schema(as = ProjectRole)]
 pub enum Role {
+    /// Takes, heartbeats, logs and completes the project's external tasks, and nothing
+    /// else (no reads: a worker service's token). Operators and up may do the same.
+    Worker,
     /// Reads the project: workflows, runs, task logs, schedules, backfills.
     Viewer,
     /// + start, stop, pause, resume, rerun, resubmit, backfill.
@@ -24,15 +27,27 @@ pub enum Role {
 }
 
 impl Role {
-    pub const ALL: [Role; 4] = [Role::Viewer, Role::Operator, Role::Editor, Role::Admin];
+    pub const ALL: [Role; 5] = [
+        Role::Worker,
+        Role::Viewer,
+        Role::Operator,
+        Role::Editor,
+        Role::Admin,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
+            Role::Worker => "worker",
             Role::Viewer => "viewer",
             Role::Operator => "operator",
             Role::Editor => "editor",
             Role::Admin => "admin",
         }
+    }
+
+    /// Whether it may work on the project's external tasks.
+    pub fn works_external_tasks(self) -> bool {
+        self == Role::Worker || self >= Role::Operator
     }
 }
 
@@ -49,7 +64,9 @@ impl FromStr for Role {
         Role::ALL
             .into_iter()
             .find(|r| r.as_str() == s)
-            .ok_or_else(|| format!("unknown role '{s}': use viewer, operator, editor or admin"))
+            .ok_or_else(|| {
+                format!("unknown role '{s}': use worker, viewer, operator, editor or admin")
+            })
     }
 }
 
@@ -83,6 +100,16 @@ mod tests {
     fn roles_include_the_ones_below() {
         assert!(Role::Viewer < Role::Operator && Role::Operator < Role::Editor);
         assert!(Role::Editor < Role::Admin);
+        // A worker reads nothing: every read needs Viewer.
+        assert!(Role::Worker < Role::Viewer);
+        let works: Vec<Role> = Role::ALL
+            .into_iter()
+            .filter(|r| r.works_external_tasks())
+            .collect();
+        assert_eq!(
+            works,
+            [Role::Worker, Role::Operator, Role::Editor, Role::Admin]
+        );
         for r in Role::ALL {
             assert_eq!(r.as_str().parse::<Role>(), Ok(r));
         }

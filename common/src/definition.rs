@@ -44,6 +44,10 @@ pub const MAX_EXPANDED_BYTES: usize = 8 * 1024 * 1024;
 
 pub const DEFAULT_PROJECT: &str = "default";
 pub const DEFAULT_WORKER_GROUP: &str = "default";
+/// An external task's lease when it names none.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// The shortest and longest lease an external task may ask for.
+pub const LEASE_RANGE: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(3600));
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -186,6 +190,18 @@ pub struct TaskDef {
     /// `callback`: the request that hands an outside system the task's callback URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callback: Option<CallbackSpec>,
+    /// `external`: the queue external workers take it from (`POST /external/poll`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// `external`: how long a taken task stays with its worker without a heartbeat
+    /// before the attempt fails as lost (default 30s).
+    #[serde(
+        default,
+        with = "crate::duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<String>, example = "30s")]
+    pub lease: Option<Duration>,
     /// What a failure does once the task's retries are spent: see [`OnErrorSpec`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_error: Option<OnErrorSpec>,
@@ -198,7 +214,7 @@ pub struct TaskDef {
     /// `do_while`: a body of tasks run again while a condition holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub do_while: Option<DoWhileSpec>,
-    /// `wait` and `callback`: what happens when `timeout` passes first: `fail` (the
+    /// `wait`, `callback` and `external`: what happens when `timeout` passes first: `fail` (the
     /// default), `succeed`, or the name of a downstream task that then runs instead of
     /// the others (it is skipped when the task completes in time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -260,8 +276,9 @@ impl Default for TaskDef {
 
 impl TaskDef {
     /// The texts parameters are expanded in: command, script, http url, headers and body,
-    /// sql query.
+    /// sql query, an external task's params (what its worker is given).
     pub fn texts(&self) -> impl Iterator<Item = &str> {
+        let external = (self.kind() == TaskType::External).then_some(&self.params);
         let http = self.http.iter().flat_map(|h| {
             std::iter::once(h.url.as_str())
                 .chain(h.headers.values().map(String::as_str))
@@ -277,6 +294,16 @@ impl TaskDef {
                     .chain(c.headers.values().map(String::as_str))
                     .chain(c.body.as_deref())
             }))
+            .chain(
+                external
+                    .into_iter()
+                    .flat_map(|p| p.values().map(String::as_str)),
+            )
+    }
+
+    /// How long an external task's worker keeps it without a heartbeat.
+    pub fn lease(&self) -> Duration {
+        self.lease.unwrap_or(DEFAULT_LEASE)
     }
 
     /// Further attempts after a failure (`on_error.retries` if given, else `retries`).
@@ -299,7 +326,7 @@ impl TaskDef {
         Some((e.action, e.then.as_deref()))
     }
 
-    /// What passing `timeout` does to a `wait` or `callback` task.
+    /// What passing `timeout` does to a `wait`, `callback` or `external` task.
     pub fn on_timeout(&self) -> OnTimeout<'_> {
         match self.on_timeout.as_deref() {
             None | Some("fail") => OnTimeout::Fail,

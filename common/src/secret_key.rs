@@ -78,6 +78,12 @@ impl SecretKey {
     }
 }
 
+/// The context an external task's params are sealed under (they name a secret): bound to
+/// the attempt, so sealed params copied to another do not open.
+pub fn external_params_context(task_instance_id: i64) -> String {
+    format!("external task {task_instance_id} params")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

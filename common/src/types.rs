@@ -236,11 +236,13 @@ string_enum!(
         Terminate => "terminate",
         Foreach => "foreach",
         DoWhile => "do_while",
+        External => "external",
     }
 );
 
 impl TaskType {
-    /// Logic tasks run on the master and hold no worker slot.
+    /// Logic tasks run on the master and hold no worker slot; nor does an external task,
+    /// which waits on the master until an external worker takes it.
     pub fn on_master(self) -> bool {
         matches!(
             self,
@@ -254,6 +256,7 @@ impl TaskType {
                 | Self::Terminate
                 | Self::Foreach
                 | Self::DoWhile
+                | Self::External
         )
     }
 }

@@ -41,6 +41,16 @@ impl Secrets {
         all.get(project)?.get(name).cloned()
     }
 
+    /// Seals `value` (which holds an opened secret) under `context` with this master's
+    /// key, which it has whenever it opened a secret.
+    pub(crate) fn seal(&self, context: &str, value: &str) -> Result<String, String> {
+        let key = self
+            .key
+            .as_ref()
+            .ok_or("this master has no secret key to seal with")?;
+        key.seal(context, value)
+    }
+
     /// Whether `project` has any secret (most have none: their tasks skip the lookup).
     pub(crate) fn any(&self, project: &str) -> bool {
         let all = self.opened.read().expect("secrets lock");

@@ -13,7 +13,7 @@ use super::instance_rows::{
 use super::schema::TaskInstance as Task;
 use super::schema::{Command as Cmd, ErrorCommand as ErrCmd, WorkflowInstance as Inst};
 use super::serial;
-use super::signal::{COMMAND_CHANNEL, CommandSignal};
+use super::signal::{COMMAND_CHANNEL, Signal};
 use super::{ClaimedInstance, CommandStatus, InstanceRow, NewCommand, Store};
 use sea_query::{Expr, ExprTrait, LockBehavior, LockType, Order, Query};
 use shoal_common::definition::WorkflowDef;
@@ -75,15 +75,16 @@ impl Store {
         Ok(error.map(|(error,)| CommandStatus::Error { error }))
     }
 
-    /// On Postgres the signal keeps one of the pool's connections for its LISTEN.
-    pub async fn command_signal(&self) -> Result<CommandSignal> {
+    /// Wakes when commands were written. On Postgres the signal keeps one of the pool's
+    /// connections for its LISTEN.
+    pub async fn command_signal(&self) -> Result<Signal> {
         match &self.db {
             Db::Postgres(pool) => {
                 let mut listener = PgListener::connect_with(pool).await?;
                 listener.listen(COMMAND_CHANNEL).await?;
-                Ok(CommandSignal::postgres(listener))
+                Ok(Signal::postgres(listener))
             }
-            Db::Sqlite { commands, .. } => Ok(CommandSignal::local(commands.clone())),
+            Db::Sqlite { commands, .. } => Ok(Signal::local(commands.clone())),
         }
     }
 

@@ -51,6 +51,8 @@ pub(super) enum Db {
         writer: SqlitePool,
         readers: SqlitePool,
         commands: Arc<LocalSignal>,
+        /// Woken after a commit that offered external tasks.
+        external: Arc<LocalSignal>,
     },
 }
 
@@ -96,6 +98,7 @@ impl Db {
                 writer,
                 readers,
                 commands: Arc::new(LocalSignal::default()),
+                external: Arc::new(LocalSignal::default()),
             })
         } else {
             // Only the scheme: the rest of the URL may hold a password.

@@ -83,9 +83,14 @@ impl Store {
             .map(|(_, log)| log)
             .collect();
         super::task_logs::insert_logs(&mut tx, &logs).await?;
+        let offered = super::external::offer(&mut tx, &batch.external_offers, &fenced).await?;
+        super::external::withdraw(&mut tx, &batch.external_withdrawn, &fenced).await?;
         tx.commit().await?;
         if children_written {
             self.commands_written();
+        }
+        if offered {
+            self.external_offered();
         }
         let mut fenced_instances: Vec<i64> = fenced.into_iter().collect();
         fenced_instances.sort_unstable();

@@ -210,6 +210,11 @@ pub struct WriteBatch {
     pub exception_runs: Vec<(i64, NewCommand)>,
     /// The ends of finished attempts' logs, by the instance they belong to.
     pub task_logs: Vec<(i64, super::KeptLog)>,
+    /// External tasks offered to external workers, with their `waiting` rows.
+    pub external_offers: Vec<super::ExternalOffer>,
+    /// External tasks that ended on the master (a stop, a pause), by their instance: their
+    /// offers are withdrawn.
+    pub external_withdrawn: Vec<(i64, i64)>,
 }
 
 /// A run of a serial workflow ended; `owner` drives the next waiting run, if any.
@@ -278,6 +283,8 @@ impl WriteBatch {
             && self.instance_messages.is_empty()
             && self.exception_runs.is_empty()
             && self.task_logs.is_empty()
+            && self.external_offers.is_empty()
+            && self.external_withdrawn.is_empty()
     }
 }
 

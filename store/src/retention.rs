@@ -10,7 +10,7 @@
 use super::Store;
 use super::db::Tx;
 use super::schema::{
-    Alert, Command, TaskCallback, TaskInstance as Task, TaskLog, TriggerCall,
+    Alert, Command, ExternalTask, TaskCallback, TaskInstance as Task, TaskLog, TriggerCall,
     WorkflowInstance as Inst,
 };
 use sea_query::{Expr, ExprTrait, Order, Query, SelectStatement};
@@ -103,7 +103,7 @@ pub(super) fn with_ids(ids: &[i64]) -> SelectStatement {
 }
 
 /// Deletes the instances `which` selects (their ids) with their task rows, kept logs,
-/// callbacks and alerts; returns how many instances and task rows went.
+/// callbacks, external offers and alerts; returns how many instances and task rows went.
 pub(super) async fn delete_instances(tx: &mut Tx, which: SelectStatement) -> Result<(u64, u64)> {
     let tasks_of = || {
         Query::select()
@@ -122,6 +122,12 @@ pub(super) async fn delete_instances(tx: &mut Tx, which: SelectStatement) -> Res
         Query::delete()
             .from_table(TaskCallback::Table)
             .and_where(Expr::col(TaskCallback::TaskInstanceId).in_subquery(tasks_of())),
+    )
+    .await?;
+    tx.execute(
+        Query::delete()
+            .from_table(ExternalTask::Table)
+            .and_where(Expr::col(ExternalTask::WorkflowInstanceId).in_subquery(which.clone())),
     )
     .await?;
     tx.execute(

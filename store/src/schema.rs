@@ -203,6 +203,22 @@ pub(super) enum TaskLog {
 }
 
 #[derive(Iden, Clone, Copy)]
+pub(super) enum ExternalTask {
+    Table,
+    TaskInstanceId,
+    WorkflowInstanceId,
+    Project,
+    Queue,
+    Params,
+    Sealed,
+    LeaseMs,
+    OfferedAt,
+    Worker,
+    TokenHash,
+    LeaseExpiresAt,
+}
+
+#[derive(Iden, Clone, Copy)]
 pub(super) enum TaskCallback {
     Table,
     TokenHash,

@@ -1,5 +1,6 @@
-//! Waking masters when commands are written: LISTEN/NOTIFY on Postgres, an in-process
-//! signal on SQLite (standalone runs the API and the master in one process).
+//! Waking masters when commands are written, and external workers' polls when tasks are
+//! offered: LISTEN/NOTIFY on Postgres, an in-process signal on SQLite (standalone runs the
+//! API and the master in one process).
 
 use sqlx::postgres::PgListener;
 use std::sync::Arc;
@@ -9,8 +10,10 @@ use tokio::sync::Notify;
 
 /// The Postgres channel `insert_command` notifies.
 pub(super) const COMMAND_CHANNEL: &str = "shoal_command";
+/// The Postgres channel a commit that offers external tasks notifies.
+pub(super) const EXTERNAL_CHANNEL: &str = "shoal_external";
 
-/// Counts command writes; a receiver remembers the count it last saw, so a write that
+/// Counts writes (of commands, or of external offers); a receiver remembers the count it last saw, so a write that
 /// happens while nobody is waiting is still seen by the next `recv`.
 #[derive(Default)]
 pub(super) struct LocalSignal {
@@ -29,9 +32,9 @@ impl LocalSignal {
     }
 }
 
-/// Wakes a master when commands were written (NOTIFY `shoal_command` on Postgres, an
-/// in-process signal on SQLite).
-pub struct CommandSignal {
+/// Wakes its holder when commands were written (NOTIFY `shoal_command` on Postgres, an
+/// in-process signal on SQLite), or external tasks offered (`shoal_external`).
+pub struct Signal {
     inner: Inner,
 }
 
@@ -40,21 +43,21 @@ enum Inner {
     Local { signal: Arc<LocalSignal>, seen: u64 },
 }
 
-impl CommandSignal {
+impl Signal {
     pub(super) fn postgres(listener: PgListener) -> Self {
-        CommandSignal {
+        Signal {
             inner: Inner::Postgres(listener),
         }
     }
 
     pub(super) fn local(signal: Arc<LocalSignal>) -> Self {
         let seen = signal.generation();
-        CommandSignal {
+        Signal {
             inner: Inner::Local { signal, seen },
         }
     }
 
-    /// Returns when a command may have been written since the last call. Cancellation-safe.
+    /// Returns when a write may have happened since the last call. Cancellation-safe.
     pub async fn recv(&mut self) {
         match &mut self.inner {
             // Cancellation-safe: sqlx consumes a message only once it has been read whole.
@@ -65,9 +68,9 @@ impl CommandSignal {
                 }
                 // The connection dropped and notifications sent meanwhile are lost: return
                 // so the caller looks at the table; the listener reconnects on the next call.
-                Ok(None) => tracing::warn!("command listener lost its connection"),
+                Ok(None) => tracing::warn!("notification listener lost its connection"),
                 Err(error) => {
-                    tracing::warn!(%error, "command listener failed");
+                    tracing::warn!(%error, "notification listener failed");
                     // Keeps a persistent failure from turning the caller's loop into a busy loop.
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }

@@ -1,12 +1,13 @@
-//! Wait and callback tasks: a waiting attempt ends through one conditional write, whoever
-//! makes it (the API's completion, a callback, the master's timeout or a failed callback
-//! request), so exactly one of them wins; the master learns the end from the row.
+//! Wait, callback and external tasks: a waiting attempt ends through one conditional
+//! write, whoever makes it (the API's completion, a callback, an external worker, the
+//! master's timeout, a lapsed lease or a failed callback request), so exactly one of them
+//! wins; the master learns the end from the row.
 
-use super::Store;
 use super::codec::to_json;
 use super::instance_rows::{TaskRecord, select_tasks};
 use super::schema::{TaskCallback, TaskInstance as Task};
 use super::sql::insert_rows;
+use super::{Holder, Store};
 use crate::TaskInstanceRow;
 use sea_query::{Expr, ExprTrait, Query};
 use shoal_common::error::Result;
@@ -14,30 +15,36 @@ use shoal_common::start::Params;
 use shoal_common::types::{TaskState, now_ms};
 
 impl Store {
-    /// Ends attempt `id` in `state` with its outputs if it is still waiting. Returns false
-    /// when it was not (already ended, or not a waiting task): nothing was written.
+    /// Ends attempt `id` in `state` with its outputs if it is still waiting and `holder`
+    /// may end it (an external task's offer goes with it). Returns false when it was not
+    /// (already ended, not a waiting task, or another holder's): nothing was written.
     pub async fn end_waiting(
         &self,
         id: i64,
         state: TaskState,
         output: &Params,
         message: &str,
+        holder: Holder<'_>,
     ) -> Result<bool> {
         let mut tx = self.db.begin().await?;
         let output = (!output.is_empty()).then(|| to_json(output)).transpose()?;
-        let hit: Option<(i64,)> = tx
-            .fetch_optional(
-                Query::update()
-                    .table(Task::Table)
-                    .value(Task::State, state.as_str())
-                    .value(Task::Output, output)
-                    .value(Task::Message, message)
-                    .value(Task::EndedAt, now_ms())
-                    .and_where(Expr::col(Task::Id).eq(id))
-                    .and_where(Expr::col(Task::State).eq(TaskState::Waiting.as_str()))
-                    .returning_col(Task::Id),
-            )
-            .await?;
+        let mut update = Query::update();
+        update
+            .table(Task::Table)
+            .value(Task::State, state.as_str())
+            .value(Task::Output, output)
+            .value(Task::Message, message)
+            .value(Task::EndedAt, now_ms())
+            .and_where(Expr::col(Task::Id).eq(id))
+            .and_where(Expr::col(Task::State).eq(TaskState::Waiting.as_str()))
+            .returning_col(Task::Id);
+        if let Some(held) = holder.condition(id) {
+            update.and_where(held);
+        }
+        let hit: Option<(i64,)> = tx.fetch_optional(&update).await?;
+        if hit.is_some() {
+            super::external::ended(&mut tx, id).await?;
+        }
         tx.commit().await?;
         Ok(hit.is_some())
     }

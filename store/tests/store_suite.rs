@@ -86,6 +86,8 @@ store_suite!(
     retention_deletes_instances_ended_before_the_cutoff_with_their_rows,
     a_longer_kept_log_replaces_a_shorter_one_and_never_the_reverse,
     a_deleted_project_takes_its_runs_and_one_made_again_starts_empty,
+    concurrent_polls_take_each_external_task_once,
+    only_the_lease_holder_renews_and_completes_and_a_lapse_ends_it,
 );
 
 #[path = "store_suite/schedules.rs"]
@@ -120,6 +122,10 @@ use projects::*;
 #[path = "store_suite/triggers.rs"]
 mod triggers;
 use triggers::*;
+
+#[path = "store_suite/external.rs"]
+mod external;
+use external::*;
 
 // ---- harness ----
 

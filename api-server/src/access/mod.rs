@@ -97,9 +97,19 @@ impl Caller {
         self.roles.insert(project.to_string(), role);
     }
 
-    /// The projects they may see; None: all of them.
+    /// The projects they may see; None: all of them. A worker sees none.
     pub fn visible_projects(&self) -> Option<Vec<String>> {
-        (!self.admin).then(|| self.roles.keys().cloned().collect())
+        (!self.admin).then(|| self.projects_where(|r| r >= Role::Viewer))
+    }
+
+    /// The projects whose external tasks they may work on; None: all of them.
+    pub fn external_projects(&self) -> Option<Vec<String>> {
+        (!self.admin).then(|| self.projects_where(Role::works_external_tasks))
+    }
+
+    fn projects_where(&self, allowed: impl Fn(Role) -> bool) -> Vec<String> {
+        let roles = self.roles.iter().filter(|(_, r)| allowed(**r));
+        roles.map(|(p, _)| p.clone()).collect()
     }
 
     /// 403 unless they may see `project`.
@@ -107,10 +117,15 @@ impl Caller {
         self.check(project, Role::Viewer)
     }
 
-    /// 403 unless they have at least `role` in `project`.
+    /// 403 unless they have at least `role` in `project`; `Worker` asks for a role that
+    /// works on external tasks (worker, or operator and up: not viewer).
     pub fn check(&self, project: &str, role: Role) -> Result<()> {
+        let enough = |has: Role| match role {
+            Role::Worker => has.works_external_tasks(),
+            _ => has >= role,
+        };
         match self.role_in(project) {
-            Some(has) if has >= role => Ok(()),
+            Some(has) if enough(has) => Ok(()),
             has => Err(Error::Forbidden(format!(
                 "user '{}' needs the {role} role in project '{project}' (has {}); a project admin can grant it",
                 self.name,
@@ -157,6 +172,11 @@ async fn authenticate(ctx: &Ctx, headers: &HeaderMap) -> Result<Caller> {
         None => Err(Error::Unauthorized),
     }
 }
+
+/// Marks a successful answer to a mutation that changed nothing (an external worker's
+/// poll that took no task): it is not audited.
+#[derive(Clone, Copy, Debug)]
+pub struct Unchanged;
 
 /// Why the guard refused a request: what the caller is told, and, when that hides the
 /// reason, what the audit row records instead.
@@ -306,7 +326,8 @@ pub(crate) async fn audit(
     answer: impl Future<Output = Response>,
 ) -> Response {
     let (response, row, entry) = audited(entry, answer).await;
-    if row.is_some() && response.status().is_success() {
+    let unchanged = response.extensions().get::<Unchanged>().is_some();
+    if response.status().is_success() && (row.is_some() || unchanged) {
         return response;
     }
     let (response, result) = outcome(response).await;

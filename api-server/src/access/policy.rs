@@ -91,6 +91,12 @@ pub fn rule(op: &str) -> Option<Need> {
         "getInstance" => Project(Viewer, Instance),
         "actOnInstance" | "deleteInstance" => Project(Operator, Instance),
         "completeTaskInstance" | "actOnTaskInstance" => Project(Operator, TaskInstance),
+        // The handler polls only the projects the caller works in.
+        "pollExternalTasks" => SignedIn,
+        // A worker role, or operator and up (see `Caller::check`); the lease token too.
+        "heartbeatExternalTask" | "appendExternalTaskLog" | "completeExternalTask" => {
+            Project(Worker, TaskInstance)
+        }
         "getTaskInstance" | "getTaskLog" => Project(Viewer, TaskInstance),
         "getCommand" => Project(Viewer, Command),
         "getBackfill" => Project(Viewer, Backfill),
@@ -99,7 +105,11 @@ pub fn rule(op: &str) -> Option<Need> {
     })
 }
 
-/// Operations that change nothing although they are not GETs: not audited.
+/// Operations that change nothing although they are not GETs, or nothing worth a record
+/// (an external task's heartbeats and log lines, every few seconds): not audited.
 pub fn is_read(op: &str) -> bool {
-    op == "validateWorkflow"
+    matches!(
+        op,
+        "validateWorkflow" | "heartbeatExternalTask" | "appendExternalTaskLog"
+    )
 }

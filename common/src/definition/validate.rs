@@ -2,7 +2,9 @@
 //! settings, dependencies without a cycle, branches and error handlers.
 
 use super::name::{valid_name, valid_tenant};
-use super::{DefinitionError, ErrorAction, WorkflowDef, dependent, do_while, fanout};
+use super::{
+    DefinitionError, ErrorAction, LEASE_RANGE, TaskDef, WorkflowDef, dependent, do_while, fanout,
+};
 use crate::types::TaskType;
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::DiGraph;
@@ -95,6 +97,7 @@ impl WorkflowDef {
                 TaskType::Terminate => t.terminate.is_none().then_some("terminate"),
                 TaskType::Foreach => t.foreach.is_none().then_some("foreach"),
                 TaskType::DoWhile => t.do_while.is_none().then_some("do_while"),
+                TaskType::External => t.queue.is_none().then_some("queue"),
                 TaskType::Noop | TaskType::Delay | TaskType::Wait => None,
             };
             if let Some(field) = missing {
@@ -107,12 +110,17 @@ impl WorkflowDef {
             fanout::check(self, t)?;
             dependent::check(t)?;
             do_while::check(self, t)?;
-            if t.on_timeout.is_some() && !matches!(kind, TaskType::Wait | TaskType::Callback) {
+            let waits = matches!(
+                kind,
+                TaskType::Wait | TaskType::Callback | TaskType::External
+            );
+            if t.on_timeout.is_some() && !waits {
                 return Err(DefinitionError::BadBranch {
                     task: t.name.clone(),
-                    reason: "on_timeout applies to wait and callback tasks only".into(),
+                    reason: "on_timeout applies to wait, callback and external tasks only".into(),
                 });
             }
+            check_external(t, kind)?;
         }
         for t in &self.tasks {
             for d in &t.depends_on {
@@ -257,4 +265,39 @@ impl WorkflowDef {
         }
         None
     }
+}
+
+/// An external task's queue is a name; its lease is within [`LEASE_RANGE`]; neither is
+/// given to another type.
+fn check_external(t: &TaskDef, kind: TaskType) -> Result<(), DefinitionError> {
+    let bad = |reason: String| {
+        Err(DefinitionError::BadBranch {
+            task: t.name.clone(),
+            reason,
+        })
+    };
+    if kind != TaskType::External {
+        if t.queue.is_some() || t.lease.is_some() {
+            return bad("queue and lease apply to external tasks only".into());
+        }
+        return Ok(());
+    }
+    if let Some(queue) = &t.queue
+        && !valid_name(queue)
+    {
+        return Err(DefinitionError::BadName {
+            what: "queue",
+            value: queue.clone(),
+        });
+    }
+    let (least, most) = LEASE_RANGE;
+    if !(least..=most).contains(&t.lease()) {
+        return bad(format!(
+            "lease {} is out of range: use {} to {}",
+            crate::duration::format(t.lease()),
+            crate::duration::format(least),
+            crate::duration::format(most)
+        ));
+    }
+    Ok(())
 }

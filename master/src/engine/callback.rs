@@ -10,7 +10,7 @@
 use shoal_common::access::{random_hex, token_hash};
 use shoal_common::mask::Mask;
 use shoal_common::types::TaskState;
-use shoal_store::Store;
+use shoal_store::{Holder, Store};
 use std::time::Duration;
 use tracing::warn;
 
@@ -113,7 +113,10 @@ async fn call(r: &Request) -> Result<(), String> {
 
 async fn fail(store: &Store, id: i64, state: TaskState, reason: &str) {
     let output = Default::default();
-    if let Err(error) = store.end_waiting(id, state, &output, reason).await {
+    if let Err(error) = store
+        .end_waiting(id, state, &output, reason, Holder::Anyone)
+        .await
+    {
         warn!(%error, task_instance_id = id, reason, "cannot fail a callback task");
     }
 }

@@ -9,7 +9,7 @@ use shoal_common::definition::{ERROR_EXIT_CODE, ERROR_MESSAGE, ErrorAction};
 use shoal_common::metrics;
 use shoal_common::proto::{TaskEvent, TaskEventKind};
 use shoal_common::start::Params;
-use shoal_common::types::{TaskState, WorkflowState};
+use shoal_common::types::{TaskState, TaskType, WorkflowState};
 use shoal_store::{InstanceUpdate, KeptLog, SerialEnd, TaskUpdate};
 use tracing::info;
 
@@ -216,6 +216,13 @@ impl Engine {
     /// recorded, so the slot need not wait for this commit.
     fn ended(&self, id: i64, cycle: &mut Cycle) {
         cycle.ended_tasks.push(id);
+        // An external task that ended here (a stop, a pause) is offered no longer.
+        if let Some(t) = self.tasks.get(&id)
+            && let Some(run) = self.runs.get(&t.instance)
+            && run.rt.definition().tasks[t.node].kind() == TaskType::External
+        {
+            cycle.batch.external_withdrawn.push((t.instance, id));
+        }
         if let Some(worker) = self.tasks.get(&id).and_then(|t| t.place.worker()) {
             self.dispatch.free(worker, id);
         }

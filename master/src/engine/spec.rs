@@ -17,10 +17,11 @@ use shoal_common::params::{
 };
 use shoal_common::proto::TaskSpec;
 use shoal_common::schedule::local_time;
+use shoal_common::secret_key::external_params_context;
 use shoal_common::start::Params;
 use shoal_common::start::StartOptions;
 use shoal_common::types::{CommandKind, TaskType, WorkflowState, now_ms};
-use shoal_store::{ChildStart, NewCommand};
+use shoal_store::{ChildStart, ExternalOffer, NewCommand};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -170,15 +171,59 @@ pub(super) fn callback_request(
     })
 }
 
-/// The wait of a wait or callback task that started waiting at `started_ms`: its
-/// timeout, if any, counts from then, on whichever master drives it.
+/// The wait of a wait, callback or external task that started waiting at `started_ms`:
+/// its timeout, if any, counts from then, on whichever master drives it.
 pub(super) fn signal(run: &Run, node: Node, started_ms: i64) -> Wait {
     let expiry = run.rt.wait_expiry(node).map(|e| Expiry {
         at_ms: started_ms + e.after.as_millis() as i64,
         state: e.state,
         message: e.message,
     });
-    Wait::Signal { expiry }
+    let leased = run.rt.definition().tasks[node].kind() == TaskType::External;
+    Wait::Signal { expiry, leased }
+}
+
+/// An external task's offer: its params expanded as a shell command would be (secrets
+/// included, so its worker needs no second call), sealed with the secret key when they
+/// hold a secret.
+pub(super) fn external_offer(
+    run: &Run,
+    node: Node,
+    id: i64,
+    secrets: &Secrets,
+) -> Result<ExternalOffer, String> {
+    let def = &run.rt.definition().tasks[node];
+    let Some(queue) = def.queue.clone() else {
+        return Err(format!("task '{}' has no queue", def.name));
+    };
+    let (params, schedule_time) = task_params(run, node, id);
+    let revealed = reveal(secrets, &run.project, def)?;
+    let all = with_secrets(&params, &revealed);
+    let ctx = Context {
+        params: &all,
+        schedule_time,
+    };
+    let mask = revealed.mask();
+    let mut given = serde_json::Map::new();
+    for (k, v) in &def.params {
+        let v = expand(v, &ctx).map_err(|e| mask.message(&format!("task '{}': {e}", def.name)))?;
+        given.insert(k.clone(), v.into());
+    }
+    let json = serde_json::Value::Object(given).to_string();
+    let sealed = !revealed.named.is_empty();
+    let params = match sealed {
+        true => secrets.seal(&external_params_context(id), &json)?,
+        false => json,
+    };
+    Ok(ExternalOffer {
+        task_instance_id: id,
+        workflow_instance_id: run.instance_id,
+        project: run.project.clone(),
+        queue,
+        params,
+        sealed,
+        lease_ms: def.lease().as_millis() as i64,
+    })
 }
 
 /// The project secrets a task uses.

@@ -53,7 +53,9 @@ impl Engine {
             // already, a conditions task's branch is taken by the runtime.
             match kind {
                 TaskType::SubWorkflow => EngineMsg::StartChild { id },
-                TaskType::Wait | TaskType::Callback => EngineMsg::StartWait { id },
+                TaskType::Wait | TaskType::Callback | TaskType::External => {
+                    EngineMsg::StartWait { id }
+                }
                 TaskType::Foreach => EngineMsg::Expand { id },
                 TaskType::DoWhile => EngineMsg::StartLoop { id },
                 TaskType::Terminate => {

@@ -1,5 +1,6 @@
 //! Attempts that begin to wait on the master (a sub_workflow task for its child run, a
-//! wait or callback task for its completion), and what a poll of the waits found.
+//! wait, callback or external task for its completion), and what a poll of the waits
+//! found.
 
 use super::cycle::Cycle;
 use super::places::Place;
@@ -26,8 +27,8 @@ impl Engine {
         }
     }
 
-    /// Records a wait or callback task as waiting (and its callback request, sent once the
-    /// record is committed).
+    /// Records a wait, callback or external task as waiting (with an external task's offer;
+    /// a callback's request is sent once the record is committed).
     pub(super) fn start_wait(&mut self, id: i64, cycle: &mut Cycle, now: i64) {
         let Some(t) = self.to_start(id) else { return };
         let Some(run) = self.runs.get(&t.instance) else {
@@ -37,7 +38,20 @@ impl Engine {
         let mut message = format!(
             "waiting to be completed: `shoal task complete {id}` or POST /api/v1/task-instances/{id}/complete"
         );
-        if run.rt.definition().tasks[node].kind() == TaskType::Callback {
+        let def = &run.rt.definition().tasks[node];
+        if def.kind() == TaskType::External {
+            match spec::external_offer(run, node, id, &self.ctx.secrets) {
+                Ok(offer) => {
+                    message = format!(
+                        "waiting for an external worker to take it from queue '{}'",
+                        offer.queue
+                    );
+                    cycle.batch.external_offers.push(offer);
+                }
+                Err(why) => return self.settle(id, Fact::Unrunnable(why), cycle, now),
+            }
+        }
+        if def.kind() == TaskType::Callback {
             let api = self.ctx.api_url.as_deref();
             match spec::callback_request(run, node, id, &self.ctx.secrets, api) {
                 Ok(request) => {

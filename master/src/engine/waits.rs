@@ -1,6 +1,6 @@
 //! Tasks that wait for something else: a sub_workflow task for its child run to end, a
 //! dependent task for other workflows' runs on dates relative to its run's, a task of a
-//! task group for a slot, a wait or callback task for its completion. One cheap poll of
+//! task group for a slot, a wait, callback or external task for its completion. One cheap poll of
 //! the store every half second covers all of them, and only while any wait (a dependent
 //! task is checked every `check_interval` of its own).
 
@@ -10,7 +10,7 @@ use shoal_common::definition::{
 };
 use shoal_common::start::Params;
 use shoal_common::types::{TaskState, now_ms};
-use shoal_store::{ChildState, SlotGrants, Store, TaskInstanceRow};
+use shoal_store::{ChildState, Holder, SlotGrants, Store, TaskInstanceRow};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -29,10 +29,13 @@ pub enum Wait {
     },
     /// A slot of this task group.
     TaskGroup(String),
-    /// A wait or callback task's completion: its row leaves `waiting` by one conditional
-    /// write (the API, its callback, or this poll when `expiry` passed).
+    /// A wait, callback or external task's completion: its row leaves `waiting` by one
+    /// conditional write (the API, its callback, its external worker, or this poll when
+    /// `expiry` passed or an external worker's lease lapsed).
     Signal {
         expiry: Option<Expiry>,
+        /// An external task: its lease is checked.
+        leased: bool,
     },
 }
 
@@ -186,26 +189,66 @@ async fn check(store: &Store, waits: Vec<(i64, Wait)>) -> Polled {
     polled
 }
 
-/// Ends the signal waits whose expiry passed (unless completed first), then reads which
-/// of them no longer wait.
+/// Ends the signal waits whose expiry passed or whose external worker's lease lapsed
+/// (unless completed first), then reads which of them no longer wait.
 async fn signals(store: &Store, waits: &[(i64, Wait)], polled: &mut Polled) {
     let mut ids = Vec::new();
+    let mut leased = Vec::new();
     for (id, wait) in waits {
-        let Wait::Signal { expiry } = wait else {
+        let Wait::Signal { expiry, leased: l } = wait else {
             continue;
         };
         ids.push(*id);
+        if *l {
+            leased.push(*id);
+        }
         let Some(e) = expiry.as_ref().filter(|e| now_ms() >= e.at_ms) else {
             continue;
         };
         let output = Params::from([(TIMED_OUT.to_string(), "true".to_string())]);
-        if let Err(error) = store.end_waiting(*id, e.state, &output, &e.message).await {
+        if let Err(error) = store
+            .end_waiting(*id, e.state, &output, &e.message, Holder::Anyone)
+            .await
+        {
             tracing::warn!(%error, task_instance_id = id, "cannot time out a waiting task; trying again");
         }
     }
+    lapse_leases(store, &leased).await;
     match store.ended_waits(&ids).await {
         Ok(rows) => polled.ended = rows,
         Err(error) => tracing::warn!(%error, "cannot read waiting tasks; trying again"),
+    }
+}
+
+/// Fails the external tasks among `ids` whose worker let its lease lapse: the attempt
+/// is lost with it (its retries apply; the next attempt is offered again). A heartbeat
+/// that renews the lease first wins.
+async fn lapse_leases(store: &Store, ids: &[i64]) {
+    let now = now_ms();
+    let lapsed = match store.lapsed_leases(ids, now).await {
+        Ok(lapsed) => lapsed,
+        Err(error) => {
+            return tracing::warn!(%error, "cannot read external tasks' leases; trying again");
+        }
+    };
+    for (id, worker, at) in lapsed {
+        let message = format!(
+            "lost: external worker {worker} did not renew its lease, which lapsed at {}",
+            shoal_common::types::ms_to_rfc3339(at)
+        );
+        let (state, holder) = (TaskState::Failure, Holder::LapsedBefore(now));
+        match store
+            .end_waiting(id, state, &Params::new(), &message, holder)
+            .await
+        {
+            Ok(true) => {
+                tracing::warn!(task_instance_id = id, %worker, "external task's lease lapsed")
+            }
+            Ok(false) => {}
+            Err(error) => {
+                tracing::warn!(%error, task_instance_id = id, "cannot fail a lapsed lease; trying again")
+            }
+        }
     }
 }
 

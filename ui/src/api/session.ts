@@ -8,9 +8,10 @@ export function useSession(): Session | undefined {
   return usePoll((signal) => getJson<Session>("/session", { signal }), `session:${token() ?? ""}`).data;
 }
 
-const RANK: Record<Role, number> = { viewer: 0, operator: 1, editor: 2, admin: 3 };
+// A worker (an external worker's token) reads nothing: below every role a page asks for.
+const RANK: Record<Role, number> = { worker: -1, viewer: 0, operator: 1, editor: 2, admin: 3 };
 
-/** Whether `has` includes `needs` (a role includes the ones below it). */
+/** Whether `has` includes `needs` (a role from viewer up includes the ones below it). */
 export function atLeast(has: Role | null | undefined, needs: Role): boolean {
   return has != null && RANK[has] >= RANK[needs];
 }

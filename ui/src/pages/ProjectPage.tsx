@@ -8,7 +8,7 @@ import { usePoll } from "../api/usePoll";
 import { errorText, when } from "../components/format";
 import { Link, navigate, path, useTitle } from "../router";
 
-const ROLES: Role[] = ["viewer", "operator", "editor", "admin"];
+const ROLES: Role[] = ["worker", "viewer", "operator", "editor", "admin"];
 
 function Alert({ text }: { text: string }) {
   return text ? (

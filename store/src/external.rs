@@ -1,0 +1,406 @@
+//! External tasks: offered with their attempt's `waiting` row, taken by an external
+//! worker's poll (a lease: the worker, a token's hash, an expiry), kept by heartbeats, and
+//! ended like any waiting attempt by one conditional write (`Store::end_waiting`): its
+//! worker's completion, or the master's when the lease lapsed or the timeout passed.
+
+use super::db::{Db, Tx};
+use super::schema::{
+    ExternalTask as Ext, TaskInstance as Task, TaskLog as Log, WorkflowInstance as Inst,
+};
+use super::signal::{EXTERNAL_CHANNEL, Signal};
+use super::sql::insert_rows;
+use super::{Backend, Store};
+use sea_query::{Expr, ExprTrait, LockBehavior, LockType, Order, Query};
+use shoal_common::error::Result;
+use shoal_common::types::{TaskState, now_ms};
+use sqlx::postgres::PgListener;
+use std::collections::HashSet;
+
+/// The most of an external task's log the store keeps: its last bytes.
+pub const EXTERNAL_LOG_BYTES: usize = 256 * 1024;
+
+/// An external task offered to external workers on `queue`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExternalOffer {
+    pub task_instance_id: i64,
+    pub workflow_instance_id: i64,
+    pub project: String,
+    pub queue: String,
+    /// The task's params expanded, as a JSON object; sealed with the secret key when
+    /// they hold a secret.
+    pub params: String,
+    pub sealed: bool,
+    pub lease_ms: i64,
+}
+
+/// An external task a poll took: what its worker is given.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Leased {
+    pub task_instance_id: i64,
+    pub workflow_instance_id: i64,
+    pub project: String,
+    pub workflow: String,
+    pub task: String,
+    pub attempt: i32,
+    pub queue: String,
+    pub params: String,
+    pub sealed: bool,
+    pub lease_expires_at: i64,
+}
+
+/// An external task's offer as it stands: who holds it, until when.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Lease {
+    pub worker: Option<String>,
+    pub token_hash: Option<String>,
+    pub lease_expires_at: Option<i64>,
+}
+
+/// Who ends a waiting attempt ([`Store::end_waiting`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder<'a> {
+    /// The API, a callback, the master's timeout: whoever comes first.
+    Anyone,
+    /// The external worker holding the lease whose token has this hash.
+    Lease(&'a str),
+    /// The master, for a lease that lapsed before this time (unless a heartbeat renewed
+    /// it meanwhile).
+    LapsedBefore(i64),
+}
+
+impl Holder<'_> {
+    /// The condition on the attempt's id that makes this holder's write count.
+    pub(super) fn condition(self, id: i64) -> Option<sea_query::SimpleExpr> {
+        let offer = |cond: sea_query::SimpleExpr| {
+            Expr::col(Task::Id).in_subquery(
+                Query::select()
+                    .column(Ext::TaskInstanceId)
+                    .from(Ext::Table)
+                    .and_where(Expr::col(Ext::TaskInstanceId).eq(id))
+                    .and_where(cond)
+                    .take(),
+            )
+        };
+        match self {
+            Holder::Anyone => None,
+            Holder::Lease(hash) => Some(offer(Expr::col(Ext::TokenHash).eq(hash))),
+            Holder::LapsedBefore(at) => Some(offer(Expr::col(Ext::LeaseExpiresAt).lt(at))),
+        }
+    }
+}
+
+/// Records `offers` in `tx` (those of fenced instances aside), NOTIFYing polls on
+/// Postgres at the commit; returns whether any was written.
+pub(super) async fn offer(
+    tx: &mut Tx,
+    offers: &[ExternalOffer],
+    fenced: &HashSet<i64>,
+) -> Result<bool> {
+    let offers: Vec<&ExternalOffer> = offers
+        .iter()
+        .filter(|o| !fenced.contains(&o.workflow_instance_id))
+        .collect();
+    if offers.is_empty() {
+        return Ok(false);
+    }
+    let now = now_ms();
+    tx.execute(&insert_rows(
+        Ext::Table,
+        [
+            Ext::TaskInstanceId,
+            Ext::WorkflowInstanceId,
+            Ext::Project,
+            Ext::Queue,
+            Ext::Params,
+            Ext::Sealed,
+            Ext::LeaseMs,
+            Ext::OfferedAt,
+        ],
+        offers.iter().map(|o| {
+            [
+                o.task_instance_id.into(),
+                o.workflow_instance_id.into(),
+                o.project.clone().into(),
+                o.queue.clone().into(),
+                o.params.clone().into(),
+                o.sealed.into(),
+                o.lease_ms.into(),
+                now.into(),
+            ]
+        }),
+    ))
+    .await?;
+    if tx.backend() == Backend::Postgres {
+        tx.execute(
+            Query::select().expr(
+                sea_query::Func::cust("pg_notify")
+                    .arg(EXTERNAL_CHANNEL)
+                    .arg(""),
+            ),
+        )
+        .await?;
+    }
+    Ok(true)
+}
+
+/// Deletes the offers of attempts that ended (`(instance, attempt)` pairs; fenced
+/// instances aside).
+pub(super) async fn withdraw(
+    tx: &mut Tx,
+    ended: &[(i64, i64)],
+    fenced: &HashSet<i64>,
+) -> Result<()> {
+    let ids: Vec<i64> = ended
+        .iter()
+        .filter(|(instance, _)| !fenced.contains(instance))
+        .map(|(_, id)| *id)
+        .collect();
+    if !ids.is_empty() {
+        tx.execute(
+            Query::delete()
+                .from_table(Ext::Table)
+                .and_where(Expr::col(Ext::TaskInstanceId).is_in(ids)),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Deletes the offer of attempt `id`, which ended.
+pub(super) async fn ended(tx: &mut Tx, id: i64) -> Result<()> {
+    tx.execute(
+        Query::delete()
+            .from_table(Ext::Table)
+            .and_where(Expr::col(Ext::TaskInstanceId).eq(id)),
+    )
+    .await
+}
+
+impl Store {
+    /// Wakes standalone's polls after a commit that offered external tasks (Postgres
+    /// polls are woken by the NOTIFY of the transaction).
+    pub(super) fn external_offered(&self) {
+        if let Db::Sqlite { external, .. } = &self.db {
+            external.wake();
+        }
+    }
+
+    /// Wakes when external tasks were offered. On Postgres the signal keeps one of the
+    /// pool's connections for its LISTEN.
+    pub async fn external_signal(&self) -> Result<Signal> {
+        match &self.db {
+            Db::Postgres(pool) => {
+                let mut listener = PgListener::connect_with(pool).await?;
+                listener.listen(EXTERNAL_CHANNEL).await?;
+                Ok(Signal::postgres(listener))
+            }
+            Db::Sqlite { external, .. } => Ok(Signal::local(external.clone())),
+        }
+    }
+
+    /// Takes up to `max` untaken external tasks of `queues` (of `projects` only, when
+    /// given), oldest first, for `worker` under the token whose hash is `token_hash`.
+    /// Concurrent polls take different tasks.
+    pub async fn take_external(
+        &self,
+        queues: &[String],
+        projects: Option<&[String]>,
+        worker: &str,
+        token_hash: &str,
+        max: u64,
+    ) -> Result<Vec<Leased>> {
+        let mut tx = self.db.begin().await?;
+        let mut ready = Query::select();
+        ready
+            .column((Ext::Table, Ext::TaskInstanceId))
+            .from(Ext::Table)
+            .inner_join(
+                Task::Table,
+                Expr::col((Task::Table, Task::Id)).equals((Ext::Table, Ext::TaskInstanceId)),
+            )
+            .and_where(Expr::col((Ext::Table, Ext::TokenHash)).is_null())
+            .and_where(Expr::col((Ext::Table, Ext::Queue)).is_in(queues.iter().cloned()))
+            .and_where(Expr::col((Task::Table, Task::State)).eq(TaskState::Waiting.as_str()))
+            .order_by((Ext::Table, Ext::TaskInstanceId), Order::Asc)
+            .limit(max);
+        if let Some(projects) = projects {
+            ready.and_where(Expr::col((Ext::Table, Ext::Project)).is_in(projects.iter().cloned()));
+        }
+        if tx.backend() == Backend::Postgres {
+            ready.lock_with_tables_behavior(
+                LockType::Update,
+                [Ext::Table],
+                LockBehavior::SkipLocked,
+            );
+        }
+        let ids: Vec<(i64,)> = tx.fetch_all(&ready).await?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<i64> = ids.into_iter().map(|(id,)| id).collect();
+        let now = now_ms();
+        tx.execute(
+            Query::update()
+                .table(Ext::Table)
+                .value(Ext::Worker, worker)
+                .value(Ext::TokenHash, token_hash)
+                .value(Ext::LeaseExpiresAt, Expr::col(Ext::LeaseMs).add(now))
+                .and_where(Expr::col(Ext::TaskInstanceId).is_in(ids.iter().copied())),
+        )
+        .await?;
+        tx.execute(
+            Query::update()
+                .table(Task::Table)
+                .value(Task::Worker, worker)
+                .value(Task::Message, format!("taken by external worker {worker}"))
+                .and_where(Expr::col(Task::Id).is_in(ids.iter().copied())),
+        )
+        .await?;
+        let taken: Vec<Leased> = tx
+            .fetch_all(
+                Query::select()
+                    .expr_as(
+                        Expr::col((Ext::Table, Ext::TaskInstanceId)),
+                        "task_instance_id",
+                    )
+                    .expr_as(
+                        Expr::col((Ext::Table, Ext::WorkflowInstanceId)),
+                        "workflow_instance_id",
+                    )
+                    .expr_as(Expr::col((Ext::Table, Ext::Project)), "project")
+                    .expr_as(Expr::col((Inst::Table, Inst::Workflow)), "workflow")
+                    .expr_as(Expr::col((Task::Table, Task::Name)), "task")
+                    .expr_as(Expr::col((Task::Table, Task::Attempt)), "attempt")
+                    .expr_as(Expr::col((Ext::Table, Ext::Queue)), "queue")
+                    .expr_as(Expr::col((Ext::Table, Ext::Params)), "params")
+                    .expr_as(Expr::col((Ext::Table, Ext::Sealed)), "sealed")
+                    .expr_as(
+                        Expr::col((Ext::Table, Ext::LeaseExpiresAt)),
+                        "lease_expires_at",
+                    )
+                    .from(Ext::Table)
+                    .inner_join(
+                        Task::Table,
+                        Expr::col((Task::Table, Task::Id))
+                            .equals((Ext::Table, Ext::TaskInstanceId)),
+                    )
+                    .inner_join(
+                        Inst::Table,
+                        Expr::col((Inst::Table, Inst::Id))
+                            .equals((Ext::Table, Ext::WorkflowInstanceId)),
+                    )
+                    .and_where(Expr::col((Ext::Table, Ext::TaskInstanceId)).is_in(ids))
+                    .order_by((Ext::Table, Ext::TaskInstanceId), Order::Asc),
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(taken)
+    }
+
+    /// The offer of attempt `id`, if it is (still) offered.
+    pub async fn external_lease(&self, id: i64) -> Result<Option<Lease>> {
+        self.db
+            .fetch_optional(
+                Query::select()
+                    .columns([Ext::Worker, Ext::TokenHash, Ext::LeaseExpiresAt])
+                    .from(Ext::Table)
+                    .and_where(Expr::col(Ext::TaskInstanceId).eq(id)),
+            )
+            .await
+    }
+
+    /// Renews the lease of waiting attempt `id` held under the token whose hash is
+    /// `token_hash`; returns its new expiry, or None when that lease is not current (the
+    /// attempt ended, or another lease holds it).
+    pub async fn renew_lease(&self, id: i64, token_hash: &str) -> Result<Option<i64>> {
+        let mut tx = self.db.begin().await?;
+        let renewed: Option<(i64,)> = tx
+            .fetch_optional(
+                Query::update()
+                    .table(Ext::Table)
+                    .value(Ext::LeaseExpiresAt, Expr::col(Ext::LeaseMs).add(now_ms()))
+                    .and_where(Expr::col(Ext::TaskInstanceId).eq(id))
+                    .and_where(Expr::col(Ext::TokenHash).eq(token_hash))
+                    .and_where(waiting(id))
+                    .returning_col(Ext::LeaseExpiresAt),
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(renewed.map(|(at,)| at))
+    }
+
+    /// Appends `text` to the log of waiting attempt `id` held under the token whose hash
+    /// is `token_hash` (its last [`EXTERNAL_LOG_BYTES`] are kept); false when that lease
+    /// is not current.
+    pub async fn append_external_log(&self, id: i64, token_hash: &str, text: &str) -> Result<bool> {
+        let mut tx = self.db.begin().await?;
+        let held: Option<(i64,)> = tx
+            .fetch_optional(
+                Query::select()
+                    .column(Ext::TaskInstanceId)
+                    .from(Ext::Table)
+                    .and_where(Expr::col(Ext::TaskInstanceId).eq(id))
+                    .and_where(Expr::col(Ext::TokenHash).eq(token_hash))
+                    .and_where(waiting(id)),
+            )
+            .await?;
+        if held.is_none() {
+            return Ok(false);
+        }
+        let kept: Option<(Vec<u8>, i64)> = tx
+            .fetch_optional(
+                Query::select()
+                    .columns([Log::Content, Log::Size])
+                    .from(Log::Table)
+                    .and_where(Expr::col(Log::TaskInstanceId).eq(id)),
+            )
+            .await?;
+        let (mut content, size) = kept.unwrap_or_default();
+        content.extend_from_slice(text.as_bytes());
+        let cut = content.len().saturating_sub(EXTERNAL_LOG_BYTES);
+        content.drain(..cut);
+        let size = size + text.len() as i64;
+        tx.execute(
+            Query::delete()
+                .from_table(Log::Table)
+                .and_where(Expr::col(Log::TaskInstanceId).eq(id)),
+        )
+        .await?;
+        tx.execute(&insert_rows(
+            Log::Table,
+            [Log::TaskInstanceId, Log::Content, Log::Size],
+            [[id.into(), content.into(), size.into()]],
+        ))
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// The attempts among `ids` whose lease lapsed before `now`: (id, worker, expiry).
+    pub async fn lapsed_leases(&self, ids: &[i64], now: i64) -> Result<Vec<(i64, String, i64)>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.db
+            .fetch_all(
+                Query::select()
+                    .columns([Ext::TaskInstanceId, Ext::Worker, Ext::LeaseExpiresAt])
+                    .from(Ext::Table)
+                    .and_where(Expr::col(Ext::TaskInstanceId).is_in(ids.iter().copied()))
+                    .and_where(Expr::col(Ext::LeaseExpiresAt).lt(now)),
+            )
+            .await
+    }
+}
+
+/// Attempt `id` still waits.
+fn waiting(id: i64) -> sea_query::SimpleExpr {
+    Expr::exists(
+        Query::select()
+            .expr(Expr::val(1))
+            .from(Task::Table)
+            .and_where(Expr::col(Task::Id).eq(id))
+            .and_where(Expr::col(Task::State).eq(TaskState::Waiting.as_str()))
+            .take(),
+    )
+}

@@ -1,0 +1,368 @@
+//! External tasks, over the real `shoal standalone` and over a cluster of processes: an
+//! external worker (this test, over HTTP) takes a task by a long poll, renews its lease,
+//! logs and completes it once, its outputs flowing downstream; a lease left to lapse fails
+//! the attempt as lost and the retry is offered again; the worker role sees only its
+//! projects' tasks and nothing else; bad input is refused with the reason.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use support::{Env, LONG, Standalone, attempts, lines, set_secret, wait_for};
+
+support::deployments!(
+    an_external_task_is_taken_renewed_logged_and_completed_once,
+    a_lapsed_lease_fails_the_attempt_and_its_retry_is_offered_again,
+    a_stopped_run_takes_its_external_task_back_from_its_worker,
+    external_mistakes_are_refused_with_the_reason,
+);
+
+/// Polls `queue` as `worker`, waiting up to `wait`; the tasks taken.
+fn poll(e: &Env, queue: &str, worker: &str, wait: &str) -> Vec<Value> {
+    let body = json!({"queues": [queue], "worker": worker, "max": 10, "wait": wait});
+    let (status, tasks) = e.api().post("/external/poll", &body.to_string());
+    assert_eq!(status, 200, "{tasks}");
+    tasks.as_array().unwrap().clone()
+}
+
+/// Polls until a task is taken.
+fn take(e: &Env, queue: &str, worker: &str) -> Value {
+    wait_for("an external task to be offered", LONG, || {
+        poll(e, queue, worker, "5s").into_iter().next()
+    })
+}
+
+fn call(e: &Env, task: &Value, what: &str, body: Value) -> (u16, Value) {
+    let id = task["task_instance_id"].as_i64().unwrap();
+    let mut body = body;
+    body["lease_token"] = task["lease_token"].clone();
+    e.api()
+        .post(&format!("/external/{id}/{what}"), &body.to_string())
+}
+
+fn an_external_task_is_taken_renewed_logged_and_completed_once(e: Env) {
+    set_secret(&e, "resize_key", "k-9f3b");
+    let seen = e.path("seen");
+    e.apply(&format!(
+        r#"
+name: images
+params: {{ order: "42" }}
+tasks:
+  - name: resize
+    type: external
+    queue: images
+    lease: 30s
+    params: {{ order_id: "order-${{order}}", key: "${{secret.resize_key}}" }}
+  - {{ name: ship, type: shell, depends_on: [resize], command: "echo ${{width}} >> {f}" }}
+"#,
+        f = seen.display()
+    ));
+    // A long poll with nothing offered answers empty when its wait is up.
+    let asked = Instant::now();
+    assert!(poll(&e, "images", "resizer-7", "1s").is_empty());
+    assert!(asked.elapsed() >= Duration::from_millis(900));
+
+    let id = e.start("images", "{}");
+    let task = take(&e, "images", "resizer-7");
+    assert_eq!(task["workflow_instance_id"], id, "{task}");
+    assert_eq!(task["task"], "resize");
+    assert_eq!(task["workflow"], "images");
+    assert_eq!(task["project"], "default");
+    assert_eq!(task["queue"], "images");
+    assert_eq!(task["attempt"], 1);
+    assert_eq!(
+        task["params"],
+        json!({"order_id": "order-42", "key": "k-9f3b"}),
+        "params are expanded, the secret they name included"
+    );
+    let tid = task["task_instance_id"].as_i64().unwrap();
+    let row = e.api().get(&format!("/task-instances/{tid}"));
+    assert_eq!(row["state"], "waiting", "{row}");
+    assert_eq!(row["worker"], "resizer-7", "{row}");
+    assert!(
+        poll(&e, "images", "other", "0s").is_empty(),
+        "a taken task is not offered twice"
+    );
+
+    let (status, renewed) = call(&e, &task, "heartbeat", json!({}));
+    assert_eq!(status, 200, "{renewed}");
+    assert!(
+        renewed["lease_expires_at"].as_str().unwrap() >= task["lease_expires_at"].as_str().unwrap()
+    );
+    let (status, body) = call(&e, &task, "log", json!({"text": "resized to 640 px\n"}));
+    assert_eq!(status, 204, "{body}");
+    let (source, log) = e.api().log(tid);
+    assert!(
+        log.contains("resized to 640 px"),
+        "the log shows it live: {log}"
+    );
+    assert_eq!(source, "store");
+
+    let done = json!({"state": "success", "outputs": {"width": 640}, "message": "resized"});
+    let (status, body) = call(&e, &task, "complete", done.clone());
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call(&e, &task, "complete", done);
+    assert_eq!(status, 409, "a second completion does not count: {body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("ended already"),
+        "{body}"
+    );
+    let (status, _) = call(&e, &task, "heartbeat", json!({}));
+    assert_eq!(status, 409, "nor does a heartbeat after the end");
+
+    let inst = e.end(id);
+    assert_eq!(inst["state"], "success", "{inst}");
+    assert_eq!(lines(&seen), ["640"], "the output flowed downstream");
+    let resize = attempts(&inst, "resize")[0];
+    assert_eq!(resize["message"], "resized", "{resize}");
+}
+
+fn a_lapsed_lease_fails_the_attempt_and_its_retry_is_offered_again(e: Env) {
+    e.apply(
+        "name: flaky\ntasks:\n- { name: step, type: external, queue: slow, lease: 1s, retries: 1 }\n",
+    );
+    let id = e.start("flaky", "{}");
+    let first = take(&e, "slow", "sleepy");
+    // No heartbeat: the lease lapses, the attempt fails as lost, the retry is offered.
+    let second = take(&e, "slow", "awake");
+    assert_eq!(second["attempt"], 2, "{second}");
+    assert_ne!(second["task_instance_id"], first["task_instance_id"]);
+    let (status, body) = call(&e, &first, "complete", json!({}));
+    assert_eq!(
+        status, 409,
+        "the lapsed lease's completion does not count: {body}"
+    );
+    assert!(body["error"].as_str().unwrap().contains("lost"), "{body}");
+    let (status, body) = call(&e, &second, "complete", json!({"outputs": {"n": 1}}));
+    assert_eq!(status, 200, "{body}");
+    let inst = e.end(id);
+    assert_eq!(inst["state"], "success", "{inst}");
+    let tries = attempts(&inst, "step");
+    assert_eq!(tries[0]["state"], "failure");
+    let lost = tries[0]["message"].as_str().unwrap();
+    assert!(lost.contains("sleepy") && lost.contains("lease"), "{lost}");
+}
+
+fn a_stopped_run_takes_its_external_task_back_from_its_worker(e: Env) {
+    e.apply("name: stoppable\ntasks:\n- { name: long, type: external, queue: stops }\n");
+    let id = e.start("stoppable", "{}");
+    let task = take(&e, "stops", "w1");
+    let (status, body) = e.action(id, "stop");
+    assert_eq!(status, 202, "{body}");
+    let inst = e.end(id);
+    assert_eq!(inst["state"], "stopped", "{inst}");
+    let (status, body) = call(&e, &task, "heartbeat", json!({}));
+    assert_eq!(status, 409, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("killed"), "{body}");
+    let (status, _) = call(&e, &task, "complete", json!({}));
+    assert_eq!(status, 409, "a stopped task is not completed");
+}
+
+fn external_mistakes_are_refused_with_the_reason(e: Env) {
+    let refused = |path: &str, body: &str, status: u16, says: &str| {
+        let (got, answer) = e.api().post(path, body);
+        assert_eq!(got, status, "{path} {body}: {answer}");
+        let error = answer["error"].as_str().unwrap();
+        assert!(error.contains(says), "{path} {body}: {error}");
+    };
+    let apply = "/projects/default/workflows";
+    refused(
+        apply,
+        "name: x\ntasks:\n- { name: a, type: external }\n",
+        400,
+        "needs 'queue'",
+    );
+    refused(
+        apply,
+        "name: x\ntasks:\n- { name: a, type: external, queue: q, lease: 0s }\n",
+        400,
+        "lease",
+    );
+    refused(
+        apply,
+        "name: x\ntasks:\n- { name: a, type: shell, command: 'true', queue: q }\n",
+        400,
+        "external tasks only",
+    );
+    refused(
+        apply,
+        "name: x\ntasks:\n- { name: a, type: external, queue: 'a b' }\n",
+        400,
+        "queue",
+    );
+
+    let poll = "/external/poll";
+    refused(poll, r#"{"queues": [], "worker": "w"}"#, 400, "queues");
+    refused(
+        poll,
+        r#"{"queues": ["a/b"], "worker": "w"}"#,
+        400,
+        "queue name",
+    );
+    refused(
+        poll,
+        r#"{"queues": ["q"], "worker": "w", "max": 0}"#,
+        400,
+        "max 0",
+    );
+    refused(
+        poll,
+        r#"{"queues": ["q"], "worker": "w", "wait": "5m"}"#,
+        400,
+        "at most 60s",
+    );
+    refused(
+        poll,
+        r#"{"queues": ["q"], "wrker": "w"}"#,
+        400,
+        "unknown field",
+    );
+
+    e.apply("name: once\ntasks:\n- { name: a, type: external, queue: mistakes }\n");
+    let id = e.start("once", "{}");
+    let task = take(&e, "mistakes", "w");
+    let tid = task["task_instance_id"].as_i64().unwrap();
+    let wrong = json!({"lease_token": "shoal_not-the-token"}).to_string();
+    refused(
+        &format!("/external/{tid}/heartbeat"),
+        &wrong,
+        409,
+        "does not hold",
+    );
+    refused(
+        &format!("/external/{tid}/complete"),
+        &wrong,
+        409,
+        "does not hold",
+    );
+    let (status, body) = call(&e, &task, "complete", json!({"outputs": [1, 2]}));
+    assert_eq!(status, 400, "outputs must be an object: {body}");
+    let (status, body) = call(&e, &task, "complete", json!({"state": "killed"}));
+    assert_eq!(status, 400, "{body}");
+    refused("/external/999999/heartbeat", &wrong, 404, "does not exist");
+    // None of it changed the task.
+    let row = e.api().get(&format!("/task-instances/{tid}"));
+    assert_eq!(row["state"], "waiting", "{row}");
+    let (status, body) = call(&e, &task, "complete", json!({}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(e.end(id)["state"], "success");
+}
+
+/// A user with the worker role in a project takes and completes that project's external
+/// tasks, and nothing else; a viewer may not poll; both are audited.
+#[test]
+fn the_worker_role_works_its_projects_external_tasks_and_nothing_else() {
+    let e = Env::Standalone(Standalone::start_with(&[(
+        "SHOAL_TOKEN",
+        support::API_TOKEN,
+    )]));
+    let api = e.api();
+    for p in ["imgs", "other"] {
+        let (status, body) = api.post("/projects", &json!({"name": p}).to_string());
+        assert_eq!(status, 201, "{body}");
+        let def = format!(
+            "name: w\nproject: {p}\ntasks:\n- {{ name: a, type: external, queue: shared }}\n"
+        );
+        let (status, body) = api.post(&format!("/projects/{p}/workflows"), &def);
+        assert!(status < 300, "{body}");
+    }
+    let token_of = |user: &str, role: &str| {
+        let (status, body) = api.post("/users", &json!({"name": user}).to_string());
+        assert_eq!(status, 201, "{body}");
+        let (status, token) = api.post("/tokens", &json!({"name": "t", "user": user}).to_string());
+        assert_eq!(status, 201, "{token}");
+        let member = json!({"role": role}).to_string();
+        let (status, body) = api.put(&format!("/projects/imgs/members/{user}"), &member);
+        assert_eq!(status, 200, "{body}");
+        token["token"].as_str().unwrap().to_string()
+    };
+    let wally = token_of("wally", "worker");
+    let vic = token_of("vic", "viewer");
+    let http = reqwest::blocking::Client::new();
+    let as_user = |token: &str, path: &str, body: Value| {
+        let resp = http
+            .post(format!("{}/api/v1{path}", api.base))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .unwrap();
+        (
+            resp.status().as_u16(),
+            resp.json::<Value>().unwrap_or(Value::Null),
+        )
+    };
+    let mut instances = Vec::new();
+    for p in ["other", "imgs"] {
+        let (status, body) = api.post(&format!("/projects/{p}/workflows/w/start"), "{}");
+        assert_eq!(status, 202, "{body}");
+        instances.push(e.instance_of(body["command_id"].as_i64().unwrap()));
+    }
+    let poll = json!({"queues": ["shared"], "worker": "wally-box", "max": 10, "wait": "10s"});
+    let (status, body) = as_user(&vic, "/external/poll", poll.clone());
+    assert_eq!(status, 403, "a viewer does not work tasks: {body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("worker role"),
+        "{body}"
+    );
+
+    let taken = wait_for("wally to take imgs' task", LONG, || {
+        let (status, body) = as_user(&wally, "/external/poll", poll.clone());
+        assert_eq!(status, 200, "{body}");
+        let tasks = body.as_array().unwrap().clone();
+        (!tasks.is_empty()).then_some(tasks)
+    });
+    assert_eq!(taken.len(), 1, "only its project's task: {taken:?}");
+    assert_eq!(taken[0]["project"], "imgs");
+    let (other, imgs) = (instances[0], instances[1]);
+    let get = |token: &str, path: &str| {
+        let resp = http
+            .get(format!("{}/api/v1{path}", api.base))
+            .bearer_auth(token)
+            .send()
+            .unwrap();
+        resp.status().as_u16()
+    };
+    assert_eq!(
+        get(&wally, &format!("/instances/{imgs}")),
+        403,
+        "a worker reads nothing"
+    );
+    assert_eq!(get(&wally, &format!("/instances/{other}")), 404);
+    let listed: Value = http
+        .get(format!("{}/api/v1/instances", api.base))
+        .bearer_auth(&wally)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(
+        listed.as_array().unwrap().len(),
+        0,
+        "a worker lists no runs: {listed}"
+    );
+
+    let tid = taken[0]["task_instance_id"].as_i64().unwrap();
+    let done = json!({"lease_token": taken[0]["lease_token"], "outputs": {"ok": true}});
+    let (status, body) = as_user(&wally, &format!("/external/{tid}/complete"), done);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(e.end(imgs)["state"], "success");
+    let audit = api.get("/audit?actor=wally");
+    let actions: Vec<&str> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["action"].as_str().unwrap())
+        .collect();
+    assert!(actions.contains(&"completeExternalTask"), "{audit}");
+    assert!(actions.contains(&"pollExternalTasks"), "{audit}");
+    let empty_polls = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["action"] == "pollExternalTasks")
+        .count();
+    assert_eq!(
+        empty_polls, 1,
+        "only the poll that took a task is recorded: {audit}"
+    );
+}
