@@ -211,6 +211,74 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/external/poll": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** `POST /external/poll`: takes ready external tasks of the caller's projects. */
+        post: operations["pollExternalTasks"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/external/{id}/complete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** `POST /external/{id}/complete`: ends a taken task; its outputs flow downstream. */
+        post: operations["completeExternalTask"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/external/{id}/heartbeat": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** `POST /external/{id}/heartbeat`: renews the lease of a taken task. */
+        post: operations["heartbeatExternalTask"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/external/{id}/log": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** `POST /external/{id}/log`: appends lines to a taken task's log. */
+        post: operations["appendExternalTaskLog"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/health": {
         parameters: {
             query?: never;
@@ -1413,6 +1481,45 @@ export interface components {
          * @enum {string}
          */
         ExecutionType: "parallel" | "serial_wait" | "serial_discard" | "serial_priority";
+        /** @description How an external task ended. */
+        ExternalCompletion: {
+            lease_token: string;
+            /** @description Shown on the task. */
+            message?: string | null;
+            /** @description Outputs downstream tasks see as `${name}`: strings, numbers or booleans. */
+            outputs?: {
+                [key: string]: components["schemas"]["StartParam"];
+            };
+            state?: components["schemas"]["TaskState"] | null;
+        };
+        /** @description A task an external worker took. */
+        ExternalTask: {
+            /** Format: int32 */
+            attempt: number;
+            /**
+             * Format: date-time
+             * @description Renew the lease by a heartbeat before this, or the attempt fails as lost.
+             */
+            lease_expires_at: string;
+            /**
+             * @description Proves the lease in heartbeats, log lines and the completion (shared by the tasks
+             *     one poll took).
+             */
+            lease_token: string;
+            /** @description The task's params, expanded (secrets they name included). */
+            params: {
+                [key: string]: string;
+            };
+            project: string;
+            queue: string;
+            /** @description The task's name. */
+            task: string;
+            /** Format: int64 */
+            task_instance_id: number;
+            workflow: string;
+            /** Format: int64 */
+            workflow_instance_id: number;
+        };
         /**
          * @description What happens to the rest of an instance when a task fails.
          * @enum {string}
@@ -1531,6 +1638,16 @@ export interface components {
             id: number;
             state: components["schemas"]["WorkflowState"];
         };
+        /** @description Proves a lease. */
+        LeaseProof: {
+            lease_token: string;
+        };
+        /** @description Lines for the task's log. */
+        LogLines: {
+            lease_token: string;
+            /** @description Appended as given (end lines with `\n`). */
+            text: string;
+        };
         Member: {
             role: components["schemas"]["ProjectRole"];
             user: string;
@@ -1622,6 +1739,24 @@ export interface components {
             name: string;
             value: string;
         };
+        /** @description What an external worker asks for. */
+        Poll: {
+            /**
+             * Format: int64
+             * @description Most tasks to take (1 to 100; default 1).
+             */
+            max?: number | null;
+            /** @description Queues to take tasks from (the `queue` of `external` tasks). */
+            queues: string[];
+            /**
+             * @description How long to wait when none is ready (e.g. `20s`; at most 60s; default 0: answer at
+             *     once). The answer comes as soon as one is ready.
+             * @example 20s
+             */
+            wait?: string | null;
+            /** @description Who takes them: shown on the task and in the audit log. */
+            worker: string;
+        };
         /**
          * @description Scheduling priority of instances and tasks; `Highest` goes first.
          * @enum {string}
@@ -1646,10 +1781,10 @@ export interface components {
             members: components["schemas"]["Member"][];
         };
         /**
-         * @description A user's role in a project; each includes the ones before it.
+         * @description A user's role in a project; each from `Viewer` on includes the ones before it.
          * @enum {string}
          */
-        ProjectRole: "viewer" | "operator" | "editor" | "admin";
+        ProjectRole: "worker" | "viewer" | "operator" | "editor" | "admin";
         /** @enum {string} */
         Relation: "and" | "or";
         /** @description Whether a workflow is online. */
@@ -1658,6 +1793,11 @@ export interface components {
             /** @description False: it cannot be started and its schedule does not fire. */
             online: boolean;
             project: string;
+        };
+        /** @description The lease was renewed. */
+        Renewed: {
+            /** Format: date-time */
+            lease_expires_at: string;
         };
         /** @description Options of a rerun (the other actions take no body). */
         RerunOptions: {
@@ -1916,11 +2056,17 @@ export interface components {
             enabled?: boolean;
             foreach?: components["schemas"]["ForeachSpec"] | null;
             http?: components["schemas"]["HttpSpec"] | null;
+            /**
+             * @description `external`: how long a taken task stays with its worker without a heartbeat
+             *     before the attempt fails as lost (default 30s).
+             * @example 30s
+             */
+            lease?: string | null;
             /** @description Required, except in a foreach's task template (its children are named for it). */
             name?: string;
             on_error?: components["schemas"]["OnErrorSpec"] | null;
             /**
-             * @description `wait` and `callback`: what happens when `timeout` passes first: `fail` (the
+             * @description `wait`, `callback` and `external`: what happens when `timeout` passes first: `fail` (the
              *     default), `succeed`, or the name of a downstream task that then runs instead of
              *     the others (it is skipped when the task completes in time).
              */
@@ -1930,6 +2076,8 @@ export interface components {
                 [key: string]: string;
             };
             priority?: components["schemas"]["Priority"];
+            /** @description `external`: the queue external workers take it from (`POST /external/poll`). */
+            queue?: string | null;
             /**
              * Format: int32
              * @description Further attempts after a failure, each its own task instance.
@@ -2967,6 +3115,298 @@ export interface operations {
             };
             /** @description The caller lacks the role this needs */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    pollExternalTasks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Poll"];
+            };
+        };
+        responses: {
+            /** @description The tasks taken (empty when none was ready within `wait`) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExternalTask"][];
+                };
+            };
+            /** @description A bad queue, worker name, max or wait */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller works in no project (worker, operator or higher role) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    completeExternalTask: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the object the path names. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExternalCompletion"];
+            };
+        };
+        responses: {
+            /** @description The task ended; its instance goes on */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Completed"];
+                };
+            };
+            /** @description A bad state or output */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such task instance */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token is not the task's lease (it lapsed, or the task ended) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    heartbeatExternalTask: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the object the path names. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LeaseProof"];
+            };
+        };
+        responses: {
+            /** @description The lease runs until the time given */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Renewed"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such task instance */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token is not the task's lease (it lapsed, or the task ended) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    appendExternalTaskLog: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the object the path names. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LogLines"];
+            };
+        };
+        responses: {
+            /** @description Appended */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Text over 1 MiB */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such task instance */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token is not the task's lease (it lapsed, or the task ended) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
