@@ -155,7 +155,7 @@ async fn env() -> Env {
         spare_token: 0,
         _dir: dir,
     };
-    for who in CALLERS.into_iter().skip(1).chain(["spare"]) {
+    for who in CALLERS.into_iter().skip(1).chain(["spare", "worker"]) {
         let user = json!({"name": who, "admin": who == "global"});
         env.admin("POST", "/api/v1/users", user).await;
         let token = json!({"name": "laptop", "user": who});
@@ -175,6 +175,7 @@ async fn env() -> Env {
         ("operator", "operator"),
         ("editor", "editor"),
         ("owner", "admin"),
+        ("worker", "worker"),
     ] {
         let uri = format!("/api/v1/projects/p/members/{who}");
         env.admin("PUT", &uri, json!({"role": role})).await;
@@ -262,6 +263,11 @@ fn minimum(op: &str) -> &'static str {
         | "cancelBackfill"
         | "completeTaskInstance"
         | "actOnTaskInstance" => "operator",
+        // And the worker role, outside this line of roles (see the worker's own test).
+        "pollExternalTasks"
+        | "heartbeatExternalTask"
+        | "appendExternalTaskLog"
+        | "completeExternalTask" => "operator",
         "applyWorkflow" | "validateWorkflow" | "createSchedule" | "updateSchedule"
         | "deleteSchedule" | "enableSchedule" | "disableSchedule" | "setSecret"
         | "deleteSecret" | "onlineWorkflow" | "offlineWorkflow" | "rollbackWorkflow"
@@ -276,7 +282,14 @@ fn minimum(op: &str) -> &'static str {
 /// Whether `path` (a template) names an object by its `{id}` alone, its project found
 /// through it.
 fn id_scoped(path: &str) -> bool {
-    ["instances/", "task-instances/", "commands/", "backfills/"]
+    let by_id = [
+        "instances/",
+        "task-instances/",
+        "commands/",
+        "backfills/",
+        "external/{id}",
+    ];
+    by_id
         .iter()
         .any(|p| path.starts_with(&format!("/api/v1/{p}")))
 }
@@ -285,7 +298,7 @@ fn id_scoped(path: &str) -> bool {
 fn uri(env: &Env, path: &str) -> String {
     let id = if path.starts_with("/api/v1/instances/") {
         env.instance
-    } else if path.starts_with("/api/v1/task-instances/") {
+    } else if path.starts_with("/api/v1/task-instances/") || path.starts_with("/api/v1/external/") {
         env.task
     } else if path.starts_with("/api/v1/commands/") {
         env.command
@@ -358,7 +371,12 @@ async fn every_operation_refuses_each_role_below_its_minimum_and_lets_the_others
             checked += 1;
             // An open route is audited once it has authenticated its caller itself; these
             // calls were refused before that, like the guard's refusals without a token.
-            if method != "GET" && id != "validateWorkflow" && min != "nobody" {
+            let unaudited = [
+                "validateWorkflow",
+                "heartbeatExternalTask",
+                "appendExternalTaskLog",
+            ];
+            if method != "GET" && !unaudited.contains(&id) && min != "nobody" {
                 mutations.push((id.to_string(), rank, by_id));
             }
         }
@@ -393,6 +411,56 @@ async fn every_operation_refuses_each_role_below_its_minimum_and_lets_the_others
             "{id}: the call let through is not audited: {results:?}"
         );
     }
+}
+
+/// The worker role sits outside the line of the others: it may work on its project's
+/// external tasks (as operators and up may) and do what any signed-in user may, nothing
+/// else; a viewer may not work on them.
+#[tokio::test]
+async fn a_worker_works_external_tasks_and_nothing_else() {
+    let env = env().await;
+    let doc = serde_json::to_value(openapi_document()).unwrap();
+    let external = [
+        "pollExternalTasks",
+        "heartbeatExternalTask",
+        "appendExternalTaskLog",
+        "completeExternalTask",
+    ];
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let id = op["operationId"].as_str().unwrap();
+            let method = method.to_uppercase();
+            let a = env.as_("worker", &method, &uri(&env, path), "").await;
+            let refused = [StatusCode::UNAUTHORIZED, StatusCode::FORBIDDEN].contains(&a.status);
+            let may = external.contains(&id) || ["nobody", "outsider"].contains(&minimum(id));
+            if may {
+                assert!(
+                    !refused,
+                    "worker may {method} {path} ({id}): {} {}",
+                    a.status, a.json
+                );
+            } else {
+                assert_eq!(
+                    a.status,
+                    StatusCode::FORBIDDEN,
+                    "worker: {method} {path} ({id})"
+                );
+            }
+        }
+    }
+    let a = env.as_("worker", "GET", "/api/v1/instances", "").await;
+    assert_eq!(a.json, json!([]), "a worker lists no runs");
+    let poll = r#"{"queues": ["q"], "worker": "w"}"#;
+    let a = env
+        .as_("viewer", "POST", "/api/v1/external/poll", poll)
+        .await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN, "{}", a.json);
+    let says = a.json["error"].as_str().unwrap();
+    assert!(says.contains("worker role"), "{says}");
+    let a = env
+        .as_("worker", "POST", "/api/v1/external/poll", poll)
+        .await;
+    assert_eq!((a.status, &a.json), (StatusCode::OK, &json!([])));
 }
 
 #[tokio::test]
@@ -846,7 +914,9 @@ impl Frontier {
         use std::sync::atomic::Ordering::Acquire;
         let last = if path.starts_with("/api/v1/instances/") {
             &self.instance
-        } else if path.starts_with("/api/v1/task-instances/") {
+        } else if path.starts_with("/api/v1/task-instances/")
+            || path.starts_with("/api/v1/external/")
+        {
             &self.task
         } else if path.starts_with("/api/v1/commands/") {
             &self.command
@@ -869,7 +939,7 @@ async fn a_user_racing_the_next_ids_never_reaches_another_project_s_objects() {
     let requests = id_scoped_requests();
     // Every id-scoped operation the matrix knows is raced (the instance and task actions
     // once per action).
-    assert_eq!(requests.len(), 16, "{requests:?}");
+    assert_eq!(requests.len(), 19, "{requests:?}");
     let frontier = Arc::new(Frontier::default());
     frontier.instance.store(env.instance, Release);
     frontier.task.store(env.task, Release);

@@ -137,6 +137,13 @@ pub async fn poll(
     Extension(caller): Extension<Caller>,
     body: Body,
 ) -> Result<Response> {
+    let projects = caller.external_projects();
+    if projects.as_ref().is_some_and(Vec::is_empty) {
+        return Err(Error::Forbidden(format!(
+            "user '{}' may work on no project's external tasks: it needs the worker role (or operator or higher) in a project",
+            caller.name
+        )));
+    }
     let req: Poll = body.json()?;
     if req.queues.is_empty() || req.queues.len() > MAX_QUEUES {
         return Err(Error::BadRequest(format!(
@@ -158,13 +165,6 @@ pub async fn poll(
         return Err(Error::BadRequest(format!(
             "wait is at most {}s: poll again after an empty answer",
             MAX_WAIT.as_secs()
-        )));
-    }
-    let projects = caller.external_projects();
-    if projects.as_ref().is_some_and(Vec::is_empty) {
-        return Err(Error::Forbidden(format!(
-            "user '{}' may work on no project's external tasks: it needs the worker role (or operator or higher) in a project",
-            caller.name
         )));
     }
     let deadline = Instant::now() + wait;
