@@ -265,6 +265,8 @@ impl Default for TaskDef {
             sub_workflow: None,
             dependent: None,
             callback: None,
+            queue: None,
+            lease: None,
             on_error: None,
             terminate: None,
             foreach: None,
