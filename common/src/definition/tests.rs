@@ -126,7 +126,7 @@ fn wait_and_callback_tasks_are_checked() {
     );
     let e = err("name: w\ntasks:\n- {name: s, type: shell, command: x, on_timeout: succeed}\n");
     assert!(
-        e.contains("on_timeout applies to wait and callback tasks only"),
+        e.contains("on_timeout applies to wait, callback and external tasks only"),
         "{e}"
     );
     let e = err("name: w\ntasks:\n- {name: c, type: callback}\n");
