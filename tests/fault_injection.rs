@@ -7,7 +7,8 @@
 //! do_while loop is killed, a worker is killed after a task ended but before its
 //! master (frozen) acked the end, a worker is killed for good after its tasks ended (their
 //! logs are read from the store), and a master's connection to Postgres is cut right after
-//! its COMMITs reached the server (commits of unknown outcome).
+//! its COMMITs reached the server (commits of unknown outcome); external tasks, taken and
+//! not, outlive the master that offered them.
 //!
 //! Every task appends `start <instance> <task> <task-instance id>` before its work and
 //! `end ...` after it to one shared file, so the suite counts real executions and checks
@@ -790,6 +791,93 @@ tasks:
         std::fs::read_to_string(&ran).unwrap(),
         "later\n",
         "ran once"
+    );
+}
+
+/// External tasks outlive the master that offered them: taken ones stay with their worker
+/// (its heartbeats and completions go to the store, not to a master), untaken ones are
+/// offered still, the master that takes the run over learns each completion, and every
+/// task is completed exactly once; a repeated completion is refused.
+#[test]
+fn external_tasks_are_completed_exactly_once_across_a_master_kill() {
+    let c = Cluster::start("external", &["default"]);
+    let ran = c.dir.path().join("ran");
+    let tasks: String = (0..6)
+        .map(|i| format!("  - {{ name: x{i}, type: external, queue: ext, lease: 20s, params: {{ n: '{i}' }} }}\n"))
+        .collect();
+    let after: Vec<String> = (0..6).map(|i| format!("x{i}")).collect();
+    c.apply(&format!(
+        "name: external\ntasks:\n{tasks}  - {{ name: sum, type: shell, depends_on: [{}], command: 'echo ${{x0_out}} ${{x5_out}} >> {}' }}\n",
+        after.join(", "),
+        ran.display()
+    ));
+    let id = c.instance_of(c.submit("external", json!({})));
+    let poll = |max: u64| -> Vec<Value> {
+        let body = json!({"queues": ["ext"], "worker": "far", "max": max, "wait": "10s"});
+        let (status, taken) = c.api.post("/external/poll", &body.to_string());
+        assert_eq!(status, 200, "{taken}");
+        taken.as_array().unwrap().clone()
+    };
+    let call = |task: &Value, what: &str, mut body: Value| {
+        let tid = task["task_instance_id"].as_i64().unwrap();
+        body["lease_token"] = task["lease_token"].clone();
+        c.api
+            .post(&format!("/external/{tid}/{what}"), &body.to_string())
+    };
+    let complete = |task: &Value| {
+        let n = task["params"]["n"].as_str().unwrap();
+        let out = json!({"outputs": {format!("{}_out", task["task"].as_str().unwrap()): n}});
+        call(task, "complete", out)
+    };
+    let mut taken = Vec::new();
+    while taken.len() < 3 {
+        taken.extend(poll(3 - taken.len() as u64));
+    }
+    assert_eq!(complete(&taken[0]).0, 200);
+
+    let owner = c.instance(id)["master"].as_str().unwrap().to_string();
+    let victim = c.masters.iter().find(|m| m.addr == owner).unwrap();
+    victim.proc.signal("KILL");
+    c.log(&format!(
+        "SIGKILL {} ({owner}), which drives instance {id}",
+        victim.name
+    ));
+
+    for t in &taken[1..] {
+        let (status, body) = call(t, "heartbeat", json!({}));
+        assert_eq!(status, 200, "a lease outlives its master: {body}");
+        assert_eq!(complete(t).0, 200);
+    }
+    let mut rest = Vec::new();
+    while rest.len() < 3 {
+        rest.extend(poll(3));
+    }
+    for t in &rest {
+        assert_eq!(
+            complete(t).0,
+            200,
+            "offered before the kill, taken after it"
+        );
+    }
+    let (status, body) = complete(&taken[1]);
+    assert_eq!(status, 409, "a repeated completion does not count: {body}");
+
+    c.wait_all_end(&[id]);
+    let inst = c.instance(id);
+    assert_eq!(inst["state"], "success", "{}", c.describe(&[id]));
+    assert_ne!(inst["master"], owner, "another master finished it");
+    for name in &after {
+        let rows: Vec<&Value> = (inst["tasks"].as_array().unwrap().iter())
+            .filter(|t| t["name"] == name.as_str())
+            .collect();
+        assert_eq!(rows.len(), 1, "one attempt of {name}: {inst}");
+        assert_eq!(rows[0]["state"], "success", "{inst}");
+        assert_eq!(rows[0]["worker"], "far");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&ran).unwrap(),
+        "0 5\n",
+        "ran once, with the outputs"
     );
 }
 
