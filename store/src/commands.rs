@@ -20,7 +20,6 @@ use shoal_common::definition::WorkflowDef;
 use shoal_common::error::{Error, Result};
 use shoal_common::start::{Params, StartOptions};
 use shoal_common::types::{CommandKind, Priority, WorkflowState, now_ms};
-use sqlx::postgres::PgListener;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
@@ -75,15 +74,10 @@ impl Store {
         Ok(error.map(|(error,)| CommandStatus::Error { error }))
     }
 
-    /// Wakes when commands were written. On Postgres the signal keeps one of the pool's
-    /// connections for its LISTEN.
+    /// Wakes when commands were written (on Postgres over a connection of its own).
     pub async fn command_signal(&self) -> Result<Signal> {
         match &self.db {
-            Db::Postgres(pool) => {
-                let mut listener = PgListener::connect_with(pool).await?;
-                listener.listen(COMMAND_CHANNEL).await?;
-                Ok(Signal::postgres(listener))
-            }
+            Db::Postgres(pool) => Signal::postgres(pool, COMMAND_CHANNEL).await,
             Db::Sqlite { commands, .. } => Ok(Signal::local(commands.clone())),
         }
     }

@@ -13,7 +13,6 @@ use super::{Backend, Store};
 use sea_query::{Expr, ExprTrait, LockBehavior, LockType, Order, Query};
 use shoal_common::error::Result;
 use shoal_common::types::{TaskState, now_ms};
-use sqlx::postgres::PgListener;
 use std::collections::HashSet;
 
 /// The most of an external task's log the store keeps: its last bytes.
@@ -185,15 +184,10 @@ impl Store {
         }
     }
 
-    /// Wakes when external tasks were offered. On Postgres the signal keeps one of the
-    /// pool's connections for its LISTEN.
+    /// Wakes when external tasks were offered (on Postgres over a connection of its own).
     pub async fn external_signal(&self) -> Result<Signal> {
         match &self.db {
-            Db::Postgres(pool) => {
-                let mut listener = PgListener::connect_with(pool).await?;
-                listener.listen(EXTERNAL_CHANNEL).await?;
-                Ok(Signal::postgres(listener))
-            }
+            Db::Postgres(pool) => Signal::postgres(pool, EXTERNAL_CHANNEL).await,
             Db::Sqlite { external, .. } => Ok(Signal::local(external.clone())),
         }
     }

@@ -2,7 +2,8 @@
 //! offered: LISTEN/NOTIFY on Postgres, an in-process signal on SQLite (standalone runs the
 //! API and the master in one process).
 
-use sqlx::postgres::PgListener;
+use sqlx::PgPool;
+use sqlx::postgres::{PgListener, PgPoolOptions};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -44,10 +45,22 @@ enum Inner {
 }
 
 impl Signal {
-    pub(super) fn postgres(listener: PgListener) -> Self {
-        Signal {
+    /// LISTENs on `channel` over a connection of its own, never one of `pool`'s: a listener
+    /// that fails mid-way (a Postgres restart, a cut link) can leave its connection
+    /// listening, and such a connection back in the shared pool would fail every later
+    /// statement that meets a notification ("unexpected message: NotificationResponse").
+    pub(super) async fn postgres(
+        pool: &PgPool,
+        channel: &str,
+    ) -> shoal_common::error::Result<Self> {
+        let own = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_lazy_with((*pool.connect_options()).clone());
+        let mut listener = PgListener::connect_with(&own).await?;
+        listener.listen(channel).await?;
+        Ok(Signal {
             inner: Inner::Postgres(listener),
-        }
+        })
     }
 
     pub(super) fn local(signal: Arc<LocalSignal>) -> Self {
