@@ -2,7 +2,7 @@
 //! (SQLite, in-process registry) and over a cluster of processes (api-server, master,
 //! worker on Postgres and etcd): retries, failure strategies, skipped tasks, start
 //! options, stop, pause/resume, rerun and resubmit-failed, task kill and force-success,
-//! logic tasks, sub-workflows.
+//! logic tasks, sub-workflows, a notebook task's parameters and outputs.
 //! Side effects (lines appended to files) count real executions.
 
 mod support;
@@ -30,6 +30,7 @@ support::deployments!(
     stopping_a_parent_stops_its_child_run_and_pausing_lets_the_child_finish,
     every_task_type_runs_and_both_timeouts_hold,
     a_secret_reaches_its_task_masked_in_the_log_and_a_secret_datasource_is_used,
+    a_notebook_gets_its_parameters_from_the_run_and_hands_on_its_outputs,
 );
 
 fn alive(pid: i32) -> bool {
@@ -960,4 +961,64 @@ tasks:
         message.contains("has no secret 'nope'") && message.contains("shoal secret set nope"),
         "{message}"
     );
+}
+
+/// A notebook task (papermill and ipykernel, which scripts/test installs: without them
+/// this fails under CI and scripts/test, and says it was skipped elsewhere) gets its
+/// `parameters` expanded from an upstream output and its own `params` from a start
+/// parameter; what it prints as `${setValue(...)}` flows downstream.
+fn a_notebook_gets_its_parameters_from_the_run_and_hands_on_its_outputs(e: Env) {
+    let importable = |m: &str| {
+        std::process::Command::new("python3")
+            .args(["-c", &format!("import {m}")])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !(importable("papermill") && importable("ipykernel")) {
+        let required = ["CI", "SHOAL_REQUIRE_DATA_TOOLS"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
+        assert!(
+            !required,
+            "pip install papermill ipykernel (scripts/test does)"
+        );
+        eprintln!("SKIPPED: python3 cannot import papermill and ipykernel");
+        return;
+    }
+    let (nb, seen, doubled) = (e.path("nb.ipynb"), e.path("seen"), e.path("doubled"));
+    let code = |source: &str, tags: &[&str]| {
+        serde_json::json!({"cell_type": "code", "metadata": {"tags": tags}, "source": source,
+                           "outputs": [], "execution_count": null})
+    };
+    let notebook = serde_json::json!({
+        "cells": [
+            code("rows = 1\nlabel = ''\nout = ''", &["parameters"]),
+            code("open(out, 'w').write('%r %s' % (rows, label))\nprint('${setValue(doubled=%d)}' % (rows * 2))", &[]),
+        ],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "nbformat": 4, "nbformat_minor": 4,
+    });
+    std::fs::write(&nb, notebook.to_string()).unwrap();
+    e.apply(&format!(
+        r#"
+name: nb
+tasks:
+  - {{ name: count, type: shell, command: "echo '${{setValue(rows=3)}}'" }}
+  - name: report
+    type: notebook
+    depends_on: [count]
+    params: {{ label: "${{who}} ok" }}
+    notebook: {{ path: {nb}, parameters: {{ rows: "${{rows}}", out: {seen} }} }}
+  - {{ name: use, type: shell, command: "echo ${{doubled}} >> {doubled}", depends_on: [report] }}
+"#,
+        nb = nb.display(),
+        seen = seen.display(),
+        doubled = doubled.display(),
+    ));
+    let id = e.start("nb", r#"{"params": {"who": "ann"}}"#);
+    let inst = e.end(id);
+    assert_eq!(inst["state"], "success", "{inst}");
+    let seen = std::fs::read_to_string(&seen).unwrap_or_default();
+    assert_eq!(seen, "3 ann ok", "typed as papermill types it");
+    assert_eq!(lines(&doubled), vec!["6"]);
 }

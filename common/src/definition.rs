@@ -11,6 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+mod data_tasks;
 mod dependent;
 mod do_while;
 // Crate-visible so that trigger validation takes them from here, not from this module,
@@ -22,6 +23,7 @@ pub(crate) mod name;
 mod specs;
 mod validate;
 mod yaml;
+pub use data_tasks::{DEFAULT_SPARK_MASTER, DEPLOY_MODES, NotebookSpec, SparkSpec, is_identifier};
 pub use dependent::{
     DATE_CYCLES, DEFAULT_CHECK_INTERVAL, DEFAULT_TIMEOUT as DEFAULT_DEPENDENT_TIMEOUT, DateCycle,
     DependGroup, DependItem, DependResult, DependentSpec, Interval, OnDependFailure, Relation,
@@ -219,6 +221,12 @@ pub struct TaskDef {
     /// the others (it is skipped when the task completes in time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_timeout: Option<String>,
+    /// `spark`: a spark-submit command line from typed fields (see [`SparkSpec`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spark: Option<SparkSpec>,
+    /// `notebook`: a Jupyter notebook run with papermill (see [`NotebookSpec`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notebook: Option<NotebookSpec>,
 }
 
 fn yes() -> bool {
@@ -272,13 +280,16 @@ impl Default for TaskDef {
             foreach: None,
             do_while: None,
             on_timeout: None,
+            spark: None,
+            notebook: None,
         }
     }
 }
 
 impl TaskDef {
     /// The texts parameters are expanded in: command, script, http url, headers and body,
-    /// sql query, an external task's params (what its worker is given).
+    /// sql query, an external task's params (what its worker is given), the fields of a
+    /// spark or notebook section.
     pub fn texts(&self) -> impl Iterator<Item = &str> {
         let external = (self.kind() == TaskType::External).then_some(&self.params);
         let http = self.http.iter().flat_map(|h| {
@@ -301,6 +312,8 @@ impl TaskDef {
                     .into_iter()
                     .flat_map(|p| p.values().map(String::as_str)),
             )
+            .chain(self.spark.iter().flat_map(SparkSpec::texts))
+            .chain(self.notebook.iter().flat_map(NotebookSpec::texts))
     }
 
     /// How long an external task's worker keeps it without a heartbeat.

@@ -237,6 +237,8 @@ string_enum!(
         Foreach => "foreach",
         DoWhile => "do_while",
         External => "external",
+        Spark => "spark",
+        Notebook => "notebook",
     }
 );
 

@@ -133,6 +133,9 @@ pub struct WorkerConfig {
     /// in `PATH` or a path, e.g. a virtualenv's `bin/python`. It runs `task.py` in the task's
     /// work directory with `PYTHONUNBUFFERED=1` and the task's parameters in the environment.
     pub python: String,
+    /// The spark-submit of spark tasks (`--spark-submit`); none: `$SPARK_HOME/bin/spark-submit`
+    /// when the worker's environment sets SPARK_HOME, else `spark-submit` on its PATH.
+    pub spark_submit: Option<PathBuf>,
     /// Names of variables of the worker's environment that script tasks get besides
     /// `PATH`, `HOME`, `LANG`, `LC_*` and the others of [`TASK_ENV`] (`--task-env`, e.g.
     /// `JAVA_HOME`); never `SHOAL_*`. Nothing else of the worker's environment reaches a task.
@@ -267,6 +270,10 @@ pub async fn start(
             slots: config.slots,
             dirs: dirs.clone(),
             python: config.python.clone(),
+            spark_submit: executor::spark_submit(
+                config.spark_submit.as_deref(),
+                std::env::var_os("SPARK_HOME"),
+            ),
             task_env,
             datasources,
             tenants: Tenants {

@@ -1,8 +1,10 @@
 //! A real worker (gRPC server, bash processes, log files) against an in-test master that
 //! records the events it receives and acks them. The task types beyond shell and noop, and
-//! timeouts, are in `worker/task_types.rs`; shutdown, crashes and lease loss in
-//! `worker/ha.rs`.
+//! timeouts, are in `worker/task_types.rs`, spark and notebook in `worker/data_tasks.rs`;
+//! shutdown, crashes and lease loss in `worker/ha.rs`.
 
+#[path = "worker/data_tasks.rs"]
+mod data_tasks;
 #[path = "worker/ha.rs"]
 mod ha;
 #[path = "worker/task_types.rs"]
@@ -178,6 +180,8 @@ struct Launch {
     single_team: bool,
     /// `--default-tenant` (none by default).
     default_tenant: Option<String>,
+    /// `--spark-submit` (none by default).
+    spark_submit: Option<PathBuf>,
 }
 
 impl Default for Launch {
@@ -191,6 +195,7 @@ impl Default for Launch {
             min_free_disk: 0,
             single_team: true,
             default_tenant: None,
+            spark_submit: None,
         }
     }
 }
@@ -203,6 +208,7 @@ fn worker_config(l: &Launch, dir: &Path) -> WorkerConfig {
         slots: l.slots,
         data_dir: dir.join("data"),
         python: shoal_worker::DEFAULT_PYTHON.into(),
+        spark_submit: l.spark_submit.clone(),
         task_env: vec![],
         datasources: l.datasources.clone(),
         datasource_grants: BTreeMap::new(),
@@ -591,12 +597,12 @@ async fn noop_unknown_types_and_duplicates() {
         [TaskEventKind::Running, TaskEventKind::Success]
     );
 
-    let unknown = task(7, "spark", "spark-submit x.jar", &master.addr);
+    let unknown = task(7, "flink", "flink run x.jar", &master.addr);
     assert_eq!(w.dispatch(vec![unknown.clone()]).await.accepted, [7]);
     let events = master.until_done(7).await;
     assert_eq!(kinds(&events), [TaskEventKind::Failure]);
     assert!(
-        events[0].message.contains("unknown task type 'spark'"),
+        events[0].message.contains("unknown task type 'flink'"),
         "{}",
         events[0].message
     );

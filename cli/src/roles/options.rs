@@ -17,6 +17,11 @@ pub struct ExecArgs {
     /// Interpreter for python tasks.
     #[arg(long, env = "SHOAL_PYTHON", default_value = "python3")]
     pub python: String,
+    /// The spark-submit spark tasks run; default: $SPARK_HOME/bin/spark-submit when
+    /// SPARK_HOME is set, else spark-submit on the PATH.
+    #[arg(long, env = "SHOAL_SPARK_SUBMIT", value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spark_submit: Option<PathBuf>,
     /// A variable of this process's environment that shell and python tasks get too (e.g.
     /// JAVA_HOME); repeat the flag or separate with commas. Tasks get PATH, HOME, USER,
     /// LOGNAME, SHELL, LANG, LANGUAGE, LC_*, TZ, TMPDIR and TERM, their own parameters, and

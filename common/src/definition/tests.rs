@@ -71,9 +71,9 @@ fn bad_definitions_name_the_offender() {
         err("name: w\ntasks:\n- {name: a, type: noop}\n- {name: a, type: noop}\n")
             .contains("'a' is used more than once")
     );
-    let e = err("name: w\ntasks:\n- {name: a, type: spark}\n");
+    let e = err("name: w\ntasks:\n- {name: a, type: flink}\n");
     assert!(
-        e.contains("task 'a' has unknown type 'spark'") && e.contains("shell"),
+        e.contains("task 'a' has unknown type 'flink'") && e.contains("shell"),
         "{e}"
     );
     assert!(

@@ -3,7 +3,8 @@
 
 use super::name::{valid_name, valid_tenant};
 use super::{
-    DefinitionError, ErrorAction, LEASE_RANGE, TaskDef, WorkflowDef, dependent, do_while, fanout,
+    DefinitionError, ErrorAction, LEASE_RANGE, TaskDef, WorkflowDef, data_tasks, dependent,
+    do_while, fanout,
 };
 use crate::types::TaskType;
 use petgraph::algo::tarjan_scc;
@@ -98,6 +99,8 @@ impl WorkflowDef {
                 TaskType::Foreach => t.foreach.is_none().then_some("foreach"),
                 TaskType::DoWhile => t.do_while.is_none().then_some("do_while"),
                 TaskType::External => t.queue.is_none().then_some("queue"),
+                TaskType::Spark => t.spark.is_none().then_some("spark"),
+                TaskType::Notebook => t.notebook.is_none().then_some("notebook"),
                 TaskType::Noop | TaskType::Delay | TaskType::Wait => None,
             };
             if let Some(field) = missing {
@@ -110,6 +113,7 @@ impl WorkflowDef {
             fanout::check(self, t)?;
             dependent::check(t)?;
             do_while::check(self, t)?;
+            data_tasks::check(t)?;
             let waits = matches!(
                 kind,
                 TaskType::Wait | TaskType::Callback | TaskType::External

@@ -9,6 +9,7 @@ use crate::secrets::{self, Secrets};
 use chrono::NaiveDateTime;
 use shoal_common::definition::{
     CALLBACK_URL, DEFAULT_CHECK_INTERVAL, DEFAULT_DEPENDENT_TIMEOUT, ITERATION, MAX_ITEMS, TaskDef,
+    is_identifier,
 };
 use shoal_common::expr;
 use shoal_common::mask::Mask;
@@ -78,6 +79,22 @@ pub(super) fn build(
     }
     if let Some(sql) = task.sql.as_mut() {
         expand(&mut sql.query, Lang::Sql)?;
+    }
+    // Each field is one argument of the process the worker starts, never read by a shell.
+    if let Some(spark) = task.spark.as_mut() {
+        for text in spark.texts_mut() {
+            expand(text, Lang::Text)?;
+        }
+    }
+    if let Some(notebook) = task.notebook.as_mut() {
+        // The task's own params reach the notebook too; its `parameters` win.
+        for name in def.params.keys().filter(|k| is_identifier(k)) {
+            let value = notebook.parameters.entry(name.clone());
+            value.or_insert_with(|| format!("${{{name}}}"));
+        }
+        for text in notebook.texts_mut() {
+            expand(text, Lang::Text)?;
+        }
     }
     let definition_json = serde_json::to_string(&task).map_err(|e| e.to_string())?;
     Ok(QueuedTask {

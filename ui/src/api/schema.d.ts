@@ -1712,6 +1712,34 @@ export interface components {
             /** Format: int32 */
             weight: number;
         };
+        /**
+         * @description `notebook:` a Jupyter notebook run with papermill, which the worker runs as
+         *     `<python> -m papermill` (its `--python` interpreter).
+         */
+        NotebookSpec: {
+            /** @description The directory the kernel runs in; default: the notebook's. */
+            cwd?: string | null;
+            /**
+             * @description The Jupyter kernel; default: the one the notebook names.
+             * @example python3
+             */
+            kernel?: string | null;
+            /**
+             * @description Where papermill writes the executed notebook too (absolute, or relative to the
+             *     kernel's directory); the worker keeps a copy beside the attempt's log either way.
+             */
+            output?: string | null;
+            /**
+             * @description Values of the notebook's `parameters` cell, expanded like a command; the task's own
+             *     `params` are passed too (these win). Typed as papermill's `-p` types them: `3` is
+             *     an int, `0.5` a float, `True`/`False` booleans, `None` None, anything else a string.
+             */
+            parameters?: {
+                [key: string]: string;
+            };
+            /** @description The notebook (`.ipynb`): an absolute path on the worker, or relative to `cwd`. */
+            path: string;
+        };
         /** @enum {string} */
         OnDependFailure: "fail" | "wait";
         /** @description A task's error handler. */
@@ -1924,6 +1952,50 @@ export interface components {
             /** @description Who the token belongs to (`anonymous` when auth is off). */
             user: string;
         };
+        /**
+         * @description `spark:` a spark-submit command line, one field per option. Each value is one argument
+         *     of its own, never read by a shell, so a parameter's value cannot become a command.
+         */
+        SparkSpec: {
+            /**
+             * @description The jar holding `main_class`: an absolute path on the worker or a URL Spark reads
+             *     (`hdfs://`, `s3a://`, `local:`).
+             */
+            app_jar?: string | null;
+            /** @description The application's own arguments. */
+            args?: string[];
+            /** @description Spark properties, each passed as `--conf KEY=VALUE`. */
+            conf?: {
+                [key: string]: string;
+            };
+            /**
+             * @description `client` (Spark's default) or `cluster`.
+             * @example client
+             */
+            deploy_mode?: string | null;
+            /** Format: int32 */
+            driver_cores?: number | null;
+            /** @description e.g. `2g`. */
+            driver_memory?: string | null;
+            /** Format: int32 */
+            executor_cores?: number | null;
+            executor_memory?: string | null;
+            /** @description Further jars on the driver's and executors' class path (`--jars`). */
+            jars?: string[];
+            /** @description A JVM application: its main class (`--class`), in `app_jar`. */
+            main_class?: string | null;
+            /**
+             * @description `--master`; default `local[2]`.
+             * @example yarn
+             */
+            master?: string | null;
+            /** @description The application's name (`--name`); default: the task's name. */
+            name?: string | null;
+            /** Format: int32 */
+            num_executors?: number | null;
+            /** @description A Python application instead of `main_class`: its file (a path or URL as `app_jar`). */
+            py_file?: string | null;
+        };
         /** @enum {string} */
         SqlOutput: "none" | "first_row" | "all_rows";
         SqlSpec: {
@@ -2064,6 +2136,7 @@ export interface components {
             lease?: string | null;
             /** @description Required, except in a foreach's task template (its children are named for it). */
             name?: string;
+            notebook?: components["schemas"]["NotebookSpec"] | null;
             on_error?: components["schemas"]["OnErrorSpec"] | null;
             /**
              * @description `wait`, `callback` and `external`: what happens when `timeout` passes first: `fail` (the
@@ -2090,6 +2163,7 @@ export interface components {
             retry_interval?: string | null;
             /** @description `python`: the script, run by the worker's configured interpreter. */
             script?: string | null;
+            spark?: components["schemas"]["SparkSpec"] | null;
             sql?: components["schemas"]["SqlSpec"] | null;
             sub_workflow?: components["schemas"]["SubWorkflowSpec"] | null;
             switch?: components["schemas"]["SwitchSpec"] | null;

@@ -4,7 +4,8 @@
 //! Task types: `noop` succeeds at once; `shell` and `python` run their script in a process
 //! group of their own (see [`process`]); `http` sends a request ([`http`]); `sql` runs a
 //! query against a configured datasource ([`sql`]). Any other type fails with a message
-//! naming the types this worker runs.
+//! naming the types this worker runs. `spark` runs spark-submit ([`spark`]) and `notebook`
+//! papermill ([`notebook`]) as processes the way script tasks run theirs.
 //!
 //! Timeouts: a task with a `timeout` gets a timer beside its run. With strategy `fail` the
 //! timer stops the task like a kill does (process group killed, request or query dropped)
@@ -25,6 +26,7 @@ mod fence;
 mod http;
 mod kill;
 mod launch;
+mod notebook;
 mod orphans;
 mod process;
 mod reuse;
@@ -32,6 +34,7 @@ mod run;
 mod scratch;
 mod script;
 mod set_value;
+mod spark;
 mod sql;
 mod stop;
 mod table;
@@ -68,6 +71,7 @@ pub use launch::PASSED as TASK_ENV;
 pub(crate) use launch::TaskEnvironment;
 pub(crate) use orphans::kill_leftovers;
 pub(crate) use scratch::clear as clear_work_dirs;
+pub(crate) use spark::spark_submit;
 pub(crate) use sql::Datasources;
 pub use sql::EVERY_PROJECT;
 pub(crate) use stop::abandon_on_lease_loss;
@@ -77,8 +81,10 @@ pub(crate) use tenant::Tenants;
 pub(crate) struct ExecutorConfig {
     pub(crate) slots: u32,
     pub(crate) dirs: ExecutorDirs,
-    /// Interpreter of python tasks.
+    /// Interpreter of python tasks, and of papermill for notebook tasks.
     pub(crate) python: String,
+    /// The spark-submit of spark tasks ([`spark_submit`]).
+    pub(crate) spark_submit: PathBuf,
     /// What script tasks get of the worker's environment.
     pub(crate) task_env: TaskEnvironment,
     pub(crate) datasources: Datasources,
@@ -129,6 +135,7 @@ pub(crate) struct Executor {
     /// Process group records of running script tasks.
     records: Records,
     python: String,
+    spark_submit: PathBuf,
     task_env: TaskEnvironment,
     datasources: Datasources,
     tenants: Tenants,
@@ -149,6 +156,7 @@ impl Executor {
             slots,
             dirs,
             python,
+            spark_submit,
             task_env,
             datasources,
             tenants,
@@ -162,6 +170,7 @@ impl Executor {
             records: Records::new(dirs.running.clone()),
             dirs,
             python,
+            spark_submit,
             task_env,
             datasources,
             tenants,

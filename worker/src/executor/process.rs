@@ -123,6 +123,34 @@ pub(crate) fn spawn(
     text.push('\n');
     write_script(&path, text.as_bytes(), tenant)
         .map_err(|e| format!("cannot write script {}: {e}", path.display()))?;
+    let command = Command {
+        program: program.interpreter,
+        args: vec![OsStr::new(program.script_name)],
+        base: program.base,
+        env: program.env,
+    };
+    start(&command, work_dir, params, tenant)
+}
+
+/// A program and its arguments, each passed as it is (no shell reads them).
+pub(crate) struct Command<'a> {
+    /// A path, or a name looked up in the worker's `PATH`.
+    pub(crate) program: &'a OsStr,
+    pub(crate) args: Vec<&'a OsStr>,
+    /// What the task gets of the worker's environment.
+    pub(crate) base: &'a TaskEnvironment,
+    /// Environment set before the task's parameters (which may override it).
+    pub(crate) env: &'a [(&'a str, &'a str)],
+}
+
+/// Starts `command` in `work_dir` (handed to the tenant), in a process group of its own,
+/// its stdout and stderr one pipe, the task's parameters in its environment.
+pub(crate) fn start(
+    command: &Command<'_>,
+    work_dir: &Path,
+    params: &HashMap<String, String>,
+    tenant: Option<&Tenant>,
+) -> Result<TaskProcess, String> {
     if let Some(t) = tenant {
         std::os::unix::fs::chown(work_dir, Some(t.uid), Some(t.gid)).map_err(|e| {
             let dir = work_dir.display();
@@ -136,10 +164,12 @@ pub(crate) fn spawn(
     let output = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
         .map_err(|e| format!("cannot read the output pipe: {e}"))?;
 
-    let name = program.interpreter.to_string_lossy();
-    let mut launch = Launch::new(program.interpreter, work_dir, program.base);
-    launch.arg(OsStr::new(program.script_name));
-    for (key, value) in program.env {
+    let name = command.program.to_string_lossy();
+    let mut launch = Launch::new(command.program, work_dir, command.base);
+    for arg in &command.args {
+        launch.arg(arg);
+    }
+    for (key, value) in command.env {
         launch.env(OsStr::new(key), OsStr::new(value));
     }
     if let Some(t) = tenant {
@@ -167,7 +197,11 @@ pub(crate) fn spawn(
 /// [`super::scratch`]) holds, and cuts what is left beyond: truncating a file to nothing
 /// makes ext4 write its new data out when it is closed (`auto_da_alloc`), a wait per task.
 /// Never through a symlink; readable by the task's user alone (it may hold secrets).
-fn write_script(path: &Path, bytes: &[u8], tenant: Option<&Tenant>) -> std::io::Result<()> {
+pub(crate) fn write_script(
+    path: &Path,
+    bytes: &[u8],
+    tenant: Option<&Tenant>,
+) -> std::io::Result<()> {
     use std::os::unix::fs::{FileExt, OpenOptionsExt};
     let file = std::fs::File::options()
         .write(true)

@@ -2,14 +2,16 @@
 //! while the log is shipped, and its events (RUNNING, the end) reported to its master.
 
 use super::kill::StopReason;
+use super::notebook::Notebook;
 use super::process::Program;
+use super::spark::{self, Spark};
 use super::table::{FINISHED_MEMORY, Finished, RunningTask, TaskKey};
 use super::task_log::TaskLog;
 use super::timeout::with_timeout;
 use super::{Executor, Outcome, http, sql};
 use crate::logs;
 use serde::Deserialize;
-use shoal_common::definition::{HttpSpec, SqlSpec, TimeoutStrategy};
+use shoal_common::definition::{HttpSpec, NotebookSpec, SparkSpec, SqlSpec, TimeoutStrategy};
 use shoal_common::mask::Mask;
 use shoal_common::metrics;
 use shoal_common::proto::{TaskEvent, TaskEventKind, TaskSpec};
@@ -22,7 +24,7 @@ use tracing::{debug, info, warn};
 /// How often a running task's grown log is sent to its master, and how much of its end.
 const SHIP_LOG_EVERY: Duration = Duration::from_secs(5);
 const SHIPPED_WHILE_RUNNING: u64 = 64 * 1024;
-const KNOWN_TYPES: &str = "shell, python, http, sql, noop";
+const KNOWN_TYPES: &str = "shell, python, http, sql, spark, notebook, noop";
 
 /// The part of the definition JSON (a `TaskDef`) the worker reads; everything else is
 /// ignored, so that the master may send fields this worker does not know yet.
@@ -38,6 +40,10 @@ struct TaskBody {
     http: Option<HttpSpec>,
     #[serde(default)]
     sql: Option<SqlSpec>,
+    #[serde(default)]
+    spark: Option<SparkSpec>,
+    #[serde(default)]
+    notebook: Option<NotebookSpec>,
     #[serde(default, with = "shoal_common::duration::option")]
     timeout: Option<Duration>,
     #[serde(default)]
@@ -52,6 +58,9 @@ enum Work<'a> {
     },
     Http(&'a HttpSpec),
     Sql(&'a SqlSpec),
+    /// spark-submit's arguments.
+    Spark(Vec<String>),
+    Notebook(&'a NotebookSpec),
 }
 
 impl Executor {
@@ -199,6 +208,17 @@ impl Executor {
                 Some(sql) => Work::Sql(sql),
                 None => return self.fail_early(spec, "sql task has no 'sql' section".into()),
             },
+            "spark" => match body.spark.as_ref().map(|s| spark::arguments(s, &spec.name)) {
+                Some(Ok(args)) => Work::Spark(args),
+                Some(Err(e)) => return self.fail_early(spec, e),
+                None => return self.fail_early(spec, "spark task has no 'spark' section".into()),
+            },
+            "notebook" => match &body.notebook {
+                Some(notebook) => Work::Notebook(notebook),
+                None => {
+                    return self.fail_early(spec, "notebook task has no 'notebook' section".into());
+                }
+            },
             other => {
                 return self.fail_early(
                     spec,
@@ -227,6 +247,26 @@ impl Executor {
                     self.started(spec, task, None);
                     let (project, given) = (&spec.project, &spec.datasources);
                     sql::run(&self.datasources, project, given, sql, &log, &task.kill).await
+                }
+                Work::Spark(args) => {
+                    let submit = Spark {
+                        submit: &self.spark_submit,
+                        args,
+                        base: &self.task_env,
+                        params: &spec.params,
+                    };
+                    self.run_process(spec, task, &submit, &log).await
+                }
+                Work::Notebook(notebook) => {
+                    let kept = log_path.with_extension("ipynb");
+                    let (python, env) = (self.python.as_str(), &self.task_env);
+                    match Notebook::new(notebook, python, env, &spec.params, &log, kept) {
+                        Ok(run) => self.run_process(spec, task, &run, &log).await,
+                        Err(e) => {
+                            log.note(&e);
+                            Outcome::failure(e)
+                        }
+                    }
                 }
             }
         };

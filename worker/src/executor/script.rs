@@ -1,16 +1,46 @@
-//! Script tasks (shell, python): a program in its own process group in a scratch work
-//! directory, its exit turned into the task's outcome.
+//! Process tasks (shell, python, spark, notebook): a program in its own process group in a
+//! scratch work directory, its exit turned into the task's outcome.
 
-use super::process::{self, Program};
+use super::process::{self, Program, TaskProcess};
 use super::table::RunningTask;
 use super::task_log::TaskLog;
+use super::tenant::Tenant;
 use super::{Executor, NO_EXIT_CODE, Outcome, set_value};
 use shoal_common::proto::TaskSpec;
+use std::path::Path;
 use tracing::warn;
 
+/// How a process task starts, and what it makes of its end.
+pub(super) trait ProcessTask {
+    /// What the failure message calls the process: "command", "spark-submit", ...
+    fn what(&self) -> &str;
+    /// Starts the process in the task's work directory.
+    fn start(&self, work_dir: &Path, tenant: Option<&Tenant>) -> Result<TaskProcess, String>;
+    /// The outcome once the process ended (its work directory still there).
+    fn finish(&self, _work_dir: &Path, _tenant: Option<&Tenant>, outcome: Outcome) -> Outcome {
+        outcome
+    }
+}
+
+/// A shell or python task: its script run by its interpreter.
+struct Script<'a> {
+    program: &'a Program<'a>,
+    script: &'a str,
+    params: &'a std::collections::HashMap<String, String>,
+}
+
+impl ProcessTask for Script<'_> {
+    fn what(&self) -> &str {
+        "command"
+    }
+
+    fn start(&self, work_dir: &Path, tenant: Option<&Tenant>) -> Result<TaskProcess, String> {
+        process::spawn(self.program, work_dir, self.script, self.params, tenant)
+    }
+}
+
 impl Executor {
-    /// Runs a script task (shell, python): one code path for "a program in its own process
-    /// group, writing into the task log".
+    /// Runs a script task (shell, python).
     pub(super) async fn run_script(
         &self,
         spec: &TaskSpec,
@@ -19,14 +49,33 @@ impl Executor {
         script: &str,
         log: &TaskLog,
     ) -> Outcome {
+        let script = Script {
+            program,
+            script,
+            params: &spec.params,
+        };
+        self.run_process(spec, task, &script, log).await
+    }
+
+    /// Runs a process task: one code path for "a program in its own process group,
+    /// writing into the task log".
+    pub(super) async fn run_process(
+        &self,
+        spec: &TaskSpec,
+        task: &RunningTask,
+        how: &impl ProcessTask,
+        log: &TaskLog,
+    ) -> Outcome {
         let work_dir = match self.scratch.take() {
             Ok(dir) => dir,
             Err(message) => return could_not_start(spec, log, message),
         };
         let outcome = async {
-            let started = self.tenants.of_task(&spec.tenant).and_then(|tenant| {
-                process::spawn(program, &work_dir, script, &spec.params, tenant.as_ref())
-            });
+            let tenant = match self.tenants.of_task(&spec.tenant) {
+                Ok(tenant) => tenant,
+                Err(message) => return could_not_start(spec, log, message),
+            };
+            let started = how.start(&work_dir, tenant.as_ref());
             let process = match started {
                 Ok(p) => p,
                 Err(message) => return could_not_start(spec, log, message),
@@ -58,27 +107,29 @@ impl Executor {
                     return Outcome::failure(message);
                 }
             };
+            let finish = |outcome| how.finish(&work_dir, tenant.as_ref(), outcome);
             if status.success() {
-                return Outcome::Success { output };
+                return finish(Outcome::Success { output });
             }
             if task.kill.requested() {
-                return Outcome::killed();
+                return finish(Outcome::killed());
             }
             use std::os::unix::process::ExitStatusExt;
+            let what = how.what();
             let (exit_code, message) = match (status.code(), status.signal()) {
-                (Some(code), _) => (code, format!("command exited with code {code}")),
+                (Some(code), _) => (code, format!("{what} exited with code {code}")),
                 (None, Some(signal)) => (
                     128 + signal,
-                    format!("command terminated by signal {signal}"),
+                    format!("{what} terminated by signal {signal}"),
                 ),
-                (None, None) => (NO_EXIT_CODE, format!("command ended with {status}")),
+                (None, None) => (NO_EXIT_CODE, format!("{what} ended with {status}")),
             };
             log.note(&message);
-            Outcome::Failure {
+            finish(Outcome::Failure {
                 exit_code,
                 message,
                 output: std::mem::take(&mut output),
-            }
+            })
         }
         .await;
         // Emptied for a later task: the task's group is gone (`wait` killed it).

@@ -39,6 +39,7 @@ fn executor(dir: &Path, outbox: &Outbox) -> Arc<Executor> {
             slots: 4,
             dirs,
             python: crate::DEFAULT_PYTHON.into(),
+            spark_submit: "spark-submit".into(),
             task_env: TaskEnvironment::of_worker(&[]).unwrap(),
             datasources: Datasources::new(&Default::default(), &Default::default(), true, 4)
                 .unwrap(),

@@ -12,7 +12,7 @@ use std::time::Instant;
 const POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 /// A task from its full definition; the type comes from the definition's `type`.
-fn def_task(id: i64, definition: Value, master: &str) -> TaskSpec {
+pub(super) fn def_task(id: i64, definition: Value, master: &str) -> TaskSpec {
     let mut definition = definition;
     definition["name"] = json!(format!("t{id}"));
     TaskSpec {
