@@ -965,8 +965,8 @@ tasks:
 
 /// A notebook task (papermill and ipykernel, which scripts/test installs: without them
 /// this fails under CI and scripts/test, and says it was skipped elsewhere) gets its
-/// `parameters` expanded from an upstream output and its own `params` from a start
-/// parameter; what it prints as `${setValue(...)}` flows downstream.
+/// `parameters` expanded from an upstream output and its own `params` (here overridden by
+/// a start parameter); what it prints as `${setValue(...)}` flows downstream.
 fn a_notebook_gets_its_parameters_from_the_run_and_hands_on_its_outputs(e: Env) {
     let importable = |m: &str| {
         std::process::Command::new("python3")
@@ -1007,7 +1007,7 @@ tasks:
   - name: report
     type: notebook
     depends_on: [count]
-    params: {{ label: "${{who}} ok" }}
+    params: {{ label: unset }}
     notebook: {{ path: {nb}, parameters: {{ rows: "${{rows}}", out: {seen} }} }}
   - {{ name: use, type: shell, command: "echo ${{doubled}} >> {doubled}", depends_on: [report] }}
 "#,
@@ -1015,7 +1015,8 @@ tasks:
         seen = seen.display(),
         doubled = doubled.display(),
     ));
-    let id = e.start("nb", r#"{"params": {"who": "ann"}}"#);
+    // A start parameter wins over the task's own, as for any task.
+    let id = e.start("nb", r#"{"params": {"label": "ann ok"}}"#);
     let inst = e.end(id);
     assert_eq!(inst["state"], "success", "{inst}");
     let seen = std::fs::read_to_string(&seen).unwrap_or_default();
