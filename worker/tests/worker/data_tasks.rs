@@ -46,12 +46,18 @@ fn pyspark_submit() -> PathBuf {
     Path::new(dir.trim()).join("bin").join("spark-submit")
 }
 
-async fn spark_worker() -> Setup {
-    launch(Launch {
+/// A master and a worker running pyspark's spark-submit; none without pyspark.
+async fn spark_setup(test: &str) -> Option<(MasterProc, Setup)> {
+    if !have("pyspark", "pyspark", test) {
+        return None;
+    }
+    let master = start_master("127.0.0.1:0".parse().unwrap()).await;
+    let w = launch(Launch {
         spark_submit: Some(pyspark_submit()),
         ..Launch::default()
     })
-    .await
+    .await;
+    Some((master, w))
 }
 
 impl MasterProc {
@@ -79,11 +85,9 @@ async fn log_of(w: &mut Setup, t: &TaskSpec) -> String {
 
 #[tokio::test]
 async fn a_spark_job_runs_in_local_mode_its_prints_in_the_log() {
-    if !have("pyspark", "pyspark", "spark job") {
+    let Some((mut master, mut w)) = spark_setup("spark job").await else {
         return;
-    }
-    let mut master = start_master("127.0.0.1:0".parse().unwrap()).await;
-    let mut w = spark_worker().await;
+    };
     let job = w.path("sum.py");
     std::fs::write(
         &job,
@@ -133,11 +137,9 @@ async fn a_spark_job_runs_in_local_mode_its_prints_in_the_log() {
 
 #[tokio::test]
 async fn a_failing_spark_job_fails_the_task_with_spark_submit_s_exit() {
-    if !have("pyspark", "pyspark", "failing spark job") {
+    let Some((mut master, mut w)) = spark_setup("failing spark job").await else {
         return;
-    }
-    let mut master = start_master("127.0.0.1:0".parse().unwrap()).await;
-    let mut w = spark_worker().await;
+    };
     let job = w.path("fail.py");
     std::fs::write(&job, "import sys\nprint('giving up')\nsys.exit(3)\n").unwrap();
     let t = def_task(
@@ -219,19 +221,24 @@ fn write_notebook(path: &Path) {
     std::fs::write(path, nb.to_string()).unwrap();
 }
 
-fn have_papermill(test: &str) -> bool {
-    have("papermill", "papermill", test) && have("ipykernel", "ipykernel", test)
+/// A master, a worker and [`write_notebook`]'s notebook (`report.ipynb` in the test's
+/// directory); none without papermill and ipykernel.
+async fn notebook_setup(test: &str) -> Option<(MasterProc, Setup, PathBuf)> {
+    if !(have("papermill", "papermill", test) && have("ipykernel", "ipykernel", test)) {
+        return None;
+    }
+    let master = start_master("127.0.0.1:0".parse().unwrap()).await;
+    let w = start_worker(2).await;
+    let nb = w.path("report.ipynb");
+    write_notebook(&nb);
+    Some((master, w, nb))
 }
 
 #[tokio::test]
 async fn a_notebook_runs_with_its_parameters_and_is_kept_beside_the_log() {
-    if !have_papermill("notebook") {
+    let Some((mut master, mut w, _)) = notebook_setup("notebook").await else {
         return;
-    }
-    let mut master = start_master("127.0.0.1:0".parse().unwrap()).await;
-    let mut w = start_worker(2).await;
-    let nb = w.path("report.ipynb");
-    write_notebook(&nb);
+    };
     let t = def_task(
         511,
         json!({
@@ -265,13 +272,9 @@ async fn a_notebook_runs_with_its_parameters_and_is_kept_beside_the_log() {
 
 #[tokio::test]
 async fn a_failing_cell_fails_the_task_naming_its_error() {
-    if !have_papermill("failing notebook") {
+    let Some((mut master, mut w, nb)) = notebook_setup("failing notebook").await else {
         return;
-    }
-    let mut master = start_master("127.0.0.1:0".parse().unwrap()).await;
-    let mut w = start_worker(2).await;
-    let nb = w.path("report.ipynb");
-    write_notebook(&nb);
+    };
     let t = def_task(
         512,
         json!({"type": "notebook", "notebook": {"path": nb.to_str().unwrap(), "parameters": {"rows": "9"}}}),
@@ -296,13 +299,9 @@ async fn a_failing_cell_fails_the_task_naming_its_error() {
 
 #[tokio::test]
 async fn a_killed_notebook_takes_its_kernel_along() {
-    if !have_papermill("killed notebook") {
+    let Some((mut master, mut w, nb)) = notebook_setup("killed notebook").await else {
         return;
-    }
-    let mut master = start_master("127.0.0.1:0".parse().unwrap()).await;
-    let mut w = start_worker(2).await;
-    let nb = w.path("report.ipynb");
-    write_notebook(&nb);
+    };
     let pid_file = w.path("kernel.pid");
     let t = def_task(
         513,
