@@ -25,6 +25,7 @@ from .errors import (
     Unauthorized,
     WaitTimeout,
 )
+from .worker import TaskContext, Worker
 from .workflow import External, Http, Noop, Python, Shell, Sql, Task, Workflow, duration
 
 __all__ = [
@@ -50,8 +51,10 @@ __all__ = [
     "ShoalError",
     "Sql",
     "Task",
+    "TaskContext",
     "Unauthorized",
     "WaitTimeout",
+    "Worker",
     "Workflow",
     "duration",
 ]

@@ -1,8 +1,4 @@
-"""The HTTP transport: the standard library's http.client, one connection a request.
-
-A request can hand its connection to a callback before it blocks, so that another thread
-can abort it (a worker's long poll, on stop).
-"""
+"""The HTTP transport: the standard library's http.client, one connection a request."""
 
 from __future__ import annotations
 
@@ -11,7 +7,7 @@ import json
 import socket
 import ssl
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 from urllib.parse import quote, urlencode, urlsplit
 
 from ._version import __version__
@@ -84,7 +80,6 @@ class Transport:
         content_type: str | None = None,
         query: Mapping[str, str | int | None] | None = None,
         timeout: float | None = None,
-        on_connect: Callable[[http.client.HTTPConnection | None], None] | None = None,
         ok: tuple[int, ...] = (),
     ) -> Response:
         """Sends one request; raises a :class:`ShoalError` for an answer of 400 or more.
@@ -112,8 +107,6 @@ class Transport:
             headers["Content-Type"] = "application/json"
         url = f"{self.scheme}://{self.host}{':' + str(self.port) if self.port else ''}{target}"
         conn = self._connect(self.timeout if timeout is None else timeout)
-        if on_connect is not None:
-            on_connect(conn)
         try:
             conn.request(method, target, body=body, headers=headers)
             answer = conn.getresponse()
@@ -123,8 +116,6 @@ class Transport:
             what = "timed out" if isinstance(e, socket.timeout) else str(e) or type(e).__name__
             raise ConnectionFailed(what, method=method, url=url) from e
         finally:
-            if on_connect is not None:
-                on_connect(None)
             conn.close()
         if response.status >= 400 and response.status not in ok:
             message, err = _error_of(response)

@@ -7,15 +7,13 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Union
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Union
 
 from ._http import Transport, path_segment
 from .errors import CommandFailed, WaitTimeout
 from .workflow import duration
 
 if TYPE_CHECKING:
-    import http.client
-
     from .workflow import Workflow
 
 #: States in which a workflow instance has ended (a paused one has too: it can be resumed).
@@ -484,8 +482,6 @@ class Client:
         worker: str,
         max: int = 1,
         wait: float = 0.0,
-        *,
-        on_connect: Callable[[http.client.HTTPConnection | None], None] | None = None,
     ) -> list[ExternalTask]:
         """Takes up to ``max`` ready external tasks of ``queues``, waiting up to ``wait`` s."""
         body: dict[str, Any] = {"queues": list(queues), "worker": worker, "max": max}
@@ -496,7 +492,6 @@ class Client:
             "/external/poll",
             json_body=body,
             timeout=self._http.timeout + wait,
-            on_connect=on_connect,
         ).json()
         return [ExternalTask.from_json(t) for t in answer or []]
 

@@ -1,0 +1,354 @@
+"""External tasks and the Worker against a real `shoal standalone`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from shoal_sdk import (
+    Client,
+    Conflict,
+    External,
+    Forbidden,
+    Shell,
+    TaskContext,
+    Worker,
+    Workflow,
+)
+
+from .conftest import Server
+
+
+@contextmanager
+def running(worker: Worker) -> Iterator[Worker]:
+    """Runs a worker in a thread for the block; stops it and waits after."""
+    thread = worker.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "the worker did not stop"
+
+
+def apply_external(client: Client, project: str, name: str, task: str, **fields: Any) -> str:
+    """Applies workflow `name` of one external task; returns its queue, of its own."""
+    queue = f"q-{name}"
+    with Workflow(name, project=project) as wf:
+        External(task, queue=queue, **fields)
+    client.apply(wf)
+    return queue
+
+
+def attempts(run: Any, name: str) -> list[dict[str, Any]]:
+    return sorted((t for t in run.tasks if t["name"] == name), key=lambda t: int(t["id"]))
+
+
+def test_a_worker_runs_an_external_task_between_shell_tasks(
+    client: Client, project: str, unique: str
+) -> None:
+    queue = f"q-{unique}"
+    with Workflow(unique, project=project) as wf:
+        prep = Shell("prep", command="echo '${setValue(url=https://img.example/a.png)}'")
+        # (A param named as the value it takes, `url: ${url}`, would stand for itself.)
+        resize = External("resize", queue=queue, params={"image": "${url}", "size": "128"})
+        after = Shell("after", command='echo "thumb is ${thumb} of ${bytes} bytes"')
+        prep >> resize >> after
+    client.apply(wf)
+
+    worker = Worker(client, name="sdk-test-1", poll_wait=1)
+    seen: list[dict[str, Any]] = []
+
+    @worker.task(queue)
+    def handle(params: dict[str, Any]) -> dict[str, Any]:
+        seen.append(params)
+        print("resizing", params["image"])
+        print("to", params["size"], file=sys.stderr)
+        return {"thumb": f"{params['image']}?w={params['size']}", "bytes": 1234}
+
+    with running(worker):
+        run = client.start(project, unique, wait=True, timeout=30)
+    assert run.state == "success", run.tasks
+    assert seen == [{"image": "https://img.example/a.png", "size": "128"}]
+    assert run.task_outputs["resize"] == {
+        "thumb": "https://img.example/a.png?w=128",
+        "bytes": "1234",
+    }
+    log = run.logs("resize")
+    assert "resizing https://img.example/a.png" in log and "to 128" in log
+    assert "thumb is https://img.example/a.png?w=128 of 1234 bytes" in run.logs("after")
+    assert worker.stats["succeeded"] == 1 and worker.stats["taken"] == 1
+
+
+def test_an_exception_fails_the_attempt_and_retries_apply(
+    client: Client, project: str, unique: str
+) -> None:
+    queue = apply_external(client, project, unique, "flaky", retries=1, retry_interval="1s")
+
+    worker = Worker(client, poll_wait=1)
+
+    @worker.task(queue)
+    def handle(params: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+        if ctx.task.attempt == 1:
+            raise ValueError("bad image")
+        return {"attempt": ctx.task.attempt}
+
+    with running(worker):
+        run = client.start(project, unique, wait=True, timeout=30)
+    assert run.state == "success"
+    first, second = attempts(run, "flaky")
+    assert first["state"] == "failure" and first["message"] == "ValueError: bad image"
+    assert second["state"] == "success" and second["output"] == {"attempt": "2"}
+    log = client.logs(int(first["id"]))
+    assert "Traceback" in log and "bad image" in log
+    assert worker.stats["failed"] == 1 and worker.stats["succeeded"] == 1
+
+
+def test_a_result_that_is_not_a_dict_fails_the_task(
+    client: Client, project: str, unique: str
+) -> None:
+    queue = apply_external(client, project, unique, "odd")
+    worker = Worker(client, poll_wait=1)
+    worker.register(queue, lambda params: ["not", "a", "dict"])  # type: ignore[arg-type]
+    with running(worker):
+        run = client.start(project, unique, wait=True, timeout=30)
+    assert run.state == "failure"
+    assert "not a dict" in (run.task("odd")["message"] or "")
+
+
+def test_heartbeats_hold_a_lease_shorter_than_the_handler(
+    client: Client, project: str, unique: str
+) -> None:
+    queue = apply_external(client, project, unique, "slow", lease=2)
+    worker = Worker(client, poll_wait=1)
+
+    @worker.task(queue)
+    def handle(params: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+        assert not ctx.wait_cancelled(3.5), "the lease was lost"
+        return {"slept": "3.5"}
+
+    with running(worker):
+        run = client.start(project, unique, wait=True, timeout=30)
+    assert run.state == "success", run.tasks
+    assert len(attempts(run, "slow")) == 1
+    assert worker.stats["lost"] == 0
+
+
+def test_handlers_run_concurrently(client: Client, project: str, unique: str) -> None:
+    queue = f"q-{unique}"
+    with Workflow(unique, project=project) as wf:
+        for i in range(4):
+            External(f"part{i}", queue=queue, params={"i": str(i)})
+    client.apply(wf)
+    worker = Worker(client, poll_wait=1, concurrency=4)
+    lock = threading.Lock()
+    now = [0]
+    most = [0]
+
+    @worker.task(queue)
+    def handle(params: dict[str, Any]) -> dict[str, Any]:
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        time.sleep(1.0)
+        with lock:
+            now[0] -= 1
+        return {f"part{params['i']}": "done"}
+
+    with running(worker):
+        began = time.monotonic()
+        run = client.start(project, unique, wait=True, timeout=30)
+        took = time.monotonic() - began
+    assert run.state == "success"
+    assert most[0] == 4
+    assert took < 3.5, f"4 one-second handlers at once took {took:.1f}s"
+    assert run.outputs == {f"part{i}": "done" for i in range(4)}
+
+
+def test_stop_lets_a_running_handler_finish_and_takes_no_more(
+    client: Client, project: str, unique: str
+) -> None:
+    queue = apply_external(client, project, unique, "job")
+    worker = Worker(client, poll_wait=2)
+    started = threading.Event()
+
+    @worker.task(queue)
+    def handle(params: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        time.sleep(1.0)
+        return {"finished": True}
+
+    thread = worker.start()
+    run = client.start(project, unique)
+    assert started.wait(15)
+    began = time.monotonic()
+    worker.stop()
+    thread.join(15)
+    assert not thread.is_alive()
+    assert time.monotonic() - began < 5
+    assert run.wait(timeout=15) == "success"
+    assert run.outputs == {"finished": "true"}
+
+    # Stopped: a new run's task waits for another worker.
+    second = client.start(project, unique)
+    time.sleep(1.0)
+    assert second.state == "running"
+    assert worker.stats["taken"] == 1
+    second.stop()
+    assert second.wait(timeout=15) == "stopped"
+
+
+def test_stop_gives_up_a_handler_that_outlives_the_grace(
+    client: Client, project: str, unique: str
+) -> None:
+    queue = apply_external(client, project, unique, "stuck")
+    worker = Worker(client, poll_wait=1, grace=0.5)
+    started = threading.Event()
+    cancelled = threading.Event()
+
+    @worker.task(queue)
+    def handle(params: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+        started.set()
+        if ctx.wait_cancelled(30):
+            cancelled.set()
+        return {"too": "late"}
+
+    thread = worker.start()
+    run = client.start(project, unique)
+    assert started.wait(15)
+    began = time.monotonic()
+    worker.stop()
+    thread.join(15)
+    assert time.monotonic() - began < 5
+    assert cancelled.wait(5)
+    assert run.wait(timeout=15) == "failure"
+    stuck = run.task("stuck")
+    assert "stopped before the handler finished" in (stuck["message"] or "")
+    assert stuck["output"] == {}
+    assert worker.stats["given_up"] == 1
+
+
+WORKER_SCRIPT = textwrap.dedent(
+    """
+    import pathlib, sys, time
+    from shoal_sdk import Client, Worker
+
+    queue, marker = sys.argv[1], pathlib.Path(sys.argv[2])
+    worker = Worker(Client(), queues=[queue], poll_wait=2)
+
+    @worker.task(queue)
+    def handle(params):
+        marker.write_text("started")
+        time.sleep(1.0)
+        print("finished after SIGTERM")
+        return {"done": "yes"}
+
+    worker.run()
+    print("worker stopped", worker.stats, flush=True)
+    """
+)
+
+
+def test_sigterm_stops_a_worker_process_cleanly(
+    client: Client, server: Server, project: str, unique: str, tmp_path: Path
+) -> None:
+    queue = apply_external(client, project, unique, "job")
+    marker = tmp_path / "started"
+    env = dict(os.environ, SHOAL_API=server.url, SHOAL_TOKEN=server.token)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WORKER_SCRIPT, queue, str(marker)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        run = client.start(project, unique)
+        deadline = time.monotonic() + 15
+        while not marker.exists():
+            assert proc.poll() is None, proc.communicate()[0]
+            assert time.monotonic() < deadline, "the worker did not take the task"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out
+    assert "worker stopped" in out and "'succeeded': 1" in out, out
+    assert run.wait(timeout=15) == "success"
+    assert run.outputs == {"done": "yes"}
+    assert "finished after SIGTERM" in run.logs("job")
+
+
+def test_the_http_contract(client: Client, project: str, unique: str) -> None:
+    """The calls a worker in any language makes, one by one."""
+    queue = f"q-{unique}"
+    began = time.monotonic()
+    assert client.poll([queue], "raw", max=5, wait=0.5) == []
+    assert time.monotonic() - began >= 0.4
+
+    with Workflow(unique, project=project) as wf:
+        External("raw", queue=queue, params={"n": "1"}, lease="10s")
+    client.apply(wf)
+    run = client.start(project, unique)
+    (task,) = client.poll([queue], "raw-worker", max=5, wait=10)
+    assert (task.queue, task.project, task.workflow, task.task, task.attempt) == (
+        queue,
+        project,
+        unique,
+        "raw",
+        1,
+    )
+    assert task.workflow_instance_id == run.id and task.params == {"n": "1"}
+    assert client.heartbeat(task.task_instance_id, task.lease_token)
+    client.append_log(task.task_instance_id, task.lease_token, "one line\n")
+    with pytest.raises(Conflict) as wrong:
+        client.heartbeat(task.task_instance_id, "not-the-token")
+    assert wrong.value.status == 409
+    client.complete_external(
+        task.task_instance_id, task.lease_token, "success", {"n": 2}, "done by hand"
+    )
+    with pytest.raises(Conflict):
+        client.complete_external(task.task_instance_id, task.lease_token, "success")
+    with pytest.raises(Conflict):
+        client.heartbeat(task.task_instance_id, task.lease_token)
+    assert run.wait(timeout=15) == "success"
+    assert run.outputs == {"n": "2"}
+    assert "one line" in run.logs("raw")
+
+
+def test_a_worker_needs_the_worker_role(
+    client: Client, server: Server, project: str, unique: str
+) -> None:
+    user = f"w{unique}"[:60]
+    client.request("POST", "/users", {"name": user})
+    token = client.request("POST", "/tokens", {"name": "worker", "user": user})["token"]
+    as_user = Client(api=server.url, token=token)
+    queue = f"q-{unique}"
+
+    nobody = Worker(as_user, poll_wait=1)
+    nobody.register(queue, lambda params: {})
+    with pytest.raises(Forbidden):
+        nobody.run(handle_signals=False)
+
+    client.grant(project, user, "worker")
+    with Workflow(unique, project=project) as wf:
+        External("job", queue=queue)
+    client.apply(wf)
+    worker = Worker(as_user, poll_wait=1)
+    worker.register(queue, lambda params: {"by": user})
+    with running(worker):
+        run = client.start(project, unique, wait=True, timeout=30)
+    assert run.state == "success" and run.outputs == {"by": user}
