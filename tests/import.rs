@@ -60,7 +60,7 @@ fn an_imported_dolphinscheduler_export_applies_and_runs(e: Env) {
     );
     assert!(yaml.contains("# schedule (created disabled): cron '0 30 2 * * ?' in Europe/Berlin"));
     assert!(
-        report.contains("task 'aggregate_big_day' (SPARK): not imported, shoal has no SPARK task"),
+        report.contains("task 'aggregate_big_day' (SPARK): 'file:/dolphinscheduler/etl/resources/jobs/wh-aggregate.jar' is a DolphinScheduler resource"),
         "{report}"
     );
     assert_eq!(

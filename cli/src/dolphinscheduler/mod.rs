@@ -5,6 +5,7 @@
 //! cannot carry over is named in the report; nothing is dropped silently.
 
 mod cron;
+mod data_tasks;
 mod dependent;
 mod export;
 mod tasks;

@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 
 /// The task types converted; any other becomes a task that fails saying it was not
 /// imported, and is named in the report.
-pub const SUPPORTED: &str =
-    "SHELL, PYTHON, HTTP, SQL, CONDITIONS, SWITCH, SUB_PROCESS (SUB_WORKFLOW), DEPENDENT";
+pub const SUPPORTED: &str = "SHELL, PYTHON, HTTP, SQL, CONDITIONS, SWITCH, \
+    SUB_PROCESS (SUB_WORKFLOW), DEPENDENT, SPARK, JUPYTER";
 
 pub(super) fn convert(
     t: &Task,
@@ -75,6 +75,20 @@ pub(super) fn convert(
                 TaskType::Shell
             }
         },
+        "SPARK" => match super::data_tasks::spark(&p, &at, report) {
+            Ok(spec) => {
+                task.spark = Some(spec);
+                TaskType::Spark
+            }
+            Err(why) => not_imported(&mut task, &why, t, &at, report),
+        },
+        "JUPYTER" => match super::data_tasks::notebook(&p, &at, report) {
+            Ok(spec) => {
+                task.notebook = Some(spec);
+                TaskType::Notebook
+            }
+            Err(why) => not_imported(&mut task, &why, t, &at, report),
+        },
         other => {
             report.push(format!(
                 "{at}: not imported, shoal has no {other} task (it supports {SUPPORTED}); \
@@ -95,6 +109,21 @@ pub(super) fn convert(
     }
     common(t, &mut task, depends, codes, &at, report)?;
     Ok(task)
+}
+
+/// A task of a supported type whose settings shoal cannot run: reported, and a stand-in.
+fn not_imported(
+    task: &mut TaskDef,
+    why: &str,
+    t: &Task,
+    at: &str,
+    report: &mut Vec<String>,
+) -> TaskType {
+    report.push(format!(
+        "{at}: not imported: {why}; it stands in the DAG as a shell task that fails saying so"
+    ));
+    task.command = Some(stand_in(why, t));
+    TaskType::Shell
 }
 
 /// The command of a shell task that fails saying why the task was not imported, so the

@@ -133,10 +133,12 @@ fn every_supported_type_and_setting_is_carried_over() {
 
 #[test]
 fn what_shoal_lacks_is_reported_by_name_and_type() {
-    let imported = convert(&both(WAREHOUSE, OTHERS), &options("default")).unwrap();
+    // FLINK stands for a type shoal lacks: the fixture's SPARK task, renamed.
+    let flink = WAREHOUSE.replace(r#""taskType" : "SPARK""#, r#""taskType" : "FLINK""#);
+    let imported = convert(&both(&flink, OTHERS), &options("default")).unwrap();
     let report = imported.report.join("\n");
     for expected in [
-        "warehouse_daily: task 'aggregate_big_day' (SPARK): not imported, shoal has no SPARK task",
+        "warehouse_daily: task 'aggregate_big_day' (FLINK): not imported, shoal has no FLINK task",
         "warehouse_daily: task 'load_check' (SQL): datasource 7 (POSTGRESQL) is named 'postgresql_7'",
         "warehouse_daily: task 'load_check' (SQL): 1 preStatements not carried over",
         "warehouse_daily: task 'load_check' (SQL): task group 2 is named 'ds_task_group_2'",
@@ -155,16 +157,124 @@ fn what_shoal_lacks_is_reported_by_name_and_type() {
     );
     // The unsupported task stays in the DAG and fails saying why.
     let def = WorkflowDef::parse(yaml).unwrap();
-    let spark = task(&def, "aggregate_big_day");
+    let flink = task(&def, "aggregate_big_day");
     assert!(
-        spark
+        flink
             .command
             .as_deref()
             .unwrap()
             .contains("was not imported"),
-        "{spark:?}"
+        "{flink:?}"
     );
-    assert_eq!(spark.depends_on, ["route_by_region"]);
+    assert_eq!(flink.depends_on, ["route_by_region"]);
+}
+
+#[test]
+fn spark_and_jupyter_tasks_become_spark_and_notebook_tasks() {
+    let imported = convert(&both(WAREHOUSE, OTHERS), &options("default")).unwrap();
+    let report = imported.report.join("\n");
+    let def = WorkflowDef::parse(&find(&imported, "warehouse_daily").yaml).unwrap();
+    let t = task(&def, "aggregate_big_day");
+    assert_eq!(t.task_type, "spark");
+    let spark = t.spark.as_ref().unwrap();
+    let jar = "file:/dolphinscheduler/etl/resources/jobs/wh-aggregate.jar";
+    assert_eq!(
+        (spark.main_class.as_deref(), spark.app_jar.as_deref()),
+        (Some("com.example.wh.AggregateOrders"), Some(jar))
+    );
+    assert_eq!(
+        (spark.deploy_mode.as_deref(), spark.master()),
+        (Some("cluster"), "yarn")
+    );
+    assert_eq!(spark.driver_memory.as_deref(), Some("512M"));
+    assert_eq!(spark.executor_memory.as_deref(), Some("2G"));
+    assert_eq!(
+        (
+            spark.driver_cores,
+            spark.executor_cores,
+            spark.num_executors
+        ),
+        (Some(1), Some(2), Some(2))
+    );
+    assert_eq!(spark.args, ["--dt", "${dt}"]);
+    assert_eq!(spark.name.as_deref(), Some("aggregate_big_day"));
+    assert!(
+        report.contains(&format!("(SPARK): '{jar}' is a DolphinScheduler resource")),
+        "{report}"
+    );
+
+    // The other program types and options, and a JUPYTER task, on the same task.
+    let with = |task_type: &str, params: &str| {
+        let original = r#""taskType" : "SPARK""#;
+        let at = WAREHOUSE.find(original).unwrap();
+        let params_at = at + WAREHOUSE[at..].find(r#""taskParams" : "#).unwrap();
+        let params_end = params_at + WAREHOUSE[params_at..].find('\n').unwrap();
+        let mut text = WAREHOUSE.to_string();
+        text.replace_range(
+            params_at..params_end,
+            &format!(r#""taskParams" : {params},"#),
+        );
+        let text = text.replacen(original, &format!(r#""taskType" : "{task_type}""#), 1);
+        let imported = convert(&both(&text, OTHERS), &options("default")).unwrap();
+        let def = WorkflowDef::parse(&find(&imported, "warehouse_daily").yaml).unwrap();
+        (
+            task(&def, "aggregate_big_day").clone(),
+            imported.report.join("\n"),
+        )
+    };
+    let (t, report) = with(
+        "SPARK",
+        r#"{"programType":"PYTHON","mainJar":{"resourceName":"/jobs/agg.py"},"deployMode":"local","mainArgs":"a 'b c'","others":"--conf spark.x=1 --verbose","yarnQueue":"etl","driverCores":0}"#,
+    );
+    let spark = t.spark.unwrap();
+    assert_eq!(spark.py_file.as_deref(), Some("/jobs/agg.py"));
+    assert_eq!(
+        (spark.master(), spark.deploy_mode.as_deref()),
+        ("local", None)
+    );
+    assert_eq!(spark.args, ["a", "'b", "c'"]);
+    assert_eq!(spark.conf["spark.x"], "1");
+    assert_eq!(spark.conf["spark.yarn.queue"], "etl");
+    assert_eq!(spark.driver_cores, None);
+    assert!(
+        report.contains("quotes in them are kept as written"),
+        "{report}"
+    );
+    assert!(
+        report.contains("options not carried over (only --conf KEY=VALUE is): --verbose"),
+        "{report}"
+    );
+    let (t, report) = with("SPARK", r#"{"programType":"SQL","rawScript":"select 1"}"#);
+    assert_eq!(t.task_type, "shell");
+    assert!(
+        report.contains("(SPARK): not imported: its Spark program type SQL"),
+        "{report}"
+    );
+
+    let (t, report) = with(
+        "JUPYTER",
+        r#"{"inputNotePath":"/nb/daily.ipynb","outputNotePath":"/nb/out/daily.ipynb","parameters":"{\"rows\": 10, \"dt\": \"${dt}\", \"full\": true}","kernel":"python3","condaEnvName":"etl","engine":""}"#,
+    );
+    assert_eq!(t.task_type, "notebook");
+    let nb = t.notebook.unwrap();
+    assert_eq!(nb.path, "/nb/daily.ipynb");
+    assert_eq!(nb.output.as_deref(), Some("/nb/out/daily.ipynb"));
+    assert_eq!(nb.kernel.as_deref(), Some("python3"));
+    let want = [("dt", "${dt}"), ("full", "True"), ("rows", "10")];
+    assert_eq!(
+        nb.parameters,
+        want.map(|(k, v)| (k.to_string(), v.to_string())).into()
+    );
+    assert!(
+        report.contains("(JUPYTER): not carried over: conda environment 'etl'"),
+        "{report}"
+    );
+    let (t, report) = with("JUPYTER", r#"{"inputNotePath":"daily.ipynb"}"#);
+    assert_eq!(t.task_type, "shell");
+    assert!(
+        report.contains("its notebook 'daily.ipynb' is not an absolute path"),
+        "{report}"
+    );
 }
 
 #[test]
