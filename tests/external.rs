@@ -366,3 +366,31 @@ fn the_worker_role_works_its_projects_external_tasks_and_nothing_else() {
         "only the poll that took a task is recorded: {audit}"
     );
 }
+
+/// Clients that hang up while their poll is being answered leave standalone's store
+/// usable: a request cancelled in the middle of its transaction's BEGIN used to leave
+/// SQLite's one writer connection refusing every later transaction.
+#[test]
+fn polls_cut_off_mid_request_leave_the_store_usable() {
+    use std::io::Write;
+    let e = Env::Standalone(Standalone::start());
+    e.apply("name: cut\ntasks:\n- { name: a, type: noop }\n");
+    let addr = e.api().base.trim_start_matches("http://").to_string();
+    let body = r#"{"queues": ["nothing-here"], "worker": "w", "wait": "1s"}"#;
+    let request = format!(
+        "POST /api/v1/external/poll HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    for i in 0..300u64 {
+        let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+        conn.write_all(request.as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_micros(i % 5 * 800));
+        drop(conn);
+    }
+    let id = e.start("cut", "{}");
+    assert_eq!(e.end(id)["state"], "success");
+    assert!(
+        !e.log_text().contains("non-zero transaction depth"),
+        "no write was refused"
+    );
+}

@@ -120,7 +120,18 @@ impl Db {
     pub(super) async fn begin(&self) -> Result<Tx> {
         Ok(match self {
             Db::Postgres(pool) => Tx::Postgres(pool.begin().await?),
-            Db::Sqlite { writer, .. } => Tx::Sqlite(writer.begin_with("BEGIN IMMEDIATE").await?),
+            // Begun in a task of its own. A caller dropped while the BEGIN runs (its client
+            // hung up) would otherwise leave the one writer connection counted inside a
+            // transaction nobody holds (sqlx counts the BEGIN its worker thread ran), and
+            // every later BEGIN would be refused. Unawaited, the task's transaction rolls back.
+            Db::Sqlite { writer, .. } => {
+                let writer = writer.clone();
+                let begun = tokio::spawn(async move { writer.begin_with("BEGIN IMMEDIATE").await });
+                let begun = begun.await.map_err(|e| {
+                    Error::Invalid(format!("the task beginning a transaction failed: {e}"))
+                })?;
+                Tx::Sqlite(begun?)
+            }
         })
     }
 
