@@ -11,6 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+mod container;
 mod data_tasks;
 mod dependent;
 mod do_while;
@@ -23,6 +24,7 @@ pub(crate) mod name;
 mod specs;
 mod validate;
 mod yaml;
+pub use container::{ContainerCommand, ContainerSpec, KubernetesSpec, PullPolicy};
 pub use data_tasks::{DEFAULT_SPARK_MASTER, DEPLOY_MODES, NotebookSpec, SparkSpec, is_identifier};
 pub use dependent::{
     DATE_CYCLES, DEFAULT_CHECK_INTERVAL, DEFAULT_TIMEOUT as DEFAULT_DEPENDENT_TIMEOUT, DateCycle,
@@ -227,6 +229,12 @@ pub struct TaskDef {
     /// `notebook`: a Jupyter notebook run with papermill (see [`NotebookSpec`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notebook: Option<NotebookSpec>,
+    /// `container`: an image run by podman or docker on the worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerSpec>,
+    /// `kubernetes`: a Job created through the Kubernetes API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<KubernetesSpec>,
 }
 
 fn yes() -> bool {
@@ -282,6 +290,8 @@ impl Default for TaskDef {
             on_timeout: None,
             spark: None,
             notebook: None,
+            container: None,
+            kubernetes: None,
         }
     }
 }
@@ -289,7 +299,7 @@ impl Default for TaskDef {
 impl TaskDef {
     /// The texts parameters are expanded in: command, script, http url, headers and body,
     /// sql query, an external task's params (what its worker is given), the fields of a
-    /// spark or notebook section.
+    /// spark, notebook, container or kubernetes section.
     pub fn texts(&self) -> impl Iterator<Item = &str> {
         let external = (self.kind() == TaskType::External).then_some(&self.params);
         let http = self.http.iter().flat_map(|h| {
@@ -314,6 +324,8 @@ impl TaskDef {
             )
             .chain(self.spark.iter().flat_map(SparkSpec::texts))
             .chain(self.notebook.iter().flat_map(NotebookSpec::texts))
+            .chain(self.container.iter().flat_map(|c| c.texts()))
+            .chain(self.kubernetes.iter().flat_map(|k| k.texts()))
     }
 
     /// How long an external task's worker keeps it without a heartbeat.

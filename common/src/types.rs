@@ -239,6 +239,8 @@ string_enum!(
         External => "external",
         Spark => "spark",
         Notebook => "notebook",
+        Container => "container",
+        Kubernetes => "kubernetes",
     }
 );
 

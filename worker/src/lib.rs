@@ -176,6 +176,9 @@ pub struct WorkerConfig {
     /// How long task logs are kept on this worker (`--log-retention`; None: for ever): an
     /// instance's log directory goes once nothing was written in it for this long.
     pub log_retention: Option<Duration>,
+    /// What runs container tasks (`--container-runtime`): `podman` or `docker`, a name
+    /// looked up in `PATH` or a path; None: the first of podman, docker on `PATH`.
+    pub container_runtime: Option<String>,
 }
 
 /// A started worker.
@@ -274,6 +277,7 @@ pub async fn start(
                 config.spark_submit.as_deref(),
                 std::env::var_os("SPARK_HOME"),
             ),
+            container_runtime: config.container_runtime.clone(),
             task_env,
             datasources,
             tenants: Tenants {

@@ -3,6 +3,8 @@
 //! timeouts, are in `worker/task_types.rs`, spark and notebook in `worker/data_tasks.rs`;
 //! shutdown, crashes and lease loss in `worker/ha.rs`.
 
+#[path = "worker/container.rs"]
+mod container;
 #[path = "worker/data_tasks.rs"]
 mod data_tasks;
 #[path = "worker/ha.rs"]
@@ -182,6 +184,8 @@ struct Launch {
     default_tenant: Option<String>,
     /// `--spark-submit` (none by default).
     spark_submit: Option<PathBuf>,
+    /// `--container-runtime` (none by default: podman or docker on PATH).
+    container_runtime: Option<String>,
 }
 
 impl Default for Launch {
@@ -196,6 +200,7 @@ impl Default for Launch {
             single_team: true,
             default_tenant: None,
             spark_submit: None,
+            container_runtime: None,
         }
     }
 }
@@ -219,6 +224,7 @@ fn worker_config(l: &Launch, dir: &Path) -> WorkerConfig {
         single_team: l.single_team,
         min_free_disk: l.min_free_disk,
         log_retention: None,
+        container_runtime: l.container_runtime.clone(),
     }
 }
 

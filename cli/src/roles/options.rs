@@ -72,6 +72,11 @@ pub struct ExecArgs {
     #[arg(long, env = "SHOAL_LOG_RETENTION", default_value = "0", value_parser = shoal_common::duration::parse)]
     #[serde(serialize_with = "serialize_duration")]
     pub log_retention: Duration,
+    /// What runs container tasks: podman or docker (a name in PATH or a path); by default
+    /// the first of podman, docker found on PATH.
+    #[arg(long, env = "SHOAL_CONTAINER_RUNTIME")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_runtime: Option<String>,
 }
 
 /// `--min-free-disk`: a size, or 0 for no check.

@@ -3,8 +3,8 @@
 
 use super::name::{valid_name, valid_tenant};
 use super::{
-    DefinitionError, ErrorAction, LEASE_RANGE, TaskDef, WorkflowDef, data_tasks, dependent,
-    do_while, fanout,
+    DefinitionError, ErrorAction, LEASE_RANGE, TaskDef, WorkflowDef, container, data_tasks,
+    dependent, do_while, fanout,
 };
 use crate::types::TaskType;
 use petgraph::algo::tarjan_scc;
@@ -101,6 +101,8 @@ impl WorkflowDef {
                 TaskType::External => t.queue.is_none().then_some("queue"),
                 TaskType::Spark => t.spark.is_none().then_some("spark"),
                 TaskType::Notebook => t.notebook.is_none().then_some("notebook"),
+                TaskType::Container => t.container.is_none().then_some("container"),
+                TaskType::Kubernetes => t.kubernetes.is_none().then_some("kubernetes"),
                 TaskType::Noop | TaskType::Delay | TaskType::Wait => None,
             };
             if let Some(field) = missing {
@@ -125,6 +127,7 @@ impl WorkflowDef {
                 });
             }
             check_external(t, kind)?;
+            check_containers(t, kind)?;
         }
         for t in &self.tasks {
             for d in &t.depends_on {
@@ -302,6 +305,31 @@ fn check_external(t: &TaskDef, kind: TaskType) -> Result<(), DefinitionError> {
             crate::duration::format(least),
             crate::duration::format(most)
         ));
+    }
+    Ok(())
+}
+
+/// A container's and a kubernetes Job's settings make sense; neither is given to another
+/// type.
+fn check_containers(t: &TaskDef, kind: TaskType) -> Result<(), DefinitionError> {
+    let misplaced = match kind {
+        TaskType::Container => t.kubernetes.is_some().then_some("kubernetes"),
+        TaskType::Kubernetes => t.container.is_some().then_some("container"),
+        _ if t.container.is_some() => Some("container"),
+        _ if t.kubernetes.is_some() => Some("kubernetes"),
+        _ => None,
+    };
+    if let Some(field) = misplaced {
+        return Err(DefinitionError::BadBranch {
+            task: t.name.clone(),
+            reason: format!("'{field}' applies to {field} tasks only"),
+        });
+    }
+    if let Some(c) = &t.container {
+        container::check_container(&t.name, c)?;
+    }
+    if let Some(k) = &t.kubernetes {
+        container::check_kubernetes(&t.name, k)?;
     }
     Ok(())
 }

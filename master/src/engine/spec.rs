@@ -96,6 +96,16 @@ pub(super) fn build(
             expand(text, Lang::Text)?;
         }
     }
+    let fields = task.container.as_mut().map(|c| c.texts_mut());
+    for text in fields.into_iter().flatten() {
+        expand(text, Lang::Text)?;
+    }
+    if let Some(k8s) = task.kubernetes.as_mut() {
+        for text in k8s.texts_mut() {
+            expand(text, Lang::Text)?;
+        }
+        k8s.token = revealed.kubernetes_token.clone();
+    }
     let definition_json = serde_json::to_string(&task).map_err(|e| e.to_string())?;
     Ok(QueuedTask {
         spec: TaskSpec {
@@ -250,12 +260,19 @@ struct Revealed {
     named: Vec<(String, String)>,
     /// A sql task's datasource that is a secret of the project (name -> URL).
     datasources: HashMap<String, String>,
+    /// A kubernetes task's API token (its `token_secret`).
+    kubernetes_token: Option<String>,
 }
 
 impl Revealed {
     fn masked(&self) -> Vec<String> {
         let named = self.named.iter().map(|(_, v)| v);
-        named.chain(self.datasources.values()).cloned().collect()
+        let token = self.kubernetes_token.iter();
+        named
+            .chain(self.datasources.values())
+            .chain(token)
+            .cloned()
+            .collect()
     }
 
     /// What hides them in a message the master writes (an expansion that failed on one).
@@ -290,6 +307,20 @@ fn reveal(secrets: &Secrets, project: &str, def: &TaskDef) -> Result<Revealed, S
     {
         let url = url.map_err(|e| format!("task '{}': {e}", def.name))?;
         revealed.datasources.insert(sql.datasource.clone(), url);
+    }
+    if let Some(name) = def
+        .kubernetes
+        .as_ref()
+        .and_then(|k| k.token_secret.as_ref())
+    {
+        let Some(token) = secrets.get(project, name) else {
+            return Err(format!(
+                "task '{}': project '{project}' has no secret '{name}' (kubernetes token_secret)",
+                def.name
+            ));
+        };
+        let token = token.map_err(|e| format!("task '{}': {e}", def.name))?;
+        revealed.kubernetes_token = Some(token);
     }
     Ok(revealed)
 }

@@ -189,6 +189,14 @@ impl TaskEnvironment {
             .collect();
         Ok(TaskEnvironment { entries })
     }
+
+    /// The variables as (name, value), for a helper program started with std's `Command`.
+    pub(crate) fn pairs(&self) -> impl Iterator<Item = (&OsStr, &OsStr)> {
+        self.entries.iter().map(|(key, entry)| {
+            let value = &entry.as_bytes()[key.len() + 1..];
+            (key.as_os_str(), OsStr::from_bytes(value))
+        })
+    }
 }
 
 /// `KEY=VALUE`; an error naming the variable if either holds a NUL byte.

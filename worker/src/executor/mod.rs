@@ -22,6 +22,7 @@
 //! a worker restarting after a crash can kill what its predecessor left ([`orphans`]).
 
 mod admission;
+mod container;
 mod fence;
 mod http;
 mod kill;
@@ -85,6 +86,8 @@ pub(crate) struct ExecutorConfig {
     pub(crate) python: String,
     /// The spark-submit of spark tasks ([`spark_submit`]).
     pub(crate) spark_submit: PathBuf,
+    /// `--container-runtime`; None: podman or docker, whichever is on `PATH`.
+    pub(crate) container_runtime: Option<String>,
     /// What script tasks get of the worker's environment.
     pub(crate) task_env: TaskEnvironment,
     pub(crate) datasources: Datasources,
@@ -136,6 +139,7 @@ pub(crate) struct Executor {
     records: Records,
     python: String,
     spark_submit: PathBuf,
+    container_runtime: Option<String>,
     task_env: TaskEnvironment,
     datasources: Datasources,
     tenants: Tenants,
@@ -157,6 +161,7 @@ impl Executor {
             dirs,
             python,
             spark_submit,
+            container_runtime,
             task_env,
             datasources,
             tenants,
@@ -171,6 +176,7 @@ impl Executor {
             dirs,
             python,
             spark_submit,
+            container_runtime,
             task_env,
             datasources,
             tenants,

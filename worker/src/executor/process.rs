@@ -93,7 +93,7 @@ fn bash() -> &'static Path {
     })
 }
 
-fn is_executable(path: &Path) -> bool {
+pub(crate) fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
@@ -185,6 +185,24 @@ pub(crate) fn start(
     let child = launch
         .start(&OwnedFd::from(writer))
         .map_err(|e| format!("cannot start {name}: {e}"))?;
+    let pgid = child.id();
+    Ok(TaskProcess {
+        child,
+        output,
+        pgid,
+    })
+}
+
+/// Starts `launch` with its stdout and stderr on one pipe the returned process reads: a
+/// program that is not a script (a container runtime's client). `what` names it in errors.
+pub(crate) fn start(launch: &Launch<'_>, what: &str) -> Result<TaskProcess, String> {
+    let (reader, writer) =
+        std::io::pipe().map_err(|e| format!("cannot create the output pipe: {e}"))?;
+    let output = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
+        .map_err(|e| format!("cannot read the output pipe: {e}"))?;
+    let child = launch
+        .start(&OwnedFd::from(writer))
+        .map_err(|e| format!("cannot start {what}: {e}"))?;
     let pgid = child.id();
     Ok(TaskProcess {
         child,

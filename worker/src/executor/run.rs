@@ -11,7 +11,9 @@ use super::timeout::with_timeout;
 use super::{Executor, Outcome, http, sql};
 use crate::logs;
 use serde::Deserialize;
-use shoal_common::definition::{HttpSpec, NotebookSpec, SparkSpec, SqlSpec, TimeoutStrategy};
+use shoal_common::definition::{
+    ContainerSpec, HttpSpec, NotebookSpec, SparkSpec, SqlSpec, TimeoutStrategy,
+};
 use shoal_common::mask::Mask;
 use shoal_common::metrics;
 use shoal_common::proto::{TaskEvent, TaskEventKind, TaskSpec};
@@ -24,7 +26,7 @@ use tracing::{debug, info, warn};
 /// How often a running task's grown log is sent to its master, and how much of its end.
 const SHIP_LOG_EVERY: Duration = Duration::from_secs(5);
 const SHIPPED_WHILE_RUNNING: u64 = 64 * 1024;
-const KNOWN_TYPES: &str = "shell, python, http, sql, spark, notebook, noop";
+const KNOWN_TYPES: &str = "shell, python, http, sql, spark, notebook, container, noop";
 
 /// The part of the definition JSON (a `TaskDef`) the worker reads; everything else is
 /// ignored, so that the master may send fields this worker does not know yet.
@@ -44,6 +46,7 @@ struct TaskBody {
     spark: Option<SparkSpec>,
     #[serde(default)]
     notebook: Option<NotebookSpec>,
+    container: Option<ContainerSpec>,
     #[serde(default, with = "shoal_common::duration::option")]
     timeout: Option<Duration>,
     #[serde(default)]
@@ -57,6 +60,7 @@ enum Work<'a> {
         script: &'a str,
     },
     Http(&'a HttpSpec),
+    Container(&'a ContainerSpec),
     Sql(&'a SqlSpec),
     /// spark-submit's arguments.
     Spark(Vec<String>),
@@ -219,6 +223,13 @@ impl Executor {
                     return self.fail_early(spec, "notebook task has no 'notebook' section".into());
                 }
             },
+            "container" => match &body.container {
+                Some(c) => Work::Container(c),
+                None => {
+                    return self
+                        .fail_early(spec, "container task has no 'container' section".into());
+                }
+            },
             other => {
                 return self.fail_early(
                     spec,
@@ -243,6 +254,7 @@ impl Executor {
                     self.started(spec, task, None);
                     http::run(http, &log, &task.kill).await
                 }
+                Work::Container(c) => self.run_container(spec, task, c, &log).await,
                 Work::Sql(sql) => {
                     self.started(spec, task, None);
                     let (project, given) = (&spec.project, &spec.datasources);

@@ -1,0 +1,308 @@
+//! Container tasks: `<runtime> run --rm --name shoal-<task_instance_id> ... IMAGE ARGV`,
+//! with podman or docker, started like a script task (own process group, output on one
+//! pipe into the task log, `${setValue(..)}` lines read from it, the runtime's exit code,
+//! which is the container's, as the task's).
+//!
+//! The argv is built here, one argument per field: no shell sees the definition's texts.
+//! The container's variables are passed as `--env NAME` with their values in the runtime
+//! client's environment, so they never show in a process list.
+//!
+//! Killing the runtime's client does not stop the container (podman's conmon and docker's
+//! daemon hold it), so a stopped task (kill, timeout) is also `rm --force`d by its name, as
+//! is a container of the same name left by an earlier run of this attempt on this worker.
+
+use super::launch::{Launch, candidates};
+use super::process::{self, is_executable};
+use super::table::RunningTask;
+use super::task_log::TaskLog;
+use super::{Executor, NO_EXIT_CODE, Outcome, set_value};
+use shoal_common::definition::{ContainerSpec, PullPolicy};
+use shoal_common::proto::TaskSpec;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tracing::warn;
+
+/// Runtimes tried, in order, when the worker names none.
+const RUNTIMES: [&str; 2] = ["podman", "docker"];
+
+/// Variables of the worker's environment that configure the runtime (not the container,
+/// which gets only its `env`): where its configuration, daemon and credentials are.
+const RUNTIME_ENV: [&str; 7] = [
+    "CONTAINERS_CONF",
+    "CONTAINER_HOST",
+    "REGISTRY_AUTH_FILE",
+    "XDG_RUNTIME_DIR",
+    "DOCKER_HOST",
+    "DOCKER_CONFIG",
+    "DOCKER_CONTEXT",
+];
+
+/// How long removing a stopped task's container may take.
+const REMOVE_WAIT: Duration = Duration::from_secs(30);
+
+/// The container runtime to use: the configured one, else the first of [`RUNTIMES`] on
+/// `PATH`.
+pub(super) fn runtime(configured: Option<&str>) -> Result<PathBuf, String> {
+    if let Some(name) = configured {
+        return candidates(OsStr::new(name))
+            .into_iter()
+            .find(|p| is_executable(p))
+            .ok_or_else(|| {
+                format!("container runtime '{name}' (--container-runtime) is not on this worker")
+            });
+    }
+    RUNTIMES
+        .iter()
+        .flat_map(|name| candidates(OsStr::new(name)))
+        .find(|p| is_executable(p))
+        .ok_or_else(|| {
+            "no container runtime on this worker: neither podman nor docker is on its PATH \
+             (install one, or name it with --container-runtime)"
+                .to_string()
+        })
+}
+
+/// The container's name: one per attempt (each attempt is its own task instance).
+pub(super) fn container_name(spec: &TaskSpec) -> String {
+    format!("shoal-{}", spec.task_instance_id)
+}
+
+/// The runtime's arguments for `run`: options from the spec's fields, then the image and
+/// the command's argv.
+pub(super) fn run_args(name: &str, spec: &TaskSpec, c: &ContainerSpec) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec!["run".into(), "--rm".into(), "--name".into(), name.into()];
+    let pull = match c.pull {
+        PullPolicy::Missing => "--pull=missing",
+        PullPolicy::Never => "--pull=never",
+    };
+    args.push(pull.into());
+    for (label, value) in [
+        ("shoal.task_instance_id", spec.task_instance_id.to_string()),
+        ("shoal.attempt", spec.attempt.to_string()),
+        (
+            "shoal.workflow_instance_id",
+            spec.workflow_instance_id.to_string(),
+        ),
+    ] {
+        args.push("--label".into());
+        args.push(format!("{label}={value}").into());
+    }
+    for key in c.env.keys() {
+        args.push("--env".into());
+        args.push(key.into());
+    }
+    for volume in &c.volumes {
+        args.push("--volume".into());
+        args.push(volume.into());
+    }
+    if let Some(dir) = &c.workdir {
+        args.push("--workdir".into());
+        args.push(dir.into());
+    }
+    args.push(c.image.as_str().into());
+    for arg in c.command.iter().flat_map(|c| c.argv()) {
+        args.push(arg.into());
+    }
+    args
+}
+
+impl Executor {
+    pub(super) async fn run_container(
+        &self,
+        spec: &TaskSpec,
+        task: &RunningTask,
+        c: &ContainerSpec,
+        log: &TaskLog,
+    ) -> Outcome {
+        let fail = |message: String| {
+            log.note(&message);
+            warn!(task_instance_id = spec.task_instance_id, attempt = spec.attempt, error = %message, "container task could not start");
+            Outcome::failure(message)
+        };
+        let runtime = match runtime(self.container_runtime.as_deref()) {
+            Ok(r) => r,
+            Err(message) => return fail(message),
+        };
+        let name = container_name(spec);
+        // A container of this attempt left by a worker that died here before.
+        remove(&runtime, &name, &self.task_env, true).await;
+        if task.kill.requested() {
+            return Outcome::killed();
+        }
+        let args = run_args(&name, spec, c);
+        let runtime_env: Vec<(OsString, OsString)> = RUNTIME_ENV
+            .iter()
+            .filter_map(|k| std::env::var_os(k).map(|v| (OsString::from(k), v)))
+            .collect();
+        let root = Path::new("/");
+        let mut launch = Launch::new(runtime.as_os_str(), root, &self.task_env);
+        for arg in &args {
+            launch.arg(arg);
+        }
+        for (key, value) in &runtime_env {
+            launch.env(key, value);
+        }
+        for (key, value) in &c.env {
+            launch.env(OsStr::new(key), OsStr::new(value));
+        }
+        let what = runtime.display().to_string();
+        let process = match process::start(&launch, &what) {
+            Ok(p) => p,
+            Err(message) => return fail(message),
+        };
+        let record = self
+            .records
+            .record(spec.task_instance_id, spec.attempt, process.pgid);
+        task.kill.attach(process.pgid);
+        self.started(spec, task, Some(process.pgid));
+        let exit = process.wait(log, log.mask().stream(), &task.kill).await;
+        if let Some(record) = record {
+            self.records.forget(record);
+        }
+        if task.kill.requested() {
+            // The client is gone; the container may still run.
+            remove(&runtime, &name, &self.task_env, false).await;
+            return Outcome::killed();
+        }
+        if exit.output_truncated {
+            log.note(&format!(
+                "output parameters beyond {} bytes were dropped",
+                set_value::MAX_OUTPUT
+            ));
+        }
+        let status = match exit.status {
+            Ok(status) => status,
+            Err(e) => {
+                let message = format!("cannot wait for {what}: {e}");
+                log.note(&message);
+                return Outcome::failure(message);
+            }
+        };
+        if status.success() {
+            return Outcome::Success {
+                output: exit.output,
+            };
+        }
+        use std::os::unix::process::ExitStatusExt;
+        let (exit_code, message) = match (status.code(), status.signal()) {
+            // podman and docker: 125 the runtime failed, 126 the command cannot be
+            // invoked, 127 it was not found; else the container's own code.
+            (Some(125), _) => (
+                125,
+                format!("{what} could not run the container (exit code 125)"),
+            ),
+            (Some(code), _) => (code, format!("container exited with code {code}")),
+            (None, Some(signal)) => (
+                128 + signal,
+                format!("{what} terminated by signal {signal}"),
+            ),
+            (None, None) => (NO_EXIT_CODE, format!("{what} ended with {status}")),
+        };
+        log.note(&message);
+        Outcome::Failure {
+            exit_code,
+            message,
+            output: exit.output,
+        }
+    }
+}
+
+/// `<runtime> kill NAME` (SIGKILL: `rm --force` alone would wait for a container that
+/// ignores SIGTERM, as a shell as PID 1 does), then `<runtime> rm --force NAME`. Quiet about
+/// a missing container when `quiet`.
+async fn remove(runtime: &Path, name: &str, env: &super::TaskEnvironment, quiet: bool) {
+    run_runtime(runtime, &["kill", name], env, true).await;
+    run_runtime(runtime, &["rm", "--force", name], env, quiet).await;
+}
+
+async fn run_runtime(runtime: &Path, args: &[&str], env: &super::TaskEnvironment, quiet: bool) {
+    let name = args.last().copied().unwrap_or_default();
+    let mut command = tokio::process::Command::new(runtime);
+    command
+        .args(args)
+        .env_clear()
+        .envs(env.pairs())
+        .envs(
+            RUNTIME_ENV
+                .iter()
+                .filter_map(|k| std::env::var_os(k).map(|v| (k, v))),
+        )
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    match tokio::time::timeout(REMOVE_WAIT, command.output()).await {
+        Ok(Ok(out)) if out.status.success() => {}
+        Ok(Ok(out)) => {
+            if !quiet {
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                warn!(container = name, error = %stderr.trim(), "cannot remove container");
+            }
+        }
+        Ok(Err(e)) => {
+            warn!(container = name, error = %e, "cannot run the container runtime to remove a container")
+        }
+        Err(_) => warn!(container = name, "removing a container took too long"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_common::definition::ContainerCommand;
+
+    #[test]
+    fn the_argv_holds_each_field_as_one_argument_and_no_env_value() {
+        let spec = TaskSpec {
+            task_instance_id: 42,
+            attempt: 2,
+            workflow_instance_id: 7,
+            ..Default::default()
+        };
+        let c = ContainerSpec {
+            image: "localhost/img:1".into(),
+            command: Some(ContainerCommand::Shell("echo $A; rm -rf x".into())),
+            env: [("A".to_string(), "secret value".to_string())].into(),
+            volumes: vec!["/data:/in:ro".into()],
+            workdir: Some("/in".into()),
+            pull: PullPolicy::Never,
+        };
+        let args: Vec<String> = run_args(&container_name(&spec), &spec, &c)
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "run",
+                "--rm",
+                "--name",
+                "shoal-42",
+                "--pull=never",
+                "--label",
+                "shoal.task_instance_id=42",
+                "--label",
+                "shoal.attempt=2",
+                "--label",
+                "shoal.workflow_instance_id=7",
+                "--env",
+                "A",
+                "--volume",
+                "/data:/in:ro",
+                "--workdir",
+                "/in",
+                "localhost/img:1",
+                "sh",
+                "-c",
+                "echo $A; rm -rf x",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_missing_runtime_is_named() {
+        let e = runtime(Some("/nonexistent/podman")).unwrap_err();
+        assert!(e.contains("'/nonexistent/podman'"), "{e}");
+    }
+}
