@@ -87,7 +87,7 @@ pub struct KubernetesSpec {
     pub namespace: Option<String>,
     /// A PodSpec (as the Kubernetes API takes it); or give `image` (and `command`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<std::collections::HashMap<String, serde_json::Value>>)]
     pub pod: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,

@@ -1328,6 +1328,21 @@ export interface components {
              */
             when?: string | null;
         };
+        /** @description A container's command: an argv, or one string the image's `sh -c` runs. */
+        ContainerCommand: string[] | string;
+        /** @description `container`: an image run by podman or docker on the worker. */
+        ContainerSpec: {
+            command?: components["schemas"]["ContainerCommand"] | null;
+            env?: {
+                [key: string]: string;
+            };
+            image: string;
+            pull?: components["schemas"]["PullPolicy"];
+            /** @description `/host/path:/container/path` or `...:ro`. */
+            volumes?: string[];
+            /** @description The working directory inside the container. */
+            workdir?: string | null;
+        };
         /** @description A new token, with its value: shown this once. */
         CreatedToken: {
             /** Format: date-time */
@@ -1628,6 +1643,29 @@ export interface components {
             version: number;
             workflow: string;
         };
+        /** @description `kubernetes`: a Job of one pod, created through the Kubernetes API. */
+        KubernetesSpec: {
+            /** @description The API server's URL; default: the worker's in-cluster config, else its KUBECONFIG. */
+            api?: string | null;
+            command?: components["schemas"]["ContainerCommand"] | null;
+            env?: {
+                [key: string]: string;
+            };
+            image?: string | null;
+            /** @description Default `default`. */
+            namespace?: string | null;
+            /** @description A PodSpec (as the Kubernetes API takes it); or give `image` (and `command`). */
+            pod?: {
+                [key: string]: unknown;
+            } | null;
+            /** @description A project secret holding the bearer token for `api`. */
+            token_secret?: string | null;
+            /**
+             * @description How long the cluster keeps the finished Job (`ttlSecondsAfterFinished`).
+             * @example 1h
+             */
+            ttl?: string | null;
+        };
         LastRun: {
             created_at: string;
             ended_at: string | null;
@@ -1813,6 +1851,11 @@ export interface components {
          * @enum {string}
          */
         ProjectRole: "worker" | "viewer" | "operator" | "editor" | "admin";
+        /**
+         * @description When the runtime pulls the image.
+         * @enum {string}
+         */
+        PullPolicy: "missing" | "never";
         /** @enum {string} */
         Relation: "and" | "or";
         /** @description Whether a workflow is online. */
@@ -2116,6 +2159,7 @@ export interface components {
             callback?: components["schemas"]["CallbackSpec"] | null;
             command?: string | null;
             conditions?: components["schemas"]["ConditionsSpec"] | null;
+            container?: components["schemas"]["ContainerSpec"] | null;
             /**
              * @description Wait before the first attempt starts.
              * @example 30s
@@ -2128,6 +2172,7 @@ export interface components {
             enabled?: boolean;
             foreach?: components["schemas"]["ForeachSpec"] | null;
             http?: components["schemas"]["HttpSpec"] | null;
+            kubernetes?: components["schemas"]["KubernetesSpec"] | null;
             /**
              * @description `external`: how long a taken task stays with its worker without a heartbeat
              *     before the attempt fails as lost (default 30s).
