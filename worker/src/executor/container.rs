@@ -11,11 +11,11 @@
 //! daemon hold it), so a stopped task (kill, timeout) is also `rm --force`d by its name, as
 //! is a container of the same name left by an earlier run of this attempt on this worker.
 
-use super::launch::{Launch, candidates};
-use super::process::{self, is_executable};
+use super::launch::candidates;
+use super::process::{self, Command, is_executable};
 use super::table::RunningTask;
 use super::task_log::TaskLog;
-use super::{Executor, NO_EXIT_CODE, Outcome, set_value};
+use super::{Executor, Outcome, script};
 use shoal_common::definition::{ContainerSpec, PullPolicy};
 use shoal_common::proto::TaskSpec;
 use std::ffi::{OsStr, OsString};
@@ -131,23 +131,28 @@ impl Executor {
             return Outcome::killed();
         }
         let args = run_args(&name, spec, c);
-        let runtime_env: Vec<(OsString, OsString)> = RUNTIME_ENV
+        // Variables that are not UTF-8 cannot be a definition's; the runtime's own are
+        // skipped then too.
+        let runtime_env: Vec<(&str, String)> = RUNTIME_ENV
             .iter()
-            .filter_map(|k| std::env::var_os(k).map(|v| (OsString::from(k), v)))
+            .filter_map(|k| Some((*k, std::env::var(k).ok()?)))
             .collect();
-        let root = Path::new("/");
-        let mut launch = Launch::new(runtime.as_os_str(), root, &self.task_env);
-        for arg in &args {
-            launch.arg(arg);
-        }
-        for (key, value) in &runtime_env {
-            launch.env(key, value);
-        }
-        for (key, value) in &c.env {
-            launch.env(OsStr::new(key), OsStr::new(value));
-        }
+        let env: Vec<(&str, &str)> = runtime_env
+            .iter()
+            .map(|(k, v)| (*k, v.as_str()))
+            .chain(c.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .collect();
+        let command = Command {
+            program: runtime.as_os_str(),
+            args: args.iter().map(OsString::as_os_str).collect(),
+            base: &self.task_env,
+            env: &env,
+        };
         let what = runtime.display().to_string();
-        let process = match process::start(&launch, &what) {
+        // No task parameters in the client's environment: they would stand in for `env`
+        // entries of the same name (`--env NAME` reads the client's).
+        let no_params = std::collections::HashMap::new();
+        let process = match process::start(&command, Path::new("/"), &no_params, None) {
             Ok(p) => p,
             Err(message) => return fail(message),
         };
@@ -165,46 +170,12 @@ impl Executor {
             remove(&runtime, &name, &self.task_env, false).await;
             return Outcome::killed();
         }
-        if exit.output_truncated {
-            log.note(&format!(
-                "output parameters beyond {} bytes were dropped",
-                set_value::MAX_OUTPUT
-            ));
-        }
-        let status = match exit.status {
-            Ok(status) => status,
-            Err(e) => {
-                let message = format!("cannot wait for {what}: {e}");
-                log.note(&message);
-                return Outcome::failure(message);
-            }
-        };
-        if status.success() {
-            return Outcome::Success {
-                output: exit.output,
-            };
-        }
-        use std::os::unix::process::ExitStatusExt;
-        let (exit_code, message) = match (status.code(), status.signal()) {
-            // podman and docker: 125 the runtime failed, 126 the command cannot be
-            // invoked, 127 it was not found; else the container's own code.
-            (Some(125), _) => (
-                125,
-                format!("{what} could not run the container (exit code 125)"),
-            ),
-            (Some(code), _) => (code, format!("container exited with code {code}")),
-            (None, Some(signal)) => (
-                128 + signal,
-                format!("{what} terminated by signal {signal}"),
-            ),
-            (None, None) => (NO_EXIT_CODE, format!("{what} ended with {status}")),
-        };
-        log.note(&message);
-        Outcome::Failure {
-            exit_code,
-            message,
-            output: exit.output,
-        }
+        // podman and docker: 125 the runtime failed, 126 the command cannot be invoked,
+        // 127 it was not found; else the container's own code.
+        script::ended(exit, log, false, &what, |code| match code {
+            125 => format!("{what} could not run the container (exit code 125)"),
+            code => format!("container exited with code {code}"),
+        })
     }
 }
 

@@ -193,24 +193,6 @@ pub(crate) fn start(
     })
 }
 
-/// Starts `launch` with its stdout and stderr on one pipe the returned process reads: a
-/// program that is not a script (a container runtime's client). `what` names it in errors.
-pub(crate) fn start(launch: &Launch<'_>, what: &str) -> Result<TaskProcess, String> {
-    let (reader, writer) =
-        std::io::pipe().map_err(|e| format!("cannot create the output pipe: {e}"))?;
-    let output = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
-        .map_err(|e| format!("cannot read the output pipe: {e}"))?;
-    let child = launch
-        .start(&OwnedFd::from(writer))
-        .map_err(|e| format!("cannot start {what}: {e}"))?;
-    let pgid = child.id();
-    Ok(TaskProcess {
-        child,
-        output,
-        pgid,
-    })
-}
-
 /// Writes the script over what the file (the script of an earlier task, see
 /// [`super::scratch`]) holds, and cuts what is left beyond: truncating a file to nothing
 /// makes ext4 write its new data out when it is closed (`auto_da_alloc`), a wait per task.

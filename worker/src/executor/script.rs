@@ -1,7 +1,7 @@
 //! Process tasks (shell, python, spark, notebook): a program in its own process group in a
 //! scratch work directory, its exit turned into the task's outcome.
 
-use super::process::{self, Program, TaskProcess};
+use super::process::{self, Program, TaskExit, TaskProcess};
 use super::table::RunningTask;
 use super::task_log::TaskLog;
 use super::tenant::Tenant;
@@ -92,50 +92,67 @@ impl Executor {
                 self.records.forget(record);
             }
 
-            let mut output = exit.output;
-            if exit.output_truncated {
-                log.note(&format!(
-                    "output parameters beyond {} bytes were dropped",
-                    set_value::MAX_OUTPUT
-                ));
-            }
-            let status = match exit.status {
-                Ok(status) => status,
-                Err(e) => {
-                    let message = format!("cannot wait for the task process: {e}");
-                    log.note(&message);
-                    return Outcome::failure(message);
-                }
-            };
-            let finish = |outcome| how.finish(&work_dir, tenant.as_ref(), outcome);
-            if status.success() {
-                return finish(Outcome::Success { output });
-            }
-            if task.kill.requested() {
-                return finish(Outcome::killed());
-            }
-            use std::os::unix::process::ExitStatusExt;
+            let killed = task.kill.requested();
             let what = how.what();
-            let (exit_code, message) = match (status.code(), status.signal()) {
-                (Some(code), _) => (code, format!("{what} exited with code {code}")),
-                (None, Some(signal)) => (
-                    128 + signal,
-                    format!("{what} terminated by signal {signal}"),
-                ),
-                (None, None) => (NO_EXIT_CODE, format!("{what} ended with {status}")),
-            };
-            log.note(&message);
-            finish(Outcome::Failure {
-                exit_code,
-                message,
-                output: std::mem::take(&mut output),
-            })
+            let outcome = ended(exit, log, killed, what, |code| {
+                format!("{what} exited with code {code}")
+            });
+            how.finish(&work_dir, tenant.as_ref(), outcome)
         }
         .await;
         // Emptied for a later task: the task's group is gone (`wait` killed it).
         let scratch = self.scratch.clone();
         tokio::task::spawn_blocking(move || scratch.give_back(work_dir));
         outcome
+    }
+}
+
+/// The outcome of a task process that exited (a script, a container runtime's client):
+/// success on 0, else killed if it was stopped, else a failure with its exit code
+/// (`code_message` says what a code means) or `128 + signal`. `what` names the process.
+pub(super) fn ended(
+    exit: TaskExit,
+    log: &TaskLog,
+    killed: bool,
+    what: &str,
+    code_message: impl FnOnce(i32) -> String,
+) -> Outcome {
+    if exit.output_truncated {
+        log.note(&format!(
+            "output parameters beyond {} bytes were dropped",
+            set_value::MAX_OUTPUT
+        ));
+    }
+    let status = match exit.status {
+        Ok(status) => status,
+        Err(e) => {
+            let message = format!("cannot wait for the {what}: {e}");
+            log.note(&message);
+            return Outcome::failure(message);
+        }
+    };
+    if status.success() {
+        return Outcome::Success {
+            output: exit.output,
+        };
+    }
+    if killed {
+        return Outcome::killed();
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let (exit_code, message) = match (status.code(), status.signal()) {
+        (Some(code), _) => (code, code_message(code)),
+        (None, Some(signal)) => (
+            128 + signal,
+            format!("{what} terminated by signal {signal}"),
+        ),
+        (None, None) => (NO_EXIT_CODE, format!("{what} ended with {status}")),
+    };
+    log.note(&message);
+    Outcome::Failure {
+        exit_code,
+        message,
+        output: exit.output,
     }
 }
 
