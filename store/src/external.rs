@@ -5,15 +5,16 @@
 
 use super::db::{Db, Tx};
 use super::schema::{
-    ExternalTask as Ext, TaskInstance as Task, TaskLog as Log, WorkflowInstance as Inst,
+    ExternalTask as Ext, ExternalWorker as Seen, TaskInstance as Task, TaskLog as Log,
+    WorkflowInstance as Inst,
 };
 use super::signal::{EXTERNAL_CHANNEL, Signal};
 use super::sql::insert_rows;
 use super::{Backend, Store};
-use sea_query::{Expr, ExprTrait, LockBehavior, LockType, Order, Query};
+use sea_query::{Expr, ExprTrait, LockBehavior, LockType, OnConflict, Order, Query};
 use shoal_common::error::Result;
 use shoal_common::types::{TaskState, now_ms};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 /// The most of an external task's log the store keeps: its last bytes.
 pub const EXTERNAL_LOG_BYTES: usize = 256 * 1024;
@@ -53,6 +54,39 @@ pub struct Lease {
     pub worker: Option<String>,
     pub token_hash: Option<String>,
     pub lease_expires_at: Option<i64>,
+}
+
+/// An external task's offer as the task's page shows it.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Offered {
+    pub task_instance_id: i64,
+    pub queue: String,
+    /// Who took it; None while it waits for a poll.
+    pub worker: Option<String>,
+    pub lease_expires_at: Option<i64>,
+}
+
+/// One queue of one project: its offers and the external workers seen on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExternalQueue {
+    pub project: String,
+    pub queue: String,
+    /// Offered, not taken.
+    pub waiting: i64,
+    /// Taken, under a lease.
+    pub taken: i64,
+    /// Seen since the time asked for, the latest first.
+    pub workers: Vec<SeenWorker>,
+}
+
+/// An external worker as last seen on a queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeenWorker {
+    pub name: String,
+    /// Its last take or heartbeat on the queue (ms since the epoch).
+    pub last_seen_at: i64,
+    /// The queue's tasks it holds now.
+    pub holding: i64,
 }
 
 /// Who ends a waiting attempt ([`Store::end_waiting`]).
@@ -287,6 +321,8 @@ impl Store {
                     .order_by((Ext::Table, Ext::TaskInstanceId), Order::Asc),
             )
             .await?;
+        let queues = taken.iter().map(|t| (t.project.clone(), t.queue.clone()));
+        seen(&mut tx, worker, queues.collect(), now).await?;
         tx.commit().await?;
         Ok(taken)
     }
@@ -308,19 +344,29 @@ impl Store {
     /// attempt ended, or another lease holds it).
     pub async fn renew_lease(&self, id: i64, token_hash: &str) -> Result<Option<i64>> {
         let mut tx = self.db.begin().await?;
-        let renewed: Option<(i64,)> = tx
+        let now = now_ms();
+        let renewed: Option<(i64, String, String, String)> = tx
             .fetch_optional(
                 Query::update()
                     .table(Ext::Table)
-                    .value(Ext::LeaseExpiresAt, Expr::col(Ext::LeaseMs).add(now_ms()))
+                    .value(Ext::LeaseExpiresAt, Expr::col(Ext::LeaseMs).add(now))
                     .and_where(Expr::col(Ext::TaskInstanceId).eq(id))
                     .and_where(Expr::col(Ext::TokenHash).eq(token_hash))
                     .and_where(waiting(id))
-                    .returning_col(Ext::LeaseExpiresAt),
+                    .returning(Query::returning().columns([
+                        Ext::LeaseExpiresAt,
+                        Ext::Project,
+                        Ext::Queue,
+                        Ext::Worker,
+                    ])),
             )
             .await?;
+        let Some((at, project, queue, worker)) = renewed else {
+            return Ok(None);
+        };
+        seen(&mut tx, &worker, BTreeSet::from([(project, queue)]), now).await?;
         tx.commit().await?;
-        Ok(renewed.map(|(at,)| at))
+        Ok(Some(at))
     }
 
     /// Appends `text` to the log of waiting attempt `id` held under the token whose hash
@@ -370,6 +416,98 @@ impl Store {
         Ok(true)
     }
 
+    /// The offers of the attempts among `ids` that are offered now.
+    pub async fn external_offers(&self, ids: &[i64]) -> Result<Vec<Offered>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.db
+            .fetch_all(
+                Query::select()
+                    .columns([
+                        Ext::TaskInstanceId,
+                        Ext::Queue,
+                        Ext::Worker,
+                        Ext::LeaseExpiresAt,
+                    ])
+                    .from(Ext::Table)
+                    .and_where(Expr::col(Ext::TaskInstanceId).is_in(ids.iter().copied()))
+                    .order_by(Ext::TaskInstanceId, Order::Asc),
+            )
+            .await
+    }
+
+    /// The queues of `projects` (all when None) that have offers, or external workers
+    /// seen at or after `seen_since`: by project, then queue.
+    pub async fn external_queues(
+        &self,
+        projects: Option<&[String]>,
+        seen_since: i64,
+    ) -> Result<Vec<ExternalQueue>> {
+        let mut counts = Query::select();
+        counts
+            .columns([Ext::Project, Ext::Queue, Ext::Worker])
+            .expr(Expr::col(Ext::TaskInstanceId).count())
+            .from(Ext::Table)
+            .group_by_columns([Ext::Project, Ext::Queue, Ext::Worker]);
+        let mut workers = Query::select();
+        workers
+            .columns([Seen::Project, Seen::Queue, Seen::Worker, Seen::LastSeenAt])
+            .from(Seen::Table)
+            .and_where(Expr::col(Seen::LastSeenAt).gte(seen_since))
+            .order_by(Seen::LastSeenAt, Order::Desc)
+            .order_by(Seen::Worker, Order::Asc);
+        if let Some(projects) = projects {
+            counts.and_where(Expr::col(Ext::Project).is_in(projects.iter().cloned()));
+            workers.and_where(Expr::col(Seen::Project).is_in(projects.iter().cloned()));
+        }
+        let counts: Vec<(String, String, Option<String>, i64)> = self.db.fetch_all(&counts).await?;
+        let workers: Vec<(String, String, String, i64)> = self.db.fetch_all(&workers).await?;
+        let mut queues: BTreeMap<(String, String), ExternalQueue> = BTreeMap::new();
+        let mut entry = |project: &str, queue: &str| {
+            let key = (project.to_string(), queue.to_string());
+            queues.entry(key).or_insert_with(|| ExternalQueue {
+                project: project.to_string(),
+                queue: queue.to_string(),
+                waiting: 0,
+                taken: 0,
+                workers: Vec::new(),
+            });
+        };
+        for (project, queue, _, _) in &counts {
+            entry(project, queue);
+        }
+        for (project, queue, _, _) in &workers {
+            entry(project, queue);
+        }
+        let mut holding = BTreeMap::new();
+        for (project, queue, worker, n) in counts {
+            let q = queues
+                .get_mut(&(project.clone(), queue.clone()))
+                .expect("added");
+            match worker {
+                None => q.waiting += n,
+                Some(worker) => {
+                    q.taken += n;
+                    *holding.entry((project, queue, worker)).or_insert(0) += n;
+                }
+            }
+        }
+        for (project, queue, name, last_seen_at) in workers {
+            let holding = holding
+                .get(&(project.clone(), queue.clone(), name.clone()))
+                .copied()
+                .unwrap_or(0);
+            let q = queues.get_mut(&(project, queue)).expect("added");
+            q.workers.push(SeenWorker {
+                name,
+                last_seen_at,
+                holding,
+            });
+        }
+        Ok(queues.into_values().collect())
+    }
+
     /// The attempts among `ids` whose lease lapsed before `now`: (id, worker, expiry).
     pub async fn lapsed_leases(&self, ids: &[i64], now: i64) -> Result<Vec<(i64, String, i64)>> {
         if ids.is_empty() {
@@ -385,6 +523,32 @@ impl Store {
             )
             .await
     }
+}
+
+/// Notes that `worker` took tasks of, or renewed a lease on, `queues` ((project, queue)
+/// pairs) at `now`. In order, so that concurrent writers lock the rows alike.
+async fn seen(
+    tx: &mut Tx,
+    worker: &str,
+    queues: BTreeSet<(String, String)>,
+    now: i64,
+) -> Result<()> {
+    if queues.is_empty() {
+        return Ok(());
+    }
+    let mut upsert = insert_rows(
+        Seen::Table,
+        [Seen::Project, Seen::Queue, Seen::Worker, Seen::LastSeenAt],
+        queues
+            .into_iter()
+            .map(|(project, queue)| [project.into(), queue.into(), worker.into(), now.into()]),
+    );
+    upsert.on_conflict(
+        OnConflict::columns([Seen::Project, Seen::Queue, Seen::Worker])
+            .update_column(Seen::LastSeenAt)
+            .to_owned(),
+    );
+    tx.execute(&upsert).await
 }
 
 /// Attempt `id` still waits.

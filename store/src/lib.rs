@@ -52,7 +52,9 @@ pub use alerts::{ALERT_FAILED, ALERT_PENDING, ALERT_SENT, Delivery};
 pub use audit::{AuditFilter, AuditRow};
 pub use backfills::{BackfillRow, BackfillRunRow, Cancel, Chained, NewBackfill};
 pub use commands::recovery_allowed;
-pub use external::{EXTERNAL_LOG_BYTES, ExternalOffer, Holder, Lease, Leased};
+pub use external::{
+    EXTERNAL_LOG_BYTES, ExternalOffer, ExternalQueue, Holder, Lease, Leased, Offered, SeenWorker,
+};
 pub use instances::MAX_INSTANCE_LIST;
 pub use model::*;
 pub use pending_audit::{AuditEntry, audit_project, audited};

@@ -1,7 +1,8 @@
 //! Retention: instances that ended before a cutoff are deleted with what belongs to them
 //! (task rows, kept logs, callbacks, alerts), oldest first, a batch per transaction, so
 //! that the deletes never hold many rows or a long lock while masters schedule. Webhook
-//! idempotency keys older than the cutoff expire with them.
+//! idempotency keys, and external workers last seen, older than the cutoff expire with
+//! them.
 //!
 //! Only `success`, `failure` and `stopped` instances go: a paused one may still be resumed,
 //! one with a command pending (a rerun asked for) is about to run again, and a child is
@@ -10,8 +11,8 @@
 use super::Store;
 use super::db::Tx;
 use super::schema::{
-    Alert, Command, ExternalTask, TaskCallback, TaskInstance as Task, TaskLog, TriggerCall,
-    WorkflowInstance as Inst,
+    Alert, Command, ExternalTask, ExternalWorker, TaskCallback, TaskInstance as Task, TaskLog,
+    TriggerCall, WorkflowInstance as Inst,
 };
 use sea_query::{Expr, ExprTrait, Order, Query, SelectStatement};
 use shoal_common::error::Result;
@@ -44,6 +45,12 @@ impl Store {
                     .and_where(Expr::col(TriggerCall::CreatedAt).lt(cutoff_ms)),
             )
             .await?;
+        tx.execute(
+            Query::delete()
+                .from_table(ExternalWorker::Table)
+                .and_where(Expr::col(ExternalWorker::LastSeenAt).lt(cutoff_ms)),
+        )
+        .await?;
         tx.commit().await?;
         Ok(pruned)
     }

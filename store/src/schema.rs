@@ -219,6 +219,15 @@ pub(super) enum ExternalTask {
 }
 
 #[derive(Iden, Clone, Copy)]
+pub(super) enum ExternalWorker {
+    Table,
+    Project,
+    Queue,
+    Worker,
+    LastSeenAt,
+}
+
+#[derive(Iden, Clone, Copy)]
 pub(super) enum TaskCallback {
     Table,
     TokenHash,

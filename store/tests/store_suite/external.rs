@@ -140,3 +140,95 @@ pub(crate) async fn only_the_lease_holder_renews_and_completes_and_a_lapse_ends_
     assert_eq!(lapsed, [(b, "w".to_string(), before)]);
     assert!(end(b, Holder::LapsedBefore(before + 1)).await.unwrap());
 }
+
+pub(crate) async fn queues_count_their_offers_and_the_workers_seen_on_them(ctx: Ctx) {
+    let store = ctx.store;
+    let start = now_ms();
+    let (instance, ids) = offered(&store, 3).await;
+    let project = instance.project.clone();
+    let queues = store.external_queues(None, start).await.unwrap();
+    assert_eq!(
+        queues,
+        [ExternalQueue {
+            project: project.clone(),
+            queue: "q".into(),
+            waiting: 3,
+            taken: 0,
+            workers: vec![],
+        }]
+    );
+    let offers = store.external_offers(&ids).await.unwrap();
+    assert_eq!(offers.len(), 3);
+    assert!(offers.iter().all(|o| o.queue == "q" && o.worker.is_none()));
+
+    let taken = store
+        .take_external(&["q".into()], None, "w1", "h1", 2)
+        .await
+        .unwrap();
+    let (a, b) = (taken[0].task_instance_id, taken[1].task_instance_id);
+    let offer = &store.external_offers(&[a]).await.unwrap()[0];
+    assert_eq!(
+        (offer.worker.as_deref(), offer.lease_expires_at),
+        (Some("w1"), Some(taken[0].lease_expires_at))
+    );
+    let q = &store.external_queues(None, start).await.unwrap()[0];
+    assert_eq!((q.waiting, q.taken), (1, 2));
+    assert_eq!(q.workers.len(), 1);
+    let w = &q.workers[0];
+    assert_eq!((w.name.as_str(), w.holding), ("w1", 2));
+    assert!(w.last_seen_at >= start);
+
+    // A heartbeat is a sighting too; another worker's take is listed first, the latest.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let before_heartbeat = now_ms();
+    store.renew_lease(a, "h1").await.unwrap().expect("renewed");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    store
+        .take_external(&["q".into()], None, "w2", "h2", 1)
+        .await
+        .unwrap();
+    let q = &store.external_queues(None, start).await.unwrap()[0];
+    assert_eq!((q.waiting, q.taken), (0, 3));
+    let seen: Vec<(&str, i64)> = q
+        .workers
+        .iter()
+        .map(|w| (w.name.as_str(), w.holding))
+        .collect();
+    assert_eq!(seen, [("w2", 1), ("w1", 2)]);
+    assert!(q.workers[1].last_seen_at >= before_heartbeat);
+
+    let mine = [project.clone()];
+    let elsewhere = ["elsewhere".to_string()];
+    assert_eq!(
+        store
+            .external_queues(Some(&mine), start)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .external_queues(Some(&elsewhere), start)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Ended attempts leave the counts; their worker stays seen until the window passes.
+    let out = Params::new();
+    for id in [a, b] {
+        let ended = store.end_waiting(id, TaskState::Success, &out, "done", Holder::Lease("h1"));
+        assert!(ended.await.unwrap());
+    }
+    assert!(store.external_offers(&[a, b]).await.unwrap().is_empty());
+    let q = &store.external_queues(None, start).await.unwrap()[0];
+    assert_eq!((q.waiting, q.taken), (0, 1));
+    assert_eq!(
+        (q.workers[1].name.as_str(), q.workers[1].holding),
+        ("w1", 0)
+    );
+    let later = store.external_queues(None, now_ms() + 1).await.unwrap();
+    assert_eq!(later.len(), 1, "the queue still has w2's task");
+    assert!(later[0].workers.is_empty(), "nobody seen since");
+}
