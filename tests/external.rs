@@ -79,6 +79,26 @@ tasks:
     let row = e.api().get(&format!("/task-instances/{tid}"));
     assert_eq!(row["state"], "waiting", "{row}");
     assert_eq!(row["worker"], "resizer-7", "{row}");
+    let offer = &row["external"];
+    assert_eq!(
+        (&offer["queue"], &offer["worker"]),
+        (&json!("images"), &json!("resizer-7"))
+    );
+    assert_eq!(offer["lease_expires_at"], task["lease_expires_at"], "{row}");
+    let detail = e.api().get(&format!("/instances/{id}"));
+    assert_eq!(
+        attempts(&detail, "resize")[0]["external"],
+        *offer,
+        "{detail}"
+    );
+    let queue = images_queue(&e);
+    assert_eq!(
+        (&queue["waiting"], &queue["taken"]),
+        (&json!(0), &json!(1)),
+        "{queue}"
+    );
+    assert_eq!(queue["workers"][0]["name"], "resizer-7", "{queue}");
+    assert_eq!(queue["workers"][0]["holding"], 1, "{queue}");
     assert!(
         poll(&e, "images", "other", "0s").is_empty(),
         "a taken task is not offered twice"
@@ -115,6 +135,31 @@ tasks:
     assert_eq!(lines(&seen), ["640"], "the output flowed downstream");
     let resize = attempts(&inst, "resize")[0];
     assert_eq!(resize["message"], "resized", "{resize}");
+    assert!(
+        resize.get("external").is_none(),
+        "offered no more: {resize}"
+    );
+    let queue = images_queue(&e);
+    assert_eq!(queue["taken"], 0, "{queue}");
+    let seen = &queue["workers"][0];
+    assert_eq!(
+        (&seen["name"], &seen["holding"]),
+        (&json!("resizer-7"), &json!(0)),
+        "seen recently: {queue}"
+    );
+}
+
+/// The `images` queue of project default as `GET /external/queues` lists it.
+fn images_queue(e: &Env) -> Value {
+    let queues = e.api().get("/external/queues");
+    let found = queues
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue"] == "images" && q["project"] == "default");
+    found
+        .unwrap_or_else(|| panic!("no queue images: {queues}"))
+        .clone()
 }
 
 fn a_lapsed_lease_fails_the_attempt_and_its_retry_is_offered_again(e: Env) {
@@ -313,6 +358,33 @@ fn the_worker_role_works_its_projects_external_tasks_and_nothing_else() {
     });
     assert_eq!(taken.len(), 1, "only its project's task: {taken:?}");
     assert_eq!(taken[0]["project"], "imgs");
+    let queues_as = |token: &str| -> Value {
+        let resp = http
+            .get(format!("{}/api/v1/external/queues", api.base))
+            .bearer_auth(token)
+            .send()
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        resp.json().unwrap()
+    };
+    let seen = queues_as(&vic);
+    let seen = seen.as_array().unwrap();
+    assert_eq!(
+        seen.len(),
+        1,
+        "a viewer lists its projects' queues only: {seen:?}"
+    );
+    assert_eq!(
+        (&seen[0]["project"], &seen[0]["taken"]),
+        (&json!("imgs"), &json!(1))
+    );
+    assert_eq!(seen[0]["workers"][0]["name"], "wally-box");
+    assert_eq!(queues_as(&wally), json!([]), "a worker sees no project");
+    assert_eq!(
+        api.get("/external/queues").as_array().unwrap().len(),
+        2,
+        "an admin sees all"
+    );
     let (other, imgs) = (instances[0], instances[1]);
     let get = |token: &str, path: &str| {
         let resp = http

@@ -13,8 +13,8 @@ use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use shoal_common::start::StartOptions;
 use shoal_common::types::{Priority, TaskState, TaskType, WorkflowState, ms_to_rfc3339};
-use shoal_store::{InstanceFilter, InstanceRow, TaskInstanceRow};
-use std::collections::BTreeMap;
+use shoal_store::{InstanceFilter, InstanceRow, Offered, TaskInstanceRow};
+use std::collections::{BTreeMap, HashMap};
 use utoipa::{IntoParams, ToSchema};
 
 /// Instances listed when the query gives no `limit`, and the most it may ask for.
@@ -199,6 +199,7 @@ pub async fn get(
         .map(|t| t.id)
         .collect();
     let children = ctx.store.child_instances(&sub_workflows).await?;
+    let mut external = external_offers(&ctx, &tasks).await?;
     let parent_instance_id = match row.parent_task_id {
         Some(task) => ctx
             .store
@@ -218,6 +219,7 @@ pub async fn get(
             .iter()
             .map(|t| TaskInstance {
                 child_instance_id: children.get(&t.id).copied(),
+                external: external.remove(&t.id).map(offer),
                 ..task_instance(t)
             })
             .collect(),
@@ -238,7 +240,46 @@ pub async fn get(
 )]
 pub async fn task(State(ctx): State<Ctx>, ApiPath(id): ApiPath<i64>) -> Result<Json<TaskInstance>> {
     let row = find_task(&ctx, id).await?;
-    Ok(Json(task_instance(&row)))
+    let mut offers = external_offers(&ctx, std::slice::from_ref(&row)).await?;
+    Ok(Json(TaskInstance {
+        external: offers.remove(&row.id).map(offer),
+        ..task_instance(&row)
+    }))
+}
+
+/// The offers of those of `tasks` that are external and wait (offered, or taken), by id.
+async fn external_offers(ctx: &Ctx, tasks: &[TaskInstanceRow]) -> Result<HashMap<i64, Offered>> {
+    let waiting: Vec<i64> = tasks
+        .iter()
+        .filter(|t| t.task_type == TaskType::External.as_str() && t.state == TaskState::Waiting)
+        .map(|t| t.id)
+        .collect();
+    let offers = ctx.store.external_offers(&waiting).await?;
+    Ok(offers
+        .into_iter()
+        .map(|o| (o.task_instance_id, o))
+        .collect())
+}
+
+fn offer(o: Offered) -> ExternalOffer {
+    ExternalOffer {
+        queue: o.queue,
+        worker: o.worker,
+        lease_expires_at: time(o.lease_expires_at),
+    }
+}
+
+/// Where an external task is offered, and who holds it.
+#[derive(Serialize, ToSchema)]
+pub struct ExternalOffer {
+    /// The queue it is offered on.
+    pub queue: String,
+    /// The external worker that took it; null while it waits for a poll.
+    #[schema(required = true)]
+    pub worker: Option<String>,
+    /// When its lease lapses unless the worker heartbeats; null while not taken.
+    #[schema(required = true)]
+    pub lease_expires_at: Option<String>,
 }
 
 pub(crate) async fn find_task(ctx: &Ctx, id: i64) -> Result<TaskInstanceRow> {
@@ -303,6 +344,11 @@ pub struct TaskInstance {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub child_instance_id: Option<i64>,
+    /// For an external task while it waits: its queue, and its worker and lease once
+    /// taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub external: Option<ExternalOffer>,
 }
 
 fn task_instance(t: &TaskInstanceRow) -> TaskInstance {
@@ -325,6 +371,7 @@ fn task_instance(t: &TaskInstanceRow) -> TaskInstance {
         message: t.message.clone(),
         task_group: t.task_group.clone(),
         child_instance_id: None,
+        external: None,
     }
 }
 

@@ -180,6 +180,7 @@ fn api_routes() -> OpenApiRouter<Ctx> {
         .routes(routes!(completions::callback))
         .routes(routes!(logs::task_log))
         .routes(routes!(external::poll))
+        .routes(routes!(external::queues))
         .routes(routes!(external::heartbeat))
         .routes(routes!(external::log))
         .routes(routes!(external::complete))

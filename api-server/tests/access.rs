@@ -240,7 +240,7 @@ fn minimum(op: &str) -> &'static str {
         "getSession" => "outsider",
         "listProjects" | "createProject" | "listNodes" | "previewCron" | "listTaskGroups"
         | "listAlertChannels" | "listInstances" | "listBackfills" | "listAlerts" | "listTokens"
-        | "createToken" | "revokeToken" => "outsider",
+        | "createToken" | "revokeToken" | "listExternalQueues" => "outsider",
         "getProject"
         | "listMembers"
         | "listWorkflows"

@@ -69,7 +69,7 @@ pub fn rule(op: &str) -> Option<Need> {
         "completeCallback" => Open,
         "listProjects" | "createProject" | "listNodes" | "previewCron" | "listTaskGroups"
         | "listAlertChannels" | "listInstances" | "listBackfills" | "listAlerts" | "listTokens"
-        | "createToken" | "revokeToken" => SignedIn,
+        | "createToken" | "revokeToken" | "listExternalQueues" => SignedIn,
         "createTaskGroup" | "deleteTaskGroup" | "createAlertChannel" | "deleteAlertChannel"
         | "listUsers" | "createUser" | "disableUser" | "enableUser" | "listAudit" => GlobalAdmin,
         "getProject"

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shoal_common::access::{random_hex, token_hash};
 use shoal_common::secret_key::external_params_context;
-use shoal_common::types::{TaskState, TaskType, ms_to_rfc3339};
+use shoal_common::types::{TaskState, TaskType, ms_to_rfc3339, now_ms};
 use shoal_store::{Holder, Leased};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -199,6 +199,72 @@ pub async fn poll(
             _ = ctx.shutdown.cancelled() => {}
         }
     }
+}
+
+/// How far back `GET /external/queues` lists the workers seen.
+const SEEN_WINDOW: Duration = Duration::from_secs(3600);
+
+/// A queue of external tasks in one project.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExternalQueue {
+    pub project: String,
+    pub queue: String,
+    /// Tasks offered that no worker took yet.
+    pub waiting: i64,
+    /// Tasks taken, under a lease.
+    pub taken: i64,
+    /// External workers that took a task or sent a heartbeat on it in the last hour, the
+    /// latest first.
+    pub workers: Vec<ExternalWorker>,
+}
+
+/// An external worker as last seen on a queue.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExternalWorker {
+    /// The name it polls with.
+    pub name: String,
+    /// Its last take or heartbeat on the queue.
+    #[schema(format = DateTime)]
+    pub last_seen_at: String,
+    /// The queue's tasks it holds now.
+    pub holding: i64,
+}
+
+/// `GET /external/queues`: the queues of the caller's projects with tasks offered or
+/// workers seen in the last hour.
+#[utoipa::path(
+    get,
+    path = "/external/queues",
+    operation_id = "listExternalQueues",
+    tag = "external",
+    responses(
+        (status = 200, description = "By project, then queue", body = Vec<ExternalQueue>),
+    )
+)]
+pub async fn queues(
+    State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<Vec<ExternalQueue>>> {
+    let since = now_ms() - SEEN_WINDOW.as_millis() as i64;
+    let projects = caller.visible_projects();
+    let queues = ctx
+        .store
+        .external_queues(projects.as_deref(), since)
+        .await?;
+    let queues = queues.into_iter().map(|q| ExternalQueue {
+        project: q.project,
+        queue: q.queue,
+        waiting: q.waiting,
+        taken: q.taken,
+        workers: (q.workers.into_iter())
+            .map(|w| ExternalWorker {
+                name: w.name,
+                last_seen_at: ms_to_rfc3339(w.last_seen_at),
+                holding: w.holding,
+            })
+            .collect(),
+    });
+    Ok(Json(queues.collect()))
 }
 
 /// What the worker of a taken task is given: its params opened when they were sealed.

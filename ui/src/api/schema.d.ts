@@ -228,6 +228,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/external/queues": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * `GET /external/queues`: the queues of the caller's projects with tasks offered or
+         *     workers seen in the last hour.
+         */
+        get: operations["listExternalQueues"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/external/{id}/complete": {
         parameters: {
             query?: never;
@@ -1507,6 +1527,35 @@ export interface components {
             };
             state?: components["schemas"]["TaskState"] | null;
         };
+        /** @description Where an external task is offered, and who holds it. */
+        ExternalOffer: {
+            /** @description When its lease lapses unless the worker heartbeats; null while not taken. */
+            lease_expires_at: string | null;
+            /** @description The queue it is offered on. */
+            queue: string;
+            /** @description The external worker that took it; null while it waits for a poll. */
+            worker: string | null;
+        };
+        /** @description A queue of external tasks in one project. */
+        ExternalQueue: {
+            project: string;
+            queue: string;
+            /**
+             * Format: int64
+             * @description Tasks taken, under a lease.
+             */
+            taken: number;
+            /**
+             * Format: int64
+             * @description Tasks offered that no worker took yet.
+             */
+            waiting: number;
+            /**
+             * @description External workers that took a task or sent a heartbeat on it in the last hour, the
+             *     latest first.
+             */
+            workers: components["schemas"]["ExternalWorker"][];
+        };
         /** @description A task an external worker took. */
         ExternalTask: {
             /** Format: int32 */
@@ -1534,6 +1583,21 @@ export interface components {
             workflow: string;
             /** Format: int64 */
             workflow_instance_id: number;
+        };
+        /** @description An external worker as last seen on a queue. */
+        ExternalWorker: {
+            /**
+             * Format: int64
+             * @description The queue's tasks it holds now.
+             */
+            holding: number;
+            /**
+             * Format: date-time
+             * @description Its last take or heartbeat on the queue.
+             */
+            last_seen_at: string;
+            /** @description The name it polls with. */
+            name: string;
         };
         /**
          * @description What happens to the rest of an instance when a task fails.
@@ -2264,6 +2328,11 @@ export interface components {
             ended_at: string | null;
             /** Format: int32 */
             exit_code: number | null;
+            /**
+             * @description For an external task while it waits: its queue, and its worker and lease once
+             *     taken.
+             */
+            external?: components["schemas"]["ExternalOffer"];
             /** Format: int64 */
             id: number;
             message: string | null;
@@ -3293,6 +3362,53 @@ export interface operations {
                 };
             };
             /** @description The caller works in no project (worker, operator or higher role) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listExternalQueues: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description By project, then queue */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExternalQueue"][];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
             403: {
                 headers: {
                     [name: string]: unknown;
