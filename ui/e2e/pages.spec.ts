@@ -58,7 +58,7 @@ test("the instances page pages 50 at a time", async ({ page, api, shot }) => {
   await expect(page.getByText("1–50 of 51", { exact: true })).toBeVisible();
 });
 
-test("the cluster page lists nodes, task groups, alert channels and alerts", async ({ page, api, shot }, testInfo) => {
+test("the cluster page lists nodes, external queues, task groups, alert channels and alerts", async ({ page, api, shot }, testInfo) => {
   const group = unique("tg");
   const channel = unique("ch");
   expect((await api.post("/task-groups", { name: group, slots: 3, description: "e2e group" })).status()).toBe(201);
@@ -66,7 +66,7 @@ test("the cluster page lists nodes, task groups, alert channels and alerts", asy
   try {
     await page.goto("/cluster");
     await expect(page.getByRole("heading", { name: "Cluster", level: 1 })).toBeVisible();
-    for (const t of ["Nodes", "Task groups", "Alert channels", "Alerts"]) await expect(page.getByRole("table", { name: t })).toBeVisible();
+    for (const t of ["Nodes", "External queues", "Task groups", "Alert channels", "Alerts"]) await expect(page.getByRole("table", { name: t })).toBeVisible();
 
     const nodes = page.getByRole("table", { name: "Nodes" });
     const workers = testInfo.project.name === "cluster" ? 2 : 1;

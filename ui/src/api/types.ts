@@ -16,6 +16,7 @@ export type InstanceSummary = S["InstanceSummary"];
 export type InstanceDetail = S["InstanceDetail"];
 export type ActionOffer = S["ActionOffer"];
 export type TaskInstance = S["TaskInstance"];
+export type ExternalQueue = S["ExternalQueue"];
 export type Schedule = S["Schedule"];
 export type CronPreview = S["CronPreview"];
 export type Backfill = S["Backfill"];

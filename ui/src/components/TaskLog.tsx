@@ -3,6 +3,7 @@
 import { useEffect, useMemo, useRef, useState } from "react";
 import { ApiError, request } from "../api/client";
 import type { TaskInstance } from "../api/types";
+import { ExternalOffer } from "./ExternalOffer";
 import { errorText } from "./format";
 
 const ACTIVE = new Set(["submitted", "dispatched", "running", "delayed", "waiting_task_group"]);
@@ -12,7 +13,8 @@ export function TaskLog({ task }: { task: TaskInstance }) {
   const [note, setNote] = useState("");
   const [search, setSearch] = useState("");
   const offset = useRef(0);
-  const running = ACTIVE.has(task.state);
+  // An external task's worker appends to its log while the task waits.
+  const running = ACTIVE.has(task.state) || (task.state === "waiting" && task.type === "external");
   const pre = useRef<HTMLPreElement>(null);
 
   useEffect(() => {
@@ -82,6 +84,7 @@ export function TaskLog({ task }: { task: TaskInstance }) {
           Download log
         </a>
       </div>
+      <ExternalOffer task={task} />
       {!started && <p className="muted">The attempt has not started on a worker yet ({task.state}).</p>}
       {note && <p className="muted">{note}</p>}
       {search && (

@@ -1,10 +1,12 @@
-// The instance's wait and callback tasks that wait for a completion: an operator
-// completes one (an approval) or fails it (a rejection), with output parameters the
-// downstream tasks see and a message shown on the task.
+// The instance's wait, callback and external tasks that wait for a completion: an operator
+// completes one (an approval, or in place of an external worker) or fails it (a
+// rejection), with output parameters the downstream tasks see and a message shown on the
+// task. An external task says its queue, worker and lease.
 import { useState } from "react";
 import { send } from "../api/client";
 import type { TaskInstance } from "../api/types";
 import { useAction } from "../api/useAction";
+import { ExternalOffer } from "./ExternalOffer";
 
 /** `key=value` pairs separated by commas or new lines; an error names a malformed one. */
 export function parseOutputs(text: string): Record<string, string> | string {
@@ -33,9 +35,18 @@ function Completer({ task, onDone }: { task: TaskInstance; onDone: () => void })
   return (
     <div className="card waiting-task" aria-label={`Waiting task ${task.name}`}>
       <p>
-        <strong>{task.name}</strong> ({task.type} task) is waiting to be completed.
-        {task.message && <span className="muted"> {task.message}</span>}
+        {task.external ? (
+          <>
+            <strong>{task.name}</strong> ({task.type} task) is done by an external worker; complete it here only in its place.
+          </>
+        ) : (
+          <>
+            <strong>{task.name}</strong> ({task.type} task) is waiting to be completed.
+            {task.message && <span className="muted"> {task.message}</span>}
+          </>
+        )}
       </p>
+      <ExternalOffer task={task} />
       <div className="row">
         <label>
           Outputs

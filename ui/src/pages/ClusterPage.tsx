@@ -1,7 +1,8 @@
-// Live masters and workers, task groups, alert channels and the alerts' delivery state.
+// Live masters and workers, external task queues with the external workers seen on them,
+// task groups, alert channels and the alerts' delivery state.
 import { getJson } from "../api/client";
 import { useSession } from "../api/session";
-import type { Alert, ClusterNode } from "../api/types";
+import type { Alert, ClusterNode, ExternalQueue } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { StateBadge } from "../components/StateBadge";
 import { errorText, when } from "../components/format";
@@ -22,6 +23,7 @@ export function ClusterPage() {
   const nodes = usePoll((signal) => getJson<ClusterNode[]>("/cluster", { signal }), "nodes", 2000);
   // Task groups and alert channels are global objects: global admins manage them.
   const manage = useSession()?.admin ?? false;
+  const queues = usePoll((signal) => getJson<ExternalQueue[]>("/external/queues", { signal }), "queues", 2000);
   const alerts = usePoll((signal) => getJson<Alert[]>("/alerts", { query: { limit: 50 }, signal }), "alerts", 2000);
   return (
     <>
@@ -62,6 +64,46 @@ export function ClusterPage() {
           ))}
         </tbody>
       </table>
+      <h2>External queues</h2>
+      <Failed error={queues.error} />
+      <table aria-label="External queues">
+        <thead>
+          <tr>
+            <th>Project</th>
+            <th>Queue</th>
+            <th>Waiting</th>
+            <th>Taken</th>
+            <th>External workers seen in the last hour</th>
+          </tr>
+        </thead>
+        <tbody>
+          {queues.data?.map((q) => (
+            <tr key={`${q.project}/${q.queue}`} aria-label={`Queue ${q.project}/${q.queue}`}>
+              <td>
+                <Link href={path.workflows(q.project)}>{q.project}</Link>
+              </td>
+              <td>
+                <code>{q.queue}</code>
+              </td>
+              <td>{q.waiting}</td>
+              <td>{q.taken}</td>
+              <td>
+                {q.workers.length === 0
+                  ? "—"
+                  : q.workers.map((w, i) => (
+                      <span key={w.name}>
+                        {i > 0 && ", "}
+                        <code>{w.name}</code> <span className="muted">
+                          {w.holding > 0 ? `holds ${w.holding} · ` : ""}seen {when(w.last_seen_at)}
+                        </span>
+                      </span>
+                    ))}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {queues.data?.length === 0 && <p className="muted">No external tasks offered and no external workers seen in the last hour.</p>}
       <div className="split">
         <TaskGroupsPanel manage={manage} />
         <AlertChannelsPanel manage={manage} />

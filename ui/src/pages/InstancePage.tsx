@@ -193,6 +193,7 @@ export function InstancePage({ id }: { id: number }) {
                   {t.name}
                 </button>{" "}
                 {t.child_instance_id && <Link href={path.instance(t.child_instance_id)}>child instance {t.child_instance_id}</Link>}
+                {t.external && <div className="muted">queue {t.external.queue}</div>}
               </td>
               <td>{t.run}</td>
               <td>{t.attempt}</td>
