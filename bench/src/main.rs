@@ -3,6 +3,7 @@
 
 mod api;
 mod compare;
+mod external;
 mod floor;
 mod report;
 mod scenarios;
@@ -112,7 +113,13 @@ async fn main() -> Result<()> {
     let (key, title, table, notes) = match args.compare {
         None => {
             let notes = notes(&args, slots);
+            let external_only = args.scenarios == [Scenario::External];
             let (key, title) = match (mode, args.masters) {
+                // A section of its own, beside the one of the scheduling scenarios.
+                _ if external_only => (
+                    format!("external-{}", mode.name()),
+                    format!("external tasks ({})", mode.name()),
+                ),
                 (Mode::Cluster, n) if n != 2 => (
                     format!("cluster-{n}-masters"),
                     format!("cluster, {n} master{}", if n == 1 { "" } else { "s" }),
@@ -197,22 +204,25 @@ async fn bench(
 /// How the figures were obtained, printed under the table in BENCHMARKS.md.
 fn notes(args: &Args, slots: usize) -> String {
     let s = Sizes::scaled(args.scale);
-    let mut notes = format!(
-        "Figures come from the server's own timestamps (millisecond resolution), after one \
+    let mut notes = String::new();
+    if args.scenarios != [Scenario::External] {
+        notes = format!(
+            "Figures come from the server's own timestamps (millisecond resolution), after one \
          warm-up instance. chain: one instance of {} noop tasks in a line, (ended_at − \
          started_at) / {}. fanout: one instance of a root and {} noop tasks depending on it, \
          {} / (ended_at − started_at). latency: {} single-noop instances one after another, \
          task started_at − instance created_at (= command written). diamonds: {} instances of \
          a → b, c, d → e started {} requests at a time, {} / (last ended_at − first command).\n",
-        s.chain,
-        s.chain,
-        s.fanout,
-        s.fanout + 1,
-        s.latency,
-        s.diamonds,
-        scenarios::START_CONCURRENCY,
-        s.diamonds,
-    );
+            s.chain,
+            s.chain,
+            s.fanout,
+            s.fanout + 1,
+            s.latency,
+            s.diamonds,
+            scenarios::START_CONCURRENCY,
+            s.diamonds,
+        );
+    }
     if args.scenarios.contains(&Scenario::ShellChain)
         || args.scenarios.contains(&Scenario::ShellFanout)
     {
@@ -226,6 +236,26 @@ fn notes(args: &Args, slots: usize) -> String {
              file and reads the task's output, which the floor does not; the bash floor \
              spawns `bash -c true` the same way, the interpreter a shell task starts.\n",
             s.shell_chain, s.shell_fanout,
+        ));
+    }
+    if args.scenarios.contains(&Scenario::External) {
+        notes.push_str(&format!(
+            "{sep}external: {clients} polling clients in the bench process, each a loop of `POST \
+             /external/poll` (`max` {max}, `wait` {wait}) and, for every task taken, `POST \
+             /external/{{id}}/complete` at once (a poll's tasks concurrently), over HTTP on \
+             loopback. Tasks/s: one instance of {n} independent external tasks on one queue, \
+             {n} / (last task ended_at − first task started_at), the server's timestamps: the \
+             master's offer to the last completion written. Ready → taken: {lat} instances \
+             of one external task started one after another, the clients waiting in their \
+             polls; the task's started_at (the master's clock when it offered the task, ms, \
+             written in the same commit as the offer) to the bench's wall clock when the \
+             poll's answer was read (same machine, same clock).\n",
+            sep = if notes.is_empty() { "" } else { "\n" },
+            clients = external::CLIENTS,
+            max = external::MAX_TAKE,
+            wait = external::WAIT,
+            n = s.external,
+            lat = s.latency,
         ));
     }
     if args.scale != 1.0 {

@@ -3,6 +3,7 @@
 //! server's timestamps, never from the bench's clock.
 
 use crate::api::{Api, Instance, PROJECT};
+use crate::external;
 use crate::floor::{self, Shell};
 use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
@@ -45,6 +46,11 @@ pub enum Scenario {
     /// A 100,000-task definition (a root, each task waiting for one of the tasks before it,
     /// ten children each): seconds to apply it (the bench's clock), then to run it.
     BigDag,
+    /// One instance of 10,000 external tasks on one queue, taken and completed by 8
+    /// polling clients in the bench (10 a poll): external tasks per second; then 200
+    /// single-external-task instances one after another, the clients waiting in their
+    /// polls: ready (offered) -> taken (the poll answered).
+    External,
 }
 
 /// What the tasks of a chain or fan-out do.
@@ -80,6 +86,7 @@ pub struct Sizes {
     pub shell_fanout: usize,
     pub active: usize,
     pub big_dag: usize,
+    pub external: usize,
 }
 
 impl Sizes {
@@ -96,6 +103,7 @@ impl Sizes {
             shell_fanout: s(2000.0),
             active: s(10_000.0),
             big_dag: s(100_000.0),
+            external: s(10_000.0),
         }
     }
 }
@@ -113,6 +121,7 @@ impl Scenario {
             Scenario::ShellFanout => "shell-fanout",
             Scenario::Active => "active",
             Scenario::BigDag => "big-dag",
+            Scenario::External => "external",
         }
     }
 
@@ -170,6 +179,20 @@ impl Scenario {
                 },
                 Metric {
                     name: "run (s)",
+                    target: None,
+                },
+            ],
+            Scenario::External => &[
+                Metric {
+                    name: "external tasks/s, 8 clients",
+                    target: Some(Target::AtLeast(2000.0)),
+                },
+                Metric {
+                    name: "ready → taken p50 (ms)",
+                    target: Some(Target::AtMost(5.0)),
+                },
+                Metric {
+                    name: "ready → taken p99 (ms)",
                     target: None,
                 },
             ],
@@ -247,6 +270,12 @@ impl Scenario {
                 active(api, name, sizes.active, sizes.latency, deadline, pids).await
             }
             Scenario::BigDag => big_dag(api, name, sizes.big_dag, deadline).await,
+            Scenario::External => {
+                let rate = external::fanout(api, name, sizes.external, deadline).await?;
+                let lat = format!("{name}-latency");
+                let latency = external::latency(api, &lat, sizes.latency, deadline).await?;
+                Ok(vec![rate, latency[0], latency[1]])
+            }
             // The floor right after shoal's run, so that each run's ratio is of figures
             // taken in the same moment of a machine whose speed drifts.
             Scenario::ShellChain => {
@@ -295,7 +324,7 @@ async fn run_one(api: &Api, name: &str, tasks: Vec<Value>, deadline: Instant) ->
     list.pop().context("instance list is empty")
 }
 
-fn ms(d: chrono::TimeDelta) -> f64 {
+pub fn ms(d: chrono::TimeDelta) -> f64 {
     d.num_microseconds().unwrap_or(i64::MAX) as f64 / 1000.0
 }
 
