@@ -9,6 +9,8 @@ mod container;
 mod data_tasks;
 #[path = "worker/ha.rs"]
 mod ha;
+#[path = "worker/kubernetes.rs"]
+mod kubernetes;
 #[path = "worker/task_types.rs"]
 mod task_types;
 

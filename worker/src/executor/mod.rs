@@ -26,6 +26,7 @@ mod container;
 mod fence;
 mod http;
 mod kill;
+mod kubernetes;
 mod launch;
 mod notebook;
 mod orphans;

@@ -8,11 +8,11 @@ use super::spark::{self, Spark};
 use super::table::{FINISHED_MEMORY, Finished, RunningTask, TaskKey};
 use super::task_log::TaskLog;
 use super::timeout::with_timeout;
-use super::{Executor, Outcome, http, sql};
+use super::{Executor, Outcome, http, kubernetes, sql};
 use crate::logs;
 use serde::Deserialize;
 use shoal_common::definition::{
-    ContainerSpec, HttpSpec, NotebookSpec, SparkSpec, SqlSpec, TimeoutStrategy,
+    ContainerSpec, HttpSpec, KubernetesSpec, NotebookSpec, SparkSpec, SqlSpec, TimeoutStrategy,
 };
 use shoal_common::mask::Mask;
 use shoal_common::metrics;
@@ -26,7 +26,7 @@ use tracing::{debug, info, warn};
 /// How often a running task's grown log is sent to its master, and how much of its end.
 const SHIP_LOG_EVERY: Duration = Duration::from_secs(5);
 const SHIPPED_WHILE_RUNNING: u64 = 64 * 1024;
-const KNOWN_TYPES: &str = "shell, python, http, sql, spark, notebook, container, noop";
+const KNOWN_TYPES: &str = "shell, python, http, sql, spark, notebook, container, kubernetes, noop";
 
 /// The part of the definition JSON (a `TaskDef`) the worker reads; everything else is
 /// ignored, so that the master may send fields this worker does not know yet.
@@ -47,6 +47,8 @@ struct TaskBody {
     #[serde(default)]
     notebook: Option<NotebookSpec>,
     container: Option<ContainerSpec>,
+    #[serde(default)]
+    kubernetes: Option<KubernetesSpec>,
     #[serde(default, with = "shoal_common::duration::option")]
     timeout: Option<Duration>,
     #[serde(default)]
@@ -61,6 +63,7 @@ enum Work<'a> {
     },
     Http(&'a HttpSpec),
     Container(&'a ContainerSpec),
+    Kubernetes(&'a KubernetesSpec),
     Sql(&'a SqlSpec),
     /// spark-submit's arguments.
     Spark(Vec<String>),
@@ -230,6 +233,13 @@ impl Executor {
                         .fail_early(spec, "container task has no 'container' section".into());
                 }
             },
+            "kubernetes" => match &body.kubernetes {
+                Some(k) => Work::Kubernetes(k),
+                None => {
+                    return self
+                        .fail_early(spec, "kubernetes task has no 'kubernetes' section".into());
+                }
+            },
             other => {
                 return self.fail_early(
                     spec,
@@ -255,6 +265,10 @@ impl Executor {
                     http::run(http, &log, &task.kill).await
                 }
                 Work::Container(c) => self.run_container(spec, task, c, &log).await,
+                Work::Kubernetes(k) => {
+                    let started = || self.started(spec, task, None);
+                    kubernetes::run(spec, k, &log, &task.kill, started).await
+                }
                 Work::Sql(sql) => {
                     self.started(spec, task, None);
                     let (project, given) = (&spec.project, &spec.datasources);

@@ -1,0 +1,596 @@
+//! Kubernetes tasks: a Job of one pod (`backoffLimit: 0`), created through the API server
+//! by the worker itself, named `shoal-<task_instance_id>` (labels `job-name` and
+//! `shoal.io/task-instance-id`).
+//!
+//! The worker waits for the Job's pod, streams its first container's log (`follow=true`)
+//! into the task log (masked, `${setValue(k=v)}` lines read from it), then reads the Job's
+//! status: `succeeded` is success, `failed` a failure with the container's exit code. A
+//! kill or a `fail` timeout deletes the Job (`propagationPolicy: Background`, so its pod
+//! goes too). A Job of the same name that exists already (this attempt, started by a
+//! worker that died) is followed, not created again.
+//!
+//! Where the API server is: the task's `api` (with the token of its `token_secret`); else
+//! the worker's in-cluster service account (`KUBERNETES_SERVICE_HOST`, the token and CA
+//! under `/var/run/secrets/kubernetes.io/serviceaccount`); else its `KUBECONFIG` (or
+//! `~/.kube/config`): the current context's server, CA and the user's token or client
+//! certificate.
+//!
+//! The Job and Pod objects are JSON values with the handful of fields read and written
+//! here, not `k8s-openapi`'s types: see docs/decisions.md.
+
+use super::kill::KillSwitch;
+use super::set_value::OutputScanner;
+use super::task_log::TaskLog;
+use super::{NO_EXIT_CODE, Outcome, set_value};
+use base64::Engine;
+use reqwest::{Certificate, Client, Identity, Method, StatusCode};
+use serde_json::{Value, json};
+use shoal_common::definition::KubernetesSpec;
+use shoal_common::proto::TaskSpec;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How often the pod and the Job are looked at while waiting.
+const POLL: Duration = Duration::from_secs(1);
+/// How long a Job may take to show its end after its pod's log ended.
+const SETTLE: Duration = Duration::from_secs(120);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+const SERVICE_ACCOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+/// Waiting reasons of a pod's container that it does not get out of by itself.
+const STUCK: [&str; 5] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+];
+
+/// An API server and how to talk to it.
+pub(crate) struct Api {
+    base: String,
+    token: Option<String>,
+    client: Client,
+}
+
+/// Where the API server is and how the worker authenticates.
+struct Target {
+    server: String,
+    token: Option<String>,
+    ca: Option<Vec<u8>>,
+    /// Client certificate and key, PEM, one after the other.
+    identity: Option<Vec<u8>>,
+    insecure: bool,
+}
+
+impl Api {
+    fn new(t: Target) -> Result<Api, String> {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let mut b = Client::builder()
+            .user_agent(concat!("shoal-worker/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(CONNECT_TIMEOUT);
+        if let Some(ca) = &t.ca {
+            let certs = Certificate::from_pem_bundle(ca)
+                .map_err(|e| format!("the API server's CA certificate: {e}"))?;
+            b = b.tls_certs_merge(certs);
+        }
+        if let Some(pem) = &t.identity {
+            let id = Identity::from_pem(pem)
+                .map_err(|e| format!("the kubeconfig's client certificate: {e}"))?;
+            b = b.identity(id);
+        }
+        if t.insecure {
+            b = b.tls_danger_accept_invalid_certs(true);
+        }
+        let client = b
+            .build()
+            .map_err(|e| format!("cannot build the Kubernetes client: {e}"))?;
+        Ok(Api {
+            base: t.server.trim_end_matches('/').to_string(),
+            token: t.token,
+            client,
+        })
+    }
+
+    fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        let r = self.client.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(t) => r.bearer_auth(t),
+            None => r,
+        }
+    }
+
+    /// A JSON call; an answer outside 2xx is an error holding the API's message.
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(StatusCode, Value), String> {
+        let mut r = self.request(method.clone(), path).timeout(REQUEST_TIMEOUT);
+        if let Some(b) = body {
+            r = r.json(b);
+        }
+        let response = r
+            .send()
+            .await
+            .map_err(|e| format!("{method} {}{path}: {}", self.base, chain(&e)))?;
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if status.is_success() || status == StatusCode::CONFLICT {
+            return Ok((status, value));
+        }
+        let message = value["message"].as_str().unwrap_or(text.trim());
+        Err(format!("{method} {path}: {status}: {message}"))
+    }
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    s
+}
+
+/// The API server of a task: its own `api`, else in-cluster, else the kubeconfig.
+fn target(k: &KubernetesSpec) -> Result<Target, String> {
+    if let Some(api) = &k.api {
+        return Ok(Target {
+            server: api.clone(),
+            token: k.token.clone(),
+            ca: None,
+            identity: None,
+            insecure: false,
+        });
+    }
+    if let (Ok(host), Ok(port)) = (
+        std::env::var("KUBERNETES_SERVICE_HOST"),
+        std::env::var("KUBERNETES_SERVICE_PORT"),
+    ) {
+        let dir = Path::new(SERVICE_ACCOUNT);
+        let token = std::fs::read_to_string(dir.join("token"))
+            .map_err(|e| format!("in-cluster: cannot read {SERVICE_ACCOUNT}/token: {e}"))?;
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host
+        };
+        return Ok(Target {
+            server: format!("https://{host}:{port}"),
+            token: k.token.clone().or(Some(token.trim().to_string())),
+            ca: std::fs::read(dir.join("ca.crt")).ok(),
+            identity: None,
+            insecure: false,
+        });
+    }
+    let path = std::env::var_os("KUBECONFIG")
+        .and_then(|p| std::env::split_paths(&p).next())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config")))
+        .ok_or("no Kubernetes API server: the task names no api, the worker runs outside a cluster and has no KUBECONFIG")?;
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        format!(
+            "no Kubernetes API server: the task names no api, the worker runs outside a cluster, and its kubeconfig {}: {e}",
+            path.display()
+        )
+    })?;
+    let mut t = kubeconfig(&text, path.parent().unwrap_or(Path::new(".")))
+        .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?;
+    if k.token.is_some() {
+        t.token = k.token.clone();
+    }
+    Ok(t)
+}
+
+/// The current context of a kubeconfig: server, CA, the user's token or certificate.
+fn kubeconfig(text: &str, dir: &Path) -> Result<Target, String> {
+    let doc: Value = serde_norway::from_str(text).map_err(|e| e.to_string())?;
+    let current = doc["current-context"]
+        .as_str()
+        .ok_or("no current-context")?;
+    let named = |list: &str, name: &str| -> Result<Value, String> {
+        doc[list]
+            .as_array()
+            .and_then(|l| l.iter().find(|e| e["name"].as_str() == Some(name)))
+            .cloned()
+            .ok_or_else(|| format!("no {list} entry '{name}'"))
+    };
+    let context = named("contexts", current)?;
+    let cluster_name = context["context"]["cluster"]
+        .as_str()
+        .ok_or("context without cluster")?;
+    let cluster = named("clusters", cluster_name)?["cluster"].clone();
+    let user = match context["context"]["user"].as_str() {
+        Some(u) => named("users", u)?["user"].clone(),
+        None => Value::Null,
+    };
+    let data = |v: &Value, key: &str| -> Result<Option<Vec<u8>>, String> {
+        if let Some(b64) = v[format!("{key}-data")].as_str() {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64.trim())
+                .map_err(|e| format!("{key}-data: {e}"))?;
+            return Ok(Some(bytes));
+        }
+        match v[key].as_str() {
+            Some(file) => {
+                let path = dir.join(file);
+                std::fs::read(&path)
+                    .map(Some)
+                    .map_err(|e| format!("{key} {}: {e}", path.display()))
+            }
+            None => Ok(None),
+        }
+    };
+    let identity = match (
+        data(&user, "client-certificate")?,
+        data(&user, "client-key")?,
+    ) {
+        (Some(mut cert), Some(key)) => {
+            cert.push(b'\n');
+            cert.extend(key);
+            Some(cert)
+        }
+        _ => None,
+    };
+    let token = match (user["token"].as_str(), user["tokenFile"].as_str()) {
+        (Some(t), _) => Some(t.to_string()),
+        (None, Some(f)) => Some(
+            std::fs::read_to_string(dir.join(f))
+                .map_err(|e| format!("tokenFile {f}: {e}"))?
+                .trim()
+                .to_string(),
+        ),
+        _ => None,
+    };
+    if user.get("exec").is_some() && token.is_none() && identity.is_none() {
+        return Err("the user's credentials come from an exec plugin, which the worker does not run; give the task a token_secret".into());
+    }
+    Ok(Target {
+        server: cluster["server"]
+            .as_str()
+            .ok_or("cluster without server")?
+            .to_string(),
+        token,
+        ca: data(&cluster, "certificate-authority")?,
+        identity,
+        insecure: cluster["insecure-skip-tls-verify"].as_bool() == Some(true),
+    })
+}
+
+/// The Job's name: one per attempt (each attempt is its own task instance).
+pub(crate) fn job_name(spec: &TaskSpec) -> String {
+    format!("shoal-{}", spec.task_instance_id)
+}
+
+/// The Job object the task creates.
+pub(crate) fn job(name: &str, spec: &TaskSpec, k: &KubernetesSpec) -> Value {
+    let mut pod = match (&k.pod, &k.image) {
+        (Some(pod), _) => pod.clone(),
+        (None, image) => {
+            let mut container = json!({"name": "main", "image": image});
+            if let Some(c) = &k.command {
+                container["command"] = json!(c.argv());
+            }
+            if !k.env.is_empty() {
+                let env: Vec<Value> = k
+                    .env
+                    .iter()
+                    .map(|(name, value)| json!({"name": name, "value": value}))
+                    .collect();
+                container["env"] = json!(env);
+            }
+            json!({"containers": [container]})
+        }
+    };
+    if pod.get("restartPolicy").is_none() {
+        pod["restartPolicy"] = json!("Never");
+    }
+    let labels = json!({
+        "app.kubernetes.io/managed-by": "shoal",
+        "shoal.io/task-instance-id": spec.task_instance_id.to_string(),
+        "shoal.io/workflow-instance-id": spec.workflow_instance_id.to_string(),
+    });
+    let mut job = json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": k.namespace(), "labels": labels},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+        },
+    });
+    if let Some(ttl) = k.ttl {
+        job["spec"]["ttlSecondsAfterFinished"] = json!(ttl.as_secs());
+    }
+    job
+}
+
+/// Runs the task's Job to its end (or deletes it when the task is stopped).
+pub(crate) async fn run(
+    spec: &TaskSpec,
+    k: &KubernetesSpec,
+    log: &TaskLog,
+    kill: &KillSwitch,
+    started: impl FnOnce(),
+) -> Outcome {
+    let fail = |message: String| {
+        log.note(&message);
+        Outcome::failure(message)
+    };
+    let api = match target(k).and_then(Api::new) {
+        Ok(api) => api,
+        Err(e) => return fail(e),
+    };
+    let name = job_name(spec);
+    let ns = k.namespace();
+    let job = job(&name, spec, k);
+    let jobs = format!("/apis/batch/v1/namespaces/{ns}/jobs");
+    let work = async {
+        match api.call(Method::POST, &jobs, Some(&job)).await? {
+            (StatusCode::CONFLICT, _) => {
+                log.note(&format!(
+                    "job {ns}/{name} exists already (an earlier run of this attempt): following it"
+                ));
+            }
+            _ => log.note(&format!("created job {ns}/{name} on {}", api.base)),
+        }
+        started();
+        follow(&api, ns, &name, log).await
+    };
+    tokio::select! {
+        end = work => match end {
+            Ok(outcome) => outcome,
+            Err(e) => fail(e),
+        },
+        () = kill.stopped() => {
+            let path = format!("{jobs}/{name}");
+            let body = json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"});
+            match api.call(Method::DELETE, &path, Some(&body)).await {
+                Ok(_) => log.note(&format!("deleted job {ns}/{name}")),
+                Err(e) => log.note(&format!("cannot delete job {ns}/{name}: {e}")),
+            }
+            Outcome::killed()
+        }
+    }
+}
+
+/// Waits for the Job's pod, streams its log, then reads how the Job ended.
+async fn follow(api: &Api, ns: &str, name: &str, log: &TaskLog) -> Result<Outcome, String> {
+    let pods = format!("/api/v1/namespaces/{ns}/pods?labelSelector=job-name%3D{name}");
+    let mut waiting_said = false;
+    // The pod, once it runs or ended.
+    let pod = loop {
+        let (_, list) = api.call(Method::GET, &pods, None).await?;
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        if let Some(pod) = items.last() {
+            let phase = pod["status"]["phase"].as_str().unwrap_or("Pending");
+            if phase != "Pending" {
+                break pod.clone();
+            }
+            if let Some((reason, message)) = stuck(pod) {
+                return Err(format!(
+                    "pod {} cannot start: {reason}: {message}",
+                    pod_name_of(pod)
+                ));
+            }
+        }
+        if !waiting_said {
+            log.note(&format!("waiting for the pod of job {ns}/{name}"));
+            waiting_said = true;
+        }
+        if job_end(api, ns, name).await?.is_some() && items.is_empty() {
+            return Err(format!("job {ns}/{name} ended without a pod"));
+        }
+        tokio::time::sleep(POLL).await;
+    };
+    let pod_name = pod_name_of(&pod).to_string();
+    let container = pod["spec"]["containers"][0]["name"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let container = container.as_str();
+    log.note(&format!(
+        "pod {pod_name}: streaming the log of container '{container}'"
+    ));
+    let log_path =
+        format!("/api/v1/namespaces/{ns}/pods/{pod_name}/log?follow=true&container={container}");
+    let mut mask = log.mask().stream();
+    let mut scanner = OutputScanner::default();
+    let mut response = api
+        .request(Method::GET, &log_path)
+        .send()
+        .await
+        .map_err(|e| format!("pod log: {}", chain(&e)))?;
+    if !response.status().is_success() {
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        log.note(&format!(
+            "cannot read the pod's log: {status}: {}",
+            text.trim()
+        ));
+    } else {
+        loop {
+            match response.chunk().await {
+                Ok(Some(bytes)) => {
+                    let shown = mask.feed(&bytes);
+                    log.append(&shown);
+                    scanner.feed(&shown);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    log.note(&format!("the pod's log stream broke: {}", chain(&e)));
+                    break;
+                }
+            }
+        }
+    }
+    let rest = mask.finish();
+    log.append(&rest);
+    scanner.feed(&rest);
+    let (output, truncated) = scanner.finish();
+    if truncated {
+        log.note(&format!(
+            "output parameters beyond {} bytes were dropped",
+            set_value::MAX_OUTPUT
+        ));
+    }
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    let succeeded = loop {
+        if let Some(succeeded) = job_end(api, ns, name).await? {
+            break succeeded;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!(
+                "job {ns}/{name} did not end within {}s after its pod's log ended",
+                SETTLE.as_secs()
+            ));
+        }
+        tokio::time::sleep(POLL).await;
+    };
+    if succeeded {
+        log.note(&format!("job {ns}/{name} succeeded"));
+        return Ok(Outcome::Success { output });
+    }
+    // The container's exit code, from the pod as it is now.
+    let (_, list) = api.call(Method::GET, &pods, None).await?;
+    let pod = list["items"]
+        .as_array()
+        .and_then(|i| i.iter().find(|p| pod_name_of(p) == pod_name).cloned())
+        .unwrap_or(pod);
+    let terminated = &pod["status"]["containerStatuses"]
+        .as_array()
+        .and_then(|s| {
+            s.iter()
+                .find(|c| c["name"].as_str() == Some(container))
+                .cloned()
+        })
+        .unwrap_or(Value::Null)["state"]["terminated"];
+    let (exit_code, message) = match terminated["exitCode"].as_i64() {
+        Some(code) => (
+            code as i32,
+            format!("pod {pod_name} failed: container '{container}' exited with code {code}"),
+        ),
+        None => (NO_EXIT_CODE, format!("job {ns}/{name} failed")),
+    };
+    log.note(&message);
+    Ok(Outcome::Failure {
+        exit_code,
+        message,
+        output,
+    })
+}
+
+/// The Job's end: `Some(true)` succeeded, `Some(false)` failed, `None` still running.
+async fn job_end(api: &Api, ns: &str, name: &str) -> Result<Option<bool>, String> {
+    let path = format!("/apis/batch/v1/namespaces/{ns}/jobs/{name}");
+    let (_, job) = api.call(Method::GET, &path, None).await?;
+    let status = &job["status"];
+    if status["succeeded"].as_i64().unwrap_or(0) > 0 {
+        return Ok(Some(true));
+    }
+    if status["failed"].as_i64().unwrap_or(0) > 0 {
+        return Ok(Some(false));
+    }
+    let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+    for c in conditions {
+        if c["status"].as_str() == Some("True") {
+            match c["type"].as_str() {
+                Some("Complete") => return Ok(Some(true)),
+                Some("Failed") => return Ok(Some(false)),
+                _ => {}
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn pod_name_of(pod: &Value) -> &str {
+    pod["metadata"]["name"].as_str().unwrap_or("")
+}
+
+/// A waiting reason of the pod's containers it will not get out of by itself.
+fn stuck(pod: &Value) -> Option<(String, String)> {
+    let statuses = pod["status"]["containerStatuses"].as_array()?;
+    statuses.iter().find_map(|s| {
+        let waiting = &s["state"]["waiting"];
+        let reason = waiting["reason"].as_str()?;
+        STUCK.contains(&reason).then(|| {
+            let message = waiting["message"].as_str().unwrap_or("").to_string();
+            (reason.to_string(), message)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kubeconfig_s_current_context_gives_server_ca_and_token() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("tok"), "file-token\n").unwrap();
+        let text = r#"
+apiVersion: v1
+kind: Config
+current-context: b
+contexts:
+- {name: a, context: {cluster: one, user: u1}}
+- {name: b, context: {cluster: two, user: u2}}
+clusters:
+- {name: one, cluster: {server: "https://one:6443"}}
+- {name: two, cluster: {server: "https://two:6443", certificate-authority-data: "Q0E=", insecure-skip-tls-verify: false}}
+users:
+- {name: u1, user: {token: t1}}
+- {name: u2, user: {tokenFile: tok}}
+"#;
+        let t = kubeconfig(text, dir.path()).unwrap();
+        assert_eq!(t.server, "https://two:6443");
+        assert_eq!(t.token.as_deref(), Some("file-token"));
+        assert_eq!(t.ca.as_deref(), Some(&b"CA"[..]));
+        assert!(!t.insecure && t.identity.is_none());
+        let exec = text.replace("{tokenFile: tok}", "{exec: {command: aws}}");
+        let e = kubeconfig(&exec, dir.path()).err().unwrap();
+        assert!(e.contains("exec plugin"), "{e}");
+    }
+
+    #[test]
+    fn the_job_wraps_an_image_shorthand_or_a_pod_spec() {
+        let spec = TaskSpec {
+            task_instance_id: 9,
+            workflow_instance_id: 4,
+            ..Default::default()
+        };
+        let k: KubernetesSpec = serde_json::from_value(json!({
+            "image": "busybox", "command": "echo hi", "env": {"A": "1"}, "ttl": "10m"
+        }))
+        .unwrap();
+        let j = job("shoal-9", &spec, &k);
+        assert_eq!(j["metadata"]["namespace"], "default");
+        assert_eq!(j["spec"]["backoffLimit"], 0);
+        assert_eq!(j["spec"]["ttlSecondsAfterFinished"], 600);
+        let pod = &j["spec"]["template"]["spec"];
+        assert_eq!(pod["restartPolicy"], "Never");
+        assert_eq!(
+            pod["containers"][0]["command"],
+            json!(["sh", "-c", "echo hi"])
+        );
+        assert_eq!(
+            pod["containers"][0]["env"],
+            json!([{"name": "A", "value": "1"}])
+        );
+        let k: KubernetesSpec = serde_json::from_value(json!({
+            "namespace": "jobs",
+            "pod": {"containers": [{"name": "x", "image": "y"}], "restartPolicy": "OnFailure"}
+        }))
+        .unwrap();
+        let j = job("shoal-9", &spec, &k);
+        assert_eq!(j["spec"]["template"]["spec"]["restartPolicy"], "OnFailure");
+        assert_eq!(j["metadata"]["labels"]["shoal.io/task-instance-id"], "9");
+    }
+}
