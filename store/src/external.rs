@@ -16,6 +16,9 @@ use shoal_common::error::Result;
 use shoal_common::types::{TaskState, now_ms};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
+/// Ids one read names at most: below SQLite's and Postgres' limits of bound values.
+pub(super) const IDS_PER_READ: usize = 10_000;
+
 /// The most of an external task's log the store keeps: its last bytes.
 pub const EXTERNAL_LOG_BYTES: usize = 256 * 1024;
 
@@ -137,32 +140,36 @@ pub(super) async fn offer(
         return Ok(false);
     }
     let now = now_ms();
-    tx.execute(&insert_rows(
-        Ext::Table,
-        [
-            Ext::TaskInstanceId,
-            Ext::WorkflowInstanceId,
-            Ext::Project,
-            Ext::Queue,
-            Ext::Params,
-            Ext::Sealed,
-            Ext::LeaseMs,
-            Ext::OfferedAt,
-        ],
-        offers.iter().map(|o| {
-            [
-                o.task_instance_id.into(),
-                o.workflow_instance_id.into(),
-                o.project.clone().into(),
-                o.queue.clone().into(),
-                o.params.clone().into(),
-                o.sealed.into(),
-                o.lease_ms.into(),
-                now.into(),
-            ]
-        }),
-    ))
-    .await?;
+    const COLUMNS: [Ext; 8] = [
+        Ext::TaskInstanceId,
+        Ext::WorkflowInstanceId,
+        Ext::Project,
+        Ext::Queue,
+        Ext::Params,
+        Ext::Sealed,
+        Ext::LeaseMs,
+        Ext::OfferedAt,
+    ];
+    // A foreach may offer thousands at once: as many rows a statement as its binds allow.
+    for chunk in offers.chunks(tx.rows_per_statement(COLUMNS.len())) {
+        tx.execute(&insert_rows(
+            Ext::Table,
+            COLUMNS,
+            chunk.iter().map(|o| {
+                [
+                    o.task_instance_id.into(),
+                    o.workflow_instance_id.into(),
+                    o.project.clone().into(),
+                    o.queue.clone().into(),
+                    o.params.clone().into(),
+                    o.sealed.into(),
+                    o.lease_ms.into(),
+                    now.into(),
+                ]
+            }),
+        ))
+        .await?;
+    }
     if tx.backend() == Backend::Postgres {
         tx.execute(
             Query::select().expr(
@@ -188,11 +195,11 @@ pub(super) async fn withdraw(
         .filter(|(instance, _)| !fenced.contains(instance))
         .map(|(_, id)| *id)
         .collect();
-    if !ids.is_empty() {
+    for chunk in ids.chunks(tx.rows_per_statement(1)) {
         tx.execute(
             Query::delete()
                 .from_table(Ext::Table)
-                .and_where(Expr::col(Ext::TaskInstanceId).is_in(ids)),
+                .and_where(Expr::col(Ext::TaskInstanceId).is_in(chunk.iter().copied())),
         )
         .await?;
     }
@@ -510,18 +517,21 @@ impl Store {
 
     /// The attempts among `ids` whose lease lapsed before `now`: (id, worker, expiry).
     pub async fn lapsed_leases(&self, ids: &[i64], now: i64) -> Result<Vec<(i64, String, i64)>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
+        let mut lapsed = Vec::new();
+        for chunk in ids.chunks(IDS_PER_READ) {
+            let rows: Vec<(i64, String, i64)> = self
+                .db
+                .fetch_all(
+                    Query::select()
+                        .columns([Ext::TaskInstanceId, Ext::Worker, Ext::LeaseExpiresAt])
+                        .from(Ext::Table)
+                        .and_where(Expr::col(Ext::TaskInstanceId).is_in(chunk.iter().copied()))
+                        .and_where(Expr::col(Ext::LeaseExpiresAt).lt(now)),
+                )
+                .await?;
+            lapsed.extend(rows);
         }
-        self.db
-            .fetch_all(
-                Query::select()
-                    .columns([Ext::TaskInstanceId, Ext::Worker, Ext::LeaseExpiresAt])
-                    .from(Ext::Table)
-                    .and_where(Expr::col(Ext::TaskInstanceId).is_in(ids.iter().copied()))
-                    .and_where(Expr::col(Ext::LeaseExpiresAt).lt(now)),
-            )
-            .await
+        Ok(lapsed)
     }
 }
 

@@ -4,6 +4,7 @@
 //! wins; the master learns the end from the row.
 
 use super::codec::to_json;
+use super::external::IDS_PER_READ;
 use super::instance_rows::{TaskRecord, select_tasks};
 use super::schema::{TaskCallback, TaskInstance as Task};
 use super::sql::insert_rows;
@@ -51,18 +52,19 @@ impl Store {
 
     /// The attempts among `ids` that no longer wait, as their rows say now.
     pub async fn ended_waits(&self, ids: &[i64]) -> Result<Vec<TaskInstanceRow>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
+        let mut ended = Vec::new();
+        for chunk in ids.chunks(IDS_PER_READ) {
+            let records: Vec<TaskRecord> = self
+                .db
+                .fetch_all(
+                    select_tasks()
+                        .and_where(Expr::col(Task::Id).is_in(chunk.iter().copied()))
+                        .and_where(Expr::col(Task::State).ne(TaskState::Waiting.as_str())),
+                )
+                .await?;
+            ended.extend(records);
         }
-        let records: Vec<TaskRecord> = self
-            .db
-            .fetch_all(
-                select_tasks()
-                    .and_where(Expr::col(Task::Id).is_in(ids.iter().copied()))
-                    .and_where(Expr::col(Task::State).ne(TaskState::Waiting.as_str())),
-            )
-            .await?;
-        records.into_iter().map(TaskRecord::decode).collect()
+        ended.into_iter().map(TaskRecord::decode).collect()
     }
 
     /// Records a new callback token (its hash) for attempt `id`, unless a request carrying

@@ -88,6 +88,7 @@ store_suite!(
     a_deleted_project_takes_its_runs_and_one_made_again_starts_empty,
     concurrent_polls_take_each_external_task_once,
     only_the_lease_holder_renews_and_completes_and_a_lapse_ends_it,
+    thousands_of_offers_are_written_in_one_cycle,
     queues_count_their_offers_and_the_workers_seen_on_them,
 );
 

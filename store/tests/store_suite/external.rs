@@ -232,3 +232,16 @@ pub(crate) async fn queues_count_their_offers_and_the_workers_seen_on_them(ctx: 
     assert_eq!(later.len(), 1, "the queue still has w2's task");
     assert!(later[0].workers.is_empty(), "nobody seen since");
 }
+
+pub(crate) async fn thousands_of_offers_are_written_in_one_cycle(ctx: Ctx) {
+    let store = ctx.store;
+    // More offers than SQLite's bound values allow in one statement (8 a row).
+    let (_, ids) = offered(&store, 5_000).await;
+    let taken = store
+        .take_external(&["q".into()], None, "w", "h", 100)
+        .await
+        .unwrap();
+    assert_eq!(taken.len(), 100);
+    assert!(store.ended_waits(&ids).await.unwrap().is_empty());
+    assert!(store.lapsed_leases(&ids, 0).await.unwrap().is_empty());
+}
