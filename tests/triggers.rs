@@ -22,6 +22,7 @@ support::deployments!(
     a_sync_call_answers_with_the_runs_outputs_and_an_async_one_with_its_run,
     callers_without_the_credential_or_from_another_address_are_refused,
     an_idempotency_key_starts_one_run_and_unreadable_payloads_are_refused,
+    a_call_its_when_does_not_match_starts_nothing_and_says_so,
 );
 
 const TOKEN: &str = "e2e-hook-token-0123456789";
@@ -37,6 +38,10 @@ triggers:
   - { name: now, mode: sync, auth: { token: TOKEN }, params: { who: $.user.name }, outputs: [greeting], timeout: 60s }
   - { name: later, auth: { basic: { user: ci, password: PASSWORD } }, params: { who: $.user.name } }
   - { name: local, auth: { token: TOKEN }, allow_ips: [127.0.0.1/32] }
+  - name: pushed
+    auth: { token: TOKEN }
+    when: "body.ref == 'main' && headers['x-event'] == 'push'"
+    params: { who: $.user.name }
 tasks:
   - name: greet
     type: shell
@@ -263,4 +268,65 @@ fn an_idempotency_key_starts_one_run_and_unreadable_payloads_are_refused(e: Env)
         1,
         "refused calls start nothing"
     );
+}
+
+fn a_call_its_when_does_not_match_starts_nothing_and_says_so(e: Env) {
+    e.apply(&workflow());
+    let call = |event: &str, payload: Value| {
+        send(
+            hook(&e, "127.0.0.1", "pushed")
+                .bearer_auth(TOKEN)
+                .header("x-event", event)
+                .json(&payload),
+        )
+    };
+    let main = json!({"ref": "main", "user": {"name": "mia"}});
+    for (event, payload) in [
+        ("push", json!({"ref": "dev", "user": {"name": "x"}})),
+        ("tag", main.clone()),
+    ] {
+        let a = call(event, payload);
+        assert_eq!(a.status, 200, "{}", a.json);
+        assert_eq!(a.json, json!({"started": false, "reason": "filtered"}));
+    }
+    let a = call("push", json!({"user": {"name": "x"}}));
+    assert_eq!(a.status, 400, "{}", a.json);
+    assert!(
+        a.json["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("trigger 'pushed': when (body.ref == 'main'"),
+        "{}",
+        a.json
+    );
+    let a = call("push", main);
+    assert_eq!(a.status, 202, "{}", a.json);
+    let run = e.api().wait_instance(run_of(&e, &a), LONG);
+    assert_eq!(run["params"]["who"], "mia", "{run}");
+    let runs = e.api().get("/instances?workflow=greet");
+    assert_eq!(
+        runs.as_array().unwrap().len(),
+        1,
+        "only the match ran: {runs}"
+    );
+
+    let metrics = e.api().get_text("/metrics");
+    for (outcome, n) in [("filtered", 2), ("ignored", 1), ("started", 1)] {
+        let line = format!(
+            "shoal_trigger_messages_total{{trigger=\"default/greet/pushed\",outcome=\"{outcome}\"}} {n}"
+        );
+        assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+    }
+
+    // A `when` that does not compile is refused by name, and the workflow stays as it was.
+    let broken = workflow().replace("'main' &&", "'main' && (");
+    let (status, body) = e.api().post("/projects/default/workflows", &broken);
+    assert_eq!(status, 400, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("trigger 'pushed': when: column"),
+        "{error}"
+    );
+    let stored = e.api().get("/projects/default/workflows/greet");
+    assert_eq!(stored["version"], 1, "{stored}");
 }

@@ -18,11 +18,12 @@ use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, Body, path};
 use axum::Json;
 use axum::extract::{FromRequest, Request, State};
+use axum::http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
-use shoal_common::metrics::API_COMMANDS_WRITTEN;
+use shoal_common::metrics::{self, TriggerOutcome};
 use shoal_common::start::Params;
 use shoal_common::trigger::{TriggerDef, TriggerMode};
 use shoal_common::types::{CommandKind, WorkflowState};
@@ -61,6 +62,24 @@ pub struct TriggerStarted {
     pub command_id: i64,
 }
 
+/// A 200 answer.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum TriggerAnswer {
+    Finished(TriggerFinished),
+    Skipped(TriggerSkipped),
+}
+
+/// The call started nothing: its trigger's `when` did not match the payload.
+#[derive(Serialize, ToSchema)]
+pub struct TriggerSkipped {
+    /// Always false.
+    pub started: bool,
+    /// Why: `filtered`.
+    #[schema(example = "filtered")]
+    pub reason: &'static str,
+}
+
 /// A `sync` trigger's run ended.
 #[derive(Serialize, ToSchema)]
 pub struct TriggerFinished {
@@ -86,8 +105,8 @@ pub struct TriggerFinished {
     request_body(content = Option<Object>, description = "Any JSON; an empty body is `{}`"),
     responses(
         (status = 202, description = "`async`: the run was started", body = TriggerStarted),
-        (status = 200, description = "`sync`: the run ended", body = TriggerFinished),
-        (status = 400, description = "The body is not JSON, or lacks a value the trigger's `params` map (the message names the JSONPath and the param)", body = ErrorBody),
+        (status = 200, description = "`sync`: the run ended; or, any mode, the trigger's `when` did not match and nothing was started", body = TriggerAnswer),
+        (status = 400, description = "The body is not JSON, lacks a value the trigger's `params` map (the message names the JSONPath and the param), or its `when` cannot be decided for it", body = ErrorBody),
         (status = 401, description = "The trigger's token or basic credentials are missing or wrong (with `WWW-Authenticate`)", body = ErrorBody),
         (status = 403, description = "The caller's address is not in the trigger's `allow_ips`", body = ErrorBody),
         (status = 404, description = "No such project, workflow or trigger", body = ErrorBody),
@@ -147,12 +166,25 @@ async fn start(
 ) -> Result<Response> {
     ctx.store.check_online(&def.project, &def.name).await?;
     let key = idempotency_key(req.headers())?;
+    let counted = format!("{}/{}/{}", def.project, def.name, t.name);
+    let count = |outcome| metrics::trigger_message(&counted, outcome);
+    let headers = rule_headers(req.headers());
     let body = Body::from_request(req, ctx).await?;
-    let payload = body
-        .json_or_default::<Option<Value>>()?
-        .unwrap_or_else(|| Value::Object(Default::default()));
-    let params: Params = t.map_params(&payload).map_err(Error::BadRequest)?;
-    refuse_undefined(def, &params)?;
+    let params = match admit(def, t, &body, &headers) {
+        Ok(Some(params)) => params,
+        Ok(None) => {
+            count(TriggerOutcome::Filtered);
+            let answer = TriggerSkipped {
+                started: false,
+                reason: "filtered",
+            };
+            return Ok(Json(TriggerAnswer::Skipped(answer)).into_response());
+        }
+        Err(e) => {
+            count(TriggerOutcome::Ignored);
+            return Err(e);
+        }
+    };
     let cmd = NewCommand {
         kind: CommandKind::Start,
         project: def.project.clone(),
@@ -170,8 +202,11 @@ async fn start(
         key,
     });
     let run = ctx.store.start_triggered(&cmd, key).await?;
-    if !run.replayed {
-        API_COMMANDS_WRITTEN.inc();
+    if run.replayed {
+        count(TriggerOutcome::Duplicate);
+    } else {
+        count(TriggerOutcome::Started);
+        metrics::API_COMMANDS_WRITTEN.inc();
     }
     tracing::info!(
         command_id = run.command_id,
@@ -211,12 +246,50 @@ async fn start(
                         state,
                         outputs,
                     };
-                    Ok(Json(answer).into_response())
+                    Ok(Json(TriggerAnswer::Finished(answer)).into_response())
                 }
                 progress => Ok(timed_out(t, &run, &progress)),
             }
         }
     }
+}
+
+/// A call's start parameters, or None when the trigger's `when` filters it out. The
+/// payload is JSON (an empty body is `{}`).
+fn admit(
+    def: &StoredDefinition,
+    t: &TriggerDef,
+    body: &Body,
+    headers: &BTreeMap<String, String>,
+) -> Result<Option<Params>> {
+    let payload = body
+        .json_or_default::<Option<Value>>()?
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    if !t.matches(&payload, headers).map_err(Error::BadRequest)? {
+        return Ok(None);
+    }
+    let params: Params = t.map_params(&payload).map_err(Error::BadRequest)?;
+    refuse_undefined(def, &params)?;
+    Ok(Some(params))
+}
+
+/// The headers a `when` sees: lower-case names, repeated ones joined by `, `, never the
+/// credential a call carries.
+fn rule_headers(headers: &HeaderMap) -> BTreeMap<String, String> {
+    let mut seen = BTreeMap::<String, String>::new();
+    for (name, value) in headers {
+        if [AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE].contains(name) {
+            continue;
+        }
+        let value = String::from_utf8_lossy(value.as_bytes());
+        seen.entry(name.as_str().to_string())
+            .and_modify(|v| {
+                v.push_str(", ");
+                v.push_str(&value);
+            })
+            .or_insert_with(|| value.into_owned());
+    }
+    seen
 }
 
 /// The `Idempotency-Key` header, if the call sent one.

@@ -103,6 +103,47 @@ pub static WORKER_EVENTS_UNACKED: LazyLock<Gauge> = LazyLock::new(Gauge::default
 pub static API_REQUESTS: LazyLock<Counter> = LazyLock::new(Counter::default);
 pub static API_COMMANDS_WRITTEN: LazyLock<Counter> = LazyLock::new(Counter::default);
 
+// ---- triggers (api-server for webhooks, brokers' consumers) -----------------------------
+
+/// What became of a message a trigger received (a webhook call, a broker message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TriggerOutcome {
+    /// It started a run.
+    Started,
+    /// Its trigger's `when` did not match: nothing was written.
+    Filtered,
+    /// It could not be used (not JSON, a mapping or `when` failed on it).
+    Ignored,
+    /// It repeated one that started a run already.
+    Duplicate,
+}
+
+impl TriggerOutcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            TriggerOutcome::Started => "started",
+            TriggerOutcome::Filtered => "filtered",
+            TriggerOutcome::Ignored => "ignored",
+            TriggerOutcome::Duplicate => "duplicate",
+        }
+    }
+}
+
+/// `trigger="project/workflow/name"`, `outcome="…"`. Triggers come and go with
+/// definitions, so their series (and the family's header) appear with their first
+/// message, unlike the fixed ones.
+type TriggerLabels = [(&'static str, String); 2];
+static TRIGGER_MESSAGES: LazyLock<Family<TriggerLabels, Counter>> = LazyLock::new(Family::default);
+
+/// Counts one message of trigger `trigger` (`project/workflow/name`).
+pub fn trigger_message(trigger: &str, outcome: TriggerOutcome) {
+    let labels = [
+        ("trigger", trigger.to_string()),
+        ("outcome", outcome.as_str().to_string()),
+    ];
+    TRIGGER_MESSAGES.get_or_create(&labels).inc();
+}
+
 /// Every metric of the process, `shoal_` before each name, in rendering order.
 static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
     let mut r = Registry::with_prefix("shoal");
@@ -193,6 +234,11 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
         "Commands the api-server wrote (start, resume, rerun, resubmit-failed)",
         API_COMMANDS_WRITTEN.clone(),
     );
+    r.register(
+        "trigger_messages",
+        "Messages triggers received (webhook calls, broker messages), by trigger and outcome: started, filtered by when, ignored (unusable), duplicate",
+        TRIGGER_MESSAGES.clone(),
+    );
     r
 });
 
@@ -277,6 +323,8 @@ t_latency_seconds_count 5
         ] {
             assert!(headers.contains(name), "{name} missing from:\n{text}");
         }
+        // Not shoal_trigger_messages_total: it has no series, so no header, until a trigger
+        // receives a message.
         assert_eq!(headers.len(), 17);
         for state in ["success", "failure", "stopped", "paused"] {
             let line = format!("shoal_instances_finished_total{{state=\"{state}\"}} ");
@@ -322,6 +370,20 @@ t_latency_seconds_count 5
                 );
                 assert!(render().lines().any(|l| l == line), "{line} missing");
             }
+        }
+    }
+
+    #[test]
+    fn trigger_messages_count_by_trigger_and_outcome() {
+        trigger_message("p/w/t", TriggerOutcome::Filtered);
+        trigger_message("p/w/t", TriggerOutcome::Filtered);
+        trigger_message("p/w/t", TriggerOutcome::Started);
+        let text = render();
+        for line in [
+            "shoal_trigger_messages_total{trigger=\"p/w/t\",outcome=\"filtered\"} 2",
+            "shoal_trigger_messages_total{trigger=\"p/w/t\",outcome=\"started\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
         }
     }
 

@@ -9,12 +9,14 @@
 
 pub mod cidr;
 pub mod credential;
+pub mod rule;
 
 use crate::definition::error::DefinitionError;
 use crate::definition::name::valid_name;
 use crate::jsonpath::{JsonPath, render};
 use crate::start::{Params, check_param_name};
 pub use credential::Credential;
+pub use rule::Rule;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -42,6 +44,10 @@ pub struct TriggerDef {
     /// Client addresses (CIDR, e.g. `10.0.0.0/8`) allowed to call; empty: any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_ips: Vec<String>,
+    /// A CEL condition over the payload (`body`) and the headers (`headers`, lower-case
+    /// names): a call that does not match starts nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
     /// Start parameter -> JSONPath into the payload (`$.data.id`), or a CEL expression
     /// over it as `body` (`size(body.items)`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -101,6 +107,28 @@ impl TriggerDef {
         } else {
             "token"
         }
+    }
+
+    /// The trigger's `when`, compiled; None when it has none (everything matches).
+    pub fn rule(&self) -> Result<Option<Rule>, String> {
+        let compile = |text: &String| Rule::compile(text).map_err(|e| format!("when: {e}"));
+        self.when.as_ref().map(compile).transpose()
+    }
+
+    /// Whether a message (`body`, `headers` with lower-case names) passes the trigger's
+    /// `when`; the error names the trigger and why the condition cannot be decided.
+    pub fn matches(
+        &self,
+        body: &Value,
+        headers: &BTreeMap<String, String>,
+    ) -> Result<bool, String> {
+        let named = |e: String| format!("trigger '{}': {e}", self.name);
+        let Some(rule) = self.rule().map_err(named)? else {
+            return Ok(true);
+        };
+        let when = self.when.as_deref().unwrap_or_default();
+        rule.matches(body, headers)
+            .map_err(|e| named(format!("when ({when}): {e}")))
     }
 
     /// The start parameters a call's `payload` maps to: each value its JSONPath names
@@ -193,6 +221,7 @@ fn check(t: &TriggerDef) -> Result<(), String> {
             return Err("auth needs exactly one of {token: T} or {basic: {user, password}}".into());
         }
     }
+    t.rule()?;
     for (i, entry) in t.allow_ips.iter().enumerate() {
         entry
             .parse::<cidr::Cidr>()
@@ -358,6 +387,10 @@ mod tests {
                 "at position 2",
             ),
             (
+                format!("- {{name: t, {token}, when: 'body.action =='}}"),
+                "trigger 't': when: column",
+            ),
+            (
                 format!("- {{name: t, {token}, params: {{'a b': $.x}}}}"),
                 "params: invalid parameter name 'a b'",
             ),
@@ -455,6 +488,24 @@ mod tests {
             e.contains("trigger 'z'") && e.contains("auth.token is '***'"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn when_decides_which_calls_start_a_run() {
+        let t = &trigger(&format!(
+            "- {{name: t, auth: {{token: {TOKEN}}}, when: \"body.ref == 'main'\"}}"
+        ))
+        .unwrap()[0];
+        let none = BTreeMap::new();
+        assert_eq!(t.matches(&json!({"ref": "main"}), &none), Ok(true));
+        assert_eq!(t.matches(&json!({"ref": "dev"}), &none), Ok(false));
+        let e = t.matches(&json!({}), &none).unwrap_err();
+        assert!(
+            e.starts_with("trigger 't': when (body.ref == 'main'): "),
+            "{e}"
+        );
+        let open = &trigger(&format!("- {{name: t, auth: {{token: {TOKEN}}}}}")).unwrap()[0];
+        assert_eq!(open.matches(&json!(null), &none), Ok(true));
     }
 
     #[test]

@@ -192,6 +192,12 @@ fn payload(data: Option<&str>) -> anyhow::Result<String> {
 
 /// An answer for a person: the run, and for a sync call its state and outputs.
 fn describe(answer: &Value) -> String {
+    if answer["started"] == false {
+        return format!(
+            "nothing started: {} (the trigger's `when` does not match this payload)\n",
+            cell(&answer["reason"])
+        );
+    }
     let command = cell(&answer["command_id"]);
     let Some(state) = answer["state"].as_str() else {
         return match answer["workflow_instance_id"].as_i64() {
@@ -280,6 +286,10 @@ mod tests {
                 &json!({"workflow_instance_id": 7, "state": "success", "outputs": {"url": "http://x", "n": "2"}})
             ),
             "instance 7 success\nn=2\nurl=http://x\n"
+        );
+        assert_eq!(
+            describe(&json!({"started": false, "reason": "filtered"})),
+            "nothing started: filtered (the trigger's `when` does not match this payload)\n"
         );
     }
 
