@@ -23,6 +23,7 @@ support::deployments!(
     callers_without_the_credential_or_from_another_address_are_refused,
     an_idempotency_key_starts_one_run_and_unreadable_payloads_are_refused,
     a_call_its_when_does_not_match_starts_nothing_and_says_so,
+    open_triggers_take_get_and_put_and_public_ones_are_limited_to_their_rate,
 );
 
 const TOKEN: &str = "e2e-hook-token-0123456789";
@@ -75,21 +76,22 @@ fn hook(e: &Env, from: &str, trigger: &str) -> RequestBuilder {
 
 struct Answer {
     status: u16,
-    challenge: String,
+    headers: reqwest::header::HeaderMap,
     json: Value,
+}
+
+impl Answer {
+    /// A header of the answer; empty when it has none.
+    fn header(&self, name: &str) -> &str {
+        self.headers.get(name).map_or("", |v| v.to_str().unwrap())
+    }
 }
 
 fn send(req: RequestBuilder) -> Answer {
     let resp = req.send().unwrap();
-    let status = resp.status().as_u16();
-    let challenge = resp
-        .headers()
-        .get("www-authenticate")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default();
     Answer {
-        status,
-        challenge,
+        status: resp.status().as_u16(),
+        headers: resp.headers().clone(),
         json: resp.json().unwrap_or(Value::Null),
     }
 }
@@ -171,11 +173,8 @@ fn callers_without_the_credential_or_from_another_address_are_refused(e: Env) {
     e.apply(&workflow());
     let missing = send(hook(&e, "127.0.0.1", "now"));
     assert_eq!(missing.status, 401, "{}", missing.json);
-    assert!(
-        missing.challenge.starts_with("Bearer"),
-        "{}",
-        missing.challenge
-    );
+    let challenge = missing.header("www-authenticate");
+    assert!(challenge.starts_with("Bearer"), "{challenge}");
     for wrong in [API_TOKEN, "e2e-hook-token-012345678"] {
         let a = send(hook(&e, "127.0.0.1", "now").bearer_auth(wrong));
         assert_eq!(a.status, 401, "{wrong}: {}", a.json);
@@ -183,7 +182,8 @@ fn callers_without_the_credential_or_from_another_address_are_refused(e: Env) {
     }
     let a = send(hook(&e, "127.0.0.1", "later").basic_auth("ci", Some("guess")));
     assert_eq!(a.status, 401, "{}", a.json);
-    assert!(a.challenge.starts_with("Basic realm="), "{}", a.challenge);
+    let challenge = a.header("www-authenticate");
+    assert!(challenge.starts_with("Basic realm="), "{challenge}");
     let out = cli_env(
         e.api(),
         &["trigger", "call", "default/greet/now"],
@@ -329,4 +329,99 @@ fn a_call_its_when_does_not_match_starts_nothing_and_says_so(e: Env) {
     );
     let stored = e.api().get("/projects/default/workflows/greet");
     assert_eq!(stored["version"], 1, "{stored}");
+}
+
+fn open_triggers_take_get_and_put_and_public_ones_are_limited_to_their_rate(e: Env) {
+    let open = r#"
+name: open
+params: { who: nobody }
+triggers:
+  - { name: lan, auth: none, allow_ips: [127.0.0.1/32], methods: [GET, PUT], params: { who: $.who } }
+  - { name: web, auth: none, public: true, rate: 2/m, params: { who: $.who } }
+tasks:
+  - { name: greet, type: shell, command: 'echo "hello ${who}"' }
+"#;
+    // Open to anyone without saying so, or public without a rate: refused, nothing stored.
+    for (from, to, says) in [
+        (
+            ", allow_ips: [127.0.0.1/32]",
+            "",
+            "trigger 'lan': auth: none lets whoever reaches the server start runs: limit it to allow_ips, or say public: true with a rate",
+        ),
+        (
+            ", rate: 2/m",
+            "",
+            "trigger 'web': public: true needs a rate",
+        ),
+    ] {
+        let (status, body) = e
+            .api()
+            .post("/projects/default/workflows", &open.replace(from, to));
+        assert_eq!(status, 400, "{body}");
+        assert!(body["error"].as_str().unwrap().starts_with(says), "{body}");
+    }
+    assert_eq!(e.api().status("/projects/default/workflows/open"), 404);
+    e.apply(open);
+    let url = |trigger: &str| format!("{}/api/v1/hooks/default/open/{trigger}", e.api().base);
+    let ran_for = |a: &Answer| {
+        assert_eq!(a.status, 202, "{}", a.json);
+        let run = e.api().wait_instance(run_of(&e, a), LONG);
+        assert_eq!(run["state"], "success", "{run}");
+        run["params"]["who"].as_str().unwrap().to_string()
+    };
+
+    // GET: the query parameters are the payload.
+    let a = send(client("127.0.0.1").get(format!("{}?who=gus&extra=1", url("lan"))));
+    assert_eq!(ran_for(&a), "gus");
+    let a = send(
+        client("127.0.0.1")
+            .put(url("lan"))
+            .json(&json!({"who": "pat"})),
+    );
+    assert_eq!(ran_for(&a), "pat");
+    let a = send(
+        client("127.0.0.1")
+            .post(url("lan"))
+            .json(&json!({"who": "x"})),
+    );
+    assert_eq!(a.status, 405, "{}", a.json);
+    assert_eq!(a.header("allow"), "GET, PUT");
+    assert_eq!(
+        a.json["error"],
+        "trigger 'lan' takes GET, PUT, not POST (its `methods`)"
+    );
+    let a = send(client("127.0.0.2").get(format!("{}?who=y", url("lan"))));
+    assert_eq!(a.status, 403, "{}", a.json);
+
+    // Public: anyone, two calls a minute.
+    for who in ["ann", "bob"] {
+        let a = send(
+            client("127.0.0.2")
+                .post(url("web"))
+                .json(&json!({"who": who})),
+        );
+        assert_eq!(ran_for(&a), who);
+    }
+    let a = send(
+        client("127.0.0.2")
+            .post(url("web"))
+            .json(&json!({"who": "eve"})),
+    );
+    assert_eq!(a.status, 429, "{}", a.json);
+    let wait: u64 = a.header("retry-after").parse().unwrap();
+    assert!((1..=60).contains(&wait), "Retry-After: {wait}");
+    assert!(
+        a.json["error"]
+            .as_str()
+            .unwrap()
+            .contains("takes 2/m calls"),
+        "{}",
+        a.json
+    );
+    let runs = e.api().get("/instances?workflow=open");
+    assert_eq!(
+        runs.as_array().unwrap().len(),
+        4,
+        "refused calls start nothing: {runs}"
+    );
 }

@@ -1,6 +1,7 @@
 //! The api-server's error type and the one place that turns it into an HTTP answer.
 
 use axum::http::StatusCode;
+use axum::http::header::RETRY_AFTER;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use shoal_common::definition::DefinitionError;
@@ -39,6 +40,10 @@ pub enum Error {
     /// instance); trying again later may succeed.
     #[error("{0}")]
     Unavailable(String),
+    /// A limit on how often something may be asked is used up; `retry_after`: seconds
+    /// until it is taken again (the `Retry-After` header).
+    #[error("{message}")]
+    TooManyRequests { message: String, retry_after: u64 },
     /// A worker or master was asked and failed (unreachable, timed out or answered an
     /// error); `action` says what was asked of whom.
     #[error("cannot {action}: {reason}")]
@@ -91,6 +96,7 @@ impl Error {
             Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Conflict(_) | Error::Store(S::Conflict(_)) => StatusCode::CONFLICT,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::Peer { .. } => StatusCode::BAD_GATEWAY,
             Error::Store(S::Definition(_) | S::Invalid(_)) => StatusCode::BAD_REQUEST,
             Error::Store(S::NotFound(_)) => StatusCode::NOT_FOUND,
@@ -118,6 +124,10 @@ impl IntoResponse for Error {
             }
             self.to_string()
         };
+        let retry_after = match &self {
+            Error::TooManyRequests { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        };
         let (location, task) = match &self {
             Error::Definition(d) => (d.location(), d.task().map(str::to_string)),
             _ => (None, None),
@@ -129,7 +139,11 @@ impl IntoResponse for Error {
             task,
             workflow_instance_id: None,
         };
-        (status, axum::Json(body)).into_response()
+        let mut response = (status, axum::Json(body)).into_response();
+        if let Some(seconds) = retry_after {
+            response.headers_mut().insert(RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 
@@ -186,6 +200,18 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&body(err.into_response())).unwrap();
         assert_eq!(v["task"], "a", "{v}");
         assert!(v.get("line").is_none(), "{v}");
+    }
+
+    #[test]
+    fn a_used_up_limit_says_when_to_try_again() {
+        let err = Error::TooManyRequests {
+            message: "trigger 'p/w/t' takes 1/s calls".into(),
+            retry_after: 1,
+        };
+        let resp = err.into_response();
+        assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(resp.headers()[RETRY_AFTER], "1");
+        assert!(body(resp).contains("takes 1/s calls"));
     }
 
     #[test]

@@ -10,6 +10,9 @@
 //! passes first; the run goes on either way.
 
 mod auth;
+mod rate;
+
+pub(crate) use rate::Rates;
 
 use crate::Ctx;
 use crate::access::audit;
@@ -17,9 +20,10 @@ use crate::commands::refuse_undefined;
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, Body, path};
 use axum::Json;
+use axum::extract::Query;
 use axum::extract::{FromRequest, Request, State};
-use axum::http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::header::{ALLOW, AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
@@ -93,7 +97,7 @@ pub struct TriggerFinished {
 /// version, its parameters mapped from the JSON payload by the trigger's `params`.
 /// `Idempotency-Key` makes a retried call return the run the first call started.
 #[utoipa::path(
-    post,
+    method(post, put, get),
     path = "/hooks/{project}/{workflow}/{trigger}",
     operation_id = "callTrigger",
     tag = "workflows",
@@ -101,8 +105,8 @@ pub struct TriggerFinished {
         HookPath,
         ("Idempotency-Key" = Option<String>, Header, description = "A call repeating the key (per trigger, with the same parameters) gets the first call's run instead of starting another"),
     ),
-    security(("bearer" = []), ("basic" = [])),
-    request_body(content = Option<Object>, description = "Any JSON; an empty body is `{}`"),
+    security(("bearer" = []), ("basic" = []), ()),
+    request_body(content = Option<Object>, description = "Any JSON; an empty body is `{}`. A GET's payload is its query parameters, as an object of strings"),
     responses(
         (status = 202, description = "`async`: the run was started", body = TriggerStarted),
         (status = 200, description = "`sync`: the run ended; or, any mode, the trigger's `when` did not match and nothing was started", body = TriggerAnswer),
@@ -110,8 +114,10 @@ pub struct TriggerFinished {
         (status = 401, description = "The trigger's token or basic credentials are missing or wrong (with `WWW-Authenticate`)", body = ErrorBody),
         (status = 403, description = "The caller's address is not in the trigger's `allow_ips`", body = ErrorBody),
         (status = 404, description = "No such project, workflow or trigger", body = ErrorBody),
+        (status = 405, description = "The trigger does not take this method (its `methods`, default POST; with `Allow`)", body = ErrorBody),
         (status = 409, description = "The `Idempotency-Key` was sent before with other parameters", body = ErrorBody),
         (status = 413, description = "The body is larger than the limit", body = ErrorBody),
+        (status = 429, description = "The trigger's `rate` is used up (with `Retry-After`)", body = ErrorBody),
         (status = 503, description = "A secret the trigger's credential names cannot be read, or the server is shutting down (a started run goes on)", body = ErrorBody),
         (status = 504, description = "`sync`: the run did not end within the trigger's timeout; it goes on (`workflow_instance_id`)", body = ErrorBody),
     )
@@ -136,15 +142,24 @@ pub async fn call(
     };
     let client = crate::client_address::request_client(&req, &ctx.trusted_proxies);
     auth::check_address(t, client)?;
+    if let Some(rate) = t.rate {
+        // Before the credential: a flood of guesses costs no hashing beyond the rate.
+        ctx.rates
+            .take(&format!("{project}/{workflow}/{trigger}"), rate)?;
+    }
     if let Err(refused) =
         auth::check_credential(&ctx, &project, &workflow, t, req.headers()).await?
     {
         return Ok(refused.into_response());
     }
+    let method = req.method().clone();
+    if !t.methods().iter().any(|m| method == m.as_str()) {
+        return Ok(wrong_method(t, &method));
+    }
     let entry = AuditEntry {
         actor: format!("trigger {workflow}/{trigger}"),
         action: "callTrigger".into(),
-        target: format!("POST /api/v1/hooks/{project}/{workflow}/{trigger}"),
+        target: format!("{method} /api/v1/hooks/{project}/{workflow}/{trigger}"),
         project: Some(project.clone()),
         address: client.map_or_else(|| "unknown".into(), |ip| ip.to_string()),
     };
@@ -169,8 +184,11 @@ async fn start(
     let counted = format!("{}/{}/{}", def.project, def.name, t.name);
     let count = |outcome| metrics::trigger_message(&counted, outcome);
     let headers = rule_headers(req.headers());
-    let body = Body::from_request(req, ctx).await?;
-    let params = match admit(def, t, &body, &headers) {
+    let admitted = match payload(ctx, req).await {
+        Ok(payload) => admit(def, t, &payload, &headers),
+        Err(e) => Err(e),
+    };
+    let params = match admitted {
         Ok(Some(params)) => params,
         Ok(None) => {
             count(TriggerOutcome::Filtered);
@@ -185,18 +203,7 @@ async fn start(
             return Err(e);
         }
     };
-    let cmd = NewCommand {
-        kind: CommandKind::Start,
-        project: def.project.clone(),
-        workflow: def.name.clone(),
-        version: def.version,
-        params,
-        priority: None,
-        workflow_instance_id: None,
-        options: Default::default(),
-        parent_task_id: None,
-        schedule_time: None,
-    };
+    let cmd = start_command(def, params);
     let key = key.as_deref().map(|key| CallKey {
         trigger: &t.name,
         key,
@@ -223,11 +230,7 @@ async fn start(
     };
     match t.mode {
         TriggerMode::Async => {
-            let progress = follow.until(&run, CLAIM_WAIT, |p| p != &RunProgress::Pending);
-            let workflow_instance_id = match progress.await? {
-                RunProgress::Instance(id, _) => Some(id),
-                _ => None,
-            };
+            let workflow_instance_id = follow.claimed(&run).await?;
             let answer = TriggerStarted {
                 workflow_instance_id,
                 command_id: run.command_id,
@@ -254,21 +257,30 @@ async fn start(
     }
 }
 
-/// A call's start parameters, or None when the trigger's `when` filters it out. The
-/// payload is JSON (an empty body is `{}`).
+/// A call's payload: a GET's query parameters as an object of strings (a repeated name
+/// keeps its last value), any other's JSON body (an empty one is `{}`).
+async fn payload(ctx: &Ctx, req: Request) -> Result<Value> {
+    if req.method() == Method::GET {
+        let query = Query::<BTreeMap<String, String>>::try_from_uri(req.uri())
+            .map_err(|e| Error::BadRequest(format!("unreadable query string: {e}")))?;
+        return Ok(serde_json::json!(query.0));
+    }
+    let body = Body::from_request(req, ctx).await?;
+    let payload = body.json_or_default::<Option<Value>>()?;
+    Ok(payload.unwrap_or_else(|| Value::Object(Default::default())))
+}
+
+/// A call's start parameters, or None when the trigger's `when` filters it out.
 fn admit(
     def: &StoredDefinition,
     t: &TriggerDef,
-    body: &Body,
+    payload: &Value,
     headers: &BTreeMap<String, String>,
 ) -> Result<Option<Params>> {
-    let payload = body
-        .json_or_default::<Option<Value>>()?
-        .unwrap_or_else(|| Value::Object(Default::default()));
-    if !t.matches(&payload, headers).map_err(Error::BadRequest)? {
+    if !t.matches(payload, headers).map_err(Error::BadRequest)? {
         return Ok(None);
     }
-    let params: Params = t.map_params(&payload).map_err(Error::BadRequest)?;
+    let params: Params = t.map_params(payload).map_err(Error::BadRequest)?;
     refuse_undefined(def, &params)?;
     Ok(Some(params))
 }
@@ -292,6 +304,22 @@ fn rule_headers(headers: &HeaderMap) -> BTreeMap<String, String> {
     seen
 }
 
+/// The command that starts a run of the latest version `def` with `params`.
+fn start_command(def: &StoredDefinition, params: Params) -> NewCommand {
+    NewCommand {
+        kind: CommandKind::Start,
+        project: def.project.clone(),
+        workflow: def.name.clone(),
+        version: def.version,
+        params,
+        priority: None,
+        workflow_instance_id: None,
+        options: Default::default(),
+        parent_task_id: None,
+        schedule_time: None,
+    }
+}
+
 /// The `Idempotency-Key` header, if the call sent one.
 fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>> {
     let Some(value) = headers.get("idempotency-key") else {
@@ -313,6 +341,16 @@ struct Follow<'a> {
 }
 
 impl Follow<'_> {
+    /// The run once a master has claimed its command, waiting up to [`CLAIM_WAIT`];
+    /// None after that.
+    async fn claimed(&self, run: &TriggeredRun) -> Result<Option<i64>> {
+        let progress = self.until(run, CLAIM_WAIT, |p| p != &RunProgress::Pending);
+        Ok(match progress.await? {
+            RunProgress::Instance(id, _) => Some(id),
+            _ => None,
+        })
+    }
+
     /// Reads the run's progress until `done` holds or `within` has passed, and returns
     /// the last one read. A run whose command was rejected is an error.
     async fn until(
@@ -377,6 +415,24 @@ impl Follow<'_> {
     }
 }
 
+/// 405 naming the methods the trigger takes.
+fn wrong_method(t: &TriggerDef, method: &Method) -> Response {
+    let allowed: Vec<&str> = t.methods().iter().map(|m| m.as_str()).collect();
+    let allowed = allowed.join(", ");
+    let body = error_body(
+        format!(
+            "trigger '{}' takes {allowed}, not {method} (its `methods`)",
+            t.name
+        ),
+        None,
+    );
+    let mut response = (StatusCode::METHOD_NOT_ALLOWED, Json(body)).into_response();
+    if let Ok(value) = allowed.parse() {
+        response.headers_mut().insert(ALLOW, value);
+    }
+    response
+}
+
 /// 504: the run did not end within the trigger's timeout.
 fn timed_out(t: &TriggerDef, run: &TriggeredRun, progress: &RunProgress) -> Response {
     let timeout = shoal_common::duration::format(t.timeout());
@@ -419,11 +475,22 @@ pub struct TriggerInfo {
     pub workflow: String,
     pub name: String,
     pub mode: TriggerMode,
-    /// `token` (`Authorization: Bearer`) or `basic` (HTTP Basic).
+    /// `token` (`Authorization: Bearer`), `basic` (HTTP Basic) or `none`.
     #[schema(example = "token")]
     pub auth: String,
     /// Addresses allowed to call (CIDR); empty: any.
     pub allow_ips: Vec<String>,
+    /// The HTTP methods a webhook call may use.
+    #[schema(example = json!(["POST"]))]
+    pub methods: Vec<String>,
+    /// `auth: none` for anyone.
+    pub public: bool,
+    /// How many calls it takes (`10/s`); null: no limit.
+    #[schema(required = true, example = "10/s")]
+    pub rate: Option<String>,
+    /// The condition a payload must meet to start a run; null: any.
+    #[schema(required = true)]
+    pub when: Option<String>,
     /// Start parameter -> JSONPath into the payload.
     pub params: BTreeMap<String, String>,
     /// `sync`: the run's outputs the answer carries.
@@ -431,7 +498,7 @@ pub struct TriggerInfo {
     /// `sync`: how long a call waits for the run (null for `async`).
     #[schema(required = true, example = "30s")]
     pub timeout: Option<String>,
-    /// Where to POST the payload.
+    /// Where to send the payload.
     #[schema(example = "/api/v1/hooks/default/etl/deploy")]
     pub path: String,
 }
@@ -459,11 +526,15 @@ pub async fn list(
                 path: format!("/api/v1/hooks/{project}/{workflow}/{}", t.name),
                 workflow: workflow.clone(),
                 auth: t.auth_kind().to_string(),
+                methods: t.methods().iter().map(|m| m.as_str().to_string()).collect(),
+                public: t.public,
+                rate: t.rate.map(|r| r.to_string()),
                 timeout: (t.mode == TriggerMode::Sync)
                     .then(|| shoal_common::duration::format(t.timeout())),
                 name: t.name,
                 mode: t.mode,
                 allow_ips: t.allow_ips,
+                when: t.when,
                 params: t.params,
                 outputs: t.outputs,
             })

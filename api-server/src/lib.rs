@@ -122,6 +122,8 @@ pub(crate) struct Ctx {
     pub openapi: Arc<str>,
     /// Wakes external workers' polls when tasks are offered.
     pub offers: Arc<external::Offers>,
+    /// Triggers' `rate` buckets.
+    pub rates: Arc<hooks::Rates>,
 }
 
 /// Every operation of the REST API, relative to `/api/v1`. The router and the OpenAPI
@@ -224,6 +226,7 @@ fn router_until(state: ApiState, shutdown: CancellationToken, https: bool) -> Ro
         operations: Arc::new(openapi::operations(&doc)),
         openapi: Arc::from(doc.to_json().expect("the OpenAPI document serializes")),
         offers: Arc::default(),
+        rates: Arc::default(),
     };
     let body_limit = ctx.limits.body_bytes;
     let guard = axum::middleware::from_fn_with_state(ctx.clone(), access::guard);

@@ -294,6 +294,16 @@ async fn with_a_token_every_operation_but_the_open_ones_needs_it() {
             "/api/v1/hooks/{project}/{workflow}/{trigger}",
             StatusCode::NOT_FOUND,
         ),
+        (
+            "GET",
+            "/api/v1/hooks/{project}/{workflow}/{trigger}",
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "PUT",
+            "/api/v1/hooks/{project}/{workflow}/{trigger}",
+            StatusCode::NOT_FOUND,
+        ),
         ("POST", "/api/v1/callbacks/{token}", StatusCode::NOT_FOUND),
     ];
     let mut guarded = 0;

@@ -1,21 +1,26 @@
-//! Webhook triggers of a workflow: who may call them (a token or a basic password, an
-//! address allowlist), how a call's JSON payload becomes start parameters, and what a
-//! synchronous call answers with.
+//! Webhook triggers of a workflow: who may call them (a token or a basic password, or
+//! `none` behind an address allowlist or public at a [`rate`]), which calls start a run
+//! ([`rule`]), how a call's JSON payload becomes start parameters, and what a synchronous
+//! call answers with.
 //!
 //! Credentials are never stored as given: [`seal`] replaces a literal token or password by
 //! a salted slow hash when the definition is applied, and [`mask`] hides it when the
 //! definition is read (`***` applies back as "keep it"). `${secret.NAME}` names a project
 //! secret instead, read when the trigger is called.
 
+pub mod auth;
 pub mod cidr;
 pub mod credential;
+pub mod rate;
 pub mod rule;
 
 use crate::definition::error::DefinitionError;
 use crate::definition::name::valid_name;
 use crate::jsonpath::{JsonPath, render};
 use crate::start::{Params, check_param_name};
+pub use auth::{BasicAuth, Credentials, TriggerAuth};
 pub use credential::Credential;
+pub use rate::Rate;
 pub use rule::Rule;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -40,7 +45,20 @@ pub struct TriggerDef {
     /// `async` answers 202 with the run at once; `sync` waits for the run to end.
     #[serde(default)]
     pub mode: TriggerMode,
-    pub auth: TriggerAuth,
+    /// `{token}`, `{basic}`, or `none` (only with `allow_ips`, or `public` and `rate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<TriggerAuth>,
+    /// The HTTP methods a call may use; default `[POST]`. A GET's query parameters are
+    /// its payload (a JSON object of strings).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub methods: Vec<HookMethod>,
+    /// `auth: none` for anyone on the network: then `rate` is required.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub public: bool,
+    /// How many calls it takes (`10/s`, `600/m`, `100/h`); 429 beyond.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, example = "10/s")]
+    pub rate: Option<Rate>,
     /// Client addresses (CIDR, e.g. `10.0.0.0/8`) allowed to call; empty: any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_ips: Vec<String>,
@@ -73,21 +91,22 @@ pub enum TriggerMode {
     Sync,
 }
 
-/// Exactly one of `token` (sent as `Authorization: Bearer`) or `basic` (HTTP Basic).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TriggerAuth {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub basic: Option<BasicAuth>,
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum HookMethod {
+    Get,
+    Post,
+    Put,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct BasicAuth {
-    pub user: String,
-    pub password: String,
+impl HookMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookMethod::Get => "GET",
+            HookMethod::Post => "POST",
+            HookMethod::Put => "PUT",
+        }
+    }
 }
 
 fn webhook() -> String {
@@ -100,12 +119,17 @@ impl TriggerDef {
         self.timeout.unwrap_or(DEFAULT_TIMEOUT)
     }
 
-    /// `token` or `basic`.
+    /// `token`, `basic` or `none`.
     pub fn auth_kind(&self) -> &'static str {
-        if self.auth.basic.is_some() {
-            "basic"
+        self.auth.as_ref().map_or("none", TriggerAuth::kind)
+    }
+
+    /// The HTTP methods a call may use.
+    pub fn methods(&self) -> &[HookMethod] {
+        if self.methods.is_empty() {
+            &[HookMethod::Post]
         } else {
-            "token"
+            &self.methods
         }
     }
 
@@ -200,39 +224,53 @@ pub fn validate(triggers: &[TriggerDef]) -> Result<(), DefinitionError> {
 
 /// What is wrong with one trigger, if anything.
 fn check(t: &TriggerDef) -> Result<(), String> {
-    if t.trigger_type != "webhook" {
-        return Err(format!(
-            "unknown type '{}' (known: webhook)",
-            t.trigger_type
-        ));
+    match t.trigger_type.as_str() {
+        "webhook" => check_webhook(t)?,
+        other => return Err(format!("unknown type '{other}' (known: webhook)")),
     }
-    match (&t.auth.token, &t.auth.basic) {
-        (Some(token), None) => check_credential("auth.token", token)?,
-        (None, Some(basic)) => {
-            if basic.user.is_empty() || basic.user.contains(':') {
-                return Err(
-                    "auth.basic.user must be non-empty and without ':' (HTTP Basic splits at the first ':')"
-                        .into(),
-                );
-            }
-            check_credential("auth.basic.password", &basic.password)?;
-        }
-        _ => {
-            return Err("auth needs exactly one of {token: T} or {basic: {user, password}}".into());
-        }
-    }
-    t.rule()?;
     for (i, entry) in t.allow_ips.iter().enumerate() {
         entry
             .parse::<cidr::Cidr>()
             .map_err(|e| format!("allow_ips[{i}]: {e}"))?;
     }
-    for (param, path) in &t.params {
+    Ok(())
+}
+
+/// A webhook: who may call it, and how a call becomes a run.
+fn check_webhook(t: &TriggerDef) -> Result<(), String> {
+    check_auth(t)?;
+    for (i, m) in t.methods.iter().enumerate() {
+        if t.methods[..i].contains(m) {
+            return Err(format!("methods: {} is listed twice", m.as_str()));
+        }
+    }
+    t.rule()?;
+    check_params(&t.params)?;
+    for output in &t.outputs {
+        check_param_name(output).map_err(|e| format!("outputs: {e}"))?;
+    }
+    if t.mode == TriggerMode::Async && (t.timeout.is_some() || !t.outputs.is_empty()) {
+        return Err(
+            "timeout and outputs are for mode: sync (an async call answers at once)".into(),
+        );
+    }
+    match t.timeout {
+        Some(d) if d.is_zero() || d > MAX_TIMEOUT => Err(format!(
+            "timeout must be more than 0 and at most {}",
+            crate::duration::format(MAX_TIMEOUT)
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Each mapping: a parameter name to a JSONPath or an expression over `body`.
+fn check_params(params: &BTreeMap<String, String>) -> Result<(), String> {
+    for (param, path) in params {
         check_param_name(param).map_err(|e| format!("params: {e}"))?;
         if path.starts_with('$') {
             JsonPath::parse(path).map_err(|e| {
-                format!("params.{param}: '{path}' is not a supported JSONPath ($, .key, ['key'], [index]): {e}")
-            })?;
+            format!("params.{param}: '{path}' is not a supported JSONPath ($, .key, ['key'], [index]): {e}")
+        })?;
         } else {
             crate::expr::parse(path)
                 .map_err(|e| format!("params.{param}: '{path}' is not an expression: {e}"))?;
@@ -253,20 +291,54 @@ fn check(t: &TriggerDef) -> Result<(), String> {
             }
         }
     }
-    for output in &t.outputs {
-        check_param_name(output).map_err(|e| format!("outputs: {e}"))?;
-    }
-    if t.mode == TriggerMode::Async && (t.timeout.is_some() || !t.outputs.is_empty()) {
+    Ok(())
+}
+
+/// Who may call: a credential, or `none` behind an allowlist or public at a rate.
+fn check_auth(t: &TriggerDef) -> Result<(), String> {
+    let open = match &t.auth {
+        None => {
+            return Err(
+                "auth is missing: give {token: T}, {basic: {user, password}}, or none (with allow_ips, or public: true and a rate)"
+                    .into(),
+            );
+        }
+        Some(TriggerAuth::Open(_)) => true,
+        Some(TriggerAuth::Credential(c)) => {
+            check_credentials(c)?;
+            false
+        }
+    };
+    if open && !t.public && t.allow_ips.is_empty() {
         return Err(
-            "timeout and outputs are for mode: sync (an async call answers at once)".into(),
+            "auth: none lets whoever reaches the server start runs: limit it to allow_ips, or say public: true with a rate (e.g. rate: 10/s)"
+                .into(),
         );
     }
-    match t.timeout {
-        Some(d) if d.is_zero() || d > MAX_TIMEOUT => Err(format!(
-            "timeout must be more than 0 and at most {}",
-            crate::duration::format(MAX_TIMEOUT)
-        )),
+    match (t.public, open, t.rate) {
+        (true, false, _) => Err("public: true is for auth: none".into()),
+        (true, true, None) => Err(
+            "public: true needs a rate (e.g. rate: 10/s): anyone may call it, this often at most"
+                .into(),
+        ),
         _ => Ok(()),
+    }
+}
+
+/// Exactly one of a token and a basic user and password, each well formed.
+fn check_credentials(c: &Credentials) -> Result<(), String> {
+    match (&c.token, &c.basic) {
+        (Some(token), None) => check_credential("auth.token", token),
+        (None, Some(basic)) => {
+            if basic.user.is_empty() || basic.user.contains(':') {
+                return Err(
+                    "auth.basic.user must be non-empty and without ':' (HTTP Basic splits at the first ':')"
+                        .into(),
+                );
+            }
+            check_credential("auth.basic.password", &basic.password)
+        }
+        _ => Err("auth needs exactly one of {token: T} or {basic: {user, password}}".into()),
     }
 }
 
@@ -289,8 +361,10 @@ fn check_credential(field: &str, value: &str) -> Result<(), String> {
 
 /// The credential fields of a trigger, named as the definition names them.
 fn credentials(t: &mut TriggerDef) -> impl Iterator<Item = (&'static str, &mut String)> {
-    let token = t.auth.token.as_mut().map(|v| ("auth.token", v));
-    let password = (t.auth.basic.as_mut()).map(|b| ("auth.basic.password", &mut b.password));
+    let c = t.auth.as_mut().and_then(TriggerAuth::credentials_mut);
+    let (token, basic) = c.map_or((None, None), |c| (c.token.as_mut(), c.basic.as_mut()));
+    let token = token.map(|v| ("auth.token", v));
+    let password = basic.map(|b| ("auth.basic.password", &mut b.password));
     token.into_iter().chain(password)
 }
 
@@ -302,9 +376,10 @@ pub fn seal(triggers: &mut [TriggerDef], stored: &[TriggerDef]) -> Result<(), De
         let before = stored.iter().find(|s| s.name == t.name);
         let name = t.name.clone();
         for (field, value) in credentials(t) {
-            let kept = before.and_then(|b| match field {
-                "auth.token" => b.auth.token.as_deref(),
-                _ => b.auth.basic.as_ref().map(|b| b.password.as_str()),
+            let stored = before.and_then(|b| b.auth.as_ref()?.credentials());
+            let kept = stored.and_then(|c| match field {
+                "auth.token" => c.token.as_deref(),
+                _ => c.basic.as_ref().map(|b| b.password.as_str()),
             });
             *value = credential::seal(field, value, kept).map_err(|reason| {
                 DefinitionError::BadTrigger {
@@ -364,6 +439,23 @@ mod tests {
         assert_eq!(basic[0].mode, TriggerMode::Async);
         assert_eq!(basic[0].timeout(), DEFAULT_TIMEOUT);
         assert_eq!(basic[0].auth_kind(), "basic");
+    }
+
+    #[test]
+    fn open_triggers_take_an_allowlist_or_are_public_at_a_rate() {
+        let t = trigger(
+            "- {name: lan, auth: none, allow_ips: [10.0.0.0/8], methods: [GET, PUT]}\n\
+             - {name: web, auth: none, public: true, rate: 10/s}",
+        )
+        .unwrap();
+        assert_eq!(t[0].auth_kind(), "none");
+        assert_eq!(t[0].methods(), [HookMethod::Get, HookMethod::Put]);
+        assert_eq!(t[1].methods(), [HookMethod::Post]);
+        assert_eq!(t[1].rate, Some("10/s".parse().unwrap()));
+        // Stored as JSON and read back the same.
+        let stored = serde_json::to_string(&t).unwrap();
+        assert!(stored.contains(r#""auth":"none""#), "{stored}");
+        assert_eq!(serde_json::from_str::<Vec<TriggerDef>>(&stored).unwrap(), t);
     }
 
     #[test]
@@ -435,6 +527,36 @@ mod tests {
                 "auth.basic.password must be at least 16",
             ),
             ("- {name: t, auth: {}}".into(), "exactly one of"),
+            ("- {name: t}".into(), "auth is missing"),
+            (
+                "- {name: t, auth: {tokn: x}}".into(),
+                "unknown field `tokn`, expected `token` or `basic`",
+            ),
+            ("- {name: t, auth: nobody}".into(), "or none"),
+            (
+                "- {name: t, auth: none}".into(),
+                "auth: none lets whoever reaches the server start runs",
+            ),
+            (
+                "- {name: t, auth: none, public: true}".into(),
+                "public: true needs a rate",
+            ),
+            (
+                format!("- {{name: t, {token}, public: true, rate: 1/s}}"),
+                "public: true is for auth: none",
+            ),
+            (
+                "- {name: t, auth: none, public: true, rate: 10/d}".into(),
+                "'10/d' is not a rate",
+            ),
+            (
+                format!("- {{name: t, {token}, methods: [GET, PUT, GET]}}"),
+                "methods: GET is listed twice",
+            ),
+            (
+                format!("- {{name: t, {token}, methods: [DELETE]}}"),
+                "DELETE",
+            ),
             (
                 format!("- {{name: t, type: cron, {token}}}"),
                 "unknown type 'cron'",
@@ -459,21 +581,22 @@ mod tests {
         ))
         .unwrap();
         seal(&mut triggers, &[]).unwrap();
-        let token = triggers[0].auth.token.clone().unwrap();
+        let creds = |t: &TriggerDef| t.auth.as_ref().unwrap().credentials().unwrap().clone();
+        let token = creds(&triggers[0]).token.unwrap();
         assert!(credential::verify(TOKEN, &token), "{token}");
-        let password = &triggers[1].auth.basic.as_ref().unwrap().password;
-        assert!(credential::verify("correct-horse-battery", password));
-        assert_eq!(triggers[1].auth.basic.as_ref().unwrap().user, "ci");
-        assert_eq!(triggers[2].auth.token.as_deref(), Some("${secret.hook}"));
+        let basic = creds(&triggers[1]).basic.unwrap();
+        assert!(credential::verify("correct-horse-battery", &basic.password));
+        assert_eq!(basic.user, "ci");
+        assert_eq!(creds(&triggers[2]).token.as_deref(), Some("${secret.hook}"));
         validate(&triggers).unwrap();
         let stored = triggers.clone();
 
         // Read: no hash shown; applied back as read, or with the literal again: unchanged.
         let mut read = stored.clone();
         mask(&mut read);
-        assert_eq!(read[0].auth.token.as_deref(), Some("***"));
-        assert_eq!(read[1].auth.basic.as_ref().unwrap().password, "***");
-        assert_eq!(read[2].auth.token.as_deref(), Some("${secret.hook}"));
+        assert_eq!(creds(&read[0]).token.as_deref(), Some("***"));
+        assert_eq!(creds(&read[1]).basic.unwrap().password, "***");
+        assert_eq!(creds(&read[2]).token.as_deref(), Some("${secret.hook}"));
         validate(&read).unwrap();
         seal(&mut read, &stored).unwrap();
         assert_eq!(read, stored);

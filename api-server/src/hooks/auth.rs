@@ -13,7 +13,7 @@ use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use shoal_common::access::token_hash;
 use shoal_common::trigger::cidr::Cidr;
 use shoal_common::trigger::credential::verify;
-use shoal_common::trigger::{Credential, TriggerDef};
+use shoal_common::trigger::{Credential, TriggerAuth, TriggerDef};
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::{LazyLock, Mutex};
@@ -124,7 +124,17 @@ pub(super) async fn check_credential(
         message,
     };
     let name = &t.name;
-    match (&t.auth.basic, &t.auth.token, presented(headers)) {
+    let credentials = match &t.auth {
+        // Checked at apply to be behind an allowlist, or public at a rate.
+        Some(TriggerAuth::Open(_)) => return Ok(Ok(())),
+        Some(TriggerAuth::Credential(c)) => c,
+        None => {
+            return Err(Error::Store(shoal_common::Error::Corrupt(format!(
+                "trigger '{name}' of workflow '{project}/{workflow}' has no auth"
+            ))));
+        }
+    };
+    match (&credentials.basic, &credentials.token, presented(headers)) {
         (None, Some(stored), Presented::Bearer(token)) => {
             let expected = expected(ctx, project, stored).await?;
             Ok(expected
