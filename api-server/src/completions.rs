@@ -119,17 +119,23 @@ pub(crate) fn ending(
             "state '{state}' cannot complete a task: use success or failure"
         )));
     }
+    let outputs = given_outputs(outputs)?;
+    let message = message.unwrap_or_else(|| match state {
+        TaskState::Success => format!("completed {by}"),
+        _ => format!("failed {by}"),
+    });
+    Ok((state, outputs, message))
+}
+
+/// The outputs a completion (or an event) gives its task, as parameters.
+pub(crate) fn given_outputs(outputs: BTreeMap<String, Value>) -> Result<Params> {
     let outputs = startup_params(outputs)?;
     if outputs.contains_key(TIMED_OUT) {
         return Err(Error::BadRequest(format!(
             "output '{TIMED_OUT}' is set by shoal when a task times out: name it otherwise"
         )));
     }
-    let message = message.unwrap_or_else(|| match state {
-        TaskState::Success => format!("completed {by}"),
-        _ => format!("failed {by}"),
-    });
-    Ok((state, outputs, message))
+    Ok(outputs)
 }
 
 async fn end(ctx: &Ctx, id: i64, body: Body, by: &str) -> Result<Json<Completed>> {

@@ -19,6 +19,7 @@ mod commands;
 mod completions;
 mod drive_by;
 pub mod error;
+mod events;
 mod external;
 mod extract;
 mod hooks;
@@ -91,6 +92,9 @@ pub struct Limits {
     pub body_bytes: usize,
     /// Most tasks in one workflow definition; 400 beyond.
     pub tasks: usize,
+    /// How long an event that completed no waiting task is kept for a wait that begins
+    /// later (zero: not kept).
+    pub event_retention: std::time::Duration,
 }
 
 impl Default for Limits {
@@ -98,6 +102,7 @@ impl Default for Limits {
         Limits {
             body_bytes: 8 * 1024 * 1024,
             tasks: 10_000,
+            event_retention: std::time::Duration::from_secs(3600),
         }
     }
 }
@@ -180,6 +185,7 @@ fn api_routes() -> OpenApiRouter<Ctx> {
         .routes(routes!(completions::complete))
         .routes(routes!(task_actions::act))
         .routes(routes!(completions::callback))
+        .routes(routes!(events::send))
         .routes(routes!(logs::task_log))
         .routes(routes!(external::poll))
         .routes(routes!(external::queues))

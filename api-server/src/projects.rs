@@ -163,7 +163,7 @@ pub async fn get(
     }))
 }
 
-async fn existing(ctx: &Ctx, name: &str) -> Result<ProjectRow> {
+pub(crate) async fn existing(ctx: &Ctx, name: &str) -> Result<ProjectRow> {
     ctx.store
         .get_project(name)
         .await?

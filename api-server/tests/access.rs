@@ -262,7 +262,8 @@ fn minimum(op: &str) -> &'static str {
         | "deleteInstance"
         | "cancelBackfill"
         | "completeTaskInstance"
-        | "actOnTaskInstance" => "operator",
+        | "actOnTaskInstance"
+        | "sendEvent" => "operator",
         // And the worker role, outside this line of roles (see the worker's own test).
         "pollExternalTasks"
         | "heartbeatExternalTask"
@@ -325,6 +326,7 @@ fn uri(env: &Env, path: &str) -> String {
         .replace("{user}", "probe")
         .replace("{workflow}", "etl")
         .replace("{trigger}", "probe")
+        .replace("{event}", "probe")
         .replace("{token}", "probe");
     assert!(!uri.contains('{'), "no value for a parameter of {path}");
     uri

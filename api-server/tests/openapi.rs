@@ -95,6 +95,7 @@ fn probe_uri(path: &str) -> String {
         .replace("{user}", "probe")
         .replace("{workflow}", "probe")
         .replace("{trigger}", "probe")
+        .replace("{event}", "probe")
         .replace("{token}", "probe");
     assert!(
         !uri.contains('{'),

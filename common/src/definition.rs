@@ -50,6 +50,8 @@ pub const DEFAULT_PROJECT: &str = "default";
 pub const DEFAULT_WORKER_GROUP: &str = "default";
 /// An external task's lease when it names none.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// The longest business key of an event (in bytes): keys are indexed.
+pub const MAX_EVENT_KEY: usize = 512;
 /// The shortest and longest lease an external task may ask for.
 pub const LEASE_RANGE: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(3600));
 
@@ -206,6 +208,14 @@ pub struct TaskDef {
     )]
     #[schema(value_type = Option<String>, example = "30s")]
     pub lease: Option<Duration>,
+    /// `wait`: the event that completes it (`POST /projects/{project}/events/{event}`,
+    /// `shoal event send`), carrying `key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+    /// `wait` with `event`: the business key the event must carry, expanded from the
+    /// task's parameters (e.g. `"${order_id}"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     /// What a failure does once the task's retries are spent: see [`OnErrorSpec`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_error: Option<OnErrorSpec>,
@@ -283,6 +293,8 @@ impl Default for TaskDef {
             callback: None,
             queue: None,
             lease: None,
+            event: None,
+            key: None,
             on_error: None,
             terminate: None,
             foreach: None,
@@ -298,8 +310,8 @@ impl Default for TaskDef {
 
 impl TaskDef {
     /// The texts parameters are expanded in: command, script, http url, headers and body,
-    /// sql query, an external task's params (what its worker is given), the fields of a
-    /// spark, notebook, container or kubernetes section.
+    /// sql query, an external task's params (what its worker is given), a wait task's
+    /// event key, the fields of a spark, notebook, container or kubernetes section.
     pub fn texts(&self) -> impl Iterator<Item = &str> {
         let external = (self.kind() == TaskType::External).then_some(&self.params);
         let http = self.http.iter().flat_map(|h| {
@@ -322,6 +334,7 @@ impl TaskDef {
                     .into_iter()
                     .flat_map(|p| p.values().map(String::as_str)),
             )
+            .chain(self.key.as_deref())
             .chain(self.spark.iter().flat_map(SparkSpec::texts))
             .chain(self.notebook.iter().flat_map(NotebookSpec::texts))
             .chain(self.container.iter().flat_map(|c| c.texts()))

@@ -160,11 +160,11 @@ pub async fn start(
     let dispatcher = Dispatcher::new(workers, clients, reports, lease);
     let leadership = registry.lead("cron", &addr, shutdown.clone());
     // Housekeeping goes with the cron lead: one master does it.
-    let retention = config.retention.map(|keep| Retention {
+    let retention = Retention {
         store: store.clone(),
         leadership: leadership.clone(),
-        keep,
-    });
+        keep: config.retention,
+    };
     let cron = Cron {
         store: store.clone(),
         leadership,
@@ -203,6 +203,7 @@ pub async fn start(
         tokio::spawn(failover.run(engine_tx.clone(), shutdown.clone())),
         tokio::spawn(intake.run(engine_tx.clone(), shutdown.clone())),
         tokio::spawn(cron.run(shutdown.clone())),
+        tokio::spawn(retention.run(shutdown.clone())),
         tokio::spawn(alert_sender.run(shutdown.clone())),
         tokio::spawn(secrets.run(shutdown.clone())),
         tokio::spawn(async move {
@@ -212,9 +213,6 @@ pub async fn start(
             drop(in_process);
         }),
     ];
-    if let Some(retention) = retention {
-        tasks.push(tokio::spawn(retention.run(shutdown.clone())));
-    }
     // A lapsed lease means another master may have taken instances over.
     let mut lost = membership.lost();
     let engine = engine_tx;

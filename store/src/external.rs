@@ -183,18 +183,8 @@ pub(super) async fn offer(
     Ok(true)
 }
 
-/// Deletes the offers of attempts that ended (`(instance, attempt)` pairs; fenced
-/// instances aside).
-pub(super) async fn withdraw(
-    tx: &mut Tx,
-    ended: &[(i64, i64)],
-    fenced: &HashSet<i64>,
-) -> Result<()> {
-    let ids: Vec<i64> = ended
-        .iter()
-        .filter(|(instance, _)| !fenced.contains(instance))
-        .map(|(_, id)| *id)
-        .collect();
+/// Deletes the offers of attempts `ids`, which ended.
+pub(super) async fn withdraw(tx: &mut Tx, ids: &[i64]) -> Result<()> {
     for chunk in ids.chunks(tx.rows_per_statement(1)) {
         tx.execute(
             Query::delete()
@@ -204,16 +194,6 @@ pub(super) async fn withdraw(
         .await?;
     }
     Ok(())
-}
-
-/// Deletes the offer of attempt `id`, which ended.
-pub(super) async fn ended(tx: &mut Tx, id: i64) -> Result<()> {
-    tx.execute(
-        Query::delete()
-            .from_table(Ext::Table)
-            .and_where(Expr::col(Ext::TaskInstanceId).eq(id)),
-    )
-    .await
 }
 
 impl Store {

@@ -84,7 +84,13 @@ impl Store {
             .collect();
         super::task_logs::insert_logs(&mut tx, &logs).await?;
         let offered = super::external::offer(&mut tx, &batch.external_offers, &fenced).await?;
-        super::external::withdraw(&mut tx, &batch.external_withdrawn, &fenced).await?;
+        super::event_waits::subscribe(&mut tx, &batch.event_waits, &fenced).await?;
+        let withdrawn: Vec<i64> = (batch.withdrawn.iter())
+            .filter(|(instance, _)| !fenced.contains(instance))
+            .map(|(_, id)| *id)
+            .collect();
+        super::external::withdraw(&mut tx, &withdrawn).await?;
+        super::event_waits::ended(&mut tx, &withdrawn).await?;
         tx.commit().await?;
         if children_written {
             self.commands_written();

@@ -7,7 +7,8 @@
 //! their fires), `backfills`, `serial` (execution types), `task_groups` (slots shared
 //! across workflows), `alerts` (channels and the outbox), `users` (users and API tokens),
 //! `projects` (projects and members), `audit` (the audit log), `secrets` (sealed secrets),
-//! `triggers` (webhook calls and their idempotency keys).
+//! `triggers` (webhook calls and their idempotency keys), `external` (external tasks' offers
+//! and leases), `waits` (ending waiting attempts), `event_waits` (events that complete them).
 //!
 //! Below them, base modules that the subject modules share and that import none of them:
 //! `db` (pools and transactions), `sql` (statement builders), `schema`, `codec`, `signal`,
@@ -25,6 +26,7 @@ mod command_rows;
 mod commands;
 mod db;
 mod definitions;
+mod event_waits;
 mod external;
 mod failover;
 mod instance_rows;
@@ -52,6 +54,7 @@ pub use alerts::{ALERT_FAILED, ALERT_PENDING, ALERT_SENT, Delivery};
 pub use audit::{AuditFilter, AuditRow};
 pub use backfills::{BackfillRow, BackfillRunRow, Cancel, Chained, NewBackfill};
 pub use commands::recovery_allowed;
+pub use event_waits::{Delivered, EventWait};
 pub use external::{
     EXTERNAL_LOG_BYTES, ExternalOffer, ExternalQueue, Holder, Lease, Leased, Offered, SeenWorker,
 };

@@ -212,9 +212,11 @@ pub struct WriteBatch {
     pub task_logs: Vec<(i64, super::KeptLog)>,
     /// External tasks offered to external workers, with their `waiting` rows.
     pub external_offers: Vec<super::ExternalOffer>,
-    /// External tasks that ended on the master (a stop, a pause), by their instance: their
-    /// offers are withdrawn.
-    pub external_withdrawn: Vec<(i64, i64)>,
+    /// Wait tasks waiting for an event, with their `waiting` rows.
+    pub event_waits: Vec<super::EventWait>,
+    /// External tasks and event waits that ended on the master (a stop, a pause), by their
+    /// instance: their offers and event waits are withdrawn.
+    pub withdrawn: Vec<(i64, i64)>,
 }
 
 /// A run of a serial workflow ended; `owner` drives the next waiting run, if any.
@@ -284,7 +286,8 @@ impl WriteBatch {
             && self.exception_runs.is_empty()
             && self.task_logs.is_empty()
             && self.external_offers.is_empty()
-            && self.external_withdrawn.is_empty()
+            && self.event_waits.is_empty()
+            && self.withdrawn.is_empty()
     }
 }
 

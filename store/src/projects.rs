@@ -154,7 +154,7 @@ impl Store {
                 .and_where(Expr::col(ErrorCommand::Project).eq(name)),
         )
         .await?;
-        // Members, secrets and trigger calls go by their foreign keys.
+        // Members, secrets, trigger calls and kept events go by their foreign keys.
         let deleted: Option<(String,)> = tx
             .fetch_optional(
                 Query::delete()

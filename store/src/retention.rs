@@ -110,7 +110,7 @@ pub(super) fn with_ids(ids: &[i64]) -> SelectStatement {
 }
 
 /// Deletes the instances `which` selects (their ids) with their task rows, kept logs,
-/// callbacks, external offers and alerts; returns how many instances and task rows went.
+/// callbacks, external offers, event waits and alerts; returns how many instances and task rows went.
 pub(super) async fn delete_instances(tx: &mut Tx, which: SelectStatement) -> Result<(u64, u64)> {
     let tasks_of = || {
         Query::select()
@@ -137,6 +137,7 @@ pub(super) async fn delete_instances(tx: &mut Tx, which: SelectStatement) -> Res
             .and_where(Expr::col(ExternalTask::WorkflowInstanceId).in_subquery(which.clone())),
     )
     .await?;
+    super::event_waits::delete_of_instances(tx, which.clone()).await?;
     tx.execute(
         Query::delete()
             .from_table(Alert::Table)

@@ -256,3 +256,25 @@ pub(super) enum WorkflowOffline {
     Workflow,
     Since,
 }
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum EventWait {
+    Table,
+    TaskInstanceId,
+    WorkflowInstanceId,
+    Project,
+    Event,
+    EventKey,
+}
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum KeptEvent {
+    Table,
+    Id,
+    Project,
+    Event,
+    EventKey,
+    Data,
+    ReceivedAt,
+    ExpiresAt,
+}

@@ -1,7 +1,7 @@
 //! Wait, callback and external tasks: a waiting attempt ends through one conditional
 //! write, whoever makes it (the API's completion, a callback, an external worker, the
 //! master's timeout, a lapsed lease or a failed callback request), so exactly one of them
-//! wins; the master learns the end from the row.
+//! wins; the master learns the end from the row (an event's too: see `event_waits`).
 
 use super::codec::to_json;
 use super::external::IDS_PER_READ;
@@ -10,14 +10,14 @@ use super::schema::{TaskCallback, TaskInstance as Task};
 use super::sql::insert_rows;
 use super::{Holder, Store};
 use crate::TaskInstanceRow;
-use sea_query::{Expr, ExprTrait, Query};
+use sea_query::{Expr, ExprTrait, Query, UpdateStatement};
 use shoal_common::error::Result;
 use shoal_common::start::Params;
 use shoal_common::types::{TaskState, now_ms};
 
 impl Store {
     /// Ends attempt `id` in `state` with its outputs if it is still waiting and `holder`
-    /// may end it (an external task's offer goes with it). Returns false when it was not
+    /// may end it (an external task's offer, or what an event wait waits for, goes with it). Returns false when it was not
     /// (already ended, not a waiting task, or another holder's): nothing was written.
     pub async fn end_waiting(
         &self,
@@ -27,24 +27,16 @@ impl Store {
         message: &str,
         holder: Holder<'_>,
     ) -> Result<bool> {
-        let mut tx = self.db.begin().await?;
-        let output = (!output.is_empty()).then(|| to_json(output)).transpose()?;
-        let mut update = Query::update();
-        update
-            .table(Task::Table)
-            .value(Task::State, state.as_str())
-            .value(Task::Output, output)
-            .value(Task::Message, message)
-            .value(Task::EndedAt, now_ms())
-            .and_where(Expr::col(Task::Id).eq(id))
-            .and_where(Expr::col(Task::State).eq(TaskState::Waiting.as_str()))
-            .returning_col(Task::Id);
+        let mut update = end_update(state, output, message)?;
+        update.and_where(Expr::col(Task::Id).eq(id));
         if let Some(held) = holder.condition(id) {
             update.and_where(held);
         }
+        let mut tx = self.db.begin().await?;
         let hit: Option<(i64,)> = tx.fetch_optional(&update).await?;
         if hit.is_some() {
-            super::external::ended(&mut tx, id).await?;
+            super::external::withdraw(&mut tx, &[id]).await?;
+            super::event_waits::ended(&mut tx, &[id]).await?;
         }
         tx.commit().await?;
         Ok(hit.is_some())
@@ -124,4 +116,25 @@ impl Store {
             .await?;
         Ok(row.map(|(id,)| id))
     }
+}
+
+/// Ends the attempts the caller narrows it to (by id) if they still wait, in `state` with
+/// `output` and `message`; returns their ids. The one conditional write every end of a
+/// waiting attempt goes through.
+pub(super) fn end_update(
+    state: TaskState,
+    output: &Params,
+    message: &str,
+) -> Result<UpdateStatement> {
+    let output = (!output.is_empty()).then(|| to_json(output)).transpose()?;
+    let mut update = Query::update();
+    update
+        .table(Task::Table)
+        .value(Task::State, state.as_str())
+        .value(Task::Output, output)
+        .value(Task::Message, message)
+        .value(Task::EndedAt, now_ms())
+        .and_where(Expr::col(Task::State).eq(TaskState::Waiting.as_str()))
+        .returning_col(Task::Id);
+    Ok(update)
 }

@@ -90,6 +90,8 @@ store_suite!(
     only_the_lease_holder_renews_and_completes_and_a_lapse_ends_it,
     thousands_of_offers_are_written_in_one_cycle,
     queues_count_their_offers_and_the_workers_seen_on_them,
+    concurrent_events_complete_a_wait_once_and_the_rest_are_kept_for_one_wait_each,
+    an_event_reaches_only_its_project_event_and_key_until_it_expires,
 );
 
 #[path = "store_suite/schedules.rs"]
@@ -128,6 +130,10 @@ use triggers::*;
 #[path = "store_suite/external.rs"]
 mod external;
 use external::*;
+
+#[path = "store_suite/events.rs"]
+mod events;
+use events::*;
 
 // ---- harness ----
 

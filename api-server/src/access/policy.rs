@@ -82,7 +82,7 @@ pub fn rule(op: &str) -> Option<Need> {
         | "previewSchedule"
         | "listSecrets"
         | "listTriggers" => Project(Viewer, Path),
-        "startWorkflow" | "createBackfill" => Project(Operator, Path),
+        "startWorkflow" | "createBackfill" | "sendEvent" => Project(Operator, Path),
         "applyWorkflow" | "validateWorkflow" | "createSchedule" | "updateSchedule"
         | "deleteSchedule" | "enableSchedule" | "disableSchedule" | "setSecret"
         | "deleteSecret" | "onlineWorkflow" | "offlineWorkflow" | "rollbackWorkflow"

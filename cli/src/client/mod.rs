@@ -1,13 +1,14 @@
 //! The client commands of the `shoal` binary (`apply`, `start`, `stop`, `pause`, `resume`,
 //! `rerun`, `resubmit`, `instances`, `status`, `logs`, `schedule`, `backfill`, `cluster`,
-//! `task-group`, `alert-channel`, `alerts`, `user`, `token`, `project`, `secret`, `audit`,
-//! `trigger`). They talk to the api-server over HTTP, never to the database.
+//! `task`, `event`, `task-group`, `alert-channel`, `alerts`, `user`, `token`, `project`,
+//! `secret`, `audit`, `trigger`). They talk to the api-server over HTTP, never to the database.
 
 mod access;
 mod alerts;
 mod apply;
 mod backfill;
 mod control;
+mod events;
 mod http;
 mod import;
 mod inspect;
@@ -107,6 +108,9 @@ pub enum ClientCommand {
     /// one, force a failed one to success, rerun an ended one.
     #[command(subcommand)]
     Task(tasks::TaskCommand),
+    /// Send an event that completes the wait tasks waiting for it.
+    #[command(subcommand)]
+    Event(events::EventCommand),
     /// Manage task groups: slots shared by tasks across workflows.
     #[command(subcommand)]
     TaskGroup(task_groups::TaskGroupCommand),
@@ -159,6 +163,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<i32> {
         ClientCommand::Backfill(args) => backfill::run(args).await,
         ClientCommand::Import(cmd) => import::run(cmd).await,
         ClientCommand::Task(cmd) => tasks::run(cmd).await,
+        ClientCommand::Event(cmd) => events::run(cmd).await,
         ClientCommand::TaskGroup(cmd) => task_groups::run(cmd).await,
         ClientCommand::AlertChannel(cmd) => alerts::channel(cmd).await,
         ClientCommand::Alerts(args) => alerts::list(args).await,

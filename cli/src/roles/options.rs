@@ -237,6 +237,11 @@ pub struct LimitArgs {
     /// Most tasks one workflow definition may have (the largest DAG shoal is built for).
     #[arg(long, env = "SHOAL_MAX_TASKS", default_value_t = 100_000)]
     pub max_tasks: usize,
+    /// How long an event (`shoal event send`) that completed no waiting task is kept for
+    /// a wait that begins later (e.g. 1h, 2d); 0 keeps none.
+    #[arg(long, env = "SHOAL_EVENT_RETENTION", default_value = "1h", value_parser = shoal_common::duration::parse)]
+    #[serde(serialize_with = "serialize_duration")]
+    pub event_retention: Duration,
 }
 
 impl LimitArgs {
@@ -244,6 +249,7 @@ impl LimitArgs {
         Limits {
             body_bytes: self.max_body_bytes,
             tasks: self.max_tasks,
+            event_retention: self.event_retention,
         }
     }
 }

@@ -269,3 +269,37 @@ fn start_options_override_the_group_of_default_tasks_and_the_failure_strategy() 
     assert_eq!(def.tasks[1].worker_group, "gpu", "a task's own group wins");
     assert_eq!(def.failure_strategy, FailureStrategy::Continue);
 }
+
+#[test]
+fn a_wait_for_an_event_names_it_and_a_key_from_its_params() {
+    let def = WorkflowDef::parse(
+        "name: o\ntasks:\n- {name: paid, type: wait, event: order_paid, key: '${order_id}', timeout: 2d}\n",
+    )
+    .unwrap();
+    assert_eq!(def.tasks[0].event.as_deref(), Some("order_paid"));
+    assert!(def.tasks[0].texts().any(|t| t == "${order_id}"));
+    assert_eq!(
+        def.unresolvable_references(&BTreeMap::new()),
+        vec![("paid".to_string(), "order_id".to_string())],
+        "an undefined key parameter is caught before the run"
+    );
+    let refused = |task: &str, says: &str| {
+        let e = err(&format!("name: o\ntasks:\n- {task}\n"));
+        assert!(e.contains(says), "{task}: {e}");
+    };
+    refused("{name: a, type: wait, key: k}", "key needs event");
+    refused("{name: a, type: wait, event: e}", "needs key");
+    refused(
+        "{name: a, type: wait, event: 'a b', key: k}",
+        "invalid event 'a b'",
+    );
+    refused("{name: a, type: wait, event: e, key: ' '}", "key is empty");
+    refused(
+        "{name: a, type: wait, event: e, key: '${secret.k}'}",
+        "may not name a secret",
+    );
+    refused(
+        "{name: a, type: shell, command: 'true', event: e, key: k}",
+        "wait tasks only",
+    );
+}

@@ -127,6 +127,7 @@ impl WorkflowDef {
                 });
             }
             check_external(t, kind)?;
+            check_event(t, kind)?;
             check_containers(t, kind)?;
         }
         for t in &self.tasks {
@@ -307,6 +308,42 @@ fn check_external(t: &TaskDef, kind: TaskType) -> Result<(), DefinitionError> {
         ));
     }
     Ok(())
+}
+
+/// A wait task's event is a name and comes with a key, which names no secret (it is
+/// stored and shown as it expands); neither is given to another type.
+fn check_event(t: &TaskDef, kind: TaskType) -> Result<(), DefinitionError> {
+    let bad = |reason: &str| {
+        Err(DefinitionError::BadBranch {
+            task: t.name.clone(),
+            reason: reason.into(),
+        })
+    };
+    match (&t.event, &t.key) {
+        (None, None) => Ok(()),
+        _ if kind != TaskType::Wait => bad("event and key apply to wait tasks only"),
+        (None, Some(_)) => {
+            bad("key needs event: name the event that completes the task (event: order_paid)")
+        }
+        (Some(event), _) if !valid_name(event) => Err(DefinitionError::BadName {
+            what: "event",
+            value: event.clone(),
+        }),
+        (Some(_), None) => bad(
+            "a wait for an event needs key: the business key the event carries (key: \"${order_id}\")",
+        ),
+        (Some(_), Some(key)) if key.trim().is_empty() => {
+            bad("key is empty: give the business key the event carries")
+        }
+        (Some(_), Some(key))
+            if crate::params::references(key)
+                .iter()
+                .any(|name| name.starts_with("secret.")) =>
+        {
+            bad("key may not name a secret: it is stored and shown as it expands")
+        }
+        (Some(_), Some(_)) => Ok(()),
+    }
 }
 
 /// A container's and a kubernetes Job's settings make sense; neither is given to another

@@ -216,12 +216,14 @@ impl Engine {
     /// recorded, so the slot need not wait for this commit.
     fn ended(&self, id: i64, cycle: &mut Cycle) {
         cycle.ended_tasks.push(id);
-        // An external task that ended here (a stop, a pause) is offered no longer.
+        // An external task or event wait that ended here (a stop, a pause) is offered, or
+        // waits, no longer.
         if let Some(t) = self.tasks.get(&id)
             && let Some(run) = self.runs.get(&t.instance)
-            && run.rt.definition().tasks[t.node].kind() == TaskType::External
+            && let Some(def) = run.rt.definition().tasks.get(t.node)
+            && (def.kind() == TaskType::External || def.event.is_some())
         {
-            cycle.batch.external_withdrawn.push((t.instance, id));
+            cycle.batch.withdrawn.push((t.instance, id));
         }
         if let Some(worker) = self.tasks.get(&id).and_then(|t| t.place.worker()) {
             self.dispatch.free(worker, id);

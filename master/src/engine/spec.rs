@@ -8,8 +8,8 @@ use crate::runtime::Node;
 use crate::secrets::{self, Secrets};
 use chrono::NaiveDateTime;
 use shoal_common::definition::{
-    CALLBACK_URL, DEFAULT_CHECK_INTERVAL, DEFAULT_DEPENDENT_TIMEOUT, ITERATION, MAX_ITEMS, TaskDef,
-    is_identifier,
+    CALLBACK_URL, DEFAULT_CHECK_INTERVAL, DEFAULT_DEPENDENT_TIMEOUT, ITERATION, MAX_EVENT_KEY,
+    MAX_ITEMS, TaskDef, is_identifier,
 };
 use shoal_common::expr;
 use shoal_common::mask::Mask;
@@ -22,7 +22,7 @@ use shoal_common::secret_key::external_params_context;
 use shoal_common::start::Params;
 use shoal_common::start::StartOptions;
 use shoal_common::types::{CommandKind, TaskType, WorkflowState, now_ms};
-use shoal_store::{ChildStart, ExternalOffer, NewCommand};
+use shoal_store::{ChildStart, EventWait, ExternalOffer, NewCommand};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -206,8 +206,43 @@ pub(super) fn signal(run: &Run, node: Node, started_ms: i64) -> Wait {
         state: e.state,
         message: e.message,
     });
-    let leased = run.rt.definition().tasks[node].kind() == TaskType::External;
-    Wait::Signal { expiry, leased }
+    let def = &run.rt.definition().tasks[node];
+    let leased = def.kind() == TaskType::External;
+    let evented = def.event.is_some();
+    Wait::Signal {
+        expiry,
+        leased,
+        evented,
+    }
+}
+
+/// What a wait task for an event waits for: its event, and its key expanded from its
+/// parameters (secrets are refused in a key at apply).
+pub(super) fn event_wait(run: &Run, node: Node, id: i64) -> Result<Option<EventWait>, String> {
+    let def = &run.rt.definition().tasks[node];
+    let (Some(event), Some(key)) = (&def.event, &def.key) else {
+        return Ok(None);
+    };
+    let (params, schedule_time) = task_params(run, node, id);
+    let ctx = Context {
+        params: &params,
+        schedule_time,
+    };
+    let key = expand(key, &ctx).map_err(|e| format!("task '{}': key: {e}", def.name))?;
+    if key.is_empty() || key.len() > MAX_EVENT_KEY {
+        return Err(format!(
+            "task '{}': key '{key}' is {}: an event's key has 1 to {MAX_EVENT_KEY} bytes",
+            def.name,
+            if key.is_empty() { "empty" } else { "too long" },
+        ));
+    }
+    Ok(Some(EventWait {
+        task_instance_id: id,
+        workflow_instance_id: run.instance_id,
+        project: run.project.clone(),
+        event: event.clone(),
+        key,
+    }))
 }
 
 /// An external task's offer: its params expanded as a shell command would be (secrets

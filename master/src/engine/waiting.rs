@@ -27,8 +27,9 @@ impl Engine {
         }
     }
 
-    /// Records a wait, callback or external task as waiting (with an external task's offer;
-    /// a callback's request is sent once the record is committed).
+    /// Records a wait, callback or external task as waiting (with an external task's offer
+    /// or what a wait task's event waits for; a callback's request is sent once the record
+    /// is committed).
     pub(super) fn start_wait(&mut self, id: i64, cycle: &mut Cycle, now: i64) {
         let Some(t) = self.to_start(id) else { return };
         let Some(run) = self.runs.get(&t.instance) else {
@@ -61,6 +62,17 @@ impl Engine {
                 }
                 Err(why) => return self.settle(id, Fact::Unrunnable(why), cycle, now),
             }
+        }
+        match spec::event_wait(run, node, id) {
+            Ok(Some(wait)) => {
+                message = format!(
+                    "waiting for event '{}' with key '{}': `shoal event send {} {} --key KEY` or POST /api/v1/projects/{}/events/{}",
+                    wait.event, wait.key, wait.project, wait.event, wait.project, wait.event
+                );
+                cycle.batch.event_waits.push(wait);
+            }
+            Ok(None) => {}
+            Err(why) => return self.settle(id, Fact::Unrunnable(why), cycle, now),
         }
         let wait = spec::signal(run, node, now);
         let mut u = TaskUpdate::state(id, TaskState::Waiting);

@@ -30,12 +30,15 @@ pub enum Wait {
     /// A slot of this task group.
     TaskGroup(String),
     /// A wait, callback or external task's completion: its row leaves `waiting` by one
-    /// conditional write (the API, its callback, its external worker, or this poll when
-    /// `expiry` passed or an external worker's lease lapsed).
+    /// conditional write (the API, its callback, its external worker, an event, or this
+    /// poll when `expiry` passed, an external worker's lease lapsed or an event was kept
+    /// for it).
     Signal {
         expiry: Option<Expiry>,
         /// An external task: its lease is checked.
         leased: bool,
+        /// A wait task for an event: an event kept from before it began may complete it.
+        evented: bool,
     },
 }
 
@@ -189,18 +192,28 @@ async fn check(store: &Store, waits: Vec<(i64, Wait)>) -> Polled {
     polled
 }
 
-/// Ends the signal waits whose expiry passed or whose external worker's lease lapsed
-/// (unless completed first), then reads which of them no longer wait.
+/// Ends the signal waits whose expiry passed or whose external worker's lease lapsed, and
+/// those an event kept from before they began completes (unless completed first), then
+/// reads which of them no longer wait.
 async fn signals(store: &Store, waits: &[(i64, Wait)], polled: &mut Polled) {
     let mut ids = Vec::new();
     let mut leased = Vec::new();
+    let mut evented = Vec::new();
     for (id, wait) in waits {
-        let Wait::Signal { expiry, leased: l } = wait else {
+        let Wait::Signal {
+            expiry,
+            leased: l,
+            evented: e,
+        } = wait
+        else {
             continue;
         };
         ids.push(*id);
         if *l {
             leased.push(*id);
+        }
+        if *e {
+            evented.push(*id);
         }
         let Some(e) = expiry.as_ref().filter(|e| now_ms() >= e.at_ms) else {
             continue;
@@ -214,9 +227,28 @@ async fn signals(store: &Store, waits: &[(i64, Wait)], polled: &mut Polled) {
         }
     }
     lapse_leases(store, &leased).await;
+    take_kept_events(store, &evented).await;
     match store.ended_waits(&ids).await {
         Ok(rows) => polled.ended = rows,
         Err(error) => tracing::warn!(%error, "cannot read waiting tasks; trying again"),
+    }
+}
+
+/// Completes the event waits among `ids` for which an event was kept from before they
+/// began. Polled rather than looked up when a wait begins: an event and its wait's
+/// beginning may cross in flight (each commit unseen by the other), and the next poll
+/// still finds the kept event.
+async fn take_kept_events(store: &Store, ids: &[i64]) {
+    if ids.is_empty() {
+        return;
+    }
+    match store.take_kept_events(ids).await {
+        Ok(completed) => {
+            for id in completed {
+                tracing::info!(task_instance_id = id, "wait completed by a kept event");
+            }
+        }
+        Err(error) => tracing::warn!(%error, "cannot take kept events; trying again"),
     }
 }
 
