@@ -458,6 +458,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/projects/{project}/events/{event}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /projects/{project}/events/{event}` `{"key": "42", "data": {...}}`: completes
+         *     every wait task of the project waiting for this event and key, as succeeded with `data`
+         *     as its outputs.
+         */
+        post: operations["sendEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/projects/{project}/members": {
         parameters: {
             query?: never;
@@ -1495,6 +1516,16 @@ export interface components {
              */
             workflow_instance_id?: number;
         };
+        /** @description What the event did. */
+        EventDelivered: {
+            /** @description The task instances it completed, by id. */
+            completed: number[];
+            /**
+             * @description When it completed none: until when it is kept for a wait that begins later (null
+             *     when it completed some, or the server keeps no events).
+             */
+            kept_until?: string | null;
+        };
         /**
          * @description The exception workflow of a workflow: it runs when a run fails, with the failed run's
          *     parameters and `failed.instance_id`, `failed.workflow`, `failed.tasks`,
@@ -2046,6 +2077,21 @@ export interface components {
              */
             value: string;
         };
+        /** @description An event for the waits of one business key. */
+        SendEvent: {
+            /**
+             * @description The outputs of the tasks it completes, seen downstream as `${name}` (a switch
+             *     after the wait branches on them); strings, numbers or booleans.
+             */
+            data?: {
+                [key: string]: components["schemas"]["StartParam"];
+            } | null;
+            /**
+             * @description The business key (e.g. an order id): the waits whose `key` expanded to it are
+             *     completed.
+             */
+            key?: string | null;
+        };
         /** @description `GET /session`'s answer. */
         Session: {
             /** @description Whether they are a global admin. */
@@ -2234,8 +2280,18 @@ export interface components {
             do_while?: components["schemas"]["DoWhileSpec"] | null;
             /** @description `false` skips the task; downstream tasks treat it as passed. */
             enabled?: boolean;
+            /**
+             * @description `wait`: the event that completes it (`POST /projects/{project}/events/{event}`,
+             *     `shoal event send`), carrying `key`.
+             */
+            event?: string | null;
             foreach?: components["schemas"]["ForeachSpec"] | null;
             http?: components["schemas"]["HttpSpec"] | null;
+            /**
+             * @description `wait` with `event`: the business key the event must carry, expanded from the
+             *     task's parameters (e.g. `"${order_id}"`).
+             */
+            key?: string | null;
             kubernetes?: components["schemas"]["KubernetesSpec"] | null;
             /**
              * @description `external`: how long a taken task stays with its worker without a heartbeat
@@ -4343,6 +4399,81 @@ export interface operations {
             };
             /** @description It still has workflows, a run that has not ended or is about to start, or a running backfill */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    sendEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description The event's name, as wait tasks name it (`event: order_paid`). */
+                event: string;
+            };
+            cookie?: never;
+        };
+        /** @description The business key, and the outputs of the tasks it completes */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SendEvent"];
+            };
+        };
+        responses: {
+            /** @description The waits it completed; none: it is kept for a wait that begins later */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventDelivered"];
+                };
+            };
+            /** @description No key, data that is not an object of scalars, a bad event or output name */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such project */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
