@@ -24,7 +24,9 @@ pub(crate) mod name;
 mod specs;
 mod validate;
 mod yaml;
-pub use container::{ContainerCommand, ContainerSpec, KubernetesSpec, PullPolicy};
+pub use container::{
+    ContainerCommand, ContainerSpec, KubernetesSpec, PullPolicy, argv_langs, volume_parts,
+};
 pub use data_tasks::{DEFAULT_SPARK_MASTER, DEPLOY_MODES, NotebookSpec, SparkSpec, is_identifier};
 pub use dependent::{
     DATE_CYCLES, DEFAULT_CHECK_INTERVAL, DEFAULT_TIMEOUT as DEFAULT_DEPENDENT_TIMEOUT, DateCycle,

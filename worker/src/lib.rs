@@ -37,7 +37,9 @@ mod logs;
 mod outbox;
 mod service;
 
-use executor::{Datasources, Executor, ExecutorConfig, ExecutorDirs, TaskEnvironment, Tenants};
+use executor::{
+    Containers, Datasources, Executor, ExecutorConfig, ExecutorDirs, TaskEnvironment, Tenants,
+};
 use outbox::Outbox;
 use service::WorkerService;
 use shoal_common::cluster_secret::ClusterSecret;
@@ -179,6 +181,10 @@ pub struct WorkerConfig {
     /// What runs container tasks (`--container-runtime`): `podman` or `docker`, a name
     /// looked up in `PATH` or a path; None: the first of podman, docker on `PATH`.
     pub container_runtime: Option<String>,
+    /// The host directories container tasks may mount from (`--container-volume-dir`,
+    /// repeated; each must exist). None: a container task mounts no host path, unless the
+    /// worker is [`single_team`](WorkerConfig::single_team), where it mounts any.
+    pub container_volume_dirs: Vec<PathBuf>,
 }
 
 /// A started worker.
@@ -215,6 +221,12 @@ pub async fn start(
     )
     .map_err(Error::Config)?;
     let task_env = TaskEnvironment::of_worker(&config.task_env).map_err(Error::Config)?;
+    let containers = Containers::new(
+        config.container_runtime.clone(),
+        &config.container_volume_dirs,
+        config.single_team,
+    )
+    .map_err(Error::Config)?;
     let groups = if config.groups.is_empty() {
         vec![shoal_common::definition::DEFAULT_WORKER_GROUP.to_string()]
     } else {
@@ -277,7 +289,7 @@ pub async fn start(
                 config.spark_submit.as_deref(),
                 std::env::var_os("SPARK_HOME"),
             ),
-            container_runtime: config.container_runtime.clone(),
+            containers,
             task_env,
             datasources,
             tenants: Tenants {

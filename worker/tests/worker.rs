@@ -188,6 +188,8 @@ struct Launch {
     spark_submit: Option<PathBuf>,
     /// `--container-runtime` (none by default: podman or docker on PATH).
     container_runtime: Option<String>,
+    /// `--container-volume-dir` (none by default).
+    container_volume_dirs: Vec<PathBuf>,
 }
 
 impl Default for Launch {
@@ -203,6 +205,7 @@ impl Default for Launch {
             default_tenant: None,
             spark_submit: None,
             container_runtime: None,
+            container_volume_dirs: Vec::new(),
         }
     }
 }
@@ -227,6 +230,7 @@ fn worker_config(l: &Launch, dir: &Path) -> WorkerConfig {
         min_free_disk: l.min_free_disk,
         log_retention: None,
         container_runtime: l.container_runtime.clone(),
+        container_volume_dirs: l.container_volume_dirs.clone(),
     }
 }
 

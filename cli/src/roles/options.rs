@@ -77,6 +77,17 @@ pub struct ExecArgs {
     #[arg(long, env = "SHOAL_CONTAINER_RUNTIME")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container_runtime: Option<String>,
+    /// A host directory whose contents container tasks may mount as volumes (repeat it, or
+    /// give a comma-separated list). Without one, a container task mounts no host path,
+    /// unless shoal runs with --single-team (or is a standalone without auth), where its
+    /// tasks run as the worker's user anyway and may mount any.
+    #[arg(
+        long = "container-volume-dir",
+        env = "SHOAL_CONTAINER_VOLUME_DIRS",
+        value_delimiter = ','
+    )]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub container_volume_dirs: Vec<PathBuf>,
 }
 
 /// `--min-free-disk`: a size, or 0 for no check.

@@ -2,6 +2,7 @@
 //! container runtime on the worker (podman or docker) or as a Job of a Kubernetes cluster.
 
 use super::DefinitionError;
+use crate::params::Lang;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -23,10 +24,11 @@ impl ContainerCommand {
         }
     }
 
-    fn texts_mut(&mut self) -> Vec<&mut String> {
+    /// Each text with the language it is read in ([`argv_langs`]).
+    fn texts_mut(&mut self) -> Vec<(&mut String, Lang)> {
         match self {
-            ContainerCommand::Argv(argv) => argv.iter_mut().collect(),
-            ContainerCommand::Shell(s) => vec![s],
+            ContainerCommand::Argv(argv) => with_langs(argv.iter_mut().collect()),
+            ContainerCommand::Shell(s) => vec![(s, Lang::Shell)],
         }
     }
 
@@ -125,12 +127,13 @@ impl ContainerSpec {
             .chain(self.workdir.as_deref())
     }
 
-    pub fn texts_mut(&mut self) -> Vec<&mut String> {
-        let mut all = vec![&mut self.image];
+    /// The texts parameters are expanded in, each with the language it is read in: the
+    /// command's script is code, every other field one argument of the runtime.
+    pub fn texts_mut(&mut self) -> Vec<(&mut String, Lang)> {
+        let mut all = vec![(&mut self.image, Lang::Text)];
         all.extend(self.command.iter_mut().flat_map(|c| c.texts_mut()));
-        all.extend(self.env.values_mut());
-        all.extend(self.volumes.iter_mut());
-        all.extend(self.workdir.as_mut());
+        let fields = self.env.values_mut().chain(self.volumes.iter_mut());
+        all.extend(fields.chain(self.workdir.as_mut()).map(|t| (t, Lang::Text)));
         all
     }
 }
@@ -149,14 +152,18 @@ impl KubernetesSpec {
         all
     }
 
-    pub fn texts_mut(&mut self) -> Vec<&mut String> {
-        let mut all: Vec<&mut String> = self.image.iter_mut().collect();
+    /// As [`ContainerSpec::texts_mut`]; in a pod spec, each container's `command` and
+    /// `args` make its argv.
+    pub fn texts_mut(&mut self) -> Vec<(&mut String, Lang)> {
+        let mut all: Vec<(&mut String, Lang)> = Vec::new();
         all.extend(self.command.iter_mut().flat_map(|c| c.texts_mut()));
-        all.extend(self.env.values_mut());
-        all.extend(self.namespace.as_mut());
-        all.extend(self.api.as_mut());
+        let fields = self.image.iter_mut().chain(self.env.values_mut());
+        let fields = fields
+            .chain(self.namespace.as_mut())
+            .chain(self.api.as_mut());
+        all.extend(fields.map(|t| (t, Lang::Text)));
         if let Some(pod) = &mut self.pod {
-            json_strings_mut(pod, &mut all);
+            pod_texts_mut(pod, &mut all);
         }
         all
     }
@@ -175,13 +182,103 @@ fn json_strings<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a str>) {
     }
 }
 
-fn json_strings_mut<'a>(v: &'a mut serde_json::Value, out: &mut Vec<&'a mut String>) {
+/// A pod spec's strings: a container's (of `containers`, `initContainers`,
+/// `ephemeralContainers`) `command` followed by its `args` is an argv, read as
+/// [`argv_langs`] says; every other string is text.
+fn pod_texts_mut<'a>(v: &'a mut serde_json::Value, out: &mut Vec<(&'a mut String, Lang)>) {
+    use serde_json::Value;
     match v {
-        serde_json::Value::String(s) => out.push(s),
-        serde_json::Value::Array(a) => a.iter_mut().for_each(|v| json_strings_mut(v, out)),
-        serde_json::Value::Object(o) => o.values_mut().for_each(|v| json_strings_mut(v, out)),
+        Value::String(s) => out.push((s, Lang::Text)),
+        Value::Array(a) => a.iter_mut().for_each(|v| pod_texts_mut(v, out)),
+        Value::Object(o) => {
+            let mut argv: [Vec<&'a mut String>; 2] = [Vec::new(), Vec::new()];
+            for (key, v) in o.iter_mut() {
+                let slot = match key.as_str() {
+                    "command" => 0,
+                    "args" => 1,
+                    _ => {
+                        pod_texts_mut(v, out);
+                        continue;
+                    }
+                };
+                match v {
+                    Value::Array(a) => argv[slot].extend(a.iter_mut().filter_map(|v| match v {
+                        Value::String(s) => Some(s),
+                        _ => None,
+                    })),
+                    v => pod_texts_mut(v, out),
+                }
+            }
+            let [command, args] = argv;
+            out.extend(with_langs(command.into_iter().chain(args).collect()));
+        }
         _ => {}
     }
+}
+
+/// Programs that run the argument after `-c` as shell code.
+const SHELLS: [&str; 6] = ["sh", "bash", "dash", "ash", "zsh", "ksh"];
+
+/// The language each argument of an argv is read in. A shell (`sh`, `bash`, ...; also as
+/// `busybox sh` or `env sh`) given `-c` (alone or in a cluster such as `-ec`) runs its
+/// next non-option argument as shell code, and `python -c` its next as python: those are
+/// [`Lang::Shell`] and [`Lang::Python`], as a shell or python task's script is, so an
+/// outside value cannot become code there. Every other argument is one argument of a
+/// program ([`Lang::Text`]); a program that runs an argument as code in another way
+/// (`perl -e`, `node -e`) should read values from its environment instead.
+pub fn argv_langs(argv: &[&str]) -> Vec<Lang> {
+    let mut langs = vec![Lang::Text; argv.len()];
+    let base = |a: &str| a.rsplit('/').next().unwrap_or(a).to_string();
+    let start = match argv.first().map(|a| base(a)) {
+        Some(p) if p == "busybox" || p == "env" => 1,
+        _ => 0,
+    };
+    let Some(program) = argv.get(start).map(|a| base(a)) else {
+        return langs;
+    };
+    let code = if SHELLS.contains(&program.as_str()) {
+        Lang::Shell
+    } else if program.starts_with("python") {
+        Lang::Python
+    } else {
+        return langs;
+    };
+    let is_flags = |a: &str| a.len() > 1 && a.starts_with('-') && !a.starts_with("--");
+    let Some(c) = (start + 1..argv.len()).find(|&i| is_flags(argv[i]) && argv[i].contains('c'))
+    else {
+        return langs;
+    };
+    // `python -cCODE`: the code is attached.
+    if code == Lang::Python && !argv[c].ends_with('c') {
+        langs[c] = code;
+        return langs;
+    }
+    // Up to the script, an option may come between (`sh -c -x SCRIPT`): guarded too.
+    for i in c + 1..argv.len() {
+        langs[i] = code;
+        if !argv[i].starts_with(['-', '+']) || code == Lang::Python {
+            break;
+        }
+    }
+    langs
+}
+
+/// Pairs each argument of an argv with its language ([`argv_langs`]).
+fn with_langs(argv: Vec<&mut String>) -> Vec<(&mut String, Lang)> {
+    let langs = argv_langs(&argv.iter().map(|a| a.as_str()).collect::<Vec<_>>());
+    argv.into_iter().zip(langs).collect()
+}
+
+/// A volume's host and container paths, when it is `/host:/container` or
+/// `/host:/container:ro` (or `:rw`).
+pub fn volume_parts(v: &str) -> Option<(&str, &str)> {
+    let parts: Vec<&str> = v.split(':').collect();
+    let (host, ctr) = match parts.as_slice() {
+        [host, ctr] => (*host, *ctr),
+        [host, ctr, "ro" | "rw"] => (*host, *ctr),
+        _ => return None,
+    };
+    (host.starts_with('/') && ctr.starts_with('/')).then_some((host, ctr))
 }
 
 pub(super) fn check_container(task: &str, c: &ContainerSpec) -> Result<(), DefinitionError> {
@@ -203,16 +300,8 @@ pub(super) fn check_container(task: &str, c: &ContainerSpec) -> Result<(), Defin
         return bad(format!("container env name '{k}' is empty or holds '='"));
     }
     for v in &c.volumes {
-        let parts: Vec<&str> = v.split(':').collect();
-        let ok = match parts.as_slice() {
-            [host, ctr] => host.starts_with('/') && ctr.starts_with('/'),
-            [host, ctr, mode] => {
-                host.starts_with('/') && ctr.starts_with('/') && matches!(*mode, "ro" | "rw")
-            }
-            _ => false,
-        };
         // A parameter may stand for a path: checked when it runs.
-        if !ok && !v.contains("${") {
+        if volume_parts(v).is_none() && !v.contains("${") {
             return bad(format!(
                 "container volume '{v}': use /host/path:/container/path or /host/path:/container/path:ro"
             ));
@@ -319,6 +408,44 @@ mod tests {
         let c = def.tasks[0].container.as_ref().unwrap();
         assert_eq!(c.command.as_ref().unwrap().argv(), ["sh", "-c", "echo hi"]);
         assert_eq!(c.pull, PullPolicy::Missing);
+    }
+
+    #[test]
+    fn a_shell_s_or_python_s_c_script_is_code_and_other_arguments_are_text() {
+        use Lang::{Python as P, Shell as S, Text as T};
+        let cases: [(&[&str], &[Lang]); 11] = [
+            (&["sh", "-c", "s", "a0", "a1"], &[T, T, S, T, T]),
+            (&["/bin/bash", "-ec", "s"], &[T, T, S]),
+            (&["bash", "-o", "pipefail", "-c", "s"], &[T, T, T, T, S]),
+            (&["sh", "-c", "-x", "s", "a0"], &[T, T, S, S, T]),
+            (&["busybox", "sh", "-c", "s"], &[T, T, T, S]),
+            (&["env", "dash", "-c", "s"], &[T, T, T, S]),
+            (&["python3", "-u", "-c", "s", "a"], &[T, T, T, P, T]),
+            (&["python", "-cs"], &[T, P]),
+            (&["sh", "script.sh", "a"], &[T, T, T]),
+            (&["bash", "--norc", "x"], &[T, T, T]),
+            (&["echo", "-c", "x"], &[T, T, T]),
+        ];
+        for (argv, want) in cases {
+            assert_eq!(argv_langs(argv), want, "{argv:?}");
+        }
+        let mut c: ContainerSpec =
+            serde_json::from_value(serde_json::json!({"image": "i", "command": "echo"})).unwrap();
+        let langs: Vec<Lang> = c.texts_mut().into_iter().map(|(_, l)| l).collect();
+        assert_eq!(langs, [T, S], "a string command is a script");
+        let mut k: KubernetesSpec = serde_json::from_value(serde_json::json!({"pod": {
+            "initContainers": [{"name": "i", "command": ["sh"], "args": ["-c", "s"]}],
+            "containers": [{"name": "m", "image": "x", "args": ["-c", "s"], "command": ["python"]}],
+        }}))
+        .unwrap();
+        let mut code: Vec<(String, Lang)> = k
+            .texts_mut()
+            .into_iter()
+            .map(|(t, l)| (t.clone(), l))
+            .filter(|(_, l)| *l != T)
+            .collect();
+        code.sort_by_key(|(_, l)| *l == S);
+        assert_eq!(code, [("s".to_string(), P), ("s".to_string(), S)]);
     }
 
     #[test]

@@ -96,13 +96,15 @@ pub(super) fn build(
             expand(text, Lang::Text)?;
         }
     }
+    // A container's `sh -c` script is code, as a shell task's is; the worker gives the
+    // container the task's environment its references read.
     let fields = task.container.as_mut().map(|c| c.texts_mut());
-    for text in fields.into_iter().flatten() {
-        expand(text, Lang::Text)?;
+    for (text, lang) in fields.into_iter().flatten() {
+        expand(text, lang)?;
     }
     if let Some(k8s) = task.kubernetes.as_mut() {
-        for text in k8s.texts_mut() {
-            expand(text, Lang::Text)?;
+        for (text, lang) in k8s.texts_mut() {
+            expand(text, lang)?;
         }
         k8s.token = revealed.kubernetes_token.clone();
     }

@@ -13,7 +13,7 @@ use crate::dispatch::DispatchMsg;
 use crate::secrets::Secrets;
 use shoal_common::cluster_secret::ClusterSecret;
 use shoal_common::definition::WorkflowDef;
-use shoal_common::proto::{TaskEvent, TaskEventKind};
+use shoal_common::proto::{TaskEvent, TaskEventKind, TaskSpec};
 use shoal_common::registry::{NodeInfo, Registry, Role};
 use shoal_common::start::{Params, StartOptions};
 use shoal_common::types::{CommandKind, TaskState, WorkflowState, now_ms};
@@ -140,7 +140,12 @@ impl Harness {
 
     /// Starts `yaml` (claimed by this master) and returns its instance id.
     async fn start(&mut self, yaml: &str) -> i64 {
-        let claimed = self.claim(yaml).await;
+        self.start_with(yaml, Params::new()).await
+    }
+
+    /// Starts `yaml` with start parameters `params`.
+    async fn start_with(&mut self, yaml: &str, params: Params) -> i64 {
+        let claimed = self.claim_with(yaml, params).await;
         let id = claimed[0].instance.id;
         self.cycle(vec![EngineMsg::Claimed(claimed)]).await;
         id
@@ -148,6 +153,10 @@ impl Harness {
 
     /// Writes a start command of `yaml` and claims it: the runs that start now.
     async fn claim(&mut self, yaml: &str) -> Vec<ClaimedInstance> {
+        self.claim_with(yaml, Params::new()).await
+    }
+
+    async fn claim_with(&mut self, yaml: &str, params: Params) -> Vec<ClaimedInstance> {
         let def = WorkflowDef::parse(yaml).unwrap();
         let (version, _) = self.store.put_definition(&def).await.unwrap();
         self.store
@@ -156,7 +165,7 @@ impl Harness {
                 project: def.project.clone(),
                 workflow: def.name.clone(),
                 version,
-                params: Params::new(),
+                params,
                 priority: None,
                 workflow_instance_id: None,
                 options: StartOptions::default(),
@@ -170,13 +179,19 @@ impl Harness {
 
     /// Task instance ids the dispatcher was asked to queue since the last call.
     fn pushed(&mut self) -> Vec<i64> {
-        let mut ids = Vec::new();
+        let specs = self.pushed_specs();
+        specs.iter().map(|s| s.task_instance_id).collect()
+    }
+
+    /// What the dispatcher was asked to queue since the last look.
+    fn pushed_specs(&mut self) -> Vec<TaskSpec> {
+        let mut specs = Vec::new();
         while let Ok(m) = self.dispatcher.try_recv() {
             if let DispatchMsg::Push(t) = m {
-                ids.push(t.spec.task_instance_id);
+                specs.push(t.spec);
             }
         }
-        ids
+        specs
     }
 
     fn place(&self, id: i64) -> Option<&Place> {
@@ -726,5 +741,60 @@ async fn an_ended_task_gives_its_worker_slot_back_before_its_end_is_committed() 
     assert!(
         matches!(h.place(a), Some(Place::OnWorker(w)) if w == "w1"),
         "the attempt stays in the engine until its end is committed"
+    );
+}
+
+#[tokio::test]
+async fn a_start_value_reaches_a_container_s_shell_script_as_a_variable_not_as_code() {
+    let mut h = Harness::new().await;
+    let hostile = "$(touch pwned); echo";
+    let yaml = r#"name: boxes
+tasks:
+  - name: string
+    type: container
+    container: { image: "img:${tag}", command: "echo ${p} ${tag}", env: { P: "${p}" } }
+  - name: argv
+    type: container
+    container: { image: img, command: [bash, -ec, "echo ${p}", "${p}"] }
+  - name: pod
+    type: kubernetes
+    kubernetes: { pod: { containers: [{ name: m, image: img, command: [sh], args: [-c, "echo ${p}"] }] } }
+"#;
+    let params: Params = [("p", hostile), ("tag", "1.2")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    h.start_with(yaml, params).await;
+    let specs = h.pushed_specs();
+    let def = |name: &str| -> serde_json::Value {
+        let s = specs.iter().find(|s| s.name == name).unwrap();
+        assert_eq!(
+            s.params.get("SHOAL_PARAM_p").map(String::as_str),
+            Some(hostile),
+            "the value goes in the task's environment"
+        );
+        serde_json::from_str(&s.definition_json).unwrap()
+    };
+    let string = def("string");
+    assert_eq!(
+        string["container"]["command"],
+        r#"echo "${SHOAL_PARAM_p}" 1.2"#
+    );
+    assert_eq!(
+        string["container"]["image"], "img:1.2",
+        "a plain value is pasted"
+    );
+    assert_eq!(
+        string["container"]["env"]["P"], hostile,
+        "an env value is no code"
+    );
+    assert_eq!(
+        def("argv")["container"]["command"],
+        serde_json::json!(["bash", "-ec", r#"echo "${SHOAL_PARAM_p}""#, hostile]),
+        "the script is guarded, a positional argument is one argument"
+    );
+    assert_eq!(
+        def("pod")["kubernetes"]["pod"]["containers"][0]["args"],
+        serde_json::json!(["-c", r#"echo "${SHOAL_PARAM_p}""#])
     );
 }

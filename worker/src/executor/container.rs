@@ -4,8 +4,13 @@
 //! which is the container's, as the task's).
 //!
 //! The argv is built here, one argument per field: no shell sees the definition's texts.
-//! The container's variables are passed as `--env NAME` with their values in the runtime
-//! client's environment, so they never show in a process list.
+//! The container's variables — its `env` and the task's values (`SHOAL_PARAM_*`,
+//! `SHOAL_SECRET_*`, which the master's guarded expansion of a `sh -c` script refers to) —
+//! are passed as `--env NAME` with their values in the runtime client's environment, so
+//! they never show in a process list.
+//!
+//! The runtime runs as the worker's user, so what the expanded spec may ask of it is
+//! checked first ([`check`]): a host path is mounted only from a `--container-volume-dir`.
 //!
 //! Killing the runtime's client does not stop the container (podman's conmon and docker's
 //! daemon hold it), so a stopped task (kill, timeout) is also `rm --force`d by its name, as
@@ -16,7 +21,7 @@ use super::process::{self, Command, is_executable};
 use super::table::RunningTask;
 use super::task_log::TaskLog;
 use super::{Executor, Outcome, script};
-use shoal_common::definition::{ContainerSpec, PullPolicy};
+use shoal_common::definition::{ContainerSpec, PullPolicy, volume_parts};
 use shoal_common::proto::TaskSpec;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -40,6 +45,117 @@ const RUNTIME_ENV: [&str; 7] = [
 
 /// How long removing a stopped task's container may take.
 const REMOVE_WAIT: Duration = Duration::from_secs(30);
+
+/// How this worker runs container tasks (`--container-runtime`, `--container-volume-dir`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Containers {
+    /// None: podman or docker, whichever is on `PATH`.
+    pub(crate) runtime: Option<String>,
+    /// The directories (canonical) whose contents a task may mount.
+    pub(crate) volume_dirs: Vec<PathBuf>,
+    /// Any host path may be mounted: a single-team worker given no volume dir, whose tasks
+    /// run as the worker's user anyway.
+    pub(crate) any_volume: bool,
+}
+
+impl Containers {
+    /// Canonicalizes the volume dirs: each must exist.
+    pub(crate) fn new(
+        runtime: Option<String>,
+        volume_dirs: &[PathBuf],
+        single_team: bool,
+    ) -> Result<Containers, String> {
+        let volume_dirs = volume_dirs
+            .iter()
+            .map(|d| {
+                std::fs::canonicalize(d)
+                    .map_err(|e| format!("--container-volume-dir {}: {e}", d.display()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Containers {
+            runtime,
+            any_volume: single_team && volume_dirs.is_empty(),
+            volume_dirs,
+        })
+    }
+
+    /// Whether `host` may be mounted; else why not.
+    async fn allows(&self, host: &str) -> Result<(), String> {
+        if self.any_volume {
+            return Ok(());
+        }
+        let path = Path::new(host);
+        if path
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return Err(format!("container volume host path '{host}' holds '..'"));
+        }
+        if self.volume_dirs.is_empty() {
+            return Err(format!(
+                "container volume '{host}': this worker mounts no host path (start it with \
+                 --container-volume-dir DIR to let container tasks mount what is in DIR)"
+            ));
+        }
+        // Symbolic links resolved: a link in an allowed dir may not lead out of it.
+        let real = tokio::fs::canonicalize(path)
+            .await
+            .map_err(|e| format!("container volume host path '{host}': {e}"))?;
+        if self.volume_dirs.iter().any(|d| real.starts_with(d)) {
+            return Ok(());
+        }
+        let dirs: Vec<String> = self
+            .volume_dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        Err(format!(
+            "container volume host path '{host}' is outside this worker's \
+             --container-volume-dir ({})",
+            dirs.join(", ")
+        ))
+    }
+}
+
+/// Refuses what a container task may not ask of the runtime once its values are in: an
+/// image the runtime would read as an option, a volume that is malformed or mounts a host
+/// path this worker does not allow, a relative workdir.
+pub(super) async fn check(c: &ContainerSpec, containers: &Containers) -> Result<(), String> {
+    if c.image.trim().is_empty() || c.image.starts_with('-') {
+        return Err(format!(
+            "container image '{}' is not an image name",
+            c.image
+        ));
+    }
+    for volume in &c.volumes {
+        let (host, _) = volume_parts(volume).ok_or_else(|| {
+            format!(
+                "container volume '{volume}': use /host/path:/container/path or \
+                 /host/path:/container/path:ro"
+            )
+        })?;
+        containers.allows(host).await?;
+    }
+    match &c.workdir {
+        Some(w) if !w.starts_with('/') => {
+            Err(format!("container workdir '{w}' is not an absolute path"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The task's values the container gets besides its `env` (which wins on a clash): the
+/// variables a guarded `sh -c` script refers to.
+fn task_values<'a>(
+    spec: &'a TaskSpec,
+    c: &'a ContainerSpec,
+) -> impl Iterator<Item = (&'a str, &'a str)> {
+    spec.params
+        .iter()
+        .filter(|(k, _)| k.starts_with("SHOAL_PARAM_") || k.starts_with("SHOAL_SECRET_"))
+        .filter(|(k, _)| !c.env.contains_key(*k))
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+}
 
 /// The container runtime to use: the configured one, else the first of [`RUNTIMES`] on
 /// `PATH`.
@@ -88,7 +204,8 @@ pub(super) fn run_args(name: &str, spec: &TaskSpec, c: &ContainerSpec) -> Vec<Os
         args.push("--label".into());
         args.push(format!("{label}={value}").into());
     }
-    for key in c.env.keys() {
+    let names = task_values(spec, c).map(|(k, _)| k);
+    for key in names.chain(c.env.keys().map(String::as_str)) {
         args.push("--env".into());
         args.push(key.into());
     }
@@ -120,10 +237,13 @@ impl Executor {
             warn!(task_instance_id = spec.task_instance_id, attempt = spec.attempt, error = %message, "container task could not start");
             Outcome::failure(message)
         };
-        let runtime = match runtime(self.container_runtime.as_deref()) {
+        let runtime = match runtime(self.containers.runtime.as_deref()) {
             Ok(r) => r,
             Err(message) => return fail(message),
         };
+        if let Err(message) = check(c, &self.containers).await {
+            return fail(message);
+        }
         let name = container_name(spec);
         // A container of this attempt left by a worker that died here before.
         remove(&runtime, &name, &self.task_env, true).await;
@@ -140,6 +260,7 @@ impl Executor {
         let env: Vec<(&str, &str)> = runtime_env
             .iter()
             .map(|(k, v)| (*k, v.as_str()))
+            .chain(task_values(spec, c))
             .chain(c.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .collect();
         let command = Command {
@@ -149,8 +270,8 @@ impl Executor {
             env: &env,
         };
         let what = runtime.display().to_string();
-        // No task parameters in the client's environment: they would stand in for `env`
-        // entries of the same name (`--env NAME` reads the client's).
+        // No other task parameters in the client's environment: they would stand in for
+        // `env` entries of the same name (`--env NAME` reads the client's).
         let no_params = std::collections::HashMap::new();
         let process = match process::start(&command, Path::new("/"), &no_params, None) {
             Ok(p) => p,

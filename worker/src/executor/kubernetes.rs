@@ -288,6 +288,7 @@ pub(crate) fn job(name: &str, spec: &TaskSpec, k: &KubernetesSpec) -> Value {
             json!({"containers": [container]})
         }
     };
+    add_task_values(&mut pod, spec);
     if pod.get("restartPolicy").is_none() {
         pod["restartPolicy"] = json!("Never");
     }
@@ -309,6 +310,37 @@ pub(crate) fn job(name: &str, spec: &TaskSpec, k: &KubernetesSpec) -> Value {
         job["spec"]["ttlSecondsAfterFinished"] = json!(ttl.as_secs());
     }
     job
+}
+
+/// Gives every container of the pod the task's values (`SHOAL_PARAM_*`, `SHOAL_SECRET_*`),
+/// which a guarded `sh -c` script refers to; a variable the container sets wins.
+fn add_task_values(pod: &mut Value, spec: &TaskSpec) {
+    let values: Vec<(&String, &String)> = spec
+        .params
+        .iter()
+        .filter(|(k, _)| k.starts_with("SHOAL_PARAM_") || k.starts_with("SHOAL_SECRET_"))
+        .collect();
+    if values.is_empty() {
+        return;
+    }
+    for list in ["initContainers", "containers"] {
+        let Some(containers) = pod.get_mut(list).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for container in containers.iter_mut().filter(|c| c.is_object()) {
+            if !container["env"].is_array() {
+                container["env"] = json!([]);
+            }
+            let Some(env) = container["env"].as_array_mut() else {
+                continue;
+            };
+            for (name, value) in &values {
+                if !env.iter().any(|e| e["name"] == name.as_str()) {
+                    env.push(json!({"name": name, "value": value}));
+                }
+            }
+        }
+    }
 }
 
 /// Runs the task's Job to its end (or deletes it when the task is stopped).
@@ -583,6 +615,30 @@ users:
         assert_eq!(
             pod["containers"][0]["env"],
             json!([{"name": "A", "value": "1"}])
+        );
+        // The task's values, which a guarded `sh -c` script refers to; the pod's own win.
+        let spec = TaskSpec {
+            params: [("SHOAL_PARAM_p", "v"), ("SHOAL_PARAM_a", "x"), ("p", "own")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..spec
+        };
+        let k: KubernetesSpec = serde_json::from_value(json!({"pod": {"containers": [
+            {"name": "x", "image": "y", "env": [{"name": "SHOAL_PARAM_a", "value": "mine"}]},
+        ]}}))
+        .unwrap();
+        let mut env = job("shoal-9", &spec, &k)["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .clone();
+        env.sort_by_key(|e| e["name"].to_string());
+        assert_eq!(
+            env,
+            [
+                json!({"name": "SHOAL_PARAM_a", "value": "mine"}),
+                json!({"name": "SHOAL_PARAM_p", "value": "v"})
+            ]
         );
         let k: KubernetesSpec = serde_json::from_value(json!({
             "namespace": "jobs",

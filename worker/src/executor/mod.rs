@@ -69,6 +69,7 @@ pub(crate) struct ExecutorDirs {
     pub(crate) running: PathBuf,
 }
 
+pub(crate) use container::Containers;
 pub use launch::PASSED as TASK_ENV;
 pub(crate) use launch::TaskEnvironment;
 pub(crate) use orphans::kill_leftovers;
@@ -87,8 +88,7 @@ pub(crate) struct ExecutorConfig {
     pub(crate) python: String,
     /// The spark-submit of spark tasks ([`spark_submit`]).
     pub(crate) spark_submit: PathBuf,
-    /// `--container-runtime`; None: podman or docker, whichever is on `PATH`.
-    pub(crate) container_runtime: Option<String>,
+    pub(crate) containers: Containers,
     /// What script tasks get of the worker's environment.
     pub(crate) task_env: TaskEnvironment,
     pub(crate) datasources: Datasources,
@@ -140,7 +140,7 @@ pub(crate) struct Executor {
     records: Records,
     python: String,
     spark_submit: PathBuf,
-    container_runtime: Option<String>,
+    containers: Containers,
     task_env: TaskEnvironment,
     datasources: Datasources,
     tenants: Tenants,
@@ -162,7 +162,7 @@ impl Executor {
             dirs,
             python,
             spark_submit,
-            container_runtime,
+            containers,
             task_env,
             datasources,
             tenants,
@@ -177,7 +177,7 @@ impl Executor {
             dirs,
             python,
             spark_submit,
-            container_runtime,
+            containers,
             task_env,
             datasources,
             tenants,

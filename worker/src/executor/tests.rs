@@ -40,7 +40,7 @@ fn executor(dir: &Path, outbox: &Outbox) -> Arc<Executor> {
             dirs,
             python: crate::DEFAULT_PYTHON.into(),
             spark_submit: "spark-submit".into(),
-            container_runtime: None,
+            containers: Default::default(),
             task_env: TaskEnvironment::of_worker(&[]).unwrap(),
             datasources: Datasources::new(&Default::default(), &Default::default(), true, 4)
                 .unwrap(),

@@ -285,3 +285,135 @@ async fn without_a_runtime_the_task_fails_saying_so() {
         end.message
     );
 }
+
+#[tokio::test]
+async fn a_container_s_script_reads_the_task_s_values_from_its_environment() {
+    let runtime = podman_or_skip!();
+    let mut master = start_master("127.0.0.1:0".parse().unwrap()).await;
+    let mut w = worker_with(runtime).await;
+    // As the master writes a `sh -c` script that uses a value from outside
+    // (`echo ${p}` with p a start parameter that is not plain).
+    let mut t = container_task(
+        3107,
+        json!({
+            "image": IMAGE,
+            "command": "printf '%s|%s|%s\\n' \"${SHOAL_PARAM_p}\" \"$SHOAL_PARAM_q\" \"$p\"; test ! -e pwned",
+            "env": {"SHOAL_PARAM_q": "the env wins"},
+            "pull": "never",
+        }),
+        &master.addr,
+    );
+    let hostile = "$(touch pwned); `touch pwned` 'a\"b";
+    t.params = [
+        ("SHOAL_PARAM_p", hostile),
+        ("SHOAL_PARAM_q", "the value loses"),
+        ("p", "own name: not passed"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(w.dispatch(vec![t.clone()]).await.accepted, [3107]);
+    let events = master.until_done(3107).await;
+    let log = String::from_utf8(w.read_log(&t, 0, 0).await.unwrap()).unwrap();
+    assert_eq!(
+        kinds(&events),
+        [TaskEventKind::Running, TaskEventKind::Success],
+        "{log}"
+    );
+    assert_eq!(log, format!("{hostile}|the env wins|\n"));
+}
+
+#[tokio::test]
+async fn a_worker_mounts_only_what_its_volume_dirs_hold() {
+    let runtime = podman_or_skip!();
+    let mut master = start_master("127.0.0.1:0".parse().unwrap()).await;
+    let allowed = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(allowed.path().join("in.txt"), "allowed\n").unwrap();
+    std::os::unix::fs::symlink(outside.path(), allowed.path().join("out")).unwrap();
+    let a = allowed.path().display().to_string();
+    let o = outside.path().display().to_string();
+    let mut w = launch(Launch {
+        container_runtime: Some(runtime.into()),
+        container_volume_dirs: vec![allowed.path().to_path_buf()],
+        single_team: false,
+        ..Launch::default()
+    })
+    .await;
+    let addr = master.addr.clone();
+    let task = |id: i64, image: &str, volume: String| {
+        container_task(
+            id,
+            json!({"image": image, "command": ["cat", "/v/in.txt"], "volumes": [volume], "pull": "never"}),
+            &addr,
+        )
+    };
+    let refused = [
+        (
+            3110,
+            IMAGE,
+            format!("{o}:/v"),
+            format!("'{o}' is outside this worker's --container-volume-dir"),
+        ),
+        (
+            3111,
+            IMAGE,
+            format!("{a}/out:/v"),
+            "is outside this worker's".into(),
+        ),
+        (3112, IMAGE, format!("{a}/../x:/v"), "holds '..'".into()),
+        (
+            3113,
+            IMAGE,
+            "/etc:v".into(),
+            "use /host/path:/container/path".into(),
+        ),
+        (
+            3114,
+            "--privileged",
+            format!("{a}:/v"),
+            "'--privileged' is not an image name".into(),
+        ),
+    ];
+    for (id, image, volume, want) in refused {
+        assert_eq!(
+            w.dispatch(vec![task(id, image, volume)]).await.accepted,
+            [id]
+        );
+        let end = master.until_done(id).await.pop().unwrap();
+        assert_eq!(end.kind, TaskEventKind::Failure as i32, "{id}");
+        assert!(end.message.contains(&want), "{id}: {}", end.message);
+        assert!(!exists(runtime, &format!("shoal-{id}")), "{id} never ran");
+    }
+    let t = task(3115, IMAGE, format!("{a}:/v:ro"));
+    assert_eq!(w.dispatch(vec![t.clone()]).await.accepted, [3115]);
+    let events = master.until_done(3115).await;
+    let log = String::from_utf8(w.read_log(&t, 0, 0).await.unwrap()).unwrap();
+    assert_eq!(
+        kinds(&events),
+        [TaskEventKind::Running, TaskEventKind::Success],
+        "{log}"
+    );
+    assert_eq!(log, "allowed\n");
+
+    // A worker of several teams with no volume dir mounts nothing.
+    let mut w = launch(Launch {
+        container_runtime: Some(runtime.into()),
+        single_team: false,
+        ..Launch::default()
+    })
+    .await;
+    assert_eq!(
+        w.dispatch(vec![task(3116, IMAGE, format!("{a}:/v"))])
+            .await
+            .accepted,
+        [3116]
+    );
+    let end = master.until_done(3116).await.pop().unwrap();
+    assert!(
+        end.message
+            .contains("this worker mounts no host path (start it with --container-volume-dir"),
+        "{}",
+        end.message
+    );
+}
