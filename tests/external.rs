@@ -14,6 +14,7 @@ support::deployments!(
     an_external_task_is_taken_renewed_logged_and_completed_once,
     a_lapsed_lease_fails_the_attempt_and_its_retry_is_offered_again,
     a_stopped_run_takes_its_external_task_back_from_its_worker,
+    a_released_task_goes_back_to_its_queue_for_another_worker,
     external_mistakes_are_refused_with_the_reason,
 );
 
@@ -201,6 +202,48 @@ fn a_stopped_run_takes_its_external_task_back_from_its_worker(e: Env) {
     assert!(body["error"].as_str().unwrap().contains("killed"), "{body}");
     let (status, _) = call(&e, &task, "complete", json!({}));
     assert_eq!(status, 409, "a stopped task is not completed");
+}
+
+fn a_released_task_goes_back_to_its_queue_for_another_worker(e: Env) {
+    e.apply("name: handback\ntasks:\n- { name: step, type: external, queue: back, lease: 30s }\n");
+    let id = e.start("handback", "{}");
+    let first = take(&e, "back", "leaving");
+    assert!(
+        poll(&e, "back", "other", "0s").is_empty(),
+        "taken: not offered"
+    );
+    // A long poll waiting meanwhile is woken by the release.
+    let (second, asked) = std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| poll(&e, "back", "staying", "30s"));
+        std::thread::sleep(Duration::from_millis(300));
+        let asked = Instant::now();
+        let (status, body) = call(&e, &first, "release", json!({}));
+        assert_eq!(status, 204, "{body}");
+        (waiting.join().unwrap(), asked)
+    });
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "the release woke the poll"
+    );
+    let [second] = &second[..] else {
+        panic!("the released task is taken again: {second:?}")
+    };
+    assert_eq!(second["task_instance_id"], first["task_instance_id"]);
+    assert_eq!(
+        second["attempt"], 1,
+        "the same attempt: a release is no failure"
+    );
+    for what in ["heartbeat", "complete", "release"] {
+        let (status, body) = call(&e, &first, what, json!({}));
+        assert_eq!(status, 409, "{what} with the released lease: {body}");
+    }
+    let (status, body) = call(&e, second, "complete", json!({}));
+    assert_eq!(status, 200, "{body}");
+    let inst = e.end(id);
+    assert_eq!(inst["state"], "success", "{inst}");
+    let tries = attempts(&inst, "step");
+    assert_eq!(tries.len(), 1, "{inst}");
+    assert_eq!(tries[0]["worker"], "staying", "{inst}");
 }
 
 fn external_mistakes_are_refused_with_the_reason(e: Env) {

@@ -191,6 +191,7 @@ fn api_routes() -> OpenApiRouter<Ctx> {
         .routes(routes!(external::queues))
         .routes(routes!(external::heartbeat))
         .routes(routes!(external::log))
+        .routes(routes!(external::release))
         .routes(routes!(external::complete))
         .routes(routes!(task_groups::create, task_groups::list))
         .routes(routes!(task_groups::delete))

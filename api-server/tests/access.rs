@@ -268,6 +268,7 @@ fn minimum(op: &str) -> &'static str {
         "pollExternalTasks"
         | "heartbeatExternalTask"
         | "appendExternalTaskLog"
+        | "releaseExternalTask"
         | "completeExternalTask" => "operator",
         "applyWorkflow" | "validateWorkflow" | "createSchedule" | "updateSchedule"
         | "deleteSchedule" | "enableSchedule" | "disableSchedule" | "setSecret"
@@ -426,6 +427,7 @@ async fn a_worker_works_external_tasks_and_nothing_else() {
         "pollExternalTasks",
         "heartbeatExternalTask",
         "appendExternalTaskLog",
+        "releaseExternalTask",
         "completeExternalTask",
     ];
     for (path, item) in doc["paths"].as_object().unwrap() {

@@ -170,6 +170,12 @@ pub(super) async fn offer(
         ))
         .await?;
     }
+    notify(tx).await?;
+    Ok(true)
+}
+
+/// Wakes Postgres polls at the commit of `tx` (standalone's: [`Store::external_offered`]).
+async fn notify(tx: &mut Tx) -> Result<()> {
     if tx.backend() == Backend::Postgres {
         tx.execute(
             Query::select().expr(
@@ -180,7 +186,7 @@ pub(super) async fn offer(
         )
         .await?;
     }
-    Ok(true)
+    Ok(())
 }
 
 /// Deletes the offers of attempts `ids`, which ended.
@@ -354,6 +360,44 @@ impl Store {
         seen(&mut tx, &worker, BTreeSet::from([(project, queue)]), now).await?;
         tx.commit().await?;
         Ok(Some(at))
+    }
+
+    /// Hands the lease of waiting attempt `id` held under the token whose hash is
+    /// `token_hash` back: the attempt is offered on its queue again, for the next poll.
+    /// Returns the queue, or None when that lease is not current.
+    pub async fn release_lease(&self, id: i64, token_hash: &str) -> Result<Option<String>> {
+        let mut tx = self.db.begin().await?;
+        let released: Option<(String,)> = tx
+            .fetch_optional(
+                Query::update()
+                    .table(Ext::Table)
+                    .value(Ext::Worker, Option::<String>::None)
+                    .value(Ext::TokenHash, Option::<String>::None)
+                    .value(Ext::LeaseExpiresAt, Option::<i64>::None)
+                    .and_where(Expr::col(Ext::TaskInstanceId).eq(id))
+                    .and_where(Expr::col(Ext::TokenHash).eq(token_hash))
+                    .and_where(waiting(id))
+                    .returning(Query::returning().column(Ext::Queue)),
+            )
+            .await?;
+        let Some((queue,)) = released else {
+            return Ok(None);
+        };
+        tx.execute(
+            Query::update()
+                .table(Task::Table)
+                .value(Task::Worker, Option::<String>::None)
+                .value(
+                    Task::Message,
+                    format!("released by its external worker: back on queue {queue}"),
+                )
+                .and_where(Expr::col(Task::Id).eq(id)),
+        )
+        .await?;
+        notify(&mut tx).await?;
+        tx.commit().await?;
+        self.external_offered();
+        Ok(Some(queue))
     }
 
     /// Appends `text` to the log of waiting attempt `id` held under the token whose hash

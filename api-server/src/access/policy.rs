@@ -94,9 +94,10 @@ pub fn rule(op: &str) -> Option<Need> {
         // The handler polls only the projects the caller works in.
         "pollExternalTasks" => SignedIn,
         // A worker role, or operator and up (see `Caller::check`); the lease token too.
-        "heartbeatExternalTask" | "appendExternalTaskLog" | "completeExternalTask" => {
-            Project(Worker, TaskInstance)
-        }
+        "heartbeatExternalTask"
+        | "appendExternalTaskLog"
+        | "releaseExternalTask"
+        | "completeExternalTask" => Project(Worker, TaskInstance),
         "getTaskInstance" | "getTaskLog" => Project(Viewer, TaskInstance),
         "getCommand" => Project(Viewer, Command),
         "getBackfill" => Project(Viewer, Backfill),

@@ -363,6 +363,37 @@ pub async fn log(
     }
 }
 
+/// `POST /external/{id}/release`: hands a taken task back to its queue, for another poll
+/// (a worker that stops, or cannot run it); the attempt goes on, its lease ends.
+#[utoipa::path(
+    post,
+    path = "/external/{id}/release",
+    operation_id = "releaseExternalTask",
+    tag = "external",
+    params(path::Id),
+    request_body = LeaseProof,
+    responses(
+        (status = 204, description = "Back on its queue"),
+        (status = 404, description = "No such task instance", body = ErrorBody),
+        (status = 409, description = "The token is not the task's lease (it lapsed, or the task ended)", body = ErrorBody),
+    )
+)]
+pub async fn release(
+    State(ctx): State<Ctx>,
+    ApiPath(id): ApiPath<i64>,
+    body: Body,
+) -> Result<StatusCode> {
+    let req: LeaseProof = body.json()?;
+    let hash = token_hash(&req.lease_token);
+    match ctx.store.release_lease(id, &hash).await? {
+        Some(queue) => {
+            tracing::info!(task_instance_id = id, queue, "external task released");
+            Ok(StatusCode::NO_CONTENT)
+        }
+        None => Err(not_held(&ctx, id).await),
+    }
+}
+
 /// `POST /external/{id}/complete`: ends a taken task; its outputs flow downstream.
 #[utoipa::path(
     post,

@@ -106,6 +106,10 @@ class FakeApi:
             if action == "log":
                 t.log += body["text"]
                 return 204, None
+            if action == "release":
+                t.token, t.expires = None, 0.0
+                self.lock.notify_all()
+                return 204, None
             t.ended = body
             self.lock.notify_all()
             return 200, {"id": id, "state": body.get("state", "success")}
@@ -131,7 +135,7 @@ def serve(api: FakeApi) -> ThreadingHTTPServer:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
-            m = re.fullmatch(r"/api/v1/external/(\d+)/(heartbeat|log|complete)", self.path)
+            m = re.fullmatch(r"/api/v1/external/(\d+)/(heartbeat|log|release|complete)", self.path)
             if self.path == "/api/v1/external/poll":
                 status, answer = api.poll(body)
             elif m:

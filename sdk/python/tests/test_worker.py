@@ -208,7 +208,7 @@ def test_stop_lets_a_running_handler_finish_and_takes_no_more(
     assert second.wait(timeout=15) == "stopped"
 
 
-def test_stop_gives_up_a_handler_that_outlives_the_grace(
+def test_stop_releases_a_task_whose_handler_outlives_the_grace(
     client: Client, project: str, unique: str
 ) -> None:
     queue = apply_external(client, project, unique, "stuck")
@@ -231,11 +231,23 @@ def test_stop_gives_up_a_handler_that_outlives_the_grace(
     thread.join(15)
     assert time.monotonic() - began < 5
     assert cancelled.wait(5)
-    assert run.wait(timeout=15) == "failure"
-    stuck = run.task("stuck")
-    assert "stopped before the handler finished" in (stuck["message"] or "")
-    assert stuck["output"] == {}
     assert worker.stats["given_up"] == 1
+    stuck = run.task("stuck")
+    assert stuck["state"] == "waiting", stuck
+    assert "released" in (stuck["message"] or ""), stuck
+
+    # Back on its queue: the next worker runs the same attempt.
+    after = Worker(client, poll_wait=1)
+    after.task(queue)(lambda params: {"by": "after"})
+    second = after.start()
+    try:
+        assert run.wait(timeout=15) == "success"
+    finally:
+        after.stop()
+        second.join(15)
+    done = run.task("stuck")
+    assert done["attempt"] == 1 and done["output"] == {"by": "after"}, done
+    assert "released for another worker" in run.logs("stuck"), done
 
 
 WORKER_SCRIPT = textwrap.dedent(

@@ -510,6 +510,13 @@ class Client:
             {"lease_token": lease_token, "text": text},
         )
 
+    def release(self, task_instance_id: int, lease_token: str) -> None:
+        """Hands a taken task back to its queue, for another poll: the attempt goes on (no
+        retry is used), this lease ends. 409 :class:`Conflict` when the lease was lost."""
+        self.request(
+            "POST", f"/external/{task_instance_id}/release", {"lease_token": lease_token}
+        )
+
     def complete_external(
         self,
         task_instance_id: int,

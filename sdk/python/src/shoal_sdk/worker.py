@@ -24,13 +24,12 @@ Stopping (``stop()``, SIGTERM or SIGINT while ``run()`` runs in the main thread)
 poll starts; the one in flight is let answer (within ``poll_wait``, 10 s by default: cutting
 it off could lose the tasks it took until their leases lapse), and the tasks it took run.
 Running handlers get ``grace`` seconds (15 by default) to finish and complete as usual; the
-two together stay within Kubernetes' default 30 s between SIGTERM and SIGKILL. A handler still running then cannot be killed (Python
-threads cannot be): its task is completed as ``failure`` with the message "worker ...
-stopped before the handler finished", its heartbeats stop, and what the handler returns
-later is dropped. The shoal API has no call that hands a lease back without ending the
-attempt, so such a task is retried only when its ``retries`` allow. A worker killed
-without a stop (SIGKILL, a crash) simply stops heartbeating: its tasks fail as lost when
-their leases lapse, and their retries apply the same way.
+two together stay within Kubernetes' default 30 s between SIGTERM and SIGKILL. A handler
+still running then cannot be killed (Python threads cannot be): its task is released, back
+on its queue for another worker's poll (the same attempt: no retry is used; a line in its
+log says why), its heartbeats stop, and what the handler returns later is dropped. A worker
+killed without a stop (SIGKILL, a crash) simply stops heartbeating: its tasks fail as lost
+when their leases lapse, and their ``retries`` apply.
 """
 
 from __future__ import annotations
@@ -273,6 +272,27 @@ class _Lease:
                         e,
                     )
                     time.sleep(0.5)
+        finally:
+            self.stop_heartbeats()
+
+
+    def release(self) -> bool:
+        """Flushes the log and hands the task back to its queue; stops the heartbeats.
+        True when the server took it back."""
+        try:
+            self.flush()
+            self.client.release(self.task.task_instance_id, self.task.lease_token)
+            return True
+        except Conflict as e:
+            self._lose(e.message)
+            return False
+        except ShoalError as e:
+            logger.error(
+                "task instance %s: could not release it, its lease will lapse: %s",
+                self.task.task_instance_id,
+                e,
+            )
+            return False
         finally:
             self.stop_heartbeats()
 
@@ -612,13 +632,11 @@ class Worker:
                 self.name,
                 lease.task.task_instance_id,
             )
-            lease.write(f"[shoal-sdk] worker {self.name} stopped before the handler finished\n")
-            lease.complete(
-                "failure",
-                {},
-                f"worker {self.name} stopped before the handler finished "
-                f"(grace {self.grace:g}s)",
+            lease.write(
+                f"[shoal-sdk] worker {self.name} stopped before the handler finished "
+                f"(grace {self.grace:g}s): released for another worker\n"
             )
+            lease.release()
             with self._lock:
                 self._active.pop(lease.task.task_instance_id, None)
 
