@@ -1,10 +1,12 @@
-//! DolphinScheduler's SPARK and JUPYTER tasks to shoal's `spark` and `notebook`. What
+//! DolphinScheduler's SPARK, JUPYTER and K8S tasks to shoal's `spark`, `notebook` and
+//! `kubernetes`. What
 //! shoal cannot carry over is reported; a task that cannot be one at all (a Spark SQL
 //! script, a notebook without an absolute path) comes back as the reason, and stands in
 //! the DAG as a task that fails saying so.
 
 use serde_json::Value as Json;
-use shoal_common::definition::{NotebookSpec, SparkSpec};
+use serde_json::json;
+use shoal_common::definition::{KubernetesSpec, NotebookSpec, SparkSpec};
 use std::collections::BTreeMap;
 
 /// A text parameter, none when empty.
@@ -165,4 +167,117 @@ pub(super) fn notebook(
     spec.check()
         .map_err(|e| format!("its settings do not make a notebook task: {e}"))?;
     Ok(spec)
+}
+
+/// K8sTaskParameters: `image`, `namespace` (a name, or in 3.0-3.1 a JSON object with its
+/// `name` and `cluster`), `command` and `args` (JSON arrays in strings), `imagePullPolicy`,
+/// `pullSecret`, `minCpuCores`, `minMemorySpace` (MiB), `nodeSelectors`; as a pod spec of
+/// one container. Labels and the cluster connection (`datasource`, `kubeConfig`) are
+/// reported.
+pub(super) fn kubernetes(
+    p: &Json,
+    at: &str,
+    report: &mut Vec<String>,
+) -> Result<KubernetesSpec, String> {
+    let Some(image) = text(p, "image") else {
+        return Err("it names no image".into());
+    };
+    let mut container = json!({"name": "main", "image": image});
+    for key in ["command", "args"] {
+        let Some(raw) = text(p, key) else { continue };
+        match serde_json::from_str::<Vec<String>>(&raw) {
+            Ok(argv) => container[key] = json!(argv),
+            Err(_) => return Err(format!("its {key} '{raw}' is not a JSON list of strings")),
+        }
+    }
+    if let Some(policy) = text(p, "imagePullPolicy") {
+        container["imagePullPolicy"] = json!(policy);
+    }
+    let mut requests = serde_json::Map::new();
+    if let Some(cpu) = p
+        .get("minCpuCores")
+        .and_then(Json::as_f64)
+        .filter(|c| *c > 0.0)
+    {
+        requests.insert("cpu".into(), json!(cpu.to_string()));
+    }
+    if let Some(mem) = p
+        .get("minMemorySpace")
+        .and_then(Json::as_f64)
+        .filter(|m| *m > 0.0)
+    {
+        requests.insert("memory".into(), json!(format!("{mem}Mi")));
+    }
+    if !requests.is_empty() {
+        container["resources"] = json!({"requests": requests});
+    }
+    let mut pod = json!({"containers": [container]});
+    if let Some(secret) = text(p, "pullSecret") {
+        pod["imagePullSecrets"] = json!([{"name": secret}]);
+    }
+    let selectors: Vec<Json> = p
+        .get("nodeSelectors")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|s| {
+            let values: Vec<String> = match s.get("values")? {
+                Json::String(v) => v.split(',').map(|v| v.trim().to_string()).collect(),
+                Json::Array(vs) => vs
+                    .iter()
+                    .filter_map(|v| Some(v.as_str()?.to_string()))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let mut term =
+                json!({"key": s.get("key")?.as_str()?, "operator": s.get("operator")?.as_str()?});
+            if !values.iter().all(String::is_empty) {
+                term["values"] = json!(values);
+            }
+            Some(term)
+        })
+        .collect();
+    if !selectors.is_empty() {
+        pod["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": selectors}]
+        }}});
+    }
+    let raw_namespace = text(p, "namespace");
+    let namespace = match raw_namespace.as_deref().map(serde_json::from_str::<Json>) {
+        Some(Ok(Json::Object(ns))) => {
+            if let Some(cluster) = ns.get("cluster").and_then(Json::as_str) {
+                report.push(format!("{at}: its cluster '{cluster}' is not carried over: set the task's api and token_secret, or run its workers in that cluster"));
+            }
+            ns.get("name").and_then(Json::as_str).map(str::to_string)
+        }
+        _ => raw_namespace,
+    };
+    let mut dropped = Vec::new();
+    if p.get("customizedLabels")
+        .and_then(Json::as_array)
+        .is_some_and(|l| !l.is_empty())
+    {
+        dropped.push("its pod labels (the Job carries shoal's)");
+    }
+    if p.get("datasource")
+        .and_then(Json::as_i64)
+        .is_some_and(|d| d > 0)
+        || text(p, "kubeConfig").is_some()
+    {
+        dropped.push("its cluster connection (set the task's api and token_secret, or run its workers in the cluster)");
+    }
+    if !dropped.is_empty() {
+        report.push(format!("{at}: not carried over: {}", dropped.join(", ")));
+    }
+    Ok(KubernetesSpec {
+        namespace,
+        pod: Some(pod),
+        image: None,
+        command: None,
+        env: BTreeMap::new(),
+        ttl: None,
+        api: None,
+        token_secret: None,
+        token: None,
+    })
 }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 /// The task types converted; any other becomes a task that fails saying it was not
 /// imported, and is named in the report.
 pub const SUPPORTED: &str = "SHELL, PYTHON, HTTP, SQL, CONDITIONS, SWITCH, \
-    SUB_PROCESS (SUB_WORKFLOW), DEPENDENT, SPARK, JUPYTER";
+    SUB_PROCESS (SUB_WORKFLOW), DEPENDENT, SPARK, JUPYTER, K8S";
 
 pub(super) fn convert(
     t: &Task,
@@ -86,6 +86,13 @@ pub(super) fn convert(
             Ok(spec) => {
                 task.notebook = Some(spec);
                 TaskType::Notebook
+            }
+            Err(why) => not_imported(&mut task, &why, t, &at, report),
+        },
+        "K8S" => match super::data_tasks::kubernetes(&p, &at, report) {
+            Ok(spec) => {
+                task.kubernetes = Some(spec);
+                TaskType::Kubernetes
             }
             Err(why) => not_imported(&mut task, &why, t, &at, report),
         },

@@ -170,7 +170,7 @@ fn what_shoal_lacks_is_reported_by_name_and_type() {
 }
 
 #[test]
-fn spark_and_jupyter_tasks_become_spark_and_notebook_tasks() {
+fn spark_jupyter_and_k8s_tasks_become_spark_notebook_and_kubernetes_tasks() {
     let imported = convert(&both(WAREHOUSE, OTHERS), &options("default")).unwrap();
     let report = imported.report.join("\n");
     let def = WorkflowDef::parse(&find(&imported, "warehouse_daily").yaml).unwrap();
@@ -269,6 +269,44 @@ fn spark_and_jupyter_tasks_become_spark_and_notebook_tasks() {
         report.contains("(JUPYTER): not carried over: conda environment 'etl'"),
         "{report}"
     );
+    let (t, report) = with(
+        "K8S",
+        r#"{"image":"ds/etl:1","namespace":"{\"name\":\"batch\",\"cluster\":\"lab\"}","command":"[\"/bin/bash\", \"-c\"]","args":"[\"echo ${dt}\"]","imagePullPolicy":"IfNotPresent","pullSecret":"regcred","minCpuCores":0.5,"minMemorySpace":512,"customizedLabels":[{"label":"team","value":"bi"}],"nodeSelectors":[{"key":"disk","operator":"In","values":"ssd,nvme"}],"datasource":0}"#,
+    );
+    assert_eq!(t.task_type, "kubernetes");
+    let k = t.kubernetes.unwrap();
+    assert_eq!(k.namespace(), "batch");
+    let pod = k.pod.unwrap();
+    assert_eq!(
+        pod["containers"][0],
+        serde_json::json!({
+            "name": "main", "image": "ds/etl:1", "command": ["/bin/bash", "-c"],
+            "args": ["echo ${dt}"], "imagePullPolicy": "IfNotPresent",
+            "resources": {"requests": {"cpu": "0.5", "memory": "512Mi"}},
+        })
+    );
+    assert_eq!(
+        pod["imagePullSecrets"],
+        serde_json::json!([{"name": "regcred"}])
+    );
+    assert_eq!(
+        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchExpressions"],
+        serde_json::json!([{"key": "disk", "operator": "In", "values": ["ssd", "nvme"]}])
+    );
+    for want in [
+        "(K8S): its cluster 'lab' is not carried over",
+        "(K8S): not carried over: its pod labels",
+    ] {
+        assert!(report.contains(want), "{want}: {report}");
+    }
+    let (t, report) = with("K8S", r#"{"image":"x","command":"/bin/bash -c"}"#);
+    assert_eq!(t.task_type, "shell");
+    assert!(
+        report.contains("its command '/bin/bash -c' is not a JSON list"),
+        "{report}"
+    );
+
     let (t, report) = with("JUPYTER", r#"{"inputNotePath":"daily.ipynb"}"#);
     assert_eq!(t.task_type, "shell");
     assert!(
