@@ -55,7 +55,8 @@ impl WorkflowRuntime {
     }
 
     /// Parameters a task sees, by precedence: start parameters > task local > upstream
-    /// outputs > workflow global, plus built-ins.
+    /// outputs > workflow global, plus built-ins. A task local that is just `${its name}`
+    /// passes the lower one on.
     pub fn task_params(&self, node: Node, start: &Params, builtins: &Params) -> Params {
         self.task_values(node, start, builtins).0
     }
@@ -66,7 +67,7 @@ impl WorkflowRuntime {
     pub fn task_values(&self, node: Node, start: &Params, builtins: &Params) -> (Params, Outside) {
         let mut p = self.def.params.clone();
         let mut outside = Outside::new();
-        let mut add = |from: &Params, source: Option<Source>| {
+        let mut add = |p: &mut Params, from: &Params, source: Option<Source>| {
             for (k, v) in from {
                 p.insert(k.clone(), v.clone());
                 match source {
@@ -76,19 +77,23 @@ impl WorkflowRuntime {
             }
         };
         for u in self.upstream_of(node) {
-            add(&self.outputs[u.index()], Some(Source::Output));
+            add(&mut p, &self.outputs[u.index()], Some(Source::Output));
         }
         if let Some(failure) = self.injected.get(&node) {
-            add(failure, Some(Source::Failure));
+            add(&mut p, failure, Some(Source::Failure));
         }
         let task = &self.def.tasks[node];
+        // `name: "${name}"` passes on the value the task gets from outside it (the
+        // workflow's, an upstream output), source and all; it does not name itself.
+        let passes_on = |k: &str, v: &str| v == format!("${{{k}}}") && p.contains_key(k);
         let (element, own): (Params, Params) = (task.params.iter())
+            .filter(|(k, v)| !passes_on(k, v))
             .map(|(k, v)| (k.clone(), v.clone()))
             .partition(|(k, _)| self.is_element(node, k));
-        add(&own, None);
-        add(&element, Some(Source::Item));
-        add(start, Some(Source::Start));
-        add(builtins, None);
+        add(&mut p, &own, None);
+        add(&mut p, &element, Some(Source::Item));
+        add(&mut p, start, Some(Source::Start));
+        add(&mut p, builtins, None);
         (p, outside)
     }
 

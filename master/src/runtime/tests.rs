@@ -1,6 +1,7 @@
 use super::test_util::{created, runtime};
 use super::*;
 use shoal_common::definition::{TIMED_OUT, WorkflowDef};
+use shoal_common::params::Source;
 use shoal_common::start::Scope;
 
 const DIAMOND: &str = "name: d\ntasks:\n- {name: a, type: noop}\n- {name: b, type: noop, depends_on: [a]}\n- {name: c, type: noop, depends_on: [a]}\n- {name: d, type: noop, depends_on: [b, c]}\n";
@@ -162,6 +163,36 @@ fn task_params_follow_precedence() {
         (p["a"].as_str(), p["b"].as_str(), p["c"].as_str()),
         ("upstream", "local", "start")
     );
+}
+
+#[test]
+fn a_local_that_names_itself_passes_the_outer_value_on_with_its_source() {
+    let yaml = "name: p\nparams: {url: global, dt: global}\ntasks:\n- {name: up, type: noop}\n- {name: t, type: noop, depends_on: [up], params: {url: '${url}', dt: '${dt}', new: '${new}', own: 'x-${url}'}}\n";
+    let mut rt = runtime(yaml);
+    rt.apply(Event::Start);
+    let out: Params = [("url".to_string(), "$(upstream)".to_string())].into();
+    rt.apply(Event::Task {
+        node: 0,
+        attempt: 1,
+        state: TaskState::Success,
+        output: out,
+    });
+    let (p, outside) = rt.task_values(1, &Params::new(), &Params::new());
+    assert_eq!(
+        p["url"], "$(upstream)",
+        "the upstream output, not '${{url}}'"
+    );
+    assert_eq!(
+        outside.get("url"),
+        Some(&Source::Output),
+        "still guarded as outside"
+    );
+    assert_eq!(p["dt"], "global");
+    assert_eq!(
+        p["new"], "${new}",
+        "nothing outside to pass on: kept as written"
+    );
+    assert_eq!(p["own"], "x-${url}");
 }
 
 fn created_with(out: &Outcome) -> Vec<(Node, i32, Option<Duration>)> {
