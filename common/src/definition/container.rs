@@ -154,8 +154,8 @@ impl KubernetesSpec {
 
     /// As [`ContainerSpec::texts_mut`]; in a pod spec, each container's `command` and
     /// `args` make its argv.
-    pub fn texts_mut(&mut self) -> Vec<(&mut String, Lang)> {
-        let mut all: Vec<(&mut String, Lang)> = Vec::new();
+    pub fn texts_mut<'a>(&'a mut self) -> Vec<(&'a mut String, Lang)> {
+        let mut all: Vec<(&'a mut String, Lang)> = Vec::new();
         all.extend(self.command.iter_mut().flat_map(|c| c.texts_mut()));
         let fields = self.image.iter_mut().chain(self.env.values_mut());
         let fields = fields
@@ -165,11 +165,23 @@ impl KubernetesSpec {
         if let Some(pod) = &mut self.pod {
             pod_texts_mut(pod, &mut all);
         }
-        all
+        // The kubelet expands `$(NAME)` in what is not code here too.
+        let kube =
+            |(t, l): (&'a mut String, Lang)| (t, if l == Lang::Text { Lang::KubeText } else { l });
+        all.into_iter().map(kube).collect()
     }
 
     pub fn namespace(&self) -> &str {
         self.namespace.as_deref().unwrap_or("default")
+    }
+
+    /// Refuses, once parameters are in, a namespace that is not a DNS label (a value could
+    /// lead the API path elsewhere) and an api that is not an http(s) URL.
+    pub fn check_target(&self) -> Result<(), String> {
+        let api = self.api.as_deref().and_then(api_error);
+        namespace_error(self.namespace())
+            .or(api)
+            .map_or(Ok(()), Err)
     }
 }
 
@@ -216,51 +228,102 @@ fn pod_texts_mut<'a>(v: &'a mut serde_json::Value, out: &mut Vec<(&'a mut String
     }
 }
 
-/// Programs that run the argument after `-c` as shell code.
-const SHELLS: [&str; 6] = ["sh", "bash", "dash", "ash", "zsh", "ksh"];
+/// Shells, which run the first argument after their options as code when given `-c`.
+const SHELLS: [&str; 9] = [
+    "sh", "bash", "dash", "ash", "zsh", "ksh", "mksh", "yash", "hush",
+];
 
-/// The language each argument of an argv is read in. A shell (`sh`, `bash`, ...; also as
-/// `busybox sh` or `env sh`) given `-c` (alone or in a cluster such as `-ec`) runs its
-/// next non-option argument as shell code, and `python -c` its next as python: those are
-/// [`Lang::Shell`] and [`Lang::Python`], as a shell or python task's script is, so an
+/// The language each argument of an argv is read in. The interpreter is the first
+/// argument that names a shell (`sh`, `bash`, ...) or a python, so wrappers before it
+/// (`env -i`, `tini --`, `timeout 60`, `busybox`) do not hide it. A shell given `-c`
+/// (alone or in a cluster such as `-ec`) runs its first argument after the options as
+/// shell code, and `python -c` its code (attached, or the next argument) as python: those
+/// are [`Lang::Shell`] and [`Lang::Python`], as a shell or python task's script is, so an
 /// outside value cannot become code there. Every other argument is one argument of a
 /// program ([`Lang::Text`]); a program that runs an argument as code in another way
-/// (`perl -e`, `node -e`) should read values from its environment instead.
+/// (`perl -e`, `node -e`) should read values from its environment instead. Guarding an
+/// argument that is not code costs nothing, so where unsure this guards.
 pub fn argv_langs(argv: &[&str]) -> Vec<Lang> {
     let mut langs = vec![Lang::Text; argv.len()];
     let base = |a: &str| a.rsplit('/').next().unwrap_or(a).to_string();
-    let start = match argv.first().map(|a| base(a)) {
-        Some(p) if p == "busybox" || p == "env" => 1,
-        _ => 0,
-    };
-    let Some(program) = argv.get(start).map(|a| base(a)) else {
-        return langs;
-    };
-    let code = if SHELLS.contains(&program.as_str()) {
-        Lang::Shell
-    } else if program.starts_with("python") {
-        Lang::Python
-    } else {
-        return langs;
-    };
-    let is_flags = |a: &str| a.len() > 1 && a.starts_with('-') && !a.starts_with("--");
-    let Some(c) = (start + 1..argv.len()).find(|&i| is_flags(argv[i]) && argv[i].contains('c'))
-    else {
-        return langs;
-    };
-    // `python -cCODE`: the code is attached.
-    if code == Lang::Python && !argv[c].ends_with('c') {
-        langs[c] = code;
-        return langs;
-    }
-    // Up to the script, an option may come between (`sh -c -x SCRIPT`): guarded too.
-    for i in c + 1..argv.len() {
-        langs[i] = code;
-        if !argv[i].starts_with(['-', '+']) || code == Lang::Python {
-            break;
+    let found = argv.iter().enumerate().find_map(|(i, a)| {
+        let name = base(a);
+        if SHELLS.contains(&name.as_str()) {
+            Some((i, Lang::Shell))
+        } else if name.starts_with("python") {
+            Some((i, Lang::Python))
+        } else {
+            None
         }
+    });
+    let code = match found {
+        Some((at, Lang::Shell)) => shell_script(argv, at).map(|i| (i, Lang::Shell)),
+        Some((at, _)) => python_code(argv, at).map(|i| (i, Lang::Python)),
+        None => None,
+    };
+    if let Some((i, lang)) = code {
+        langs[i] = lang;
     }
     langs
+}
+
+/// The index of the script a shell at `at` runs with `-c`: its first argument after the
+/// options (`-o NAME` and `-O NAME` take one; `--` ends them).
+fn shell_script(argv: &[&str], at: usize) -> Option<usize> {
+    let mut c = false;
+    let mut i = at + 1;
+    while let Some(a) = argv.get(i) {
+        if *a == "--" {
+            i += 1;
+            break;
+        }
+        if a.starts_with("--") {
+            // Long options; those two take a file.
+            i += if matches!(*a, "--rcfile" | "--init-file") {
+                2
+            } else {
+                1
+            };
+            continue;
+        }
+        let Some(flags) = a.strip_prefix('-').or_else(|| a.strip_prefix('+')) else {
+            break;
+        };
+        c |= flags.contains('c');
+        i += if flags.contains(['o', 'O']) { 2 } else { 1 };
+    }
+    (c && i < argv.len()).then_some(i)
+}
+
+/// The index of the code `python -c` runs, for a python at `at`: the `-c` argument itself
+/// when the code is attached (`-cprint(1)`), else the next. `-W` and `-X` take an
+/// argument; a script file, `-m` or `-` ends the options without code.
+fn python_code(argv: &[&str], at: usize) -> Option<usize> {
+    let mut i = at + 1;
+    while let Some(a) = argv.get(i) {
+        if a.starts_with("--") {
+            i += 1;
+            continue;
+        }
+        // A script file or `-` (stdin) ends the options: no code.
+        let flags = a.strip_prefix('-').filter(|f| !f.is_empty())?;
+        let mut takes_next = false;
+        for (j, ch) in flags.char_indices() {
+            let rest = &flags[j + ch.len_utf8()..];
+            match ch {
+                'c' if rest.is_empty() => return (i + 1 < argv.len()).then_some(i + 1),
+                'c' => return Some(i),
+                'W' | 'X' => {
+                    takes_next = rest.is_empty();
+                    break;
+                }
+                'm' => return None,
+                _ => {}
+            }
+        }
+        i += if takes_next { 2 } else { 1 };
+    }
+    None
 }
 
 /// Pairs each argument of an argv with its language ([`argv_langs`]).
@@ -296,8 +359,10 @@ pub(super) fn check_container(task: &str, c: &ContainerSpec) -> Result<(), Defin
             "container command is an empty list: leave it out to run the image's own".into(),
         );
     }
-    if let Some(k) = c.env.keys().find(|k| k.is_empty() || k.contains('=')) {
-        return bad(format!("container env name '{k}' is empty or holds '='"));
+    if let Some(k) = c.env.keys().find(|k| !env_name(k)) {
+        return bad(format!(
+            "container env name '{k}' is not a variable name (letters, digits, _ . -; not a digit first)"
+        ));
     }
     for v in &c.volumes {
         // A parameter may stand for a path: checked when it runs.
@@ -349,16 +414,15 @@ pub(super) fn check_kubernetes(task: &str, k: &KubernetesSpec) -> Result<(), Def
         }
         (None, Some(_)) => {}
     }
-    if let Some(ns) = &k.namespace
-        && !ns.contains("${")
-        && !dns_label(ns)
-    {
-        return bad(format!("kubernetes namespace '{ns}' is not a DNS label"));
+    // A parameter may stand for them: checked again when the task runs.
+    fn fixed(t: Option<&str>) -> Option<&str> {
+        t.filter(|t| !t.contains("${"))
     }
-    if let Some(api) = &k.api
-        && !(api.starts_with("http://") || api.starts_with("https://") || api.contains("${"))
-    {
-        return bad(format!("kubernetes api '{api}' is not an http(s) URL"));
+    if let Some(e) = fixed(k.namespace.as_deref()).and_then(namespace_error) {
+        return bad(e);
+    }
+    if let Some(e) = fixed(k.api.as_deref()).and_then(api_error) {
+        return bad(e);
     }
     if let Some(s) = &k.token_secret
         && !super::valid_name(s)
@@ -369,6 +433,22 @@ pub(super) fn check_kubernetes(task: &str, k: &KubernetesSpec) -> Result<(), Def
         });
     }
     Ok(())
+}
+
+/// A variable name a runtime's `--env-file` carries as it is.
+fn env_name(k: &str) -> bool {
+    k.chars().next().is_some_and(|c| !c.is_ascii_digit())
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+fn namespace_error(ns: &str) -> Option<String> {
+    (!dns_label(ns)).then(|| format!("kubernetes namespace '{ns}' is not a DNS label"))
+}
+
+fn api_error(api: &str) -> Option<String> {
+    let http = api.starts_with("http://") || api.starts_with("https://");
+    (!http).then(|| format!("kubernetes api '{api}' is not an http(s) URL"))
 }
 
 fn dns_label(s: &str) -> bool {
@@ -413,15 +493,38 @@ mod tests {
     #[test]
     fn a_shell_s_or_python_s_c_script_is_code_and_other_arguments_are_text() {
         use Lang::{Python as P, Shell as S, Text as T};
-        let cases: [(&[&str], &[Lang]); 11] = [
+        let cases: [(&[&str], &[Lang]); 19] = [
             (&["sh", "-c", "s", "a0", "a1"], &[T, T, S, T, T]),
             (&["/bin/bash", "-ec", "s"], &[T, T, S]),
+            (&["sh", "-xc", "s"], &[T, T, S]),
             (&["bash", "-o", "pipefail", "-c", "s"], &[T, T, T, T, S]),
-            (&["sh", "-c", "-x", "s", "a0"], &[T, T, S, S, T]),
+            (&["sh", "-c", "-o", "pipefail", "s"], &[T, T, T, T, S]),
+            (&["bash", "-co", "pipefail", "s"], &[T, T, T, S]),
+            (&["bash", "--rcfile", "f", "-c", "s"], &[T, T, T, T, S]),
+            (&["sh", "-c", "--", "s", "a0"], &[T, T, T, S, T]),
             (&["busybox", "sh", "-c", "s"], &[T, T, T, S]),
-            (&["env", "dash", "-c", "s"], &[T, T, T, S]),
+            (
+                &["env", "-i", "A=1", "dash", "-c", "s"],
+                &[T, T, T, T, T, S],
+            ),
+            (
+                &["tini", "--", "/usr/bin/mksh", "-c", "s"],
+                &[T, T, T, T, S],
+            ),
             (&["python3", "-u", "-c", "s", "a"], &[T, T, T, P, T]),
             (&["python", "-cs"], &[T, P]),
+            (
+                &["python3", "-Wignore::DeprecationWarning", "-c", "s"],
+                &[T, T, T, P],
+            ),
+            (
+                &["python3", "-W", "ignore", "-X", "dev", "-Ic", "s"],
+                &[T, T, T, T, T, T, P],
+            ),
+            (
+                &["python3", "-m", "http.server", "-c", "x"],
+                &[T, T, T, T, T],
+            ),
             (&["sh", "script.sh", "a"], &[T, T, T]),
             (&["bash", "--norc", "x"], &[T, T, T]),
             (&["echo", "-c", "x"], &[T, T, T]),
@@ -442,10 +545,14 @@ mod tests {
             .texts_mut()
             .into_iter()
             .map(|(t, l)| (t.clone(), l))
-            .filter(|(_, l)| *l != T)
+            .filter(|(_, l)| *l != Lang::KubeText)
             .collect();
         code.sort_by_key(|(_, l)| *l == S);
-        assert_eq!(code, [("s".to_string(), P), ("s".to_string(), S)]);
+        assert_eq!(
+            code,
+            [("s".to_string(), P), ("s".to_string(), S)],
+            "the rest is text the kubelet reads"
+        );
     }
 
     #[test]
@@ -477,7 +584,7 @@ mod tests {
             ),
             (
                 "{name: c, type: container, container: {image: x, env: {'A=B': x}}}",
-                "env name 'A=B'",
+                "env name 'A=B' is not a variable name",
             ),
             (
                 "{name: c, type: container, container: {image: x, tag: y}}",

@@ -53,6 +53,10 @@ pub type Outside = BTreeMap<String, Source>;
 pub enum Lang {
     /// Not code (a URL, a header, a message): every value is pasted.
     Text,
+    /// Text of a Kubernetes object, where the kubelet expands `$(NAME)` (in a container's
+    /// command, args and env values): an outside value's `$` is doubled, which the
+    /// kubelet reads back as one `$`, so a value cannot read another variable.
+    KubeText,
     Shell,
     Python,
     Sql,
@@ -156,7 +160,7 @@ impl Scanner {
         match lang {
             Lang::Shell => Scanner::Shell(Shell::default()),
             Lang::Sql => Scanner::Sql(Sql::default()),
-            Lang::Text | Lang::Python => Scanner::None,
+            Lang::Text | Lang::KubeText | Lang::Python => Scanner::None,
         }
     }
 
@@ -187,6 +191,9 @@ impl Scanner {
         let var = || guard.env.get(name).map(String::as_str);
         let not_plain = "holds characters other than letters, digits and _-.,:/@+=%";
         match self {
+            Scanner::None if guard.lang == Lang::KubeText => {
+                out.push_str(&value.replace('$', "$$"))
+            }
             Scanner::None if guard.lang == Lang::Text || is_plain(value) => out.push_str(value),
             Scanner::None => {
                 let read = match var() {

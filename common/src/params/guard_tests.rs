@@ -268,3 +268,9 @@ fn every_value_is_in_the_environment_an_outside_one_never_under_a_system_name() 
     assert_eq!(names.get("a.b"), None, "a.b has no variable of its own");
     assert_eq!(env_name("secret.db"), "SHOAL_SECRET_db");
 }
+
+#[test]
+fn in_kubernetes_text_an_outside_dollar_is_doubled_and_the_definition_s_kept() {
+    let (out, _) = guarded("$(OWN) ${v} ${own}", "$(DB_PASSWORD) $$", Lang::KubeText);
+    assert_eq!(out.unwrap(), "$(OWN) $$(DB_PASSWORD) $$$$ a b");
+}

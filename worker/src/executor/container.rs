@@ -4,10 +4,12 @@
 //! which is the container's, as the task's).
 //!
 //! The argv is built here, one argument per field: no shell sees the definition's texts.
-//! The container's variables — its `env` and the task's values (`SHOAL_PARAM_*`,
-//! `SHOAL_SECRET_*`, which the master's guarded expansion of a `sh -c` script refers to) —
-//! are passed as `--env NAME` with their values in the runtime client's environment, so
-//! they never show in a process list.
+//! No value shows in a process list: the container's `env` goes in an `--env-file` only
+//! the worker's user reads (in the client's environment, a name such as `LD_PRELOAD` or
+//! `CONTAINERS_CONF` would configure the runtime itself), and the task's values
+//! (`SHOAL_PARAM_*`, `SHOAL_SECRET_*`, which the master's guarded expansion of a `sh -c`
+//! script refers to) as `--env NAME`, their values in the client's environment under
+//! names the runtime does not read.
 //!
 //! The runtime runs as the worker's user, so what the expanded spec may ask of it is
 //! checked first ([`check`]): a host path is mounted only from a `--container-volume-dir`.
@@ -121,9 +123,25 @@ impl Containers {
 /// image the runtime would read as an option, a volume that is malformed or mounts a host
 /// path this worker does not allow, a relative workdir.
 pub(super) async fn check(c: &ContainerSpec, containers: &Containers) -> Result<(), String> {
-    if c.image.trim().is_empty() || c.image.starts_with('-') {
+    // podman reads an image from a host path under these transports.
+    const TRANSPORTS: [&str; 9] = [
+        "containers-storage:",
+        "dir:",
+        "docker:",
+        "docker-archive:",
+        "docker-daemon:",
+        "oci:",
+        "oci-archive:",
+        "ostree:",
+        "sif:",
+    ];
+    let image = c.image.to_ascii_lowercase();
+    if image.trim().is_empty()
+        || image.starts_with('-')
+        || TRANSPORTS.iter().any(|t| image.starts_with(t))
+    {
         return Err(format!(
-            "container image '{}' is not an image name",
+            "container image '{}' is not an image name (registry/name:tag)",
             c.image
         ));
     }
@@ -186,7 +204,12 @@ pub(super) fn container_name(spec: &TaskSpec) -> String {
 
 /// The runtime's arguments for `run`: options from the spec's fields, then the image and
 /// the command's argv.
-pub(super) fn run_args(name: &str, spec: &TaskSpec, c: &ContainerSpec) -> Vec<OsString> {
+pub(super) fn run_args(
+    name: &str,
+    spec: &TaskSpec,
+    c: &ContainerSpec,
+    env_file: &Path,
+) -> Vec<OsString> {
     let mut args: Vec<OsString> = vec!["run".into(), "--rm".into(), "--name".into(), name.into()];
     let pull = match c.pull {
         PullPolicy::Missing => "--pull=missing",
@@ -204,10 +227,13 @@ pub(super) fn run_args(name: &str, spec: &TaskSpec, c: &ContainerSpec) -> Vec<Os
         args.push("--label".into());
         args.push(format!("{label}={value}").into());
     }
-    let names = task_values(spec, c).map(|(k, _)| k);
-    for key in names.chain(c.env.keys().map(String::as_str)) {
+    for (key, _) in task_values(spec, c) {
         args.push("--env".into());
         args.push(key.into());
+    }
+    if !c.env.is_empty() {
+        args.push("--env-file".into());
+        args.push(env_file.into());
     }
     for volume in &c.volumes {
         args.push("--volume".into());
@@ -250,7 +276,14 @@ impl Executor {
         if task.kill.requested() {
             return Outcome::killed();
         }
-        let args = run_args(&name, spec, c);
+        let env_file = self
+            .dirs
+            .running
+            .join(format!("container-{}.env", spec.task_instance_id));
+        if let Err(message) = write_env_file(&env_file, c) {
+            return fail(message);
+        }
+        let args = run_args(&name, spec, c, &env_file);
         // Variables that are not UTF-8 cannot be a definition's; the runtime's own are
         // skipped then too.
         let runtime_env: Vec<(&str, String)> = RUNTIME_ENV
@@ -261,7 +294,6 @@ impl Executor {
             .iter()
             .map(|(k, v)| (*k, v.as_str()))
             .chain(task_values(spec, c))
-            .chain(c.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .collect();
         let command = Command {
             program: runtime.as_os_str(),
@@ -273,9 +305,13 @@ impl Executor {
         // No other task parameters in the client's environment: they would stand in for
         // `env` entries of the same name (`--env NAME` reads the client's).
         let no_params = std::collections::HashMap::new();
-        let process = match process::start(&command, Path::new("/"), &no_params, None) {
+        let process = process::start(&command, Path::new("/"), &no_params, None);
+        let process = match process {
             Ok(p) => p,
-            Err(message) => return fail(message),
+            Err(message) => {
+                remove_env_file(&env_file);
+                return fail(message);
+            }
         };
         let record = self
             .records
@@ -283,6 +319,7 @@ impl Executor {
         task.kill.attach(process.pgid);
         self.started(spec, task, Some(process.pgid));
         let exit = process.wait(log, log.mask().stream(), &task.kill).await;
+        remove_env_file(&env_file);
         if let Some(record) = record {
             self.records.forget(record);
         }
@@ -297,6 +334,47 @@ impl Executor {
             125 => format!("{what} could not run the container (exit code 125)"),
             code => format!("container exited with code {code}"),
         })
+    }
+}
+
+/// Writes the container's `env` as `--env-file` lines, readable by the worker's user
+/// only (a leftover is removed with the other files of `running` when the worker starts).
+fn write_env_file(path: &Path, c: &ContainerSpec) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if c.env.is_empty() {
+        return Ok(());
+    }
+    let mut text = String::new();
+    for (name, value) in &c.env {
+        if value.contains(['\n', '\r', '\0']) {
+            return Err(format!(
+                "container env {name}: its value holds a line break, which the runtime's \
+                 --env-file cannot carry: pass it in a mounted file instead"
+            ));
+        }
+        text.push_str(&format!("{name}={value}\n"));
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| {
+            format!(
+                "cannot write the container's env file {}: {e}",
+                path.display()
+            )
+        })
+}
+
+fn remove_env_file(path: &Path) {
+    if let Err(e) = std::fs::remove_file(path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        warn!(file = %path.display(), error = %e, "cannot remove a container's env file");
     }
 }
 
@@ -360,7 +438,8 @@ mod tests {
             workdir: Some("/in".into()),
             pull: PullPolicy::Never,
         };
-        let args: Vec<String> = run_args(&container_name(&spec), &spec, &c)
+        let env_file = Path::new("/data/running/container-42.env");
+        let args: Vec<String> = run_args(&container_name(&spec), &spec, &c, env_file)
             .into_iter()
             .map(|a| a.into_string().unwrap())
             .collect();
@@ -378,8 +457,8 @@ mod tests {
                 "shoal.attempt=2",
                 "--label",
                 "shoal.workflow_instance_id=7",
-                "--env",
-                "A",
+                "--env-file",
+                "/data/running/container-42.env",
                 "--volume",
                 "/data:/in:ro",
                 "--workdir",

@@ -336,7 +336,8 @@ fn add_task_values(pod: &mut Value, spec: &TaskSpec) {
             };
             for (name, value) in &values {
                 if !env.iter().any(|e| e["name"] == name.as_str()) {
-                    env.push(json!({"name": name, "value": value}));
+                    // `$$` is the kubelet's `$`: a value cannot read `$(ANOTHER)`.
+                    env.push(json!({"name": name, "value": value.replace('$', "$$")}));
                 }
             }
         }
@@ -355,6 +356,9 @@ pub(crate) async fn run(
         log.note(&message);
         Outcome::failure(message)
     };
+    if let Err(e) = k.check_target() {
+        return fail(e);
+    }
     let api = match target(k).and_then(Api::new) {
         Ok(api) => api,
         Err(e) => return fail(e),
@@ -618,10 +622,14 @@ users:
         );
         // The task's values, which a guarded `sh -c` script refers to; the pod's own win.
         let spec = TaskSpec {
-            params: [("SHOAL_PARAM_p", "v"), ("SHOAL_PARAM_a", "x"), ("p", "own")]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            params: [
+                ("SHOAL_PARAM_p", "$(X)"),
+                ("SHOAL_PARAM_a", "x"),
+                ("p", "own"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
             ..spec
         };
         let k: KubernetesSpec = serde_json::from_value(json!({"pod": {"containers": [
@@ -637,7 +645,7 @@ users:
             env,
             [
                 json!({"name": "SHOAL_PARAM_a", "value": "mine"}),
-                json!({"name": "SHOAL_PARAM_p", "value": "v"})
+                json!({"name": "SHOAL_PARAM_p", "value": "$$(X)"})
             ]
         );
         let k: KubernetesSpec = serde_json::from_value(json!({

@@ -297,8 +297,9 @@ async fn a_container_s_script_reads_the_task_s_values_from_its_environment() {
         3107,
         json!({
             "image": IMAGE,
-            "command": "printf '%s|%s|%s\\n' \"${SHOAL_PARAM_p}\" \"$SHOAL_PARAM_q\" \"$p\"; test ! -e pwned",
-            "env": {"SHOAL_PARAM_q": "the env wins"},
+            "command": "printf '%s|%s|%s|%s\\n' \"${SHOAL_PARAM_p}\" \"$SHOAL_PARAM_q\" \"$p\" \"$CONTAINERS_CONF\"; test ! -e pwned",
+            // Set in the container only: given to the runtime, it would break it.
+            "env": {"SHOAL_PARAM_q": "the env wins", "CONTAINERS_CONF": "/nonexistent.conf"},
             "pull": "never",
         }),
         &master.addr,
@@ -320,7 +321,14 @@ async fn a_container_s_script_reads_the_task_s_values_from_its_environment() {
         [TaskEventKind::Running, TaskEventKind::Success],
         "{log}"
     );
-    assert_eq!(log, format!("{hostile}|the env wins|\n"));
+    assert_eq!(log, format!("{hostile}|the env wins||/nonexistent.conf\n"));
+    assert!(
+        !w.dir
+            .path()
+            .join("data/running/container-3107.env")
+            .exists(),
+        "the env file is removed"
+    );
 }
 
 #[tokio::test]
@@ -373,6 +381,12 @@ async fn a_worker_mounts_only_what_its_volume_dirs_hold() {
             "--privileged",
             format!("{a}:/v"),
             "'--privileged' is not an image name".into(),
+        ),
+        (
+            3117,
+            "oci-archive:/tmp/x.tar",
+            format!("{a}:/v"),
+            "is not an image name".into(),
         ),
     ];
     for (id, image, volume, want) in refused {
