@@ -943,7 +943,7 @@ async fn a_user_racing_the_next_ids_never_reaches_another_project_s_objects() {
     let requests = id_scoped_requests();
     // Every id-scoped operation the matrix knows is raced (the instance and task actions
     // once per action).
-    assert_eq!(requests.len(), 19, "{requests:?}");
+    assert_eq!(requests.len(), 20, "{requests:?}");
     let frontier = Arc::new(Frontier::default());
     frontier.instance.store(env.instance, Release);
     frontier.task.store(env.task, Release);
