@@ -299,6 +299,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/external/{id}/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /external/{id}/release`: hands a taken task back to its queue, for another poll
+         *     (a worker that stops, or cannot run it); the attempt goes on, its lease ends.
+         */
+        post: operations["releaseExternalTask"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/health": {
         parameters: {
             query?: never;
@@ -323,8 +343,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
-        put?: never;
+        /**
+         * `POST /hooks/{project}/{workflow}/{trigger}`: starts a run of the workflow's latest
+         *     version, its parameters mapped from the JSON payload by the trigger's `params`.
+         *     `Idempotency-Key` makes a retried call return the run the first call started.
+         */
+        get: operations["callTrigger"];
+        /**
+         * `POST /hooks/{project}/{workflow}/{trigger}`: starts a run of the workflow's latest
+         *     version, its parameters mapped from the JSON payload by the trigger's `params`.
+         *     `Idempotency-Key` makes a retried call return the run the first call started.
+         */
+        put: operations["callTrigger"];
         /**
          * `POST /hooks/{project}/{workflow}/{trigger}`: starts a run of the workflow's latest
          *     version, its parameters mapped from the JSON payload by the trigger's `params`.
@@ -1395,6 +1425,11 @@ export interface components {
             token: string;
             user: string;
         };
+        /** @description Exactly one of `token` (sent as `Authorization: Bearer`) or `basic` (HTTP Basic). */
+        Credentials: {
+            basic?: components["schemas"]["BasicAuth"] | null;
+            token?: string | null;
+        };
         /** @description The next fire times of a cron that is not stored (yet). */
         CronPreview: {
             cron: string;
@@ -1668,6 +1703,8 @@ export interface components {
              */
             status: string;
         };
+        /** @enum {string} */
+        HookMethod: "GET" | "POST" | "PUT";
         HttpSpec: {
             body?: string | null;
             /** @description Status codes that mean success; default: any 2xx. */
@@ -1824,6 +1861,11 @@ export interface components {
             /** @description Letters, digits, `_`, `-`, `.`; not starting with `.` or `-`. */
             name: string;
         };
+        /**
+         * @description The word `none`.
+         * @enum {string}
+         */
+        NoAuth: "none";
         /** @description A live master or worker. */
         Node: {
             /** @description host:port of its gRPC server. */
@@ -2456,15 +2498,18 @@ export interface components {
             revoked_at?: string | null;
             user: string;
         };
-        /** @description Exactly one of `token` (sent as `Authorization: Bearer`) or `basic` (HTTP Basic). */
-        TriggerAuth: {
-            basic?: components["schemas"]["BasicAuth"] | null;
-            token?: string | null;
-        };
+        /** @description A 200 answer. */
+        TriggerAnswer: components["schemas"]["TriggerFinished"] | components["schemas"]["TriggerSkipped"];
+        TriggerAuth: components["schemas"]["NoAuth"] | components["schemas"]["Credentials"];
         TriggerDef: {
             /** @description Client addresses (CIDR, e.g. `10.0.0.0/8`) allowed to call; empty: any. */
             allow_ips?: string[];
-            auth: components["schemas"]["TriggerAuth"];
+            auth?: components["schemas"]["TriggerAuth"] | null;
+            /**
+             * @description The HTTP methods a call may use; default `[POST]`. A GET's query parameters are
+             *     its payload (a JSON object of strings).
+             */
+            methods?: components["schemas"]["HookMethod"][];
             /** @description `async` answers 202 with the run at once; `sync` waits for the run to end. */
             mode?: components["schemas"]["TriggerMode"];
             name: string;
@@ -2477,6 +2522,13 @@ export interface components {
             params?: {
                 [key: string]: string;
             };
+            /** @description `auth: none` for anyone on the network: then `rate` is required. */
+            public?: boolean;
+            /**
+             * @description How many calls it takes (`10/s`, `600/m`, `100/h`); 429 beyond.
+             * @example 10/s
+             */
+            rate?: string | null;
             /**
              * @description `sync`: how long the call waits for the run to end (default 30s).
              * @example 30s
@@ -2484,6 +2536,11 @@ export interface components {
             timeout?: string | null;
             /** @description Only `webhook` for now. */
             type?: string;
+            /**
+             * @description A CEL condition over the payload (`body`) and the headers (`headers`, lower-case
+             *     names): a call that does not match starts nothing.
+             */
+            when?: string | null;
         };
         /** @description A `sync` trigger's run ended. */
         TriggerFinished: {
@@ -2500,10 +2557,17 @@ export interface components {
             /** @description Addresses allowed to call (CIDR); empty: any. */
             allow_ips: string[];
             /**
-             * @description `token` (`Authorization: Bearer`) or `basic` (HTTP Basic).
+             * @description `token` (`Authorization: Bearer`), `basic` (HTTP Basic) or `none`.
              * @example token
              */
             auth: string;
+            /**
+             * @description The HTTP methods a webhook call may use.
+             * @example [
+             *       "POST"
+             *     ]
+             */
+            methods: string[];
             mode: components["schemas"]["TriggerMode"];
             name: string;
             /** @description `sync`: the run's outputs the answer carries. */
@@ -2513,19 +2577,38 @@ export interface components {
                 [key: string]: string;
             };
             /**
-             * @description Where to POST the payload.
+             * @description Where to send the payload.
              * @example /api/v1/hooks/default/etl/deploy
              */
             path: string;
+            /** @description `auth: none` for anyone. */
+            public: boolean;
+            /**
+             * @description How many calls it takes (`10/s`); null: no limit.
+             * @example 10/s
+             */
+            rate: string | null;
             /**
              * @description `sync`: how long a call waits for the run (null for `async`).
              * @example 30s
              */
             timeout: string | null;
+            /** @description The condition a payload must meet to start a run; null: any. */
+            when: string | null;
             workflow: string;
         };
         /** @enum {string} */
         TriggerMode: "async" | "sync";
+        /** @description The call started nothing: its trigger's `when` did not match the payload. */
+        TriggerSkipped: {
+            /**
+             * @description Why: `filtered`.
+             * @example filtered
+             */
+            reason: string;
+            /** @description Always false. */
+            started: boolean;
+        };
         /** @description An `async` trigger's run was started. */
         TriggerStarted: {
             /** Format: int64 */
@@ -3716,6 +3799,76 @@ export interface operations {
             };
         };
     };
+    releaseExternalTask: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the object the path names. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LeaseProof"];
+            };
+        };
+        responses: {
+            /** @description Back on its queue */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such task instance */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token is not the task's lease (it lapsed, or the task ended) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     health: {
         parameters: {
             query?: never;
@@ -3761,20 +3914,20 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description Any JSON; an empty body is `{}` */
+        /** @description Any JSON; an empty body is `{}`. A GET's payload is its query parameters, as an object of strings */
         requestBody?: {
             content: {
                 "application/json": Record<string, never> | null;
             };
         };
         responses: {
-            /** @description `sync`: the run ended */
+            /** @description `sync`: the run ended; or, any mode, the trigger's `when` did not match and nothing was started */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["TriggerFinished"];
+                    "application/json": components["schemas"]["TriggerAnswer"];
                 };
             };
             /** @description `async`: the run was started */
@@ -3786,7 +3939,7 @@ export interface operations {
                     "application/json": components["schemas"]["TriggerStarted"];
                 };
             };
-            /** @description The body is not JSON, or lacks a value the trigger's `params` map (the message names the JSONPath and the param) */
+            /** @description The body is not JSON, lacks a value the trigger's `params` map (the message names the JSONPath and the param), or its `when` cannot be decided for it */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3822,6 +3975,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The trigger does not take this method (its `methods`, default POST; with `Allow`) */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description The `Idempotency-Key` was sent before with other parameters */
             409: {
                 headers: {
@@ -3833,6 +3995,301 @@ export interface operations {
             };
             /** @description The body is larger than the limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The trigger's `rate` is used up (with `Retry-After`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A secret the trigger's credential names cannot be read, or the server is shutting down (a started run goes on) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `sync`: the run did not end within the trigger's timeout; it goes on (`workflow_instance_id`) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    callTrigger: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A call repeating the key (per trigger, with the same parameters) gets the first call's run instead of starting another */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description Workflow name. */
+                workflow: string;
+                /** @description The trigger's name (its `name` in the workflow's `triggers`). */
+                trigger: string;
+            };
+            cookie?: never;
+        };
+        /** @description Any JSON; an empty body is `{}`. A GET's payload is its query parameters, as an object of strings */
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never> | null;
+            };
+        };
+        responses: {
+            /** @description `sync`: the run ended; or, any mode, the trigger's `when` did not match and nothing was started */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TriggerAnswer"];
+                };
+            };
+            /** @description `async`: the run was started */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TriggerStarted"];
+                };
+            };
+            /** @description The body is not JSON, lacks a value the trigger's `params` map (the message names the JSONPath and the param), or its `when` cannot be decided for it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The trigger's token or basic credentials are missing or wrong (with `WWW-Authenticate`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller's address is not in the trigger's `allow_ips` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such project, workflow or trigger */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The trigger does not take this method (its `methods`, default POST; with `Allow`) */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The `Idempotency-Key` was sent before with other parameters */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is larger than the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The trigger's `rate` is used up (with `Retry-After`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A secret the trigger's credential names cannot be read, or the server is shutting down (a started run goes on) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `sync`: the run did not end within the trigger's timeout; it goes on (`workflow_instance_id`) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    callTrigger: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A call repeating the key (per trigger, with the same parameters) gets the first call's run instead of starting another */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description Workflow name. */
+                workflow: string;
+                /** @description The trigger's name (its `name` in the workflow's `triggers`). */
+                trigger: string;
+            };
+            cookie?: never;
+        };
+        /** @description Any JSON; an empty body is `{}`. A GET's payload is its query parameters, as an object of strings */
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never> | null;
+            };
+        };
+        responses: {
+            /** @description `sync`: the run ended; or, any mode, the trigger's `when` did not match and nothing was started */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TriggerAnswer"];
+                };
+            };
+            /** @description `async`: the run was started */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TriggerStarted"];
+                };
+            };
+            /** @description The body is not JSON, lacks a value the trigger's `params` map (the message names the JSONPath and the param), or its `when` cannot be decided for it */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The trigger's token or basic credentials are missing or wrong (with `WWW-Authenticate`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller's address is not in the trigger's `allow_ips` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such project, workflow or trigger */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The trigger does not take this method (its `methods`, default POST; with `Allow`) */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The `Idempotency-Key` was sent before with other parameters */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is larger than the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The trigger's `rate` is used up (with `Retry-After`) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
