@@ -97,7 +97,7 @@ pub struct TriggerFinished {
 /// version, its parameters mapped from the JSON payload by the trigger's `params`.
 /// `Idempotency-Key` makes a retried call return the run the first call started.
 #[utoipa::path(
-    method(post, put, get),
+    post,
     path = "/hooks/{project}/{workflow}/{trigger}",
     operation_id = "callTrigger",
     tag = "workflows",
@@ -170,6 +170,58 @@ pub async fn call(
         }
     };
     Ok(audit(&ctx, entry, answer).await)
+}
+
+/// `GET` of a trigger whose `methods` list it: the payload is the query parameters, as
+/// an object of strings; answered as a POST is.
+#[utoipa::path(
+    get,
+    path = "/hooks/{project}/{workflow}/{trigger}",
+    operation_id = "callTriggerGet",
+    tag = "workflows",
+    params(HookPath),
+    security(("bearer" = []), ("basic" = []), ()),
+    responses(
+        (status = 202, description = "`async`: the run was started", body = TriggerStarted),
+        (status = 200, description = "As for POST", body = TriggerAnswer),
+        (status = 400, description = "As for POST", body = ErrorBody),
+        (status = 401, description = "As for POST", body = ErrorBody),
+        (status = 405, description = "The trigger does not take GET", body = ErrorBody),
+        (status = 429, description = "The trigger's `rate` is used up", body = ErrorBody),
+    )
+)]
+pub async fn call_get(
+    state: State<Ctx>,
+    names: ApiPath<(String, String, String)>,
+    req: Request,
+) -> Result<Response> {
+    call(state, names, req).await
+}
+
+/// `PUT` of a trigger whose `methods` list it: as a POST.
+#[utoipa::path(
+    put,
+    path = "/hooks/{project}/{workflow}/{trigger}",
+    operation_id = "callTriggerPut",
+    tag = "workflows",
+    params(HookPath),
+    security(("bearer" = []), ("basic" = []), ()),
+    request_body(content = Option<Object>, description = "Any JSON; an empty body is `{}`"),
+    responses(
+        (status = 202, description = "`async`: the run was started", body = TriggerStarted),
+        (status = 200, description = "As for POST", body = TriggerAnswer),
+        (status = 400, description = "As for POST", body = ErrorBody),
+        (status = 401, description = "As for POST", body = ErrorBody),
+        (status = 405, description = "The trigger does not take PUT", body = ErrorBody),
+        (status = 429, description = "The trigger's `rate` is used up", body = ErrorBody),
+    )
+)]
+pub async fn call_put(
+    state: State<Ctx>,
+    names: ApiPath<(String, String, String)>,
+    req: Request,
+) -> Result<Response> {
+    call(state, names, req).await
 }
 
 /// Maps the payload, writes the start command and answers as the trigger's mode says.

@@ -160,7 +160,7 @@ fn api_routes() -> OpenApiRouter<Ctx> {
         .routes(routes!(lifecycle::offline))
         .routes(routes!(lifecycle::rollback))
         .routes(routes!(commands::start))
-        .routes(routes!(hooks::call))
+        .routes(routes!(hooks::call, hooks::call_get, hooks::call_put))
         .routes(routes!(hooks::list))
         .routes(routes!(schedules::create, schedules::list))
         .routes(routes!(

@@ -233,7 +233,7 @@ fn minimum(op: &str) -> &'static str {
     match op {
         "health" | "getOpenApi" | "getMetrics" => "nobody",
         // Open to the guard; it checks the trigger's own credential (no such trigger here).
-        "callTrigger" => "nobody",
+        "callTrigger" | "callTriggerGet" | "callTriggerPut" => "nobody",
         // Open to the guard: the callback URL's one-time token is the credential.
         "completeCallback" => "nobody",
         // Open to the guard; it checks the token itself, to tell a sign-in page who it is.

@@ -426,7 +426,8 @@ async fn triggers_are_listed_with_their_url_and_never_their_credential() {
         json!({
             "workflow": "etl", "name": "tok", "mode": "async", "auth": "token",
             "allow_ips": [], "params": {"who": "$.user.name", "n": "$.items[0]"},
-            "outputs": [], "timeout": null, "path": TOK,
+            "outputs": [], "timeout": null, "path": TOK, "methods": ["POST"],
+            "public": false, "rate": null, "when": null,
         })
     );
     assert_eq!(a.json[1]["auth"], "basic");

@@ -64,7 +64,7 @@ pub fn rule(op: &str) -> Option<Need> {
         // Metrics are aggregate counters without names, like the masters' and workers'.
         "health" | "getOpenApi" | "getSession" | "getMetrics" => Open,
         // The trigger's own token or password, and its address allowlist (see `hooks`).
-        "callTrigger" => Open,
+        "callTrigger" | "callTriggerGet" | "callTriggerPut" => Open,
         // Its one-time token is the credential (see `completions`).
         "completeCallback" => Open,
         "listProjects" | "createProject" | "listNodes" | "previewCron" | "listTaskGroups"

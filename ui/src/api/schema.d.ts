@@ -344,17 +344,12 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * `POST /hooks/{project}/{workflow}/{trigger}`: starts a run of the workflow's latest
-         *     version, its parameters mapped from the JSON payload by the trigger's `params`.
-         *     `Idempotency-Key` makes a retried call return the run the first call started.
+         * `GET` of a trigger whose `methods` list it: the payload is the query parameters, as
+         *     an object of strings; answered as a POST is.
          */
-        get: operations["callTrigger"];
-        /**
-         * `POST /hooks/{project}/{workflow}/{trigger}`: starts a run of the workflow's latest
-         *     version, its parameters mapped from the JSON payload by the trigger's `params`.
-         *     `Idempotency-Key` makes a retried call return the run the first call started.
-         */
-        put: operations["callTrigger"];
+        get: operations["callTriggerGet"];
+        /** `PUT` of a trigger whose `methods` list it: as a POST. */
+        put: operations["callTriggerPut"];
         /**
          * `POST /hooks/{project}/{workflow}/{trigger}`: starts a run of the workflow's latest
          *     version, its parameters mapped from the JSON payload by the trigger's `params`.
@@ -3897,13 +3892,10 @@ export interface operations {
             };
         };
     };
-    callTrigger: {
+    callTriggerGet: {
         parameters: {
             query?: never;
-            header?: {
-                /** @description A call repeating the key (per trigger, with the same parameters) gets the first call's run instead of starting another */
-                "Idempotency-Key"?: string | null;
-            };
+            header?: never;
             path: {
                 /** @description Project name. */
                 project: string;
@@ -3914,14 +3906,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description Any JSON; an empty body is `{}`. A GET's payload is its query parameters, as an object of strings */
-        requestBody?: {
-            content: {
-                "application/json": Record<string, never> | null;
-            };
-        };
+        requestBody?: never;
         responses: {
-            /** @description `sync`: the run ended; or, any mode, the trigger's `when` did not match and nothing was started */
+            /** @description As for POST */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3939,7 +3926,7 @@ export interface operations {
                     "application/json": components["schemas"]["TriggerStarted"];
                 };
             };
-            /** @description The body is not JSON, lacks a value the trigger's `params` map (the message names the JSONPath and the param), or its `when` cannot be decided for it */
+            /** @description As for POST */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3948,7 +3935,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The trigger's token or basic credentials are missing or wrong (with `WWW-Authenticate`) */
+            /** @description As for POST */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3957,25 +3944,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The caller's address is not in the trigger's `allow_ips` */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description No such project, workflow or trigger */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description The trigger does not take this method (its `methods`, default POST; with `Allow`) */
+            /** @description The trigger does not take GET */
             405: {
                 headers: {
                     [name: string]: unknown;
@@ -3984,25 +3953,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The `Idempotency-Key` was sent before with other parameters */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description The body is larger than the limit */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description The trigger's `rate` is used up (with `Retry-After`) */
+            /** @description The trigger's `rate` is used up */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4013,24 +3964,6 @@ export interface operations {
             };
             /** @description Internal error (the detail is in the server's log) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description A secret the trigger's credential names cannot be read, or the server is shutting down (a started run goes on) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `sync`: the run did not end within the trigger's timeout; it goes on (`workflow_instance_id`) */
-            504: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4040,13 +3973,10 @@ export interface operations {
             };
         };
     };
-    callTrigger: {
+    callTriggerPut: {
         parameters: {
             query?: never;
-            header?: {
-                /** @description A call repeating the key (per trigger, with the same parameters) gets the first call's run instead of starting another */
-                "Idempotency-Key"?: string | null;
-            };
+            header?: never;
             path: {
                 /** @description Project name. */
                 project: string;
@@ -4057,14 +3987,14 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description Any JSON; an empty body is `{}`. A GET's payload is its query parameters, as an object of strings */
+        /** @description Any JSON; an empty body is `{}` */
         requestBody?: {
             content: {
                 "application/json": Record<string, never> | null;
             };
         };
         responses: {
-            /** @description `sync`: the run ended; or, any mode, the trigger's `when` did not match and nothing was started */
+            /** @description As for POST */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -4082,7 +4012,7 @@ export interface operations {
                     "application/json": components["schemas"]["TriggerStarted"];
                 };
             };
-            /** @description The body is not JSON, lacks a value the trigger's `params` map (the message names the JSONPath and the param), or its `when` cannot be decided for it */
+            /** @description As for POST */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4091,7 +4021,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The trigger's token or basic credentials are missing or wrong (with `WWW-Authenticate`) */
+            /** @description As for POST */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -4100,25 +4030,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The caller's address is not in the trigger's `allow_ips` */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description No such project, workflow or trigger */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description The trigger does not take this method (its `methods`, default POST; with `Allow`) */
+            /** @description The trigger does not take PUT */
             405: {
                 headers: {
                     [name: string]: unknown;
@@ -4127,25 +4039,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The `Idempotency-Key` was sent before with other parameters */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description The body is larger than the limit */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description The trigger's `rate` is used up (with `Retry-After`) */
+            /** @description The trigger's `rate` is used up */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4156,24 +4050,6 @@ export interface operations {
             };
             /** @description Internal error (the detail is in the server's log) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description A secret the trigger's credential names cannot be read, or the server is shutting down (a started run goes on) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `sync`: the run did not end within the trigger's timeout; it goes on (`workflow_instance_id`) */
-            504: {
                 headers: {
                     [name: string]: unknown;
                 };
