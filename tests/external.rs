@@ -212,7 +212,7 @@ fn a_released_task_goes_back_to_its_queue_for_another_worker(e: Env) {
         poll(&e, "back", "other", "0s").is_empty(),
         "taken: not offered"
     );
-    // A long poll waiting meanwhile is woken by the release.
+    // A long poll waiting meanwhile takes it (woken by the release, or at its next look).
     let (second, asked) = std::thread::scope(|scope| {
         let waiting = scope.spawn(|| poll(&e, "back", "staying", "30s"));
         std::thread::sleep(Duration::from_millis(300));
@@ -223,7 +223,7 @@ fn a_released_task_goes_back_to_its_queue_for_another_worker(e: Env) {
     });
     assert!(
         asked.elapsed() < Duration::from_secs(10),
-        "the release woke the poll"
+        "the waiting poll took the released task"
     );
     let [second] = &second[..] else {
         panic!("the released task is taken again: {second:?}")

@@ -317,16 +317,13 @@ pub async fn heartbeat(
     body: Body,
 ) -> Result<Json<Renewed>> {
     let req: LeaseProof = body.json()?;
-    match ctx
-        .store
+    let renewed = (ctx.store)
         .renew_lease(id, &token_hash(&req.lease_token))
-        .await?
-    {
-        Some(at) => Ok(Json(Renewed {
-            lease_expires_at: ms_to_rfc3339(at),
-        })),
-        None => Err(not_held(&ctx, id).await),
-    }
+        .await?;
+    let at = held(&ctx, id, renewed).await?;
+    Ok(Json(Renewed {
+        lease_expires_at: ms_to_rfc3339(at),
+    }))
 }
 
 /// `POST /external/{id}/log`: appends lines to a taken task's log.
@@ -357,10 +354,9 @@ pub async fn log(
         )));
     }
     let hash = token_hash(&req.lease_token);
-    match ctx.store.append_external_log(id, &hash, &req.text).await? {
-        true => Ok(StatusCode::NO_CONTENT),
-        false => Err(not_held(&ctx, id).await),
-    }
+    let appended = ctx.store.append_external_log(id, &hash, &req.text).await?;
+    held(&ctx, id, appended.then_some(())).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /external/{id}/release`: hands a taken task back to its queue, for another poll
@@ -385,13 +381,9 @@ pub async fn release(
 ) -> Result<StatusCode> {
     let req: LeaseProof = body.json()?;
     let hash = token_hash(&req.lease_token);
-    match ctx.store.release_lease(id, &hash).await? {
-        Some(queue) => {
-            tracing::info!(task_instance_id = id, queue, "external task released");
-            Ok(StatusCode::NO_CONTENT)
-        }
-        None => Err(not_held(&ctx, id).await),
-    }
+    let queue = held(&ctx, id, ctx.store.release_lease(id, &hash).await?).await?;
+    tracing::info!(task_instance_id = id, queue, "external task released");
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /external/{id}/complete`: ends a taken task; its outputs flow downstream.
@@ -419,14 +411,20 @@ pub async fn complete(
     let (state, outputs, message) = ending(req.state, req.outputs, req.message, by)?;
     let hash = token_hash(&req.lease_token);
     let holder = Holder::Lease(&hash);
-    if (ctx.store)
+    let ended = (ctx.store)
         .end_waiting(id, state, &outputs, &message, holder)
-        .await?
-    {
-        tracing::info!(task_instance_id = id, %state, "external task completed");
-        return Ok(Json(Completed { id, state }));
+        .await?;
+    held(&ctx, id, ended.then_some(())).await?;
+    tracing::info!(task_instance_id = id, %state, "external task completed");
+    Ok(Json(Completed { id, state }))
+}
+
+/// What a call under a lease token got, or, when the token did not hold task `id`, why.
+async fn held<T>(ctx: &Ctx, id: i64, got: Option<T>) -> Result<T> {
+    match got {
+        Some(v) => Ok(v),
+        None => Err(not_held(ctx, id).await),
     }
-    Err(not_held(&ctx, id).await)
 }
 
 /// Why a lease token does not hold task `id`: 404 for no such task, else 409 naming why.

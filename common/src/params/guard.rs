@@ -87,8 +87,8 @@ pub fn is_plain(value: &str) -> bool {
 /// (`system.biz.date` -> `SHOAL_PARAM_system_biz_date`); a secret's is `SHOAL_SECRET_NAME`.
 pub fn env_name(param: &str) -> String {
     let (prefix, name) = match param.strip_prefix(SECRET) {
-        Some(secret) => ("SHOAL_SECRET_", secret),
-        None => ("SHOAL_PARAM_", param),
+        Some(secret) => (SECRET_VAR, secret),
+        None => (PARAM_VAR, param),
     };
     let mangled = name
         .chars()
@@ -97,6 +97,14 @@ pub fn env_name(param: &str) -> String {
 }
 
 const SECRET: &str = "secret.";
+const PARAM_VAR: &str = "SHOAL_PARAM_";
+const SECRET_VAR: &str = "SHOAL_SECRET_";
+
+/// Whether environment variable `var` is one [`env_name`] makes: what a container or pod
+/// is given of a task's environment (the variables a guarded script refers to).
+pub fn is_value_var(var: &str) -> bool {
+    var.starts_with(PARAM_VAR) || var.starts_with(SECRET_VAR)
+}
 
 /// The environment a task's values are exported in: every value as [`env_name`] (two names
 /// that become the same variable: the one that is already an identifier wins, else the

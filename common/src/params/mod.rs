@@ -13,7 +13,9 @@ mod shell;
 mod sql;
 mod time;
 
-pub use guard::{Guard, Lang, Outside, Refused, Source, env_name, environment, is_plain};
+pub use guard::{
+    Guard, Lang, Outside, Refused, Source, env_name, environment, is_plain, is_value_var,
+};
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

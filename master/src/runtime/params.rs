@@ -85,7 +85,9 @@ impl WorkflowRuntime {
         let task = &self.def.tasks[node];
         // `name: "${name}"` passes on the value the task gets from outside it (the
         // workflow's, an upstream output), source and all; it does not name itself.
-        let passes_on = |k: &str, v: &str| v == format!("${{{k}}}") && p.contains_key(k);
+        let names =
+            |k: &str, v: &str| v.strip_prefix("${").and_then(|v| v.strip_suffix('}')) == Some(k);
+        let passes_on = |k: &str, v: &str| names(k, v) && p.contains_key(k);
         let (element, own): (Params, Params) = (task.params.iter())
             .filter(|(k, v)| !passes_on(k, v))
             .map(|(k, v)| (k.clone(), v.clone()))

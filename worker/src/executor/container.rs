@@ -24,6 +24,7 @@ use super::table::RunningTask;
 use super::task_log::TaskLog;
 use super::{Executor, Outcome, script};
 use shoal_common::definition::{ContainerSpec, PullPolicy, volume_parts};
+use shoal_common::params::is_value_var;
 use shoal_common::proto::TaskSpec;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -170,7 +171,7 @@ fn task_values<'a>(
 ) -> impl Iterator<Item = (&'a str, &'a str)> {
     spec.params
         .iter()
-        .filter(|(k, _)| k.starts_with("SHOAL_PARAM_") || k.starts_with("SHOAL_SECRET_"))
+        .filter(|(k, _)| is_value_var(k))
         .filter(|(k, _)| !c.env.contains_key(*k))
         .map(|(k, v)| (k.as_str(), v.as_str()))
 }

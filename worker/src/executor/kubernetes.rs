@@ -26,6 +26,7 @@ use base64::Engine;
 use reqwest::{Certificate, Client, Identity, Method, StatusCode};
 use serde_json::{Value, json};
 use shoal_common::definition::KubernetesSpec;
+use shoal_common::params::is_value_var;
 use shoal_common::proto::TaskSpec;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -318,7 +319,7 @@ fn add_task_values(pod: &mut Value, spec: &TaskSpec) {
     let values: Vec<(&String, &String)> = spec
         .params
         .iter()
-        .filter(|(k, _)| k.starts_with("SHOAL_PARAM_") || k.starts_with("SHOAL_SECRET_"))
+        .filter(|(k, _)| is_value_var(k))
         .collect();
     if values.is_empty() {
         return;
