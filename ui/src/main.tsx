@@ -1,6 +1,6 @@
 import { StrictMode, Suspense, lazy, useEffect, useSyncExternalStore } from "react";
 import { createRoot } from "react-dom/client";
-import { connection, request } from "./api/client";
+import { api, connection } from "./api/client";
 import { useSession } from "./api/session";
 import { Layout } from "./components/Layout";
 import { currentProject } from "./project";
@@ -58,7 +58,7 @@ function App() {
   const signIn = useSyncExternalStore(connection.subscribe, () => connection.signInNeeded);
   // Ask once whether this server wants a token; a 401 flips the gate to sign-in.
   useEffect(() => {
-    request("/session").catch(() => undefined);
+    api.GET("/api/v1/session").catch(() => undefined);
   }, []);
   if (signIn) return <SignIn />;
   return (

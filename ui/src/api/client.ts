@@ -1,6 +1,8 @@
-// The one HTTP client of the UI: adds the token, retries reads while the server is
-// unreachable (and says so on the banner), turns a 401 into sign-in and any other
-// refusal into an ApiError carrying the server's reason.
+// The one HTTP client of the UI, typed from the OpenAPI document (openapi-fetch): adds the
+// token, retries reads while the server is unreachable (and says so on the banner), turns
+// a 401 into sign-in and any other refusal into an ApiError carrying the server's reason.
+import createClient from "openapi-fetch";
+import type { paths } from "./schema";
 
 const TOKEN_KEY = "shoal.token";
 
@@ -62,57 +64,42 @@ export function requireSignIn() {
   }
 }
 
-export interface RequestOptions {
-  method?: string;
-  body?: unknown;
-  /** Raw body (YAML) sent as-is with this content type. */
-  text?: { body: string; type: string };
-  query?: Record<string, string | number | boolean | undefined | null>;
-  signal?: AbortSignal;
-}
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** A fetch under `/api/v1`; reads are retried until the server answers again. */
-export async function request(path: string, opts: RequestOptions = {}): Promise<Response> {
-  const method = opts.method ?? "GET";
-  const url = new URL(`/api/v1${path}`, window.location.origin);
-  for (const [k, v] of Object.entries(opts.query ?? {})) {
-    if (v !== undefined && v !== null && v !== "") url.searchParams.set(k, String(v));
+/** Query strings as before the typed client: empty values are left out, not sent as `k=`. */
+function querySerializer(query: Record<string, unknown>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(query)) {
+    if (v !== undefined && v !== null && v !== "") q.set(k, String(v));
   }
-  const headers: Record<string, string> = {};
+  return q.toString();
+}
+
+/** The fetch under every call: reads are retried until the server answers again. */
+async function shoalFetch(request: Request): Promise<Response> {
   const t = token();
-  if (t) headers.Authorization = `Bearer ${t}`;
-  let body: string | undefined;
-  if (opts.text) {
-    headers["Content-Type"] = opts.text.type;
-    body = opts.text.body;
-  } else if (opts.body !== undefined) {
-    headers["Content-Type"] = "application/json";
-    body = JSON.stringify(opts.body);
-  } else if (method !== "GET") {
-    // Without auth the server takes a write only with a JSON or YAML content type (one a
-    // page of another site cannot send without the server's leave), body or not.
-    headers["Content-Type"] = "application/json";
-  }
+  if (t && !request.headers.has("Authorization")) request.headers.set("Authorization", `Bearer ${t}`);
+  // Without auth the server takes a write only with a JSON or YAML content type (one a
+  // page of another site cannot send without the server's leave), body or not.
+  const read = request.method === "GET";
+  if (!read && !request.headers.has("Content-Type")) request.headers.set("Content-Type", "application/json");
+  const path = new URL(request.url).pathname;
   for (let delay = 500; ; delay = Math.min(delay * 2, 5000)) {
     let res: Response;
     try {
-      res = await fetch(url, { method, headers, body, signal: opts.signal });
+      res = await fetch(request);
     } catch (e) {
-      if (opts.signal?.aborted) throw e;
+      if (request.signal.aborted) throw e;
       setLost(true);
       // A write may or may not have reached the server: never repeat it blindly.
-      if (method !== "GET") throw new ApiError(0, "Connection lost: the server did not answer");
+      if (!read) throw new ApiError(0, "Connection lost: the server did not answer");
       await sleep(delay);
       continue;
     }
-    if (res.status === 502 || res.status === 503 || res.status === 504) {
-      if (method === "GET" && path !== "/cluster") {
-        setLost(true);
-        await sleep(delay);
-        continue;
-      }
+    if ((res.status === 502 || res.status === 503 || res.status === 504) && read && path !== "/api/v1/cluster") {
+      setLost(true);
+      await sleep(delay);
+      continue;
     }
     setLost(false);
     if (res.status === 401) {
@@ -134,17 +121,24 @@ export async function request(path: string, opts: RequestOptions = {}): Promise<
   }
 }
 
-export async function getJson<T>(path: string, opts: RequestOptions = {}): Promise<T> {
-  const res = await request(path, opts);
-  return (await res.json()) as T;
+/**
+ * The typed client: paths, parameters and bodies are checked against the OpenAPI
+ * document, and path parameters are percent-encoded. A refusal is thrown as ApiError, so
+ * an answer's `error` is never set.
+ */
+export const api = createClient<paths>({ baseUrl: window.location.origin, fetch: shoalFetch, querySerializer });
+
+/** The body of a successful answer (`api` throws on any other). */
+export async function answer<T>(call: Promise<{ data?: T; response: Response }>): Promise<T> {
+  return (await call).data as T;
 }
 
-export async function send<T>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
-  const res = await request(path, { ...opts, method });
-  if (res.status === 204) return undefined as T;
-  const text = await res.text();
-  return (text ? JSON.parse(text) : undefined) as T;
-}
+/** A YAML body sent as-is (the definition endpoints take JSON or YAML). */
+export const yaml = (text: string) => ({
+  body: text,
+  bodySerializer: (b: unknown) => b,
+  headers: { "Content-Type": "application/yaml" },
+});
 
 /** Checks a token against the server; false when it is refused. */
 export async function checkToken(candidate: string): Promise<boolean> {

@@ -1,11 +1,11 @@
 // Who the signed-in caller is (GET /session), for the header, the nav and what pages offer.
-import { getJson, token } from "./client";
+import { answer, api, token } from "./client";
 import type { Role, Session } from "./types";
 import { usePoll } from "./usePoll";
 
 export function useSession(): Session | undefined {
   // Keyed by the token: signing in as someone else asks again.
-  return usePoll((signal) => getJson<Session>("/session", { signal }), `session:${token() ?? ""}`).data;
+  return usePoll((signal) => answer(api.GET("/api/v1/session", { signal })), `session:${token() ?? ""}`).data;
 }
 
 // A worker (an external worker's token) reads nothing: below every role a page asks for.

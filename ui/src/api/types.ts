@@ -40,3 +40,7 @@ export type CreatedToken = S["CreatedToken"];
 export type AuditRecord = S["AuditRecord"];
 export type Secret = S["Secret"];
 export type TriggerInfo = S["TriggerInfo"];
+export type StartRequest = S["StartRequest"];
+export type BackfillRequest = S["BackfillRequest"];
+export type Priority = S["Priority"];
+export type Scope = S["Scope"];

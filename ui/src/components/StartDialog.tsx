@@ -2,29 +2,29 @@
 // version to run (the latest by default), priority, dry run and start-from-task + scope.
 // The run pins the version the form shows. On success it opens the new instance.
 import { useEffect, useRef, useState, type FormEvent } from "react";
-import { getJson, send } from "../api/client";
-import type { CommandStatus, StoredWorkflow, WorkflowVersion } from "../api/types";
+import { answer, api } from "../api/client";
+import type { Priority, Scope, StartRequest, StoredWorkflow, WorkflowVersion } from "../api/types";
 import { navigate, path } from "../router";
 import { errorText } from "./format";
 
-const PRIORITIES = ["highest", "high", "medium", "low", "lowest"];
+const PRIORITIES: Priority[] = ["highest", "high", "medium", "low", "lowest"];
 
 export function StartDialog({ project, workflow, onClose }: { project: string; workflow: string; onClose: () => void }) {
   const ref = useRef<HTMLDialogElement>(null);
   const [def, setDef] = useState<StoredWorkflow>();
   const [versions, setVersions] = useState<WorkflowVersion[]>([]);
   const [params, setParams] = useState<Record<string, string>>({});
-  const [priority, setPriority] = useState("");
+  const [priority, setPriority] = useState<Priority | "">("");
   const [dryRun, setDryRun] = useState(false);
   const [fromTask, setFromTask] = useState("");
-  const [scope, setScope] = useState("downstream");
+  const [scope, setScope] = useState<Scope>("downstream");
   const [error, setError] = useState("");
   const [busy, setBusy] = useState("");
 
-  const base = `/projects/${encodeURIComponent(project)}/workflows/${encodeURIComponent(workflow)}`;
+  const where = { path: { project, name: workflow } };
   /** Shows `version` (the latest when undefined): its params' defaults, its tasks. */
   const load = (version?: number) =>
-    getJson<StoredWorkflow>(base, { query: version ? { version } : {} })
+    answer(api.GET("/api/v1/projects/{project}/workflows/{name}", { params: { ...where, query: { version } } }))
       .then((d) => {
         setDef(d);
         setParams({ ...(d.definition.params ?? {}) });
@@ -35,27 +35,28 @@ export function StartDialog({ project, workflow, onClose }: { project: string; w
   useEffect(() => {
     ref.current?.showModal();
     load();
-    getJson<WorkflowVersion[]>(`${base}/versions`)
+    answer(api.GET("/api/v1/projects/{project}/workflows/{name}/versions", { params: where }))
       .then(setVersions)
       .catch((e) => setError(errorText(e)));
-  }, [base]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [project, workflow]); // eslint-disable-line react-hooks/exhaustive-deps
 
   const submit = async (e: FormEvent) => {
     e.preventDefault();
     setError("");
     setBusy("Submitting…");
     try {
-      const body: Record<string, unknown> = { params, dry_run: dryRun, version: def?.version };
+      const body: StartRequest = { params, dry_run: dryRun, version: def?.version };
       if (priority) body.priority = priority;
       if (fromTask) {
         body.from_task = fromTask;
         body.scope = scope;
       }
-      const { command_id } = await send<{ command_id: number }>("POST", `${base}/start`, { body });
+      const start = api.POST("/api/v1/projects/{project}/workflows/{name}/start", { params: where, body });
+      const { command_id } = await answer(start);
       setBusy(`Command ${command_id} written; waiting for a master to take it…`);
       // The master turns the command into an instance within moments.
       for (let i = 0; i < 600; i++) {
-        const st = await getJson<CommandStatus>(`/commands/${command_id}`);
+        const st = await answer(api.GET("/api/v1/commands/{id}", { params: { path: { id: command_id } } }));
         if (st.status === "done" && st.workflow_instance_id) {
           navigate(path.instance(st.workflow_instance_id));
           return;
@@ -100,7 +101,7 @@ export function StartDialog({ project, workflow, onClose }: { project: string; w
         <div className="row">
           <label>
             Priority
-            <select value={priority} onChange={(e) => setPriority(e.target.value)}>
+            <select value={priority} onChange={(e) => setPriority(e.target.value as Priority | "")}>
               <option value="">the workflow's</option>
               {PRIORITIES.map((p) => (
                 <option key={p}>{p}</option>
@@ -118,7 +119,7 @@ export function StartDialog({ project, workflow, onClose }: { project: string; w
           </label>
           <label>
             Scope
-            <select value={scope} onChange={(e) => setScope(e.target.value)} disabled={!fromTask} title={fromTask ? undefined : "choose a task to start from first"}>
+            <select value={scope} onChange={(e) => setScope(e.target.value as Scope)} disabled={!fromTask} title={fromTask ? undefined : "choose a task to start from first"}>
               <option value="downstream">downstream</option>
               <option value="upstream">upstream</option>
               <option value="only">only</option>

@@ -2,7 +2,7 @@
 // DolphinScheduler's task instance view: kill a running attempt, force a failed one of an
 // ended instance to success (the instance is resubmitted and goes on past it), or rerun
 // an ended task and what follows it while the other tasks keep their state.
-import { send } from "../api/client";
+import { api } from "../api/client";
 import type { TaskInstance } from "../api/types";
 import { useAction } from "../api/useAction";
 
@@ -47,8 +47,8 @@ export function TaskActions({
   const offered = latest ? taskActions(task.state, instanceState) : [];
   if (offered.length === 0) return null;
   const act = (action: TaskAction) => {
-    const body = action === "rerun" ? { body: { downstream: true } } : undefined;
-    return run(() => send("POST", `/task-instances/${task.id}/${action}`, body));
+    const body = action === "rerun" ? { downstream: true } : undefined;
+    return run(() => api.POST("/api/v1/task-instances/{id}/{action}", { params: { path: { id: task.id, action } }, body }));
   };
   return (
     <span className="task-actions">

@@ -1,7 +1,7 @@
 // One attempt's log, read in pieces with ?offset= and tailed every second while the
 // attempt runs; searchable and downloadable.
 import { useEffect, useMemo, useRef, useState } from "react";
-import { ApiError, request } from "../api/client";
+import { ApiError, api } from "../api/client";
 import type { TaskInstance } from "../api/types";
 import { ExternalOffer } from "./ExternalOffer";
 import { errorText } from "./format";
@@ -32,8 +32,12 @@ export function TaskLog({ task }: { task: TaskInstance }) {
     const read = async () => {
       try {
         for (;;) {
-          const res = await request(`/task-instances/${task.id}/log`, { query: { offset: offset.current }, signal: ctl.signal });
-          const chunk = await res.text();
+          const { data, response: res } = await api.GET("/api/v1/task-instances/{id}/log", {
+            params: { path: { id: task.id }, query: { offset: offset.current } },
+            parseAs: "text",
+            signal: ctl.signal,
+          });
+          const chunk = data ?? "";
           if (ctl.signal.aborted) return;
           offset.current = Number(res.headers.get("x-shoal-log-next-offset") ?? offset.current + chunk.length);
           if (chunk) setText((t) => t + chunk);

@@ -3,7 +3,7 @@
 // rejection), with output parameters the downstream tasks see and a message shown on the
 // task. An external task says its queue, worker and lease.
 import { useState } from "react";
-import { send } from "../api/client";
+import { api } from "../api/client";
 import type { TaskInstance } from "../api/types";
 import { useAction } from "../api/useAction";
 import { ExternalOffer } from "./ExternalOffer";
@@ -27,7 +27,8 @@ function Completer({ task, onDone }: { task: TaskInstance; onDone: () => void })
     const parsed = parseOutputs(outputs);
     if (typeof parsed === "string") return setError(parsed);
     await run(() =>
-      send("POST", `/task-instances/${task.id}/complete`, {
+      api.POST("/api/v1/task-instances/{id}/complete", {
+        params: { path: { id: task.id } },
         body: { state, outputs: parsed, ...(message.trim() ? { message: message.trim() } : {}) },
       }),
     );

@@ -1,6 +1,6 @@
 // Who I am on this server, my roles, and my API tokens.
 import { useState, type FormEvent } from "react";
-import { getJson, send } from "../api/client";
+import { answer, api } from "../api/client";
 import { useSession } from "../api/session";
 import type { CreatedToken, Token } from "../api/types";
 import { usePoll } from "../api/usePoll";
@@ -12,7 +12,10 @@ export function AccountPage() {
   useTitle("Tokens");
   const session = useSession();
   const isUser = session?.auth && session.user !== "SHOAL_TOKEN";
-  const tokens = usePoll((signal) => (isUser ? getJson<Token[]>("/tokens", { signal }) : Promise.resolve([])), `tokens:${isUser}`);
+  const tokens = usePoll(
+    (signal): Promise<Token[]> => (isUser ? answer(api.GET("/api/v1/tokens", { signal })) : Promise.resolve([])),
+    `tokens:${isUser}`,
+  );
   const [name, setName] = useState("");
   const [days, setDays] = useState("");
   const [created, setCreated] = useState<CreatedToken>();
@@ -29,7 +32,7 @@ export function AccountPage() {
   const create = (e: FormEvent) => {
     e.preventDefault();
     const body = { name, expires_in_days: days ? Number(days) : null };
-    run(async () => setCreated(await send<CreatedToken>("POST", "/tokens", { body }))).then(() => setName(""));
+    run(async () => setCreated(await answer(api.POST("/api/v1/tokens", { body })))).then(() => setName(""));
   };
   if (session && !session.auth) {
     return (
@@ -84,7 +87,7 @@ export function AccountPage() {
                   <td>{t.revoked_at ? `revoked ${when(t.revoked_at)}` : "active"}</td>
                   <td className="right">
                     {!t.revoked_at && (
-                      <button type="button" onClick={() => run(() => send("DELETE", `/tokens/${t.id}`))}>
+                      <button type="button" onClick={() => run(() => api.DELETE("/api/v1/tokens/{id}", { params: { path: { id: t.id } } }))}>
                         Revoke
                       </button>
                     )}

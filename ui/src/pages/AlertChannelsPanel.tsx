@@ -1,6 +1,6 @@
 // Alert channels on the cluster page: where alerts go, and (global admins) create and delete.
 import { useState } from "react";
-import { getJson, send } from "../api/client";
+import { answer, api } from "../api/client";
 import { useAction } from "../api/useAction";
 import type { AlertChannel } from "../api/types";
 import { usePoll } from "../api/usePoll";
@@ -10,15 +10,15 @@ type Kind = "webhook" | "log";
 type Format = "json" | "slack";
 
 export function AlertChannelsPanel({ manage }: { manage: boolean }) {
-  const channels = usePoll((signal) => getJson<AlertChannel[]>("/alert-channels", { signal }), "channels", 5000);
+  const channels = usePoll((signal) => answer(api.GET("/api/v1/alert-channels", { signal })), "channels", 5000);
   const [name, setName] = useState("");
   const [kind, setKind] = useState<Kind>("webhook");
   const [url, setUrl] = useState("");
   const [format, setFormat] = useState<Format>("json");
   const { busy, error, run } = useAction(channels.reload);
   const create = async () => {
-    const body = kind === "webhook" ? { name, type: kind, url, format } : { name, type: kind };
-    if (await run(() => send("POST", "/alert-channels", { body }))) {
+    const body: AlertChannel = kind === "webhook" ? { name, type: kind, url, format } : { name, type: kind };
+    if (await run(() => api.POST("/api/v1/alert-channels", { body }))) {
       setName("");
       setUrl("");
     }
@@ -44,7 +44,7 @@ export function AlertChannelsPanel({ manage }: { manage: boolean }) {
         error={error || channels.error}
         empty="No alert channels: a workflow's `alerts` name the channels its runs' ends go to."
         busy={busy}
-        onDelete={manage ? (c) => run(() => send("DELETE", `/alert-channels/${encodeURIComponent(c.name)}`)) : undefined}
+        onDelete={manage ? (c) => run(() => api.DELETE("/api/v1/alert-channels/{name}", { params: { path: { name: c.name } } })) : undefined}
       />
       {manage && (
         <NewNamedForm noun="alert channel" name={name} setName={setName} busy={busy} onCreate={create}>

@@ -1,7 +1,7 @@
 // Backfill a range of days (or a list of dates) and follow each backfill's progress.
 import { useState, type FormEvent } from "react";
-import { getJson, send } from "../api/client";
-import type { Backfill, BackfillCreated } from "../api/types";
+import { answer, api } from "../api/client";
+import type { Backfill, BackfillCreated, BackfillRequest } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { StateBadge } from "../components/StateBadge";
 import { errorText, when } from "../components/format";
@@ -22,7 +22,7 @@ function Progress({ b }: { b: Backfill }) {
         )}
         <span className="spacer" />
         {b.state === "running" && (
-          <button className="secondary" onClick={() => send("POST", `/backfills/${b.id}/cancel`).catch(() => undefined)}>
+          <button className="secondary" onClick={() => api.POST("/api/v1/backfills/{id}/cancel", { params: { path: { id: b.id } } }).catch(() => undefined)}>
             Cancel backfill {b.id}
           </button>
         )}
@@ -57,13 +57,13 @@ export function BackfillPanel({ project, name }: { project: string; name: string
   const [to, setTo] = useState(today());
   const [dates, setDates] = useState("");
   const [parallel, setParallel] = useState(1);
-  const [order, setOrder] = useState("asc");
+  const [order, setOrder] = useState<BackfillRequest["order"]>("asc");
   const [stopOnFailure, setStopOnFailure] = useState(false);
   const [withDependents, setWithDependents] = useState(false);
   const [created, setCreated] = useState<BackfillCreated | null>(null);
   const [error, setError] = useState("");
   const { data, reload } = usePoll(
-    (signal) => getJson<Backfill[]>("/backfills", { query: { project, workflow: name, limit: 20 }, signal }),
+    (signal) => answer(api.GET("/api/v1/backfills", { params: { query: { project, workflow: name, limit: 20 } }, signal })),
     `${project}/${name}`,
     1000,
   );
@@ -73,10 +73,10 @@ export function BackfillPanel({ project, name }: { project: string; name: string
     setError("");
     const list = dates.split(/[\s,]+/).filter(Boolean);
     const common = { parallel, order, stop_on_failure: stopOnFailure, with_dependents: withDependents };
-    const body = list.length ? { dates: list, ...common } : { from, to, ...common };
+    const body: BackfillRequest = list.length ? { dates: list, ...common } : { from, to, ...common };
     try {
-      const url = `/projects/${encodeURIComponent(project)}/workflows/${encodeURIComponent(name)}/backfill`;
-      setCreated(await send<BackfillCreated>("POST", url, { body }));
+      const backfill = api.POST("/api/v1/projects/{project}/workflows/{name}/backfill", { params: { path: { project, name } }, body });
+      setCreated(await answer(backfill));
       reload();
     } catch (err) {
       setError(errorText(err));
@@ -109,7 +109,7 @@ export function BackfillPanel({ project, name }: { project: string; name: string
           </label>
           <label>
             Order
-            <select value={order} onChange={(e) => setOrder(e.target.value)}>
+            <select value={order} onChange={(e) => setOrder(e.target.value as BackfillRequest["order"])}>
               <option value="asc">oldest first</option>
               <option value="desc">newest first</option>
             </select>

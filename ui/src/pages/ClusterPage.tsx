@@ -1,8 +1,7 @@
 // Live masters and workers, external task queues with the external workers seen on them,
 // task groups, alert channels and the alerts' delivery state.
-import { getJson } from "../api/client";
+import { answer, api } from "../api/client";
 import { useSession } from "../api/session";
-import type { Alert, ClusterNode, ExternalQueue } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { StateBadge } from "../components/StateBadge";
 import { errorText, when } from "../components/format";
@@ -20,11 +19,15 @@ function Failed({ error }: { error?: Error }) {
 
 export function ClusterPage() {
   useTitle("Cluster");
-  const nodes = usePoll((signal) => getJson<ClusterNode[]>("/cluster", { signal }), "nodes", 2000);
+  const nodes = usePoll((signal) => answer(api.GET("/api/v1/cluster", { signal })), "nodes", 2000);
   // Task groups and alert channels are global objects: global admins manage them.
   const manage = useSession()?.admin ?? false;
-  const queues = usePoll((signal) => getJson<ExternalQueue[]>("/external/queues", { signal }), "queues", 2000);
-  const alerts = usePoll((signal) => getJson<Alert[]>("/alerts", { query: { limit: 50 }, signal }), "alerts", 2000);
+  const queues = usePoll((signal) => answer(api.GET("/api/v1/external/queues", { signal })), "queues", 2000);
+  const alerts = usePoll(
+    (signal) => answer(api.GET("/api/v1/alerts", { params: { query: { limit: 50 } }, signal })),
+    "alerts",
+    2000,
+  );
   return (
     <>
       <div className="pagehead">

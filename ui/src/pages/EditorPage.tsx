@@ -2,8 +2,8 @@
 // (nothing is stored): its error is shown beside the editor and on the offending line, and
 // the DAG preview follows. Apply stores a new version.
 import { useEffect, useState } from "react";
-import { ApiError, getJson, send } from "../api/client";
-import type { StoredWorkflow, Validated } from "../api/types";
+import { ApiError, answer, api, yaml } from "../api/client";
+import type { Validated } from "../api/types";
 import { Dag } from "../components/Dag";
 import { YamlEditor, type Problem } from "../components/YamlEditor";
 import { errorText } from "../components/format";
@@ -41,7 +41,6 @@ function locate(text: string, e: ApiError): Problem {
 
 export default function EditorPage({ project, name }: { project: string; name?: string }) {
   useTitle(name ? `Edit ${name}` : "New workflow");
-  const base = `/projects/${encodeURIComponent(project)}/workflows`;
   const [seed, setSeed] = useState(name ? "" : TEMPLATE);
   const [text, setText] = useState(seed);
   const [loadError, setLoadError] = useState("");
@@ -51,21 +50,23 @@ export default function EditorPage({ project, name }: { project: string; name?: 
 
   useEffect(() => {
     if (!name) return;
-    getJson<StoredWorkflow>(`${base}/${encodeURIComponent(name)}`)
+    answer(api.GET("/api/v1/projects/{project}/workflows/{name}", { params: { path: { project, name } } }))
       .then((wf) => {
         const y = wf.yaml;
         setSeed(y);
         setText(y);
       })
       .catch((e) => setLoadError(errorText(e)));
-  }, [base, name]);
+  }, [project, name]);
 
   useEffect(() => {
     if (!text.trim()) return;
     const ctl = new AbortController();
     const t = setTimeout(async () => {
       try {
-        const v = await send<Validated>("POST", `/projects/${encodeURIComponent(project)}/validate`, { text: { body: text, type: "application/yaml" }, signal: ctl.signal });
+        const v = await answer(
+          api.POST("/api/v1/projects/{project}/validate", { params: { path: { project } }, ...yaml(text), signal: ctl.signal }),
+        );
         setPreview(v);
         setProblem(null);
       } catch (e) {
@@ -77,12 +78,12 @@ export default function EditorPage({ project, name }: { project: string; name?: 
       clearTimeout(t);
       ctl.abort();
     };
-  }, [text, base]);
+  }, [text, project]);
 
   const apply = async () => {
     setApplying(true);
     try {
-      const res = await send<{ name: string; version: number }>("POST", base, { text: { body: text, type: "application/yaml" } });
+      const res = await answer(api.POST("/api/v1/projects/{project}/workflows", { params: { path: { project } }, ...yaml(text) }));
       navigate(path.workflow(project, res.name));
     } catch (e) {
       setProblem(e instanceof ApiError && e.status === 400 ? locate(text, e) : { message: errorText(e) });

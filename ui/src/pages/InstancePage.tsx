@@ -1,8 +1,8 @@
 // One workflow instance, live: its DAG coloured by task state, the attempts' timeline,
 // the task table with logs, and the operator actions the state allows.
 import { useEffect, useMemo, useState } from "react";
-import { getJson, send } from "../api/client";
-import type { ActionOffer, InstanceDetail, StoredWorkflow, TaskInstance } from "../api/types";
+import { answer, api } from "../api/client";
+import type { ActionOffer, InstanceDetail, TaskInstance } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { Dag } from "../components/Dag";
 import { Gantt } from "../components/Gantt";
@@ -62,9 +62,10 @@ function Actions({ instance, onDone }: { instance: InstanceDetail; onDone: () =>
     return () => clearTimeout(t);
   }, [status]);
   const offers = new Map(instance.actions.map((a) => [a.action, a]));
-  const run = async (action: string, label: string) => {
+  const run = async (action: ActionOffer["action"], label: string) => {
     setStatus("");
-    if (await act(() => send("POST", `/instances/${instance.id}/${action}`))) setStatus(`${label} requested`);
+    const request = () => api.POST("/api/v1/instances/{id}/{action}", { params: { path: { id: instance.id, action } } });
+    if (await act(request)) setStatus(`${label} requested`);
   };
   return (
     <div className="instance-actions">
@@ -99,7 +100,7 @@ export function InstancePage({ id }: { id: number }) {
   useTitle(`Instance ${id}`);
   const [selected, setSelected] = useState<number | null>(null);
   const { data: inst, error, reload } = usePoll(
-    (signal) => getJson<InstanceDetail>(`/instances/${id}`, { signal }),
+    (signal) => answer(api.GET("/api/v1/instances/{id}", { params: { path: { id } }, signal })),
     String(id),
     1000,
   );
@@ -107,10 +108,12 @@ export function InstancePage({ id }: { id: number }) {
   const { data: wf } = usePoll(
     (signal) =>
       inst
-        ? getJson<StoredWorkflow>(`/projects/${encodeURIComponent(inst.project)}/workflows/${encodeURIComponent(inst.workflow)}`, {
-            query: { version: inst.version },
-            signal,
-          })
+        ? answer(
+            api.GET("/api/v1/projects/{project}/workflows/{name}", {
+              params: { path: { project: inst.project, name: inst.workflow }, query: { version: inst.version } },
+              signal,
+            }),
+          )
         : Promise.resolve(undefined),
     version,
   );

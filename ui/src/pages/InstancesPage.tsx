@@ -1,6 +1,6 @@
 // Every instance, newest first, filtered and paged by the server; refreshed every 2 s.
-import { request } from "../api/client";
-import type { InstanceSummary, WorkflowState } from "../api/types";
+import { api } from "../api/client";
+import type { WorkflowState } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { StateBadge } from "../components/StateBadge";
 import { duration, errorText, when } from "../components/format";
@@ -28,12 +28,15 @@ export function InstancesPage() {
 
   const { data, error } = usePoll(
     async (signal) => {
-      const res = await request("/instances", {
-        query: { ...filters, from: rfc3339(filters.from), to: rfc3339(filters.to), limit: PAGE, offset },
+      // The state filter is one of STATES (the select offers no other), or none.
+      const state = (filters.state || undefined) as WorkflowState | undefined;
+      const query = { ...filters, state, from: rfc3339(filters.from), to: rfc3339(filters.to) };
+      const { data, response } = await api.GET("/api/v1/instances", {
+        params: { query: { ...query, limit: PAGE, offset } },
         signal,
       });
-      const rows = (await res.json()) as InstanceSummary[];
-      return { rows, total: Number(res.headers.get("X-Total-Count") ?? rows.length) };
+      const rows = data ?? [];
+      return { rows, total: Number(response.headers.get("X-Total-Count") ?? rows.length) };
     },
     JSON.stringify({ filters, offset }),
     2000,

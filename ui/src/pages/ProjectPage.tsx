@@ -1,9 +1,9 @@
 // A project's settings: its members and their roles, its secrets (names only), and
 // deleting it. What the caller may change follows their role in it.
 import { useState, type FormEvent } from "react";
-import { getJson, send } from "../api/client";
+import { answer, api } from "../api/client";
 import { atLeast } from "../api/session";
-import type { ProjectDetail, Role, Secret } from "../api/types";
+import type { Role } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { errorText, when } from "../components/format";
 import { Link, navigate, path, useTitle } from "../router";
@@ -20,9 +20,15 @@ function Alert({ text }: { text: string }) {
 
 export function ProjectPage({ project }: { project: string }) {
   useTitle(`${project} · settings`);
-  const base = `/projects/${encodeURIComponent(project)}`;
-  const detail = usePoll((signal) => getJson<ProjectDetail>(base, { signal }), `project:${project}`);
-  const secrets = usePoll((signal) => getJson<Secret[]>(`${base}/secrets`, { signal }), `secrets:${project}`);
+  const where = { path: { project } };
+  const detail = usePoll(
+    (signal) => answer(api.GET("/api/v1/projects/{project}", { params: where, signal })),
+    `project:${project}`,
+  );
+  const secrets = usePoll(
+    (signal) => answer(api.GET("/api/v1/projects/{project}/secrets", { params: where, signal })),
+    `secrets:${project}`,
+  );
   const [error, setError] = useState("");
   const role = detail.data?.role;
   const act = async (what: () => Promise<unknown>, reload: () => void) => {
@@ -34,13 +40,16 @@ export function ProjectPage({ project }: { project: string }) {
       setError(errorText(e));
     }
   };
-  const member = (user: string) => `${base}/members/${encodeURIComponent(user)}`;
+  const member = (user: string) => ({ params: { path: { project, user } } });
+  const setRole = (user: string, role: Role) =>
+    api.PUT("/api/v1/projects/{project}/members/{user}", { ...member(user), body: { role } });
+  const secret = (name: string) => ({ params: { path: { project, name } } });
 
   const [newUser, setNewUser] = useState("");
   const [newRole, setNewRole] = useState<Role>("viewer");
   const addMember = (e: FormEvent) => {
     e.preventDefault();
-    act(() => send("PUT", member(newUser), { body: { role: newRole } }), detail.reload).then(() => setNewUser(""));
+    act(() => setRole(newUser, newRole), detail.reload).then(() => setNewUser(""));
   };
   const [secretName, setSecretName] = useState("");
   const [secretValue, setSecretValue] = useState("");
@@ -48,7 +57,7 @@ export function ProjectPage({ project }: { project: string }) {
   const setSecret = (e: FormEvent) => {
     e.preventDefault();
     const body = { value: secretValue, description: secretDescription };
-    act(() => send("PUT", `${base}/secrets/${encodeURIComponent(secretName)}`, { body }), secrets.reload).then(() => {
+    act(() => api.PUT("/api/v1/projects/{project}/secrets/{name}", { ...secret(secretName), body }), secrets.reload).then(() => {
       setSecretName("");
       setSecretValue("");
       setSecretDescription("");
@@ -57,7 +66,7 @@ export function ProjectPage({ project }: { project: string }) {
   const remove = async () => {
     setError("");
     try {
-      await send("DELETE", base);
+      await api.DELETE("/api/v1/projects/{project}", { params: where });
       navigate("/projects");
     } catch (e) {
       setError(errorText(e));
@@ -116,7 +125,7 @@ export function ProjectPage({ project }: { project: string }) {
                       <select
                         aria-label={`Role of ${m.user}`}
                         value={m.role}
-                        onChange={(e) => act(() => send("PUT", member(m.user), { body: { role: e.target.value } }), detail.reload)}
+                        onChange={(e) => act(() => setRole(m.user, e.target.value as Role), detail.reload)}
                       >
                         {ROLES.map((r) => (
                           <option key={r}>{r}</option>
@@ -128,7 +137,7 @@ export function ProjectPage({ project }: { project: string }) {
                   </td>
                   <td className="right">
                     {atLeast(role, "admin") && (
-                      <button type="button" onClick={() => act(() => send("DELETE", member(m.user)), detail.reload)}>
+                      <button type="button" onClick={() => act(() => api.DELETE("/api/v1/projects/{project}/members/{user}", member(m.user)), detail.reload)}>
                         Remove
                       </button>
                     )}
@@ -183,7 +192,7 @@ export function ProjectPage({ project }: { project: string }) {
                   </td>
                   <td className="right">
                     {atLeast(role, "editor") && (
-                      <button type="button" onClick={() => act(() => send("DELETE", `${base}/secrets/${encodeURIComponent(s.name)}`), secrets.reload)}>
+                      <button type="button" onClick={() => act(() => api.DELETE("/api/v1/projects/{project}/secrets/{name}", secret(s.name)), secrets.reload)}>
                         Delete
                       </button>
                     )}

@@ -1,14 +1,13 @@
 // The projects the caller may see, and a form to create one (its creator becomes its admin).
 import { useState, type FormEvent } from "react";
-import { getJson, send } from "../api/client";
-import type { Project } from "../api/types";
+import { answer, api } from "../api/client";
 import { usePoll } from "../api/usePoll";
 import { errorText } from "../components/format";
 import { Link, navigate, path, useTitle } from "../router";
 
 export function ProjectsPage() {
   useTitle("Projects");
-  const projects = usePoll((signal) => getJson<Project[]>("/projects", { signal }), "projects");
+  const projects = usePoll((signal) => answer(api.GET("/api/v1/projects", { signal })), "projects");
   const [name, setName] = useState("");
   const [description, setDescription] = useState("");
   const [error, setError] = useState("");
@@ -16,7 +15,7 @@ export function ProjectsPage() {
     e.preventDefault();
     setError("");
     try {
-      await send("POST", "/projects", { body: { name, description } });
+      await api.POST("/api/v1/projects", { body: { name, description } });
       navigate(path.project(name));
     } catch (err) {
       setError(errorText(err));

@@ -1,8 +1,7 @@
 // Create, edit, switch and delete the workflow's cron schedule; the next 5 fire times in
 // its zone are previewed (by the server's own cron math) as you type.
 import { useEffect, useState, type FormEvent } from "react";
-import { ApiError, getJson, send } from "../api/client";
-import type { CronPreview, Schedule } from "../api/types";
+import { ApiError, answer, api } from "../api/client";
 import { usePoll } from "../api/usePoll";
 import { errorText } from "../components/format";
 
@@ -15,7 +14,7 @@ function FirePreview({ cron, timezone }: { cron: string; timezone: string }) {
     return () => clearTimeout(t);
   }, [cron, timezone]);
   const { data, error } = usePoll(
-    (signal) => getJson<CronPreview>("/cron/preview", { query: { ...debounced, count: 5 }, signal }),
+    (signal) => answer(api.GET("/api/v1/cron/preview", { params: { query: { ...debounced, count: 5 } }, signal })),
     JSON.stringify(debounced),
   );
   return (
@@ -37,8 +36,13 @@ function FirePreview({ cron, timezone }: { cron: string; timezone: string }) {
 }
 
 export function SchedulePanel({ project, name }: { project: string; name: string }) {
-  const base = `/projects/${encodeURIComponent(project)}/workflows/${encodeURIComponent(name)}/schedules`;
-  const { data: list, reload } = usePoll((signal) => getJson<Schedule[]>(base, { signal }), base);
+  const where = { path: { project, name } };
+  const { data: list, reload } = usePoll(
+    (signal) => answer(api.GET("/api/v1/projects/{project}/workflows/{name}/schedules", { params: where, signal })),
+    `${project}/${name}`,
+  );
+  /** The path of the stored schedule `id`. */
+  const one = (id: number) => ({ params: { path: { project, name, id } } });
   const current = list?.[0];
   const [cron, setCron] = useState("0 0 2 * * *");
   const [timezone, setTimezone] = useState(browserZone);
@@ -72,8 +76,9 @@ export function SchedulePanel({ project, name }: { project: string; name: string
   const submit = (e: FormEvent) => {
     e.preventDefault();
     const body = { cron, timezone, enabled, start_time: startTime || null, end_time: endTime || null };
-    if (current) act("Schedule saved", () => send("PUT", `${base}/${current.id}`, { body }));
-    else act("Schedule created", () => send("POST", base, { body }));
+    if (current)
+      act("Schedule saved", () => api.PUT("/api/v1/projects/{project}/workflows/{name}/schedules/{id}", { ...one(current.id), body }));
+    else act("Schedule created", () => api.POST("/api/v1/projects/{project}/workflows/{name}/schedules", { params: where, body }));
   };
 
   return (
@@ -116,11 +121,23 @@ export function SchedulePanel({ project, name }: { project: string; name: string
               <button
                 type="button"
                 className="secondary"
-                onClick={() => act(current.enabled ? "Schedule disabled" : "Schedule enabled", () => send("POST", `${base}/${current.id}/${current.enabled ? "disable" : "enable"}`))}
+                onClick={() =>
+                  current.enabled
+                    ? act("Schedule disabled", () =>
+                        api.POST("/api/v1/projects/{project}/workflows/{name}/schedules/{id}/disable", one(current.id)),
+                      )
+                    : act("Schedule enabled", () =>
+                        api.POST("/api/v1/projects/{project}/workflows/{name}/schedules/{id}/enable", one(current.id)),
+                      )
+                }
               >
                 {current.enabled ? "Disable" : "Enable"}
               </button>
-              <button type="button" className="danger" onClick={() => act("Schedule deleted", () => send("DELETE", `${base}/${current.id}`))}>
+              <button type="button" className="danger" onClick={() =>
+                  act("Schedule deleted", () =>
+                    api.DELETE("/api/v1/projects/{project}/workflows/{name}/schedules/{id}", one(current.id)),
+                  )
+                }>
                 Delete schedule
               </button>
             </>

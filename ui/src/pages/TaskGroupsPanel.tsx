@@ -1,19 +1,18 @@
 // Task groups on the cluster page: their slots in use, and (global admins) create and delete.
 import { useState } from "react";
-import { getJson, send } from "../api/client";
+import { answer, api } from "../api/client";
 import { useAction } from "../api/useAction";
-import type { TaskGroup } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { NamedTable, NewNamedForm } from "../components/NamedTable";
 
 export function TaskGroupsPanel({ manage }: { manage: boolean }) {
-  const groups = usePoll((signal) => getJson<TaskGroup[]>("/task-groups", { signal }), "groups", 2000);
+  const groups = usePoll((signal) => answer(api.GET("/api/v1/task-groups", { signal })), "groups", 2000);
   const [name, setName] = useState("");
   const [slots, setSlots] = useState("1");
   const [description, setDescription] = useState("");
   const { busy, error, run } = useAction(groups.reload);
   const create = async () => {
-    if (await run(() => send("POST", "/task-groups", { body: { name, slots: Number(slots), description } }))) {
+    if (await run(() => api.POST("/api/v1/task-groups", { body: { name, slots: Number(slots), description } }))) {
       setName("");
       setDescription("");
     }
@@ -37,7 +36,7 @@ export function TaskGroupsPanel({ manage }: { manage: boolean }) {
         error={error || groups.error}
         empty="No task groups: a workflow's task names one with `task_group` to share its slots."
         busy={busy}
-        onDelete={manage ? (g) => run(() => send("DELETE", `/task-groups/${encodeURIComponent(g.name)}`)) : undefined}
+        onDelete={manage ? (g) => run(() => api.DELETE("/api/v1/task-groups/{name}", { params: { path: { name: g.name } } })) : undefined}
       />
       {manage && (
         <NewNamedForm noun="task group" name={name} setName={setName} busy={busy} onCreate={create}>

@@ -2,7 +2,7 @@
 // maps to parameters, and a form that calls it the way an outside system would (with the
 // trigger's own credential, not the signed-in user's token).
 import { useState } from "react";
-import { getJson } from "../api/client";
+import { answer, api } from "../api/client";
 import type { TriggerInfo } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { errorText } from "../components/format";
@@ -95,7 +95,7 @@ function CallForm({ trigger, url }: { trigger: TriggerInfo; url: string }) {
 
 export function TriggersPanel({ project, name }: { project: string; name: string }) {
   const { data, error } = usePoll(
-    (signal) => getJson<TriggerInfo[]>(`/projects/${encodeURIComponent(project)}/triggers`, { signal }),
+    (signal) => answer(api.GET("/api/v1/projects/{project}/triggers", { params: { path: { project } }, signal })),
     `${project}/${name}`,
   );
   if (error) return <p role="alert" className="error">{errorText(error)}</p>;

@@ -1,7 +1,7 @@
 // Users (global admins): create, disable or enable, and give one a token.
 import { useState, type FormEvent } from "react";
-import { getJson, send } from "../api/client";
-import type { CreatedToken, User } from "../api/types";
+import { answer, api } from "../api/client";
+import type { CreatedToken } from "../api/types";
 import { usePoll } from "../api/usePoll";
 import { errorText, when } from "../components/format";
 import { NewToken } from "../components/NewToken";
@@ -9,7 +9,7 @@ import { useTitle } from "../router";
 
 export function UsersPage() {
   useTitle("Users");
-  const users = usePoll((signal) => getJson<User[]>("/users", { signal }), "users");
+  const users = usePoll((signal) => answer(api.GET("/api/v1/users", { signal })), "users");
   const [name, setName] = useState("");
   const [admin, setAdmin] = useState(false);
   const [tokenUser, setTokenUser] = useState("");
@@ -27,9 +27,11 @@ export function UsersPage() {
       return false;
     }
   };
+  const enable = (name: string) => api.POST("/api/v1/users/{name}/enable", { params: { path: { name } } });
+  const disable = (name: string) => api.POST("/api/v1/users/{name}/disable", { params: { path: { name } } });
   const createUser = async (e: FormEvent) => {
     e.preventDefault();
-    if (await run(() => send("POST", "/users", { body: { name, admin } }))) {
+    if (await run(() => api.POST("/api/v1/users", { body: { name, admin } }))) {
       setTokenUser(name);
       setName("");
       setAdmin(false);
@@ -37,7 +39,8 @@ export function UsersPage() {
   };
   const createToken = async (e: FormEvent) => {
     e.preventDefault();
-    await run(async () => setCreated(await send<CreatedToken>("POST", "/tokens", { body: { name: tokenName, user: tokenUser } })));
+    const body = { name: tokenName, user: tokenUser };
+    await run(async () => setCreated(await answer(api.POST("/api/v1/tokens", { body }))));
   };
   return (
     <>
@@ -68,7 +71,7 @@ export function UsersPage() {
                 <td>{u.disabled ? "disabled" : "active"}</td>
                 <td>{when(u.created_at)}</td>
                 <td className="right">
-                  <button type="button" onClick={() => run(() => send("POST", `/users/${encodeURIComponent(u.name)}/${u.disabled ? "enable" : "disable"}`))}>
+                  <button type="button" onClick={() => run(() => (u.disabled ? enable(u.name) : disable(u.name)))}>
                     {u.disabled ? "Enable" : "Disable"}
                   </button>
                 </td>

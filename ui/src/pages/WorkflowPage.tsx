@@ -1,6 +1,5 @@
 import { useState } from "react";
-import { getJson, send } from "../api/client";
-import type { InstanceSummary, StoredWorkflow, WorkflowVersion } from "../api/types";
+import { answer, api } from "../api/client";
 import { usePoll } from "../api/usePoll";
 import { Dag } from "../components/Dag";
 import { Diff } from "../components/Diff";
@@ -15,19 +14,36 @@ import { TriggersPanel } from "./TriggersPanel";
 
 type Tab = "overview" | "schedule" | "backfill" | "triggers" | "runs";
 
-const base = (p: string, w: string) => `/projects/${encodeURIComponent(p)}/workflows/${encodeURIComponent(w)}`;
+const where = (project: string, name: string) => ({ path: { project, name } });
 
 function Versions({ project, name, latest, onChange }: { project: string; name: string; latest: number; onChange: () => void }) {
   const { error: rollbackError, run } = useAction(onChange);
-  const rollBack = (version: number) => run(() => send("POST", `${base(project, name)}/versions/${version}/rollback`));
-  const { data: versions } = usePoll((signal) => getJson<WorkflowVersion[]>(`${base(project, name)}/versions`, { signal }), `${project}/${name}/${latest}`);
+  const rollBack = (version: number) =>
+    run(() =>
+      api.POST("/api/v1/projects/{project}/workflows/{name}/versions/{version}/rollback", {
+        params: { path: { project, name, version } },
+      }),
+    );
+  const { data: versions } = usePoll(
+    (signal) => answer(api.GET("/api/v1/projects/{project}/workflows/{name}/versions", { params: where(project, name), signal })),
+    `${project}/${name}/${latest}`,
+  );
   const [from, setFrom] = useState<number>();
   const [to, setTo] = useState<number>();
   const a = from ?? Math.max(1, latest - 1);
   const b = to ?? latest;
   const { data: pair, error } = usePoll(
     (signal) =>
-      Promise.all([a, b].map((v) => getJson<StoredWorkflow>(base(project, name), { query: { version: v }, signal }))),
+      Promise.all(
+        [a, b].map((version) =>
+          answer(
+            api.GET("/api/v1/projects/{project}/workflows/{name}", {
+              params: { ...where(project, name), query: { version } },
+              signal,
+            }),
+          ),
+        ),
+      ),
     `${project}/${name}/${a}/${b}`,
   );
   return (
@@ -84,7 +100,7 @@ function Versions({ project, name, latest, onChange }: { project: string; name: 
 
 function Runs({ project, name }: { project: string; name: string }) {
   const { data } = usePoll(
-    (signal) => getJson<InstanceSummary[]>("/instances", { query: { project, workflow: name, limit: 20 }, signal }),
+    (signal) => answer(api.GET("/api/v1/instances", { params: { query: { project, workflow: name, limit: 20 } }, signal })),
     `${project}/${name}`,
     2000,
   );
@@ -123,9 +139,17 @@ function Runs({ project, name }: { project: string; name: string }) {
 export function WorkflowPage({ project, name, tab }: { project: string; name: string; tab: Tab }) {
   useTitle(name);
   const [starting, setStarting] = useState(false);
-  const { data: wf, error, reload } = usePoll((signal) => getJson<StoredWorkflow>(base(project, name), { signal }), `${project}/${name}`);
+  const { data: wf, error, reload } = usePoll(
+    (signal) => answer(api.GET("/api/v1/projects/{project}/workflows/{name}", { params: where(project, name), signal })),
+    `${project}/${name}`,
+  );
   const { error: releaseError, run } = useAction(reload);
-  const release = (state: "online" | "offline") => run(() => send("POST", `${base(project, name)}/${state}`));
+  const release = (state: "online" | "offline") =>
+    run(() =>
+      state === "online"
+        ? api.POST("/api/v1/projects/{project}/workflows/{name}/online", { params: where(project, name) })
+        : api.POST("/api/v1/projects/{project}/workflows/{name}/offline", { params: where(project, name) }),
+    );
   const tabs: [string, string, boolean][] = [
     ["Overview", path.workflow(project, name), tab === "overview"],
     ["Edit", path.workflow(project, name, "edit"), false],

@@ -1,6 +1,5 @@
 import { useEffect, useState } from "react";
-import { getJson } from "../api/client";
-import type { Project, WorkflowSummary } from "../api/types";
+import { answer, api } from "../api/client";
 import { usePoll } from "../api/usePoll";
 import { StartDialog } from "../components/StartDialog";
 import { StateBadge } from "../components/StateBadge";
@@ -9,7 +8,7 @@ import { rememberProject } from "../project";
 import { Link, navigate, path, useTitle } from "../router";
 
 function ProjectSwitcher({ project }: { project: string }) {
-  const { data } = usePoll((signal) => getJson<Project[]>("/projects", { signal }), "projects");
+  const { data } = usePoll((signal) => answer(api.GET("/api/v1/projects", { signal })), "projects");
   const names = new Set((data ?? []).map((p) => p.name));
   names.add(project);
   return (
@@ -35,7 +34,7 @@ export function WorkflowsPage({ project }: { project: string }) {
   useEffect(() => rememberProject(project), [project]);
   const [starting, setStarting] = useState<string | null>(null);
   const { data, error } = usePoll(
-    (signal) => getJson<WorkflowSummary[]>(`/projects/${encodeURIComponent(project)}/workflows`, { signal }),
+    (signal) => answer(api.GET("/api/v1/projects/{project}/workflows", { params: { path: { project } }, signal })),
     project,
     5000,
   );
