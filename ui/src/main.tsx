@@ -1,6 +1,8 @@
+import { QueryClientProvider } from "@tanstack/react-query";
 import { StrictMode, Suspense, lazy, useEffect, useSyncExternalStore } from "react";
 import { createRoot } from "react-dom/client";
-import { api, connection } from "./api/client";
+import { queryClient } from "./api/cache";
+import { connection } from "./api/client";
 import { useSession } from "./api/session";
 import { Layout } from "./components/Layout";
 import { currentProject } from "./project";
@@ -55,11 +57,9 @@ function Routes() {
 }
 
 function App() {
+  // The session's query (useSession, below) asks whether this server wants a token: a
+  // 401 flips the gate to sign-in.
   const signIn = useSyncExternalStore(connection.subscribe, () => connection.signInNeeded);
-  // Ask once whether this server wants a token; a 401 flips the gate to sign-in.
-  useEffect(() => {
-    api.GET("/api/v1/session").catch(() => undefined);
-  }, []);
   if (signIn) return <SignIn />;
   return (
     <Layout>
@@ -72,6 +72,8 @@ function App() {
 
 createRoot(document.getElementById("root")!).render(
   <StrictMode>
-    <App />
+    <QueryClientProvider client={queryClient}>
+      <App />
+    </QueryClientProvider>
   </StrictMode>,
 );

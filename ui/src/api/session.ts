@@ -1,11 +1,10 @@
-// Who the signed-in caller is (GET /session), for the header, the nav and what pages offer.
-import { answer, api, token } from "./client";
+// Who the signed-in caller is (GET /session), for the header, the nav and what pages offer:
+// one query, however many components ask.
+import { $api } from "./cache";
 import type { Role, Session } from "./types";
-import { usePoll } from "./usePoll";
 
 export function useSession(): Session | undefined {
-  // Keyed by the token: signing in as someone else asks again.
-  return usePoll((signal) => answer(api.GET("/api/v1/session", { signal })), `session:${token() ?? ""}`).data;
+  return $api.useQuery("get", "/api/v1/session").data;
 }
 
 // A worker (an external worker's token) reads nothing: below every role a page asks for.

@@ -13,7 +13,8 @@ export function NamedTable<T extends { name: string }>(props: {
   rows?: T[];
   /** The row's cells after its name. */
   cells: (row: T) => ReactNode;
-  error?: string | Error;
+  /** What went wrong loading or changing them: a message, or the error thrown. */
+  error?: unknown;
   /** Shown when there are none. */
   empty: string;
   onDelete?: (row: T) => void;
@@ -24,11 +25,11 @@ export function NamedTable<T extends { name: string }>(props: {
   return (
     <>
       <h2>{title}</h2>
-      {error && (
+      {error ? (
         <p role="alert" className="error">
-          {typeof error === "string" ? error : errorText(error)}
+          {errorText(error)}
         </p>
-      )}
+      ) : null}
       <table aria-label={title}>
         <thead>
           <tr>

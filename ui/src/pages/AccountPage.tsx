@@ -1,9 +1,9 @@
 // Who I am on this server, my roles, and my API tokens.
 import { useState, type FormEvent } from "react";
+import { $api } from "../api/cache";
 import { answer, api } from "../api/client";
 import { useSession } from "../api/session";
-import type { CreatedToken, Token } from "../api/types";
-import { usePoll } from "../api/usePoll";
+import type { CreatedToken } from "../api/types";
 import { errorText, when } from "../components/format";
 import { NewToken } from "../components/NewToken";
 import { Link, path, useTitle } from "../router";
@@ -12,10 +12,7 @@ export function AccountPage() {
   useTitle("Tokens");
   const session = useSession();
   const isUser = session?.auth && session.user !== "SHOAL_TOKEN";
-  const tokens = usePoll(
-    (signal): Promise<Token[]> => (isUser ? answer(api.GET("/api/v1/tokens", { signal })) : Promise.resolve([])),
-    `tokens:${isUser}`,
-  );
+  const tokens = $api.useQuery("get", "/api/v1/tokens", {}, { enabled: !!isUser });
   const [name, setName] = useState("");
   const [days, setDays] = useState("");
   const [created, setCreated] = useState<CreatedToken>();
@@ -24,7 +21,7 @@ export function AccountPage() {
     setError("");
     try {
       await what();
-      tokens.reload();
+      tokens.refetch();
     } catch (e) {
       setError(errorText(e));
     }

@@ -1,21 +1,21 @@
 // Alert channels on the cluster page: where alerts go, and (global admins) create and delete.
 import { useState } from "react";
-import { answer, api } from "../api/client";
+import { $api, every } from "../api/cache";
+import { api } from "../api/client";
 import { useAction } from "../api/useAction";
 import type { AlertChannel } from "../api/types";
-import { usePoll } from "../api/usePoll";
 import { NamedTable, NewNamedForm } from "../components/NamedTable";
 
 type Kind = "webhook" | "log";
 type Format = "json" | "slack";
 
 export function AlertChannelsPanel({ manage }: { manage: boolean }) {
-  const channels = usePoll((signal) => answer(api.GET("/api/v1/alert-channels", { signal })), "channels", 5000);
+  const channels = $api.useQuery("get", "/api/v1/alert-channels", {}, every(5000));
   const [name, setName] = useState("");
   const [kind, setKind] = useState<Kind>("webhook");
   const [url, setUrl] = useState("");
   const [format, setFormat] = useState<Format>("json");
-  const { busy, error, run } = useAction(channels.reload);
+  const { busy, error, run } = useAction(channels.refetch);
   const create = async () => {
     const body: AlertChannel = kind === "webhook" ? { name, type: kind, url, format } : { name, type: kind };
     if (await run(() => api.POST("/api/v1/alert-channels", { body }))) {

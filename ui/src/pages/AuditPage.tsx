@@ -1,7 +1,6 @@
 // The audit log (global admins): every change made through the API, newest first.
 import { useState } from "react";
-import { answer, api } from "../api/client";
-import { usePoll } from "../api/usePoll";
+import { $api, every } from "../api/cache";
 import { errorText, when } from "../components/format";
 import { useQueryState, useTitle } from "../router";
 
@@ -12,13 +11,8 @@ export function AuditPage() {
   const [query, setQuery] = useQueryState();
   const filters = { actor: query.get("actor") ?? "", project: query.get("project") ?? "", action: query.get("action") ?? "" };
   const before = query.get("before") ?? "";
-  const key = JSON.stringify({ ...filters, before });
-  const rows = usePoll(
-    (signal) =>
-      answer(api.GET("/api/v1/audit", { params: { query: { ...filters, before: Number(before) || undefined, limit: PAGE } }, signal })),
-    key,
-    5000,
-  );
+  const page = { ...filters, before: Number(before) || undefined, limit: PAGE };
+  const rows = $api.useQuery("get", "/api/v1/audit", { params: { query: page } }, every(5000));
   const [draft, setDraft] = useState(filters);
   const apply = () => setQuery({ ...draft });
   const last = rows.data?.[rows.data.length - 1];

@@ -1,8 +1,8 @@
 // Backfill a range of days (or a list of dates) and follow each backfill's progress.
 import { useState, type FormEvent } from "react";
+import { $api, every } from "../api/cache";
 import { answer, api } from "../api/client";
 import type { Backfill, BackfillCreated, BackfillRequest } from "../api/types";
-import { usePoll } from "../api/usePoll";
 import { StateBadge } from "../components/StateBadge";
 import { errorText, when } from "../components/format";
 import { Link, path } from "../router";
@@ -62,11 +62,8 @@ export function BackfillPanel({ project, name }: { project: string; name: string
   const [withDependents, setWithDependents] = useState(false);
   const [created, setCreated] = useState<BackfillCreated | null>(null);
   const [error, setError] = useState("");
-  const { data, reload } = usePoll(
-    (signal) => answer(api.GET("/api/v1/backfills", { params: { query: { project, workflow: name, limit: 20 } }, signal })),
-    `${project}/${name}`,
-    1000,
-  );
+  const query = { project, workflow: name, limit: 20 };
+  const { data, refetch: reload } = $api.useQuery("get", "/api/v1/backfills", { params: { query } }, every(1000));
 
   const submit = async (e: FormEvent) => {
     e.preventDefault();

@@ -1,15 +1,14 @@
 // Live masters and workers, external task queues with the external workers seen on them,
 // task groups, alert channels and the alerts' delivery state.
-import { answer, api } from "../api/client";
+import { $api, every } from "../api/cache";
 import { useSession } from "../api/session";
-import { usePoll } from "../api/usePoll";
 import { StateBadge } from "../components/StateBadge";
 import { errorText, when } from "../components/format";
 import { Link, path, useTitle } from "../router";
 import { AlertChannelsPanel } from "./AlertChannelsPanel";
 import { TaskGroupsPanel } from "./TaskGroupsPanel";
 
-function Failed({ error }: { error?: Error }) {
+function Failed({ error }: { error: unknown }) {
   return error ? (
     <p role="alert" className="error">
       {errorText(error)}
@@ -19,15 +18,11 @@ function Failed({ error }: { error?: Error }) {
 
 export function ClusterPage() {
   useTitle("Cluster");
-  const nodes = usePoll((signal) => answer(api.GET("/api/v1/cluster", { signal })), "nodes", 2000);
+  const nodes = $api.useQuery("get", "/api/v1/cluster", {}, every(2000));
   // Task groups and alert channels are global objects: global admins manage them.
   const manage = useSession()?.admin ?? false;
-  const queues = usePoll((signal) => answer(api.GET("/api/v1/external/queues", { signal })), "queues", 2000);
-  const alerts = usePoll(
-    (signal) => answer(api.GET("/api/v1/alerts", { params: { query: { limit: 50 } }, signal })),
-    "alerts",
-    2000,
-  );
+  const queues = $api.useQuery("get", "/api/v1/external/queues", {}, every(2000));
+  const alerts = $api.useQuery("get", "/api/v1/alerts", { params: { query: { limit: 50 } } }, every(2000));
   return (
     <>
       <div className="pagehead">

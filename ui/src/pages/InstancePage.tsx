@@ -1,9 +1,9 @@
 // One workflow instance, live: its DAG coloured by task state, the attempts' timeline,
 // the task table with logs, and the operator actions the state allows.
 import { useEffect, useMemo, useState } from "react";
-import { answer, api } from "../api/client";
+import { $api, every } from "../api/cache";
+import { api } from "../api/client";
 import type { ActionOffer, InstanceDetail, TaskInstance } from "../api/types";
-import { usePoll } from "../api/usePoll";
 import { Dag } from "../components/Dag";
 import { Gantt } from "../components/Gantt";
 import { StateBadge } from "../components/StateBadge";
@@ -99,23 +99,22 @@ function Actions({ instance, onDone }: { instance: InstanceDetail; onDone: () =>
 export function InstancePage({ id }: { id: number }) {
   useTitle(`Instance ${id}`);
   const [selected, setSelected] = useState<number | null>(null);
-  const { data: inst, error, reload } = usePoll(
-    (signal) => answer(api.GET("/api/v1/instances/{id}", { params: { path: { id } }, signal })),
-    String(id),
-    1000,
-  );
-  const version = inst ? `${inst.project}/${inst.workflow}@${inst.version}` : "";
-  const { data: wf } = usePoll(
-    (signal) =>
-      inst
-        ? answer(
-            api.GET("/api/v1/projects/{project}/workflows/{name}", {
-              params: { path: { project: inst.project, name: inst.workflow }, query: { version: inst.version } },
-              signal,
-            }),
-          )
-        : Promise.resolve(undefined),
-    version,
+  const {
+    data: inst,
+    error,
+    refetch: reload,
+  } = $api.useQuery("get", "/api/v1/instances/{id}", { params: { path: { id } } }, every(1000));
+  // The definition the instance runs (its version), for the DAG.
+  const { data: wf } = $api.useQuery(
+    "get",
+    "/api/v1/projects/{project}/workflows/{name}",
+    {
+      params: {
+        path: { project: inst?.project ?? "", name: inst?.workflow ?? "" },
+        query: { version: inst?.version },
+      },
+    },
+    { enabled: !!inst },
   );
   const latest = useMemo(() => (inst ? latestAttempts(inst.tasks, inst.run) : new Map()), [inst]);
   const states = useMemo(() => {

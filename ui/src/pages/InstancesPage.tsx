@@ -1,7 +1,8 @@
 // Every instance, newest first, filtered and paged by the server; refreshed every 2 s.
+import { useQuery } from "@tanstack/react-query";
+import { every } from "../api/cache";
 import { api } from "../api/client";
 import type { WorkflowState } from "../api/types";
-import { usePoll } from "../api/usePoll";
 import { StateBadge } from "../components/StateBadge";
 import { duration, errorText, when } from "../components/format";
 import { Link, path, useQueryState, useTitle } from "../router";
@@ -26,21 +27,19 @@ export function InstancesPage() {
   const set = (change: Partial<typeof filters> & { offset?: number }) =>
     setQ({ ...filters, offset: String(change.offset ?? 0), ...change } as Record<string, string>);
 
-  const { data, error } = usePoll(
-    async (signal) => {
-      // The state filter is one of STATES (the select offers no other), or none.
-      const state = (filters.state || undefined) as WorkflowState | undefined;
-      const query = { ...filters, state, from: rfc3339(filters.from), to: rfc3339(filters.to) };
-      const { data, response } = await api.GET("/api/v1/instances", {
-        params: { query: { ...query, limit: PAGE, offset } },
-        signal,
-      });
+  // The state filter is one of STATES (the select offers no other), or none.
+  const state = (filters.state || undefined) as WorkflowState | undefined;
+  const query = { ...filters, state, from: rfc3339(filters.from), to: rfc3339(filters.to), limit: PAGE, offset };
+  // A page of rows and the total the server counted (a header, so not $api.useQuery).
+  const { data, error } = useQuery({
+    queryKey: ["instances page", query],
+    queryFn: async ({ signal }) => {
+      const { data, response } = await api.GET("/api/v1/instances", { params: { query }, signal });
       const rows = data ?? [];
       return { rows, total: Number(response.headers.get("X-Total-Count") ?? rows.length) };
     },
-    JSON.stringify({ filters, offset }),
-    2000,
-  );
+    ...every(2000),
+  });
 
   const total = data?.total ?? 0;
   const first = total === 0 ? 0 : offset + 1;

@@ -1,10 +1,10 @@
 // A project's settings: its members and their roles, its secrets (names only), and
 // deleting it. What the caller may change follows their role in it.
 import { useState, type FormEvent } from "react";
-import { answer, api } from "../api/client";
+import { $api } from "../api/cache";
+import { api } from "../api/client";
 import { atLeast } from "../api/session";
 import type { Role } from "../api/types";
-import { usePoll } from "../api/usePoll";
 import { errorText, when } from "../components/format";
 import { Link, navigate, path, useTitle } from "../router";
 
@@ -21,14 +21,8 @@ function Alert({ text }: { text: string }) {
 export function ProjectPage({ project }: { project: string }) {
   useTitle(`${project} · settings`);
   const where = { path: { project } };
-  const detail = usePoll(
-    (signal) => answer(api.GET("/api/v1/projects/{project}", { params: where, signal })),
-    `project:${project}`,
-  );
-  const secrets = usePoll(
-    (signal) => answer(api.GET("/api/v1/projects/{project}/secrets", { params: where, signal })),
-    `secrets:${project}`,
-  );
+  const detail = $api.useQuery("get", "/api/v1/projects/{project}", { params: where });
+  const secrets = $api.useQuery("get", "/api/v1/projects/{project}/secrets", { params: where });
   const [error, setError] = useState("");
   const role = detail.data?.role;
   const act = async (what: () => Promise<unknown>, reload: () => void) => {
@@ -49,7 +43,7 @@ export function ProjectPage({ project }: { project: string }) {
   const [newRole, setNewRole] = useState<Role>("viewer");
   const addMember = (e: FormEvent) => {
     e.preventDefault();
-    act(() => setRole(newUser, newRole), detail.reload).then(() => setNewUser(""));
+    act(() => setRole(newUser, newRole), detail.refetch).then(() => setNewUser(""));
   };
   const [secretName, setSecretName] = useState("");
   const [secretValue, setSecretValue] = useState("");
@@ -57,7 +51,7 @@ export function ProjectPage({ project }: { project: string }) {
   const setSecret = (e: FormEvent) => {
     e.preventDefault();
     const body = { value: secretValue, description: secretDescription };
-    act(() => api.PUT("/api/v1/projects/{project}/secrets/{name}", { ...secret(secretName), body }), secrets.reload).then(() => {
+    act(() => api.PUT("/api/v1/projects/{project}/secrets/{name}", { ...secret(secretName), body }), secrets.refetch).then(() => {
       setSecretName("");
       setSecretValue("");
       setSecretDescription("");
@@ -125,7 +119,7 @@ export function ProjectPage({ project }: { project: string }) {
                       <select
                         aria-label={`Role of ${m.user}`}
                         value={m.role}
-                        onChange={(e) => act(() => setRole(m.user, e.target.value as Role), detail.reload)}
+                        onChange={(e) => act(() => setRole(m.user, e.target.value as Role), detail.refetch)}
                       >
                         {ROLES.map((r) => (
                           <option key={r}>{r}</option>
@@ -137,7 +131,7 @@ export function ProjectPage({ project }: { project: string }) {
                   </td>
                   <td className="right">
                     {atLeast(role, "admin") && (
-                      <button type="button" onClick={() => act(() => api.DELETE("/api/v1/projects/{project}/members/{user}", member(m.user)), detail.reload)}>
+                      <button type="button" onClick={() => act(() => api.DELETE("/api/v1/projects/{project}/members/{user}", member(m.user)), detail.refetch)}>
                         Remove
                       </button>
                     )}
@@ -192,7 +186,7 @@ export function ProjectPage({ project }: { project: string }) {
                   </td>
                   <td className="right">
                     {atLeast(role, "editor") && (
-                      <button type="button" onClick={() => act(() => api.DELETE("/api/v1/projects/{project}/secrets/{name}", secret(s.name)), secrets.reload)}>
+                      <button type="button" onClick={() => act(() => api.DELETE("/api/v1/projects/{project}/secrets/{name}", secret(s.name)), secrets.refetch)}>
                         Delete
                       </button>
                     )}

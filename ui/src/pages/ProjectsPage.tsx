@@ -1,13 +1,13 @@
 // The projects the caller may see, and a form to create one (its creator becomes its admin).
 import { useState, type FormEvent } from "react";
-import { answer, api } from "../api/client";
-import { usePoll } from "../api/usePoll";
+import { $api } from "../api/cache";
+import { api } from "../api/client";
 import { errorText } from "../components/format";
 import { Link, navigate, path, useTitle } from "../router";
 
 export function ProjectsPage() {
   useTitle("Projects");
-  const projects = usePoll((signal) => answer(api.GET("/api/v1/projects", { signal })), "projects");
+  const projects = $api.useQuery("get", "/api/v1/projects");
   const [name, setName] = useState("");
   const [description, setDescription] = useState("");
   const [error, setError] = useState("");

@@ -1,8 +1,8 @@
 // Create, edit, switch and delete the workflow's cron schedule; the next 5 fire times in
 // its zone are previewed (by the server's own cron math) as you type.
 import { useEffect, useState, type FormEvent } from "react";
-import { ApiError, answer, api } from "../api/client";
-import { usePoll } from "../api/usePoll";
+import { $api } from "../api/cache";
+import { ApiError, api } from "../api/client";
 import { errorText } from "../components/format";
 
 const browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
@@ -13,10 +13,7 @@ function FirePreview({ cron, timezone }: { cron: string; timezone: string }) {
     const t = setTimeout(() => setDebounced({ cron, timezone }), 250);
     return () => clearTimeout(t);
   }, [cron, timezone]);
-  const { data, error } = usePoll(
-    (signal) => answer(api.GET("/api/v1/cron/preview", { params: { query: { ...debounced, count: 5 } }, signal })),
-    JSON.stringify(debounced),
-  );
+  const { data, error } = $api.useQuery("get", "/api/v1/cron/preview", { params: { query: { ...debounced, count: 5 } } });
   return (
     <div className="preview">
       <h3 id="fires">Next fire times ({debounced.timezone})</h3>
@@ -37,10 +34,9 @@ function FirePreview({ cron, timezone }: { cron: string; timezone: string }) {
 
 export function SchedulePanel({ project, name }: { project: string; name: string }) {
   const where = { path: { project, name } };
-  const { data: list, reload } = usePoll(
-    (signal) => answer(api.GET("/api/v1/projects/{project}/workflows/{name}/schedules", { params: where, signal })),
-    `${project}/${name}`,
-  );
+  const { data: list, refetch: reload } = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}/schedules", {
+    params: where,
+  });
   /** The path of the stored schedule `id`. */
   const one = (id: number) => ({ params: { path: { project, name, id } } });
   const current = list?.[0];

@@ -1,16 +1,16 @@
 // Task groups on the cluster page: their slots in use, and (global admins) create and delete.
 import { useState } from "react";
-import { answer, api } from "../api/client";
+import { $api, every } from "../api/cache";
+import { api } from "../api/client";
 import { useAction } from "../api/useAction";
-import { usePoll } from "../api/usePoll";
 import { NamedTable, NewNamedForm } from "../components/NamedTable";
 
 export function TaskGroupsPanel({ manage }: { manage: boolean }) {
-  const groups = usePoll((signal) => answer(api.GET("/api/v1/task-groups", { signal })), "groups", 2000);
+  const groups = $api.useQuery("get", "/api/v1/task-groups", {}, every(2000));
   const [name, setName] = useState("");
   const [slots, setSlots] = useState("1");
   const [description, setDescription] = useState("");
-  const { busy, error, run } = useAction(groups.reload);
+  const { busy, error, run } = useAction(groups.refetch);
   const create = async () => {
     if (await run(() => api.POST("/api/v1/task-groups", { body: { name, slots: Number(slots), description } }))) {
       setName("");

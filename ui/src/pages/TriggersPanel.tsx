@@ -2,9 +2,8 @@
 // maps to parameters, and a form that calls it the way an outside system would (with the
 // trigger's own credential, not the signed-in user's token).
 import { useState } from "react";
-import { answer, api } from "../api/client";
+import { $api } from "../api/cache";
 import type { TriggerInfo } from "../api/types";
-import { usePoll } from "../api/usePoll";
 import { errorText } from "../components/format";
 
 /** The Authorization header the trigger's credential makes. */
@@ -94,10 +93,7 @@ function CallForm({ trigger, url }: { trigger: TriggerInfo; url: string }) {
 }
 
 export function TriggersPanel({ project, name }: { project: string; name: string }) {
-  const { data, error } = usePoll(
-    (signal) => answer(api.GET("/api/v1/projects/{project}/triggers", { params: { path: { project } }, signal })),
-    `${project}/${name}`,
-  );
+  const { data, error } = $api.useQuery("get", "/api/v1/projects/{project}/triggers", { params: { path: { project } } });
   if (error) return <p role="alert" className="error">{errorText(error)}</p>;
   if (!data) return <p className="muted">Loading…</p>;
   const mine = data.filter((t) => t.workflow === name);

@@ -1,15 +1,15 @@
 // Users (global admins): create, disable or enable, and give one a token.
 import { useState, type FormEvent } from "react";
+import { $api } from "../api/cache";
 import { answer, api } from "../api/client";
 import type { CreatedToken } from "../api/types";
-import { usePoll } from "../api/usePoll";
 import { errorText, when } from "../components/format";
 import { NewToken } from "../components/NewToken";
 import { useTitle } from "../router";
 
 export function UsersPage() {
   useTitle("Users");
-  const users = usePoll((signal) => answer(api.GET("/api/v1/users", { signal })), "users");
+  const users = $api.useQuery("get", "/api/v1/users");
   const [name, setName] = useState("");
   const [admin, setAdmin] = useState(false);
   const [tokenUser, setTokenUser] = useState("");
@@ -20,7 +20,7 @@ export function UsersPage() {
     setError("");
     try {
       await what();
-      users.reload();
+      users.refetch();
       return true;
     } catch (e) {
       setError(errorText(e));

@@ -1,6 +1,6 @@
 import { useState } from "react";
-import { answer, api } from "../api/client";
-import { usePoll } from "../api/usePoll";
+import { $api, every } from "../api/cache";
+import { api } from "../api/client";
 import { Dag } from "../components/Dag";
 import { Diff } from "../components/Diff";
 import { StartDialog } from "../components/StartDialog";
@@ -17,40 +17,32 @@ type Tab = "overview" | "schedule" | "backfill" | "triggers" | "runs";
 const where = (project: string, name: string) => ({ path: { project, name } });
 
 function Versions({ project, name, latest, onChange }: { project: string; name: string; latest: number; onChange: () => void }) {
-  const { error: rollbackError, run } = useAction(onChange);
+  const versions = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}/versions", { params: where(project, name) });
+  // A rollback stores a new version: the workflow (its latest) and this list change.
+  const { error: rollbackError, run } = useAction(() => {
+    onChange();
+    versions.refetch();
+  });
   const rollBack = (version: number) =>
     run(() =>
       api.POST("/api/v1/projects/{project}/workflows/{name}/versions/{version}/rollback", {
         params: { path: { project, name, version } },
       }),
     );
-  const { data: versions } = usePoll(
-    (signal) => answer(api.GET("/api/v1/projects/{project}/workflows/{name}/versions", { params: where(project, name), signal })),
-    `${project}/${name}/${latest}`,
-  );
   const [from, setFrom] = useState<number>();
   const [to, setTo] = useState<number>();
   const a = from ?? Math.max(1, latest - 1);
   const b = to ?? latest;
-  const { data: pair, error } = usePoll(
-    (signal) =>
-      Promise.all(
-        [a, b].map((version) =>
-          answer(
-            api.GET("/api/v1/projects/{project}/workflows/{name}", {
-              params: { ...where(project, name), query: { version } },
-              signal,
-            }),
-          ),
-        ),
-      ),
-    `${project}/${name}/${a}/${b}`,
-  );
+  // The two versions compared (shared with other pages showing the same version).
+  const version = (v: number) => ({ params: { ...where(project, name), query: { version: v } } });
+  const fromDef = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}", version(a), { enabled: latest > 1 });
+  const toDef = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}", version(b), { enabled: latest > 1 });
+  const error = fromDef.error ?? toDef.error;
   return (
     <div className="card">
       <h2>Versions</h2>
       <ul aria-label="Versions" className="versions">
-        {versions?.map((v) => (
+        {versions.data?.map((v) => (
           <li key={v.version}>
             <b>v{v.version}</b> <span className="muted">{when(v.created_at)}</span>{" "}
             {v.version !== latest && (
@@ -72,7 +64,7 @@ function Versions({ project, name, latest, onChange }: { project: string; name: 
             <label>
               Compare
               <select value={a} onChange={(e) => setFrom(Number(e.target.value))}>
-                {versions?.map((v) => (
+                {versions.data?.map((v) => (
                   <option key={v.version} value={v.version}>
                     v{v.version}
                   </option>
@@ -82,7 +74,7 @@ function Versions({ project, name, latest, onChange }: { project: string; name: 
             <label>
               with
               <select value={b} onChange={(e) => setTo(Number(e.target.value))}>
-                {versions?.map((v) => (
+                {versions.data?.map((v) => (
                   <option key={v.version} value={v.version}>
                     v{v.version}
                   </option>
@@ -91,7 +83,7 @@ function Versions({ project, name, latest, onChange }: { project: string; name: 
             </label>
           </div>
           {error && <p role="alert" className="error">{errorText(error)}</p>}
-          {pair && <Diff from={pair[0].yaml} to={pair[1].yaml} fromLabel={`v${a}`} toLabel={`v${b}`} />}
+          {fromDef.data && toDef.data && <Diff from={fromDef.data.yaml} to={toDef.data.yaml} fromLabel={`v${a}`} toLabel={`v${b}`} />}
         </>
       )}
     </div>
@@ -99,11 +91,8 @@ function Versions({ project, name, latest, onChange }: { project: string; name: 
 }
 
 function Runs({ project, name }: { project: string; name: string }) {
-  const { data } = usePoll(
-    (signal) => answer(api.GET("/api/v1/instances", { params: { query: { project, workflow: name, limit: 20 } }, signal })),
-    `${project}/${name}`,
-    2000,
-  );
+  const query = { project, workflow: name, limit: 20 };
+  const { data } = $api.useQuery("get", "/api/v1/instances", { params: { query } }, every(2000));
   if (!data) return <p className="muted">Loading…</p>;
   if (data.length === 0) return <p className="muted">No runs yet.</p>;
   return (
@@ -139,10 +128,9 @@ function Runs({ project, name }: { project: string; name: string }) {
 export function WorkflowPage({ project, name, tab }: { project: string; name: string; tab: Tab }) {
   useTitle(name);
   const [starting, setStarting] = useState(false);
-  const { data: wf, error, reload } = usePoll(
-    (signal) => answer(api.GET("/api/v1/projects/{project}/workflows/{name}", { params: where(project, name), signal })),
-    `${project}/${name}`,
-  );
+  const { data: wf, error, refetch: reload } = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}", {
+    params: where(project, name),
+  });
   const { error: releaseError, run } = useAction(reload);
   const release = (state: "online" | "offline") =>
     run(() =>

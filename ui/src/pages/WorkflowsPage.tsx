@@ -1,6 +1,5 @@
 import { useEffect, useState } from "react";
-import { answer, api } from "../api/client";
-import { usePoll } from "../api/usePoll";
+import { $api, every } from "../api/cache";
 import { StartDialog } from "../components/StartDialog";
 import { StateBadge } from "../components/StateBadge";
 import { errorText, when } from "../components/format";
@@ -8,7 +7,7 @@ import { rememberProject } from "../project";
 import { Link, navigate, path, useTitle } from "../router";
 
 function ProjectSwitcher({ project }: { project: string }) {
-  const { data } = usePoll((signal) => answer(api.GET("/api/v1/projects", { signal })), "projects");
+  const { data } = $api.useQuery("get", "/api/v1/projects");
   const names = new Set((data ?? []).map((p) => p.name));
   names.add(project);
   return (
@@ -33,11 +32,7 @@ export function WorkflowsPage({ project }: { project: string }) {
   useTitle(`Workflows · ${project}`);
   useEffect(() => rememberProject(project), [project]);
   const [starting, setStarting] = useState<string | null>(null);
-  const { data, error } = usePoll(
-    (signal) => answer(api.GET("/api/v1/projects/{project}/workflows", { params: { path: { project } }, signal })),
-    project,
-    5000,
-  );
+  const { data, error } = $api.useQuery("get", "/api/v1/projects/{project}/workflows", { params: { path: { project } } }, every(5000));
   return (
     <>
       <div className="pagehead">
