@@ -4,7 +4,7 @@
 import dagre from "@dagrejs/dagre";
 import { Background, Controls, Handle, Position, ReactFlow, type Edge, type Node, type NodeProps } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
-import { memo, useMemo, useRef } from "react";
+import { memo, useMemo, useState } from "react";
 import { layered } from "./layers";
 import { stateTone } from "./StateBadge";
 
@@ -47,7 +47,14 @@ const TaskNode = memo(function TaskNode({ data }: NodeProps<Node<TaskNodeData>>)
 
 const nodeTypes = { task: TaskNode };
 
-function layout(all: DagTask[]): { nodes: Node<TaskNodeData>[]; edges: Edge[] } {
+interface Layout {
+  nodes: Node<TaskNodeData>[];
+  edges: Edge[];
+}
+
+/** Where each task is drawn; timed for the UI benchmark (bench/ui: layout time of large DAGs). */
+function layout(all: DagTask[]): Layout {
+  const start = performance.now();
   const tasks = all.map((t) => ({ ...t, name: t.name ?? "" }));
   const index = new Map(tasks.map((t, i) => [t.name, i]));
   const links: [number, number][] = [];
@@ -72,7 +79,24 @@ function layout(all: DagTask[]): { nodes: Node<TaskNodeData>[]; edges: Edge[] } 
     draggable: false,
     connectable: false,
   }));
+  performance.measure("dag-layout", { start, detail: all.length });
   return { nodes, edges };
+}
+
+/**
+ * The laid-out nodes with their states; a node whose state did not change keeps its object
+ * from `before`, so React Flow redraws only the nodes that changed (a live 1,000-task
+ * instance changes a few per second).
+ */
+function withStates(base: Layout, states: Record<string, string> | undefined, before: Node<TaskNodeData>[]) {
+  const old = new Map(before.map((n) => [n.id, n]));
+  return base.nodes.map((n) => {
+    const state = states ? (states[n.id] ?? "not started") : undefined;
+    const seen = old.get(n.id);
+    return seen && seen.position === n.position && seen.data.state === state
+      ? seen
+      : { ...n, data: { ...n.data, state }, ariaLabel: states ? `${n.id}: ${state}` : `${n.id} (${n.data.type})` };
+  });
 }
 
 /** Top-left corner of each node, laid out top-down by dagre. */
@@ -103,34 +127,16 @@ export function Dag({
   onSelect?: (task: string) => void;
   height?: number;
 }) {
+  // The layout depends on the structure only, not on the tasks' objects.
   const structure = tasks.map((t) => `${t.name}<${(t.depends_on ?? []).join(",")}`).join(";");
-  // eslint-style note: `structure` is the layout's real dependency.
-  const base = useMemo(() => {
-    // Measured by the UI benchmark (bench/ui): layout time of large DAGs.
-    const start = performance.now();
-    const out = layout(tasks);
-    performance.measure("dag-layout", { start, detail: tasks.length });
-    return out;
-  }, [structure]); // eslint-disable-line react-hooks/exhaustive-deps
-  // A node whose state did not change keeps its object, so React Flow redraws only the
-  // nodes that changed (a live 1,000-task instance changes a few per second).
-  const drawn = useRef(new Map<string, Node<TaskNodeData>>());
-  const nodes = useMemo(() => {
-    const before = drawn.current;
-    const now = new Map<string, Node<TaskNodeData>>();
-    const out = base.nodes.map((n) => {
-      const state = states ? (states[n.id] ?? "not started") : undefined;
-      const old = before.get(n.id);
-      const node =
-        old && old.position === n.position && old.data.state === state
-          ? old
-          : { ...n, data: { ...n.data, state }, ariaLabel: states ? `${n.id}: ${state}` : `${n.id} (${n.data.type})` };
-      now.set(n.id, node);
-      return node;
-    });
-    drawn.current = now;
-    return out;
-  }, [base, states]);
+  const base = useMemo(() => layout(tasks), [structure]); // eslint-disable-line react-hooks/exhaustive-deps
+  // The nodes drawn last, updated as the layout or the states change.
+  const [drawn, setDrawn] = useState(() => ({ base, states, nodes: withStates(base, states, []) }));
+  let nodes = drawn.nodes;
+  if (drawn.base !== base || drawn.states !== states) {
+    nodes = withStates(base, states, drawn.nodes);
+    setDrawn({ base, states, nodes });
+  }
   return (
     <section className="dag" aria-label={label} style={{ height }}>
       <ReactFlow

@@ -7,8 +7,11 @@ export function Gantt({ tasks }: { tasks: TaskInstance[] }) {
   const started = tasks.filter((t) => t.started_at);
   if (started.length === 0) return <section aria-label="Timeline" className="card muted">No attempt has started yet.</section>;
   const t0 = Math.min(...started.map((t) => Date.parse(t.started_at!)));
-  // The axis ends with the last attempt, or now while one still runs.
-  const t1 = Math.max(...started.map((t) => (t.ended_at ? Date.parse(t.ended_at) : Date.now())));
+  // The axis ends with the last attempt, or now while one still runs (as of this render: the
+  // page renders again when the instance changes).
+  // eslint-disable-next-line react-hooks/purity -- the clock is what a running bar ends at
+  const now = Date.now();
+  const t1 = Math.max(...started.map((t) => (t.ended_at ? Date.parse(t.ended_at) : now)));
   const span = Math.max(1, t1 - t0);
   const names = [...new Set(tasks.map((t) => t.name))];
   return (
@@ -28,7 +31,7 @@ export function Gantt({ tasks }: { tasks: TaskInstance[] }) {
               .filter((t) => t.name === name)
               .map((t) => {
                 const s = Date.parse(t.started_at!) - t0;
-                const e = (t.ended_at ? Date.parse(t.ended_at) : Date.now()) - t0;
+                const e = (t.ended_at ? Date.parse(t.ended_at) : now) - t0;
                 return (
                   <div
                     key={t.id}

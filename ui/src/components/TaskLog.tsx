@@ -8,6 +8,7 @@ import { errorText } from "./format";
 
 const ACTIVE = new Set(["submitted", "dispatched", "running", "delayed", "waiting_task_group"]);
 
+/** The log of `task`'s attempt; render it with `key={task.id}`, so another attempt starts afresh. */
 export function TaskLog({ task }: { task: TaskInstance }) {
   const [text, setText] = useState("");
   const [note, setNote] = useState("");
@@ -16,12 +17,6 @@ export function TaskLog({ task }: { task: TaskInstance }) {
   // An external task's worker appends to its log while the task waits.
   const running = ACTIVE.has(task.state) || (task.state === "waiting" && task.type === "external");
   const pre = useRef<HTMLPreElement>(null);
-
-  useEffect(() => {
-    offset.current = 0;
-    setText("");
-    setNote("");
-  }, [task.id]);
 
   const started = !!task.worker;
   useEffect(() => {

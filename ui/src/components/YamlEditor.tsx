@@ -5,7 +5,7 @@ import { lintGutter, setDiagnostics, type Diagnostic } from "@codemirror/lint";
 import { EditorState } from "@codemirror/state";
 import { EditorView } from "@codemirror/view";
 import { basicSetup } from "codemirror";
-import { useEffect, useRef } from "react";
+import { useEffect, useEffectEvent, useRef } from "react";
 
 export interface Problem {
   message: string;
@@ -16,8 +16,8 @@ export interface Problem {
 export function YamlEditor({ value, onChange, problem }: { value: string; onChange: (text: string) => void; problem: Problem | null }) {
   const host = useRef<HTMLDivElement>(null);
   const view = useRef<EditorView | null>(null);
-  const changed = useRef(onChange);
-  changed.current = onChange;
+  // The latest onChange, for the editor's listener (made once, with the editor).
+  const changed = useEffectEvent(onChange);
 
   useEffect(() => {
     const v = new EditorView({
@@ -30,7 +30,7 @@ export function YamlEditor({ value, onChange, problem }: { value: string; onChan
           lintGutter(),
           EditorView.contentAttributes.of({ "aria-label": "Workflow YAML" }),
           EditorView.updateListener.of((u) => {
-            if (u.docChanged) changed.current(u.state.doc.toString());
+            if (u.docChanged) changed(u.state.doc.toString());
           }),
         ],
       }),

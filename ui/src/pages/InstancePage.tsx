@@ -217,7 +217,7 @@ export function InstancePage({ id }: { id: number }) {
           ))}
         </tbody>
       </table>
-      {shown && <TaskLog task={shown} />}
+      {shown && <TaskLog key={shown.id} task={shown} />}
     </>
   );
 }

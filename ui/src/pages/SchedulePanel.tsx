@@ -48,14 +48,16 @@ export function SchedulePanel({ project, name }: { project: string; name: string
   const [error, setError] = useState("");
   const [status, setStatus] = useState("");
 
-  useEffect(() => {
-    if (!current) return;
+  // The stored schedule fills the form once it arrives (and again for another one).
+  const [shown, setShown] = useState<number>();
+  if (current && current.id !== shown) {
+    setShown(current.id);
     setCron(current.cron);
     setTimezone(current.timezone);
     setEnabled(current.enabled);
     setStartTime(current.start_time ?? "");
     setEndTime(current.end_time ?? "");
-  }, [current?.id]); // eslint-disable-line react-hooks/exhaustive-deps
+  }
 
   const act = async (what: string, run: () => Promise<unknown>) => {
     setError("");
