@@ -1,5 +1,6 @@
-// `npm run lint`: typescript-eslint's recommended rules everywhere, and React's rules of
-// hooks (with the React Compiler's checks) in the app. Warnings fail the lint too.
+// `npm run lint` (then Prettier's check): typescript-eslint's recommended rules everywhere,
+// and React's rules of hooks (with the React Compiler's checks) in the app. Warnings fail
+// the lint too.
 import js from "@eslint/js";
 import reactHooks from "eslint-plugin-react-hooks";
 import { defineConfig } from "eslint/config";

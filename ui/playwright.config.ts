@@ -17,8 +17,11 @@ import { execFileSync } from "node:child_process";
 // Ports are chosen once, in the runner process, and handed to the worker processes
 // (which load this file again) through the environment they inherit.
 if (!process.env.SHOAL_E2E_PORTS) {
-  const script =
-    "const n=require('net');const out=new Set();(async()=>{while(out.size<3){out.add(await new Promise((r,j)=>{const s=n.createServer();s.on('error',j);s.listen(0,'127.0.0.1',()=>{const p=s.address().port;s.close(()=>r(p))})}))}console.log([...out].join(','))})()";
+  const script = [
+    "const n=require('net');const out=new Set();(async()=>{while(out.size<3){out.add(await new Promise((r,j)=>{",
+    "const s=n.createServer();s.on('error',j);s.listen(0,'127.0.0.1',()=>{const p=s.address().port;s.close(()=>r(p))})",
+    "}))}console.log([...out].join(','))})()",
+  ].join("");
   process.env.SHOAL_E2E_PORTS = execFileSync(process.execPath, ["-e", script], { encoding: "utf8" }).trim();
   process.env.SHOAL_E2E_TOKEN ??= `e2e-${Math.random().toString(36).slice(2)}`;
 }
@@ -33,7 +36,9 @@ process.argv.forEach((a, i) => {
 });
 const wanted = (project: string) =>
   selected.length === 0 ||
-  selected.some((p) => new RegExp(`^${p.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*")}$`, "i").test(project));
+  selected.some((p) =>
+    new RegExp(`^${p.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*")}$`, "i").test(project),
+  );
 
 const chromium = {
   ...devices["Desktop Chrome"],
@@ -74,10 +79,19 @@ const standaloneUrl = `http://127.0.0.1:${standalonePort}`;
 const clusterUrl = `http://127.0.0.1:${clusterPort}`;
 const tokenUrl = `https://127.0.0.1:${tokenPort}`;
 const webServer = [];
-if (wanted("standalone")) webServer.push(server("standalone", `node e2e/standalone.mjs --port ${standalonePort}`, standaloneUrl, 60_000));
-if (wanted("cluster")) webServer.push(server("cluster", `node e2e/cluster.mjs --port ${clusterPort}`, clusterUrl, 120_000));
+if (wanted("standalone"))
+  webServer.push(server("standalone", `node e2e/standalone.mjs --port ${standalonePort}`, standaloneUrl, 60_000));
+if (wanted("cluster"))
+  webServer.push(server("cluster", `node e2e/cluster.mjs --port ${clusterPort}`, clusterUrl, 120_000));
 if (wanted("token"))
-  webServer.push(server("token", `node e2e/standalone.mjs --name token --port ${tokenPort} --token ${TOKEN} --https`, tokenUrl, 60_000));
+  webServer.push(
+    server(
+      "token",
+      `node e2e/standalone.mjs --name token --port ${tokenPort} --token ${TOKEN} --https`,
+      tokenUrl,
+      60_000,
+    ),
+  );
 
 export default defineConfig<{ token?: string }>({
   testDir: "e2e",

@@ -5,7 +5,12 @@ import { expect, test, unique } from "./fixtures";
 
 test.use({ token: process.env.SHOAL_E2E_TOKEN });
 
-test("an admin makes a user, a token and a project; the user sees only that project, as viewer", async ({ page, api, consoleErrors, shot }) => {
+test("an admin makes a user, a token and a project; the user sees only that project, as viewer", async ({
+  page,
+  api,
+  consoleErrors,
+  shot,
+}) => {
   const user = unique("ann");
   const project = unique("sales");
 
@@ -15,7 +20,9 @@ test("an admin makes a user, a token and a project; the user sees only that proj
   const newUser = page.getByRole("form", { name: "New user" });
   await newUser.getByLabel("Name").fill(user);
   await newUser.getByRole("button", { name: "Create user" }).click();
-  await expect(page.getByRole("table", { name: "Users" }).getByRole("row").filter({ hasText: user })).toContainText("active");
+  await expect(page.getByRole("table", { name: "Users" }).getByRole("row").filter({ hasText: user })).toContainText(
+    "active",
+  );
   const newToken = page.getByRole("form", { name: "New token for a user" });
   await expect(newToken.getByLabel("User")).toHaveValue(user);
   await newToken.getByLabel("Token name").fill("laptop");
@@ -62,7 +69,12 @@ test("an admin makes a user, a token and a project; the user sees only that proj
 
   // A webhook channel, whose URL path is its credential (Slack's are).
   const channel = unique("hook");
-  const hook = { name: channel, type: "webhook", url: "https://hooks.slack.example/services/T1/B2/s3cr3t", format: "slack" };
+  const hook = {
+    name: channel,
+    type: "webhook",
+    url: "https://hooks.slack.example/services/T1/B2/s3cr3t",
+    format: "slack",
+  };
   expect((await api.post("/alert-channels", hook)).status()).toBe(201);
 
   // Signed out, then in as the user: one project, read only.
@@ -97,7 +109,9 @@ test("an admin makes a user, a token and a project; the user sees only that proj
   await page.getByRole("row").filter({ hasText: "report" }).getByRole("button", { name: "Start", exact: true }).click();
   const dialog = page.getByRole("dialog", { name: "Start report" });
   await dialog.getByRole("button", { name: "Start run" }).click();
-  await expect(dialog.getByRole("alert")).toContainText(`user '${user}' needs the operator role in project '${project}' (has viewer)`);
+  await expect(dialog.getByRole("alert")).toContainText(
+    `user '${user}' needs the operator role in project '${project}' (has viewer)`,
+  );
 
   // Their own tokens: make one, then revoke it.
   await dialog.getByRole("button", { name: "Cancel" }).click();

@@ -38,7 +38,10 @@ async function freePorts(n) {
 }
 
 function psql(db, sql) {
-  return execFileSync("psql", [db, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+  return execFileSync("psql", [db, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+  });
 }
 
 function alive(pid) {
@@ -54,7 +57,9 @@ const sup = new Supervisor("cluster");
 const dbUrl = (name) => admin.replace(/\/[^/?]*(\?|$)/, `/${name}$1`);
 
 // Databases of launchers that died without cleaning up.
-for (const stale of psql(admin, "SELECT datname FROM pg_database WHERE datname LIKE 'shoal_e2e_%'").split("\n").filter(Boolean)) {
+for (const stale of psql(admin, "SELECT datname FROM pg_database WHERE datname LIKE 'shoal_e2e_%'")
+  .split("\n")
+  .filter(Boolean)) {
   const pid = Number(/^shoal_e2e_(\d+)_/.exec(stale)?.[1]);
   if (pid && !alive(pid)) {
     log("cluster", `dropping database ${stale} left by a launcher that is gone`);
@@ -70,13 +75,20 @@ const [etcdClient, etcdPeer, masterPort, ...workerPorts] = await freePorts(3 + W
 const etcd = `http://127.0.0.1:${etcdClient}`;
 const peer = `http://127.0.0.1:${etcdPeer}`;
 sup.spawn("etcd", "etcd", [
-  "--name", "e2e",
-  "--data-dir", join(sup.dir, "etcd"),
-  "--listen-client-urls", etcd,
-  "--advertise-client-urls", etcd,
-  "--listen-peer-urls", peer,
-  "--initial-advertise-peer-urls", peer,
-  "--initial-cluster", `e2e=${peer}`,
+  "--name",
+  "e2e",
+  "--data-dir",
+  join(sup.dir, "etcd"),
+  "--listen-client-urls",
+  etcd,
+  "--advertise-client-urls",
+  etcd,
+  "--listen-peer-urls",
+  peer,
+  "--initial-advertise-peer-urls",
+  peer,
+  "--initial-cluster",
+  `e2e=${peer}`,
 ]);
 await sup.waitFor("etcd", () => healthy(`${etcd}/health`));
 
@@ -91,14 +103,31 @@ const api = `http://127.0.0.1:${opts.port}`;
 // A cluster's API always needs a token: the suite's is the admin token (SHOAL_TOKEN).
 const token = process.env.SHOAL_E2E_TOKEN;
 if (!token) throw new Error("set SHOAL_E2E_TOKEN, the api-server's admin token");
-sup.spawn("api-server", SHOAL, ["api-server", "--port", opts.port, "--bind", "127.0.0.1"], { ...env, SHOAL_TOKEN: token });
+sup.spawn("api-server", SHOAL, ["api-server", "--port", opts.port, "--bind", "127.0.0.1"], {
+  ...env,
+  SHOAL_TOKEN: token,
+});
 await sup.waitFor("the api-server", () => healthy(`${api}/api/v1/health`));
 sup.spawn("master", SHOAL, ["master", "--port", masterPort, "--metrics-port", "0"], env);
 workerPorts.forEach((port, i) =>
-  sup.spawn(`worker${i + 1}`, SHOAL, [
-    // --single-team: tasks run as the suite's own user (no tenants here).
-    "worker", "--port", port, "--metrics-port", "0", "--slots", "8", "--data-dir", join(sup.dir, `worker${i + 1}`), "--single-team",
-  ], env),
+  sup.spawn(
+    `worker${i + 1}`,
+    SHOAL,
+    [
+      // --single-team: tasks run as the suite's own user (no tenants here).
+      "worker",
+      "--port",
+      port,
+      "--metrics-port",
+      "0",
+      "--slots",
+      "8",
+      "--data-dir",
+      join(sup.dir, `worker${i + 1}`),
+      "--single-team",
+    ],
+    env,
+  ),
 );
 
 await sup.waitFor("the master and both workers in GET /api/v1/cluster", async () => {

@@ -8,7 +8,10 @@ function ranked(name: string, ranks: number, width: number) {
   const lines = [`name: ${name}`, "tasks:"];
   for (let i = 0; i < ranks * width; i++) {
     const r = Math.floor(i / width);
-    const up = r === 0 ? [] : [...new Set([(r - 1) * width + (i % width), (r - 1) * width + ((i + 5) % width)])].map((j) => `t${j}`);
+    const up =
+      r === 0
+        ? []
+        : [...new Set([(r - 1) * width + (i % width), (r - 1) * width + ((i + 5) % width)])].map((j) => `t${j}`);
     deps.set(`t${i}`, up);
     lines.push(`  - { name: t${i}, type: noop${up.length ? `, depends_on: [${up.join(", ")}]` : ""} }`);
   }

@@ -4,7 +4,12 @@
 // versions diff shows the change.
 import { dag, expect, node, test, typeYaml, unique } from "./fixtures";
 
-test("write a workflow in the editor: a cycle is refused and nothing stored; Apply stores a valid one", async ({ page, api, consoleErrors, shot }) => {
+test("write a workflow in the editor: a cycle is refused and nothing stored; Apply stores a valid one", async ({
+  page,
+  api,
+  consoleErrors,
+  shot,
+}) => {
   // Validation answers 400 for the broken drafts; the browser logs those responses.
   consoleErrors.allow(/status of 400/);
   const wf = unique("edited");

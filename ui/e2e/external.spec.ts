@@ -49,7 +49,10 @@ tasks:
   await expect(tasks.getByRole("row").filter({ hasText: "resize" })).toContainText(`queue ${queue}`);
 
   // Its log line shows live in the task's panel, which names the queue and worker too.
-  const log = await api.post(`/external/${taken.task_instance_id}/log`, { lease_token: taken.lease_token, text: "resizing to 640 px\n" });
+  const log = await api.post(`/external/${taken.task_instance_id}/log`, {
+    lease_token: taken.lease_token,
+    text: "resizing to 640 px\n",
+  });
   expect(log.status(), await log.text()).toBe(204);
   await tasks.getByRole("button", { name: "resize", exact: true }).click();
   const panel = page.getByRole("region", { name: "Task log of resize" });

@@ -71,7 +71,9 @@ export class Api {
     await expect
       .poll(
         async () => {
-          const c = await this.json<{ status: string; workflow_instance_id: number | null; error: string | null }>(`/commands/${command_id}`);
+          const c = await this.json<{ status: string; workflow_instance_id: number | null; error: string | null }>(
+            `/commands/${command_id}`,
+          );
           if (c.status === "error") throw new Error(`command ${command_id} failed: ${c.error}`);
           id = c.workflow_instance_id ?? 0;
           return id;
@@ -88,7 +90,9 @@ export class Api {
 
   /** Waits until the instance is in one of `states`; returns it. */
   async waitState(id: number, states: string[], timeout = 60_000): Promise<Instance> {
-    await expect.poll(async () => (await this.instance(id)).state, { message: `instance ${id} ends ${states}`, timeout }).toMatch(new RegExp(`^(${states.join("|")})$`));
+    await expect
+      .poll(async () => (await this.instance(id)).state, { message: `instance ${id} ends ${states}`, timeout })
+      .toMatch(new RegExp(`^(${states.join("|")})$`));
     return this.instance(id);
   }
 }
@@ -165,7 +169,9 @@ export async function readTable(table: Locator): Promise<Record<string, string>[
     const heads = [...t.querySelectorAll("thead th")].map((th) => (th.textContent ?? "").trim().toLowerCase());
     return [...t.querySelectorAll("tbody tr")].map((tr) => {
       const row: Record<string, string> = {};
-      [...tr.querySelectorAll("td,th")].forEach((td, i) => (row[heads[i] ?? String(i)] = (td.textContent ?? "").trim()));
+      [...tr.querySelectorAll("td,th")].forEach(
+        (td, i) => (row[heads[i] ?? String(i)] = (td.textContent ?? "").trim()),
+      );
       return row;
     });
   });

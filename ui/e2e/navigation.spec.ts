@@ -28,7 +28,11 @@ test("/ opens the default project's workflows and the nav links reach every page
   expect(res.status(), `GET ${href}`).toBe(200);
 });
 
-test("the workflows page lists a project's workflows; a row's Start opens the start form", async ({ page, api, shot }) => {
+test("the workflows page lists a project's workflows; a row's Start opens the start form", async ({
+  page,
+  api,
+  shot,
+}) => {
   const project = unique("proj");
   const wf = unique("listed");
   await api.apply(
@@ -50,7 +54,10 @@ tasks:
   await expect(page).toHaveURL(new RegExp(`/projects/${project}/workflows$`));
   await expect(page.getByRole("heading", { name: "Workflows", level: 1 })).toBeVisible();
 
-  await expect(page.getByRole("link", { name: "New workflow" })).toHaveAttribute("href", `/projects/${project}/workflows/new`);
+  await expect(page.getByRole("link", { name: "New workflow" })).toHaveAttribute(
+    "href",
+    `/projects/${project}/workflows/new`,
+  );
   const row = page.getByRole("row").filter({ has: page.getByRole("link", { name: wf, exact: true }) });
   await expect(row).toHaveCount(1);
   await shot("workflows-project");
@@ -119,7 +126,9 @@ test("the start form runs the version chosen in it, with that version's paramete
   await expect(dialog.getByLabel("who", { exact: true })).toHaveValue("second");
   await version.selectOption("1");
   await expect(dialog.getByLabel("who", { exact: true })).toHaveValue("first");
-  await expect(dialog.getByRole("combobox", { name: "Start from task", exact: true }).getByRole("option", { name: "hello" })).toHaveCount(1);
+  await expect(
+    dialog.getByRole("combobox", { name: "Start from task", exact: true }).getByRole("option", { name: "hello" }),
+  ).toHaveCount(1);
   await shot("start-dialog-version");
   await dialog.getByRole("button", { name: "Start run" }).click();
   const id = await instanceIdFromUrl(page);
@@ -135,7 +144,11 @@ test("an unknown route says the page was not found", async ({ page, shot }) => {
   await shot("not-found");
 });
 
-test("a lost connection is announced and the page recovers when the server answers again", async ({ page, consoleErrors, shot }) => {
+test("a lost connection is announced and the page recovers when the server answers again", async ({
+  page,
+  consoleErrors,
+  shot,
+}) => {
   // The browser reports every refused request; that is what this test provokes.
   consoleErrors.allow(/Failed to load resource|net::ERR_/);
   await page.goto("/instances");

@@ -31,7 +31,10 @@ test("the instances page filters by workflow and state and pages through the res
   await expect.poll(async () => (await readTable(table)).length).toBe(2);
 
   // A row leads to its instance.
-  await table.getByRole("link", { name: new RegExp(`\\b${ids[0]}\\b`) }).first().click();
+  await table
+    .getByRole("link", { name: new RegExp(`\\b${ids[0]}\\b`) })
+    .first()
+    .click();
   await expect(page).toHaveURL(new RegExp(`/instances/${ids[0]}$`));
   await expect(instanceState(page)).toHaveText("success");
 });
@@ -58,7 +61,11 @@ test("the instances page pages 50 at a time", async ({ page, api, shot }) => {
   await expect(page.getByText("1–50 of 51", { exact: true })).toBeVisible();
 });
 
-test("the cluster page lists nodes, external queues, task groups, alert channels and alerts", async ({ page, api, shot }, testInfo) => {
+test("the cluster page lists nodes, external queues, task groups, alert channels and alerts", async ({
+  page,
+  api,
+  shot,
+}, testInfo) => {
   const group = unique("tg");
   const channel = unique("ch");
   expect((await api.post("/task-groups", { name: group, slots: 3, description: "e2e group" })).status()).toBe(201);
@@ -66,14 +73,23 @@ test("the cluster page lists nodes, external queues, task groups, alert channels
   try {
     await page.goto("/cluster");
     await expect(page.getByRole("heading", { name: "Cluster", level: 1 })).toBeVisible();
-    for (const t of ["Nodes", "External queues", "Task groups", "Alert channels", "Alerts"]) await expect(page.getByRole("table", { name: t })).toBeVisible();
+    for (const t of ["Nodes", "External queues", "Task groups", "Alert channels", "Alerts"])
+      await expect(page.getByRole("table", { name: t })).toBeVisible();
 
     const nodes = page.getByRole("table", { name: "Nodes" });
     const workers = testInfo.project.name === "cluster" ? 2 : 1;
-    await expect.poll(async () => (await readTable(nodes)).filter((r) => Object.values(r).includes("worker")).length).toBe(workers);
-    await expect.poll(async () => (await readTable(nodes)).filter((r) => Object.values(r).includes("master")).length).toBe(1);
-    await expect(page.getByRole("table", { name: "Task groups" }).getByRole("row").filter({ hasText: group })).toContainText("3");
-    await expect(page.getByRole("table", { name: "Alert channels" }).getByRole("row").filter({ hasText: channel })).toBeVisible();
+    await expect
+      .poll(async () => (await readTable(nodes)).filter((r) => Object.values(r).includes("worker")).length)
+      .toBe(workers);
+    await expect
+      .poll(async () => (await readTable(nodes)).filter((r) => Object.values(r).includes("master")).length)
+      .toBe(1);
+    await expect(
+      page.getByRole("table", { name: "Task groups" }).getByRole("row").filter({ hasText: group }),
+    ).toContainText("3");
+    await expect(
+      page.getByRole("table", { name: "Alert channels" }).getByRole("row").filter({ hasText: channel }),
+    ).toBeVisible();
     await shot("cluster");
   } finally {
     await api.delete(`/task-groups/${group}`);
@@ -81,7 +97,12 @@ test("the cluster page lists nodes, external queues, task groups, alert channels
   }
 });
 
-test("task groups and alert channels are created and deleted on the cluster page", async ({ page, api, consoleErrors, shot }) => {
+test("task groups and alert channels are created and deleted on the cluster page", async ({
+  page,
+  api,
+  consoleErrors,
+  shot,
+}) => {
   const group = unique("tg");
   const channel = unique("ch");
   await page.goto("/cluster");
@@ -94,7 +115,9 @@ test("task groups and alert channels are created and deleted on the cluster page
     await newGroup.getByLabel("Description").fill("the warehouse's connections");
     await newGroup.getByRole("button", { name: "Create task group" }).click();
     await expect(groups.getByRole("row").filter({ hasText: group })).toContainText("0 / 2");
-    expect((await (await api.get("/task-groups")).json()).find((g: { name: string }) => g.name === group)?.slots).toBe(2);
+    expect((await (await api.get("/task-groups")).json()).find((g: { name: string }) => g.name === group)?.slots).toBe(
+      2,
+    );
     // The name is taken: the server's reason is shown, nothing changes.
     consoleErrors.allow(/status of 409/);
     await newGroup.getByLabel("Name").fill(group);
@@ -116,7 +139,9 @@ test("task groups and alert channels are created and deleted on the cluster page
     await expect(groups.getByRole("row").filter({ hasText: group })).toHaveCount(0);
     await page.getByRole("button", { name: `Delete alert channel ${channel}` }).click();
     await expect(row).toHaveCount(0);
-    expect(((await (await api.get("/alert-channels")).json()) as { name: string }[]).some((c) => c.name === channel)).toBe(false);
+    expect(
+      ((await (await api.get("/alert-channels")).json()) as { name: string }[]).some((c) => c.name === channel),
+    ).toBe(false);
   } finally {
     await api.delete(`/task-groups/${group}`);
     await api.delete(`/alert-channels/${channel}`);
@@ -147,11 +172,27 @@ tasks:
   };
   const heading = (name: string) => () => soft(page.getByRole("heading", { name, level: 1 })).toBeVisible();
   await visit("/", heading("Workflows"), "workflows");
-  await visit("/projects/default/workflows/new", () => soft(page.getByRole("textbox", { name: "Workflow YAML" })).toBeVisible(), "editor-new");
+  await visit(
+    "/projects/default/workflows/new",
+    () => soft(page.getByRole("textbox", { name: "Workflow YAML" })).toBeVisible(),
+    "editor-new",
+  );
   await visit(`/projects/default/workflows/${wf}`, heading(wf), "workflow");
-  await visit(`/projects/default/workflows/${wf}/edit`, () => soft(page.getByRole("textbox", { name: "Workflow YAML" })).toContainText("say"), "editor-edit");
-  await visit(`/projects/default/workflows/${wf}/schedule`, () => soft(page.getByRole("list", { name: "Next fire times" }).getByRole("listitem")).toHaveCount(5), "schedule");
-  await visit(`/projects/default/workflows/${wf}/backfill`, () => soft(page.getByRole("button", { name: "Start backfill" })).toBeVisible(), "backfill");
+  await visit(
+    `/projects/default/workflows/${wf}/edit`,
+    () => soft(page.getByRole("textbox", { name: "Workflow YAML" })).toContainText("say"),
+    "editor-edit",
+  );
+  await visit(
+    `/projects/default/workflows/${wf}/schedule`,
+    () => soft(page.getByRole("list", { name: "Next fire times" }).getByRole("listitem")).toHaveCount(5),
+    "schedule",
+  );
+  await visit(
+    `/projects/default/workflows/${wf}/backfill`,
+    () => soft(page.getByRole("button", { name: "Start backfill" })).toBeVisible(),
+    "backfill",
+  );
   await visit(`/instances/${id}`, () => soft(instanceState(page)).toHaveText("success"), "instance");
   await page.getByRole("table", { name: "Tasks" }).getByRole("button", { name: "say", exact: true }).click();
   await expect(page.getByRole("log", { name: "Log of say" })).toContainText("hi tour");

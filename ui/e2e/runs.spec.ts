@@ -4,7 +4,17 @@
 import { rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { expect, instanceIdFromUrl, instanceState, node, readTable, tableHeaders, test, unique, type Api } from "./fixtures";
+import {
+  expect,
+  instanceIdFromUrl,
+  instanceState,
+  node,
+  readTable,
+  tableHeaders,
+  test,
+  unique,
+  type Api,
+} from "./fixtures";
 import type { Page } from "@playwright/test";
 
 /** Opens the instance page and checks its heading. */
@@ -46,7 +56,11 @@ tasks:
   return wf;
 }
 
-test("start with a parameter from the form and watch the run succeed, DAG coloured, log shown", async ({ page, api, shot }) => {
+test("start with a parameter from the form and watch the run succeed, DAG coloured, log shown", async ({
+  page,
+  api,
+  shot,
+}) => {
   const wf = unique("greeter");
   const value = unique("value");
   await api.apply(
@@ -77,7 +91,9 @@ tasks:
   await expect(instanceState(page)).toHaveText("success");
 
   const tasks = page.getByRole("table", { name: "Tasks" });
-  expect(await tableHeaders(tasks)).toEqual(expect.arrayContaining(["task", "attempt", "state", "worker", "started", "ended", "message"]));
+  expect(await tableHeaders(tasks)).toEqual(
+    expect.arrayContaining(["task", "attempt", "state", "worker", "started", "ended", "message"]),
+  );
   await expect(page.getByRole("region", { name: "Timeline" })).toBeVisible();
 
   // The task's log has the parameter's value; search and download work on it.
@@ -89,7 +105,10 @@ tasks:
   await page.getByLabel("Search log").fill("no such text in the log");
   await expect(log).not.toContainText(value);
   await page.getByLabel("Search log").fill("");
-  const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("link", { name: "Download log" }).click()]);
+  const [download] = await Promise.all([
+    page.waitForEvent("download"),
+    page.getByRole("link", { name: "Download log" }).click(),
+  ]);
   const file = await download.path();
   const { readFileSync } = await import("node:fs");
   expect(readFileSync(file, "utf8")).toContain(`greeting=${value}`);
@@ -167,7 +186,8 @@ test("resubmit a failed run: only the failed part runs again", async ({ page, ap
     `name: ${wf}
 tasks:
   - { name: first, type: shell, command: echo first }
-  - { name: shaky, type: shell, command: 'test -f ${marker} || { touch ${marker}; echo failing once; exit 1; }', depends_on: [first] }
+  - { name: shaky, type: shell, depends_on: [first],
+      command: 'test -f ${marker} || { touch ${marker}; echo failing once; exit 1; }' }
   - { name: last, type: shell, command: echo last, depends_on: [shaky] }
 `,
   );

@@ -50,11 +50,15 @@ test("create a schedule: the next fire times follow what you type; save and dele
   // Saving a change replaces it.
   await cron.fill("45 5 * * *");
   await page.getByRole("button", { name: "Save schedule" }).click();
-  await expect.poll(async () => (await api.json<Schedule[]>(`/projects/default/workflows/${wf}/schedules`))[0]?.cron).toBe("45 5 * * *");
+  await expect
+    .poll(async () => (await api.json<Schedule[]>(`/projects/default/workflows/${wf}/schedules`))[0]?.cron)
+    .toBe("45 5 * * *");
 
   await page.getByRole("button", { name: "Delete schedule" }).click();
   await expect(page.getByRole("button", { name: "Create schedule" })).toBeVisible();
-  await expect.poll(async () => (await api.json<Schedule[]>(`/projects/default/workflows/${wf}/schedules`)).length).toBe(0);
+  await expect
+    .poll(async () => (await api.json<Schedule[]>(`/projects/default/workflows/${wf}/schedules`)).length)
+    .toBe(0);
 });
 
 test("a backfill over three days runs to the end with its progress shown", async ({ page, api, shot }) => {
@@ -82,7 +86,9 @@ test("a backfill over three days runs to the end with its progress shown", async
   await expect.poll(done, { timeout: 60_000 }).toBe("3/3");
   await shot("backfill-done");
 
-  const list = await api.json<{ id: number; state: string; total: number; succeeded: number }[]>(`/backfills?workflow=${wf}&project=default`);
+  const list = await api.json<{ id: number; state: string; total: number; succeeded: number }[]>(
+    `/backfills?workflow=${wf}&project=default`,
+  );
   expect(list).toHaveLength(1);
   expect(list[0]).toMatchObject({ total: 3, succeeded: 3 });
   await expect.poll(async () => (await api.json<{ state: string }>(`/backfills/${list[0].id}`)).state).toBe("success");
@@ -90,12 +96,20 @@ test("a backfill over three days runs to the end with its progress shown", async
   expect(runs).toHaveLength(3);
 });
 
-test("a backfill with dependents names the dependent backfill; a waiting dependent task says what it waits for", async ({ page, api, shot }) => {
+test("a backfill with dependents names their backfill; a waiting dependent task says what it waits for", async ({
+  page,
+  api,
+  shot,
+}) => {
   const up = await simple(api, "upstream");
   const down = unique("downstream");
   await api.apply(
     "default",
-    `name: ${down}\ntasks:\n  - { name: gate, type: dependent, dependent: { workflow: ${up}, check_interval: 500ms } }\n  - { name: report, type: noop, depends_on: [gate] }\n`,
+    `name: ${down}
+tasks:
+  - { name: gate, type: dependent, dependent: { workflow: ${up}, check_interval: 500ms } }
+  - { name: report, type: noop, depends_on: [gate] }
+`,
   );
   await page.goto(`/projects/default/workflows/${up}/backfill`);
   await page.getByLabel("From", { exact: true }).fill("2026-02-01");

@@ -3,7 +3,11 @@
 // the last task is rerun alone.
 import { expect, instanceState, test, unique } from "./fixtures";
 
-test("kill a running task, force it to success so the run goes on, rerun the last task", async ({ page, api, shot }) => {
+test("kill a running task, force it to success so the run goes on, rerun the last task", async ({
+  page,
+  api,
+  shot,
+}) => {
   const wf = unique("stuck");
   await api.apply(
     "default",

@@ -2,14 +2,20 @@
 // token refused, a sync call that answers with the run's state and outputs.
 import { expect, test, unique } from "./fixtures";
 
-test("a trigger's URL is shown and its form calls it with the trigger's own token", async ({ page, api, consoleErrors, shot }) => {
+test("a trigger's URL is shown and its form calls it with the trigger's own token", async ({
+  page,
+  api,
+  consoleErrors,
+  shot,
+}) => {
   const wf = unique("hooked");
   await api.apply(
     "default",
     `name: ${wf}
 params: { env: dev }
 triggers:
-  - { name: deploy, mode: sync, auth: { token: hook-secret-0123456789 }, params: { env: "$.target.env" }, outputs: [deployed_to] }
+  - { name: deploy, mode: sync, auth: { token: hook-secret-0123456789 },
+      params: { env: "$.target.env" }, outputs: [deployed_to] }
 tasks:
   - name: go
     type: shell
@@ -20,7 +26,9 @@ tasks:
   );
   await page.goto(`/projects/default/workflows/${wf}/triggers`);
   const card = page.getByRole("region", { name: "Trigger deploy" });
-  await expect(card.locator(".trigger-url")).toHaveText(new RegExp(`POST http://.+/api/v1/hooks/default/${wf}/deploy$`));
+  await expect(card.locator(".trigger-url")).toHaveText(
+    new RegExp(`POST http://.+/api/v1/hooks/default/${wf}/deploy$`),
+  );
   await expect(card).toContainText("env ← $.target.env");
 
   consoleErrors.allow(/status of 401/);

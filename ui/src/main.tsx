@@ -42,8 +42,13 @@ function Routes() {
     return <EditorPage project={m.project} name={m.name} />;
   if ((m = match("/projects/:project/workflows/:name", here)))
     return <WorkflowPage project={m.project} name={m.name} tab="overview" />;
-  if ((m = match("/projects/:project/workflows/:name/:tab", here)) && ["schedule", "backfill", "triggers", "runs"].includes(m.tab))
-    return <WorkflowPage project={m.project} name={m.name} tab={m.tab as "schedule" | "backfill" | "triggers" | "runs"} />;
+  if (
+    (m = match("/projects/:project/workflows/:name/:tab", here)) &&
+    ["schedule", "backfill", "triggers", "runs"].includes(m.tab)
+  )
+    return (
+      <WorkflowPage project={m.project} name={m.name} tab={m.tab as "schedule" | "backfill" | "triggers" | "runs"} />
+    );
   if (match("/instances", here)) return <InstancesPage />;
   if ((m = match("/instances/:id", here)) && /^\d+$/.test(m.id)) return <InstancePage id={Number(m.id)} />;
   if (match("/cluster", here)) return <ClusterPage />;

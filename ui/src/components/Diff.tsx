@@ -9,7 +9,8 @@ export function diffLines(a: string, b: string): DiffLine[] {
   // lcs[i][j]: length of the LCS of x[i..] and y[j..]
   const lcs = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
   for (let i = n - 1; i >= 0; i--)
-    for (let j = m - 1; j >= 0; j--) lcs[i][j] = x[i] === y[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
+    for (let j = m - 1; j >= 0; j--)
+      lcs[i][j] = x[i] === y[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
   const out: DiffLine[] = [];
   let i = 0;
   let j = 0;
@@ -26,13 +27,24 @@ export function diffLines(a: string, b: string): DiffLine[] {
   return out;
 }
 
-export function Diff({ from, to, fromLabel, toLabel }: { from: string; to: string; fromLabel: string; toLabel: string }) {
+export function Diff({
+  from,
+  to,
+  fromLabel,
+  toLabel,
+}: {
+  from: string;
+  to: string;
+  fromLabel: string;
+  toLabel: string;
+}) {
   const lines = diffLines(from, to);
   const changed = lines.some((l) => l.kind !== "same");
+  const count = (kind: string) => lines.filter((l) => l.kind === kind).length;
   return (
     <section aria-label="Diff" className="diff">
       <p className="muted">
-        {fromLabel} → {toLabel}: {changed ? `${lines.filter((l) => l.kind === "add").length} added, ${lines.filter((l) => l.kind === "del").length} removed lines` : "no changes"}
+        {fromLabel} → {toLabel}: {changed ? `${count("add")} added, ${count("del")} removed lines` : "no changes"}
       </p>
       <pre>
         {lines.map((l, i) => (

@@ -5,7 +5,12 @@ import { duration } from "./format";
 
 export function Gantt({ tasks }: { tasks: TaskInstance[] }) {
   const started = tasks.filter((t) => t.started_at);
-  if (started.length === 0) return <section aria-label="Timeline" className="card muted">No attempt has started yet.</section>;
+  if (started.length === 0)
+    return (
+      <section aria-label="Timeline" className="card muted">
+        No attempt has started yet.
+      </section>
+    );
   const t0 = Math.min(...started.map((t) => Date.parse(t.started_at!)));
   // The axis ends with the last attempt, or now while one still runs (as of this render: the
   // page renders again when the instance changes).

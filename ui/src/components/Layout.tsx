@@ -47,7 +47,11 @@ export function Layout({ children }: { children: ReactNode }) {
   const session = useSession();
   const projectPages = here === "/projects" || /^\/projects\/[^/]+$/.test(here);
   const nav = [
-    { href: path.workflows(currentProject()), label: "Workflows", active: here.startsWith("/projects/") && !projectPages },
+    {
+      href: path.workflows(currentProject()),
+      label: "Workflows",
+      active: here.startsWith("/projects/") && !projectPages,
+    },
     { href: "/instances", label: "Instances", active: here.startsWith("/instances") },
     { href: "/projects", label: "Projects", active: projectPages },
     { href: "/cluster", label: "Cluster", active: here.startsWith("/cluster") },

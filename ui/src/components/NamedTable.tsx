@@ -47,7 +47,13 @@ export function NamedTable<T extends { name: string }>(props: {
               {props.cells(row)}
               {onDelete && (
                 <td className="right">
-                  <button type="button" className="danger" aria-label={`Delete ${noun} ${row.name}`} disabled={props.busy} onClick={() => onDelete(row)}>
+                  <button
+                    type="button"
+                    className="danger"
+                    aria-label={`Delete ${noun} ${row.name}`}
+                    disabled={props.busy}
+                    onClick={() => onDelete(row)}
+                  >
                     Delete
                   </button>
                 </td>

@@ -14,7 +14,13 @@ export function NewToken({ created }: { created: CreatedToken }) {
         Token <strong>{created.name}</strong> of <strong>{created.user}</strong>. Copy it now: it is not shown again.
       </p>
       <div className="row">
-        <input readOnly value={created.token} aria-label="Token value" onFocus={(e) => e.target.select()} className="token-value" />
+        <input
+          readOnly
+          value={created.token}
+          aria-label="Token value"
+          onFocus={(e) => e.target.select()}
+          className="token-value"
+        />
         <button type="button" onClick={copy}>
           {copied ? "Copied" : "Copy"}
         </button>

@@ -9,7 +9,15 @@ import { errorText } from "./format";
 
 const PRIORITIES: Priority[] = ["highest", "high", "medium", "low", "lowest"];
 
-export function StartDialog({ project, workflow, onClose }: { project: string; workflow: string; onClose: () => void }) {
+export function StartDialog({
+  project,
+  workflow,
+  onClose,
+}: {
+  project: string;
+  workflow: string;
+  onClose: () => void;
+}) {
   const ref = useRef<HTMLDialogElement>(null);
   const [def, setDef] = useState<StoredWorkflow>();
   const [versions, setVersions] = useState<WorkflowVersion[]>([]);
@@ -78,7 +86,11 @@ export function StartDialog({ project, workflow, onClose }: { project: string; w
         <h2>Start {workflow}</h2>
         <label>
           Version
-          <select value={def?.version ?? ""} onChange={(e) => load(Number(e.target.value))} disabled={versions.length < 2}>
+          <select
+            value={def?.version ?? ""}
+            onChange={(e) => load(Number(e.target.value))}
+            disabled={versions.length < 2}
+          >
             {versions.map((v, i) => (
               <option key={v.version} value={v.version}>
                 v{v.version}
@@ -119,7 +131,12 @@ export function StartDialog({ project, workflow, onClose }: { project: string; w
           </label>
           <label>
             Scope
-            <select value={scope} onChange={(e) => setScope(e.target.value as Scope)} disabled={!fromTask} title={fromTask ? undefined : "choose a task to start from first"}>
+            <select
+              value={scope}
+              onChange={(e) => setScope(e.target.value as Scope)}
+              disabled={!fromTask}
+              title={fromTask ? undefined : "choose a task to start from first"}
+            >
               <option value="downstream">downstream</option>
               <option value="upstream">upstream</option>
               <option value="only">only</option>

@@ -48,7 +48,9 @@ export function TaskActions({
   if (offered.length === 0) return null;
   const act = (action: TaskAction) => {
     const body = action === "rerun" ? { downstream: true } : undefined;
-    return run(() => api.POST("/api/v1/task-instances/{id}/{action}", { params: { path: { id: task.id, action } }, body }));
+    return run(() =>
+      api.POST("/api/v1/task-instances/{id}/{action}", { params: { path: { id: task.id, action } }, body }),
+    );
   };
   return (
     <span className="task-actions">

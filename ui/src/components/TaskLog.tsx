@@ -91,7 +91,13 @@ export function TaskLog({ task }: { task: TaskInstance }) {
           {lines.length} matching lines
         </p>
       )}
-      <pre ref={pre} role="log" aria-label={`Log of ${task.name}`} aria-live={running ? "polite" : "off"} className="log">
+      <pre
+        ref={pre}
+        role="log"
+        aria-label={`Log of ${task.name}`}
+        aria-live={running ? "polite" : "off"}
+        className="log"
+      >
         {lines.join("\n")}
       </pre>
     </section>

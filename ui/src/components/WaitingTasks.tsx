@@ -11,7 +11,10 @@ import { ExternalOffer } from "./ExternalOffer";
 /** `key=value` pairs separated by commas or new lines; an error names a malformed one. */
 export function parseOutputs(text: string): Record<string, string> | string {
   const out: Record<string, string> = {};
-  for (const part of text.split(/[,\n]/).map((p) => p.trim()).filter(Boolean)) {
+  for (const part of text
+    .split(/[,\n]/)
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const eq = part.indexOf("=");
     if (eq <= 0) return `"${part}" is not key=value`;
     out[part.slice(0, eq).trim()] = part.slice(eq + 1).trim();
@@ -38,7 +41,8 @@ function Completer({ task, onDone }: { task: TaskInstance; onDone: () => void })
       <p>
         {task.external ? (
           <>
-            <strong>{task.name}</strong> ({task.type} task) is done by an external worker; complete it here only in its place.
+            <strong>{task.name}</strong> ({task.type} task) is done by an external worker; complete it here only in its
+            place.
           </>
         ) : (
           <>
@@ -51,7 +55,11 @@ function Completer({ task, onDone }: { task: TaskInstance; onDone: () => void })
       <div className="row">
         <label>
           Outputs
-          <input value={outputs} placeholder="approved_by=ann, ticket=42" onChange={(e) => setOutputs(e.target.value)} />
+          <input
+            value={outputs}
+            placeholder="approved_by=ann, ticket=42"
+            onChange={(e) => setOutputs(e.target.value)}
+          />
         </label>
         <label>
           Message

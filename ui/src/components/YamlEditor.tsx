@@ -13,7 +13,15 @@ export interface Problem {
   line?: number;
 }
 
-export function YamlEditor({ value, onChange, problem }: { value: string; onChange: (text: string) => void; problem: Problem | null }) {
+export function YamlEditor({
+  value,
+  onChange,
+  problem,
+}: {
+  value: string;
+  onChange: (text: string) => void;
+  problem: Problem | null;
+}) {
   const host = useRef<HTMLDivElement>(null);
   const view = useRef<EditorView | null>(null);
   // The latest onChange, for the editor's listener (made once, with the editor).
@@ -43,7 +51,8 @@ export function YamlEditor({ value, onChange, problem }: { value: string; onChan
   // A new seed (the stored definition arrived) replaces the text once.
   useEffect(() => {
     const v = view.current;
-    if (v && v.state.doc.toString() !== value) v.dispatch({ changes: { from: 0, to: v.state.doc.length, insert: value } });
+    if (v && v.state.doc.toString() !== value)
+      v.dispatch({ changes: { from: 0, to: v.state.doc.length, insert: value } });
   }, [value]);
 
   useEffect(() => {

@@ -35,7 +35,10 @@ export function AccountPage() {
     return (
       <>
         <h1>Tokens</h1>
-        <p className="muted">This server runs without auth (a standalone on loopback): there are no tokens. Start it with --auth to use them.</p>
+        <p className="muted">
+          This server runs without auth (a standalone on loopback): there are no tokens. Start it with --auth to use
+          them.
+        </p>
       </>
     );
   }
@@ -55,7 +58,9 @@ export function AccountPage() {
           ))}
         </p>
       )}
-      {!isUser && session && <p className="muted">The server's SHOAL_TOKEN is not a user's: it has no tokens of its own.</p>}
+      {!isUser && session && (
+        <p className="muted">The server's SHOAL_TOKEN is not a user's: it has no tokens of its own.</p>
+      )}
       {error && (
         <p role="alert" className="error">
           {error}
@@ -84,7 +89,10 @@ export function AccountPage() {
                   <td>{t.revoked_at ? `revoked ${when(t.revoked_at)}` : "active"}</td>
                   <td className="right">
                     {!t.revoked_at && (
-                      <button type="button" onClick={() => run(() => api.DELETE("/api/v1/tokens/{id}", { params: { path: { id: t.id } } }))}>
+                      <button
+                        type="button"
+                        onClick={() => run(() => api.DELETE("/api/v1/tokens/{id}", { params: { path: { id: t.id } } }))}
+                      >
                         Revoke
                       </button>
                     )}
@@ -103,7 +111,14 @@ export function AccountPage() {
                 </label>
                 <label>
                   Expires in days
-                  <input type="number" min={1} max={3650} value={days} onChange={(e) => setDays(e.target.value)} placeholder="never" />
+                  <input
+                    type="number"
+                    min={1}
+                    max={3650}
+                    value={days}
+                    onChange={(e) => setDays(e.target.value)}
+                    placeholder="never"
+                  />
                 </label>
               </div>
               <div className="actions">

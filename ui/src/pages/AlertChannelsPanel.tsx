@@ -44,7 +44,11 @@ export function AlertChannelsPanel({ manage }: { manage: boolean }) {
         error={error || channels.error}
         empty="No alert channels: a workflow's `alerts` name the channels its runs' ends go to."
         busy={busy}
-        onDelete={manage ? (c) => run(() => api.DELETE("/api/v1/alert-channels/{name}", { params: { path: { name: c.name } } })) : undefined}
+        onDelete={
+          manage
+            ? (c) => run(() => api.DELETE("/api/v1/alert-channels/{name}", { params: { path: { name: c.name } } }))
+            : undefined
+        }
       />
       {manage && (
         <NewNamedForm noun="alert channel" name={name} setName={setName} busy={busy} onCreate={create}>
@@ -59,7 +63,13 @@ export function AlertChannelsPanel({ manage }: { manage: boolean }) {
             <>
               <label>
                 URL
-                <input type="url" value={url} onChange={(e) => setUrl(e.target.value)} required placeholder="https://hooks.example.com/shoal" />
+                <input
+                  type="url"
+                  value={url}
+                  onChange={(e) => setUrl(e.target.value)}
+                  required
+                  placeholder="https://hooks.example.com/shoal"
+                />
               </label>
               <label>
                 Format

@@ -9,7 +9,11 @@ const PAGE = 100;
 export function AuditPage() {
   useTitle("Audit log");
   const [query, setQuery] = useQueryState();
-  const filters = { actor: query.get("actor") ?? "", project: query.get("project") ?? "", action: query.get("action") ?? "" };
+  const filters = {
+    actor: query.get("actor") ?? "",
+    project: query.get("project") ?? "",
+    action: query.get("action") ?? "",
+  };
   const before = query.get("before") ?? "";
   const page = { ...filters, before: Number(before) || undefined, limit: PAGE };
   const rows = $api.useQuery("get", "/api/v1/audit", { params: { query: page } }, every(5000));
@@ -32,10 +36,16 @@ export function AuditPage() {
         {(["actor", "project", "action"] as const).map((f) => (
           <label key={f}>
             {f[0].toUpperCase() + f.slice(1)}
-            <input value={draft[f]} onChange={(e) => setDraft({ ...draft, [f]: e.target.value })} placeholder={f === "action" ? "e.g. startWorkflow" : ""} />
+            <input
+              value={draft[f]}
+              onChange={(e) => setDraft({ ...draft, [f]: e.target.value })}
+              placeholder={f === "action" ? "e.g. startWorkflow" : ""}
+            />
           </label>
         ))}
-        <div className="row-button"><button type="submit">Filter</button></div>
+        <div className="row-button">
+          <button type="submit">Filter</button>
+        </div>
       </form>
       {rows.error && (
         <p role="alert" className="error">
@@ -76,7 +86,11 @@ export function AuditPage() {
             Newest
           </button>
         )}
-        <button type="button" disabled={!last || (rows.data?.length ?? 0) < PAGE} onClick={() => last && setQuery({ ...filters, before: String(last.id) })}>
+        <button
+          type="button"
+          disabled={!last || (rows.data?.length ?? 0) < PAGE}
+          onClick={() => last && setQuery({ ...filters, before: String(last.id) })}
+        >
           Older
         </button>
       </div>

@@ -22,7 +22,12 @@ function Progress({ b }: { b: Backfill }) {
         )}
         <span className="spacer" />
         {b.state === "running" && (
-          <button className="secondary" onClick={() => api.POST("/api/v1/backfills/{id}/cancel", { params: { path: { id: b.id } } }).catch(() => undefined)}>
+          <button
+            className="secondary"
+            onClick={() =>
+              api.POST("/api/v1/backfills/{id}/cancel", { params: { path: { id: b.id } } }).catch(() => undefined)
+            }
+          >
             Cancel backfill {b.id}
           </button>
         )}
@@ -43,7 +48,10 @@ function Progress({ b }: { b: Backfill }) {
           {b.runs?.map((r) => (
             <li key={r.schedule_time}>
               {r.schedule_time} <StateBadge state={r.state} />{" "}
-              {r.workflow_instance_id && <Link href={path.instance(r.workflow_instance_id)}>#{r.workflow_instance_id}</Link>} {r.error}
+              {r.workflow_instance_id && (
+                <Link href={path.instance(r.workflow_instance_id)}>#{r.workflow_instance_id}</Link>
+              )}{" "}
+              {r.error}
             </li>
           ))}
         </ul>
@@ -72,7 +80,10 @@ export function BackfillPanel({ project, name }: { project: string; name: string
     const common = { parallel, order, stop_on_failure: stopOnFailure, with_dependents: withDependents };
     const body: BackfillRequest = list.length ? { dates: list, ...common } : { from, to, ...common };
     try {
-      const backfill = api.POST("/api/v1/projects/{project}/workflows/{name}/backfill", { params: { path: { project, name } }, body });
+      const backfill = api.POST("/api/v1/projects/{project}/workflows/{name}/backfill", {
+        params: { path: { project, name } },
+        body,
+      });
       setCreated(await answer(backfill));
       reload();
     } catch (err) {
@@ -84,7 +95,9 @@ export function BackfillPanel({ project, name }: { project: string; name: string
     <div className="split">
       <form className="card" onSubmit={submit}>
         <h2>New backfill</h2>
-        <p className="muted">One run per fire time of the schedule on each day (one per day at 00:00 without a schedule).</p>
+        <p className="muted">
+          One run per fire time of the schedule on each day (one per day at 00:00 without a schedule).
+        </p>
         <div className="row">
           <label>
             From
@@ -113,11 +126,16 @@ export function BackfillPanel({ project, name }: { project: string; name: string
           </label>
         </div>
         <label className="check">
-          <input type="checkbox" checked={stopOnFailure} onChange={(e) => setStopOnFailure(e.target.checked)} /> Stop on failure
+          <input type="checkbox" checked={stopOnFailure} onChange={(e) => setStopOnFailure(e.target.checked)} /> Stop on
+          failure
         </label>
         <label className="check">
-          <input type="checkbox" checked={withDependents} onChange={(e) => setWithDependents(e.target.checked)} /> With dependents
-          <span className="muted"> (also the workflows whose dependent tasks wait for this one, each stage after the one before)</span>
+          <input type="checkbox" checked={withDependents} onChange={(e) => setWithDependents(e.target.checked)} /> With
+          dependents
+          <span className="muted">
+            {" "}
+            (also the workflows whose dependent tasks wait for this one, each stage after the one before)
+          </span>
         </label>
         {created && (created.dependents.length > 0 || created.left_out.length > 0) && (
           <div className="message-box" aria-label="Dependent backfills">
@@ -148,7 +166,9 @@ export function BackfillPanel({ project, name }: { project: string; name: string
         <h2>Backfills</h2>
         {data?.length === 0 && <p className="muted">None yet.</p>}
         <ul className="plain" aria-label="Backfills">
-          {data?.map((b) => <Progress key={b.id} b={b} />)}
+          {data?.map((b) => (
+            <Progress key={b.id} b={b} />
+          ))}
         </ul>
       </div>
     </div>

@@ -51,7 +51,8 @@ export function ClusterPage() {
               <td>
                 {n.role === "worker" ? (
                   <>
-                    <meter min={0} max={Math.max(1, n.slots)} value={n.running} aria-label={`load of ${n.addr}`} /> {n.running} / {n.slots}
+                    <meter min={0} max={Math.max(1, n.slots)} value={n.running} aria-label={`load of ${n.addr}`} />{" "}
+                    {n.running} / {n.slots}
                   </>
                 ) : (
                   `${n.running} instances`
@@ -91,7 +92,8 @@ export function ClusterPage() {
                   : q.workers.map((w, i) => (
                       <span key={w.name}>
                         {i > 0 && ", "}
-                        <code>{w.name}</code> <span className="muted">
+                        <code>{w.name}</code>{" "}
+                        <span className="muted">
                           {w.holding > 0 ? `holds ${w.holding} · ` : ""}seen {when(w.last_seen_at)}
                         </span>
                       </span>
@@ -101,7 +103,9 @@ export function ClusterPage() {
           ))}
         </tbody>
       </table>
-      {queues.data?.length === 0 && <p className="muted">No external tasks offered and no external workers seen in the last hour.</p>}
+      {queues.data?.length === 0 && (
+        <p className="muted">No external tasks offered and no external workers seen in the last hour.</p>
+      )}
       <div className="split">
         <TaskGroupsPanel manage={manage} />
         <AlertChannelsPanel manage={manage} />

@@ -65,7 +65,11 @@ export default function EditorPage({ project, name }: { project: string; name?: 
     const t = setTimeout(async () => {
       try {
         const v = await answer(
-          api.POST("/api/v1/projects/{project}/validate", { params: { path: { project } }, ...yaml(text), signal: ctl.signal }),
+          api.POST("/api/v1/projects/{project}/validate", {
+            params: { path: { project } },
+            ...yaml(text),
+            signal: ctl.signal,
+          }),
         );
         setPreview(v);
         setProblem(null);
@@ -83,7 +87,9 @@ export default function EditorPage({ project, name }: { project: string; name?: 
   const apply = async () => {
     setApplying(true);
     try {
-      const res = await answer(api.POST("/api/v1/projects/{project}/workflows", { params: { path: { project } }, ...yaml(text) }));
+      const res = await answer(
+        api.POST("/api/v1/projects/{project}/workflows", { params: { path: { project } }, ...yaml(text) }),
+      );
       navigate(path.workflow(project, res.name));
     } catch (e) {
       setProblem(e instanceof ApiError && e.status === 400 ? locate(text, e) : { message: errorText(e) });
@@ -128,9 +134,13 @@ export default function EditorPage({ project, name }: { project: string; name?: 
             </p>
           )}
         </div>
-        {preview ? <Dag tasks={preview.tasks} label="DAG preview" /> : <section aria-label="DAG preview" className="dag">
+        {preview ? (
+          <Dag tasks={preview.tasks} label="DAG preview" />
+        ) : (
+          <section aria-label="DAG preview" className="dag">
             <p className="muted dag-empty">{problem ? "The DAG is drawn once the YAML is valid." : "Checking…"}</p>
-          </section>}
+          </section>
+        )}
       </div>
     </>
   );

@@ -64,7 +64,8 @@ function Actions({ instance, onDone }: { instance: InstanceDetail; onDone: () =>
   const offers = new Map(instance.actions.map((a) => [a.action, a]));
   const run = async (action: ActionOffer["action"], label: string) => {
     setStatus("");
-    const request = () => api.POST("/api/v1/instances/{id}/{action}", { params: { path: { id: instance.id, action } } });
+    const request = () =>
+      api.POST("/api/v1/instances/{id}/{action}", { params: { path: { id: instance.id, action } } });
     if (await act(request)) setStatus(`${label} requested`);
   };
   return (
@@ -135,7 +136,9 @@ export function InstancePage({ id }: { id: number }) {
     );
   if (!inst) return <p className="muted">Loading…</p>;
 
-  const rows = [...inst.tasks].sort((a, b) => b.run - a.run || a.submitted_at.localeCompare(b.submitted_at) || a.id - b.id);
+  const rows = [...inst.tasks].sort(
+    (a, b) => b.run - a.run || a.submitted_at.localeCompare(b.submitted_at) || a.id - b.id,
+  );
   const shown = rows.find((t) => t.id === selected);
   const selectTask = (name: string) => {
     const t = latest.get(name);
@@ -144,7 +147,8 @@ export function InstancePage({ id }: { id: number }) {
   return (
     <>
       <p className="crumbs">
-        <Link href={path.workflows(inst.project)}>{inst.project}</Link> / <Link href={path.workflow(inst.project, inst.workflow)}>{inst.workflow}</Link> /
+        <Link href={path.workflows(inst.project)}>{inst.project}</Link> /{" "}
+        <Link href={path.workflow(inst.project, inst.workflow)}>{inst.workflow}</Link> /
       </p>
       <div className="pagehead">
         <h1>Instance {inst.id}</h1>
@@ -153,13 +157,18 @@ export function InstancePage({ id }: { id: number }) {
           v{inst.version} · run {inst.run} · {inst.priority} priority
           {inst.schedule_time && ` · schedule time ${when(inst.schedule_time)}`}
         </span>
-        {inst.parent_instance_id && <Link href={path.instance(inst.parent_instance_id)}>parent instance {inst.parent_instance_id}</Link>}
+        {inst.parent_instance_id && (
+          <Link href={path.instance(inst.parent_instance_id)}>parent instance {inst.parent_instance_id}</Link>
+        )}
         {inst.options.handles_failure_of && (
-          <Link href={path.instance(inst.options.handles_failure_of)}>handles the failure of instance {inst.options.handles_failure_of}</Link>
+          <Link href={path.instance(inst.options.handles_failure_of)}>
+            handles the failure of instance {inst.options.handles_failure_of}
+          </Link>
         )}
       </div>
       <p className="muted">
-        Created {when(inst.created_at)} · started {when(inst.started_at)} · {FINISHED.has(inst.state) ? `ended ${when(inst.ended_at)}` : "running for"} ·{" "}
+        Created {when(inst.created_at)} · started {when(inst.started_at)} ·{" "}
+        {FINISHED.has(inst.state) ? `ended ${when(inst.ended_at)}` : "running for"} ·{" "}
         {duration(inst.started_at, inst.ended_at)}
         {inst.master && ` · driven by master ${inst.master}`}
       </p>
@@ -167,7 +176,11 @@ export function InstancePage({ id }: { id: number }) {
       <Actions instance={inst} onDone={reload} />
       <WaitingTasks tasks={inst.tasks} onDone={reload} />
       <div className="split">
-        {wf ? <Dag tasks={wf.definition.tasks} states={states} onSelect={selectTask} /> : <section aria-label="DAG" className="dag" />}
+        {wf ? (
+          <Dag tasks={wf.definition.tasks} states={states} onSelect={selectTask} />
+        ) : (
+          <section aria-label="DAG" className="dag" />
+        )}
         <Gantt tasks={inst.tasks.filter((t) => t.run === inst.run)} />
       </div>
       <table aria-label="Tasks">
@@ -194,7 +207,9 @@ export function InstancePage({ id }: { id: number }) {
                 <button className="link" onClick={() => setSelected(t.id)}>
                   {t.name}
                 </button>{" "}
-                {t.child_instance_id && <Link href={path.instance(t.child_instance_id)}>child instance {t.child_instance_id}</Link>}
+                {t.child_instance_id && (
+                  <Link href={path.instance(t.child_instance_id)}>child instance {t.child_instance_id}</Link>
+                )}
                 {t.external && <div className="muted">queue {t.external.queue}</div>}
               </td>
               <td>{t.run}</td>
@@ -211,7 +226,12 @@ export function InstancePage({ id }: { id: number }) {
                 {t.message ?? (t.exit_code !== null && t.exit_code !== 0 ? `exit code ${t.exit_code}` : "")}
               </td>
               <td>
-                <TaskActions task={t} instanceState={inst.state} latest={latest.get(t.name)?.id === t.id} onDone={reload} />
+                <TaskActions
+                  task={t}
+                  instanceState={inst.state}
+                  latest={latest.get(t.name)?.id === t.id}
+                  onDone={reload}
+                />
               </td>
             </tr>
           ))}

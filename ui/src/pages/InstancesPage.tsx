@@ -8,7 +8,17 @@ import { duration, errorText, when } from "../components/format";
 import { Link, path, useQueryState, useTitle } from "../router";
 
 const PAGE = 50;
-const STATES: WorkflowState[] = ["submitted", "running", "ready_pause", "paused", "ready_stop", "stopped", "failure", "success", "serial_wait"];
+const STATES: WorkflowState[] = [
+  "submitted",
+  "running",
+  "ready_pause",
+  "paused",
+  "ready_stop",
+  "stopped",
+  "failure",
+  "success",
+  "serial_wait",
+];
 
 /** `datetime-local` value → RFC 3339 in the browser's zone. */
 const rfc3339 = (local: string) => (local ? new Date(local).toISOString() : "");
@@ -120,7 +130,11 @@ export function InstancesPage() {
       </table>
       {data && data.rows.length === 0 && <p className="muted">No instances match.</p>}
       <div className="pager">
-        <button className="secondary" disabled={offset === 0} onClick={() => set({ offset: Math.max(0, offset - PAGE) })}>
+        <button
+          className="secondary"
+          disabled={offset === 0}
+          onClick={() => set({ offset: Math.max(0, offset - PAGE) })}
+        >
           Previous
         </button>
         <span aria-live="polite">

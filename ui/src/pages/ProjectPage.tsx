@@ -51,7 +51,10 @@ export function ProjectPage({ project }: { project: string }) {
   const setSecret = (e: FormEvent) => {
     e.preventDefault();
     const body = { value: secretValue, description: secretDescription };
-    act(() => api.PUT("/api/v1/projects/{project}/secrets/{name}", { ...secret(secretName), body }), secrets.refetch).then(() => {
+    act(
+      () => api.PUT("/api/v1/projects/{project}/secrets/{name}", { ...secret(secretName), body }),
+      secrets.refetch,
+    ).then(() => {
       setSecretName("");
       setSecretValue("");
       setSecretDescription("");
@@ -86,7 +89,13 @@ export function ProjectPage({ project }: { project: string }) {
         <Link href={path.workflows(project)}>Workflows</Link>
         <span className="spacer" />
         {atLeast(role, "admin") && (
-          <button type="button" className="danger" onClick={remove} disabled={!!d && d.workflows > 0} title={d && d.workflows > 0 ? "Only an empty project can be deleted" : undefined}>
+          <button
+            type="button"
+            className="danger"
+            onClick={remove}
+            disabled={!!d && d.workflows > 0}
+            title={d && d.workflows > 0 ? "Only an empty project can be deleted" : undefined}
+          >
             Delete project
           </button>
         )}
@@ -131,7 +140,15 @@ export function ProjectPage({ project }: { project: string }) {
                   </td>
                   <td className="right">
                     {atLeast(role, "admin") && (
-                      <button type="button" onClick={() => act(() => api.DELETE("/api/v1/projects/{project}/members/{user}", member(m.user)), detail.refetch)}>
+                      <button
+                        type="button"
+                        onClick={() =>
+                          act(
+                            () => api.DELETE("/api/v1/projects/{project}/members/{user}", member(m.user)),
+                            detail.refetch,
+                          )
+                        }
+                      >
                         Remove
                       </button>
                     )}
@@ -155,7 +172,9 @@ export function ProjectPage({ project }: { project: string }) {
                     ))}
                   </select>
                 </label>
-                <div className="row-button"><button type="submit">Add member</button></div>
+                <div className="row-button">
+                  <button type="submit">Add member</button>
+                </div>
               </div>
             </form>
           )}
@@ -163,7 +182,8 @@ export function ProjectPage({ project }: { project: string }) {
         <div>
           <h2>Secrets</h2>
           <p className="muted">
-            Tasks use a secret as <code>{"${secret.NAME}"}</code>, or as a sql task's datasource. Values are never shown.
+            Tasks use a secret as <code>{"${secret.NAME}"}</code>, or as a sql task's datasource. Values are never
+            shown.
           </p>
           <table aria-label="Secrets">
             <thead>
@@ -186,7 +206,15 @@ export function ProjectPage({ project }: { project: string }) {
                   </td>
                   <td className="right">
                     {atLeast(role, "editor") && (
-                      <button type="button" onClick={() => act(() => api.DELETE("/api/v1/projects/{project}/secrets/{name}", secret(s.name)), secrets.refetch)}>
+                      <button
+                        type="button"
+                        onClick={() =>
+                          act(
+                            () => api.DELETE("/api/v1/projects/{project}/secrets/{name}", secret(s.name)),
+                            secrets.refetch,
+                          )
+                        }
+                      >
                         Delete
                       </button>
                     )}
@@ -205,13 +233,21 @@ export function ProjectPage({ project }: { project: string }) {
                 </label>
                 <label>
                   Value
-                  <input type="password" value={secretValue} onChange={(e) => setSecretValue(e.target.value)} required autoComplete="off" />
+                  <input
+                    type="password"
+                    value={secretValue}
+                    onChange={(e) => setSecretValue(e.target.value)}
+                    required
+                    autoComplete="off"
+                  />
                 </label>
                 <label>
                   Description
                   <input value={secretDescription} onChange={(e) => setSecretDescription(e.target.value)} />
                 </label>
-                <div className="row-button"><button type="submit">Set secret</button></div>
+                <div className="row-button">
+                  <button type="submit">Set secret</button>
+                </div>
               </div>
             </form>
           )}

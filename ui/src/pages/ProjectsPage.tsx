@@ -65,7 +65,12 @@ export function ProjectsPage() {
           <h2>New project</h2>
           <label>
             Name
-            <input value={name} onChange={(e) => setName(e.target.value)} required pattern="[A-Za-z0-9_][A-Za-z0-9_.\-]*" />
+            <input
+              value={name}
+              onChange={(e) => setName(e.target.value)}
+              required
+              pattern="[A-Za-z0-9_][A-Za-z0-9_.\-]*"
+            />
           </label>
           <label>
             Description

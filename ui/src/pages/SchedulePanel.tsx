@@ -13,7 +13,9 @@ function FirePreview({ cron, timezone }: { cron: string; timezone: string }) {
     const t = setTimeout(() => setDebounced({ cron, timezone }), 250);
     return () => clearTimeout(t);
   }, [cron, timezone]);
-  const { data, error } = $api.useQuery("get", "/api/v1/cron/preview", { params: { query: { ...debounced, count: 5 } } });
+  const { data, error } = $api.useQuery("get", "/api/v1/cron/preview", {
+    params: { query: { ...debounced, count: 5 } },
+  });
   return (
     <div className="preview">
       <h3 id="fires">Next fire times ({debounced.timezone})</h3>
@@ -34,9 +36,13 @@ function FirePreview({ cron, timezone }: { cron: string; timezone: string }) {
 
 export function SchedulePanel({ project, name }: { project: string; name: string }) {
   const where = { path: { project, name } };
-  const { data: list, refetch: reload } = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}/schedules", {
-    params: where,
-  });
+  const { data: list, refetch: reload } = $api.useQuery(
+    "get",
+    "/api/v1/projects/{project}/workflows/{name}/schedules",
+    {
+      params: where,
+    },
+  );
   /** The path of the stored schedule `id`. */
   const one = (id: number) => ({ params: { path: { project, name, id } } });
   const current = list?.[0];
@@ -75,8 +81,13 @@ export function SchedulePanel({ project, name }: { project: string; name: string
     e.preventDefault();
     const body = { cron, timezone, enabled, start_time: startTime || null, end_time: endTime || null };
     if (current)
-      act("Schedule saved", () => api.PUT("/api/v1/projects/{project}/workflows/{name}/schedules/{id}", { ...one(current.id), body }));
-    else act("Schedule created", () => api.POST("/api/v1/projects/{project}/workflows/{name}/schedules", { params: where, body }));
+      act("Schedule saved", () =>
+        api.PUT("/api/v1/projects/{project}/workflows/{name}/schedules/{id}", { ...one(current.id), body }),
+      );
+    else
+      act("Schedule created", () =>
+        api.POST("/api/v1/projects/{project}/workflows/{name}/schedules", { params: where, body }),
+      );
   };
 
   return (
@@ -97,7 +108,11 @@ export function SchedulePanel({ project, name }: { project: string; name: string
         <div className="row">
           <label>
             Start time
-            <input value={startTime} onChange={(e) => setStartTime(e.target.value)} placeholder="2026-01-01T00:00:00Z" />
+            <input
+              value={startTime}
+              onChange={(e) => setStartTime(e.target.value)}
+              placeholder="2026-01-01T00:00:00Z"
+            />
           </label>
           <label>
             End time
@@ -131,11 +146,15 @@ export function SchedulePanel({ project, name }: { project: string; name: string
               >
                 {current.enabled ? "Disable" : "Enable"}
               </button>
-              <button type="button" className="danger" onClick={() =>
+              <button
+                type="button"
+                className="danger"
+                onClick={() =>
                   act("Schedule deleted", () =>
                     api.DELETE("/api/v1/projects/{project}/workflows/{name}/schedules/{id}", one(current.id)),
                   )
-                }>
+                }
+              >
                 Delete schedule
               </button>
             </>
@@ -147,7 +166,8 @@ export function SchedulePanel({ project, name }: { project: string; name: string
         <FirePreview cron={cron} timezone={timezone} />
         {current && (
           <p className="muted">
-            Stored: <code>{current.cron}</code> in {current.timezone}, {current.enabled ? `next fire ${current.next_fire ?? "none"}` : "disabled"}.
+            Stored: <code>{current.cron}</code> in {current.timezone},{" "}
+            {current.enabled ? `next fire ${current.next_fire ?? "none"}` : "disabled"}.
           </p>
         )}
       </div>

@@ -26,12 +26,19 @@ export function SignIn() {
       <form onSubmit={submit} className="card">
         <h1>Sign in</h1>
         <p className="muted">
-          This shoal server needs an API token: yours (<code>shoal token create</code>, or from an admin), the one its first
-          start printed for the admin, or its <code>SHOAL_TOKEN</code>.
+          This shoal server needs an API token: yours (<code>shoal token create</code>, or from an admin), the one its
+          first start printed for the admin, or its <code>SHOAL_TOKEN</code>.
         </p>
         <label>
           Token
-          <input type="password" value={value} onChange={(e) => setValue(e.target.value)} autoFocus required autoComplete="current-password" />
+          <input
+            type="password"
+            value={value}
+            onChange={(e) => setValue(e.target.value)}
+            autoFocus
+            required
+            autoComplete="current-password"
+          />
         </label>
         {error && (
           <p role="alert" className="error">

@@ -36,7 +36,11 @@ export function TaskGroupsPanel({ manage }: { manage: boolean }) {
         error={error || groups.error}
         empty="No task groups: a workflow's task names one with `task_group` to share its slots."
         busy={busy}
-        onDelete={manage ? (g) => run(() => api.DELETE("/api/v1/task-groups/{name}", { params: { path: { name: g.name } } })) : undefined}
+        onDelete={
+          manage
+            ? (g) => run(() => api.DELETE("/api/v1/task-groups/{name}", { params: { path: { name: g.name } } }))
+            : undefined
+        }
       />
       {manage && (
         <NewNamedForm noun="task group" name={name} setName={setName} busy={busy} onCreate={create}>

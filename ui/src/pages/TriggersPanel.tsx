@@ -93,14 +93,26 @@ function CallForm({ trigger, url }: { trigger: TriggerInfo; url: string }) {
 }
 
 export function TriggersPanel({ project, name }: { project: string; name: string }) {
-  const { data, error } = $api.useQuery("get", "/api/v1/projects/{project}/triggers", { params: { path: { project } } });
-  if (error) return <p role="alert" className="error">{errorText(error)}</p>;
+  const { data, error } = $api.useQuery("get", "/api/v1/projects/{project}/triggers", {
+    params: { path: { project } },
+  });
+  if (error)
+    return (
+      <p role="alert" className="error">
+        {errorText(error)}
+      </p>
+    );
   if (!data) return <p className="muted">Loading…</p>;
   const mine = data.filter((t) => t.workflow === name);
   if (mine.length === 0)
     return (
       <p className="muted">
-        No triggers. Add <code>triggers: [{"{"}name, mode: async|sync, auth: {"{"}token: …{"}"}{"}"}]</code> to the definition to start runs from a webhook.
+        No triggers. Add{" "}
+        <code>
+          triggers: [{"{"}name, mode: async|sync, auth: {"{"}token: …{"}"}
+          {"}"}]
+        </code>{" "}
+        to the definition to start runs from a webhook.
       </p>
     );
   return (
@@ -115,7 +127,9 @@ export function TriggersPanel({ project, name }: { project: string; name: string
               <code className="trigger-url">POST {url}</code>
             </p>
             <p className="muted">
-              {t.mode === "sync" ? `sync: answers with the run's state and outputs (waits up to ${t.timeout})` : "async: answers with the run at once"}
+              {t.mode === "sync"
+                ? `sync: answers with the run's state and outputs (waits up to ${t.timeout})`
+                : "async: answers with the run at once"}
               {" · "}
               {t.auth === "basic" ? "HTTP Basic" : "bearer token"}
               {" · "}

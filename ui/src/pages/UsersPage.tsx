@@ -107,7 +107,12 @@ export function UsersPage() {
               </label>
               <label>
                 Token name
-                <input value={tokenName} onChange={(e) => setTokenName(e.target.value)} required placeholder="e.g. laptop" />
+                <input
+                  value={tokenName}
+                  onChange={(e) => setTokenName(e.target.value)}
+                  required
+                  placeholder="e.g. laptop"
+                />
               </label>
             </div>
             <div className="actions">

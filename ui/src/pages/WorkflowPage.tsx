@@ -16,8 +16,20 @@ type Tab = "overview" | "schedule" | "backfill" | "triggers" | "runs";
 
 const where = (project: string, name: string) => ({ path: { project, name } });
 
-function Versions({ project, name, latest, onChange }: { project: string; name: string; latest: number; onChange: () => void }) {
-  const versions = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}/versions", { params: where(project, name) });
+function Versions({
+  project,
+  name,
+  latest,
+  onChange,
+}: {
+  project: string;
+  name: string;
+  latest: number;
+  onChange: () => void;
+}) {
+  const versions = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}/versions", {
+    params: where(project, name),
+  });
   // A rollback stores a new version: the workflow (its latest) and this list change.
   const { error: rollbackError, run } = useAction(() => {
     onChange();
@@ -35,8 +47,12 @@ function Versions({ project, name, latest, onChange }: { project: string; name: 
   const b = to ?? latest;
   // The two versions compared (shared with other pages showing the same version).
   const version = (v: number) => ({ params: { ...where(project, name), query: { version: v } } });
-  const fromDef = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}", version(a), { enabled: latest > 1 });
-  const toDef = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}", version(b), { enabled: latest > 1 });
+  const fromDef = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}", version(a), {
+    enabled: latest > 1,
+  });
+  const toDef = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}", version(b), {
+    enabled: latest > 1,
+  });
   const error = fromDef.error ?? toDef.error;
   return (
     <div className="card">
@@ -46,7 +62,11 @@ function Versions({ project, name, latest, onChange }: { project: string; name: 
           <li key={v.version}>
             <b>v{v.version}</b> <span className="muted">{when(v.created_at)}</span>{" "}
             {v.version !== latest && (
-              <button className="secondary small" title="Store this version again as the newest one" onClick={() => rollBack(v.version)}>
+              <button
+                className="secondary small"
+                title="Store this version again as the newest one"
+                onClick={() => rollBack(v.version)}
+              >
                 Make latest
               </button>
             )}
@@ -82,8 +102,14 @@ function Versions({ project, name, latest, onChange }: { project: string; name: 
               </select>
             </label>
           </div>
-          {error && <p role="alert" className="error">{errorText(error)}</p>}
-          {fromDef.data && toDef.data && <Diff from={fromDef.data.yaml} to={toDef.data.yaml} fromLabel={`v${a}`} toLabel={`v${b}`} />}
+          {error && (
+            <p role="alert" className="error">
+              {errorText(error)}
+            </p>
+          )}
+          {fromDef.data && toDef.data && (
+            <Diff from={fromDef.data.yaml} to={toDef.data.yaml} fromLabel={`v${a}`} toLabel={`v${b}`} />
+          )}
         </>
       )}
     </div>
@@ -128,7 +154,11 @@ function Runs({ project, name }: { project: string; name: string }) {
 export function WorkflowPage({ project, name, tab }: { project: string; name: string; tab: Tab }) {
   useTitle(name);
   const [starting, setStarting] = useState(false);
-  const { data: wf, error, refetch: reload } = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}", {
+  const {
+    data: wf,
+    error,
+    refetch: reload,
+  } = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}", {
     params: where(project, name),
   });
   const { error: releaseError, run } = useAction(reload);
@@ -163,13 +193,21 @@ export function WorkflowPage({ project, name, tab }: { project: string; name: st
         {wf && (
           <button
             className="secondary"
-            title={wf.online ? "Refuse starts and disable its schedule" : "Allow starts again (enable the schedule again if wanted)"}
+            title={
+              wf.online
+                ? "Refuse starts and disable its schedule"
+                : "Allow starts again (enable the schedule again if wanted)"
+            }
             onClick={() => release(wf.online ? "offline" : "online")}
           >
             {wf.online ? "Take offline" : "Bring online"}
           </button>
         )}
-        <button onClick={() => setStarting(true)} disabled={!wf || !wf.online} title={wf && !wf.online ? "The workflow is offline" : undefined}>
+        <button
+          onClick={() => setStarting(true)}
+          disabled={!wf || !wf.online}
+          title={wf && !wf.online ? "The workflow is offline" : undefined}
+        >
           Start
         </button>
       </div>

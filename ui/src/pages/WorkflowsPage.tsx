@@ -32,7 +32,12 @@ export function WorkflowsPage({ project }: { project: string }) {
   useTitle(`Workflows · ${project}`);
   useEffect(() => rememberProject(project), [project]);
   const [starting, setStarting] = useState<string | null>(null);
-  const { data, error } = $api.useQuery("get", "/api/v1/projects/{project}/workflows", { params: { path: { project } } }, every(5000));
+  const { data, error } = $api.useQuery(
+    "get",
+    "/api/v1/projects/{project}/workflows",
+    { params: { path: { project } } },
+    every(5000),
+  );
   return (
     <>
       <div className="pagehead">
@@ -51,8 +56,9 @@ export function WorkflowsPage({ project }: { project: string }) {
       {data && data.length === 0 && (
         <div className="card empty">
           <p>
-            No workflows in project <b>{project}</b> yet. <Link href={path.newWorkflow(project)}>Write one in the editor</Link> or
-            apply a YAML file with <code>shoal apply FILE</code>.
+            No workflows in project <b>{project}</b> yet.{" "}
+            <Link href={path.newWorkflow(project)}>Write one in the editor</Link> or apply a YAML file with{" "}
+            <code>shoal apply FILE</code>.
           </p>
         </div>
       )}
@@ -90,7 +96,10 @@ export function WorkflowsPage({ project }: { project: string }) {
                 <td>{w.schedule?.enabled ? when(w.schedule.next_fire) : "—"}</td>
                 <td>
                   {w.last_run ? (
-                    <Link href={path.instance(w.last_run.id)} aria-label={`last run ${w.last_run.id}: ${w.last_run.state}`}>
+                    <Link
+                      href={path.instance(w.last_run.id)}
+                      aria-label={`last run ${w.last_run.id}: ${w.last_run.state}`}
+                    >
                       <StateBadge state={w.last_run.state} /> {when(w.last_run.created_at)}
                     </Link>
                   ) : (
@@ -98,7 +107,11 @@ export function WorkflowsPage({ project }: { project: string }) {
                   )}
                 </td>
                 <td className="right">
-                  <button onClick={() => setStarting(w.name)} disabled={!w.online} title={w.online ? undefined : "The workflow is offline"}>
+                  <button
+                    onClick={() => setStarting(w.name)}
+                    disabled={!w.online}
+                    title={w.online ? undefined : "The workflow is offline"}
+                  >
                     Start
                   </button>
                 </td>
