@@ -8,7 +8,8 @@
 //! master (frozen) acked the end, a worker is killed for good after its tasks ended (their
 //! logs are read from the store), and a master's connection to Postgres is cut right after
 //! its COMMITs reached the server (commits of unknown outcome); external tasks, taken and
-//! not, outlive the master that offered them.
+//! not, outlive the master that offered them; a worker is cut from etcd (packets
+//! dropped, connections open) while its master still reaches it.
 //!
 //! Every task appends `start <instance> <task> <task-instance id>` before its work and
 //! `end ...` after it to one shared file, so the suite counts real executions and checks
@@ -38,7 +39,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::{Lcg, PgProxy, TestDb, free_port};
+use support::{Lcg, PgProxy, TcpHole, TestDb, free_port};
 
 /// Two rounds: a master is killed while it drives instances whose tasks are out on the
 /// workers and while both masters claim and dispatch a storm of short instances; a new
@@ -1129,4 +1130,68 @@ fn commits_cut_after_they_reached_postgres_write_and_run_nothing_twice() {
     c.check_commands("diamond", &commands, &ids);
     c.log(&format!("{} commits cut", proxy.cut()));
     assert!(proxy.cut() >= 4, "only {} commits were cut", proxy.cut());
+}
+
+/// A worker cut from etcd while its master still reaches it (the partition DolphinScheduler
+/// users hit: its lease lapses, a master runs its task elsewhere) kills its task before
+/// the lease can lapse, so the task's work is done once; healed, it takes work again.
+#[test]
+fn a_worker_cut_from_etcd_kills_its_task_before_it_runs_elsewhere() {
+    let c = Cluster::start("etcd_cut", &[]);
+    let hole = TcpHole::start(&c.etcd_addr());
+    let via_hole = format!("http://127.0.0.1:{}", hole.port);
+    let cut = c.spawn_worker_via(free_port(), "cut", "edge", &via_hole);
+    c.apply(&dag("cut", &c.execs, &[("long", &[], "edge")]));
+    // Long enough to outlive the lease (TTL 2 s) and the takeover by far.
+    let id = c.instance_of(c.submit("cut", json!({ "n_long": "8" })));
+    let first = c.wait_until(
+        "the task to start on the worker to be cut",
+        TAKEOVER_TIMEOUT,
+        &[id],
+        || {
+            let execs = c.executions();
+            execs
+                .iter()
+                .find(|e| e.start && e.instance == id)
+                .map(|e| e.tid)
+        },
+    );
+    let spare = c.spawn_worker(free_port(), "spare", "edge");
+    hole.cut();
+    c.log(&format!(
+        "cut {} from etcd while it runs attempt {first}",
+        cut.addr
+    ));
+
+    let inst = c.wait_all_end(&[id]).remove(0);
+    assert_eq!(inst["state"], "success", "{inst}");
+    let rows = inst["tasks"].as_array().unwrap();
+    let on_cut = rows.iter().find(|r| r["id"] == first).unwrap();
+    assert_eq!(on_cut["worker"], cut.addr.as_str(), "{inst}");
+    assert_eq!(on_cut["state"], "need_fault_tolerance", "{inst}");
+    let won = rows.iter().find(|r| r["state"] == "success").unwrap();
+    assert_eq!(won["worker"], spare.addr.as_str(), "{inst}");
+    // The cut worker's copy was killed before its end: the work was done once.
+    let execs = c.executions();
+    let ends: Vec<i64> = execs.iter().filter(|e| !e.start).map(|e| e.tid).collect();
+    assert_eq!(
+        ends,
+        [won["id"].as_i64().unwrap()],
+        "one execution reached its end"
+    );
+    let log = cut.proc.log_text();
+    assert!(log.contains("tasks of the lost lease killed"), "{log}");
+
+    // Healed, the worker registers again and runs the next run alone.
+    hole.heal();
+    spare.proc.signal("KILL");
+    let next = c.instance_of(c.submit("cut", json!({ "n_long": "0.1" })));
+    let inst = c.wait_all_end(&[next]).remove(0);
+    assert_eq!(inst["state"], "success", "{inst}");
+    let ran = inst["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["state"] == "success");
+    assert_eq!(ran.unwrap()["worker"], cut.addr.as_str(), "{inst}");
 }

@@ -16,6 +16,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+mod lease_clock;
+use lease_clock::LeaseClock;
+
 const PREFIX: &str = "/shoal/nodes/";
 const LEADER_PREFIX: &str = "/shoal/leader/";
 
@@ -91,6 +94,14 @@ pub struct LeaseGate {
 }
 
 impl LeaseGate {
+    /// A lease of `ttl` whose renewals are sent at the instants `renewed` holds.
+    pub fn new(renewed: watch::Receiver<tokio::time::Instant>, ttl: Duration) -> LeaseGate {
+        LeaseGate {
+            renewed: Some(renewed),
+            ttl,
+        }
+    }
+
     pub fn fresh(&self) -> bool {
         self.renewed
             .as_ref()
@@ -103,9 +114,10 @@ impl Membership {
         self.payload.send_modify(f);
     }
 
-    /// Counts the times the node's lease expired before it could renew it (others may
-    /// have acted for it meanwhile: taken over its instances, re-run its tasks). It has
-    /// registered again by the time the count moves.
+    /// Counts the times the node's lease went unrenewed long enough that it may expire
+    /// (others may then act for it: take over its instances, re-run its tasks). The count
+    /// moves on the node's own clock, before etcd can expire the lease, even while etcd
+    /// does not answer; a node renews or registers again after it.
     pub fn lost(&self) -> watch::Receiver<u64> {
         self.lost.clone()
     }
@@ -187,19 +199,18 @@ impl Registry {
             Inner::Etcd { client, ttl_secs } => {
                 let node = rx.borrow().clone();
                 let lease = put_with_lease(&mut client.clone(), &node, *ttl_secs).await?;
-                let (renewed_tx, renewed) = watch::channel(tokio::time::Instant::now());
+                let ttl = Duration::from_secs(*ttl_secs as u64);
+                let clock = LeaseClock::new(ttl, lost_tx);
+                let renewed = clock.renewed();
+                tokio::spawn(clock.clone().fence(shutdown.clone()));
                 let keep = KeepEtcd {
                     client: client.clone(),
                     ttl: *ttl_secs,
                     lease,
-                    lost: lost_tx,
-                    renewed: renewed_tx,
+                    clock,
                 };
-                tokio::spawn(keep.run(rx, shutdown));
-                LeaseGate {
-                    renewed: Some(renewed),
-                    ttl: Duration::from_secs(*ttl_secs as u64),
-                }
+                tokio::spawn(keep.run(rx, lost.clone(), shutdown));
+                LeaseGate::new(renewed, ttl)
             }
         };
         Ok(Membership {
@@ -312,7 +323,7 @@ impl Campaign {
                     Ok(None) => {}
                     Err(e) => warn!(key = %self.key, error = %e, "leader campaign failed"),
                 },
-                Some(l) => match renew_once(&mut self.client, l).await {
+                Some(l) => match renew_once(&mut self.client, l, period).await {
                     Ok(()) => {
                         self.term.send_replace(Some(tokio::time::Instant::now()));
                     }
@@ -399,21 +410,25 @@ struct KeepEtcd {
     client: Client,
     ttl: i64,
     lease: i64,
-    lost: watch::Sender<u64>,
-    renewed: watch::Sender<tokio::time::Instant>,
+    clock: Arc<LeaseClock>,
 }
 
 impl KeepEtcd {
-    /// Renews the lease every third of its TTL and republishes the payload when it changes
-    /// (at most once a second). A lost lease is re-granted: the node registers again, and
-    /// if it went unrenewed for a whole TTL, `lost` counts it.
-    async fn run(mut self, mut payload: watch::Receiver<NodeInfo>, shutdown: CancellationToken) {
+    /// Renews the lease every quarter of its TTL and republishes the payload when it changes
+    /// or a lapse was counted (at most once a second). A lost lease is re-granted: the node
+    /// registers again. Lapses are counted by the [`LeaseClock`]'s fence beside this loop.
+    async fn run(
+        mut self,
+        mut payload: watch::Receiver<NodeInfo>,
+        mut lost: watch::Receiver<u64>,
+        shutdown: CancellationToken,
+    ) {
         let ttl = Duration::from_secs(self.ttl as u64);
-        let mut tick = tokio::time::interval(ttl / 3);
+        // A call to etcd that takes longer has failed: a black-holed link never answers.
+        // Three renewals in a row must fail before the fence (9/10 of the TTL) counts a lapse.
+        let within = ttl / 4;
+        let mut tick = tokio::time::interval(ttl / 4);
         let mut publish = tokio::time::interval(Duration::from_secs(1));
-        let mut renewed_at = tokio::time::Instant::now();
-        // One count per lapse, however many renewals fail during it.
-        let mut lapse_counted = false;
         let mut dirty = false;
         let mut payload_final = false;
         loop {
@@ -421,64 +436,70 @@ impl KeepEtcd {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {
-                    match renew_once(&mut self.client, self.lease).await {
-                        Ok(()) => {
-                            renewed_at = tokio::time::Instant::now();
-                            self.renewed.send_replace(renewed_at);
-                        }
+                    let sent = tokio::time::Instant::now();
+                    match renew_once(&mut self.client, self.lease, within).await {
+                        Ok(()) => self.clock.renewed_at(sent),
                         Err(e) => {
-                            warn!(error = %e, "registry lease lost, registering again");
-                            // Counted before registering again, so work accepted under the
-                            // new lease is never mistaken for work of the lapsed one.
-                            if renewed_at.elapsed() >= ttl && !lapse_counted {
-                                self.lost.send_modify(|n| *n += 1);
-                                lapse_counted = true;
-                            }
+                            warn!(error = %e, "registry lease not renewed, registering again");
                             let mut node = payload.borrow().clone();
-                            node.lapses = *self.lost.borrow();
-                            match put_with_lease(&mut self.client, &node, self.ttl).await {
-                                Ok(l) => {
+                            node.lapses = self.clock.lapses();
+                            let sent = tokio::time::Instant::now();
+                            let put = put_with_lease(&mut self.client, &node, self.ttl);
+                            match tokio::time::timeout(within, put).await {
+                                Ok(Ok(l)) => {
                                     self.lease = l;
-                                    lapse_counted = false;
-                                    renewed_at = tokio::time::Instant::now();
-                                    self.renewed.send_replace(renewed_at);
+                                    self.clock.renewed_at(sent);
                                 }
-                                Err(e) => warn!(error = %e, "registry re-registration failed"),
+                                Ok(Err(e)) => warn!(error = %e, "registry re-registration failed"),
+                                Err(_) => warn!("registry re-registration timed out"),
                             }
                         }
                     }
                 }
+                // Masters learn of a lapse from the payload when the lease itself survived.
+                r = lost.changed() => if r.is_ok() { dirty = true },
                 // A dropped Membership handle only means no more payload updates.
                 r = payload.changed(), if !payload_final => {
                     if r.is_err() { payload_final = true } else { dirty = true }
                 }
                 _ = publish.tick(), if dirty => {
                     let mut node = payload.borrow_and_update().clone();
-                    node.lapses = *self.lost.borrow();
+                    node.lapses = self.clock.lapses();
                     let value = serde_json::to_vec(&node).unwrap_or_default();
                     let opts = Some(PutOptions::new().with_lease(self.lease));
-                    match self.client.put(node.key(), value, opts).await {
-                        Ok(_) => dirty = false,
-                        Err(e) => warn!(error = %e, "registry heartbeat publish failed"),
+                    let put = self.client.put(node.key(), value, opts);
+                    match tokio::time::timeout(within, put).await {
+                        Ok(Ok(_)) => dirty = false,
+                        Ok(Err(e)) => warn!(error = %e, "registry heartbeat publish failed"),
+                        Err(_) => warn!("registry heartbeat publish timed out"),
                     }
                 }
             }
         }
-        if let Err(e) = self.client.lease_revoke(self.lease).await {
-            warn!(error = %e, "registry lease revoke failed on shutdown");
+        let revoke = self.client.lease_revoke(self.lease);
+        match tokio::time::timeout(within, revoke).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => warn!(error = %e, "registry lease revoke failed on shutdown"),
+            Err(_) => warn!("registry lease revoke timed out on shutdown"),
         }
         let addr = payload.borrow().addr.clone();
         info!(%addr, "node left the registry");
     }
 }
 
-async fn renew_once(client: &mut Client, lease: i64) -> Result<()> {
-    let (mut keeper, mut stream) = client.lease_keep_alive(lease).await?;
-    keeper.keep_alive().await?;
-    match stream.message().await? {
-        Some(resp) if resp.ttl() > 0 => Ok(()),
-        _ => Err(Error::Registry(format!("lease {lease} expired"))),
-    }
+/// Renews `lease` once, failing when etcd does not answer `within`.
+async fn renew_once(client: &mut Client, lease: i64, within: Duration) -> Result<()> {
+    let renew = async {
+        let (mut keeper, mut stream) = client.lease_keep_alive(lease).await?;
+        keeper.keep_alive().await?;
+        match stream.message().await? {
+            Some(resp) if resp.ttl() > 0 => Ok(()),
+            _ => Err(Error::Registry(format!("lease {lease} expired"))),
+        }
+    };
+    tokio::time::timeout(within, renew)
+        .await
+        .map_err(|_| Error::Registry(format!("etcd did not answer within {within:?}")))?
 }
 
 /// Loads every member and returns the revision to watch from.

@@ -9,6 +9,7 @@ mod postgres;
 mod rng;
 mod small_disk;
 mod spans;
+mod tcp_hole;
 
 pub use etcd::{start_etcd, start_etcd_on};
 pub use pg_proxy::PgProxy;
@@ -16,6 +17,7 @@ pub use postgres::{PrivatePostgres, TestDb};
 pub use rng::Lcg;
 pub use small_disk::SmallDisk;
 pub use spans::{intervals, max_overlap, timed};
+pub use tcp_hole::TcpHole;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

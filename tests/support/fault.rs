@@ -129,10 +129,23 @@ impl Cluster {
 
     /// A node that reaches the database at `db_url` (e.g. through a [`PgProxy`]).
     pub fn spawn_on_db(&self, port: u16, name: &str, role_args: &[&str], db_url: &str) -> Node {
+        self.spawn_via(port, name, role_args, db_url, &self.etcd_url)
+    }
+
+    /// A node that reaches the database at `db_url` and etcd at `etcd_url` (e.g. through
+    /// a [`testkit::TcpHole`]).
+    pub fn spawn_via(
+        &self,
+        port: u16,
+        name: &str,
+        role_args: &[&str],
+        db_url: &str,
+        etcd_url: &str,
+    ) -> Node {
         let mut args: Vec<&str> = role_args.to_vec();
         let port_s = port.to_string();
         args.extend(["--port", &port_s]);
-        let env = node_env(db_url, &self.etcd_url);
+        let env = node_env(db_url, etcd_url);
         // Callback tasks hand out callback URLs on the api-server.
         let mut env = env.to_vec();
         env.push(("SHOAL_API_URL", &self.api.base));
@@ -163,9 +176,14 @@ impl Cluster {
 
     /// A worker with its own data dir (the same one on every start under `name`).
     pub fn spawn_worker(&self, port: u16, name: &str, groups: &str) -> Node {
+        self.spawn_worker_via(port, name, groups, &self.etcd_url)
+    }
+
+    /// The same, reaching etcd at `etcd_url`.
+    pub fn spawn_worker_via(&self, port: u16, name: &str, groups: &str, etcd_url: &str) -> Node {
         let data = self.dir.path().join(name);
         let data = data.to_str().unwrap().to_string();
-        self.spawn_node_on(
+        self.spawn_via(
             port,
             name,
             &[
@@ -183,7 +201,14 @@ impl Cluster {
                 // Tasks run as the test's user, writing where the tests read.
                 "--single-team",
             ],
+            &self.db.url,
+            etcd_url,
         )
+    }
+
+    /// etcd's host:port.
+    pub fn etcd_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.etcd_ports.0)
     }
 
     /// SIGKILL etcd, and later start it again on the same ports and data dir.

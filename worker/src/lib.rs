@@ -325,7 +325,7 @@ pub async fn start(
             node_stop.clone(),
         )
         .await?;
-    executor.follow_lease(membership.lost());
+    executor.follow_lease(membership.lost(), membership.gate());
     let lease_watch = tokio::spawn(executor::abandon_on_lease_loss(
         executor.clone(),
         membership.lost(),

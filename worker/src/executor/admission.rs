@@ -32,7 +32,8 @@ impl Executor {
             let mut table = self.table.lock().expect("task table lock");
             // Read under the table lock, which abandoning takes too: a task accepted before
             // the count moved is either seen by the abandon that follows, or tagged newer.
-            let generation = self.lease.get().map_or(0, |lost| *lost.borrow());
+            let generation = self.lease.get().map_or(0, |(lost, _)| *lost.borrow());
+            let stale = self.lease.get().is_some_and(|(_, gate)| !gate.fresh());
             for spec in tasks {
                 let key = TaskKey::of(&spec);
                 let id = spec.task_instance_id;
@@ -84,6 +85,11 @@ impl Executor {
                 }
                 if !table.accepting {
                     reasons.insert("worker is shutting down".to_string());
+                    response.rejected.push(id);
+                    continue;
+                }
+                if stale {
+                    reasons.insert("this worker cannot renew its registry lease".to_string());
                     response.rejected.push(id);
                     continue;
                 }

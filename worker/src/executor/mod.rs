@@ -49,6 +49,7 @@ use crate::outbox::Outbox;
 use fence::Fences;
 use orphans::Records;
 use scratch::Scratch;
+use shoal_common::registry::LeaseGate;
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -151,8 +152,9 @@ pub(crate) struct Executor {
     /// Task futures not yet done: unlike `running_count`, it drops only after the last
     /// event is queued, which is what shutdown waits for before flushing the outbox.
     active: watch::Sender<usize>,
-    /// Counts the registry leases the worker lost ([`Executor::follow_lease`]).
-    lease: OnceLock<watch::Receiver<u64>>,
+    /// Counts the registry leases the worker lost, and says whether its lease is fresh
+    /// ([`Executor::follow_lease`]).
+    lease: OnceLock<(watch::Receiver<u64>, LeaseGate)>,
 }
 
 impl Executor {
@@ -198,9 +200,10 @@ impl Executor {
     /// Tags every task accepted from now on with the current value of `lost` (the count of
     /// lost registry leases, [`shoal_common::registry::Membership::lost`]), so that
     /// [`Executor::abandon_older`] can tell the tasks of a lost lease from those dispatched
-    /// after the worker registered again. Set once, before the worker serves.
-    pub(crate) fn follow_lease(&self, lost: watch::Receiver<u64>) {
-        if self.lease.set(lost).is_err() {
+    /// after the worker registered again. While `gate` says the lease is not fresh, new
+    /// attempts are refused: they would be killed with it. Set once, before the worker serves.
+    pub(crate) fn follow_lease(&self, lost: watch::Receiver<u64>, gate: LeaseGate) {
+        if self.lease.set((lost, gate)).is_err() {
             warn!("lease generation already followed");
         }
     }

@@ -193,7 +193,9 @@ async fn a_lost_lease_abandons_the_tasks_accepted_under_it() {
     let outbox = Outbox::new("127.0.0.1:1".into(), Default::default(), None);
     let executor = executor(dir.path(), &outbox);
     let (lost_tx, lost) = watch::channel(0u64);
-    executor.follow_lease(lost.clone());
+    let (_renewed, renewed) = watch::channel(tokio::time::Instant::now());
+    let gate = LeaseGate::new(renewed, Duration::from_secs(3600));
+    executor.follow_lease(lost.clone(), gate);
     let stop = CancellationToken::new();
     let reaction = tokio::spawn(abandon_on_lease_loss(executor.clone(), lost, stop.clone()));
 
@@ -270,5 +272,39 @@ async fn a_lost_lease_abandons_the_tasks_accepted_under_it() {
 
     stop.cancel();
     reaction.await.unwrap();
+    outbox.stop().await;
+}
+
+#[tokio::test]
+async fn a_worker_that_cannot_renew_its_lease_refuses_new_attempts() {
+    let _metrics = crate::tests::METRICS_LOCK.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let outbox = Outbox::new("127.0.0.1:1".into(), Default::default(), None);
+    let executor = executor(dir.path(), &outbox);
+    let (_lost_tx, lost) = watch::channel(0u64);
+    let (renewed_tx, renewed) = watch::channel(tokio::time::Instant::now());
+    // Fresh for 2/3 of the TTL after each renewal.
+    executor.follow_lease(lost, LeaseGate::new(renewed, Duration::from_millis(600)));
+    assert_eq!(
+        executor.dispatch(vec![spec(1, "noop", "")], false).accepted,
+        [1]
+    );
+
+    // Renewals stopped: a task taken now would be killed with the lease, or run twice.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let refused = executor.dispatch(vec![spec(2, "noop", "")], false);
+    assert_eq!(refused.rejected, [2]);
+    assert!(
+        refused.reason.contains("registry lease"),
+        "{}",
+        refused.reason
+    );
+
+    renewed_tx.send_replace(tokio::time::Instant::now());
+    assert_eq!(
+        executor.dispatch(vec![spec(2, "noop", "")], false).accepted,
+        [2]
+    );
+    assert!(executor.wait_idle(Duration::from_secs(10)).await);
     outbox.stop().await;
 }
