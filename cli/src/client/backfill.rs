@@ -5,7 +5,7 @@
 use super::http::{Api, Body, Unreachable};
 use super::start::parse_param;
 use super::table::{cell, render, time};
-use super::{Connection, Output, print_out};
+use super::{Connection, Output, ProjectListArgs, print_out};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -35,12 +35,8 @@ struct ListArgs {
     /// Only the backfills of this workflow.
     #[arg(long)]
     workflow: Option<String>,
-    #[arg(long, env = "SHOAL_PROJECT", default_value = "default")]
-    project: String,
-    #[arg(long, short = 'o', value_enum, default_value_t)]
-    output: Output,
     #[command(flatten)]
-    conn: Connection,
+    list: ProjectListArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -113,13 +109,18 @@ pub async fn run(args: BackfillArgs) -> anyhow::Result<i32> {
 }
 
 async fn list(args: ListArgs) -> anyhow::Result<i32> {
-    let api = Api::new(&args.conn)?;
-    let mut query = vec![("project", args.project)];
+    let ProjectListArgs {
+        project,
+        output,
+        conn,
+    } = args.list;
+    let api = Api::new(&conn)?;
+    let mut query = vec![("project", project)];
     if let Some(w) = args.workflow {
         query.push(("workflow", w));
     }
     let list: Value = api.get(&["backfills"], &query).await?;
-    if args.output == Output::Json {
+    if output == Output::Json {
         print_out(format!("{list:#}\n"))?;
         return Ok(0);
     }

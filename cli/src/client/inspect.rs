@@ -201,7 +201,7 @@ pub(super) fn filters<const N: usize>(pairs: [(&str, Option<String>); N]) -> Vec
         .collect()
 }
 
-fn json_out(v: &impl serde::Serialize) -> anyhow::Result<i32> {
+pub(super) fn json_out(v: &impl serde::Serialize) -> anyhow::Result<i32> {
     print_out(serde_json::to_string_pretty(v)? + "\n")?;
     Ok(0)
 }

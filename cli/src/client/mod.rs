@@ -1,17 +1,20 @@
 //! The client commands of the `shoal` binary (`apply`, `start`, `stop`, `pause`, `resume`,
 //! `rerun`, `resubmit`, `instances`, `status`, `logs`, `schedule`, `backfill`, `cluster`,
 //! `task`, `event`, `task-group`, `alert-channel`, `alerts`, `user`, `token`, `project`,
-//! `secret`, `audit`, `trigger`). They talk to the api-server over HTTP, never to the database.
+//! `secret`, `audit`, `trigger`, `workflow`, `instance`). They talk to the api-server over
+//! HTTP, never to the database.
 
 mod access;
 mod alerts;
 mod apply;
 mod backfill;
 mod control;
+mod definitions;
 mod events;
 mod http;
 mod import;
 mod inspect;
+mod line_diff;
 mod schedule;
 mod secrets;
 mod start;
@@ -56,6 +59,17 @@ pub enum Output {
 /// A list command's arguments.
 #[derive(clap::Args, Debug)]
 pub struct ListArgs {
+    #[arg(long, short = 'o', value_enum, default_value_t)]
+    output: Output,
+    #[command(flatten)]
+    conn: Connection,
+}
+
+/// A list command's arguments, for what one project has.
+#[derive(clap::Args, Debug)]
+pub struct ProjectListArgs {
+    #[arg(long, env = "SHOAL_PROJECT", default_value = "default")]
+    project: String,
     #[arg(long, short = 'o', value_enum, default_value_t)]
     output: Output,
     #[command(flatten)]
@@ -136,7 +150,8 @@ pub enum ClientCommand {
     /// Webhook triggers: list a project's, or call one with its credential.
     #[command(subcommand)]
     Trigger(triggers::TriggerCommand),
-    /// A workflow's lifecycle: take it offline or online, roll it back, delete it.
+    /// Workflows: list them, show, compare and export their versions; take one offline or
+    /// online, roll it back, delete it.
     #[command(subcommand)]
     Workflow(workflows::WorkflowCommand),
     /// Delete an ended instance.
@@ -270,6 +285,18 @@ mod tests {
         let e = parse("alert-channel create ops --type pager").unwrap_err();
         assert!(e.contains("pager") && e.contains("webhook"), "{e}");
         assert!(parse("alerts --instance 7 --state failed").is_ok());
+    }
+
+    #[test]
+    fn workflow_reads_name_a_workflow_and_versions() {
+        assert!(parse("workflow list -o json --project sales").is_ok());
+        assert!(parse("workflow show etl --version 2 -o json").is_ok());
+        assert!(parse("workflow versions etl").is_ok());
+        assert!(parse("workflow diff etl --from 1 --to 3").is_ok());
+        assert!(parse("workflow export etl --version 1").is_ok());
+        assert!(parse("workflow show").is_err());
+        let e = parse("workflow diff etl --from one").unwrap_err();
+        assert!(e.contains("'one'"), "{e}");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use super::http::{Api, Body};
 use super::start::parse_param;
 use super::table::{cell, render};
-use super::{Connection, Output, print_out};
+use super::{Output, ProjectListArgs, print_out};
 use anyhow::anyhow;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -30,12 +30,8 @@ pub enum ScheduleCommand {
 pub struct NameArgs {
     /// Name of the workflow.
     name: String,
-    #[arg(long, env = "SHOAL_PROJECT", default_value = "default")]
-    project: String,
-    #[arg(long, short = 'o', value_enum, default_value_t)]
-    output: Output,
     #[command(flatten)]
-    conn: Connection,
+    at: ProjectListArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -87,14 +83,14 @@ pub async fn run(cmd: ScheduleCommand) -> anyhow::Result<i32> {
     match cmd {
         ScheduleCommand::Create(args) => create(*args).await,
         ScheduleCommand::List(args) => {
-            let api = Api::new(&args.conn)?;
+            let api = Api::new(&args.at.conn)?;
             let list: Vec<Value> = api.get(&path(&args, &[]), &[]).await?;
             show(&args, &list)
         }
         ScheduleCommand::Enable(args) => switch(args, "enable").await,
         ScheduleCommand::Disable(args) => switch(args, "disable").await,
         ScheduleCommand::Delete(args) => {
-            let api = Api::new(&args.conn)?;
+            let api = Api::new(&args.at.conn)?;
             let id = schedule_id(&api, &args).await?;
             api.send(Method::DELETE, &path(&args, &[&id]), &[], None)
                 .await?;
@@ -109,7 +105,7 @@ pub async fn run(cmd: ScheduleCommand) -> anyhow::Result<i32> {
 fn path<'a>(args: &'a NameArgs, rest: &[&'a str]) -> Vec<&'a str> {
     let mut p = vec![
         "projects",
-        args.project.as_str(),
+        args.at.project.as_str(),
         "workflows",
         args.name.as_str(),
         "schedules",
@@ -134,7 +130,7 @@ async fn schedule_id(api: &Api, args: &NameArgs) -> anyhow::Result<String> {
 }
 
 async fn create(args: CreateArgs) -> anyhow::Result<i32> {
-    let api = Api::new(&args.workflow.conn)?;
+    let api = Api::new(&args.workflow.at.conn)?;
     let params: BTreeMap<_, _> = args.params.into_iter().collect();
     let mut body = json!({
         "cron": args.cron,
@@ -161,7 +157,7 @@ async fn create(args: CreateArgs) -> anyhow::Result<i32> {
 }
 
 async fn switch(args: NameArgs, action: &str) -> anyhow::Result<i32> {
-    let api = Api::new(&args.conn)?;
+    let api = Api::new(&args.at.conn)?;
     let id = schedule_id(&api, &args).await?;
     let row: Value = api
         .post(&path(&args, &[&id, action]), Body::json(&json!({})))
@@ -171,11 +167,11 @@ async fn switch(args: NameArgs, action: &str) -> anyhow::Result<i32> {
 
 async fn preview(args: PreviewArgs) -> anyhow::Result<i32> {
     let a = &args.workflow;
-    let api = Api::new(&a.conn)?;
+    let api = Api::new(&a.at.conn)?;
     let id = schedule_id(&api, a).await?;
     let query = [("count", args.count.to_string())];
     let preview: Value = api.get(&path(a, &[&id, "preview"]), &query).await?;
-    if a.output == Output::Json {
+    if a.at.output == Output::Json {
         print_out(format!("{preview:#}\n"))?;
         return Ok(0);
     }
@@ -200,7 +196,7 @@ async fn preview(args: PreviewArgs) -> anyhow::Result<i32> {
 }
 
 fn show(args: &NameArgs, rows: &[Value]) -> anyhow::Result<i32> {
-    if args.output == Output::Json {
+    if args.at.output == Output::Json {
         print_out(format!("{:#}\n", Value::from(rows.to_vec())))?;
         return Ok(0);
     }

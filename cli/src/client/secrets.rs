@@ -4,7 +4,7 @@
 use super::http::{Api, Body};
 use super::inspect::list_out;
 use super::table::{cell, time};
-use super::{Connection, Output, print_out};
+use super::{Connection, ProjectListArgs, print_out};
 use anyhow::Context;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -24,14 +24,7 @@ pub enum SecretCommand {
         conn: Connection,
     },
     /// List a project's secrets (names only: values are never shown).
-    List {
-        #[arg(long, env = "SHOAL_PROJECT", default_value = "default")]
-        project: String,
-        #[arg(long, short = 'o', value_enum, default_value_t)]
-        output: Output,
-        #[command(flatten)]
-        conn: Connection,
-    },
+    List(ProjectListArgs),
     /// Delete a secret; tasks that name it fail from then on.
     Delete {
         name: String,
@@ -74,11 +67,11 @@ pub async fn run(cmd: SecretCommand) -> anyhow::Result<i32> {
                 .await?;
             print_out(format!("secret {name} of project {project} set\n"))?;
         }
-        SecretCommand::List {
+        SecretCommand::List(ProjectListArgs {
             project,
             output,
             conn,
-        } => {
+        }) => {
             let segments = ["projects", project.as_str(), "secrets"];
             let secrets: Vec<Value> = Api::new(&conn)?.get(&segments, &[]).await?;
             let headers = ["name", "description", "updated by", "updated"];

@@ -4,7 +4,7 @@
 use super::http::{Api, error_message};
 use super::inspect::list_out;
 use super::table::cell;
-use super::{Connection, Endpoint, Output, print_out};
+use super::{Connection, Endpoint, Output, ProjectListArgs, print_out};
 use anyhow::{Context, bail};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -14,14 +14,7 @@ use std::time::Duration;
 #[derive(clap::Subcommand, Debug)]
 pub enum TriggerCommand {
     /// List the webhook triggers of a project's workflows, with the path to POST to.
-    List {
-        #[arg(long, env = "SHOAL_PROJECT", default_value = "default")]
-        project: String,
-        #[arg(long, short = 'o', value_enum, default_value_t)]
-        output: Output,
-        #[command(flatten)]
-        conn: Connection,
-    },
+    List(ProjectListArgs),
     /// Call a webhook trigger: prints the started run (async) or how it ended and its
     /// outputs (sync; exit 0 only if it succeeded).
     Call(CallArgs),
@@ -85,11 +78,11 @@ const CALL_TIMEOUT: Duration =
 
 pub async fn run(cmd: TriggerCommand) -> anyhow::Result<i32> {
     match cmd {
-        TriggerCommand::List {
+        TriggerCommand::List(ProjectListArgs {
             project,
             output,
             conn,
-        } => {
+        }) => {
             let segments = ["projects", project.as_str(), "triggers"];
             let triggers: Vec<Value> = Api::new(&conn)?.get(&segments, &[]).await?;
             let headers = ["workflow", "trigger", "mode", "auth", "allow ips", "path"];

@@ -1,6 +1,8 @@
 //! `shoal workflow online|offline|rollback|delete NAME` and `shoal instance delete ID`: a
-//! workflow's lifecycle beyond its versions, and deleting an ended instance.
+//! workflow's lifecycle beyond its versions, and deleting an ended instance. Reading
+//! workflows and their versions (`list`, `show`, ...) is in [`super::definitions`].
 
+use super::definitions;
 use super::http::{Api, Body};
 use super::{Connection, print_out};
 use reqwest::Method;
@@ -9,6 +11,17 @@ use serde_json::json;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum WorkflowCommand {
+    /// List a project's workflows with their latest version, schedule and latest run.
+    List(super::ProjectListArgs),
+    /// Show a version of a workflow (the latest unless --version) and its definition.
+    Show(definitions::ShowArgs),
+    /// List a workflow's stored versions, newest first.
+    Versions(definitions::VersionsArgs),
+    /// Show what changed between two versions of a workflow (default: the latest and the
+    /// one before it).
+    Diff(definitions::DiffArgs),
+    /// Print a version of a workflow as YAML that `shoal apply -f` takes back unchanged.
+    Export(definitions::ExportArgs),
     /// Bring a workflow online: it can be started again (enable its schedule again if
     /// wanted).
     Online(WorkflowArgs),
@@ -19,8 +32,7 @@ pub enum WorkflowCommand {
     Rollback {
         #[command(flatten)]
         workflow: WorkflowArgs,
-        /// The version to go back to (`shoal` lists versions in the UI and at
-        /// `GET .../workflows/NAME/versions`).
+        /// The version to go back to (`shoal workflow versions NAME` lists them).
         #[arg(long)]
         to: i32,
     },
@@ -32,11 +44,11 @@ pub enum WorkflowCommand {
 #[derive(clap::Args, Debug)]
 pub struct WorkflowArgs {
     /// Name of the workflow.
-    name: String,
+    pub(super) name: String,
     #[arg(long, env = "SHOAL_PROJECT", default_value = "default")]
-    project: String,
+    pub(super) project: String,
     #[command(flatten)]
-    conn: Connection,
+    pub(super) conn: Connection,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -57,6 +69,11 @@ struct RolledBack {
 
 pub async fn workflow(cmd: WorkflowCommand) -> anyhow::Result<i32> {
     match cmd {
+        WorkflowCommand::List(args) => definitions::list(args).await,
+        WorkflowCommand::Show(args) => definitions::show(args).await,
+        WorkflowCommand::Versions(args) => definitions::versions(args).await,
+        WorkflowCommand::Diff(args) => definitions::diff(args).await,
+        WorkflowCommand::Export(args) => definitions::export(args).await,
         WorkflowCommand::Online(args) => release(args, "online").await,
         WorkflowCommand::Offline(args) => release(args, "offline").await,
         WorkflowCommand::Rollback { workflow: args, to } => {
@@ -100,7 +117,7 @@ async fn release(args: WorkflowArgs, state: &str) -> anyhow::Result<i32> {
 }
 
 /// `projects/P/workflows/NAME/<rest>`
-fn path<'a>(args: &'a WorkflowArgs, rest: &[&'a str]) -> Vec<&'a str> {
+pub(super) fn path<'a>(args: &'a WorkflowArgs, rest: &[&'a str]) -> Vec<&'a str> {
     let mut p = vec!["projects", &args.project, "workflows", &args.name];
     p.extend_from_slice(rest);
     p
