@@ -1,8 +1,9 @@
 //! External tasks, over the real `shoal standalone` and over a cluster of processes: an
 //! external worker (this test, over HTTP) takes a task by a long poll, renews its lease,
 //! logs and completes it once, its outputs flowing downstream; a lease left to lapse fails
-//! the attempt as lost and the retry is offered again; the worker role sees only its
-//! projects' tasks and nothing else; bad input is refused with the reason.
+//! the attempt as lost and the retry is offered again; a batch of completions ends each
+//! task under its own lease, once; the worker role sees only its projects' tasks and
+//! nothing else; bad input is refused with the reason.
 
 mod support;
 
@@ -16,6 +17,8 @@ support::deployments!(
     a_stopped_run_takes_its_external_task_back_from_its_worker,
     a_released_task_goes_back_to_its_queue_for_another_worker,
     external_mistakes_are_refused_with_the_reason,
+    a_batch_completes_each_task_under_its_own_lease,
+    concurrent_duplicate_batches_complete_each_task_once,
 );
 
 /// Polls `queue` as `worker`, waiting up to `wait`; the tasks taken.
@@ -336,6 +339,196 @@ fn external_mistakes_are_refused_with_the_reason(e: Env) {
     assert_eq!(e.end(id)["state"], "success");
 }
 
+/// Polls `queue` until `n` tasks are taken (by as many polls as it takes).
+fn take_n(e: &Env, queue: &str, n: usize) -> Vec<Value> {
+    let mut taken = Vec::new();
+    wait_for("the external tasks to be offered", LONG, || {
+        taken.extend(poll(e, queue, "batcher", "2s"));
+        (taken.len() >= n).then_some(())
+    });
+    assert_eq!(taken.len(), n, "{taken:?}");
+    taken
+}
+
+/// A completion of a batch for `task`, with `extra` fields.
+fn item(task: &Value, extra: Value) -> Value {
+    let mut item = json!({
+        "task_instance_id": task["task_instance_id"],
+        "lease_token": task["lease_token"],
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        item[k] = v.clone();
+    }
+    item
+}
+
+fn complete_batch(e: &Env, items: &[Value]) -> (u16, Value) {
+    e.api().post(
+        "/external/complete",
+        &Value::from(items.to_vec()).to_string(),
+    )
+}
+
+fn a_batch_completes_each_task_under_its_own_lease(e: Env) {
+    e.apply(
+        "name: batched\ntasks:\n- { name: a, type: external, queue: batch }\n\
+         - { name: b, type: external, queue: batch }\n\
+         - { name: c, type: external, queue: batch }\n",
+    );
+    let id = e.start("batched", "{}");
+    let mut tasks = take_n(&e, "batch", 3);
+    tasks.sort_by_key(|t| t["task"].as_str().unwrap().to_string());
+    let [a, b, c] = &tasks[..] else {
+        unreachable!()
+    };
+    // c's lease is lost: released, then taken again under another token.
+    let (status, body) = call(&e, c, "release", json!({}));
+    assert_eq!(status, 204, "{body}");
+    let c2 = take(&e, "batch", "batcher");
+    assert_eq!(c2["task_instance_id"], c["task_instance_id"]);
+
+    // Bad batches are refused whole, naming what is wrong, and change nothing.
+    let refused = |items: &[Value], says: &str| {
+        let (status, body) = complete_batch(&e, items);
+        assert_eq!(status, 400, "{body}");
+        let error = body["error"].as_str().unwrap();
+        assert!(error.contains(says), "{says}: {error}");
+    };
+    let good = item(a, json!({"outputs": {"wa": 1}}));
+    refused(&[], "send 1 to 100");
+    refused(&vec![good.clone(); 101], "send 1 to 100");
+    refused(
+        &[good.clone(), item(b, json!({"outputs": [1, 2]}))],
+        "completion 1: invalid type",
+    );
+    refused(
+        &[good.clone(), item(b, json!({"outputs": {"o": [1]}}))],
+        "completion 1 (task instance",
+    );
+    refused(
+        &[good.clone(), item(b, json!({"state": "killed"}))],
+        "completion 1 (task instance",
+    );
+    refused(
+        &[good.clone(), item(b, json!({"sate": "success"}))],
+        "unknown field",
+    );
+    refused(&[good.clone(), good.clone()], "named twice");
+    for t in [a, b, c] {
+        let tid = t["task_instance_id"].as_i64().unwrap();
+        let row = e.api().get(&format!("/task-instances/{tid}"));
+        assert_eq!(row["state"], "waiting", "nothing changed: {row}");
+    }
+
+    // A batch with c's stale lease: a and b end, c is answered on its own and stays.
+    let stale = item(c, json!({"outputs": {"wc": "stale"}}));
+    let failing = item(b, json!({"state": "failure", "message": "no disk"}));
+    let (status, body) = complete_batch(&e, &[good, stale, failing]);
+    assert_eq!(status, 200, "{body}");
+    let outcomes = body.as_array().unwrap();
+    let ids: Vec<&Value> = outcomes.iter().map(|o| &o["task_instance_id"]).collect();
+    assert_eq!(
+        ids,
+        [
+            &a["task_instance_id"],
+            &c["task_instance_id"],
+            &b["task_instance_id"]
+        ],
+        "in the order sent"
+    );
+    assert_eq!(
+        (&outcomes[0]["status"], &outcomes[0]["state"]),
+        (&json!(200), &json!("success"))
+    );
+    assert_eq!(outcomes[1]["status"], 409, "{body}");
+    assert!(
+        outcomes[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not hold"),
+        "{body}"
+    );
+    assert_eq!(
+        (&outcomes[2]["status"], &outcomes[2]["state"]),
+        (&json!(200), &json!("failure"))
+    );
+    let ctid = c["task_instance_id"].as_i64().unwrap();
+    let row = e.api().get(&format!("/task-instances/{ctid}"));
+    assert_eq!(
+        row["state"], "waiting",
+        "the stale completion did not count: {row}"
+    );
+
+    // The same batch again: each answered as ended already.
+    let (status, body) = complete_batch(&e, &[item(a, json!({}))]);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body[0]["status"], 409, "{body}");
+    assert!(
+        body[0]["error"].as_str().unwrap().contains("ended already"),
+        "{body}"
+    );
+    let (status, body) = complete_batch(&e, &[item(&c2, json!({"outputs": {"wc": "x"}}))]);
+    assert_eq!((status, &body[0]["status"]), (200, &json!(200)), "{body}");
+    let inst = e.end(id);
+    assert_eq!(inst["state"], "failure", "b failed: {inst}");
+    let b_row = attempts(&inst, "b")[0];
+    assert_eq!(b_row["message"], "no disk", "{b_row}");
+    let a_row = attempts(&inst, "a")[0];
+    assert_eq!(a_row["output"], json!({"wa": "1"}), "{a_row}");
+    assert_eq!(
+        attempts(&inst, "c")[0]["output"],
+        json!({"wc": "x"}),
+        "{inst}"
+    );
+}
+
+fn concurrent_duplicate_batches_complete_each_task_once(e: Env) {
+    const N: usize = 30;
+    let tasks: Vec<Value> = (0..N)
+        .map(|i| json!({"name": format!("t{i}"), "type": "external", "queue": "dupes"}))
+        .collect();
+    e.apply(&json!({"name": "dupes", "tasks": tasks}).to_string());
+    let id = e.start("dupes", "{}");
+    let taken = take_n(&e, "dupes", N);
+    let items: Vec<Value> = taken
+        .iter()
+        .map(|t| item(t, json!({"outputs": {"by": "batch"}})))
+        .collect();
+    // 6 senders, each the whole batch at once (a worker retrying, or duplicated).
+    let answers: Vec<Value> = std::thread::scope(|scope| {
+        let senders: Vec<_> = (0..6)
+            .map(|_| {
+                scope.spawn(|| {
+                    let (status, body) = complete_batch(&e, &items);
+                    assert_eq!(status, 200, "{body}");
+                    body
+                })
+            })
+            .collect();
+        senders.into_iter().map(|s| s.join().unwrap()).collect()
+    });
+    for t in &taken {
+        let tid = &t["task_instance_id"];
+        let statuses: Vec<i64> = answers
+            .iter()
+            .flat_map(|a| a.as_array().unwrap())
+            .filter(|o| o["task_instance_id"] == *tid)
+            .map(|o| o["status"].as_i64().unwrap())
+            .collect();
+        let counted = statuses.iter().filter(|s| **s == 200).count();
+        assert_eq!(counted, 1, "task instance {tid}: {statuses:?}");
+        assert!(
+            statuses.iter().all(|s| [200, 409].contains(s)),
+            "{statuses:?}"
+        );
+    }
+    let inst = e.end(id);
+    assert_eq!(inst["state"], "success", "{inst}");
+    let rows = inst["tasks"].as_array().unwrap();
+    assert_eq!(rows.len(), N, "one attempt each: {inst}");
+    assert!(rows.iter().all(|t| t["output"] == json!({"by": "batch"})));
+}
+
 /// A user with the worker role in a project takes and completes that project's external
 /// tasks, and nothing else; a viewer may not poll; both are audited.
 #[test]
@@ -457,6 +650,29 @@ fn the_worker_role_works_its_projects_external_tasks_and_nothing_else() {
     );
 
     let tid = taken[0]["task_instance_id"].as_i64().unwrap();
+    // In a batch, a task of a project wally has no role in is answered as one that does
+    // not exist, one under another lease as lost; a viewer may send no batch.
+    let hidden = wait_for("the other project's task", LONG, || {
+        let detail = api.get(&format!("/instances/{other}"));
+        detail["tasks"][0]["id"].as_i64()
+    });
+    let batch = json!([
+        {"task_instance_id": tid, "lease_token": "shoal_not-the-token"},
+        {"task_instance_id": hidden, "lease_token": "shoal_not-the-token"},
+    ]);
+    let (status, body) = as_user(&wally, "/external/complete", batch.clone());
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (&body[0]["status"], &body[1]["status"]),
+        (&json!(409), &json!(404)),
+        "{body}"
+    );
+    assert_eq!(
+        body[1]["error"],
+        format!("task instance {hidden} does not exist")
+    );
+    let (status, body) = as_user(&vic, "/external/complete", batch);
+    assert_eq!(status, 403, "{body}");
     let done = json!({"lease_token": taken[0]["lease_token"], "outputs": {"ok": true}});
     let (status, body) = as_user(&wally, &format!("/external/{tid}/complete"), done);
     assert_eq!(status, 200, "{body}");
@@ -469,6 +685,17 @@ fn the_worker_role_works_its_projects_external_tasks_and_nothing_else() {
         .map(|r| r["action"].as_str().unwrap())
         .collect();
     assert!(actions.contains(&"completeExternalTask"), "{audit}");
+    let batch = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["action"] == "completeExternalTasks")
+        .unwrap_or_else(|| panic!("the batch is audited: {audit}"));
+    assert_eq!(
+        batch["target"],
+        format!("POST /api/v1/external/complete (task instances {tid}, {hidden})"),
+        "{batch}"
+    );
     assert!(actions.contains(&"pollExternalTasks"), "{audit}");
     let empty_polls = audit
         .as_array()

@@ -107,23 +107,28 @@ impl Error {
             }
         }
     }
+
+    /// What the client is told (logging what it is not: an internal error's detail).
+    pub fn client_message(&self) -> String {
+        let status = self.status();
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            tracing::error!(error = %self, "request failed");
+            return INTERNAL.to_string();
+        }
+        if matches!(
+            status,
+            StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE
+        ) {
+            tracing::warn!(error = %self, "request to a peer failed");
+        }
+        self.to_string()
+    }
 }
 
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
-        let message = if status == StatusCode::INTERNAL_SERVER_ERROR {
-            tracing::error!(error = %self, "request failed");
-            INTERNAL.to_string()
-        } else {
-            if matches!(
-                status,
-                StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE
-            ) {
-                tracing::warn!(error = %self, "request to a peer failed");
-            }
-            self.to_string()
-        };
+        let message = self.client_message();
         let retry_after = match &self {
             Error::TooManyRequests { retry_after, .. } => Some(*retry_after),
             _ => None,

@@ -269,7 +269,8 @@ fn minimum(op: &str) -> &'static str {
         | "heartbeatExternalTask"
         | "appendExternalTaskLog"
         | "releaseExternalTask"
-        | "completeExternalTask" => "operator",
+        | "completeExternalTask"
+        | "completeExternalTasks" => "operator",
         "applyWorkflow" | "validateWorkflow" | "createSchedule" | "updateSchedule"
         | "deleteSchedule" | "enableSchedule" | "disableSchedule" | "setSecret"
         | "deleteSecret" | "onlineWorkflow" | "offlineWorkflow" | "rollbackWorkflow"
@@ -429,6 +430,7 @@ async fn a_worker_works_external_tasks_and_nothing_else() {
         "appendExternalTaskLog",
         "releaseExternalTask",
         "completeExternalTask",
+        "completeExternalTasks",
     ];
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, op) in item.as_object().unwrap() {

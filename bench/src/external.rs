@@ -1,6 +1,6 @@
 //! External tasks taken by polling clients the bench runs itself, over HTTP as any
 //! external worker would: each client long-polls its queue (`max` 10, `wait` 20s) and
-//! completes every task it took at once, all of them concurrently.
+//! completes every task it took in one batch call (`POST /external/complete`).
 
 use crate::api::{Api, Instance};
 use anyhow::{Context, Result, bail};
@@ -26,6 +26,13 @@ struct Taken {
     task_instance_id: i64,
     workflow_instance_id: i64,
     lease_token: String,
+}
+
+/// What became of one completion of a batch.
+#[derive(Deserialize)]
+struct Outcome {
+    task_instance_id: i64,
+    status: u16,
 }
 
 /// A task a client took: its ids and when the poll's answer was read (the bench's clock,
@@ -58,18 +65,22 @@ fn clients(
             while done.load(Ordering::Relaxed) < n {
                 let tasks: Vec<Taken> = api.post("/external/poll", &poll).await?;
                 let at = Utc::now();
-                let mut completions = JoinSet::new();
-                for t in tasks {
-                    let api = api.clone();
-                    completions.spawn(async move {
-                        let path = format!("/external/{}/complete", t.task_instance_id);
-                        let body = json!({ "lease_token": t.lease_token, "outputs": {} });
-                        api.post::<Value>(&path, &body).await?;
-                        anyhow::Ok(t)
-                    });
+                if tasks.is_empty() {
+                    continue;
                 }
-                while let Some(completed) = completions.join_next().await {
-                    let t = completed??;
+                let batch = tasks.iter().map(|t| {
+                    json!({ "task_instance_id": t.task_instance_id, "lease_token": t.lease_token })
+                });
+                let batch = Value::Array(batch.collect());
+                let outcomes: Vec<Outcome> = api.post("/external/complete", &batch).await?;
+                if let Some(o) = outcomes.iter().find(|o| o.status != 200) {
+                    bail!(
+                        "task instance {} was not completed: {}",
+                        o.task_instance_id,
+                        o.status
+                    );
+                }
+                for t in tasks {
                     done.fetch_add(1, Ordering::Relaxed);
                     if let Some(taken) = &taken {
                         let _ = taken.send(Take {

@@ -241,9 +241,8 @@ fn notes(args: &Args, slots: usize) -> String {
     if args.scenarios.contains(&Scenario::External) {
         notes.push_str(&format!(
             "{sep}external: {clients} polling clients in the bench process, each a loop of `POST \
-             /external/poll` (`max` {max}, `wait` {wait}) and, for every task taken, `POST \
-             /external/{{id}}/complete` at once (a poll's tasks concurrently), over HTTP on \
-             loopback. Tasks/s: one instance of {n} independent external tasks on one queue, \
+             /external/poll` (`max` {max}, `wait` {wait}) and one `POST /external/complete` \
+             completing the tasks the poll took in one batch, over HTTP on loopback. Tasks/s: one instance of {n} independent external tasks on one queue, \
              {n} / (last task ended_at − first task started_at), the server's timestamps: the \
              master's offer to the last completion written. Ready → taken: {lat} instances \
              of one external task started one after another, the clients waiting in their \

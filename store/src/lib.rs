@@ -60,7 +60,7 @@ pub use external::{
 };
 pub use instances::MAX_INSTANCE_LIST;
 pub use model::*;
-pub use pending_audit::{AuditEntry, audit_project, audited};
+pub use pending_audit::{AuditEntry, audit_detail, audit_project, audited};
 pub use projects::{MemberRow, Owned, ProjectRow};
 pub use retention::Pruned;
 pub use schedules::{FIRE_MEMORY_MS, ScheduleRow, ScheduleSpec};
@@ -70,6 +70,7 @@ pub use task_logs::KeptLog;
 pub use task_ops::Forced;
 pub use triggers::{CallKey, RunProgress, TriggeredRun};
 pub use users::{BOOTSTRAP_ADMIN, BOOTSTRAP_TOKEN, TokenOwner, TokenRow, UserRow};
+pub use waits::WaitEnd;
 
 use db::Db;
 use shoal_common::error::Result;

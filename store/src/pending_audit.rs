@@ -61,6 +61,18 @@ pub fn audit_project(project: &str) {
     });
 }
 
+/// Adds what a mutation acted on to its target, when its path does not tell (the tasks a
+/// batch completes): `POST /api/v1/external/complete (task instances 5, 6)`.
+pub fn audit_detail(detail: &str) {
+    let _ = PENDING.try_with(|p| {
+        p.entry
+            .lock()
+            .expect("audit entry lock")
+            .target
+            .push_str(&format!(" ({detail})"));
+    });
+}
+
 /// The columns of a row but its id, in [`AuditRow`]'s order.
 pub(super) const FIELDS: [Audit; 7] = [
     Audit::At,

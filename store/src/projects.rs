@@ -3,16 +3,18 @@
 use super::Store;
 use super::backfills::Backfill;
 use super::db::Tx;
+use super::external::IDS_PER_READ;
 use super::schema::{
     AppUser as User, Command, ErrorCommand, Project, ProjectMember as Member, TaskInstance as Task,
     WorkflowDefinition as Def, WorkflowInstance as Inst,
 };
 use super::sql::insert_rows;
 use super::users::user_id;
-use sea_query::{Expr, ExprTrait, Func, OnConflict, Order, Query};
+use sea_query::{Expr, ExprTrait, Func, OnConflict, Order, Query, SelectStatement};
 use shoal_common::access::Role;
 use shoal_common::error::{Error, Result};
 use shoal_common::types::now_ms;
+use std::collections::HashMap;
 
 /// A project row's columns, in the order it is written and read.
 const PROJECT_COLUMNS: [Project; 4] = [
@@ -227,15 +229,10 @@ impl Store {
                 .column(Inst::Project)
                 .from(Inst::Table)
                 .and_where(Expr::col(Inst::Id).eq(id)),
-            Owned::TaskInstance(id) => select
-                .column((Inst::Table, Inst::Project))
-                .from(Task::Table)
-                .inner_join(
-                    Inst::Table,
-                    Expr::col((Inst::Table, Inst::Id))
-                        .equals((Task::Table, Task::WorkflowInstanceId)),
-                )
-                .and_where(Expr::col((Task::Table, Task::Id)).eq(id)),
+            Owned::TaskInstance(id) => {
+                select = task_projects();
+                select.and_where(Expr::col((Task::Table, Task::Id)).eq(id))
+            }
             Owned::Command(id) => return self.project_of_command(id).await,
             Owned::Backfill(id) => select
                 .column(Backfill::Project)
@@ -251,6 +248,21 @@ impl Store {
 }
 
 impl Store {
+    /// The projects of the task attempts among `ids`, by id (those that do not exist left
+    /// out).
+    pub async fn projects_of_tasks(&self, ids: &[i64]) -> Result<HashMap<i64, String>> {
+        let mut found = HashMap::with_capacity(ids.len());
+        for chunk in ids.chunks(IDS_PER_READ) {
+            let mut select = task_projects();
+            select
+                .column((Task::Table, Task::Id))
+                .and_where(Expr::col((Task::Table, Task::Id)).is_in(chunk.iter().copied()));
+            let rows: Vec<(String, i64)> = self.db.fetch_all(&select).await?;
+            found.extend(rows.into_iter().map(|(project, id)| (id, project)));
+        }
+        Ok(found)
+    }
+
     /// A command is pending, or claimed: then its instance or its error row has it.
     async fn project_of_command(&self, id: i64) -> Result<Option<String>> {
         let pending = Query::select()
@@ -276,6 +288,18 @@ impl Store {
         }
         Ok(None)
     }
+}
+
+/// The project of task attempts: select from them, narrowed by the caller.
+fn task_projects() -> SelectStatement {
+    Query::select()
+        .column((Inst::Table, Inst::Project))
+        .from(Task::Table)
+        .inner_join(
+            Inst::Table,
+            Expr::col((Inst::Table, Inst::Id)).equals((Task::Table, Task::WorkflowInstanceId)),
+        )
+        .to_owned()
 }
 
 /// Refuses, inside `tx`, to delete a project that still has workflows, or a run that has

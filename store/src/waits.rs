@@ -15,10 +15,22 @@ use shoal_common::error::Result;
 use shoal_common::start::Params;
 use shoal_common::types::{TaskState, now_ms};
 
+/// One end of a waiting attempt ([`Store::end_waits`]): attempt `id` ends in `state` with
+/// `output` and `message` if it still waits and `holder` may end it.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitEnd<'a> {
+    pub id: i64,
+    pub state: TaskState,
+    pub output: &'a Params,
+    pub message: &'a str,
+    pub holder: Holder<'a>,
+}
+
 impl Store {
     /// Ends attempt `id` in `state` with its outputs if it is still waiting and `holder`
-    /// may end it (an external task's offer, or what an event wait waits for, goes with it). Returns false when it was not
-    /// (already ended, not a waiting task, or another holder's): nothing was written.
+    /// may end it (an external task's offer, or what an event wait waits for, goes with
+    /// it). Returns false when it was not (already ended, not a waiting task, or another
+    /// holder's): nothing was written.
     pub async fn end_waiting(
         &self,
         id: i64,
@@ -27,19 +39,39 @@ impl Store {
         message: &str,
         holder: Holder<'_>,
     ) -> Result<bool> {
-        let mut update = end_update(state, output, message)?;
-        update.and_where(Expr::col(Task::Id).eq(id));
-        if let Some(held) = holder.condition(id) {
-            update.and_where(held);
-        }
+        let end = WaitEnd {
+            id,
+            state,
+            output,
+            message,
+            holder,
+        };
+        Ok(self.end_waits(&[end]).await? == [true])
+    }
+
+    /// [`Store::end_waiting`] for each of `ends`, in one transaction: each its own
+    /// conditional write, so that each counts or not on its own. Whether each ended, in
+    /// order.
+    pub async fn end_waits(&self, ends: &[WaitEnd<'_>]) -> Result<Vec<bool>> {
         let mut tx = self.db.begin().await?;
-        let hit: Option<(i64,)> = tx.fetch_optional(&update).await?;
-        if hit.is_some() {
-            super::external::withdraw(&mut tx, &[id]).await?;
-            super::event_waits::ended(&mut tx, &[id]).await?;
+        let mut ended = Vec::with_capacity(ends.len());
+        let mut hits = Vec::new();
+        for end in ends {
+            let mut update = end_update(end.state, end.output, end.message)?;
+            update.and_where(Expr::col(Task::Id).eq(end.id));
+            if let Some(held) = end.holder.condition(end.id) {
+                update.and_where(held);
+            }
+            let hit: Option<(i64,)> = tx.fetch_optional(&update).await?;
+            ended.push(hit.is_some());
+            hits.extend(hit.map(|(id,)| id));
+        }
+        if !hits.is_empty() {
+            super::external::withdraw(&mut tx, &hits).await?;
+            super::event_waits::ended(&mut tx, &hits).await?;
         }
         tx.commit().await?;
-        Ok(hit.is_some())
+        Ok(ended)
     }
 
     /// The attempts among `ids` that no longer wait, as their rows say now.

@@ -91,8 +91,9 @@ pub fn rule(op: &str) -> Option<Need> {
         "getInstance" => Project(Viewer, Instance),
         "actOnInstance" | "deleteInstance" => Project(Operator, Instance),
         "completeTaskInstance" | "actOnTaskInstance" => Project(Operator, TaskInstance),
-        // The handler polls only the projects the caller works in.
-        "pollExternalTasks" => SignedIn,
+        // The handlers poll, and complete the tasks of, only the projects the caller works
+        // in (a batch's tasks checked one by one, as the guard checks a single one's).
+        "pollExternalTasks" | "completeExternalTasks" => SignedIn,
         // A worker role, or operator and up (see `Caller::check`); the lease token too.
         "heartbeatExternalTask"
         | "appendExternalTaskLog"

@@ -3,13 +3,13 @@
 //! log and complete it. A completion is one conditional write, like any waiting task's:
 //! exactly one of the lease holder's completion, a lapsed lease or a timeout counts.
 
+pub(crate) mod completion;
 mod wake;
 
 pub(crate) use wake::Offers;
 
 use crate::Ctx;
 use crate::access::Caller;
-use crate::completions::{Completed, ending};
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, Body, check_name, path};
 use crate::instances::find_task;
@@ -21,9 +21,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shoal_common::access::{random_hex, token_hash};
 use shoal_common::secret_key::external_params_context;
-use shoal_common::types::{TaskState, TaskType, ms_to_rfc3339, now_ms};
-use shoal_store::{Holder, Leased};
-use std::collections::BTreeMap;
+use shoal_common::types::{TaskType, ms_to_rfc3339, now_ms};
+use shoal_store::Leased;
 use std::time::Duration;
 use tokio::time::Instant;
 use utoipa::ToSchema;
@@ -102,21 +101,16 @@ pub struct LogLines {
     text: String,
 }
 
-/// How an external task ended.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ExternalCompletion {
-    lease_token: String,
-    /// `success` (the default) or `failure` (its retries apply).
-    #[serde(default)]
-    state: Option<TaskState>,
-    /// Outputs downstream tasks see as `${name}`: strings, numbers or booleans.
-    #[serde(default)]
-    #[schema(value_type = BTreeMap<String, crate::commands::StartParam>)]
-    outputs: BTreeMap<String, Value>,
-    /// Shown on the task.
-    #[serde(default)]
-    message: Option<String>,
+/// The projects whose external tasks the caller may work on (None: all); 403 for none.
+fn works_in(caller: &Caller) -> Result<Option<Vec<String>>> {
+    let projects = caller.external_projects();
+    if projects.as_ref().is_some_and(Vec::is_empty) {
+        return Err(Error::Forbidden(format!(
+            "user '{}' may work on no project's external tasks: it needs the worker role (or operator or higher) in a project",
+            caller.name
+        )));
+    }
+    Ok(projects)
 }
 
 /// `POST /external/poll`: takes ready external tasks of the caller's projects.
@@ -137,13 +131,7 @@ pub async fn poll(
     Extension(caller): Extension<Caller>,
     body: Body,
 ) -> Result<Response> {
-    let projects = caller.external_projects();
-    if projects.as_ref().is_some_and(Vec::is_empty) {
-        return Err(Error::Forbidden(format!(
-            "user '{}' may work on no project's external tasks: it needs the worker role (or operator or higher) in a project",
-            caller.name
-        )));
-    }
+    let projects = works_in(&caller)?;
     let req: Poll = body.json()?;
     if req.queues.is_empty() || req.queues.len() > MAX_QUEUES {
         return Err(Error::BadRequest(format!(
@@ -386,39 +374,6 @@ pub async fn release(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// `POST /external/{id}/complete`: ends a taken task; its outputs flow downstream.
-#[utoipa::path(
-    post,
-    path = "/external/{id}/complete",
-    operation_id = "completeExternalTask",
-    tag = "external",
-    params(path::Id),
-    request_body = ExternalCompletion,
-    responses(
-        (status = 200, description = "The task ended; its instance goes on", body = Completed),
-        (status = 400, description = "A bad state or output", body = ErrorBody),
-        (status = 404, description = "No such task instance", body = ErrorBody),
-        (status = 409, description = "The token is not the task's lease (it lapsed, or the task ended)", body = ErrorBody),
-    )
-)]
-pub async fn complete(
-    State(ctx): State<Ctx>,
-    ApiPath(id): ApiPath<i64>,
-    body: Body,
-) -> Result<Json<Completed>> {
-    let req: ExternalCompletion = body.json()?;
-    let by = "by its external worker";
-    let (state, outputs, message) = ending(req.state, req.outputs, req.message, by)?;
-    let hash = token_hash(&req.lease_token);
-    let holder = Holder::Lease(&hash);
-    let ended = (ctx.store)
-        .end_waiting(id, state, &outputs, &message, holder)
-        .await?;
-    held(&ctx, id, ended.then_some(())).await?;
-    tracing::info!(task_instance_id = id, %state, "external task completed");
-    Ok(Json(Completed { id, state }))
-}
-
 /// What a call under a lease token got, or, when the token did not hold task `id`, why.
 async fn held<T>(ctx: &Ctx, id: i64, got: Option<T>) -> Result<T> {
     match got {
@@ -428,7 +383,7 @@ async fn held<T>(ctx: &Ctx, id: i64, got: Option<T>) -> Result<T> {
 }
 
 /// Why a lease token does not hold task `id`: 404 for no such task, else 409 naming why.
-async fn not_held(ctx: &Ctx, id: i64) -> Error {
+pub(super) async fn not_held(ctx: &Ctx, id: i64) -> Error {
     let row = match find_task(ctx, id).await {
         Ok(row) => row,
         Err(e) => return e,

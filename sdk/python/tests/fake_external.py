@@ -33,6 +33,10 @@ class FakeApi:
     tasks: dict[int, FakeTask] = field(default_factory=dict)
     lock: threading.Condition = field(default_factory=threading.Condition)
     next_id: int = 1
+    #: The size of each batch of completions sent.
+    batches: list[int] = field(default_factory=list)
+    #: How many batch calls to answer 503 (a store out of reach) before taking them.
+    unavailable: int = 0
 
     def add(self, queue: str, params: dict[str, Any], lease: float = 30.0) -> FakeTask:
         with self.lock:
@@ -114,6 +118,21 @@ class FakeApi:
             self.lock.notify_all()
             return 200, {"id": id, "state": body.get("state", "success")}
 
+    def complete_batch(self, items: list[dict[str, Any]]) -> tuple[int, Any]:
+        self.batches.append(len(items))
+        if self.unavailable > 0:
+            self.unavailable -= 1
+            return 503, {"error": "the store is out of reach"}
+        outcomes = []
+        for item in items:
+            item = dict(item)
+            id = int(item.pop("task_instance_id"))
+            status, answer = self.call(id, "complete", item)
+            outcome = {"task_instance_id": id, "status": status}
+            outcome.update(answer)
+            outcomes.append(outcome)
+        return 200, outcomes
+
     def wait_ended(self, task: FakeTask, timeout: float) -> dict[str, Any] | None:
         deadline = time.monotonic() + timeout
         with self.lock:
@@ -138,6 +157,8 @@ def serve(api: FakeApi) -> ThreadingHTTPServer:
             m = re.fullmatch(r"/api/v1/external/(\d+)/(heartbeat|log|release|complete)", self.path)
             if self.path == "/api/v1/external/poll":
                 status, answer = api.poll(body)
+            elif self.path == "/api/v1/external/complete":
+                status, answer = api.complete_batch(body)
             elif m:
                 status, answer = api.call(int(m.group(1)), m.group(2), body)
             else:

@@ -11,14 +11,17 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import pytest
 
 from shoal_sdk import (
+    BadRequest,
     Client,
+    Completion,
     Conflict,
     External,
+    ExternalTask,
     Forbidden,
     Shell,
     TaskContext,
@@ -364,3 +367,79 @@ def test_a_worker_needs_the_worker_role(
     with running(worker):
         run = client.start(project, unique, wait=True, timeout=30)
     assert run.state == "success" and run.outputs == {"by": user}
+
+
+class CountingClient(Client):
+    """A client that notes the size of each batch of completions it sends."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.batches: list[int] = []
+
+    def complete_external_batch(self, completions: Iterable[Completion]) -> list[dict[str, Any]]:
+        sent = list(completions)
+        self.batches.append(len(sent))
+        return super().complete_external_batch(sent)
+
+
+def test_completions_go_out_in_batches_and_a_refused_one_fails_alone(
+    client: Client, server: Server, project: str, unique: str
+) -> None:
+    queue = f"q-{unique}"
+    with Workflow(unique, project=project) as wf:
+        for i in range(12):
+            External(f"t{i}", queue=queue, params={"i": str(i)})
+    client.apply(wf)
+    counting = CountingClient(api=server.url, token=server.token)
+    worker = Worker(counting, poll_wait=1, concurrency=12, complete_linger=0.3)
+
+    @worker.task(queue)
+    def handle(params: dict[str, Any]) -> dict[str, Any]:
+        if params["i"] == "5":
+            return {"bad": [1, 2]}  # not a string, number or boolean: refused
+        return {f"out{params['i']}": params["i"]}
+
+    with running(worker):
+        run = client.start(project, unique, wait=True, timeout=30)
+    assert run.state == "failure", run.tasks
+    by_task = run.task_outputs
+    assert by_task == {f"t{i}": {f"out{i}": str(i)} for i in range(12) if i != 5}
+    (bad,) = attempts(run, "t5")
+    assert bad["state"] == "failure" and bad["message"].startswith("outputs refused"), bad
+    assert worker.stats["succeeded"] + worker.stats["failed"] == 12, worker.stats
+    assert max(counting.batches) > 1, counting.batches
+
+
+def test_a_batch_of_completions_ends_each_under_its_own_lease(
+    client: Client, project: str, unique: str
+) -> None:
+    queue = f"q-{unique}"
+    with Workflow(unique, project=project) as wf:
+        External("a", queue=queue)
+        External("b", queue=queue)
+    client.apply(wf)
+    run = client.start(project, unique)
+    taken: list[ExternalTask] = []
+    deadline = time.monotonic() + 30
+    while len(taken) < 2 and time.monotonic() < deadline:
+        taken += client.poll([queue], "batcher", max=2, wait=5)
+    a, b = sorted(taken, key=lambda t: t.task)
+    stale = Completion(b.task_instance_id, "not-the-token")
+    answers = client.complete_external_batch(
+        [Completion(a.task_instance_id, a.lease_token, outputs={"x": 1}), stale]
+    )
+    assert [(o["task_instance_id"], o["status"]) for o in answers] == [
+        (a.task_instance_id, 200),
+        (b.task_instance_id, 409),
+    ]
+    assert answers[0]["state"] == "success" and "does not hold" in answers[1]["error"]
+    with pytest.raises(BadRequest) as refused:
+        client.complete_external_batch([Completion(b.task_instance_id, b.lease_token)] * 2)
+    assert "named twice" in refused.value.message
+    (answer,) = client.complete_external_batch(
+        [Completion(b.task_instance_id, b.lease_token, "failure", message="no disk")]
+    )
+    assert (answer["status"], answer["state"]) == (200, "failure")
+    assert run.wait(timeout=15) == "failure"
+    assert run.task("b")["message"] == "no disk"
+    assert run.outputs == {"x": "1"}

@@ -103,3 +103,23 @@ def test_stop_lets_the_poll_in_flight_answer_and_runs_what_it_took(
     assert not thread.is_alive()
     assert time.monotonic() - began < 3
     assert task.ended is not None and task.ended["outputs"] == {"ran": True}
+
+
+def test_completions_share_a_call_retried_while_the_server_fails(
+    fake: tuple[FakeApi, Client],
+) -> None:
+    api, client = fake
+    api.unavailable = 1
+    tasks = [api.add("q", {"n": str(i)}) for i in range(3)]
+    worker = Worker(client, poll_wait=0.5, concurrency=3, complete_linger=0.3)
+    worker.register("q", lambda params: {"n": params["n"]})
+    thread = worker.start()
+    try:
+        ended = [api.wait_ended(t, 10) for t in tasks]
+    finally:
+        worker.stop()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert [e and e["outputs"] for e in ended] == [{"n": "0"}, {"n": "1"}, {"n": "2"}]
+    assert api.batches == [3, 3], "one call for the three, sent again after the 503"
+    assert worker.stats["succeeded"] == 3

@@ -211,6 +211,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/external/complete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /external/complete`: ends up to 100 taken tasks at once, in one transaction; a
+         *     task whose lease was lost is answered on its own, and the others end.
+         */
+        post: operations["completeExternalTasks"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/external/poll": {
         parameters: {
             query?: never;
@@ -1336,6 +1356,31 @@ export interface components {
         BasicAuth: {
             password: string;
             user: string;
+        };
+        /** @description What became of one completion of a batch, in the order they were sent. */
+        BatchOutcome: {
+            /** @description Why it did not end (all but 200). */
+            error?: string;
+            /** @description The state it ended in (200 only). */
+            state?: components["schemas"]["TaskState"];
+            /**
+             * Format: int32
+             * @description 200: the task ended as asked. Else what its own call would have answered and
+             *     nothing was written for it: 409, the lease was lost (it lapsed, another poll took
+             *     the task, or it ended: drop it); 404, no such task instance; 403, the caller may
+             *     not work on its project's tasks.
+             */
+            status: number;
+            /** Format: int64 */
+            task_instance_id: number;
+        };
+        /**
+         * @description How one external task of a batch ended: its id and the fields of a single completion
+         *     (unknown fields are refused).
+         */
+        BatchedCompletion: components["schemas"]["ExternalCompletion"] & {
+            /** Format: int64 */
+            task_instance_id: number;
         };
         CallbackSpec: {
             /** @description Default: `{"callback_url": ..., "task_instance_id": ..., "workflow_instance_id": ...}`. */
@@ -3436,6 +3481,66 @@ export interface operations {
                 };
             };
             /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    completeExternalTasks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchedCompletion"][];
+            };
+        };
+        responses: {
+            /** @description What became of each completion, in the order sent */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchOutcome"][];
+                };
+            };
+            /** @description No completion, more than 100, a task named twice, or a bad item (named by its place); nothing was written */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller works in no project (worker, operator or higher role) */
             403: {
                 headers: {
                     [name: string]: unknown;

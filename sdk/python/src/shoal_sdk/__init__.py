@@ -11,7 +11,7 @@
 """
 
 from ._version import __version__
-from .client import FINAL_STATES, Applied, Client, ExternalTask, Run
+from .client import FINAL_STATES, Applied, Client, Completion, ExternalTask, Run
 from .errors import (
     BadRequest,
     CommandFailed,
@@ -34,6 +34,7 @@ __all__ = [
     "BadRequest",
     "Client",
     "CommandFailed",
+    "Completion",
     "Conflict",
     "ConnectionFailed",
     "External",

@@ -49,8 +49,15 @@ from datetime import datetime, timezone
 from types import FrameType
 from typing import Any, Callable, Mapping, Optional, Sequence, TextIO, Union
 
-from .client import Client, ExternalTask
-from .errors import BadRequest, Conflict, Forbidden, ShoalError, Unauthorized
+from .client import MAX_BATCH, Client, Completion, ExternalTask
+from .errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    PayloadTooLarge,
+    ShoalError,
+    Unauthorized,
+)
 
 logger = logging.getLogger("shoal_sdk.worker")
 
@@ -231,50 +238,67 @@ class _Lease:
             self._thread.join()
 
     def complete(self, state: str, outputs: Mapping[str, Any], message: str | None) -> bool:
-        """Flushes the log and completes the task, retrying while the server is unreachable
-        and the lease lasts. Stops the heartbeats after. True when the server took it."""
+        """Flushes the log and completes the task in the worker's next batch (retried while
+        the server is unreachable and the lease lasts). Stops the heartbeats after. True
+        when the server took it."""
         try:
             self.flush()
-            while True:
-                try:
-                    self.client.complete_external(
-                        self.task.task_instance_id,
-                        self.task.lease_token,
-                        state=state,
-                        outputs=outputs,
-                        message=message,
-                    )
-                    return True
-                except Conflict as e:
-                    self._lose(e.message)
-                    return False
-                except BadRequest as e:
-                    if state == "success":
-                        # Outputs the server refuses (not strings, numbers or booleans, ...).
-                        self.write(f"[shoal-sdk] the server refused the outputs: {e.message}\n")
-                        self.flush()
-                        state, outputs = "failure", {}
-                        message = f"outputs refused: {e.message}"
-                        continue
-                    raise
-                except ShoalError as e:
-                    if time.monotonic() >= self.expires:
-                        logger.error(
-                            "task instance %s: could not complete it before its lease "
-                            "lapsed: %s",
-                            self.task.task_instance_id,
-                            e,
-                        )
-                        return False
-                    logger.warning(
-                        "task instance %s: completing failed, trying again: %s",
-                        self.task.task_instance_id,
-                        e,
-                    )
-                    time.sleep(0.5)
+            return self.worker._completer.complete(self, state, outputs, message)
         finally:
             self.stop_heartbeats()
 
+    def complete_alone(self, state: str, outputs: Mapping[str, Any], message: str | None) -> bool:
+        """Completes the task by a call of its own, retrying while the server is unreachable
+        and the lease lasts; outputs the server refuses fail the task saying so. True when
+        the server took it."""
+        while True:
+            try:
+                self.client.complete_external(
+                    self.task.task_instance_id,
+                    self.task.lease_token,
+                    state=state,
+                    outputs=outputs,
+                    message=message,
+                )
+                return True
+            except Conflict as e:
+                self._lose(e.message)
+                return False
+            except BadRequest as e:
+                if state == "success":
+                    # Outputs the server refuses (not strings, numbers or booleans, ...).
+                    self.write(f"[shoal-sdk] the server refused the outputs: {e.message}\n")
+                    self.flush()
+                    state, outputs = "failure", {}
+                    message = f"outputs refused: {e.message}"
+                    continue
+                raise
+            except ShoalError as e:
+                if not self.retry_completing(e):
+                    return False
+                time.sleep(0.5)
+
+    def retry_completing(self, error: ShoalError) -> bool:
+        """Whether a completion that failed with ``error`` is worth sending again: the
+        server was out of reach or failed, and the lease lasts."""
+        if not _passing(error):
+            logger.error(
+                "task instance %s: could not complete it: %s", self.task.task_instance_id, error
+            )
+            return False
+        if time.monotonic() >= self.expires:
+            logger.error(
+                "task instance %s: could not complete it before its lease lapsed: %s",
+                self.task.task_instance_id,
+                error,
+            )
+            return False
+        logger.warning(
+            "task instance %s: completing failed, trying again: %s",
+            self.task.task_instance_id,
+            error,
+        )
+        return True
 
     def release(self) -> bool:
         """Flushes the log and hands the task back to its queue; stops the heartbeats.
@@ -295,6 +319,141 @@ class _Lease:
             return False
         finally:
             self.stop_heartbeats()
+
+
+def _passing(error: ShoalError) -> bool:
+    """Whether sending the same call again may succeed: no answer, 429 or a 5xx."""
+    return error.status is None or error.status == 429 or error.status >= 500
+
+
+class _Pending:
+    """A completion waiting for its batch, and what became of it."""
+
+    def __init__(
+        self, lease: _Lease, state: str, outputs: Mapping[str, Any], message: str | None
+    ) -> None:
+        self.lease = lease
+        self.state = state
+        self.outputs = outputs
+        self.message = message
+        self.ok = False
+        self.done = threading.Event()
+
+    def completion(self) -> Completion:
+        task = self.lease.task
+        return Completion(
+            task.task_instance_id, task.lease_token, self.state, self.outputs, self.message
+        )
+
+    def finish(self, ok: bool) -> None:
+        self.ok = ok
+        self.done.set()
+
+
+class _Completer:
+    """Sends the completions of a worker's handlers in batches from a thread of its own: the
+    first of a batch waits up to ``complete_linger`` seconds for others (up to
+    ``MAX_BATCH``), then one call ends them all, each under its own lease. A batch the
+    server refuses whole (one completion's outputs, or a body over its limit) is sent again
+    one completion at a time, so that only the bad one fails."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self._cond = threading.Condition()
+        self._queue: list[_Pending] = []
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, name=f"shoal-complete-{self.worker.name}", daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        """Sends what is queued, then stops; later completions are sent by their callers."""
+        with self._cond:
+            thread, self._thread = self._thread, None
+            self._cond.notify_all()
+        if thread is not None:
+            thread.join()
+
+    def complete(
+        self, lease: _Lease, state: str, outputs: Mapping[str, Any], message: str | None
+    ) -> bool:
+        """Completes the task in the next batch; True when the server took it."""
+        pending = _Pending(lease, state, outputs, message)
+        with self._cond:
+            queued = self._thread is not None
+            if queued:
+                self._queue.append(pending)
+                self._cond.notify_all()
+        if not queued:
+            self._send([pending])
+        pending.done.wait()
+        return pending.ok
+
+    def _run(self) -> None:
+        me = threading.current_thread()
+        while True:
+            with self._cond:
+                while not self._queue and self._thread is me:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                deadline = time.monotonic() + self.worker.complete_linger
+                while len(self._queue) < MAX_BATCH and self._thread is me:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                batch = self._queue[:MAX_BATCH]
+                del self._queue[:MAX_BATCH]
+            self._send(batch)
+
+    def _send(self, batch: list[_Pending]) -> None:
+        try:
+            self._send_batch(batch)
+        except Exception:
+            logger.exception("worker %s: completing tasks failed", self.worker.name)
+        finally:
+            for pending in batch:
+                if not pending.done.is_set():
+                    pending.finish(False)
+
+    def _send_batch(self, batch: list[_Pending]) -> None:
+        while batch:
+            try:
+                answers = self.worker.client.complete_external_batch(
+                    [p.completion() for p in batch]
+                )
+            except (BadRequest, PayloadTooLarge):
+                for p in batch:
+                    p.finish(p.lease.complete_alone(p.state, p.outputs, p.message))
+                return
+            except ShoalError as e:
+                for p in batch:
+                    if not p.lease.retry_completing(e):
+                        p.finish(False)
+                batch = [p for p in batch if not p.done.is_set()]
+                if batch:
+                    time.sleep(0.5)
+                continue
+            for p, answer in zip(batch, answers):
+                status, error = answer.get("status"), str(answer.get("error", ""))
+                if status == 200:
+                    p.finish(True)
+                    continue
+                if status == 409:
+                    p.lease._lose(error)
+                else:
+                    logger.error(
+                        "task instance %s: not completed: %s %s",
+                        p.lease.task.task_instance_id,
+                        status,
+                        error,
+                    )
+                p.finish(False)
+            return
 
 
 class _Sink(threading.local):
@@ -373,7 +532,8 @@ class Worker:
     ``name`` is shown on the tasks it takes (default ``host-pid``); ``poll_wait`` is how
     long one poll waits for a task (at most 60 s); ``grace`` how long a stop waits for
     running handlers; ``capture_output`` routes what handlers print (stdout and stderr of
-    their own thread) to their task's log.
+    their own thread) to their task's log. Completions go out in batches: one call for
+    those made within ``complete_linger`` seconds (5 ms) of the first, up to 100.
     """
 
     def __init__(
@@ -388,6 +548,7 @@ class Worker:
         grace: float = 15.0,
         log_interval: float = 0.5,
         capture_output: bool = True,
+        complete_linger: float = 0.005,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency is at least 1")
@@ -402,6 +563,8 @@ class Worker:
         self.grace = grace
         self.log_interval = log_interval
         self.capture_output = capture_output
+        self.complete_linger = complete_linger
+        self._completer = _Completer(self)
         self.handlers: dict[str, tuple[Handler, bool]] = {}
         self.stats: dict[str, int] = {
             "taken": 0,
@@ -477,11 +640,13 @@ class Worker:
         if self.capture_output:
             _route_output()
         logger.info("worker %s polls %s", self.name, ", ".join(self.queues))
+        self._completer.start()
         try:
             self._poll_loop()
         finally:
             self._stop_flag = True
             self._drain()
+            self._completer.close()
             if self.capture_output:
                 _unroute_output()
             for sig, old in previous.items():
