@@ -1,5 +1,6 @@
 //! Webhook triggers: `POST /hooks/{project}/{workflow}/{trigger}` starts a run of the
-//! workflow from any JSON payload, `GET /projects/{project}/triggers` lists them. A call
+//! workflow from any JSON payload, `GET /projects/{project}/triggers` lists them (and broker
+//! triggers, with their consumers' state; [`ignored`] lists what those could not use). A call
 //! authenticates itself with the trigger's own credential and address allowlist ([`auth`]),
 //! so the access guard lets it through without a user's token; once authenticated, it is
 //! audited like any other mutation (unauthenticated refusals are not, as for the guard).
@@ -10,6 +11,7 @@
 //! passes first; the run goes on either way.
 
 mod auth;
+pub(crate) mod ignored;
 mod rate;
 
 pub(crate) use rate::Rates;
@@ -28,11 +30,15 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
 use shoal_common::metrics::{self, TriggerOutcome};
+use shoal_common::redact::without_password;
 use shoal_common::start::Params;
-use shoal_common::trigger::{TriggerDef, TriggerMode};
+use shoal_common::trigger::{TriggerDef, TriggerMode, broker};
+use shoal_common::types::ms_to_rfc3339;
 use shoal_common::types::{CommandKind, WorkflowState};
-use shoal_store::{AuditEntry, CallKey, NewCommand, RunProgress, StoredDefinition, TriggeredRun};
-use std::collections::BTreeMap;
+use shoal_store::{
+    AuditEntry, CallKey, ConsumerState, NewCommand, RunProgress, StoredDefinition, TriggeredRun,
+};
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 use tokio::time::Instant;
 use utoipa::{IntoParams, ToSchema};
@@ -132,7 +138,10 @@ pub async fn call(
     let def = ctx.store.get_definition(&project, &workflow, None).await?;
     let found = def.as_ref().and_then(|d| {
         let triggers = &d.definition.triggers;
-        triggers.iter().find(|t| t.name == trigger)
+        // A broker trigger is not called over HTTP.
+        triggers
+            .iter()
+            .find(|t| t.name == trigger && t.broker().is_none())
     });
     let (Some(def), Some(t)) = (&def, found) else {
         return Err(Error::NotFound(format!(
@@ -526,8 +535,12 @@ fn error_body(error: String, workflow_instance_id: Option<i64>) -> ErrorBody {
 pub struct TriggerInfo {
     pub workflow: String,
     pub name: String,
+    /// `webhook`, or a broker: `amqp`, `nats`, `mqtt`.
+    #[serde(rename = "type")]
+    #[schema(example = "webhook")]
+    pub trigger_type: String,
     pub mode: TriggerMode,
-    /// `token` (`Authorization: Bearer`), `basic` (HTTP Basic) or `none`.
+    /// Webhooks: `token` (`Authorization: Bearer`), `basic` (HTTP Basic) or `none`.
     #[schema(example = "token")]
     pub auth: String,
     /// Addresses allowed to call (CIDR); empty: any.
@@ -550,9 +563,55 @@ pub struct TriggerInfo {
     /// `sync`: how long a call waits for the run (null for `async`).
     #[schema(required = true, example = "30s")]
     pub timeout: Option<String>,
-    /// Where to send the payload.
-    #[schema(example = "/api/v1/hooks/default/etl/deploy")]
-    pub path: String,
+    /// Webhooks: where to send the payload (null for a broker trigger).
+    #[schema(required = true, example = "/api/v1/hooks/default/etl/deploy")]
+    pub path: Option<String>,
+    /// Broker triggers: the broker's URL as the definition gives it (`${secret.NAME}`), a
+    /// password in it masked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Broker triggers: the AMQP queue, NATS subject or MQTT topic consumed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consumes: Option<String>,
+    /// Broker triggers: the JSONPath of a message's business key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Broker triggers: the event a message is delivered as (instead of starting a run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+    /// Broker triggers: the consumer, once a master runs it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consumer: Option<ConsumerInfo>,
+}
+
+/// A broker trigger's consumer, as the master that runs it last recorded it.
+#[derive(Serialize, ToSchema)]
+pub struct ConsumerInfo {
+    /// The master it runs on.
+    pub master: String,
+    /// `connecting`, `connected` or `failed` (it connects again after a pause).
+    #[schema(example = "connected")]
+    pub state: String,
+    /// Why it failed last (kept while it connects again, cleared once connected).
+    #[schema(required = true)]
+    pub error: Option<String>,
+    /// Since when it is in this state.
+    pub since: String,
+    /// When its last message came (recorded every few seconds at most).
+    #[schema(required = true)]
+    pub last_message_at: Option<String>,
+}
+
+impl From<ConsumerState> for ConsumerInfo {
+    fn from(s: ConsumerState) -> ConsumerInfo {
+        ConsumerInfo {
+            master: s.master,
+            state: s.state,
+            error: s.error,
+            since: ms_to_rfc3339(s.since),
+            last_message_at: s.last_message_at.map(ms_to_rfc3339),
+        }
+    }
 }
 
 /// `GET /projects/{project}/triggers`: the triggers of the latest version of every
@@ -570,12 +629,23 @@ pub async fn list(
     ApiPath(project): ApiPath<String>,
 ) -> Result<Json<Vec<TriggerInfo>>> {
     let workflows = ctx.store.project_triggers(&project).await?;
-    let listed = workflows
+    let mut consumers: HashMap<(String, String), ConsumerState> = ctx
+        .store
+        .consumer_states(&project)
+        .await?
         .into_iter()
-        .flat_map(|(workflow, triggers)| {
-            let project = project.clone();
-            triggers.into_iter().map(move |t| TriggerInfo {
-                path: format!("/api/v1/hooks/{project}/{workflow}/{}", t.name),
+        .map(|c| ((c.workflow.clone(), c.trigger_name.clone()), c))
+        .collect();
+    let mut listed = Vec::new();
+    for (workflow, triggers) in workflows {
+        for t in triggers {
+            let consumer = consumers.remove(&(workflow.clone(), t.name.clone()));
+            let webhook = t.broker().is_none();
+            listed.push(TriggerInfo {
+                path: webhook.then(|| format!("/api/v1/hooks/{project}/{workflow}/{}", t.name)),
+                consumes: broker::target(&t).map(str::to_string),
+                url: t.url.as_deref().map(shown_url),
+                consumer: consumer.map(ConsumerInfo::from),
                 workflow: workflow.clone(),
                 auth: t.auth_kind().to_string(),
                 methods: t.methods().iter().map(|m| m.as_str().to_string()).collect(),
@@ -583,14 +653,25 @@ pub async fn list(
                 rate: t.rate.map(|r| r.to_string()),
                 timeout: (t.mode == TriggerMode::Sync)
                     .then(|| shoal_common::duration::format(t.timeout())),
+                trigger_type: t.trigger_type,
                 name: t.name,
                 mode: t.mode,
                 allow_ips: t.allow_ips,
                 when: t.when,
                 params: t.params,
                 outputs: t.outputs,
-            })
-        })
-        .collect();
+                key: t.key,
+                event: t.event,
+            });
+        }
+    }
     Ok(Json(listed))
+}
+
+/// A broker URL as listed: a secret reference as written, a password masked.
+fn shown_url(url: &str) -> String {
+    match url.contains("${") {
+        true => url.to_string(),
+        false => without_password(url),
+    }
 }

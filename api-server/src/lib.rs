@@ -162,6 +162,7 @@ fn api_routes() -> OpenApiRouter<Ctx> {
         .routes(routes!(commands::start))
         .routes(routes!(hooks::call, hooks::call_get, hooks::call_put))
         .routes(routes!(hooks::list))
+        .routes(routes!(hooks::ignored::list))
         .routes(routes!(schedules::create, schedules::list))
         .routes(routes!(
             schedules::get,

@@ -21,6 +21,7 @@ pub(crate) mod error;
 mod expansion;
 mod fanout;
 pub(crate) mod name;
+mod publish;
 mod specs;
 mod validate;
 mod yaml;
@@ -37,6 +38,7 @@ pub use do_while::{DoWhileSpec, ITERATION, ITERATIONS, MAX_ITERATIONS, iteration
 pub use error::DefinitionError;
 pub use fanout::{ForeachSpec, ITEMS, MAX_ITEMS, RESULTS, child_name};
 pub use name::valid_name;
+pub use publish::PublishSpec;
 pub use specs::{
     CALLBACK_URL, CallbackSpec, ConditionsSpec, ERROR_EXIT_CODE, ERROR_MESSAGE, ERROR_TASK,
     ErrorAction, ExceptionHandler, HttpSpec, OnErrorSpec, OnTimeout, SqlOutput, SqlSpec,
@@ -247,6 +249,9 @@ pub struct TaskDef {
     /// `kubernetes`: a Job created through the Kubernetes API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<KubernetesSpec>,
+    /// `publish`: a message sent to a broker, confirmed by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish: Option<PublishSpec>,
 }
 
 fn yes() -> bool {
@@ -306,6 +311,7 @@ impl Default for TaskDef {
             notebook: None,
             container: None,
             kubernetes: None,
+            publish: None,
         }
     }
 }
@@ -313,7 +319,7 @@ impl Default for TaskDef {
 impl TaskDef {
     /// The texts parameters are expanded in: command, script, http url, headers and body,
     /// sql query, an external task's params (what its worker is given), a wait task's
-    /// event key, the fields of a spark, notebook, container or kubernetes section.
+    /// event key, the fields of a spark, notebook, container, kubernetes or publish section.
     pub fn texts(&self) -> impl Iterator<Item = &str> {
         let external = (self.kind() == TaskType::External).then_some(&self.params);
         let http = self.http.iter().flat_map(|h| {
@@ -341,6 +347,7 @@ impl TaskDef {
             .chain(self.notebook.iter().flat_map(NotebookSpec::texts))
             .chain(self.container.iter().flat_map(|c| c.texts()))
             .chain(self.kubernetes.iter().flat_map(|k| k.texts()))
+            .chain(self.publish.iter().flat_map(PublishSpec::texts))
     }
 
     /// How long an external task's worker keeps it without a heartbeat.

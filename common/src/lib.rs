@@ -2,6 +2,7 @@
 //! the generated master/worker protocol.
 
 pub mod access;
+pub mod broker;
 pub mod cluster_secret;
 pub mod cluster_tls;
 pub mod definition;

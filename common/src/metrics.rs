@@ -114,8 +114,10 @@ pub enum TriggerOutcome {
     Filtered,
     /// It could not be used (not JSON, a mapping or `when` failed on it).
     Ignored,
-    /// It repeated one that started a run already.
+    /// It repeated one that started a run (or delivered its event) already.
     Duplicate,
+    /// It was delivered as its trigger's event (completing the waits of its key).
+    Delivered,
 }
 
 impl TriggerOutcome {
@@ -125,6 +127,7 @@ impl TriggerOutcome {
             TriggerOutcome::Filtered => "filtered",
             TriggerOutcome::Ignored => "ignored",
             TriggerOutcome::Duplicate => "duplicate",
+            TriggerOutcome::Delivered => "delivered",
         }
     }
 }
@@ -236,7 +239,7 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
     );
     r.register(
         "trigger_messages",
-        "Messages triggers received (webhook calls, broker messages), by trigger and outcome: started, filtered by when, ignored (unusable), duplicate",
+        "Messages triggers received (webhook calls, broker messages), by trigger and outcome: started, filtered by when, ignored (unusable), duplicate, delivered (as an event)",
         TRIGGER_MESSAGES.clone(),
     );
     r

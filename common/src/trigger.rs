@@ -1,7 +1,8 @@
-//! Webhook triggers of a workflow: who may call them (a token or a basic password, or
+//! Triggers of a workflow. Webhooks: who may call them (a token or a basic password, or
 //! `none` behind an address allowlist or public at a [`rate`]), which calls start a run
 //! ([`rule`]), how a call's JSON payload becomes start parameters, and what a synchronous
-//! call answers with.
+//! call answers with. Broker triggers ([`broker`]: AMQP, NATS JetStream, MQTT) consume a
+//! queue, subject or topic, each message starting a run or delivering an event.
 //!
 //! Credentials are never stored as given: [`seal`] replaces a literal token or password by
 //! a salted slow hash when the definition is applied, and [`mask`] hides it when the
@@ -9,11 +10,13 @@
 //! secret instead, read when the trigger is called.
 
 pub mod auth;
+pub mod broker;
 pub mod cidr;
 pub mod credential;
 pub mod rate;
 pub mod rule;
 
+use crate::broker::BrokerKind;
 use crate::definition::error::DefinitionError;
 use crate::definition::name::valid_name;
 use crate::jsonpath::{JsonPath, render};
@@ -39,7 +42,7 @@ const MIN_LITERAL_LEN: usize = 16;
 #[serde(deny_unknown_fields)]
 pub struct TriggerDef {
     pub name: String,
-    /// Only `webhook` for now.
+    /// `webhook` (the default), or a broker: `amqp`, `nats`, `mqtt`.
     #[serde(rename = "type", default = "webhook")]
     pub trigger_type: String,
     /// `async` answers 202 with the run at once; `sync` waits for the run to end.
@@ -81,6 +84,30 @@ pub struct TriggerDef {
     /// `sync`: the run's outputs the answer carries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outputs: Vec<String>,
+    /// Broker triggers: the broker (`amqp://host:5672/vhost`, `nats://host:4222`,
+    /// `mqtt://host:1883`), or `${secret.NAME}` naming a project secret that holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// `amqp`: the queue consumed (it must exist).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// `nats`: the subject consumed through a durable JetStream consumer (a stream must
+    /// capture it); `*` and `>` wildcards allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// `mqtt`: the topic subscribed to at QoS 1; `+` and `#` wildcards allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    /// Broker triggers: JSONPath of the message's business key (`$.id`). A run-starting
+    /// trigger starts one run per key (a message repeating it is a duplicate); an `event`
+    /// trigger completes the waits of that key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Broker triggers: deliver each message as this event (completing the wait tasks
+    /// waiting for it with the message's `key`, `params` becoming their outputs) instead
+    /// of starting a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
@@ -114,6 +141,11 @@ fn webhook() -> String {
 }
 
 impl TriggerDef {
+    /// The broker a broker trigger consumes from; None for a webhook.
+    pub fn broker(&self) -> Option<BrokerKind> {
+        BrokerKind::of_trigger(&self.trigger_type)
+    }
+
     /// How long a `sync` call waits.
     pub fn timeout(&self) -> Duration {
         self.timeout.unwrap_or(DEFAULT_TIMEOUT)
@@ -224,9 +256,17 @@ pub fn validate(triggers: &[TriggerDef]) -> Result<(), DefinitionError> {
 
 /// What is wrong with one trigger, if anything.
 fn check(t: &TriggerDef) -> Result<(), String> {
-    match t.trigger_type.as_str() {
-        "webhook" => check_webhook(t)?,
-        other => return Err(format!("unknown type '{other}' (known: webhook)")),
+    match (t.trigger_type.as_str(), t.broker()) {
+        (_, Some(kind)) => broker::check(t, kind)?,
+        ("webhook", None) => {
+            broker::refuse_broker_fields(t)?;
+            check_webhook(t)?;
+        }
+        (other, None) => {
+            return Err(format!(
+                "unknown type '{other}' (known: webhook, amqp, nats, mqtt)"
+            ));
+        }
     }
     for (i, entry) in t.allow_ips.iter().enumerate() {
         entry
@@ -264,7 +304,7 @@ fn check_webhook(t: &TriggerDef) -> Result<(), String> {
 }
 
 /// Each mapping: a parameter name to a JSONPath or an expression over `body`.
-fn check_params(params: &BTreeMap<String, String>) -> Result<(), String> {
+pub(crate) fn check_params(params: &BTreeMap<String, String>) -> Result<(), String> {
     for (param, path) in params {
         check_param_name(param).map_err(|e| format!("params: {e}"))?;
         if path.starts_with('$') {

@@ -241,6 +241,7 @@ string_enum!(
         Notebook => "notebook",
         Container => "container",
         Kubernetes => "kubernetes",
+        Publish => "publish",
     }
 );
 

@@ -3,6 +3,7 @@
 //! schedules and drives backfills.
 
 pub mod alerts;
+mod brokers;
 mod clients;
 pub mod cron;
 pub mod dispatch;
@@ -77,6 +78,9 @@ pub struct MasterConfig {
     pub api_url: Option<String>,
     /// How long ended instances are kept (`--retention`; None: for ever).
     pub retention: Option<Duration>,
+    /// How long an event a broker trigger delivered that completed no wait is kept
+    /// (`--event-retention`).
+    pub event_retention: Duration,
 }
 
 pub struct MasterHandle {
@@ -165,6 +169,14 @@ pub async fn start(
         leadership: leadership.clone(),
         keep: config.retention,
     };
+    // Broker triggers' consumers go with the cron lead too: one per trigger in the cluster.
+    let brokers = brokers::Brokers::new(
+        store.clone(),
+        secrets.clone(),
+        addr.clone(),
+        config.event_retention,
+        leadership.clone(),
+    );
     let cron = Cron {
         store: store.clone(),
         leadership,
@@ -204,6 +216,7 @@ pub async fn start(
         tokio::spawn(intake.run(engine_tx.clone(), shutdown.clone())),
         tokio::spawn(cron.run(shutdown.clone())),
         tokio::spawn(retention.run(shutdown.clone())),
+        tokio::spawn(brokers.run(shutdown.clone())),
         tokio::spawn(alert_sender.run(shutdown.clone())),
         tokio::spawn(secrets.run(shutdown.clone())),
         tokio::spawn(async move {

@@ -65,6 +65,7 @@ impl Retention {
                     total.instances += p.instances;
                     total.tasks += p.tasks;
                     total.trigger_calls += p.trigger_calls;
+                    total.trigger_messages += p.trigger_messages;
                     if p.instances < BATCH {
                         break;
                     }
@@ -84,6 +85,7 @@ impl Retention {
                 instances = total.instances,
                 tasks = total.tasks,
                 trigger_calls = total.trigger_calls,
+                trigger_messages = total.trigger_messages,
                 "deleted what ended before the retention"
             );
         }

@@ -130,6 +130,55 @@ fn oldest_kept(project: &str, event: &str, key: &str, now: i64) -> SelectStateme
         .to_owned()
 }
 
+/// [`Store::deliver_event`] inside `tx`, with whatever else it writes (a broker
+/// trigger's record of the message).
+pub(super) async fn deliver_in(
+    tx: &mut Tx,
+    project: &str,
+    event: &str,
+    key: &str,
+    data: &Params,
+    keep: Duration,
+) -> Result<Delivered> {
+    let mut ending = end_update(TaskState::Success, data, &completed_by(event, key))?;
+    ending.and_where(
+        Expr::col(super::schema::TaskInstance::Id).in_subquery(waits_for(project, event, key)),
+    );
+    let rows: Vec<(i64,)> = tx.fetch_all(&ending).await?;
+    let mut completed: Vec<i64> = rows.into_iter().map(|(id,)| id).collect();
+    completed.sort_unstable();
+    let now = now_ms();
+    let keep_ms = i64::try_from(keep.as_millis()).unwrap_or(i64::MAX);
+    let kept_until = (completed.is_empty() && keep_ms > 0).then(|| now.saturating_add(keep_ms));
+    ended(tx, &completed).await?;
+    if let Some(until) = kept_until {
+        tx.execute(&insert_rows(
+            Kept::Table,
+            [
+                Kept::Project,
+                Kept::Event,
+                Kept::EventKey,
+                Kept::Data,
+                Kept::ReceivedAt,
+                Kept::ExpiresAt,
+            ],
+            [[
+                project.into(),
+                event.into(),
+                key.into(),
+                to_json(data)?.into(),
+                now.into(),
+                until.into(),
+            ]],
+        ))
+        .await?;
+    }
+    Ok(Delivered {
+        completed,
+        kept_until,
+    })
+}
+
 impl Store {
     /// Delivers event `event` with `key` to `project`: every attempt of the project
     /// waiting for it ends as succeeded with `data` as its outputs. An event that completes
@@ -145,45 +194,10 @@ impl Store {
         data: &Params,
         keep: Duration,
     ) -> Result<Delivered> {
-        let mut ending = end_update(TaskState::Success, data, &completed_by(event, key))?;
-        ending.and_where(
-            Expr::col(super::schema::TaskInstance::Id).in_subquery(waits_for(project, event, key)),
-        );
         let mut tx = self.db.begin().await?;
-        let rows: Vec<(i64,)> = tx.fetch_all(&ending).await?;
-        let mut completed: Vec<i64> = rows.into_iter().map(|(id,)| id).collect();
-        completed.sort_unstable();
-        let now = now_ms();
-        let keep_ms = i64::try_from(keep.as_millis()).unwrap_or(i64::MAX);
-        let kept_until = (completed.is_empty() && keep_ms > 0).then(|| now.saturating_add(keep_ms));
-        ended(&mut tx, &completed).await?;
-        if let Some(until) = kept_until {
-            tx.execute(&insert_rows(
-                Kept::Table,
-                [
-                    Kept::Project,
-                    Kept::Event,
-                    Kept::EventKey,
-                    Kept::Data,
-                    Kept::ReceivedAt,
-                    Kept::ExpiresAt,
-                ],
-                [[
-                    project.into(),
-                    event.into(),
-                    key.into(),
-                    to_json(data)?.into(),
-                    now.into(),
-                    until.into(),
-                ]],
-            ))
-            .await?;
-        }
+        let delivered = deliver_in(&mut tx, project, event, key, data, keep).await?;
         tx.commit().await?;
-        Ok(Delivered {
-            completed,
-            kept_until,
-        })
+        Ok(delivered)
     }
 
     /// Completes each event wait among `waiting` (attempt ids) that still waits and has

@@ -20,6 +20,7 @@ mod alerts;
 mod audit;
 mod backfill_runs;
 mod backfills;
+mod broker_triggers;
 mod children;
 mod codec;
 mod command_rows;
@@ -53,6 +54,9 @@ mod waits;
 pub use alerts::{ALERT_FAILED, ALERT_PENDING, ALERT_SENT, Delivery};
 pub use audit::{AuditFilter, AuditRow};
 pub use backfills::{BackfillRow, BackfillRunRow, Cancel, Chained, NewBackfill};
+pub use broker_triggers::{
+    ConsumerState, IgnoredMessage, KEPT_IGNORED, MessageAction, MessageTaken, TriggerMessage,
+};
 pub use commands::recovery_allowed;
 pub use event_waits::{Delivered, EventWait};
 pub use external::{

@@ -103,6 +103,7 @@ impl Store {
             )));
         }
         super::schedules::delete_disabled_for(&mut tx, project, workflow).await?;
+        super::broker_triggers::delete_of_workflow(&mut tx, project, workflow).await?;
         clear_offline(&mut tx, project, workflow).await?;
         tx.execute(
             Query::delete()

@@ -1,8 +1,8 @@
 //! Retention: instances that ended before a cutoff are deleted with what belongs to them
 //! (task rows, kept logs, callbacks, alerts), oldest first, a batch per transaction, so
 //! that the deletes never hold many rows or a long lock while masters schedule. Webhook
-//! idempotency keys, and external workers last seen, older than the cutoff expire with
-//! them.
+//! idempotency keys, broker triggers' message records and ignored messages, and external
+//! workers last seen, older than the cutoff expire with them.
 //!
 //! Only `success`, `failure` and `stopped` instances go: a paused one may still be resumed,
 //! one with a command pending (a rerun asked for) is about to run again, and a child is
@@ -24,6 +24,9 @@ pub struct Pruned {
     pub instances: u64,
     pub tasks: u64,
     pub trigger_calls: u64,
+    /// Records of broker messages (a message redelivered after it went would start
+    /// another run).
+    pub trigger_messages: u64,
 }
 
 impl Store {
@@ -45,6 +48,7 @@ impl Store {
                     .and_where(Expr::col(TriggerCall::CreatedAt).lt(cutoff_ms)),
             )
             .await?;
+        pruned.trigger_messages = super::broker_triggers::prune(&mut tx, cutoff_ms).await?;
         tx.execute(
             Query::delete()
                 .from_table(ExternalWorker::Table)

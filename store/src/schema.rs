@@ -278,3 +278,39 @@ pub(super) enum KeptEvent {
     ReceivedAt,
     ExpiresAt,
 }
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum TriggerMessage {
+    Table,
+    Project,
+    Workflow,
+    TriggerName,
+    MessageId,
+    CommandId,
+    ReceivedAt,
+}
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum TriggerIgnored {
+    Table,
+    Id,
+    Project,
+    Workflow,
+    TriggerName,
+    Reason,
+    Body,
+    ReceivedAt,
+}
+
+#[derive(Iden, Clone, Copy)]
+pub(super) enum TriggerConsumer {
+    Table,
+    Project,
+    Workflow,
+    TriggerName,
+    Master,
+    State,
+    Error,
+    Since,
+    LastMessageAt,
+}

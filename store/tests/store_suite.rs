@@ -92,6 +92,8 @@ store_suite!(
     queues_count_their_offers_and_the_workers_seen_on_them,
     concurrent_events_complete_a_wait_once_and_the_rest_are_kept_for_one_wait_each,
     an_event_reaches_only_its_project_event_and_key_until_it_expires,
+    concurrent_takers_of_one_message_start_one_run,
+    ignored_messages_and_consumers_are_kept_per_trigger,
 );
 
 #[path = "store_suite/schedules.rs"]
@@ -134,6 +136,10 @@ use external::*;
 #[path = "store_suite/events.rs"]
 mod events;
 use events::*;
+
+#[path = "store_suite/broker_triggers.rs"]
+mod broker_triggers;
+use broker_triggers::*;
 
 // ---- harness ----
 

@@ -1,7 +1,8 @@
 //! The test kit of the workspace: what the tests of several crates share (the end-to-end
 //! tests of `tests/`, the worker's and the store's). Real processes only: a child process
 //! with a log, a real etcd, real Postgres databases; plus the one poll-with-deadline, the
-//! one seeded generator and the one overlap count of the suites.
+//! one seeded generator and the one overlap count of the suites; proxies that lose what
+//! clients send.
 
 mod etcd;
 mod pg_proxy;
@@ -10,6 +11,7 @@ mod rng;
 mod small_disk;
 mod spans;
 mod tcp_hole;
+mod tcp_proxy;
 
 pub use etcd::{start_etcd, start_etcd_on};
 pub use pg_proxy::PgProxy;
@@ -18,6 +20,7 @@ pub use rng::Lcg;
 pub use small_disk::SmallDisk;
 pub use spans::{intervals, max_overlap, timed};
 pub use tcp_hole::TcpHole;
+pub use tcp_proxy::TcpProxy;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

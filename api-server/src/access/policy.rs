@@ -81,7 +81,8 @@ pub fn rule(op: &str) -> Option<Need> {
         | "getSchedule"
         | "previewSchedule"
         | "listSecrets"
-        | "listTriggers" => Project(Viewer, Path),
+        | "listTriggers"
+        | "listIgnoredMessages" => Project(Viewer, Path),
         "startWorkflow" | "createBackfill" | "sendEvent" => Project(Operator, Path),
         "applyWorkflow" | "validateWorkflow" | "createSchedule" | "updateSchedule"
         | "deleteSchedule" | "enableSchedule" | "disableSchedule" | "setSecret"

@@ -212,6 +212,12 @@ pub struct MasterArgs {
     #[arg(long, env = "SHOAL_API_URL")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_url: Option<String>,
+    /// How long an event a broker trigger delivered that completed no waiting task is
+    /// kept for a wait that begins later (e.g. 1h, 2d); 0 keeps none. Give it the
+    /// api-server's value.
+    #[arg(long, env = "SHOAL_EVENT_RETENTION", default_value = "1h", value_parser = shoal_common::duration::parse)]
+    #[serde(serialize_with = "serialize_duration")]
+    pub event_retention: Duration,
 
     /// Port of Prometheus' `GET /metrics` (on --bind); 0 turns it off. If this default
     /// port is taken (a second master on the host), the master runs without it and warns.

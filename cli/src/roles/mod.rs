@@ -51,9 +51,11 @@ fn master_config(
     secret: ClusterSecret,
     secret_key: Option<SecretKey>,
     api_url: Option<String>,
+    event_retention: Duration,
 ) -> MasterConfig {
     MasterConfig {
         api_url,
+        event_retention,
         listen: SocketAddr::new(listen.bind, listen.port),
         advertise_host: listen.advertise_host.to_string(),
         claim_batch,
@@ -158,6 +160,7 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
             secret.clone(),
             Some(secret_key.clone()),
             Some(api_url),
+            args.limits.event_retention,
         ),
         store.clone(),
         registry.clone(),
@@ -244,6 +247,7 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<()> {
             secret,
             given_secret_key(args.secret_key.as_deref())?,
             args.api_url.clone(),
+            args.event_retention,
         ),
         store,
         registry,

@@ -4,7 +4,7 @@
 use super::name::{valid_name, valid_tenant};
 use super::{
     DefinitionError, ErrorAction, LEASE_RANGE, TaskDef, WorkflowDef, container, data_tasks,
-    dependent, do_while, fanout,
+    dependent, do_while, fanout, publish,
 };
 use crate::types::TaskType;
 use petgraph::algo::tarjan_scc;
@@ -103,6 +103,7 @@ impl WorkflowDef {
                 TaskType::Notebook => t.notebook.is_none().then_some("notebook"),
                 TaskType::Container => t.container.is_none().then_some("container"),
                 TaskType::Kubernetes => t.kubernetes.is_none().then_some("kubernetes"),
+                TaskType::Publish => t.publish.is_none().then_some("publish"),
                 TaskType::Noop | TaskType::Delay | TaskType::Wait => None,
             };
             if let Some(field) = missing {
@@ -116,6 +117,7 @@ impl WorkflowDef {
             dependent::check(t)?;
             do_while::check(self, t)?;
             data_tasks::check(t)?;
+            publish::check(t)?;
             let waits = matches!(
                 kind,
                 TaskType::Wait | TaskType::Callback | TaskType::External

@@ -108,6 +108,11 @@ pub(super) fn build(
         }
         k8s.token = revealed.kubernetes_token.clone();
     }
+    // A message's body and headers are data: a value lands in them as it is.
+    let publish = task.publish.as_mut().map(|p| p.texts_mut());
+    for text in publish.into_iter().flatten() {
+        expand(text, Lang::Text)?;
+    }
     let definition_json = serde_json::to_string(&task).map_err(|e| e.to_string())?;
     Ok(QueuedTask {
         spec: TaskSpec {

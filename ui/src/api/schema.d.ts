@@ -858,6 +858,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/projects/{project}/workflows/{name}/triggers/{trigger}/ignored": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The messages a broker trigger could not use, newest first (the latest 100). */
+        get: operations["listIgnoredMessages"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/projects/{project}/workflows/{name}/versions": {
         parameters: {
             query?: never;
@@ -1382,6 +1399,8 @@ export interface components {
             /** Format: int64 */
             task_instance_id: number;
         };
+        /** @enum {string} */
+        BrokerKind: "amqp" | "nats" | "mqtt";
         CallbackSpec: {
             /** @description Default: `{"callback_url": ..., "task_instance_id": ..., "workflow_instance_id": ...}`. */
             body?: string | null;
@@ -1438,6 +1457,22 @@ export interface components {
              *     tasks' outputs and the task's parameters).
              */
             when?: string | null;
+        };
+        /** @description A broker trigger's consumer, as the master that runs it last recorded it. */
+        ConsumerInfo: {
+            /** @description Why it failed last (kept while it connects again, cleared once connected). */
+            error: string | null;
+            /** @description When its last message came (recorded every few seconds at most). */
+            last_message_at: string | null;
+            /** @description The master it runs on. */
+            master: string;
+            /** @description Since when it is in this state. */
+            since: string;
+            /**
+             * @description `connecting`, `connected` or `failed` (it connects again after a pause).
+             * @example connected
+             */
+            state: string;
         };
         /** @description A container's command: an argv, or one string the image's `sh -c` runs. */
         ContainerCommand: string[] | string;
@@ -1759,6 +1794,16 @@ export interface components {
             };
             url: string;
         };
+        /** @description A message a trigger could not use. */
+        IgnoredMessage: {
+            /** @description The start of its body (1 KiB at most), as text. */
+            body: string;
+            /** Format: int64 */
+            id: number;
+            /** @description Why (e.g. `the body is not JSON: …`, `the message has no value at $.id …`). */
+            reason: string;
+            received_at: string;
+        };
         /**
          * @description The actions of `POST /instances/{id}/{action}`.
          * @enum {string}
@@ -2028,6 +2073,33 @@ export interface components {
          * @enum {string}
          */
         ProjectRole: "worker" | "viewer" | "operator" | "editor" | "admin";
+        /** @description `publish:` where a message goes and what it says. */
+        PublishSpec: {
+            /** @description The message (e.g. JSON); `${name}` references are expanded. */
+            body?: string;
+            broker: components["schemas"]["BrokerKind"];
+            /**
+             * @description `amqp`: the exchange, with `routing_key`. A message it routes to no queue fails
+             *     the task.
+             */
+            exchange?: string | null;
+            /** @description AMQP and NATS headers (MQTT 3.1.1 messages have none). */
+            headers?: {
+                [key: string]: string;
+            };
+            /** @description `amqp`: a queue, sent to through the default exchange (or give `exchange`). */
+            queue?: string | null;
+            routing_key?: string | null;
+            /** @description `nats`: the subject; a JetStream stream must capture it. */
+            subject?: string | null;
+            /** @description `mqtt`: the topic (QoS 1). */
+            topic?: string | null;
+            /**
+             * @description `amqp://host:5672/vhost`, `nats://host:4222`, `mqtt://host:1883`; a password in it
+             *     only through a secret (`${secret.BROKER_URL}`).
+             */
+            url: string;
+        };
         /**
          * @description When the runtime pulls the image.
          * @enum {string}
@@ -2396,6 +2468,7 @@ export interface components {
                 [key: string]: string;
             };
             priority?: components["schemas"]["Priority"];
+            publish?: components["schemas"]["PublishSpec"] | null;
             /** @description `external`: the queue external workers take it from (`POST /external/poll`). */
             queue?: string | null;
             /**
@@ -2546,6 +2619,18 @@ export interface components {
             allow_ips?: string[];
             auth?: components["schemas"]["TriggerAuth"] | null;
             /**
+             * @description Broker triggers: deliver each message as this event (completing the wait tasks
+             *     waiting for it with the message's `key`, `params` becoming their outputs) instead
+             *     of starting a run.
+             */
+            event?: string | null;
+            /**
+             * @description Broker triggers: JSONPath of the message's business key (`$.id`). A run-starting
+             *     trigger starts one run per key (a message repeating it is a duplicate); an `event`
+             *     trigger completes the waits of that key.
+             */
+            key?: string | null;
+            /**
              * @description The HTTP methods a call may use; default `[POST]`. A GET's query parameters are
              *     its payload (a JSON object of strings).
              */
@@ -2564,18 +2649,32 @@ export interface components {
             };
             /** @description `auth: none` for anyone on the network: then `rate` is required. */
             public?: boolean;
+            /** @description `amqp`: the queue consumed (it must exist). */
+            queue?: string | null;
             /**
              * @description How many calls it takes (`10/s`, `600/m`, `100/h`); 429 beyond.
              * @example 10/s
              */
             rate?: string | null;
             /**
+             * @description `nats`: the subject consumed through a durable JetStream consumer (a stream must
+             *     capture it); `*` and `>` wildcards allowed.
+             */
+            subject?: string | null;
+            /**
              * @description `sync`: how long the call waits for the run to end (default 30s).
              * @example 30s
              */
             timeout?: string | null;
-            /** @description Only `webhook` for now. */
+            /** @description `mqtt`: the topic subscribed to at QoS 1; `+` and `#` wildcards allowed. */
+            topic?: string | null;
+            /** @description `webhook` (the default), or a broker: `amqp`, `nats`, `mqtt`. */
             type?: string;
+            /**
+             * @description Broker triggers: the broker (`amqp://host:5672/vhost`, `nats://host:4222`,
+             *     `mqtt://host:1883`), or `${secret.NAME}` naming a project secret that holds it.
+             */
+            url?: string | null;
             /**
              * @description A CEL condition over the payload (`body`) and the headers (`headers`, lower-case
              *     names): a call that does not match starts nothing.
@@ -2597,10 +2696,17 @@ export interface components {
             /** @description Addresses allowed to call (CIDR); empty: any. */
             allow_ips: string[];
             /**
-             * @description `token` (`Authorization: Bearer`), `basic` (HTTP Basic) or `none`.
+             * @description Webhooks: `token` (`Authorization: Bearer`), `basic` (HTTP Basic) or `none`.
              * @example token
              */
             auth: string;
+            consumer?: components["schemas"]["ConsumerInfo"] | null;
+            /** @description Broker triggers: the AMQP queue, NATS subject or MQTT topic consumed. */
+            consumes?: string | null;
+            /** @description Broker triggers: the event a message is delivered as (instead of starting a run). */
+            event?: string | null;
+            /** @description Broker triggers: the JSONPath of a message's business key. */
+            key?: string | null;
             /**
              * @description The HTTP methods a webhook call may use.
              * @example [
@@ -2617,10 +2723,10 @@ export interface components {
                 [key: string]: string;
             };
             /**
-             * @description Where to send the payload.
+             * @description Webhooks: where to send the payload (null for a broker trigger).
              * @example /api/v1/hooks/default/etl/deploy
              */
-            path: string;
+            path: string | null;
             /** @description `auth: none` for anyone. */
             public: boolean;
             /**
@@ -2633,6 +2739,16 @@ export interface components {
              * @example 30s
              */
             timeout: string | null;
+            /**
+             * @description `webhook`, or a broker: `amqp`, `nats`, `mqtt`.
+             * @example webhook
+             */
+            type: string;
+            /**
+             * @description Broker triggers: the broker's URL as the definition gives it (`${secret.NAME}`), a
+             *     password in it masked.
+             */
+            url?: string | null;
             /** @description The condition a payload must meet to start a run; null: any. */
             when: string | null;
             workflow: string;
@@ -6478,6 +6594,69 @@ export interface operations {
                 };
             };
             /** @description No such workflow, or no such version of it */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listIgnoredMessages: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description Workflow name. */
+                name: string;
+                /** @description The trigger's name. */
+                trigger: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IgnoredMessage"][];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such workflow, or it has no such trigger */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -1,6 +1,7 @@
-// A workflow's webhook triggers: each one's URL, who may call it and how its payload
+// A workflow's triggers. Webhooks: each one's URL, who may call it and how its payload
 // maps to parameters, and a form that calls it the way an outside system would (with the
-// trigger's own credential, not the signed-in user's token).
+// trigger's own credential, not the signed-in user's token). Broker triggers: what they
+// consume and how their consumer fares.
 import { useState } from "react";
 import { $api } from "../api/cache";
 import type { TriggerInfo } from "../api/types";
@@ -9,6 +10,34 @@ import { errorText } from "../components/format";
 /** The Authorization header the trigger's credential makes. */
 function authorization(kind: string, secret: string, user: string): string {
   return kind === "basic" ? `Basic ${btoa(`${user}:${secret}`)}` : `Bearer ${secret}`;
+}
+
+/** A broker trigger: what it consumes, its consumer's state and why it last failed. */
+function BrokerTrigger({ t }: { t: TriggerInfo }) {
+  const params = Object.entries(t.params);
+  const c = t.consumer;
+  return (
+    <section className="card" aria-label={`Trigger ${t.name}`}>
+      <h2>{t.name}</h2>
+      <p>
+        <code>
+          {t.type} {t.consumes}
+        </code>{" "}
+        on <code>{t.url}</code>
+        {t.event ? ` · delivers event ${t.event} by key ${t.key}` : t.key ? ` · one run per ${t.key}` : ""}
+      </p>
+      <p className="muted">
+        {c ? `consumer ${c.state} on ${c.master} since ${c.since}` : "no consumer yet"}
+        {c?.last_message_at && ` · last message ${c.last_message_at}`}
+      </p>
+      {c?.error && (
+        <p role="alert" className="error">
+          {c.error}
+        </p>
+      )}
+      {params.length > 0 && <p className="muted">Parameters: {params.map(([p, jp]) => `${p} ← ${jp}`).join(", ")}</p>}
+    </section>
+  );
 }
 
 function CallForm({ trigger, url }: { trigger: TriggerInfo; url: string }) {
@@ -118,6 +147,7 @@ export function TriggersPanel({ project, name }: { project: string; name: string
   return (
     <>
       {mine.map((t) => {
+        if (t.path == null) return <BrokerTrigger key={t.name} t={t} />;
         const url = `${window.location.origin}${t.path}`;
         const params = Object.entries(t.params);
         return (

@@ -31,6 +31,7 @@ mod launch;
 mod notebook;
 mod orphans;
 mod process;
+mod publish;
 mod reuse;
 mod run;
 mod scratch;

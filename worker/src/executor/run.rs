@@ -8,11 +8,12 @@ use super::spark::{self, Spark};
 use super::table::{FINISHED_MEMORY, Finished, RunningTask, TaskKey};
 use super::task_log::TaskLog;
 use super::timeout::with_timeout;
-use super::{Executor, Outcome, http, kubernetes, sql};
+use super::{Executor, Outcome, http, kubernetes, publish, sql};
 use crate::logs;
 use serde::Deserialize;
 use shoal_common::definition::{
-    ContainerSpec, HttpSpec, KubernetesSpec, NotebookSpec, SparkSpec, SqlSpec, TimeoutStrategy,
+    ContainerSpec, HttpSpec, KubernetesSpec, NotebookSpec, PublishSpec, SparkSpec, SqlSpec,
+    TimeoutStrategy,
 };
 use shoal_common::mask::Mask;
 use shoal_common::metrics;
@@ -26,7 +27,8 @@ use tracing::{debug, info, warn};
 /// How often a running task's grown log is sent to its master, and how much of its end.
 const SHIP_LOG_EVERY: Duration = Duration::from_secs(5);
 const SHIPPED_WHILE_RUNNING: u64 = 64 * 1024;
-const KNOWN_TYPES: &str = "shell, python, http, sql, spark, notebook, container, kubernetes, noop";
+const KNOWN_TYPES: &str =
+    "shell, python, http, sql, spark, notebook, container, kubernetes, publish, noop";
 
 /// The part of the definition JSON (a `TaskDef`) the worker reads; everything else is
 /// ignored, so that the master may send fields this worker does not know yet.
@@ -49,6 +51,8 @@ struct TaskBody {
     container: Option<ContainerSpec>,
     #[serde(default)]
     kubernetes: Option<KubernetesSpec>,
+    #[serde(default)]
+    publish: Option<PublishSpec>,
     #[serde(default, with = "shoal_common::duration::option")]
     timeout: Option<Duration>,
     #[serde(default)]
@@ -68,6 +72,7 @@ enum Work<'a> {
     /// spark-submit's arguments.
     Spark(Vec<String>),
     Notebook(&'a NotebookSpec),
+    Publish(&'a PublishSpec),
 }
 
 impl Executor {
@@ -240,6 +245,12 @@ impl Executor {
                         .fail_early(spec, "kubernetes task has no 'kubernetes' section".into());
                 }
             },
+            "publish" => match &body.publish {
+                Some(p) => Work::Publish(p),
+                None => {
+                    return self.fail_early(spec, "publish task has no 'publish' section".into());
+                }
+            },
             other => {
                 return self.fail_early(
                     spec,
@@ -263,6 +274,10 @@ impl Executor {
                 Work::Http(http) => {
                     self.started(spec, task, None);
                     http::run(http, &log, &task.kill).await
+                }
+                Work::Publish(p) => {
+                    self.started(spec, task, None);
+                    publish::run(p, spec, &log, &task.kill).await
                 }
                 Work::Container(c) => self.run_container(spec, task, c, &log).await,
                 Work::Kubernetes(k) => {

@@ -1,0 +1,17 @@
+//! NATS connections (through `async-nats`), for JetStream.
+
+use super::{BrokerKind, CONNECT_TIMEOUT, parse_url};
+use async_nats::{Client, ConnectOptions};
+
+/// Connects to the server at `url` (`nats://user:password@host:4222`) as `name`; the
+/// client and the server as messages name it.
+pub async fn connect(url: &str, name: &str) -> Result<(Client, String), String> {
+    let shown = parse_url(BrokerKind::Nats, url)?.shown(BrokerKind::Nats);
+    let client = ConnectOptions::new()
+        .name(name)
+        .connection_timeout(CONNECT_TIMEOUT)
+        .connect(url.trim())
+        .await
+        .map_err(|e| format!("cannot connect to {shown}: {e}"))?;
+    Ok((client, shown))
+}

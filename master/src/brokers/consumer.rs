@@ -1,0 +1,246 @@
+//! One trigger's consumer: connects to its broker (the URL's secrets opened), takes
+//! each message into the store and acknowledges it only once that is committed, and
+//! on any failure shows it on the trigger and connects again after a growing pause.
+//! A message whose write failed is not acknowledged: the broker delivers it again.
+
+use super::message::{Action, Decision, Delivery, Trigger};
+use crate::secrets::{Secrets, referenced};
+use shoal_common::broker::CONNECT_TIMEOUT;
+use shoal_common::metrics::{self, TriggerOutcome};
+use shoal_common::types::now_ms;
+use shoal_store::{ConsumerState, MessageAction, MessageTaken, Store, TriggerMessage};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+/// The first pause before connecting again; it doubles up to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How often, at most, a busy consumer records when its last message came.
+const NOTE_LAST_MESSAGE: Duration = Duration::from_secs(5);
+/// Messages a broker hands a consumer before it acknowledges any.
+pub(super) const PREFETCH: u16 = 64;
+
+/// A connected consumer of one broker.
+pub(super) trait Source: Sized + Send {
+    /// What acknowledges one message.
+    type Ack: Send;
+
+    /// Connects to the broker at `url` and starts consuming what `t` names.
+    fn connect(url: &str, t: &Trigger) -> impl Future<Output = Result<Self, String>> + Send;
+
+    /// The next message; an error when the connection or the consumer ended.
+    fn next(&mut self) -> impl Future<Output = Result<(Delivery, Self::Ack), String>> + Send;
+
+    /// Acknowledges a message: the broker will not deliver it again.
+    fn ack(&mut self, ack: Self::Ack) -> impl Future<Output = Result<(), String>> + Send;
+}
+
+/// What every consumer of a master shares.
+pub(super) struct Shared {
+    pub store: Store,
+    pub secrets: Secrets,
+    /// This master, as its consumers' states name it.
+    pub me: String,
+    /// How long an event that completed no wait is kept (`--event-retention`).
+    pub event_retention: Duration,
+}
+
+/// Runs `t`'s consumer until `stop`.
+pub(super) async fn run<S: Source>(shared: Arc<Shared>, t: Arc<Trigger>, stop: CancellationToken) {
+    let mut state = State::new(&shared, &t);
+    let mut backoff = MIN_BACKOFF;
+    loop {
+        state.set("connecting", None).await;
+        let connected = match url(&shared.secrets, &t) {
+            Ok(url) => tokio::select! {
+                () = stop.cancelled() => break,
+                c = tokio::time::timeout(CONNECT_TIMEOUT, S::connect(&url, &t)) => c
+                    .unwrap_or_else(|_| Err(format!("no answer within {CONNECT_TIMEOUT:?}"))),
+            },
+            Err(e) => Err(e),
+        };
+        let error = match connected {
+            Ok(mut source) => {
+                info!(trigger = %t.label, "trigger consumer connected");
+                state.set("connected", None).await;
+                backoff = MIN_BACKOFF;
+                match consume(&shared, &t, &mut source, &mut state, &stop).await {
+                    Ok(()) => break,
+                    Err(e) => e,
+                }
+            }
+            Err(e) => format!("cannot connect: {e}"),
+        };
+        warn!(trigger = %t.label, error = %error, retry_in = ?backoff, "trigger consumer failed");
+        state.set("failed", Some(error)).await;
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+    state.forget().await;
+}
+
+/// Takes messages until `stop` (Ok) or a failure (its reason).
+async fn consume<S: Source>(
+    shared: &Shared,
+    t: &Trigger,
+    source: &mut S,
+    state: &mut State<'_>,
+    stop: &CancellationToken,
+) -> Result<(), String> {
+    loop {
+        let (delivery, ack) = tokio::select! {
+            () = stop.cancelled() => return Ok(()),
+            next = source.next() => next?,
+        };
+        let outcome = take(shared, t, &delivery)
+            .await
+            .map_err(|e| format!("cannot record a message (it will come again): {e}"))?;
+        source
+            .ack(ack)
+            .await
+            .map_err(|e| format!("cannot acknowledge a message (it will come again): {e}"))?;
+        metrics::trigger_message(&t.label, outcome);
+        state.message().await;
+    }
+}
+
+/// Writes what a message does; its outcome.
+async fn take(shared: &Shared, t: &Trigger, d: &Delivery) -> shoal_common::Result<TriggerOutcome> {
+    let (id, action) = match t.decide(d) {
+        Decision::Filtered => return Ok(TriggerOutcome::Filtered),
+        Decision::Take { id, action } => (id, action),
+    };
+    let message = TriggerMessage {
+        project: &t.project,
+        workflow: &t.workflow,
+        trigger: &t.def.name,
+        id: &id,
+    };
+    let command;
+    let taken = match &action {
+        Action::Start(params) => {
+            command = super::start_command(t, params.clone());
+            MessageAction::Start(&command)
+        }
+        Action::Deliver { key, data } => MessageAction::Deliver {
+            // An event trigger has an event: it is what made this a delivery.
+            event: t.def.event.as_deref().unwrap_or_default(),
+            key,
+            data,
+            keep: shared.event_retention,
+        },
+        Action::Ignore { reason, body } => MessageAction::Ignore { reason, body },
+    };
+    let taken = shared.store.take_trigger_message(&message, taken).await?;
+    Ok(match taken {
+        MessageTaken::Started(command_id) => {
+            info!(trigger = %t.label, command_id, "broker message started a run");
+            TriggerOutcome::Started
+        }
+        MessageTaken::Delivered(delivered) => {
+            info!(trigger = %t.label, completed = delivered.completed.len(), "broker message delivered its event");
+            TriggerOutcome::Delivered
+        }
+        MessageTaken::Ignored => {
+            if let Action::Ignore { reason, .. } = &action {
+                warn!(trigger = %t.label, %reason, "broker message ignored");
+            }
+            TriggerOutcome::Ignored
+        }
+        MessageTaken::Duplicate => TriggerOutcome::Duplicate,
+    })
+}
+
+/// The trigger's URL with the project secrets it names opened.
+fn url(secrets: &Secrets, t: &Trigger) -> Result<String, String> {
+    let mut url = t.def.url.clone().unwrap_or_default();
+    let names: Vec<String> = referenced(&url).map(str::to_string).collect();
+    for name in names {
+        let value = match secrets.get(&t.project, &name) {
+            Some(opened) => opened?,
+            None => {
+                return Err(format!(
+                    "the url names secret '{name}', which project '{}' does not have: \
+                     `shoal secret set {name} --project {}`",
+                    t.project, t.project
+                ));
+            }
+        };
+        url = url.replace(&format!("${{secret.{name}}}"), &value);
+    }
+    Ok(url)
+}
+
+/// The consumer's state as the store shows it, written when it changes (and, while
+/// messages come, when the last one came, every [`NOTE_LAST_MESSAGE`] at most).
+struct State<'a> {
+    store: &'a Store,
+    row: ConsumerState,
+    noted: Option<i64>,
+}
+
+impl<'a> State<'a> {
+    fn new(shared: &'a Shared, t: &Trigger) -> State<'a> {
+        State {
+            store: &shared.store,
+            row: ConsumerState {
+                project: t.project.clone(),
+                workflow: t.workflow.clone(),
+                trigger_name: t.def.name.clone(),
+                master: shared.me.clone(),
+                state: String::new(),
+                error: None,
+                since: now_ms(),
+                last_message_at: None,
+            },
+            noted: None,
+        }
+    }
+
+    /// Enters `state`; a new error replaces the last one, which stays while connecting.
+    async fn set(&mut self, state: &str, error: Option<String>) {
+        if self.row.state == state && error.is_none() {
+            return;
+        }
+        self.row.state = state.to_string();
+        if error.is_some() || state == "connected" {
+            self.row.error = error;
+        }
+        self.row.since = now_ms();
+        self.write().await;
+    }
+
+    async fn message(&mut self) {
+        let now = now_ms();
+        self.row.last_message_at = Some(now);
+        let due = NOTE_LAST_MESSAGE.as_millis() as i64;
+        if self.noted.is_none_or(|at| now - at >= due) {
+            self.noted = Some(now);
+            self.write().await;
+        }
+    }
+
+    async fn write(&self) {
+        if let Err(e) = self.store.set_consumer_state(&self.row).await {
+            warn!(trigger = %self.row.trigger_name, error = %e, "cannot record a trigger consumer's state");
+        }
+    }
+
+    /// Removes the state: the consumer stopped.
+    async fn forget(self) {
+        let r = &self.row;
+        let dropped = self
+            .store
+            .drop_consumer_state(&r.project, &r.workflow, &r.trigger_name, &r.master)
+            .await;
+        if let Err(e) = dropped {
+            warn!(trigger = %r.trigger_name, error = %e, "cannot forget a trigger consumer's state");
+        }
+    }
+}

@@ -1,0 +1,407 @@
+//! Broker triggers: the definitions whose consumers the leading master runs, what each
+//! message a consumer received did (written with its run's start command, its event's
+//! delivery or its ignored record, in one transaction: a redelivered message finds its
+//! record and does nothing twice), the messages that could not be used, and the state of
+//! each consumer.
+
+use super::Store;
+use super::command_rows::{insert_command_statement, notify_masters};
+use super::db::Tx;
+use super::definitions::{decode_spec, is_latest_version};
+use super::event_waits::{Delivered, deliver_in};
+use super::offline::online_only;
+use super::schema::{
+    TriggerConsumer as Consumer, TriggerIgnored as Ignored, TriggerMessage as Seen,
+    WorkflowDefinition as Def,
+};
+use super::sql::insert_rows;
+use super::{NewCommand, StoredDefinition};
+use sea_query::{Alias, Expr, ExprTrait, OnConflict, Order, Query};
+use shoal_common::error::Result;
+use shoal_common::start::Params;
+use shoal_common::types::now_ms;
+use std::time::Duration;
+
+/// The ignored messages kept per trigger: the latest.
+pub const KEPT_IGNORED: u64 = 100;
+
+/// A message of a broker trigger, by its identity.
+#[derive(Debug, Clone, Copy)]
+pub struct TriggerMessage<'a> {
+    pub project: &'a str,
+    pub workflow: &'a str,
+    pub trigger: &'a str,
+    /// Its `key`, the broker's message id, or a hash of its body.
+    pub id: &'a str,
+}
+
+/// What a message does, in the transaction that records it.
+#[derive(Debug, Clone, Copy)]
+pub enum MessageAction<'a> {
+    /// Starts a run.
+    Start(&'a NewCommand),
+    /// Delivers an event ([`Store::deliver_event`]).
+    Deliver {
+        event: &'a str,
+        key: &'a str,
+        data: &'a Params,
+        keep: Duration,
+    },
+    /// Is kept as ignored: why, and its body (its start).
+    Ignore { reason: &'a str, body: &'a str },
+}
+
+/// What a message did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MessageTaken {
+    /// The start command of its run.
+    Started(i64),
+    Delivered(Delivered),
+    Ignored,
+    /// A message of this identity was taken before: nothing was written.
+    Duplicate,
+}
+
+/// A message a trigger could not use.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct IgnoredMessage {
+    pub id: i64,
+    pub reason: String,
+    /// The start of its body.
+    pub body: String,
+    pub received_at: i64,
+}
+
+/// Where a trigger's consumer runs and how it fares.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ConsumerState {
+    pub project: String,
+    pub workflow: String,
+    pub trigger_name: String,
+    /// The master it runs on.
+    pub master: String,
+    /// `connecting`, `connected` or `failed`.
+    pub state: String,
+    /// Why it failed last (kept while it connects again).
+    pub error: Option<String>,
+    /// Since when it is in this state (ms since the epoch).
+    pub since: i64,
+    pub last_message_at: Option<i64>,
+}
+
+impl Store {
+    /// The latest version of every online workflow that has a broker trigger.
+    pub async fn broker_trigger_definitions(&self) -> Result<Vec<StoredDefinition>> {
+        let d = Alias::new("d");
+        let col = |c: Def| Expr::col((d.clone(), c));
+        // Only these definitions can hold one (a trigger's type is always written).
+        let broker = ["amqp", "nats", "mqtt"]
+            .map(|kind| col(Def::Spec).like(format!("%\"type\":\"{kind}\"%")));
+        let [amqp, nats, mqtt] = broker;
+        let rows: Vec<(String, String, i32, String, i64)> = self
+            .db
+            .fetch_all(
+                Query::select()
+                    .columns([
+                        (d.clone(), Def::Project),
+                        (d.clone(), Def::Name),
+                        (d.clone(), Def::Version),
+                        (d.clone(), Def::Spec),
+                        (d.clone(), Def::CreatedAt),
+                    ])
+                    .from_as(Def::Table, d.clone())
+                    .and_where(is_latest_version(d.clone()))
+                    .and_where(col(Def::Spec).like("%\"triggers\":%"))
+                    .and_where(amqp.or(nats).or(mqtt))
+                    .and_where(online_only(
+                        (d.clone(), Def::Project),
+                        (d.clone(), Def::Name),
+                    ))
+                    .order_by((d.clone(), Def::Project), Order::Asc)
+                    .order_by((d, Def::Name), Order::Asc),
+            )
+            .await?;
+        let mut found = Vec::new();
+        for (project, name, version, spec, created_at) in rows {
+            let definition = decode_spec(&project, &name, version, &spec)?;
+            if definition.triggers.iter().any(|t| t.broker().is_some()) {
+                found.push(StoredDefinition {
+                    project,
+                    name,
+                    version,
+                    definition,
+                    created_at,
+                });
+            }
+        }
+        Ok(found)
+    }
+
+    /// Does what message `m` asks, once: in one transaction with the record of its
+    /// identity, which a message of the same identity finds (then nothing is written).
+    pub async fn take_trigger_message(
+        &self,
+        m: &TriggerMessage<'_>,
+        action: MessageAction<'_>,
+    ) -> Result<MessageTaken> {
+        let now = now_ms();
+        let mut tx = self.db.begin().await?;
+        let (command_id, taken) = match action {
+            MessageAction::Start(cmd) => {
+                let (id,): (i64,) = tx.fetch_one(&insert_command_statement(cmd, now)?).await?;
+                (Some(id), MessageTaken::Started(id))
+            }
+            MessageAction::Deliver {
+                event,
+                key,
+                data,
+                keep,
+            } => {
+                let delivered = deliver_in(&mut tx, m.project, event, key, data, keep).await?;
+                (None, MessageTaken::Delivered(delivered))
+            }
+            MessageAction::Ignore { reason, body } => {
+                keep_ignored(&mut tx, m, reason, body, now).await?;
+                (None, MessageTaken::Ignored)
+            }
+        };
+        let mut record = insert_rows(
+            Seen::Table,
+            [
+                Seen::Project,
+                Seen::Workflow,
+                Seen::TriggerName,
+                Seen::MessageId,
+                Seen::CommandId,
+                Seen::ReceivedAt,
+            ],
+            [[
+                m.project.into(),
+                m.workflow.into(),
+                m.trigger.into(),
+                m.id.into(),
+                command_id.into(),
+                now.into(),
+            ]],
+        );
+        record.on_conflict(
+            OnConflict::columns([
+                Seen::Project,
+                Seen::Workflow,
+                Seen::TriggerName,
+                Seen::MessageId,
+            ])
+            .do_nothing()
+            .to_owned(),
+        );
+        // A concurrent taker of the same identity (two consumers for a moment, after a
+        // change of leader) waits here for the first to commit.
+        if tx.execute_counted(&record).await? == 0 {
+            // Dropped uncommitted: what was written above goes.
+            return Ok(MessageTaken::Duplicate);
+        }
+        if command_id.is_some() {
+            notify_masters(&mut tx).await?;
+        }
+        tx.commit().await?;
+        if command_id.is_some() {
+            self.commands_written();
+        }
+        Ok(taken)
+    }
+
+    /// The messages trigger `trigger` of `project/workflow` could not use, newest first.
+    pub async fn ignored_messages(
+        &self,
+        project: &str,
+        workflow: &str,
+        trigger: &str,
+    ) -> Result<Vec<IgnoredMessage>> {
+        self.db
+            .fetch_all(
+                Query::select()
+                    .columns([
+                        Ignored::Id,
+                        Ignored::Reason,
+                        Ignored::Body,
+                        Ignored::ReceivedAt,
+                    ])
+                    .from(Ignored::Table)
+                    .and_where(Expr::col(Ignored::Project).eq(project))
+                    .and_where(Expr::col(Ignored::Workflow).eq(workflow))
+                    .and_where(Expr::col(Ignored::TriggerName).eq(trigger))
+                    .order_by(Ignored::Id, Order::Desc),
+            )
+            .await
+    }
+
+    /// Records the state of a consumer, replacing the one recorded before.
+    pub async fn set_consumer_state(&self, s: &ConsumerState) -> Result<()> {
+        let mut upsert = insert_rows(
+            Consumer::Table,
+            [
+                Consumer::Project,
+                Consumer::Workflow,
+                Consumer::TriggerName,
+                Consumer::Master,
+                Consumer::State,
+                Consumer::Error,
+                Consumer::Since,
+                Consumer::LastMessageAt,
+            ],
+            [[
+                s.project.as_str().into(),
+                s.workflow.as_str().into(),
+                s.trigger_name.as_str().into(),
+                s.master.as_str().into(),
+                s.state.as_str().into(),
+                s.error.clone().into(),
+                s.since.into(),
+                s.last_message_at.into(),
+            ]],
+        );
+        upsert.on_conflict(
+            OnConflict::columns([Consumer::Project, Consumer::Workflow, Consumer::TriggerName])
+                .update_columns([
+                    Consumer::Master,
+                    Consumer::State,
+                    Consumer::Error,
+                    Consumer::Since,
+                    Consumer::LastMessageAt,
+                ])
+                .to_owned(),
+        );
+        let mut tx = self.db.begin().await?;
+        tx.execute(&upsert).await?;
+        tx.commit().await
+    }
+
+    /// Forgets the state of a consumer `master` ran (one another master runs now stays).
+    pub async fn drop_consumer_state(
+        &self,
+        project: &str,
+        workflow: &str,
+        trigger: &str,
+        master: &str,
+    ) -> Result<()> {
+        let mut tx = self.db.begin().await?;
+        tx.execute(
+            Query::delete()
+                .from_table(Consumer::Table)
+                .and_where(Expr::col(Consumer::Project).eq(project))
+                .and_where(Expr::col(Consumer::Workflow).eq(workflow))
+                .and_where(Expr::col(Consumer::TriggerName).eq(trigger))
+                .and_where(Expr::col(Consumer::Master).eq(master)),
+        )
+        .await?;
+        tx.commit().await
+    }
+
+    /// The consumers of `project`'s triggers.
+    pub async fn consumer_states(&self, project: &str) -> Result<Vec<ConsumerState>> {
+        self.db
+            .fetch_all(
+                Query::select()
+                    .columns([
+                        Consumer::Project,
+                        Consumer::Workflow,
+                        Consumer::TriggerName,
+                        Consumer::Master,
+                        Consumer::State,
+                        Consumer::Error,
+                        Consumer::Since,
+                        Consumer::LastMessageAt,
+                    ])
+                    .from(Consumer::Table)
+                    .and_where(Expr::col(Consumer::Project).eq(project)),
+            )
+            .await
+    }
+}
+
+/// Keeps an ignored message, and the latest [`KEPT_IGNORED`] of its trigger only.
+async fn keep_ignored(
+    tx: &mut Tx,
+    m: &TriggerMessage<'_>,
+    reason: &str,
+    body: &str,
+    now: i64,
+) -> Result<()> {
+    tx.execute(&insert_rows(
+        Ignored::Table,
+        [
+            Ignored::Project,
+            Ignored::Workflow,
+            Ignored::TriggerName,
+            Ignored::Reason,
+            Ignored::Body,
+            Ignored::ReceivedAt,
+        ],
+        [[
+            m.project.into(),
+            m.workflow.into(),
+            m.trigger.into(),
+            reason.into(),
+            body.into(),
+            now.into(),
+        ]],
+    ))
+    .await?;
+    let of_trigger = |q: &mut sea_query::SelectStatement| {
+        q.and_where(Expr::col(Ignored::Project).eq(m.project))
+            .and_where(Expr::col(Ignored::Workflow).eq(m.workflow))
+            .and_where(Expr::col(Ignored::TriggerName).eq(m.trigger));
+    };
+    let mut latest = Query::select();
+    latest.column(Ignored::Id).from(Ignored::Table);
+    of_trigger(&mut latest);
+    latest
+        .order_by(Ignored::Id, Order::Desc)
+        .limit(KEPT_IGNORED);
+    tx.execute(
+        Query::delete()
+            .from_table(Ignored::Table)
+            .and_where(Expr::col(Ignored::Project).eq(m.project))
+            .and_where(Expr::col(Ignored::Workflow).eq(m.workflow))
+            .and_where(Expr::col(Ignored::TriggerName).eq(m.trigger))
+            .and_where(Expr::col(Ignored::Id).not_in_subquery(latest)),
+    )
+    .await
+}
+
+/// Deletes the records of `project/workflow`'s trigger messages (the workflow goes).
+pub(super) async fn delete_of_workflow(tx: &mut Tx, project: &str, workflow: &str) -> Result<()> {
+    tx.execute(
+        Query::delete()
+            .from_table(Seen::Table)
+            .and_where(Expr::col(Seen::Project).eq(project))
+            .and_where(Expr::col(Seen::Workflow).eq(workflow)),
+    )
+    .await?;
+    tx.execute(
+        Query::delete()
+            .from_table(Ignored::Table)
+            .and_where(Expr::col(Ignored::Project).eq(project))
+            .and_where(Expr::col(Ignored::Workflow).eq(workflow)),
+    )
+    .await
+}
+
+/// Deletes the message records and ignored messages received before `cutoff_ms`;
+/// returns how many message records went.
+pub(super) async fn prune(tx: &mut Tx, cutoff_ms: i64) -> Result<u64> {
+    let seen = tx
+        .execute_counted(
+            Query::delete()
+                .from_table(Seen::Table)
+                .and_where(Expr::col(Seen::ReceivedAt).lt(cutoff_ms)),
+        )
+        .await?;
+    tx.execute(
+        Query::delete()
+            .from_table(Ignored::Table)
+            .and_where(Expr::col(Ignored::ReceivedAt).lt(cutoff_ms)),
+    )
+    .await?;
+    Ok(seen)
+}
