@@ -23,6 +23,7 @@ support::deployments!(
     rollback_and_deletes_keep_what_must_stay,
     rerun_runs_everything_again_as_a_new_run,
     dry_run_and_start_from_a_task,
+    a_dry_run_s_child_foreach_and_exception_runs_are_dry_runs_too,
     time_expressions_and_builtins_reach_the_task,
     logic_tasks_branch_on_the_master,
     a_conditions_task_may_also_require_an_expression,
@@ -645,6 +646,58 @@ tasks:
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, vec!["b", "d"]);
+}
+
+fn a_dry_run_s_child_foreach_and_exception_runs_are_dry_runs_too(e: Env) {
+    let f = e.path("ran_below");
+    for name in ["dry_child", "dry_handler"] {
+        e.apply(&format!(
+            "name: {name}\ntasks:\n- {{ name: destroy, type: shell, command: 'echo {name} >> {f}' }}\n",
+            f = f.display()
+        ));
+    }
+    e.apply(
+        r#"
+name: dry_parent
+params: { days: '["d1", "d2"]' }
+on_failure: { workflow: dry_handler }
+tasks:
+  - { name: sub, type: sub_workflow, sub_workflow: { workflow: dry_child } }
+  - { name: each, type: foreach, foreach: { items: "days", as: day, workflow: dry_child } }
+  - { name: fail, type: terminate, depends_on: [sub, each],
+      terminate: { state: failure, message: "failed on purpose" } }
+"#,
+    );
+    let id = e.start("dry_parent", r#"{"dry_run": true}"#);
+    let inst = e.end(id);
+    assert_eq!(inst["state"], "failure", "{inst}");
+    let handler = wait_for("the exception run", LONG, || {
+        let list = e.api().get("/instances?workflow=dry_handler");
+        list.as_array()?.first().cloned()
+    });
+    assert_eq!(handler["options"]["handles_failure_of"], id, "{handler}");
+    let children = e.api().get("/instances?workflow=dry_child");
+    let children = children.as_array().unwrap();
+    assert_eq!(
+        children.len(),
+        3,
+        "one sub_workflow and two foreach children: {children:?}"
+    );
+    for run in children.iter().chain([&handler]) {
+        let run = e.end(run["id"].as_i64().unwrap());
+        assert_eq!(run["state"], "success", "{run}");
+        assert_eq!(
+            run["options"]["dry_run"], true,
+            "a dry run's child is dry: {run}"
+        );
+        let destroy = attempts(&run, "destroy")[0];
+        assert_eq!(destroy["message"], "dry run: not executed", "{destroy}");
+    }
+    assert!(
+        !f.exists(),
+        "no run below a dry run executed its shell task: {:?}",
+        lines(&f)
+    );
 }
 
 fn time_expressions_and_builtins_reach_the_task(e: Env) {

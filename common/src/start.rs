@@ -66,6 +66,19 @@ pub struct StartOptions {
     pub started_by: Option<i64>,
 }
 
+impl StartOptions {
+    /// What a run that this run starts (a sub_workflow or foreach child, its exception
+    /// workflow) takes from it: its schedule time's zone, and a dry run, so that no run
+    /// below a dry run executes anything (as in DolphinScheduler).
+    pub fn inherited(&self) -> StartOptions {
+        StartOptions {
+            dry_run: self.dry_run,
+            timezone: self.timezone.clone(),
+            ..Default::default()
+        }
+    }
+}
+
 /// One task of an ended instance run again, and with `downstream` what depends on it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RerunTask {

@@ -455,10 +455,7 @@ impl ChildStart {
             params: self.params.clone(),
             priority: Some(self.priority),
             workflow_instance_id: None,
-            options: StartOptions {
-                timezone: self.timezone.clone(),
-                ..Default::default()
-            },
+            options: self.options.clone(),
             parent_task_id: Some(self.parent_task_id),
             schedule_time: self.schedule_time,
         }

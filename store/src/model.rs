@@ -237,10 +237,11 @@ pub struct ChildStart {
     pub workflow: String,
     pub params: Params,
     pub priority: Priority,
-    /// The parent's schedule time and its zone: a child of a cron or backfill run stands
-    /// for the same time.
+    /// The parent's schedule time: a child of a cron or backfill run stands for the same
+    /// time.
     pub schedule_time: Option<i64>,
-    pub timezone: Option<String>,
+    /// What it takes from its parent's options ([`StartOptions::inherited`]).
+    pub options: StartOptions,
 }
 
 /// Where a sub_workflow task's child run is.

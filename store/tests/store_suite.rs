@@ -320,7 +320,7 @@ async fn a_child_run_is_withdrawn_until_a_master_claims_it(ctx: Ctx) {
         params: Params::new(),
         priority: Priority::Medium,
         schedule_time: None,
-        timezone: None,
+        options: StartOptions::default(),
     };
     let batch = WriteBatch {
         children: vec![child(ids[0]), child(ids[1])],

@@ -513,8 +513,9 @@ fn task_environment(
 }
 
 /// The child run a sub_workflow task starts: the named workflow (in the parent's project
-/// unless given) with the task's `params` expanded, and for a foreach's child its element;
-/// nothing else of the parent's (its start parameters reach a child only when passed).
+/// unless given) with the task's `params` expanded, and for a foreach's child its element,
+/// under the options a child inherits (a dry run's child is dry); nothing else of the
+/// parent's (its start parameters reach a child only when passed).
 pub(super) fn child_start(run: &Run, node: Node, id: i64) -> Result<ChildStart, String> {
     let def = &run.rt.definition().tasks[node];
     let Some(sub) = &def.sub_workflow else {
@@ -541,7 +542,7 @@ pub(super) fn child_start(run: &Run, node: Node, id: i64) -> Result<ChildStart, 
         params,
         priority: run.priority,
         schedule_time: run.schedule_time,
-        timezone: run.options.timezone.clone(),
+        options: run.options.inherited(),
     })
 }
 
@@ -590,8 +591,7 @@ pub(super) fn exception_run(run: &Run, state: WorkflowState) -> Option<NewComman
         workflow_instance_id: None,
         options: StartOptions {
             handles_failure_of: Some(run.instance_id),
-            timezone: run.options.timezone.clone(),
-            ..Default::default()
+            ..run.options.inherited()
         },
         parent_task_id: None,
         schedule_time: run.schedule_time,

@@ -339,7 +339,7 @@ pub(crate) async fn a_child_run_in_another_project_needs_its_starters_role_there
             params: Params::new(),
             priority: Priority::Medium,
             schedule_time: None,
-            timezone: None,
+            options: StartOptions::default(),
         }],
         epochs: vec![(parent.id, parent.owner_epoch)],
         ..Default::default()
