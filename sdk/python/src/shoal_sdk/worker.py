@@ -237,20 +237,25 @@ class _Lease:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join()
 
-    def complete(self, state: str, outputs: Mapping[str, Any], message: str | None) -> bool:
+    def complete(
+        self, state: str, outputs: Mapping[str, Any], message: str | None
+    ) -> str | None:
         """Flushes the log and completes the task in the worker's next batch (retried while
-        the server is unreachable and the lease lasts). Stops the heartbeats after. True
-        when the server took it."""
+        the server is unreachable and the lease lasts). Stops the heartbeats after. The
+        state the server took (a success whose outputs it refused ends as a failure), or
+        None when it took none."""
         try:
             self.flush()
             return self.worker._completer.complete(self, state, outputs, message)
         finally:
             self.stop_heartbeats()
 
-    def complete_alone(self, state: str, outputs: Mapping[str, Any], message: str | None) -> bool:
+    def complete_alone(
+        self, state: str, outputs: Mapping[str, Any], message: str | None
+    ) -> str | None:
         """Completes the task by a call of its own, retrying while the server is unreachable
-        and the lease lasts; outputs the server refuses fail the task saying so. True when
-        the server took it."""
+        and the lease lasts; outputs the server refuses fail the task saying so. The state
+        the server took, or None."""
         while True:
             try:
                 self.client.complete_external(
@@ -260,10 +265,10 @@ class _Lease:
                     outputs=outputs,
                     message=message,
                 )
-                return True
+                return state
             except Conflict as e:
                 self._lose(e.message)
-                return False
+                return None
             except BadRequest as e:
                 if state == "success":
                     # Outputs the server refuses (not strings, numbers or booleans, ...).
@@ -275,7 +280,7 @@ class _Lease:
                 raise
             except ShoalError as e:
                 if not self.retry_completing(e):
-                    return False
+                    return None
                 time.sleep(0.5)
 
     def retry_completing(self, error: ShoalError) -> bool:
@@ -336,7 +341,7 @@ class _Pending:
         self.state = state
         self.outputs = outputs
         self.message = message
-        self.ok = False
+        self.taken: str | None = None
         self.done = threading.Event()
 
     def completion(self) -> Completion:
@@ -345,8 +350,8 @@ class _Pending:
             task.task_instance_id, task.lease_token, self.state, self.outputs, self.message
         )
 
-    def finish(self, ok: bool) -> None:
-        self.ok = ok
+    def finish(self, taken: str | None) -> None:
+        self.taken = taken
         self.done.set()
 
 
@@ -379,8 +384,8 @@ class _Completer:
 
     def complete(
         self, lease: _Lease, state: str, outputs: Mapping[str, Any], message: str | None
-    ) -> bool:
-        """Completes the task in the next batch; True when the server took it."""
+    ) -> str | None:
+        """Completes the task in the next batch; the state the server took, or None."""
         pending = _Pending(lease, state, outputs, message)
         with self._cond:
             queued = self._thread is not None
@@ -390,7 +395,7 @@ class _Completer:
         if not queued:
             self._send([pending])
         pending.done.wait()
-        return pending.ok
+        return pending.taken
 
     def _run(self) -> None:
         me = threading.current_thread()
@@ -418,7 +423,7 @@ class _Completer:
         finally:
             for pending in batch:
                 if not pending.done.is_set():
-                    pending.finish(False)
+                    pending.finish(None)
 
     def _send_batch(self, batch: list[_Pending]) -> None:
         while batch:
@@ -433,7 +438,7 @@ class _Completer:
             except ShoalError as e:
                 for p in batch:
                     if not p.lease.retry_completing(e):
-                        p.finish(False)
+                        p.finish(None)
                 batch = [p for p in batch if not p.done.is_set()]
                 if batch:
                     time.sleep(0.5)
@@ -441,7 +446,7 @@ class _Completer:
             for p, answer in zip(batch, answers):
                 status, error = answer.get("status"), str(answer.get("error", ""))
                 if status == 200:
-                    p.finish(True)
+                    p.finish(p.state)
                     continue
                 if status == 409:
                     p.lease._lose(error)
@@ -452,7 +457,7 @@ class _Completer:
                         status,
                         error,
                     )
-                p.finish(False)
+                p.finish(None)
             return
 
 
@@ -766,12 +771,13 @@ class Worker:
             lease.ended.set()
             if not lease.claim():
                 return  # lost, or given up by a stop
-            if error is None:
-                if lease.complete("success", outputs, None):
-                    self._count("succeeded")
-            else:
-                if lease.complete("failure", {}, error):
-                    self._count("failed")
+            taken = (
+                lease.complete("success", outputs, None)
+                if error is None
+                else lease.complete("failure", {}, error)
+            )
+            if taken is not None:
+                self._count("succeeded" if taken == "success" else "failed")
         except Exception:
             logger.exception("task instance %s: worker error", task.task_instance_id)
         finally:
