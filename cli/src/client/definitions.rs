@@ -3,7 +3,6 @@
 
 use super::http::Api;
 use super::inspect::{json_out, list_out};
-use super::line_diff::unified;
 use super::table::{cell, time};
 use super::workflows::{WorkflowArgs, path};
 use super::{Output, ProjectListArgs, print_out};
@@ -131,8 +130,14 @@ pub async fn diff(args: DiffArgs) -> anyhow::Result<i32> {
     };
     let old = stored(w, Some(i32::try_from(from)?)).await?;
     let label = |v: i64| format!("{} version {v}", w.name);
-    let out = unified(yaml(&old)?, yaml(&new)?, &label(from), &label(to))
-        .unwrap_or_else(|| format!("versions {from} and {to} are the same\n"));
+    let (old, new) = (yaml(&old)?, yaml(&new)?);
+    let out = match old == new {
+        true => format!("versions {from} and {to} are the same\n"),
+        false => similar::TextDiff::from_lines(old, new)
+            .unified_diff()
+            .header(&label(from), &label(to))
+            .to_string(),
+    };
     print_out(out)?;
     Ok(0)
 }

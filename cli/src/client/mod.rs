@@ -14,7 +14,6 @@ mod events;
 mod http;
 mod import;
 mod inspect;
-mod line_diff;
 mod schedule;
 mod secrets;
 mod start;
