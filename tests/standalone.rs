@@ -5,7 +5,7 @@ mod support;
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use support::{Api, SHOAL, Standalone, cli, free_port, text};
+use support::{Api, SHOAL, Standalone, cli, free_port, text, wait_for};
 
 fn apply(s: &Standalone, name: &str, yaml: &str) {
     let path = s.dir.path().join(format!("{name}.yaml"));
@@ -1017,4 +1017,48 @@ fn ended_instances_and_their_logs_go_after_the_retention() {
         log_of_long.is_dir(),
         "and so does the log of its running task"
     );
+}
+
+#[test]
+fn an_overloaded_master_claims_no_new_runs_says_why_and_claims_them_once_recovered() {
+    // No host has a pebibyte of memory available: the master is overloaded from its start.
+    let mut s = Standalone::start_with(&[("SHOAL_MIN_FREE_MEMORY", "1PiB")]);
+    apply(
+        &s,
+        "quick",
+        "name: quick\ntasks:\n- { name: t, type: noop }\n",
+    );
+    let (status, started) = s.api.post("/projects/default/workflows/quick/start", "{}");
+    assert_eq!(status, 202, "{started}");
+    let command = format!("/commands/{}", started["command_id"]);
+
+    let nodes = s.api.get("/cluster");
+    let master = nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["role"] == "master")
+        .unwrap_or_else(|| panic!("no master in {nodes}"));
+    let why = master["overloaded"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("available memory") && why.contains("below --min-free-memory 1.0 PiB"),
+        "{master}"
+    );
+    let metrics = s.api.get_text("/metrics");
+    assert!(
+        metrics.lines().any(|l| l == "shoal_master_overloaded 1"),
+        "{metrics}"
+    );
+    // Several command polls (1 s) and measurements (2 s) go by: the command stays unclaimed.
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(s.api.get(&command)["status"], "pending");
+
+    // The same data without the limit: the command that waited runs.
+    s.crash_and_restart_with(&[]);
+    let id = wait_for(&command, Duration::from_secs(30), || {
+        s.api.get(&command)["workflow_instance_id"].as_i64()
+    });
+    let end = s.api.wait_instance(id, Duration::from_secs(30));
+    assert_eq!(end["state"], "success", "{end}");
+    assert!(s.api.get("/cluster")[0].get("overloaded").is_none());
 }

@@ -23,6 +23,10 @@ pub struct Node {
     pub running: u32,
     pub weight: u32,
     pub started_at: String,
+    /// Why this master claims no new commands now (`--max-cpu-load`,
+    /// `--min-free-memory`); absent while it claims.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overloaded: Option<String>,
 }
 
 /// Masters first, then workers, each by address. Standalone lists its embedded master
@@ -55,6 +59,7 @@ pub async fn nodes(State(ctx): State<Ctx>) -> Result<Json<Vec<Node>>> {
             running: n.running,
             weight: n.weight,
             started_at: ms_to_rfc3339(n.started_at),
+            overloaded: n.overloaded,
         })
         .collect();
     Ok(Json(list))

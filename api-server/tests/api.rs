@@ -1517,6 +1517,7 @@ async fn the_cluster_is_listed_from_the_registry_standalone_passes() {
                 weight: 100,
                 started_at: 1_767_225_600_000,
                 lapses: 0,
+                overloaded: None,
             },
             stop.clone(),
         )

@@ -74,6 +74,7 @@ pub static EVENTS_APPLIED: LazyLock<Counter> = LazyLock::new(Counter::default);
 pub static EVENTS_IGNORED: LazyLock<Counter> = LazyLock::new(Counter::default);
 pub static FAILOVERS: LazyLock<Counter> = LazyLock::new(Counter::default);
 pub static TASKS_LOST: LazyLock<Counter> = LazyLock::new(Counter::default);
+pub static MASTER_OVERLOADED: LazyLock<Gauge> = LazyLock::new(Gauge::default);
 
 /// The `shoal_instances_finished_total` series of a final state; `None` for a state that
 /// does not end a run.
@@ -200,6 +201,11 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
         "tasks_lost",
         "Task attempts marked need_fault_tolerance because their worker left",
         TASKS_LOST.clone(),
+    );
+    r.register(
+        "master_overloaded",
+        "1 while this master claims no new commands because the host is over --max-cpu-load or under --min-free-memory",
+        MASTER_OVERLOADED.clone(),
     );
     r.register(
         "worker_tasks_running",

@@ -54,6 +54,9 @@ pub struct NodeInfo {
     /// this count is how masters learn of it.
     #[serde(default)]
     pub lapses: u64,
+    /// Why a master claims no new commands now (`--max-cpu-load`, `--min-free-memory`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overloaded: Option<String>,
 }
 
 impl NodeInfo {
@@ -77,6 +80,7 @@ enum Inner {
 }
 
 /// A registered node's handle to publish a new heartbeat payload.
+#[derive(Clone)]
 pub struct Membership {
     payload: watch::Sender<NodeInfo>,
     lost: watch::Receiver<u64>,
@@ -581,6 +585,7 @@ mod tests {
             weight: 100,
             started_at: 0,
             lapses: 0,
+            overloaded: None,
         }
     }
 

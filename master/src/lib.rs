@@ -10,6 +10,7 @@ pub mod dispatch;
 pub mod engine;
 pub mod failover;
 pub mod intake;
+pub mod overload;
 pub mod queue;
 mod retention;
 pub mod runtime;
@@ -81,6 +82,8 @@ pub struct MasterConfig {
     /// How long an event a broker trigger delivered that completed no wait is kept
     /// (`--event-retention`).
     pub event_retention: Duration,
+    /// Above or below these the master claims no new commands.
+    pub overload: overload::Limits,
 }
 
 pub struct MasterHandle {
@@ -125,6 +128,7 @@ pub async fn start(
                 weight: 100,
                 started_at: now_ms(),
                 lapses: 0,
+                overloaded: None,
             },
             shutdown.clone(),
         )
@@ -191,6 +195,7 @@ pub async fn start(
         owner: addr.clone(),
         batch: config.claim_batch,
         poll: config.poll,
+        overloaded: overload::watch(config.overload, &membership, shutdown.clone()),
     };
 
     // The builder's tcp_nodelay does not reach a listener we bind ourselves; without it,

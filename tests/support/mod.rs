@@ -294,6 +294,15 @@ impl Standalone {
         self.proc = Self::spawn(self.dir.path(), port, "standalone-restarted", env, args);
         self.api.wait_healthy(&[&self.proc]);
     }
+
+    /// [`Standalone::crash_and_restart`] with `env` in place of the environment it had.
+    pub fn crash_and_restart_with(&mut self, env: &[(&str, &str)]) {
+        self.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        self.crash_and_restart();
+    }
 }
 
 /// A cluster of separate processes on a fresh Postgres database and a real etcd: an

@@ -321,6 +321,7 @@ pub async fn start(
                 weight: DEFAULT_WEIGHT,
                 started_at: shoal_common::types::now_ms(),
                 lapses: 0,
+                overloaded: None,
             },
             node_stop.clone(),
         )

@@ -2,8 +2,8 @@
 
 use super::metrics::{MASTER_METRICS_PORT, WORKER_METRICS_PORT};
 use super::options::{
-    ExecArgs, HttpsArgs, LimitArgs, ProxyArgs, TlsArgs, masked, masked_url, not_masked,
-    serialize_duration,
+    ExecArgs, HttpsArgs, LimitArgs, OverloadArgs, ProxyArgs, TlsArgs, masked, masked_url,
+    not_masked, serialize_duration,
 };
 use clap::Args;
 use serde::Serialize;
@@ -90,6 +90,9 @@ pub struct StandaloneArgs {
     #[command(flatten)]
     #[serde(flatten)]
     pub timing: TimingArgs,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub overload: OverloadArgs,
     #[command(flatten)]
     #[serde(flatten)]
     pub exec: ExecArgs,
@@ -226,6 +229,9 @@ pub struct MasterArgs {
     #[command(flatten)]
     #[serde(flatten)]
     pub timing: TimingArgs,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub overload: OverloadArgs,
     #[command(flatten)]
     #[serde(flatten)]
     pub cluster: ClusterArgs,

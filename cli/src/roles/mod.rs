@@ -56,6 +56,7 @@ fn master_config(
     MasterConfig {
         api_url,
         event_retention,
+        overload: Default::default(),
         listen: SocketAddr::new(listen.bind, listen.port),
         advertise_host: listen.advertise_host.to_string(),
         claim_batch,
@@ -149,19 +150,22 @@ pub async fn standalone(args: StandaloneArgs) -> anyhow::Result<()> {
     )
     .await?;
     let master = shoal_master::start(
-        master_config(
-            Listen {
-                bind: loopback,
-                port: 0,
-                advertise_host: &loopback.to_string(),
-            },
-            200,
-            &args.timing,
-            secret.clone(),
-            Some(secret_key.clone()),
-            Some(api_url),
-            args.limits.event_retention,
-        ),
+        MasterConfig {
+            overload: args.overload.limits(),
+            ..master_config(
+                Listen {
+                    bind: loopback,
+                    port: 0,
+                    advertise_host: &loopback.to_string(),
+                },
+                200,
+                &args.timing,
+                secret.clone(),
+                Some(secret_key.clone()),
+                Some(api_url),
+                args.limits.event_retention,
+            )
+        },
         store.clone(),
         registry.clone(),
         shutdown.clone(),
@@ -236,19 +240,22 @@ pub async fn master(args: MasterArgs) -> anyhow::Result<()> {
     let listener = metrics_listener(c.bind, args.metrics_port, MASTER_METRICS_PORT).await?;
     let metrics = spawn_metrics(listener, shutdown.clone());
     let handle = shoal_master::start(
-        master_config(
-            Listen {
-                bind: c.bind,
-                port: args.port,
-                advertise_host: &c.advertise_host,
-            },
-            args.claim_batch,
-            &args.timing,
-            secret,
-            given_secret_key(args.secret_key.as_deref())?,
-            args.api_url.clone(),
-            args.event_retention,
-        ),
+        MasterConfig {
+            overload: args.overload.limits(),
+            ..master_config(
+                Listen {
+                    bind: c.bind,
+                    port: args.port,
+                    advertise_host: &c.advertise_host,
+                },
+                args.claim_batch,
+                &args.timing,
+                secret,
+                given_secret_key(args.secret_key.as_deref())?,
+                args.api_url.clone(),
+                args.event_retention,
+            )
+        },
         store,
         registry,
         shutdown.clone(),

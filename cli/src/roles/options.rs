@@ -315,3 +315,55 @@ mod tests {
         assert!(parse_size("MiB").unwrap_err().contains("not a size"));
     }
 }
+
+/// A master's overload protection (shared by `master` and `standalone`): above the load or
+/// below the memory reserve it claims no new commands; the runs it drives go on.
+#[derive(Args, Serialize, Debug)]
+pub struct OverloadArgs {
+    /// Claim no new commands while the host's 1-minute load average (as `uptime` shows it)
+    /// is above this, e.g. 8 on a 4-core host [default: off].
+    #[arg(long, env = "SHOAL_MAX_CPU_LOAD", value_parser = positive_load)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cpu_load: Option<f64>,
+    /// Claim no new commands while the host's available memory is below this, e.g. 512MiB
+    /// or 2GB [default: off].
+    #[arg(long, env = "SHOAL_MIN_FREE_MEMORY", value_parser = size)]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "display_size"
+    )]
+    pub min_free_memory: Option<bytesize::ByteSize>,
+}
+
+impl OverloadArgs {
+    pub(super) fn limits(&self) -> shoal_master::overload::Limits {
+        shoal_master::overload::Limits {
+            max_cpu_load: self.max_cpu_load,
+            min_free_memory: self.min_free_memory.map(|b| b.as_u64()),
+        }
+    }
+}
+
+fn positive_load(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(load) if load.is_finite() && load >= 0.0 => Ok(load),
+        _ => Err(format!(
+            "{s:?} is not a load average (a number such as 4 or 7.5)"
+        )),
+    }
+}
+
+fn size(s: &str) -> Result<bytesize::ByteSize, String> {
+    s.parse()
+        .map_err(|e| format!("{s:?} is not a size such as 512MiB or 2GB: {e}"))
+}
+
+fn display_size<S: serde::Serializer>(
+    b: &Option<bytesize::ByteSize>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match b {
+        Some(b) => s.collect_str(b),
+        None => s.serialize_none(),
+    }
+}

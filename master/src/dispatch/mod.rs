@@ -372,6 +372,7 @@ mod tests {
             weight,
             started_at: 0,
             lapses: 0,
+            overloaded: None,
         }
     }
 

@@ -441,6 +441,7 @@ async fn a_failover_sorts_attempts_by_where_they_were() {
                 weight: 100,
                 started_at: 0,
                 lapses: 0,
+                overloaded: None,
             },
             h.shutdown.clone(),
         )

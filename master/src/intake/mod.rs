@@ -1,12 +1,13 @@
 //! Claims commands and hands the instances they became to the engine; on its fallback
 //! tick it also starts waiting serial runs that nothing woke (see `wake_stranded_runs`).
+//! While the master is overloaded (see `crate::overload`) it claims nothing.
 
 use crate::engine::EngineMsg;
 use crate::secrets::{self, Secrets};
 use shoal_common::metrics;
 use shoal_store::Store;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error};
 
@@ -18,10 +19,16 @@ pub struct Intake {
     /// Fallback poll while no signal arrives; a signal can be lost when the listener
     /// reconnects.
     pub poll: Duration,
+    /// Why the master claims no new commands now; None while it may.
+    pub overloaded: watch::Receiver<Option<String>>,
 }
 
 impl Intake {
-    pub async fn run(self, engine: mpsc::UnboundedSender<EngineMsg>, shutdown: CancellationToken) {
+    pub async fn run(
+        mut self,
+        engine: mpsc::UnboundedSender<EngineMsg>,
+        shutdown: CancellationToken,
+    ) {
         let mut signal = match self.store.command_signal().await {
             Ok(s) => Some(s),
             Err(e) => {
@@ -37,6 +44,8 @@ impl Intake {
                 _ = shutdown.cancelled() => break,
                 _ = async { signal.as_mut().expect("guarded").recv().await }, if signal.is_some() => false,
                 _ = tick.tick() => true,
+                // Recovered from an overload: claim what waited meanwhile.
+                Ok(()) = self.overloaded.changed() => false,
             };
             if ticked {
                 match self.store.wake_stranded_runs(&self.owner).await {
@@ -48,6 +57,9 @@ impl Intake {
                     Ok(_) => {}
                     Err(e) => error!(error = %e, "waking waiting serial runs failed"),
                 }
+            }
+            if self.overloaded.borrow_and_update().is_some() {
+                continue;
             }
             // Drain: keep claiming while full batches come back.
             loop {

@@ -1957,6 +1957,11 @@ export interface components {
             addr: string;
             /** @description Worker groups it serves (workers). */
             groups: string[];
+            /**
+             * @description Why this master claims no new commands now (`--max-cpu-load`,
+             *     `--min-free-memory`); absent while it claims.
+             */
+            overloaded?: string | null;
             role: components["schemas"]["Role"];
             /**
              * Format: int32

@@ -57,6 +57,15 @@ export function ClusterPage() {
                 ) : (
                   `${n.running} instances`
                 )}
+                {n.overloaded && (
+                  <>
+                    {" "}
+                    <span className="badge tone-bad" title={n.overloaded}>
+                      overloaded: claims no new runs
+                    </span>
+                    <div className="muted">{n.overloaded}</div>
+                  </>
+                )}
               </td>
               <td>{when(n.started_at)}</td>
             </tr>
