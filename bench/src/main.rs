@@ -2,6 +2,7 @@
 //! reports the median, min and max of each scenario's figures over several runs.
 
 mod api;
+mod broker;
 mod compare;
 mod external;
 mod floor;
@@ -113,12 +114,15 @@ async fn main() -> Result<()> {
     let (key, title, table, notes) = match args.compare {
         None => {
             let notes = notes(&args, slots);
-            let external_only = args.scenarios == [Scenario::External];
             let (key, title) = match (mode, args.masters) {
-                // A section of its own, beside the one of the scheduling scenarios.
-                _ if external_only => (
+                // Sections of their own, beside the one of the scheduling scenarios.
+                _ if args.scenarios == [Scenario::External] => (
                     format!("external-{}", mode.name()),
                     format!("external tasks ({})", mode.name()),
+                ),
+                _ if args.scenarios == [Scenario::Broker] => (
+                    format!("broker-{}", mode.name()),
+                    format!("broker triggers ({})", mode.name()),
                 ),
                 (Mode::Cluster, n) if n != 2 => (
                     format!("cluster-{n}-masters"),
@@ -205,7 +209,10 @@ async fn bench(
 fn notes(args: &Args, slots: usize) -> String {
     let s = Sizes::scaled(args.scale);
     let mut notes = String::new();
-    if args.scenarios != [Scenario::External] {
+    if !matches!(
+        args.scenarios[..],
+        [Scenario::External] | [Scenario::Broker]
+    ) {
         notes = format!(
             "Figures come from the server's own timestamps (millisecond resolution), after one \
          warm-up instance. chain: one instance of {} noop tasks in a line, (ended_at − \
@@ -254,6 +261,21 @@ fn notes(args: &Args, slots: usize) -> String {
             max = external::MAX_TAKE,
             wait = external::WAIT,
             n = s.external,
+            lat = s.latency,
+        ));
+    }
+    if args.scenarios.contains(&Scenario::Broker) {
+        notes.push_str(&format!(
+            "{sep}broker: a workflow of one noop task with an `amqp` trigger on a queue of its \
+             own on the machine's RabbitMQ ({url}), the bench publishing to it on one channel. \
+             Runs started/s: {n} messages published at once, {n} / (the last run's started_at \
+             − the bench's clock at the first publish); every message must start exactly one \
+             run, and every run succeed. Message → running: {lat} messages one after another, \
+             each after the run of the one before ended; the bench's clock just before the \
+             publish to the run's started_at (same machine, same clock).\n",
+            sep = if notes.is_empty() { "" } else { "\n" },
+            url = broker::URL,
+            n = s.broker,
             lat = s.latency,
         ));
     }

@@ -3,8 +3,8 @@
 //! server's timestamps, never from the bench's clock.
 
 use crate::api::{Api, Instance, PROJECT};
-use crate::external;
 use crate::floor::{self, Shell};
+use crate::{broker, external};
 use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -51,6 +51,10 @@ pub enum Scenario {
     /// single-external-task instances one after another, the clients waiting in their
     /// polls: ready (offered) -> taken (the poll answered).
     External,
+    /// 1,000 messages published at once to RabbitMQ, each starting a run through an `amqp`
+    /// trigger: runs started per second; then 200 messages one after another: published ->
+    /// run running.
+    Broker,
 }
 
 /// What the tasks of a chain or fan-out do.
@@ -87,6 +91,7 @@ pub struct Sizes {
     pub active: usize,
     pub big_dag: usize,
     pub external: usize,
+    pub broker: usize,
 }
 
 impl Sizes {
@@ -104,6 +109,7 @@ impl Sizes {
             active: s(10_000.0),
             big_dag: s(100_000.0),
             external: s(10_000.0),
+            broker: s(1000.0),
         }
     }
 }
@@ -122,6 +128,7 @@ impl Scenario {
             Scenario::Active => "active",
             Scenario::BigDag => "big-dag",
             Scenario::External => "external",
+            Scenario::Broker => "broker",
         }
     }
 
@@ -194,6 +201,20 @@ impl Scenario {
                 Metric {
                     name: "ready → taken p99 (ms)",
                     target: None,
+                },
+            ],
+            Scenario::Broker => &[
+                Metric {
+                    name: "runs started/s from messages",
+                    target: Some(Target::AtLeast(1000.0)),
+                },
+                Metric {
+                    name: "message → running p50 (ms)",
+                    target: None,
+                },
+                Metric {
+                    name: "message → running p99 (ms)",
+                    target: Some(Target::AtMost(50.0)),
                 },
             ],
             Scenario::ShellChain => &[
@@ -274,6 +295,12 @@ impl Scenario {
                 let rate = external::fanout(api, name, sizes.external, deadline).await?;
                 let lat = format!("{name}-latency");
                 let latency = external::latency(api, &lat, sizes.latency, deadline).await?;
+                Ok(vec![rate, latency[0], latency[1]])
+            }
+            Scenario::Broker => {
+                let rate = broker::rate(api, name, sizes.broker, deadline).await?;
+                let lat = format!("{name}-latency");
+                let latency = broker::latency(api, &lat, sizes.latency, deadline).await?;
                 Ok(vec![rate, latency[0], latency[1]])
             }
             // The floor right after shoal's run, so that each run's ratio is of figures
