@@ -91,6 +91,20 @@ fn wait_counted(e: &Env, workflow: &str, trigger: &str, want: &[(&str, u64)]) {
     });
 }
 
+/// The trigger `name` as listed, once its consumer shows these counts by outcome (written
+/// with its state every few seconds, so the API shows them from any process).
+fn consumer_counted(e: &Env, name: &str, want: Value) -> Value {
+    wait_for(
+        &format!("trigger {name}'s consumer to show {want}"),
+        LONG,
+        || {
+            let listed = e.api().get("/projects/default/triggers");
+            let t = listed.as_array()?.iter().find(|t| t["name"] == name)?;
+            (t["consumer"]["messages"] == want).then(|| t.clone())
+        },
+    )
+}
+
 /// The lines of `file`, sorted, once there are `n`.
 fn recorded(file: &Path, n: usize) -> Vec<String> {
     wait_for(&format!("{n} runs to record"), LONG, || {
@@ -311,6 +325,12 @@ fn amqp_messages_start_runs_with_their_params_once_each_and_when_filters() {
         "shop",
         "orders",
         &[("started", 2), ("filtered", 1), ("duplicate", 1)],
+    );
+    let want = json!({"started": 2, "filtered": 1, "duplicate": 1, "ignored": 0, "delivered": 0});
+    let listed = consumer_counted(&e, "orders", want);
+    assert!(
+        listed["consumer"]["last_message_at"].is_string(),
+        "{listed}"
     );
     assert_eq!(recorded(&file, 2), ["a", "c"]);
     assert_eq!(runs_of(&e, "shop"), 2);

@@ -146,13 +146,15 @@ fn an_event_completes_every_wait_for_its_key_and_its_data_picks_the_branch(e: En
     );
     assert_eq!(waiting(&e, c)["state"], "waiting", "key 43 waits on");
 
-    let (status, body) = send(
-        &e,
-        "default",
-        "order_paid",
-        json!({"key": "43", "data": {"status": "lost"}}),
-    );
-    assert_eq!(status, 200, "{body}");
+    let args = ["event", "send", "default", "order_paid", "--key", "43"];
+    let args = [
+        &args[..],
+        &["--data", r#"{"status": "lost"}"#, "-o", "json"],
+    ]
+    .concat();
+    let out = cli(e.api(), &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let body: Value = serde_json::from_slice(&out.stdout).expect("-o json prints JSON");
     assert_eq!(body["completed"], json!([paid_id(&e, c)]));
     assert_eq!(body["kept_until"], Value::Null);
     assert_eq!(e.end(c)["state"], "success");

@@ -600,6 +600,25 @@ pub struct ConsumerInfo {
     /// When its last message came (recorded every few seconds at most).
     #[schema(required = true)]
     pub last_message_at: Option<String>,
+    /// What the messages it took since it started on this master did (recorded with
+    /// `last_message_at`; a new consumer, after a restart or a change of master, counts
+    /// from 0 again).
+    pub messages: MessageCounts,
+}
+
+/// Messages by what they did.
+#[derive(Serialize, ToSchema)]
+pub struct MessageCounts {
+    /// Started a run.
+    pub started: i64,
+    /// Did not match the trigger's `when`: nothing was written.
+    pub filtered: i64,
+    /// Could not be used (listed by `.../ignored`).
+    pub ignored: i64,
+    /// Repeated a message taken before (a redelivery, or the same `key`).
+    pub duplicate: i64,
+    /// Delivered as the trigger's event.
+    pub delivered: i64,
 }
 
 impl From<ConsumerState> for ConsumerInfo {
@@ -610,6 +629,13 @@ impl From<ConsumerState> for ConsumerInfo {
             error: s.error,
             since: ms_to_rfc3339(s.since),
             last_message_at: s.last_message_at.map(ms_to_rfc3339),
+            messages: MessageCounts {
+                started: s.counts.started,
+                filtered: s.counts.filtered,
+                ignored: s.counts.ignored,
+                duplicate: s.counts.duplicate,
+                delivered: s.counts.delivered,
+            },
         }
     }
 }

@@ -87,6 +87,18 @@ pub struct ConsumerState {
     /// Since when it is in this state (ms since the epoch).
     pub since: i64,
     pub last_message_at: Option<i64>,
+    #[sqlx(flatten)]
+    pub counts: MessageCounts,
+}
+
+/// What a consumer did with the messages it took since it started on its master.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, sqlx::FromRow)]
+pub struct MessageCounts {
+    pub started: i64,
+    pub filtered: i64,
+    pub ignored: i64,
+    pub duplicate: i64,
+    pub delivered: i64,
 }
 
 impl Store {
@@ -248,6 +260,11 @@ impl Store {
                 Consumer::Error,
                 Consumer::Since,
                 Consumer::LastMessageAt,
+                Consumer::Started,
+                Consumer::Filtered,
+                Consumer::Ignored,
+                Consumer::Duplicate,
+                Consumer::Delivered,
             ],
             [[
                 s.project.as_str().into(),
@@ -258,6 +275,11 @@ impl Store {
                 s.error.clone().into(),
                 s.since.into(),
                 s.last_message_at.into(),
+                s.counts.started.into(),
+                s.counts.filtered.into(),
+                s.counts.ignored.into(),
+                s.counts.duplicate.into(),
+                s.counts.delivered.into(),
             ]],
         );
         upsert.on_conflict(
@@ -268,6 +290,11 @@ impl Store {
                     Consumer::Error,
                     Consumer::Since,
                     Consumer::LastMessageAt,
+                    Consumer::Started,
+                    Consumer::Filtered,
+                    Consumer::Ignored,
+                    Consumer::Duplicate,
+                    Consumer::Delivered,
                 ])
                 .to_owned(),
         );
@@ -311,6 +338,11 @@ impl Store {
                         Consumer::Error,
                         Consumer::Since,
                         Consumer::LastMessageAt,
+                        Consumer::Started,
+                        Consumer::Filtered,
+                        Consumer::Ignored,
+                        Consumer::Duplicate,
+                        Consumer::Delivered,
                     ])
                     .from(Consumer::Table)
                     .and_where(Expr::col(Consumer::Project).eq(project)),

@@ -55,7 +55,8 @@ pub use alerts::{ALERT_FAILED, ALERT_PENDING, ALERT_SENT, Delivery};
 pub use audit::{AuditFilter, AuditRow};
 pub use backfills::{BackfillRow, BackfillRunRow, Cancel, Chained, NewBackfill};
 pub use broker_triggers::{
-    ConsumerState, IgnoredMessage, KEPT_IGNORED, MessageAction, MessageTaken, TriggerMessage,
+    ConsumerState, IgnoredMessage, KEPT_IGNORED, MessageAction, MessageCounts, MessageTaken,
+    TriggerMessage,
 };
 pub use commands::recovery_allowed;
 pub use event_waits::{Delivered, EventWait};

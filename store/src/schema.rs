@@ -313,4 +313,9 @@ pub(super) enum TriggerConsumer {
     Error,
     Since,
     LastMessageAt,
+    Started,
+    Filtered,
+    Ignored,
+    Duplicate,
+    Delivered,
 }

@@ -2,7 +2,7 @@
 //! for an event with that business key.
 
 use super::http::{Api, Body};
-use super::{Connection, print_out};
+use super::{Connection, Output, print_out};
 use anyhow::Context;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -22,6 +22,8 @@ pub enum EventCommand {
         /// Outputs of the completed tasks, a JSON object of strings, numbers or booleans.
         #[arg(long, value_name = "JSON")]
         data: Option<String>,
+        #[arg(long, short = 'o', value_enum, default_value_t)]
+        output: Output,
         #[command(flatten)]
         conn: Connection,
     },
@@ -39,6 +41,7 @@ pub async fn run(cmd: EventCommand) -> anyhow::Result<i32> {
         event,
         key,
         data,
+        output,
         conn,
     } = cmd;
     let data: Value = match data {
@@ -49,7 +52,13 @@ pub async fn run(cmd: EventCommand) -> anyhow::Result<i32> {
     };
     let body = json!({ "key": key, "data": data });
     let path = ["projects", &project, "events", &event];
-    let d: Delivered = Api::new(&conn)?.post(&path, Body::json(&body)).await?;
+    let answer: Value = Api::new(&conn)?.post(&path, Body::json(&body)).await?;
+    if output == Output::Json {
+        print_out(serde_json::to_string_pretty(&answer)? + "\n")?;
+        return Ok(0);
+    }
+    let d: Delivered = serde_json::from_value(answer)
+        .context("unexpected answer from the api: is it a shoal api of this version?")?;
     let said = match (&d.completed[..], d.kept_until) {
         ([], Some(until)) => {
             format!("no task waits for it; kept until {until} for a wait that begins")

@@ -8,7 +8,9 @@ use crate::secrets::{Secrets, referenced};
 use shoal_common::broker::CONNECT_TIMEOUT;
 use shoal_common::metrics::{self, TriggerOutcome};
 use shoal_common::types::now_ms;
-use shoal_store::{ConsumerState, MessageAction, MessageTaken, Store, TriggerMessage};
+use shoal_store::{
+    ConsumerState, MessageAction, MessageCounts, MessageTaken, Store, TriggerMessage,
+};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -97,6 +99,11 @@ async fn consume<S: Source>(
         let (delivery, ack) = tokio::select! {
             () = stop.cancelled() => return Ok(()),
             next = source.next() => next?,
+            // Once messages stop, what the last ones did is written too.
+            () = tokio::time::sleep(NOTE_LAST_MESSAGE), if state.unwritten => {
+                state.write().await;
+                continue;
+            }
         };
         let outcome = take(shared, t, &delivery)
             .await
@@ -106,7 +113,7 @@ async fn consume<S: Source>(
             .await
             .map_err(|e| format!("cannot acknowledge a message (it will come again): {e}"))?;
         metrics::trigger_message(&t.label, outcome);
-        state.message().await;
+        state.message(outcome).await;
     }
 }
 
@@ -178,11 +185,14 @@ fn url(secrets: &Secrets, t: &Trigger) -> Result<String, String> {
 }
 
 /// The consumer's state as the store shows it, written when it changes (and, while
-/// messages come, when the last one came, every [`NOTE_LAST_MESSAGE`] at most).
+/// messages come, when the last one came and what they did, every [`NOTE_LAST_MESSAGE`]
+/// at most: a write per message would cost more than the message).
 struct State<'a> {
     store: &'a Store,
     row: ConsumerState,
     noted: Option<i64>,
+    /// Messages were taken since the row was last written.
+    unwritten: bool,
 }
 
 impl<'a> State<'a> {
@@ -198,8 +208,10 @@ impl<'a> State<'a> {
                 error: None,
                 since: now_ms(),
                 last_message_at: None,
+                counts: MessageCounts::default(),
             },
             noted: None,
+            unwritten: false,
         }
     }
 
@@ -216,9 +228,19 @@ impl<'a> State<'a> {
         self.write().await;
     }
 
-    async fn message(&mut self) {
+    /// Counts a message by what it did.
+    async fn message(&mut self, outcome: TriggerOutcome) {
         let now = now_ms();
         self.row.last_message_at = Some(now);
+        let c = &mut self.row.counts;
+        *match outcome {
+            TriggerOutcome::Started => &mut c.started,
+            TriggerOutcome::Filtered => &mut c.filtered,
+            TriggerOutcome::Ignored => &mut c.ignored,
+            TriggerOutcome::Duplicate => &mut c.duplicate,
+            TriggerOutcome::Delivered => &mut c.delivered,
+        } += 1;
+        self.unwritten = true;
         let due = NOTE_LAST_MESSAGE.as_millis() as i64;
         if self.noted.is_none_or(|at| now - at >= due) {
             self.noted = Some(now);
@@ -226,7 +248,8 @@ impl<'a> State<'a> {
         }
     }
 
-    async fn write(&self) {
+    async fn write(&mut self) {
+        self.unwritten = false;
         if let Err(e) = self.store.set_consumer_state(&self.row).await {
             warn!(trigger = %self.row.trigger_name, error = %e, "cannot record a trigger consumer's state");
         }

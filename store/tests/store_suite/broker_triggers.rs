@@ -122,11 +122,19 @@ pub(crate) async fn ignored_messages_and_consumers_are_kept_per_trigger(ctx: Ctx
         error: Some("no queue 'q'".into()),
         since: 1,
         last_message_at: None,
+        counts: MessageCounts::default(),
     };
     store.set_consumer_state(&state).await.unwrap();
     state.state = "connected".into();
     state.error = None;
     state.last_message_at = Some(5);
+    state.counts = MessageCounts {
+        started: 3,
+        filtered: 2,
+        ignored: 1,
+        duplicate: 4,
+        delivered: 5,
+    };
     store.set_consumer_state(&state).await.unwrap();
     assert_eq!(store.consumer_states("p").await.unwrap(), [state.clone()]);
     // Another master's consumer stays when this one stops.

@@ -1466,6 +1466,12 @@ export interface components {
             last_message_at: string | null;
             /** @description The master it runs on. */
             master: string;
+            /**
+             * @description What the messages it took since it started on this master did (recorded with
+             *     `last_message_at`; a new consumer, after a restart or a change of master, counts
+             *     from 0 again).
+             */
+            messages: components["schemas"]["MessageCounts"];
             /** @description Since when it is in this state. */
             since: string;
             /**
@@ -1906,6 +1912,34 @@ export interface components {
         Member: {
             role: components["schemas"]["ProjectRole"];
             user: string;
+        };
+        /** @description Messages by what they did. */
+        MessageCounts: {
+            /**
+             * Format: int64
+             * @description Delivered as the trigger's event.
+             */
+            delivered: number;
+            /**
+             * Format: int64
+             * @description Repeated a message taken before (a redelivery, or the same `key`).
+             */
+            duplicate: number;
+            /**
+             * Format: int64
+             * @description Did not match the trigger's `when`: nothing was written.
+             */
+            filtered: number;
+            /**
+             * Format: int64
+             * @description Could not be used (listed by `.../ignored`).
+             */
+            ignored: number;
+            /**
+             * Format: int64
+             * @description Started a run.
+             */
+            started: number;
         };
         /**
          * @description What a schedule does with fires it missed while no leader master was running.

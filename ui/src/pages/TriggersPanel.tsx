@@ -3,17 +3,23 @@
 // trigger's own credential, not the signed-in user's token). Broker triggers: what they
 // consume and how their consumer fares.
 import { useState } from "react";
-import { $api } from "../api/cache";
+import { $api, every } from "../api/cache";
 import type { TriggerInfo } from "../api/types";
-import { errorText } from "../components/format";
+import { errorText, when } from "../components/format";
 
 /** The Authorization header the trigger's credential makes. */
 function authorization(kind: string, secret: string, user: string): string {
   return kind === "basic" ? `Basic ${btoa(`${user}:${secret}`)}` : `Bearer ${secret}`;
 }
 
-/** A broker trigger: what it consumes, its consumer's state and why it last failed. */
-function BrokerTrigger({ t }: { t: TriggerInfo }) {
+/** Outcomes in the order a message meets them. */
+const OUTCOMES = ["started", "delivered", "filtered", "duplicate", "ignored"] as const;
+
+/**
+ * A broker trigger: what it consumes, its consumer's state and why it last failed, what
+ * the messages it took did, and the ones it could not use.
+ */
+function BrokerTrigger({ project, t }: { project: string; t: TriggerInfo }) {
   const params = Object.entries(t.params);
   const c = t.consumer;
   return (
@@ -26,17 +32,74 @@ function BrokerTrigger({ t }: { t: TriggerInfo }) {
         on <code>{t.url}</code>
         {t.event ? ` · delivers event ${t.event} by key ${t.key}` : t.key ? ` · one run per ${t.key}` : ""}
       </p>
-      <p className="muted">
-        {c ? `consumer ${c.state} on ${c.master} since ${c.since}` : "no consumer yet"}
-        {c?.last_message_at && ` · last message ${c.last_message_at}`}
+      <p className="muted" aria-label="Consumer">
+        {c ? (
+          <>
+            consumer <b>{c.state}</b> on <code>{c.master}</code> since {when(c.since)} · last message{" "}
+            {c.last_message_at ? when(c.last_message_at) : "none yet"}
+          </>
+        ) : (
+          "no consumer yet (a master starts one within seconds of an apply)"
+        )}
       </p>
       {c?.error && (
         <p role="alert" className="error">
           {c.error}
         </p>
       )}
+      {c && (
+        <dl className="counts" aria-label="Messages since the consumer started">
+          {OUTCOMES.map((o) => (
+            <div key={o}>
+              <dt>{o}</dt>
+              <dd>{c.messages[o]}</dd>
+            </div>
+          ))}
+        </dl>
+      )}
       {params.length > 0 && <p className="muted">Parameters: {params.map(([p, jp]) => `${p} ← ${jp}`).join(", ")}</p>}
+      <IgnoredMessages project={project} workflow={t.workflow} trigger={t.name} />
     </section>
+  );
+}
+
+/** The messages a broker trigger could not use, newest first, with the reason. */
+function IgnoredMessages({ project, workflow, trigger }: { project: string; workflow: string; trigger: string }) {
+  const { data, error } = $api.useQuery(
+    "get",
+    "/api/v1/projects/{project}/workflows/{name}/triggers/{trigger}/ignored",
+    { params: { path: { project, name: workflow, trigger } } },
+    every(5000),
+  );
+  if (error)
+    return (
+      <p role="alert" className="error">
+        {errorText(error)}
+      </p>
+    );
+  if (!data) return null;
+  if (data.length === 0) return <p className="muted">No ignored messages.</p>;
+  return (
+    <table aria-label={`Ignored messages of ${trigger}`}>
+      <thead>
+        <tr>
+          <th>Received</th>
+          <th>Reason</th>
+          <th>Body (start)</th>
+        </tr>
+      </thead>
+      <tbody>
+        {data.map((m) => (
+          <tr key={m.id}>
+            <td>{when(m.received_at)}</td>
+            <td>{m.reason}</td>
+            <td>
+              <code>{m.body}</code>
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
   );
 }
 
@@ -122,9 +185,13 @@ function CallForm({ trigger, url }: { trigger: TriggerInfo; url: string }) {
 }
 
 export function TriggersPanel({ project, name }: { project: string; name: string }) {
-  const { data, error } = $api.useQuery("get", "/api/v1/projects/{project}/triggers", {
-    params: { path: { project } },
-  });
+  // Polled: a broker trigger's consumer state and counts change as messages come.
+  const { data, error } = $api.useQuery(
+    "get",
+    "/api/v1/projects/{project}/triggers",
+    { params: { path: { project } } },
+    every(5000),
+  );
   if (error)
     return (
       <p role="alert" className="error">
@@ -147,7 +214,7 @@ export function TriggersPanel({ project, name }: { project: string; name: string
   return (
     <>
       {mine.map((t) => {
-        if (t.path == null) return <BrokerTrigger key={t.name} t={t} />;
+        if (t.path == null) return <BrokerTrigger key={t.name} project={project} t={t} />;
         const url = `${window.location.origin}${t.path}`;
         const params = Object.entries(t.params);
         return (
