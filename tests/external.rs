@@ -691,10 +691,11 @@ fn the_worker_role_works_its_projects_external_tasks_and_nothing_else() {
         .iter()
         .find(|r| r["action"] == "completeExternalTasks")
         .unwrap_or_else(|| panic!("the batch is audited: {audit}"));
+    assert_eq!(batch["target"], "POST /api/v1/external/complete", "{batch}");
     assert_eq!(
-        batch["target"],
-        format!("POST /api/v1/external/complete (task instances {tid}, {hidden})"),
-        "{batch}"
+        batch["object"],
+        format!("task instances {tid}, {hidden}"),
+        "the tasks it completed: {batch}"
     );
     assert!(actions.contains(&"pollExternalTasks"), "{audit}");
     let empty_polls = audit

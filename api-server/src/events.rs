@@ -96,7 +96,6 @@ pub async fn send(
         }
     };
     let outputs = crate::completions::given_outputs(data)?;
-    crate::projects::existing(&ctx, &project).await?;
     let delivered = (ctx.store)
         .deliver_event(&project, &event, &key, &outputs, ctx.limits.event_retention)
         .await?;

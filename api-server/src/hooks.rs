@@ -170,6 +170,7 @@ pub async fn call(
         action: "callTrigger".into(),
         target: format!("{method} /api/v1/hooks/{project}/{workflow}/{trigger}"),
         project: Some(project.clone()),
+        object: None,
         address: client.map_or_else(|| "unknown".into(), |ip| ip.to_string()),
     };
     let answer = async {

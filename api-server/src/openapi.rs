@@ -85,11 +85,14 @@ pub(crate) fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::Open
         ];
         for op in operations {
             let Some(op) = op else { continue };
-            let id = op.operation_id.as_deref().unwrap_or_default();
-            if policy::rule(id) != Some(Need::Open) {
+            let id = op.operation_id.clone().unwrap_or_default();
+            if policy::rule(&id) != Some(Need::Open) {
                 op.security = Some(vec![SecurityRequirement::new(BEARER, Vec::<String>::new())]);
                 add_error(op, 401, "Auth is on and the request carries no valid token");
                 add_error(op, 403, "The caller lacks the role this needs");
+            }
+            if policy::needs_existing_project(&id) {
+                add_error(op, 404, "No project of this name");
             }
             add_error(
                 op,

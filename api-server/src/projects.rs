@@ -11,7 +11,7 @@ use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use shoal_common::access::Role;
 use shoal_common::types::ms_to_rfc3339;
-use shoal_store::{MemberRow, ProjectRow, audit_project};
+use shoal_store::{MemberRow, ProjectRow, audit_object, audit_project};
 use utoipa::{IntoParams, ToSchema};
 
 #[derive(Serialize, ToSchema)]
@@ -163,11 +163,16 @@ pub async fn get(
     }))
 }
 
+/// The 404 of a project that does not exist.
+pub(crate) fn no_such_project(name: &str) -> Error {
+    Error::NotFound(format!("no project named '{name}'"))
+}
+
 pub(crate) async fn existing(ctx: &Ctx, name: &str) -> Result<ProjectRow> {
     ctx.store
         .get_project(name)
         .await?
-        .ok_or_else(|| Error::NotFound(format!("no project named '{name}'")))
+        .ok_or_else(|| no_such_project(name))
 }
 
 /// Deletes a project that has no workflows, with the runs it had and their logs, its
@@ -189,7 +194,7 @@ pub async fn delete(State(ctx): State<Ctx>, ApiPath(name): ApiPath<String>) -> R
     if ctx.store.delete_project(&name).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
-        Err(Error::NotFound(format!("no project named '{name}'")))
+        Err(no_such_project(&name))
     }
 }
 
@@ -206,7 +211,6 @@ pub async fn members(
     State(ctx): State<Ctx>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<Vec<Member>>> {
-    existing(&ctx, &name).await?;
     let members = ctx.store.list_members(&name).await?;
     Ok(Json(members.into_iter().map(member_json).collect()))
 }
@@ -232,7 +236,7 @@ pub async fn set_member(
     body: Body,
 ) -> Result<Json<Member>> {
     let NewRole { role } = body.json()?;
-    existing(&ctx, &project).await?;
+    audit_object(&format!("member '{user}' as {role}"));
     ctx.store.set_member(&project, &user, role).await?;
     Ok(Json(Member { user, role }))
 }
@@ -254,6 +258,7 @@ pub async fn remove_member(
     State(ctx): State<Ctx>,
     ApiPath((project, user)): ApiPath<(String, String)>,
 ) -> Result<StatusCode> {
+    audit_object(&format!("member '{user}'"));
     if ctx.store.remove_member(&project, &user).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shoal_common::schedule::{CronSchedule, Misfire, Window};
 use shoal_common::types::{FailureStrategy, Priority, ms_to_rfc3339, now_ms};
-use shoal_store::{ScheduleRow, ScheduleSpec};
+use shoal_store::{ScheduleRow, ScheduleSpec, audit_object};
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
 
@@ -400,7 +400,9 @@ pub async fn preview_cron(ApiQuery(q): ApiQuery<CronPreviewQuery>) -> Result<Jso
 }
 
 /// The schedule `id` of `project/name`; 404 otherwise.
+/// Schedule `id` of `project/name`, named in the audit row of the mutation that looks it up.
 async fn find(ctx: &Ctx, project: &str, name: &str, id: i64) -> Result<ScheduleRow> {
+    audit_object(&format!("schedule {id}"));
     ctx.store
         .get_schedule(id)
         .await?

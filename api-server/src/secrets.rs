@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use shoal_common::types::ms_to_rfc3339;
-use shoal_store::SecretRow;
+use shoal_store::{SecretRow, audit_object};
 use utoipa::{IntoParams, ToSchema};
 
 /// Longest value a secret may have.
@@ -100,6 +100,7 @@ pub async fn set(
     ApiPath((project, name)): ApiPath<(String, String)>,
     body: Body,
 ) -> Result<(StatusCode, Json<Secret>)> {
+    audit_object(&secret_object(&name));
     check_name("secret", &name)?;
     let new: SecretValue = body.json()?;
     // Workers mask the exact value in what tasks print: one kept with its line break would
@@ -152,6 +153,7 @@ pub async fn delete(
     State(ctx): State<Ctx>,
     ApiPath((project, name)): ApiPath<(String, String)>,
 ) -> Result<StatusCode> {
+    audit_object(&secret_object(&name));
     if ctx.store.delete_secret(&project, &name).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -159,4 +161,9 @@ pub async fn delete(
             "project '{project}' has no secret '{name}'"
         )))
     }
+}
+
+/// A secret as an audit row names it: by its name, never its value.
+fn secret_object(name: &str) -> String {
+    format!("secret '{name}'")
 }

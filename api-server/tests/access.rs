@@ -255,7 +255,8 @@ fn minimum(op: &str) -> &'static str {
         | "getCommand"
         | "getBackfill"
         | "listSecrets"
-        | "listTriggers" => "viewer",
+        | "listTriggers"
+        | "listIgnoredMessages" => "viewer",
         "startWorkflow"
         | "createBackfill"
         | "actOnInstance"
@@ -1320,4 +1321,164 @@ async fn a_run_is_started_in_the_name_of_its_caller_and_a_rerun_in_the_rerunners
     assert_eq!(a.status, StatusCode::ACCEPTED, "{}", a.json);
     env.store.claim_commands("m", 2, 10).await.unwrap();
     assert_eq!(by(run).await.0, id_of("editor"));
+}
+
+/// Each audit row names what its mutation concerned where its path does not say it all:
+/// the workflow and the version it made or acted on, the schedule, user, token (name and
+/// id), secret (by name: its value appears nowhere), member and role, the command or
+/// backfill it wrote.
+#[tokio::test]
+async fn an_audit_row_names_what_changed_and_never_a_secret_s_value() {
+    let env = env().await;
+    let edit = |method: &'static str, uri: String, body: String| {
+        let env = &env;
+        async move {
+            let a = env.as_("editor", method, &uri, &body).await;
+            assert!(
+                a.status.is_success(),
+                "{method} {uri}: {} {}",
+                a.status,
+                a.json
+            );
+        }
+    };
+    let wf = "/api/v1/projects/p/workflows";
+    edit(
+        "POST",
+        wf.into(),
+        format!("{WORKFLOW}  - {{ name: c, type: noop }}\n"),
+    )
+    .await;
+    edit("POST", format!("{wf}/etl/offline"), String::new()).await;
+    edit("POST", format!("{wf}/etl/online"), String::new()).await;
+    edit(
+        "POST",
+        format!("{wf}/etl/versions/1/rollback"),
+        String::new(),
+    )
+    .await;
+    edit("POST", wf.into(), WORKFLOW.replace("etl", "gone")).await;
+    edit("DELETE", format!("{wf}/gone"), String::new()).await;
+    let schedule = format!("{wf}/etl/schedules/{}/disable", env.schedule);
+    edit("POST", schedule, String::new()).await;
+    let value = "postgres://etl:hunter2@db.internal/warehouse";
+    let secret = "/api/v1/projects/p/secrets/warehouse".to_string();
+    edit("PUT", secret.clone(), json!({ "value": value }).to_string()).await;
+    edit("DELETE", secret, String::new()).await;
+    let member = "/api/v1/projects/p/members/spare";
+    env.admin("PUT", member, json!({"role": "viewer"})).await;
+    env.admin("DELETE", member, json!(null)).await;
+    env.admin("POST", "/api/v1/users/spare/disable", json!(null))
+        .await;
+    let token = format!("/api/v1/tokens/{}", env.spare_token);
+    env.admin("DELETE", &token, json!(null)).await;
+
+    let rows = env.audit("limit=1000").await;
+    let spare_token = format!("token 'laptop' (id {})", env.spare_token);
+    for (action, object) in [
+        ("createUser", "user 'viewer'".to_string()),
+        ("createToken", spare_token.clone()),
+        ("setMember", "member 'viewer' as viewer".into()),
+        ("applyWorkflow", "workflow 'etl' version 1".into()),
+        ("createSchedule", format!("schedule {}", env.schedule)),
+        ("startWorkflow", format!("command {}", env.command)),
+        ("createBackfill", format!("backfill {}", env.backfill)),
+        ("applyWorkflow", "workflow 'etl' version 2".into()),
+        ("offlineWorkflow", "workflow 'etl' version 2".into()),
+        ("onlineWorkflow", "workflow 'etl' version 2".into()),
+        ("rollbackWorkflow", "workflow 'etl' version 3".into()),
+        ("deleteWorkflow", "workflow 'gone' version 1".into()),
+        ("disableSchedule", format!("schedule {}", env.schedule)),
+        ("setSecret", "secret 'warehouse'".into()),
+        ("deleteSecret", "secret 'warehouse'".into()),
+        ("setMember", "member 'spare' as viewer".into()),
+        ("removeMember", "member 'spare'".into()),
+        ("disableUser", "user 'spare'".into()),
+        ("revokeToken", spare_token.clone()),
+    ] {
+        let of_action: Vec<&Value> = rows.iter().filter(|r| r["action"] == action).collect();
+        assert!(
+            of_action
+                .iter()
+                .any(|r| r["object"] == object.as_str() && r["result"] == "ok"),
+            "a {action} row names {object}: {of_action:?}"
+        );
+    }
+    let everything = serde_json::to_string(&rows).unwrap();
+    assert!(!everything.contains("hunter2"), "{everything}");
+}
+
+/// Every route under `/projects/{project}` (walked from the OpenAPI document, so a new
+/// one is covered) answers 404 naming a project that does not exist, to a caller the role
+/// check lets through; but applying a workflow, which creates the project it names. One
+/// without a role there gets the 403 it gets for an existing project it has no role in:
+/// the answer does not tell them which projects exist.
+#[tokio::test]
+async fn every_route_naming_a_missing_project_answers_404_naming_it() {
+    let env = env().await;
+    let doc = serde_json::to_value(openapi_document()).unwrap();
+    let creating = ["applyWorkflow", "validateWorkflow"];
+    let mut checked = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        if !path.starts_with("/api/v1/projects/{project}") {
+            continue;
+        }
+        for (method, op) in item.as_object().unwrap() {
+            let id = op["operationId"].as_str().unwrap();
+            let method = method.to_uppercase();
+            let missing = uri(&env, &path.replace("{project}", "no_such_project"));
+            let existing = missing.replace("no_such_project", "p");
+            let a = env.as_("outsider", &method, &missing, "").await;
+            let b = env.as_("outsider", &method, &existing, "").await;
+            assert_eq!(
+                a.status,
+                StatusCode::FORBIDDEN,
+                "{method} {missing}: {}",
+                a.json
+            );
+            assert_eq!(
+                b.status,
+                StatusCode::FORBIDDEN,
+                "{method} {existing}: {}",
+                b.json
+            );
+            let hide = |s: &str| s.replace("no_such_project", "p");
+            assert_eq!(
+                hide(a.json["error"].as_str().unwrap()),
+                b.json["error"].as_str().unwrap(),
+                "the same answer but for the name it was given"
+            );
+            if creating.contains(&id) {
+                continue;
+            }
+            let a = call(&env.app, &method, &missing, Some(ADMIN), "").await;
+            assert_eq!(
+                a.status,
+                StatusCode::NOT_FOUND,
+                "{method} {missing} ({id}): {}",
+                a.json
+            );
+            assert_eq!(
+                a.json["error"], "no project named 'no_such_project'",
+                "{method} {missing} ({id})"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 25, "{checked} operations");
+    assert!(
+        env.store
+            .get_project("no_such_project")
+            .await
+            .unwrap()
+            .is_none(),
+        "no request made it"
+    );
+    // Applying a workflow creates the project it names.
+    let uri = "/api/v1/projects/fresh/workflows";
+    let a = call(&env.app, "POST", uri, Some(ADMIN), WORKFLOW).await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.json);
+    let a = call(&env.app, "GET", uri, Some(ADMIN), "").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.json);
+    assert_eq!(a.json[0]["name"], "etl");
 }

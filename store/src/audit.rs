@@ -16,6 +16,8 @@ pub struct AuditRow {
     pub action: String,
     pub target: String,
     pub project: Option<String>,
+    /// What the mutation concerned, beyond its path (see [`super::audit_object`]).
+    pub object: Option<String>,
     pub address: String,
     /// `ok`, or `<status>: <error>`.
     pub result: String,

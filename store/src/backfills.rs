@@ -200,6 +200,12 @@ impl Store {
             let stage = f.chained.map_or(1, |c| c.stage);
             ids.push(insert_backfill(&mut tx, f, Some(Chained { follows: id, stage }), now).await?);
         }
+        let followers: Vec<String> = ids.iter().map(i64::to_string).collect();
+        super::audit_object(&if followers.is_empty() {
+            format!("backfill {id}")
+        } else {
+            format!("backfill {id}, its dependents' {}", followers.join(", "))
+        });
         tx.commit().await?;
         Ok((id, ids))
     }

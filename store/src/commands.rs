@@ -28,6 +28,7 @@ impl Store {
     pub async fn insert_command(&self, cmd: &NewCommand) -> Result<i64> {
         let mut tx = self.db.begin().await?;
         let id = insert_command_in(&mut tx, cmd).await?;
+        super::audit_object(&format!("command {id}"));
         tx.commit().await?;
         self.commands_written();
         Ok(id)

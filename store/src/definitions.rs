@@ -106,6 +106,11 @@ pub(super) async fn pinned_definition(
         .map_err(|reason| Error::Corrupt(format!("workflow instance {}: {reason}", instance.id)))
 }
 
+/// Names a workflow and the version a mutation made or acted on in its audit row.
+pub(super) fn audit_workflow(workflow: &str, version: i32) {
+    super::audit_object(&format!("workflow '{workflow}' version {version}"));
+}
+
 impl Store {
     /// Stores `def` as the next version of its workflow, unless it equals the latest
     /// version, which is then returned unchanged. Returns (version, created).
@@ -129,7 +134,10 @@ impl Store {
         let version = match latest {
             Some((version, stored)) => {
                 match decode_spec(&def.project, &def.name, version, &stored) {
-                    Ok(stored) if stored == *def => return Ok((version, false)),
+                    Ok(stored) if stored == *def => {
+                        audit_workflow(&def.name, version);
+                        return Ok((version, false));
+                    }
                     Ok(_) => {}
                     // Writing a new version is how an operator repairs a corrupt one.
                     Err(error) => tracing::warn!(%error, "latest definition unreadable"),
@@ -151,6 +159,7 @@ impl Store {
             ]],
         ))
         .await?;
+        audit_workflow(&def.name, version);
         tx.commit().await?;
         Ok((version, true))
     }

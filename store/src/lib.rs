@@ -65,7 +65,7 @@ pub use external::{
 };
 pub use instances::MAX_INSTANCE_LIST;
 pub use model::*;
-pub use pending_audit::{AuditEntry, audit_detail, audit_project, audited};
+pub use pending_audit::{AuditEntry, audit_object, audit_project, audited};
 pub use projects::{MemberRow, Owned, ProjectRow};
 pub use retention::Pruned;
 pub use schedules::{FIRE_MEMORY_MS, ScheduleRow, ScheduleSpec};

@@ -3,6 +3,7 @@
 //! version, deleting it, and deleting ended instances.
 
 use super::Store;
+use super::definitions::audit_workflow;
 use super::offline::clear_offline;
 use super::schema::{
     Command, WorkflowDefinition as Def, WorkflowInstance as Inst, WorkflowOffline,
@@ -24,7 +25,8 @@ impl Store {
     /// or brings it online (its schedule stays as it is: enable it again if wanted).
     pub async fn set_online(&self, project: &str, workflow: &str, online: bool) -> Result<()> {
         let mut tx = self.db.begin().await?;
-        super::schedules::latest_version(&mut tx, project, workflow).await?;
+        let version = super::schedules::latest_version(&mut tx, project, workflow).await?;
+        audit_workflow(workflow, version);
         if online {
             clear_offline(&mut tx, project, workflow).await?;
         } else {
@@ -68,7 +70,8 @@ impl Store {
     /// ended instances stay readable.
     pub async fn delete_workflow(&self, project: &str, workflow: &str) -> Result<()> {
         let mut tx = self.db.begin().await?;
-        super::schedules::latest_version(&mut tx, project, workflow).await?;
+        let version = super::schedules::latest_version(&mut tx, project, workflow).await?;
+        audit_workflow(workflow, version);
         let active: Option<(i64,)> = tx
             .fetch_optional(
                 Query::select()

@@ -20,6 +20,8 @@ pub struct AuditEntry {
     /// Method and path, e.g. `POST /api/v1/instances/7/stop`.
     pub target: String,
     pub project: Option<String>,
+    /// What it concerned (see [`audit_object`]).
+    pub object: Option<String>,
     pub address: String,
 }
 
@@ -61,25 +63,26 @@ pub fn audit_project(project: &str) {
     });
 }
 
-/// Adds what a mutation acted on to its target, when its path does not tell (the tasks a
-/// batch completes): `POST /api/v1/external/complete (task instances 5, 6)`.
-pub fn audit_detail(detail: &str) {
+/// Names what the mutation this task runs concerned, e.g. `workflow 'etl' version 3`,
+/// `token 'ci' (id 7)`, `task instances 5, 6`: its row says what changed when its path
+/// does not say it all. Called by a handler with what it knows, or by the store where it
+/// makes the id or version, before the commit that writes the row (the last call wins).
+/// Never with a secret's value. Outside an API mutation (a master's writes) it does
+/// nothing.
+pub fn audit_object(object: &str) {
     let _ = PENDING.try_with(|p| {
-        p.entry
-            .lock()
-            .expect("audit entry lock")
-            .target
-            .push_str(&format!(" ({detail})"));
+        p.entry.lock().expect("audit entry lock").object = Some(object.to_string());
     });
 }
 
 /// The columns of a row but its id, in [`AuditRow`]'s order.
-pub(super) const FIELDS: [Audit; 7] = [
+pub(super) const FIELDS: [Audit; 8] = [
     Audit::At,
     Audit::Actor,
     Audit::Action,
     Audit::Target,
     Audit::Project,
+    Audit::Object,
     Audit::Address,
     Audit::Result,
 ];
@@ -94,6 +97,7 @@ pub(super) fn insert(entry: &AuditEntry, result: &str) -> InsertStatement {
             entry.action.as_str().into(),
             entry.target.as_str().into(),
             entry.project.clone().into(),
+            entry.object.clone().into(),
             entry.address.as_str().into(),
             result.into(),
         ]],

@@ -96,6 +96,20 @@ impl Store {
         self.projects(None).await
     }
 
+    /// Whether project `name` exists (one look-up by its key, for every request naming one).
+    pub async fn project_exists(&self, name: &str) -> Result<bool> {
+        let found: Option<(String,)> = self
+            .db
+            .fetch_optional(
+                Query::select()
+                    .column(Project::Name)
+                    .from(Project::Table)
+                    .and_where(Expr::col(Project::Name).eq(name)),
+            )
+            .await?;
+        Ok(found.is_some())
+    }
+
     pub async fn get_project(&self, name: &str) -> Result<Option<ProjectRow>> {
         Ok(self.projects(Some(name)).await?.pop())
     }

@@ -247,6 +247,7 @@ impl Store {
             .values_panic(values)
             .returning(Query::returning().columns(COLUMNS));
         let record: ScheduleRecord = tx.fetch_one(&insert).await?;
+        super::audit_object(&format!("schedule {}", record.id));
         tx.commit().await?;
         record.decode()
     }

@@ -178,6 +178,7 @@ pub(super) enum AuditLog {
     Action,
     Target,
     Project,
+    Object,
     Address,
     Result,
 }

@@ -113,6 +113,11 @@ pub(super) async fn user_id(tx: &mut Tx, user: &str) -> Result<i64> {
         .ok_or_else(|| Error::NotFound(format!("user '{user}'")))
 }
 
+/// A token as an audit row names it: by its name and id, never its value.
+fn token_object(name: &str, id: i64) -> String {
+    format!("token '{name}' (id {id})")
+}
+
 impl Store {
     /// On a store without users: creates the global admin [`BOOTSTRAP_ADMIN`] with a token
     /// of hash `hash`, and returns true. With users already, changes nothing.
@@ -190,6 +195,7 @@ impl Store {
         let mut tx = self.db.begin().await?;
         let user_id = user_id(&mut tx, user).await?;
         let id = insert_token(&mut tx, user_id, name, hash, expires_at).await?;
+        super::audit_object(&token_object(name, id));
         tx.commit().await?;
         Ok(id)
     }
@@ -226,6 +232,7 @@ impl Store {
         else {
             return Ok(None);
         };
+        super::audit_object(&token_object(&token.name, id));
         let mut tx = self.db.begin().await?;
         let now = now_ms();
         tx.execute(

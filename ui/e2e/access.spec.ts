@@ -64,6 +64,17 @@ test("an admin makes a user, a token and a project; the user sees only that proj
   for (const action of ["createProject", "setMember", "setSecret", "applyWorkflow"]) {
     await expect(log.getByRole("row").filter({ hasText: action })).toHaveCount(1);
   }
+  // Each row names what it changed, in its Object column: a secret by its name only.
+  await expect(log.getByRole("columnheader", { name: "Object" })).toBeVisible();
+  for (const [action, object] of [
+    ["setMember", `member '${user}' as viewer`],
+    ["setSecret", "secret 'warehouse'"],
+    ["applyWorkflow", "workflow 'report' version 1"],
+  ]) {
+    const row = log.getByRole("row").filter({ hasText: action });
+    await expect(row.getByRole("cell", { name: object, exact: true })).toBeVisible();
+  }
+  await expect(log).not.toContainText("hunter2-do-not-show");
   await expect(log).toContainText("SHOAL_TOKEN");
   await shot("audit");
 

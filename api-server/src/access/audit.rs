@@ -23,6 +23,10 @@ pub struct AuditRecord {
     /// Method and path.
     pub target: String,
     pub project: Option<String>,
+    /// What it concerned when the target does not say it all, e.g. `workflow 'etl'
+    /// version 3`, `token 'ci' (id 7)`, `secret 'db_password'` (never a value), `command
+    /// 12`, `task instances 5, 6`.
+    pub object: Option<String>,
     /// The caller's IP address.
     pub address: String,
     /// `ok`, or `<status>: <error>` for a refused request.
@@ -88,6 +92,7 @@ fn record_json(r: AuditRow) -> AuditRecord {
         action: r.action,
         target: r.target,
         project: r.project,
+        object: r.object,
         address: r.address,
         result: r.result,
     }

@@ -213,20 +213,25 @@ async fn project_of_id(
     }
 }
 
-/// Whether `caller` may call an operation that needs `need` (None: an operation the
-/// policy does not know, for global admins only), and the project the request is about.
+/// Whether `caller` may call operation `op` (None, or one the policy does not know: for
+/// global admins only), and the project the request is about.
 ///
 /// An object an `{id}` names that does not exist is 404 for everyone, decided here before
 /// its handler runs, and so is one in a project the caller may not even view (a 403 would
 /// tell them which project the id belongs to). Ids are never reused and an object's
 /// project never changes, so the handler acts on the object checked here.
+///
+/// A `{project}` that does not exist is 404 too, but only once the caller passed the
+/// role check: one without a role in it is refused with the same 403 whether it exists
+/// or not, so a 404 tells nothing to whom may not see the project (only global admins
+/// can be allowed into a project that does not exist).
 async fn authorize(
     ctx: &Ctx,
     caller: &Caller,
-    need: Option<Need>,
+    op: Option<&str>,
     params: &RawPathParams,
 ) -> (Option<String>, std::result::Result<(), Refusal>) {
-    let (role, project) = match need {
+    let (role, project) = match op.and_then(policy::rule) {
         Some(Need::Open | Need::SignedIn) => return (None, Ok(())),
         None | Some(Need::GlobalAdmin) => return (None, caller.check_admin().map_err(Into::into)),
         Some(Need::Project(role, Scope::Path)) => {
@@ -261,7 +266,19 @@ async fn authorize(
         // A route of this scope without its parameter: a policy mistake, refused.
         return (None, caller.check_admin().map_err(Into::into));
     };
-    let checked = caller.check(&project, role).map_err(Into::into);
+    if let Err(refused) = caller.check(&project, role) {
+        return (Some(project), Err(refused.into()));
+    }
+    let exists = if op.is_some_and(policy::needs_existing_project) {
+        ctx.store.project_exists(&project).await
+    } else {
+        Ok(true)
+    };
+    let checked = match exists {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(crate::projects::no_such_project(&project).into()),
+        Err(e) => Err(Error::from(e).into()),
+    };
     (Some(project), checked)
 }
 
@@ -289,7 +306,7 @@ pub async fn guard(State(ctx): State<Ctx>, req: Request, next: Next) -> Response
         Ok(params) => params,
         Err(e) => return Error::BadRequest(e.body_text()).into_response(),
     };
-    let (project, verdict) = authorize(&ctx, &caller, need, &params).await;
+    let (project, verdict) = authorize(&ctx, &caller, op.as_deref(), &params).await;
     parts.extensions.insert(caller.clone());
     let mutation = !matches!(method, Method::GET | Method::HEAD)
         && op.as_deref().is_none_or(|op| !policy::is_read(op));
@@ -299,6 +316,7 @@ pub async fn guard(State(ctx): State<Ctx>, req: Request, next: Next) -> Response
         action: op.unwrap_or_else(|| "unknown".into()),
         target: format!("{method} {}", original_path(&req)),
         project,
+        object: None,
         address: caller_address(&ctx, &req),
     };
     match verdict {

@@ -108,6 +108,14 @@ pub fn rule(op: &str) -> Option<Need> {
     })
 }
 
+/// Whether the `{project}` of operation `op` must exist (else 404, see
+/// [`super::guard`]): every operation of [`Scope::Path`] but applying a workflow, which
+/// creates a project it names, and validating one, which answers as applying would.
+pub fn needs_existing_project(op: &str) -> bool {
+    matches!(rule(op), Some(Need::Project(_, Scope::Path)))
+        && !matches!(op, "applyWorkflow" | "validateWorkflow")
+}
+
 /// Operations that change nothing although they are not GETs, or nothing worth a record
 /// (an external task's heartbeats and log lines, every few seconds): not audited.
 pub fn is_read(op: &str) -> bool {

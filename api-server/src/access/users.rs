@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use shoal_common::types::ms_to_rfc3339;
-use shoal_store::UserRow;
+use shoal_store::{UserRow, audit_object};
 use utoipa::ToSchema;
 
 #[derive(Serialize, ToSchema)]
@@ -69,12 +69,18 @@ pub async fn list(State(ctx): State<Ctx>) -> Result<Json<Vec<User>>> {
 )]
 pub async fn create(State(ctx): State<Ctx>, body: Body) -> Result<(StatusCode, Json<User>)> {
     let new: NewUser = body.json()?;
+    audit_object(&user_object(&new.name));
     check_name("user", &new.name)?;
     let user = ctx.store.create_user(&new.name, new.admin).await?;
     Ok((StatusCode::CREATED, Json(user_json(user))))
 }
 
+fn user_object(name: &str) -> String {
+    format!("user '{name}'")
+}
+
 async fn set_disabled(ctx: &Ctx, name: &str, disabled: bool) -> Result<Json<User>> {
+    audit_object(&user_object(name));
     match ctx.store.set_user_disabled(name, disabled).await? {
         Some(user) => Ok(Json(user_json(user))),
         None => Err(Error::NotFound(format!("no user named '{name}'"))),

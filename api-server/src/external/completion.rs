@@ -16,7 +16,7 @@ use serde_json::Value;
 use shoal_common::access::{Role, token_hash};
 use shoal_common::start::Params;
 use shoal_common::types::TaskState;
-use shoal_store::{Holder, WaitEnd, audit_detail, audit_project};
+use shoal_store::{Holder, WaitEnd, audit_object, audit_project};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use utoipa::ToSchema;
 
@@ -171,7 +171,7 @@ pub async fn complete_batch(
     if let (1, Some(project)) = (named_projects.len(), named_projects.first()) {
         audit_project(project);
     }
-    audit_detail(&format!("task instances {}", join(&ids)));
+    audit_object(&format!("task instances {}", join(&ids)));
     // Each task as the guard checks a single completion's: one in a project where the
     // caller has no role is answered as one that does not exist.
     let mut outcomes: Vec<Option<BatchOutcome>> = Vec::with_capacity(ends.len());

@@ -305,13 +305,16 @@ pub async fn audit(args: AuditArgs) -> anyhow::Result<i32> {
     ]);
     query.push(("limit", args.limit.to_string()));
     let rows: Vec<Value> = Api::new(&args.conn)?.get(&["audit"], &query).await?;
-    let headers = ["at", "actor", "action", "target", "from", "result"];
+    let headers = [
+        "at", "actor", "action", "target", "object", "from", "result",
+    ];
     list_out(&rows, args.output, &headers, |r| {
         vec![
             time(&r["at"]),
             cell(&r["actor"]),
             cell(&r["action"]),
             cell(&r["target"]),
+            cell(&r["object"]),
             cell(&r["address"]),
             cell(&r["result"]),
         ]

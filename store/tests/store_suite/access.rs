@@ -200,6 +200,7 @@ fn entry(action: &str) -> AuditEntry {
         action: action.into(),
         target: format!("POST /api/v1/{action}"),
         project: Some("p".into()),
+        object: None,
         address: "10.0.0.1".into(),
     }
 }

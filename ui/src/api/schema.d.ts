@@ -1253,6 +1253,12 @@ export interface components {
             at: string;
             /** Format: int64 */
             id: number;
+            /**
+             * @description What it concerned when the target does not say it all, e.g. `workflow 'etl'
+             *     version 3`, `token 'ci' (id 7)`, `secret 'db_password'` (never a value), `command
+             *     12`, `task instances 5, 6`.
+             */
+            object?: string | null;
             project?: string | null;
             /** @description `ok`, or `<status>: <error>` for a refused request. */
             result: string;
@@ -5307,6 +5313,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No project of this name */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (the detail is in the server's log) */
             500: {
                 headers: {
@@ -5506,6 +5521,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No project of this name */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal error (the detail is in the server's log) */
             500: {
                 headers: {
@@ -5623,6 +5647,15 @@ export interface operations {
             };
             /** @description The caller lacks the role this needs */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No project of this name */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6081,6 +6114,15 @@ export interface operations {
             };
             /** @description The caller lacks the role this needs */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No project of this name */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -59,6 +59,7 @@ export function AuditPage() {
             <th>Who</th>
             <th>Action</th>
             <th>Target</th>
+            <th>Object</th>
             <th>Project</th>
             <th>From</th>
             <th>Result</th>
@@ -73,6 +74,7 @@ export function AuditPage() {
               <td>
                 <code>{r.target}</code>
               </td>
+              <td>{r.object ?? "—"}</td>
               <td>{r.project ?? "—"}</td>
               <td>{r.address}</td>
               <td className={r.result === "ok" ? "" : "message"}>{r.result}</td>
