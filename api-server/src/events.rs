@@ -6,7 +6,7 @@
 
 use crate::Ctx;
 use crate::error::{Error, ErrorBody, Result};
-use crate::extract::{ApiPath, Body, check_name};
+use crate::extract::{ApiPath, Body, check_identifier};
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
@@ -72,7 +72,7 @@ pub async fn send(
     ApiPath((project, event)): ApiPath<(String, String)>,
     body: Body,
 ) -> Result<Json<EventDelivered>> {
-    check_name("event", &event)?;
+    check_identifier("event", &event)?;
     let req: SendEvent = body.json_or_default()?;
     let Some(key) = req.key.filter(|k| !k.is_empty()) else {
         return Err(Error::BadRequest(

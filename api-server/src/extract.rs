@@ -9,14 +9,26 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
-/// 400 unless `name` is a valid name of a `what` (project, user, token): 1-128 letters,
-/// digits, `_`, `-` or `.`, not starting with `.` or `-`.
+/// 400 unless `name` is a valid name of a `what` (a project): 1-128 letters or digits of
+/// any script, `_`, `-` or `.`, not starting with `.` or `-`, in NFC.
 pub fn check_name(what: &str, name: &str) -> Result<(), Error> {
-    if shoal_common::definition::valid_name(name) {
+    match shoal_common::definition::name_problem(name) {
+        None => Ok(()),
+        Some(problem) => Err(Error::BadRequest(format!(
+            "invalid {what} name '{name}': {problem}"
+        ))),
+    }
+}
+
+/// 400 unless `name` is a valid identifier of a `what` (a user, token, secret, event,
+/// queue or worker): a name of ASCII letters, digits, `_`, `-` or `.` only.
+pub fn check_identifier(what: &str, name: &str) -> Result<(), Error> {
+    check_name(what, name)?;
+    if name.is_ascii() {
         return Ok(());
     }
     Err(Error::BadRequest(format!(
-        "invalid {what} name '{name}': use 1-128 letters, digits, '_', '-' or '.', not starting with '.' or '-'"
+        "invalid {what} name '{name}': use ASCII letters, digits, '_', '-' or '.'"
     )))
 }
 

@@ -28,6 +28,7 @@ mod instances;
 mod lifecycle;
 mod logs;
 mod metrics;
+mod nfc_path;
 mod openapi;
 mod projects;
 mod schedules;
@@ -279,6 +280,9 @@ pub async fn serve(
     let scheme = if https.is_some() { "https" } else { "http" };
     tracing::info!(%addr, scheme, auth = state.auth.is_on(), "api-server listening");
     let app = router_until(state, shutdown.clone(), https.is_some());
+    // A layer of `app` runs after its routing; names are brought to NFC before it.
+    let app =
+        Router::new().fallback_service(tower::ServiceExt::map_request(app, nfc_path::rewrite));
     match https {
         None => server::run(listener, app, shutdown).await,
         Some(https) => server::run(https.listen(listener)?, app, shutdown).await,

@@ -45,7 +45,7 @@ pub struct ProjectDetail {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewProject {
-    /// Letters, digits, `_`, `-`, `.`; not starting with `.` or `-`.
+    /// Letters and digits of any script, `_`, `-`, `.`; not starting with `.` or `-`; at most 128 characters, stored in Unicode NFC.
     pub name: String,
     #[serde(default)]
     pub description: String,
@@ -128,7 +128,8 @@ pub async fn create(
     Extension(caller): Extension<Caller>,
     body: Body,
 ) -> Result<(StatusCode, Json<Project>)> {
-    let new: NewProject = body.json()?;
+    let mut new: NewProject = body.json()?;
+    new.name = shoal_common::definition::normalize(&new.name);
     check_name("project", &new.name)?;
     audit_project(&new.name);
     let admin = caller.user_id.map(|_| caller.name.as_str());

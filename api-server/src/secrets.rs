@@ -5,7 +5,7 @@
 use crate::Ctx;
 use crate::access::Caller;
 use crate::error::{Error, ErrorBody, Result};
-use crate::extract::{ApiPath, Body, check_name, path};
+use crate::extract::{ApiPath, Body, check_identifier, path};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
@@ -101,7 +101,7 @@ pub async fn set(
     body: Body,
 ) -> Result<(StatusCode, Json<Secret>)> {
     audit_object(&secret_object(&name));
-    check_name("secret", &name)?;
+    check_identifier("secret", &name)?;
     let new: SecretValue = body.json()?;
     // Workers mask the exact value in what tasks print: one kept with its line break would
     // show whenever it is printed without it, as it mostly is.

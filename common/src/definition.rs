@@ -21,6 +21,7 @@ pub(crate) mod error;
 mod expansion;
 mod fanout;
 pub(crate) mod name;
+mod normalize;
 mod publish;
 mod specs;
 mod validate;
@@ -37,7 +38,7 @@ pub use dependent::{
 pub use do_while::{DoWhileSpec, ITERATION, ITERATIONS, MAX_ITERATIONS, iteration_name};
 pub use error::DefinitionError;
 pub use fanout::{ForeachSpec, ITEMS, MAX_ITEMS, RESULTS, child_name};
-pub use name::valid_name;
+pub use name::{MAX_NAME_CHARS, name_problem, normalize, valid_identifier, valid_name};
 pub use publish::PublishSpec;
 pub use specs::{
     CALLBACK_URL, CallbackSpec, ConditionsSpec, ERROR_EXIT_CODE, ERROR_MESSAGE, ERROR_TASK,
@@ -463,12 +464,13 @@ impl WorkflowDef {
     /// its YAML aliases (counted before anything is built: [`expansion`]).
     pub fn parse_within(text: &str, max_bytes: usize) -> Result<WorkflowDef, DefinitionError> {
         expansion::check(text, max_bytes)?;
-        let def: WorkflowDef =
+        let mut def: WorkflowDef =
             serde_norway::from_str(text).map_err(|e| DefinitionError::Syntax {
                 line: e.location().map(|l| l.line()),
                 column: e.location().map(|l| l.column()),
                 message: e.to_string(),
             })?;
+        def.normalize_names();
         def.validate()?;
         Ok(def)
     }

@@ -387,10 +387,13 @@ t_latency_seconds_count 5
         trigger_message("p/w/t", TriggerOutcome::Filtered);
         trigger_message("p/w/t", TriggerOutcome::Filtered);
         trigger_message("p/w/t", TriggerOutcome::Started);
+        // Names in any script are label values as they are (UTF-8).
+        trigger_message("数据仓库/日次集計/café", TriggerOutcome::Started);
         let text = render();
         for line in [
             "shoal_trigger_messages_total{trigger=\"p/w/t\",outcome=\"filtered\"} 2",
             "shoal_trigger_messages_total{trigger=\"p/w/t\",outcome=\"started\"} 1",
+            "shoal_trigger_messages_total{trigger=\"数据仓库/日次集計/café\",outcome=\"started\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
         }

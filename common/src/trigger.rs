@@ -18,7 +18,7 @@ pub mod rule;
 
 use crate::broker::BrokerKind;
 use crate::definition::error::DefinitionError;
-use crate::definition::name::valid_name;
+use crate::definition::name::{valid_identifier, valid_name};
 use crate::jsonpath::{JsonPath, render};
 use crate::start::{Params, check_param_name};
 pub use auth::{BasicAuth, Credentials, TriggerAuth};
@@ -386,7 +386,7 @@ fn check_credentials(c: &Credentials) -> Result<(), String> {
 /// or a literal long enough not to be guessed.
 fn check_credential(field: &str, value: &str) -> Result<(), String> {
     match Credential::of(value) {
-        Credential::Secret(name) if !valid_name(name) => Err(format!(
+        Credential::Secret(name) if !valid_identifier(name) => Err(format!(
             "{field}: '{name}' is not a secret name; write ${{secret.NAME}}"
         )),
         Credential::Sealed(hash) if !credential::is_well_formed(hash) => Err(format!(

@@ -12,7 +12,7 @@ use super::schema::{Alert, AlertChannel as Chan, WorkflowInstance as Inst};
 use super::sql::insert_rows;
 use super::{AlertChannel, AlertFilter, AlertRow, ChannelTarget, NewAlert, Store};
 use sea_query::{Expr, ExprTrait, LockBehavior, LockType, Order, Query, SelectStatement};
-use shoal_common::definition::valid_name;
+use shoal_common::definition::name_problem;
 use shoal_common::error::{Error, Result};
 use shoal_common::types::now_ms;
 
@@ -135,9 +135,9 @@ fn due_alerts(now: i64, limit: u64) -> SelectStatement {
 
 impl Store {
     pub async fn create_alert_channel(&self, channel: &AlertChannel) -> Result<()> {
-        if !valid_name(&channel.name) {
+        if let Some(problem) = name_problem(&channel.name) {
             return Err(Error::Invalid(format!(
-                "invalid alert channel name '{}': use letters, digits, '_', '-' or '.' (1-128 characters)",
+                "invalid alert channel name '{}': {problem}",
                 channel.name
             )));
         }

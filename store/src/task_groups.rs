@@ -15,7 +15,7 @@ use super::schema::{TaskGroup as Group, TaskInstance as Task};
 use super::sql::insert_rows;
 use super::{SlotGrants, Store, TaskGroup, TaskGroupUsage};
 use sea_query::{Expr, ExprTrait, Func, LockType, Order, Query, SelectStatement};
-use shoal_common::definition::valid_name;
+use shoal_common::definition::name_problem;
 use shoal_common::error::{Error, Result};
 use shoal_common::types::{TaskState, now_ms};
 
@@ -106,9 +106,9 @@ async fn grant(tx: &mut Tx, group: &str) -> Result<()> {
 }
 
 fn valid_group(group: &TaskGroup) -> Result<()> {
-    if !valid_name(&group.name) {
+    if let Some(problem) = name_problem(&group.name) {
         return Err(Error::Invalid(format!(
-            "invalid task group name '{}': use letters, digits, '_', '-' or '.' (1-128 characters)",
+            "invalid task group name '{}': {problem}",
             group.name
         )));
     }

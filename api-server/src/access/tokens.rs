@@ -4,7 +4,7 @@
 use super::Caller;
 use crate::Ctx;
 use crate::error::{Error, ErrorBody, Result};
-use crate::extract::{ApiPath, ApiQuery, Body, check_name, path};
+use crate::extract::{ApiPath, ApiQuery, Body, check_identifier, path};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
@@ -132,7 +132,7 @@ pub async fn create(
     body: Body,
 ) -> Result<(StatusCode, Json<CreatedToken>)> {
     let new: NewToken = body.json()?;
-    check_name("token", &new.name)?;
+    check_identifier("token", &new.name)?;
     let expires_at = match new.expires_in_days {
         None => None,
         Some(days @ 1..=3650) => Some(now_ms() + i64::from(days) * 86_400_000),

@@ -2,7 +2,7 @@
 
 use crate::Ctx;
 use crate::error::{Error, ErrorBody, Result};
-use crate::extract::{ApiPath, Body, check_name, path};
+use crate::extract::{ApiPath, Body, check_identifier, path};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -34,7 +34,7 @@ pub(crate) fn user_json(u: UserRow) -> User {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewUser {
-    /// Letters, digits, `_`, `-`, `.`; not starting with `.` or `-`.
+    /// ASCII letters, digits, `_`, `-`, `.`; not starting with `.` or `-`.
     pub name: String,
     #[serde(default)]
     pub admin: bool,
@@ -70,7 +70,7 @@ pub async fn list(State(ctx): State<Ctx>) -> Result<Json<Vec<User>>> {
 pub async fn create(State(ctx): State<Ctx>, body: Body) -> Result<(StatusCode, Json<User>)> {
     let new: NewUser = body.json()?;
     audit_object(&user_object(&new.name));
-    check_name("user", &new.name)?;
+    check_identifier("user", &new.name)?;
     let user = ctx.store.create_user(&new.name, new.admin).await?;
     Ok((StatusCode::CREATED, Json(user_json(user))))
 }

@@ -11,7 +11,7 @@ pub(crate) use wake::Offers;
 use crate::Ctx;
 use crate::access::Caller;
 use crate::error::{Error, ErrorBody, Result};
-use crate::extract::{ApiPath, Body, check_name, path};
+use crate::extract::{ApiPath, Body, check_identifier, path};
 use crate::instances::find_task;
 use axum::Json;
 use axum::extract::{Extension, State};
@@ -139,9 +139,9 @@ pub async fn poll(
         )));
     }
     for q in &req.queues {
-        check_name("queue", q)?;
+        check_identifier("queue", q)?;
     }
-    check_name("worker", &req.worker)?;
+    check_identifier("worker", &req.worker)?;
     let max = req.max.unwrap_or(1);
     if !(1..=MAX_TAKE).contains(&max) {
         return Err(Error::BadRequest(format!(

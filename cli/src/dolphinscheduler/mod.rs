@@ -11,7 +11,7 @@ mod export;
 mod tasks;
 
 use export::{DagData, Property, Schedule, Task};
-use shoal_common::definition::{TaskDef, TimeoutStrategy, WorkflowDef};
+use shoal_common::definition::{MAX_NAME_CHARS, TaskDef, TimeoutStrategy, WorkflowDef, normalize};
 use shoal_common::types::{ExecutionType, FailureStrategy, Priority};
 use std::collections::{BTreeMap, HashMap};
 use std::str::FromStr;
@@ -290,7 +290,8 @@ pub(crate) fn params(
     m
 }
 
-/// Names shoal accepts (letters, digits, `_`, `-`, `.`), unique within their scope.
+/// Names shoal accepts (letters and digits of any script, `_`, `-`, `.`: DolphinScheduler's
+/// Chinese names are kept as written), unique within their scope.
 #[derive(Default)]
 struct Names {
     taken: std::collections::HashSet<String>,
@@ -313,18 +314,18 @@ impl Names {
         clean
     }
 
-    /// `name` made valid, with `_2`, `_3`, … added until no name given before has it.
+    /// `name` made valid (in NFC; each character a name cannot hold, such as a space or
+    /// `/`, made `_`), with `_2`, `_3`, … added until no name given before has it.
     fn unique(&mut self, name: &str) -> String {
-        let mut clean: String = name
-            .trim()
+        let mut clean: String = normalize(name.trim())
             .chars()
             .map(|c| match c {
-                c if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') => c,
+                c if c.is_alphanumeric() || matches!(c, '_' | '-' | '.') => c,
                 _ => '_',
             })
-            .take(120)
+            .take(MAX_NAME_CHARS - 8)
             .collect();
-        if !clean.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+        if !clean.starts_with(|c: char| c.is_alphanumeric() || c == '_') {
             clean.insert(0, '_');
         }
         let mut candidate = clean.clone();

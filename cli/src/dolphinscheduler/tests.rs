@@ -376,10 +376,83 @@ fn date_values_map_to_cycles() {
 #[test]
 fn names_stay_unique_and_query_values_are_encoded() {
     let mut names = Names::default();
-    let given: Vec<String> = ["x", "x", "x_2", "daily load"]
-        .iter()
-        .map(|n| names.unique(n))
-        .collect();
-    assert_eq!(given, ["x", "x_2", "x_2_2", "daily_load"]);
+    let given: Vec<String> = [
+        "x",
+        "x",
+        "x_2",
+        "daily load",
+        "日报",
+        "日报",
+        "-a/b",
+        "cafe\u{301}",
+    ]
+    .iter()
+    .map(|n| names.unique(n))
+    .collect();
+    assert_eq!(
+        given,
+        [
+            "x",
+            "x_2",
+            "x_2_2",
+            "daily_load",
+            "日报",
+            "日报_2",
+            "_-a_b",
+            "caf\u{e9}"
+        ]
+    );
     assert_eq!(tasks::url_encoded("a b&c=${dt}#"), "a%20b%26c%3D${dt}%23");
+}
+
+/// DolphinScheduler's own names, as its users write them in Chinese, are kept; a name
+/// shoal cannot hold (a space, `/`) gets `_` there, and the report says so.
+#[test]
+fn chinese_names_are_kept_as_written() {
+    let mut all: Vec<serde_json::Value> = serde_json::from_str(OTHERS).unwrap();
+    let renames = [
+        ("warehouse_load_child", "条件节点测试工作流"),
+        ("load_fact_orders", "前置sql节点"),
+        ("refresh_marts", "刷新 数据/集市"),
+        ("upstream_ingest", "多sql节点流程"),
+        ("pull_orders", "拉取订单"),
+    ];
+    for w in &mut all {
+        let rename = |v: &mut serde_json::Value| {
+            if let Some((_, to)) = renames.iter().find(|(from, _)| v == from) {
+                *v = serde_json::Value::from(*to);
+            }
+        };
+        rename(&mut w["processDefinition"]["name"]);
+        for t in w["taskDefinitionList"].as_array_mut().unwrap() {
+            rename(&mut t["name"]);
+        }
+    }
+    let imported = convert(&serde_json::to_string(&all).unwrap(), &options("数据仓库")).unwrap();
+    let child = find(&imported, "条件节点测试工作流");
+    let def = WorkflowDef::parse(&child.yaml).unwrap();
+    assert_eq!(def.project, "数据仓库");
+    assert_eq!(task(&def, "刷新_数据_集市").depends_on, ["前置sql节点"]);
+    let ingest = WorkflowDef::parse(&find(&imported, "多sql节点流程").yaml).unwrap();
+    assert_eq!(
+        task(&ingest, "ingest_done").depends_on,
+        ["拉取订单", "pull_customers"]
+    );
+    let renamed: Vec<&String> = imported
+        .report
+        .iter()
+        .filter(|l| l.contains("is named"))
+        .collect();
+    assert_eq!(
+        renamed,
+        ["条件节点测试工作流: task '刷新 数据/集市' is named '刷新_数据_集市'"],
+        "{:#?}",
+        imported.report
+    );
+    // The YAML keeps the characters themselves, not escapes.
+    assert!(
+        child.yaml.contains("name: 条件节点测试工作流"),
+        "{}",
+        child.yaml
+    );
 }

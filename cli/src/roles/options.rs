@@ -4,7 +4,7 @@
 use clap::Args;
 use serde::Serialize;
 use shoal_api_server::{Https, Limits};
-use shoal_common::definition::valid_name;
+use shoal_common::definition::{normalize, valid_name};
 use shoal_common::redact::without_password;
 use shoal_common::trigger::cidr::Cidr;
 use std::collections::BTreeMap;
@@ -211,7 +211,7 @@ pub(super) fn parse_datasource(s: &str) -> Result<Datasource, String> {
     };
     let (name, projects) = match head.split_once('@') {
         Some((name, projects)) => {
-            let projects: Vec<String> = projects.split(',').map(str::to_string).collect();
+            let projects: Vec<String> = projects.split(',').map(normalize).collect();
             let valid = |p: &String| p == shoal_worker::EVERY_PROJECT || valid_name(p);
             if !projects.iter().all(valid) {
                 return Err(wrong());

@@ -425,7 +425,7 @@ pub(super) fn check_kubernetes(task: &str, k: &KubernetesSpec) -> Result<(), Def
         return bad(e);
     }
     if let Some(s) = &k.token_secret
-        && !super::valid_name(s)
+        && !super::valid_identifier(s)
     {
         return Err(DefinitionError::BadName {
             what: "kubernetes token_secret",

@@ -423,13 +423,14 @@ pub(super) fn check(t: &TaskDef) -> Result<(), DefinitionError> {
                 ("task", item.task.as_ref()),
             ];
             for (field, value) in fields {
-                if let Some(value) = value.filter(|v| !super::valid_name(v)) {
+                let problem = value.and_then(|v| Some((v, super::name_problem(v)?)));
+                if let Some((value, problem)) = problem {
                     let at = match inline {
                         true => "dependent".to_string(),
                         false => format!("dependent group {} item {}", g + 1, i + 1),
                     };
                     return Err(bad(format!(
-                        "{at}: {field} '{value}' is not a valid name (letters, digits, '_', '-', '.')"
+                        "{at}: {field} '{value}' is not a valid name: {problem}"
                     )));
                 }
             }

@@ -10,10 +10,7 @@ pub enum DefinitionError {
         line: Option<usize>,
         column: Option<usize>,
     },
-    #[error(
-        "invalid {what} '{value}': use letters, digits, '_', '-' or '.', starting with a letter, \
-         digit or '_' (1-128 characters)"
-    )]
+    #[error("invalid {what} '{value}': {}", super::name::explain(value))]
     BadName { what: &'static str, value: String },
     #[error("workflow '{0}' has no tasks")]
     Empty(String),

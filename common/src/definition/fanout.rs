@@ -2,7 +2,10 @@
 //! master expands the task when it starts (see the runtime's fan-out); this module holds
 //! the definition's shape, its validation and how a child is made from the template.
 
-use super::{DefinitionError, SubWorkflowSpec, TaskDef, WorkflowDef, scalar_map, valid_name};
+use super::{
+    DefinitionError, SubWorkflowSpec, TaskDef, WorkflowDef, scalar_map, valid_identifier,
+    valid_name,
+};
 use crate::types::TaskType;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -119,7 +122,7 @@ pub(super) fn check(def: &WorkflowDef, t: &TaskDef) -> Result<(), DefinitionErro
         reason,
     };
     crate::expr::parse(&spec.items).map_err(|e| bad(format!("foreach items: {e}")))?;
-    if !valid_name(&spec.as_name) || spec.as_name.contains('.') {
+    if !valid_identifier(&spec.as_name) || spec.as_name.contains('.') {
         return Err(bad(format!(
             "foreach `as: {}` must be a parameter name (letters, digits, '_', '-')",
             spec.as_name

@@ -92,6 +92,23 @@ fn bad_definitions_name_the_offender() {
         assert!(e.contains(&format!("invalid project name '{bad}'")), "{e}");
     }
     assert!(WorkflowDef::parse("name: _w.v2-x\ntasks:\n- {name: a, type: noop}\n").is_ok());
+    // Names of any script; a reference with the composed `é` finds a task named with a
+    // decomposed one, and both are stored composed (NFC).
+    let def = WorkflowDef::parse(
+        "name: 日次集計\nproject: 数据仓库\ntasks:\n- {name: \"cafe\u{301}\", type: noop}\n- {name: 前置sql节点, type: noop, depends_on: [caf\u{e9}]}\n",
+    )
+    .unwrap();
+    assert_eq!(def.tasks[0].name, "caf\u{e9}");
+    assert_eq!(def.tasks[1].depends_on, ["caf\u{e9}"]);
+    assert_eq!(
+        WorkflowDef::parse(&def.to_yaml(&[])).unwrap().name,
+        "日次集計"
+    );
+    let e = err("name: w\ntasks:\n- {name: 'a/b', type: noop}\n");
+    assert!(
+        e.contains("invalid task name 'a/b': it contains '/'"),
+        "{e}"
+    );
     let tenant = |t: &str| {
         WorkflowDef::parse(&format!(
             "name: w\ntenant: '{t}'\ntasks:\n- {{name: a, type: noop}}\n"

@@ -1,7 +1,7 @@
 //! The checks a definition passes before anything runs: names, task types and their
 //! settings, dependencies without a cycle, branches and error handlers.
 
-use super::name::{valid_name, valid_tenant};
+use super::name::{valid_identifier, valid_name, valid_tenant};
 use super::{
     DefinitionError, ErrorAction, LEASE_RANGE, TaskDef, WorkflowDef, container, data_tasks,
     dependent, do_while, fanout, publish,
@@ -293,7 +293,7 @@ fn check_external(t: &TaskDef, kind: TaskType) -> Result<(), DefinitionError> {
         return Ok(());
     }
     if let Some(queue) = &t.queue
-        && !valid_name(queue)
+        && !valid_identifier(queue)
     {
         return Err(DefinitionError::BadName {
             what: "queue",
@@ -327,7 +327,7 @@ fn check_event(t: &TaskDef, kind: TaskType) -> Result<(), DefinitionError> {
         (None, Some(_)) => {
             bad("key needs event: name the event that completes the task (event: order_paid)")
         }
-        (Some(event), _) if !valid_name(event) => Err(DefinitionError::BadName {
+        (Some(event), _) if !valid_identifier(event) => Err(DefinitionError::BadName {
             what: "event",
             value: event.clone(),
         }),

@@ -6,7 +6,7 @@
 use super::{TriggerDef, TriggerMode, check_params};
 use crate::broker::{self, BrokerKind};
 use crate::definition::MAX_EVENT_KEY;
-use crate::definition::name::valid_name;
+use crate::definition::name::valid_identifier;
 use crate::jsonpath::{JsonPath, render};
 use serde_json::Value;
 
@@ -73,7 +73,7 @@ pub(super) fn check(t: &TriggerDef, kind: BrokerKind) -> Result<(), String> {
         .map(|r| r.split('}').next().unwrap_or(r))
         .find(|r| {
             r.strip_prefix("secret.")
-                .is_none_or(|name| !valid_name(name))
+                .is_none_or(|name| !valid_identifier(name))
         })
     {
         return Err(format!(
@@ -111,8 +111,8 @@ pub(super) fn check(t: &TriggerDef, kind: BrokerKind) -> Result<(), String> {
         parse_key(key)?;
     }
     match (&t.event, &t.key) {
-        (Some(event), _) if !valid_name(event) => Err(format!(
-            "event '{event}' is not a valid event name (letters, digits, _ - .)"
+        (Some(event), _) if !valid_identifier(event) => Err(format!(
+            "event '{event}' is not a valid event name (ASCII letters, digits, _ - .)"
         )),
         (Some(event), None) => Err(format!(
             "event '{event}' needs key: the JSONPath of the business key of the waits a \

@@ -579,7 +579,7 @@ class Client:
         return result
 
 
-_PROJECT_LINE = re.compile(r"^project:\s*['\"]?([A-Za-z0-9_.-]+)['\"]?\s*(#.*)?$", re.MULTILINE)
+_PROJECT_LINE = re.compile(r"^project:\s*['\"]?([\w.-]+)['\"]?\s*(#.*)?$", re.MULTILINE)
 
 
 def _definition_body(definition: Definition, project: str | None) -> tuple[bytes, str, str]:
