@@ -54,7 +54,7 @@ export class Api {
 
   /** Stores a definition given as YAML (a new version) through POST /projects/{p}/workflows. */
   async apply(project: string, yaml: string) {
-    const res = await this.request.post(`/api/v1/projects/${project}/workflows`, {
+    const res = await this.request.post(`/api/v1/projects/${encodeURIComponent(project)}/workflows`, {
       headers: this.headers({ "Content-Type": "application/yaml" }),
       data: yaml,
     });
@@ -64,7 +64,10 @@ export class Api {
 
   /** Starts a run and returns its instance id once a master has made one. */
   async start(project: string, name: string, body: Record<string, unknown> = {}): Promise<number> {
-    const res = await this.post(`/projects/${project}/workflows/${name}/start`, body);
+    const res = await this.post(
+      `/projects/${encodeURIComponent(project)}/workflows/${encodeURIComponent(name)}/start`,
+      body,
+    );
     expect(res.status(), `start: ${await res.text()}`).toBe(202);
     const { command_id } = await res.json();
     let id = 0;

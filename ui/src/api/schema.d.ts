@@ -1954,7 +1954,7 @@ export interface components {
         Misfire: "run_all" | "run_once" | "skip";
         NewProject: {
             description?: string;
-            /** @description Letters, digits, `_`, `-`, `.`; not starting with `.` or `-`. */
+            /** @description Letters and digits of any script, `_`, `-`, `.`; not starting with `.` or `-`; at most 128 characters, stored in Unicode NFC. */
             name: string;
         };
         NewRole: {
@@ -1983,7 +1983,7 @@ export interface components {
         };
         NewUser: {
             admin?: boolean;
-            /** @description Letters, digits, `_`, `-`, `.`; not starting with `.` or `-`. */
+            /** @description ASCII letters, digits, `_`, `-`, `.`; not starting with `.` or `-`. */
             name: string;
         };
         /**

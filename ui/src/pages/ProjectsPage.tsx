@@ -69,7 +69,8 @@ export function ProjectsPage() {
               value={name}
               onChange={(e) => setName(e.target.value)}
               required
-              pattern="[A-Za-z0-9_][A-Za-z0-9_.\-]*"
+              pattern="[\p{L}\p{N}_][\p{L}\p{M}\p{N}_.\-]*"
+              title="Letters and digits of any script, _ - or ., not starting with . or -"
             />
           </label>
           <label>
