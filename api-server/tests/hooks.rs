@@ -424,7 +424,7 @@ async fn triggers_are_listed_with_their_url_and_never_their_credential() {
     assert_eq!(
         a.json[0],
         json!({
-            "workflow": "etl", "name": "tok", "mode": "async", "auth": "token",
+            "workflow": "etl", "name": "tok", "type": "webhook", "mode": "async", "auth": "token",
             "allow_ips": [], "params": {"who": "$.user.name", "n": "$.items[0]"},
             "outputs": [], "timeout": null, "path": TOK, "methods": ["POST"],
             "public": false, "rate": null, "when": null,
