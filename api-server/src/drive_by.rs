@@ -15,7 +15,11 @@
 //!   browser sends to another origin only after a preflight this server never grants.
 //!
 //! Webhook trigger and callback URLs are no exception: a program calling them from this
-//! machine sends `Content-Type: application/json` and no `Origin`.
+//! machine sends `Content-Type: application/json` and no `Origin`. Form pages
+//! (`/forms/...`) are posted form-encoded by the browser, as HTML forms are: for them the
+//! `Origin` check alone stands (a browser sends `Origin` with every POST), and they make
+//! it with auth on too ([`check_origin`]), since a browser replays HTTP Basic credentials
+//! by itself.
 //!
 //! With auth on, none of this applies: a browser never adds a bearer token by itself, so
 //! another site's page cannot act as the user, and a proxy in front may rewrite `Host`.
@@ -55,7 +59,8 @@ pub(crate) async fn refuse(
     req: Request,
     next: Next,
 ) -> Response {
-    match check(&allowed, req.method(), req.headers()) {
+    let form = req.uri().path().starts_with(FORMS);
+    match check(&allowed, req.method(), req.headers(), form) {
         Ok(()) => next.run(req).await,
         Err(e) => {
             tracing::warn!(method = %req.method(), path = req.uri().path(), error = %e, "request refused as possibly driven by another site");
@@ -64,7 +69,15 @@ pub(crate) async fn refuse(
     }
 }
 
-fn check(allowed: &AllowedHosts, method: &Method, headers: &HeaderMap) -> Result<(), Error> {
+/// Where form pages are served.
+const FORMS: &str = "/forms/";
+
+fn check(
+    allowed: &AllowedHosts,
+    method: &Method,
+    headers: &HeaderMap,
+    form: bool,
+) -> Result<(), Error> {
     // Browsers always send Host; a client without it (HTTP/1.0) is no web page.
     let host = match headers.get(header::HOST) {
         None => None,
@@ -84,18 +97,15 @@ fn check(allowed: &AllowedHosts, method: &Method, headers: &HeaderMap) -> Result
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
         return Ok(());
     }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let text = origin.to_str().unwrap_or("");
-        let from = text.split_once("://").and_then(|(_, a)| authority(Some(a)));
-        let same = matches!((&from, &host), (Some(from), Some(host))
-            if from.host().eq_ignore_ascii_case(host.host()) && from.port_u16() == host.port_u16());
-        if !same {
-            return Err(Error::Forbidden(format!(
-                "a change requested by a page of another site (Origin '{text}') is refused: \
-                 without auth only this server's own pages, and programs (no Origin), may make \
-                 changes; start shoal with --auth to use it from other sites"
-            )));
-        }
+    if let Err(origin) = check_origin(headers) {
+        return Err(Error::Forbidden(format!(
+            "a change requested by a page of another site (Origin '{origin}') is refused: \
+             without auth only this server's own pages, and programs (no Origin), may make \
+             changes; start shoal with --auth to use it from other sites"
+        )));
+    }
+    if form && *method == Method::POST && is_form(headers) {
+        return Ok(());
     }
     if matches!(*method, Method::POST | Method::PUT | Method::PATCH) {
         let given = headers
@@ -112,6 +122,30 @@ fn check(allowed: &AllowedHosts, method: &Method, headers: &HeaderMap) -> Result
         }
     }
     Ok(())
+}
+
+/// Refuses a request a page of another site sent: its `Origin`, when it has one, must be
+/// the `Host` it was sent to. The error is the `Origin` refused.
+pub(crate) fn check_origin(headers: &HeaderMap) -> Result<(), String> {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return Ok(());
+    };
+    let host = authority(headers.get(header::HOST).and_then(|v| v.to_str().ok()));
+    let text = origin.to_str().unwrap_or("");
+    let from = text.split_once("://").and_then(|(_, a)| authority(Some(a)));
+    let same = matches!((&from, &host), (Some(from), Some(host))
+        if from.host().eq_ignore_ascii_case(host.host()) && from.port_u16() == host.port_u16());
+    if same { Ok(()) } else { Err(text.to_string()) }
+}
+
+/// Whether the body is an HTML form's (`application/x-www-form-urlencoded`).
+pub(crate) fn is_form(headers: &HeaderMap) -> bool {
+    let given = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let essence = given.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("application/x-www-form-urlencoded")
 }
 
 fn authority(text: Option<&str>) -> Option<Authority> {
@@ -159,6 +193,32 @@ mod tests {
         ] {
             assert!(!is_json_or_yaml(refused), "{refused}");
         }
+    }
+
+    #[test]
+    fn form_pages_take_form_posts_from_their_own_origin_only() {
+        let hosts = AllowedHosts::default();
+        let headers = |origin: Option<&str>, content_type: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::HOST, "127.0.0.1:8080".parse().unwrap());
+            h.insert(header::CONTENT_TYPE, content_type.parse().unwrap());
+            if let Some(o) = origin {
+                h.insert(header::ORIGIN, o.parse().unwrap());
+            }
+            h
+        };
+        let form = "application/x-www-form-urlencoded";
+        let own = headers(Some("http://127.0.0.1:8080"), form);
+        assert!(check(&hosts, &Method::POST, &own, true).is_ok());
+        assert!(check(&hosts, &Method::POST, &headers(None, form), true).is_ok());
+        let other = headers(Some("http://evil.example"), form);
+        assert!(check(&hosts, &Method::POST, &other, true).is_err());
+        assert_eq!(check_origin(&other), Err("http://evil.example".to_string()));
+        assert_eq!(check_origin(&own), Ok(()));
+        // Elsewhere a form post is what another site's page sends: refused.
+        assert!(check(&hosts, &Method::POST, &own, false).is_err());
+        let plain = headers(Some("http://127.0.0.1:8080"), "text/plain");
+        assert!(check(&hosts, &Method::POST, &plain, true).is_err());
     }
 
     #[test]

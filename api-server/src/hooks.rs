@@ -10,7 +10,7 @@
 //! answers 200 when the run has ended, or 504 with its instance when the trigger's timeout
 //! passes first; the run goes on either way.
 
-mod auth;
+pub(crate) mod auth;
 pub(crate) mod ignored;
 mod rate;
 
@@ -138,10 +138,10 @@ pub async fn call(
     let def = ctx.store.get_definition(&project, &workflow, None).await?;
     let found = def.as_ref().and_then(|d| {
         let triggers = &d.definition.triggers;
-        // A broker trigger is not called over HTTP.
+        // A broker trigger is not called over HTTP, a form is submitted at /forms.
         triggers
             .iter()
-            .find(|t| t.name == trigger && t.broker().is_none())
+            .find(|t| t.name == trigger && t.is_webhook())
     });
     let (Some(def), Some(t)) = (&def, found) else {
         return Err(Error::NotFound(format!(
@@ -367,7 +367,7 @@ fn rule_headers(headers: &HeaderMap) -> BTreeMap<String, String> {
 }
 
 /// The command that starts a run of the latest version `def` with `params`.
-fn start_command(def: &StoredDefinition, params: Params) -> NewCommand {
+pub(crate) fn start_command(def: &StoredDefinition, params: Params) -> NewCommand {
     NewCommand {
         kind: CommandKind::Start,
         project: def.project.clone(),
@@ -396,16 +396,16 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>> {
 }
 
 /// A call waiting for the run it started.
-struct Follow<'a> {
-    ctx: &'a Ctx,
-    cmd: &'a NewCommand,
-    key: Option<CallKey<'a>>,
+pub(crate) struct Follow<'a> {
+    pub ctx: &'a Ctx,
+    pub cmd: &'a NewCommand,
+    pub key: Option<CallKey<'a>>,
 }
 
 impl Follow<'_> {
     /// The run once a master has claimed its command, waiting up to [`CLAIM_WAIT`];
     /// None after that.
-    async fn claimed(&self, run: &TriggeredRun) -> Result<Option<i64>> {
+    pub async fn claimed(&self, run: &TriggeredRun) -> Result<Option<i64>> {
         let progress = self.until(run, CLAIM_WAIT, |p| p != &RunProgress::Pending);
         Ok(match progress.await? {
             RunProgress::Instance(id, _) => Some(id),
@@ -536,7 +536,7 @@ fn error_body(error: String, workflow_instance_id: Option<i64>) -> ErrorBody {
 pub struct TriggerInfo {
     pub workflow: String,
     pub name: String,
-    /// `webhook`, or a broker: `amqp`, `nats`, `mqtt`.
+    /// `webhook`, `form`, or a broker: `amqp`, `nats`, `mqtt`.
     #[serde(rename = "type")]
     #[schema(example = "webhook")]
     pub trigger_type: String,
@@ -564,9 +564,16 @@ pub struct TriggerInfo {
     /// `sync`: how long a call waits for the run (null for `async`).
     #[schema(required = true, example = "30s")]
     pub timeout: Option<String>,
-    /// Webhooks: where to send the payload (null for a broker trigger).
+    /// Webhooks: where to send the payload; forms: the form's page (null for a broker
+    /// trigger).
     #[schema(required = true, example = "/api/v1/hooks/default/etl/deploy")]
     pub path: Option<String>,
+    /// Forms: who may submit it, `members`, `login` or `public`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access: Option<String>,
+    /// Forms: the parameters its fields set.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<String>,
     /// Broker triggers: the broker's URL as the definition gives it (`${secret.NAME}`), a
     /// password in it masked.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -667,9 +674,15 @@ pub async fn list(
     for (workflow, triggers) in workflows {
         for t in triggers {
             let consumer = consumers.remove(&(workflow.clone(), t.name.clone()));
-            let webhook = t.broker().is_none();
+            let path = match t.trigger_type.as_str() {
+                "webhook" => Some(format!("/api/v1/hooks/{project}/{workflow}/{}", t.name)),
+                "form" => Some(format!("/forms/{project}/{workflow}/{}", t.name)),
+                _ => None,
+            };
             listed.push(TriggerInfo {
-                path: webhook.then(|| format!("/api/v1/hooks/{project}/{workflow}/{}", t.name)),
+                access: (t.trigger_type == "form").then(|| t.access().as_str().to_string()),
+                fields: t.fields.iter().map(|f| f.name.clone()).collect(),
+                path,
                 consumes: broker::target(&t).map(str::to_string),
                 url: t.url.as_deref().map(shown_url),
                 consumer: consumer.map(ConsumerInfo::from),

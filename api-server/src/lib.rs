@@ -22,6 +22,7 @@ pub mod error;
 mod events;
 mod external;
 mod extract;
+mod forms;
 mod hooks;
 mod https;
 mod instances;
@@ -247,10 +248,12 @@ fn router_until(state: ApiState, shutdown: CancellationToken, https: bool) -> Ro
         .with_state(ctx.clone());
 
     let auth_on = ctx.auth.is_on();
+    let forms = forms::routes().with_state(ctx.clone());
     let app = outside
         .route_layer(guard)
         .with_state(ctx)
         .nest("/api/v1", api)
+        .merge(forms)
         .merge(openapi::docs_router())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(body_limit));

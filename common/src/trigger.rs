@@ -13,6 +13,7 @@ pub mod auth;
 pub mod broker;
 pub mod cidr;
 pub mod credential;
+pub mod form;
 pub mod rate;
 pub mod rule;
 
@@ -23,6 +24,7 @@ use crate::jsonpath::{JsonPath, render};
 use crate::start::{Params, check_param_name};
 pub use auth::{BasicAuth, Credentials, TriggerAuth};
 pub use credential::Credential;
+pub use form::{FieldType, FormAccess, FormField};
 pub use rate::Rate;
 pub use rule::Rule;
 use serde::{Deserialize, Serialize};
@@ -42,7 +44,7 @@ const MIN_LITERAL_LEN: usize = 16;
 #[serde(deny_unknown_fields)]
 pub struct TriggerDef {
     pub name: String,
-    /// `webhook` (the default), or a broker: `amqp`, `nats`, `mqtt`.
+    /// `webhook` (the default), `form`, or a broker: `amqp`, `nats`, `mqtt`.
     #[serde(rename = "type", default = "webhook")]
     pub trigger_type: String,
     /// `async` answers 202 with the run at once; `sync` waits for the run to end.
@@ -108,6 +110,12 @@ pub struct TriggerDef {
     /// of starting a run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<String>,
+    /// `form`: its fields, each a run parameter.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<FormField>,
+    /// `form`: who may submit it (default `members`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<FormAccess>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
@@ -144,6 +152,16 @@ impl TriggerDef {
     /// The broker a broker trigger consumes from; None for a webhook.
     pub fn broker(&self) -> Option<BrokerKind> {
         BrokerKind::of_trigger(&self.trigger_type)
+    }
+
+    /// Whether it is called at `/api/v1/hooks/...` (not a broker trigger, not a form).
+    pub fn is_webhook(&self) -> bool {
+        self.trigger_type == "webhook"
+    }
+
+    /// Who may submit a form.
+    pub fn access(&self) -> FormAccess {
+        self.access.unwrap_or_default()
     }
 
     /// How long a `sync` call waits.
@@ -256,15 +274,20 @@ pub fn validate(triggers: &[TriggerDef]) -> Result<(), DefinitionError> {
 
 /// What is wrong with one trigger, if anything.
 fn check(t: &TriggerDef) -> Result<(), String> {
+    let form = t.trigger_type == "form";
+    if !form && (!t.fields.is_empty() || t.access.is_some()) {
+        return Err("fields and access are for type: form".into());
+    }
     match (t.trigger_type.as_str(), t.broker()) {
         (_, Some(kind)) => broker::check(t, kind)?,
         ("webhook", None) => {
             broker::refuse_broker_fields(t)?;
             check_webhook(t)?;
         }
+        ("form", None) => form::check(t)?,
         (other, None) => {
             return Err(format!(
-                "unknown type '{other}' (known: webhook, amqp, nats, mqtt)"
+                "unknown type '{other}' (known: webhook, form, amqp, nats, mqtt)"
             ));
         }
     }

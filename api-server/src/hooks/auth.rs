@@ -21,7 +21,7 @@ use subtle::ConstantTimeEq;
 use tokio::sync::Semaphore;
 
 /// 403 unless `client` is in the trigger's `allow_ips` (an empty list allows anyone).
-pub(super) fn check_address(t: &TriggerDef, client: Option<IpAddr>) -> Result<()> {
+pub(crate) fn check_address(t: &TriggerDef, client: Option<IpAddr>) -> Result<()> {
     if t.allow_ips.is_empty() {
         return Ok(());
     }
@@ -45,14 +45,14 @@ pub(super) fn check_address(t: &TriggerDef, client: Option<IpAddr>) -> Result<()
 }
 
 /// What a request's `Authorization` header carries.
-enum Presented {
+pub(crate) enum Presented {
     None,
     Bearer(String),
     Basic { user: String, password: String },
     Unreadable,
 }
 
-fn presented(headers: &HeaderMap) -> Presented {
+pub(crate) fn presented(headers: &HeaderMap) -> Presented {
     let Some(value) = headers.get(AUTHORIZATION) else {
         return Presented::None;
     };

@@ -241,7 +241,7 @@ mod tests {
             ),
             (
                 "- {name: t, type: kafka}",
-                "known: webhook, amqp, nats, mqtt",
+                "known: webhook, form, amqp, nats, mqtt",
             ),
             (
                 "- {name: t, auth: none, allow_ips: [10.0.0.0/8], queue: q}",

@@ -1757,6 +1757,8 @@ export interface components {
          * @enum {string}
          */
         FailureStrategy: "end" | "continue";
+        /** @enum {string} */
+        FieldType: "text" | "number" | "date" | "select";
         ForeachSpec: {
             /**
              * @description The parameter each child sees its element as: `${item}`, and `${item.field}` for
@@ -1782,6 +1784,23 @@ export interface components {
             task?: components["schemas"]["TaskDef"] | null;
             /** @description Or: the workflow each child runs, as a sub-workflow with the element as a parameter. */
             workflow?: string | null;
+        };
+        /**
+         * @description Who may submit a form.
+         * @enum {string}
+         */
+        FormAccess: "members" | "login" | "public";
+        /** @description One field of a form. */
+        FormField: {
+            /** @description What the page shows beside it; default: its name. */
+            label?: string | null;
+            /** @description The run parameter it sets (a parameter of the workflow). */
+            name: string;
+            /** @description `select`: the values to choose from. */
+            options?: string[];
+            /** @description A submission without a value for it is refused. */
+            required?: boolean;
+            type?: components["schemas"]["FieldType"];
         };
         Health: {
             /**
@@ -2660,6 +2679,7 @@ export interface components {
         TriggerAnswer: components["schemas"]["TriggerFinished"] | components["schemas"]["TriggerSkipped"];
         TriggerAuth: components["schemas"]["NoAuth"] | components["schemas"]["Credentials"];
         TriggerDef: {
+            access?: components["schemas"]["FormAccess"] | null;
             /** @description Client addresses (CIDR, e.g. `10.0.0.0/8`) allowed to call; empty: any. */
             allow_ips?: string[];
             auth?: components["schemas"]["TriggerAuth"] | null;
@@ -2669,6 +2689,8 @@ export interface components {
              *     of starting a run.
              */
             event?: string | null;
+            /** @description `form`: its fields, each a run parameter. */
+            fields?: components["schemas"]["FormField"][];
             /**
              * @description Broker triggers: JSONPath of the message's business key (`$.id`). A run-starting
              *     trigger starts one run per key (a message repeating it is a duplicate); an `event`
@@ -2713,7 +2735,7 @@ export interface components {
             timeout?: string | null;
             /** @description `mqtt`: the topic subscribed to at QoS 1; `+` and `#` wildcards allowed. */
             topic?: string | null;
-            /** @description `webhook` (the default), or a broker: `amqp`, `nats`, `mqtt`. */
+            /** @description `webhook` (the default), `form`, or a broker: `amqp`, `nats`, `mqtt`. */
             type?: string;
             /**
              * @description Broker triggers: the broker (`amqp://host:5672/vhost`, `nats://host:4222`,
@@ -2738,6 +2760,8 @@ export interface components {
         };
         /** @description One trigger of a project's workflow, as listed: never its credential. */
         TriggerInfo: {
+            /** @description Forms: who may submit it, `members`, `login` or `public`. */
+            access?: string | null;
             /** @description Addresses allowed to call (CIDR); empty: any. */
             allow_ips: string[];
             /**
@@ -2750,6 +2774,8 @@ export interface components {
             consumes?: string | null;
             /** @description Broker triggers: the event a message is delivered as (instead of starting a run). */
             event?: string | null;
+            /** @description Forms: the parameters its fields set. */
+            fields?: string[];
             /** @description Broker triggers: the JSONPath of a message's business key. */
             key?: string | null;
             /**
@@ -2768,7 +2794,8 @@ export interface components {
                 [key: string]: string;
             };
             /**
-             * @description Webhooks: where to send the payload (null for a broker trigger).
+             * @description Webhooks: where to send the payload; forms: the form's page (null for a broker
+             *     trigger).
              * @example /api/v1/hooks/default/etl/deploy
              */
             path: string | null;
@@ -2785,7 +2812,7 @@ export interface components {
              */
             timeout: string | null;
             /**
-             * @description `webhook`, or a broker: `amqp`, `nats`, `mqtt`.
+             * @description `webhook`, `form`, or a broker: `amqp`, `nats`, `mqtt`.
              * @example webhook
              */
             type: string;

@@ -103,6 +103,31 @@ function IgnoredMessages({ project, workflow, trigger }: { project: string; work
   );
 }
 
+/** A form trigger: its page, which anyone it lets in fills in without the web UI. */
+function FormTrigger({ t }: { t: TriggerInfo }) {
+  return (
+    <section className="card" aria-label={`Trigger ${t.name}`}>
+      <h2>{t.name}</h2>
+      <p>
+        Form:{" "}
+        <a className="trigger-url" href={t.path ?? ""}>
+          {`${window.location.origin}${t.path}`}
+        </a>
+      </p>
+      <p className="muted">
+        {t.access === "public"
+          ? "anyone may submit it"
+          : t.access === "login"
+            ? "any signed-in user"
+            : "the project's operators"}
+        {" · "}fields {t.fields?.join(", ")}
+        {t.rate && ` · at most ${t.rate}`}
+        {t.allow_ips.length > 0 && ` · from ${t.allow_ips.join(", ")}`}
+      </p>
+    </section>
+  );
+}
+
 function CallForm({ trigger, url }: { trigger: TriggerInfo; url: string }) {
   const [secret, setSecret] = useState("");
   const [user, setUser] = useState("");
@@ -215,6 +240,7 @@ export function TriggersPanel({ project, name }: { project: string; name: string
     <>
       {mine.map((t) => {
         if (t.path == null) return <BrokerTrigger key={t.name} project={project} t={t} />;
+        if (t.type === "form") return <FormTrigger key={t.name} t={t} />;
         const url = `${window.location.origin}${t.path}`;
         const params = Object.entries(t.params);
         return (
