@@ -322,6 +322,7 @@ t_latency_seconds_count 5
             "shoal_events_ignored_total",
             "shoal_failovers_total",
             "shoal_tasks_lost_total",
+            "shoal_master_overloaded",
             "shoal_worker_tasks_running",
             "shoal_worker_tasks_started_total",
             "shoal_worker_task_duration_seconds",
@@ -334,7 +335,7 @@ t_latency_seconds_count 5
         }
         // Not shoal_trigger_messages_total: it has no series, so no header, until a trigger
         // receives a message.
-        assert_eq!(headers.len(), 17);
+        assert_eq!(headers.len(), 18);
         for state in ["success", "failure", "stopped", "paused"] {
             let line = format!("shoal_instances_finished_total{{state=\"{state}\"}} ");
             assert!(text.contains(&line), "{line} missing");
