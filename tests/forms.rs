@@ -31,6 +31,7 @@ triggers:
   - { name: open, type: form, access: public, rate: 2/m, fields: [{ name: note }] }
 tasks:
   - { name: t, type: noop }
+  - { name: echo, type: shell, command: 'echo "note=${note}"' }
 "#;
 
 fn client() -> Client {
@@ -142,6 +143,9 @@ fn a_form_starts_a_run_with_its_fields_and_shows_a_refused_field_beside_it() {
     );
     assert!(runs(&e).is_empty(), "nothing started");
 
+    // A field's value is data: shell syntax in it reaches the task as text, never as code.
+    let mark = std::env::temp_dir().join(format!("shoal-form-{}", std::process::id()));
+    let note = format!("<b>fast</b>$(touch {})", mark.display());
     let ok = submit(
         &e,
         "order",
@@ -150,7 +154,7 @@ fn a_form_starts_a_run_with_its_fields_and_shows_a_refused_field_beside_it() {
             ("amount", "12.5"),
             ("day", "2026-12-31"),
             ("colour", "red"),
-            ("note", "<b>fast</b>"),
+            ("note", &note),
         ],
     );
     assert_eq!(ok.status(), 200);
@@ -164,8 +168,12 @@ fn a_form_starts_a_run_with_its_fields_and_shows_a_refused_field_beside_it() {
     assert_eq!(inst["state"], "success", "{inst}");
     assert_eq!(
         inst["params"],
-        json!({"amount": "12.5", "day": "2026-12-31", "colour": "red", "note": "<b>fast</b>"})
+        json!({"amount": "12.5", "day": "2026-12-31", "colour": "red", "note": note})
     );
+    let echo = support::attempts(&inst, "echo")[0]["id"].as_i64().unwrap();
+    let (_, log) = e.api().log(echo);
+    assert!(log.contains(&format!("note={note}")), "{log}");
+    assert!(!mark.exists(), "a form value ran as a command");
 
     // Bad definitions are refused at apply, naming the field.
     for (fields, says) in [
