@@ -49,14 +49,10 @@ type Names = Path<(String, String, String)>;
 
 /// The form.
 async fn show(State(ctx): State<Ctx>, Path(names): Names, req: Request) -> Response {
-    let (def, t) = match find(&ctx, &names).await {
-        Ok(found) => found,
-        Err(e) => return failed(e),
-    };
     let client = crate::client_address::request_client(&req, &ctx.trusted_proxies);
     let post = req.method() == Method::POST;
-    let caller = match admit(&ctx, &def, &t, req.headers(), client, post).await {
-        Ok(caller) => caller,
+    let (def, t, caller) = match open(&ctx, &names, req.headers(), client, post).await {
+        Ok(opened) => opened,
         Err(refused) => return refused,
     };
     let none = BTreeMap::new();
@@ -72,14 +68,10 @@ async fn show(State(ctx): State<Ctx>, Path(names): Names, req: Request) -> Respo
 
 /// A submit: the run it started, or the form again with what is wrong.
 async fn submit(State(ctx): State<Ctx>, Path(names): Names, req: Request) -> Response {
-    let (def, t) = match find(&ctx, &names).await {
-        Ok(found) => found,
-        Err(e) => return failed(e),
-    };
     let client = crate::client_address::request_client(&req, &ctx.trusted_proxies);
     let post = req.method() == Method::POST;
-    let caller = match admit(&ctx, &def, &t, req.headers(), client, post).await {
-        Ok(caller) => caller,
+    let (def, t, caller) = match open(&ctx, &names, req.headers(), client, post).await {
+        Ok(opened) => opened,
         Err(refused) => return refused,
     };
     if t.access() != FormAccess::Public
@@ -116,6 +108,20 @@ async fn submit(State(ctx): State<Ctx>, Path(names): Names, req: Request) -> Res
 
 /// The latest version of the workflow and its form trigger; one 404 for whatever is
 /// missing, as for webhooks.
+/// The form `names` names and its caller, if `client` may use it (`post`: to submit); the
+/// answer when it is refused.
+async fn open(
+    ctx: &Ctx,
+    names: &(String, String, String),
+    headers: &HeaderMap,
+    client: Option<IpAddr>,
+    post: bool,
+) -> std::result::Result<(StoredDefinition, TriggerDef, Option<Caller>), Response> {
+    let (def, t) = find(ctx, names).await.map_err(failed)?;
+    let caller = admit(ctx, &def, &t, headers, client, post).await?;
+    Ok((def, t, caller))
+}
+
 async fn find(
     ctx: &Ctx,
     (project, workflow, trigger): &(String, String, String),

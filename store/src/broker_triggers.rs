@@ -17,6 +17,23 @@ use super::schema::{
 use super::sql::insert_rows;
 use super::{NewCommand, StoredDefinition};
 use sea_query::{Alias, Expr, ExprTrait, OnConflict, Order, Query};
+
+/// The consumer table's columns: the key (project, workflow, trigger) first, then the state.
+const CONSUMER_COLUMNS: [Consumer; 13] = [
+    Consumer::Project,
+    Consumer::Workflow,
+    Consumer::TriggerName,
+    Consumer::Master,
+    Consumer::State,
+    Consumer::Error,
+    Consumer::Since,
+    Consumer::LastMessageAt,
+    Consumer::Started,
+    Consumer::Filtered,
+    Consumer::Ignored,
+    Consumer::Duplicate,
+    Consumer::Delivered,
+];
 use shoal_common::error::Result;
 use shoal_common::start::Params;
 use shoal_common::types::now_ms;
@@ -251,21 +268,7 @@ impl Store {
     pub async fn set_consumer_state(&self, s: &ConsumerState) -> Result<()> {
         let mut upsert = insert_rows(
             Consumer::Table,
-            [
-                Consumer::Project,
-                Consumer::Workflow,
-                Consumer::TriggerName,
-                Consumer::Master,
-                Consumer::State,
-                Consumer::Error,
-                Consumer::Since,
-                Consumer::LastMessageAt,
-                Consumer::Started,
-                Consumer::Filtered,
-                Consumer::Ignored,
-                Consumer::Duplicate,
-                Consumer::Delivered,
-            ],
+            CONSUMER_COLUMNS,
             [[
                 s.project.as_str().into(),
                 s.workflow.as_str().into(),
@@ -284,18 +287,7 @@ impl Store {
         );
         upsert.on_conflict(
             OnConflict::columns([Consumer::Project, Consumer::Workflow, Consumer::TriggerName])
-                .update_columns([
-                    Consumer::Master,
-                    Consumer::State,
-                    Consumer::Error,
-                    Consumer::Since,
-                    Consumer::LastMessageAt,
-                    Consumer::Started,
-                    Consumer::Filtered,
-                    Consumer::Ignored,
-                    Consumer::Duplicate,
-                    Consumer::Delivered,
-                ])
+                .update_columns(CONSUMER_COLUMNS[3..].iter().copied())
                 .to_owned(),
         );
         let mut tx = self.db.begin().await?;
@@ -329,21 +321,7 @@ impl Store {
         self.db
             .fetch_all(
                 Query::select()
-                    .columns([
-                        Consumer::Project,
-                        Consumer::Workflow,
-                        Consumer::TriggerName,
-                        Consumer::Master,
-                        Consumer::State,
-                        Consumer::Error,
-                        Consumer::Since,
-                        Consumer::LastMessageAt,
-                        Consumer::Started,
-                        Consumer::Filtered,
-                        Consumer::Ignored,
-                        Consumer::Duplicate,
-                        Consumer::Delivered,
-                    ])
+                    .columns(CONSUMER_COLUMNS)
                     .from(Consumer::Table)
                     .and_where(Expr::col(Consumer::Project).eq(project)),
             )
