@@ -37,6 +37,7 @@ const CONSUMER_COLUMNS: [Consumer; 13] = [
 use shoal_common::error::Result;
 use shoal_common::start::Params;
 use shoal_common::types::now_ms;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 /// The ignored messages kept per trigger: the latest.
@@ -166,74 +167,67 @@ impl Store {
         Ok(found)
     }
 
-    /// Does what message `m` asks, once: in one transaction with the record of its
-    /// identity, which a message of the same identity finds (then nothing is written).
+    /// Does what message `m` asks, once: [`Store::take_trigger_messages`] of one.
     pub async fn take_trigger_message(
         &self,
         m: &TriggerMessage<'_>,
         action: MessageAction<'_>,
     ) -> Result<MessageTaken> {
+        let mut taken = self.take_trigger_messages(&[(*m, action)]).await?;
+        Ok(taken.pop().unwrap_or(MessageTaken::Duplicate))
+    }
+
+    /// Does what each message asks, once, all in one transaction (one durable commit
+    /// for the batch): each message's identity is recorded first, and one whose record
+    /// was there already (taken before, or earlier in `batch`) is a duplicate and writes
+    /// nothing. A concurrent taker of the same identity (two consumers for a moment,
+    /// after a change of leader) waits at that record for the first to commit. What each
+    /// message did, in `batch`'s order; on an error nothing was written.
+    pub async fn take_trigger_messages(
+        &self,
+        batch: &[(TriggerMessage<'_>, MessageAction<'_>)],
+    ) -> Result<Vec<MessageTaken>> {
         let now = now_ms();
         let mut tx = self.db.begin().await?;
-        let (command_id, taken) = match action {
-            MessageAction::Start(cmd) => {
-                let (id,): (i64,) = tx.fetch_one(&insert_command_statement(cmd, now)?).await?;
-                (Some(id), MessageTaken::Started(id))
+        let claimed = claim(&mut tx, batch, now).await?;
+        let mut taken = Vec::with_capacity(batch.len());
+        let mut started = Vec::new();
+        for ((m, action), claimed) in batch.iter().zip(&claimed) {
+            if !claimed {
+                taken.push(MessageTaken::Duplicate);
+                continue;
             }
-            MessageAction::Deliver {
-                event,
-                key,
-                data,
-                keep,
-            } => {
-                let delivered = deliver_in(&mut tx, m.project, event, key, data, keep).await?;
-                (None, MessageTaken::Delivered(delivered))
-            }
-            MessageAction::Ignore { reason, body } => {
-                keep_ignored(&mut tx, m, reason, body, now).await?;
-                (None, MessageTaken::Ignored)
-            }
-        };
-        let mut record = insert_rows(
-            Seen::Table,
-            [
-                Seen::Project,
-                Seen::Workflow,
-                Seen::TriggerName,
-                Seen::MessageId,
-                Seen::CommandId,
-                Seen::ReceivedAt,
-            ],
-            [[
-                m.project.into(),
-                m.workflow.into(),
-                m.trigger.into(),
-                m.id.into(),
-                command_id.into(),
-                now.into(),
-            ]],
-        );
-        record.on_conflict(
-            OnConflict::columns([
-                Seen::Project,
-                Seen::Workflow,
-                Seen::TriggerName,
-                Seen::MessageId,
-            ])
-            .do_nothing()
-            .to_owned(),
-        );
-        // A concurrent taker of the same identity (two consumers for a moment, after a
-        // change of leader) waits here for the first to commit.
-        if tx.execute_counted(&record).await? == 0 {
-            // Dropped uncommitted: what was written above goes.
-            return Ok(MessageTaken::Duplicate);
+            taken.push(match *action {
+                MessageAction::Start(cmd) => {
+                    let (id,): (i64,) = tx.fetch_one(&insert_command_statement(cmd, now)?).await?;
+                    started.push((*m, id));
+                    MessageTaken::Started(id)
+                }
+                MessageAction::Deliver {
+                    event,
+                    key,
+                    data,
+                    keep,
+                } => {
+                    let delivered = deliver_in(&mut tx, m.project, event, key, data, keep).await?;
+                    MessageTaken::Delivered(delivered)
+                }
+                MessageAction::Ignore { reason, body } => {
+                    keep_ignored(&mut tx, m, reason, body, now).await?;
+                    MessageTaken::Ignored
+                }
+            });
         }
-        if command_id.is_some() {
+        if !claimed.contains(&true) {
+            // Nothing to write: dropped uncommitted.
+            return Ok(taken);
+        }
+        if !started.is_empty() {
+            note_commands(&mut tx, &started).await?;
             notify_masters(&mut tx).await?;
         }
         tx.commit().await?;
-        if command_id.is_some() {
+        if !started.is_empty() {
             self.commands_written();
         }
         Ok(taken)
@@ -327,6 +321,105 @@ impl Store {
             )
             .await
     }
+}
+
+/// Records the identity of each message of `batch` not recorded before, in the order of
+/// the identities (so that two batches sharing some wait for each other rather than
+/// deadlock); whether each message (in `batch`'s order) was the one recorded. Of two
+/// messages of one identity in `batch`, the first is.
+async fn claim(
+    tx: &mut Tx,
+    batch: &[(TriggerMessage<'_>, MessageAction<'_>)],
+    now: i64,
+) -> Result<Vec<bool>> {
+    let mut first: HashMap<(&str, &str, &str, &str), usize> = HashMap::new();
+    for (i, (m, _)) in batch.iter().enumerate() {
+        first.entry(identity(m)).or_insert(i);
+    }
+    let mut ids: Vec<_> = first.keys().copied().collect();
+    ids.sort_unstable();
+    let mut recorded = HashSet::new();
+    for chunk in ids.chunks(tx.rows_per_statement(6)) {
+        let mut insert = insert_rows(
+            Seen::Table,
+            [
+                Seen::Project,
+                Seen::Workflow,
+                Seen::TriggerName,
+                Seen::MessageId,
+                Seen::CommandId,
+                Seen::ReceivedAt,
+            ],
+            chunk.iter().map(|&(project, workflow, trigger, id)| {
+                [
+                    project.into(),
+                    workflow.into(),
+                    trigger.into(),
+                    id.into(),
+                    Option::<i64>::None.into(),
+                    now.into(),
+                ]
+            }),
+        );
+        insert.on_conflict(OnConflict::columns(SEEN_KEY).do_nothing().to_owned());
+        insert.returning(Query::returning().columns(SEEN_KEY));
+        let rows: Vec<(String, String, String, String)> = tx.fetch_all(&insert).await?;
+        recorded.extend(rows);
+    }
+    Ok(batch
+        .iter()
+        .enumerate()
+        .map(|(i, (m, _))| {
+            let (project, workflow, trigger, id) = identity(m);
+            let key = (project.into(), workflow.into(), trigger.into(), id.into());
+            first[&identity(m)] == i && recorded.contains(&key)
+        })
+        .collect())
+}
+
+/// What names a message's record: (project, workflow, trigger, id).
+fn identity<'a>(m: &TriggerMessage<'a>) -> (&'a str, &'a str, &'a str, &'a str) {
+    (m.project, m.workflow, m.trigger, m.id)
+}
+
+/// The columns that name a message's record.
+const SEEN_KEY: [Seen; 4] = [
+    Seen::Project,
+    Seen::Workflow,
+    Seen::TriggerName,
+    Seen::MessageId,
+];
+
+/// A message's id and its run's start command.
+type Noted<'a> = (&'a str, i64);
+
+/// Writes the start command of each message of `started` on its record: one statement
+/// per trigger.
+async fn note_commands(tx: &mut Tx, started: &[(TriggerMessage<'_>, i64)]) -> Result<()> {
+    let mut by_trigger: BTreeMap<(&str, &str, &str), Vec<Noted>> = BTreeMap::new();
+    for (m, command_id) in started {
+        let of = by_trigger.entry((m.project, m.workflow, m.trigger));
+        of.or_default().push((m.id, *command_id));
+    }
+    for ((project, workflow, trigger), commands) in by_trigger {
+        // Within the bind limit: a batch is at most a consumer's prefetch.
+        let mut case = sea_query::CaseStatement::new();
+        for &(id, command_id) in &commands {
+            case = case.case(Expr::col(Seen::MessageId).eq(id), command_id);
+        }
+        let ids = commands.iter().map(|&(id, _)| id);
+        tx.execute(
+            Query::update()
+                .table(Seen::Table)
+                .value(Seen::CommandId, case)
+                .and_where(Expr::col(Seen::Project).eq(project))
+                .and_where(Expr::col(Seen::Workflow).eq(workflow))
+                .and_where(Expr::col(Seen::TriggerName).eq(trigger))
+                .and_where(Expr::col(Seen::MessageId).is_in(ids)),
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 /// Keeps an ignored message, and the latest [`KEPT_IGNORED`] of its trigger only.

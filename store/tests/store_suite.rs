@@ -93,6 +93,7 @@ store_suite!(
     concurrent_events_complete_a_wait_once_and_the_rest_are_kept_for_one_wait_each,
     an_event_reaches_only_its_project_event_and_key_until_it_expires,
     concurrent_takers_of_one_message_start_one_run,
+    a_batch_takes_each_identity_once_in_one_transaction,
     ignored_messages_and_consumers_are_kept_per_trigger,
 );
 

@@ -1,5 +1,6 @@
 //! Broker triggers: a message is taken once however many consumers race with it (and a
-//! taken one leaves nothing behind when it was a duplicate), ignored messages are kept
+//! taken one leaves nothing behind when it was a duplicate), within a batch as across
+//! batches and however batches that share messages race, ignored messages are kept
 //! latest first, consumers' states are kept per trigger, and the triggers to consume are
 //! those of online workflows' latest versions.
 
@@ -82,6 +83,103 @@ pub(crate) async fn concurrent_takers_of_one_message_start_one_run(ctx: Ctx) {
         (ignored[0].reason.as_str(), ignored[0].body.as_str()),
         ("the body is not JSON", "{x")
     );
+}
+
+pub(crate) async fn a_batch_takes_each_identity_once_in_one_transaction(ctx: Ctx) {
+    let store = ctx.store.clone();
+    let version = consumed(&store).await;
+    let cmd = command("p", "consumed", version);
+    let start = MessageAction::Start(&cmd);
+    let ignore = MessageAction::Ignore {
+        reason: "the body is not JSON",
+        body: "{x",
+    };
+    // Two copies of one message in the batch, and a bad one: one run per identity.
+    let batch = [
+        (message("b"), start),
+        (message("a"), start),
+        (message("b"), start),
+        (message("bad"), ignore),
+    ];
+    let taken = store.take_trigger_messages(&batch).await.unwrap();
+    let [
+        MessageTaken::Started(b),
+        MessageTaken::Started(a),
+        MessageTaken::Duplicate,
+        MessageTaken::Ignored,
+    ] = taken[..]
+    else {
+        panic!("{taken:?}")
+    };
+    assert_ne!(a, b);
+    assert_eq!(ctx.count_raw("SELECT COUNT(*) FROM command").await, 2);
+    // Each record names its run's start command; the ignored one names none.
+    assert_eq!(
+        ctx.count_raw("SELECT COUNT(*) FROM trigger_message WHERE command_id IS NOT NULL")
+            .await,
+        2
+    );
+    let recorded = ctx
+        .count_raw(
+            "SELECT COUNT(*) FROM trigger_message t JOIN command c ON c.id = t.command_id \
+             WHERE t.message_id IN ('a', 'b')",
+        )
+        .await;
+    assert_eq!(recorded, 2);
+    assert_eq!(
+        store
+            .ignored_messages("p", "consumed", "orders")
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // Across batches: what was taken is a duplicate, the rest is taken.
+    let again = [(message("a"), start), (message("c"), start)];
+    let taken = store.take_trigger_messages(&again).await.unwrap();
+    assert!(
+        matches!(
+            taken[..],
+            [MessageTaken::Duplicate, MessageTaken::Started(_)]
+        ),
+        "{taken:?}"
+    );
+    // A batch of duplicates only writes nothing.
+    let taken = store.take_trigger_messages(&again).await.unwrap();
+    assert_eq!(taken, [MessageTaken::Duplicate, MessageTaken::Duplicate]);
+    assert_eq!(ctx.count_raw("SELECT COUNT(*) FROM command").await, 3);
+
+    // Concurrent batches sharing identities, in opposite orders: each identity starts one
+    // run, and neither batch deadlocks on the other.
+    let ids: Vec<String> = (0..40).map(|n| format!("m-{n:02}")).collect();
+    let takers = (0..4).map(|n| {
+        let store = store.clone();
+        let mut ids = ids.clone();
+        if n % 2 == 1 {
+            ids.reverse();
+        }
+        tokio::spawn(async move {
+            let cmd = command("p", "consumed", version);
+            let batch: Vec<_> = ids
+                .iter()
+                .map(|id| (message(id), MessageAction::Start(&cmd)))
+                .collect();
+            store.take_trigger_messages(&batch).await.unwrap()
+        })
+    });
+    let mut started = 0;
+    for taker in takers {
+        for taken in taker.await.unwrap() {
+            match taken {
+                MessageTaken::Started(_) => started += 1,
+                MessageTaken::Duplicate => {}
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    assert_eq!(started, ids.len());
+    assert_eq!(ctx.count_raw("SELECT COUNT(*) FROM command").await, 43);
 }
 
 pub(crate) async fn ignored_messages_and_consumers_are_kept_per_trigger(ctx: Ctx) {
