@@ -1,4 +1,5 @@
-//! Consumes an AMQP queue: manual acknowledgements, [`PREFETCH`] messages in flight. The
+//! Consumes an AMQP queue: manual acknowledgements, [`PREFETCH`] messages in flight,
+//! a batch acknowledged at once. The
 //! queue must exist (the consumer does not declare it): a missing one is shown on the
 //! trigger, with the broker's reason, until it is created.
 
@@ -66,11 +67,16 @@ impl Source for Amqp {
         Ok((delivery, tag))
     }
 
-    async fn ack(&mut self, tag: u64) -> Result<(), String> {
+    /// One acknowledgement of the last tag and all before it (`multiple`): the channel
+    /// delivers in order, and every message before a batch was acknowledged with its own.
+    async fn ack(&mut self, tags: Vec<u64>) -> Result<(), String> {
+        let Some(&last) = tags.iter().max() else {
+            return Ok(());
+        };
         let acked = self
             .opened
             .channel
-            .basic_ack(BasicAckArguments::new(tag, false))
+            .basic_ack(BasicAckArguments::new(last, true))
             .await;
         acked.map_err(|e| self.opened.explain("cannot acknowledge", e))
     }

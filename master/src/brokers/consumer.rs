@@ -1,7 +1,9 @@
 //! One trigger's consumer: connects to its broker (the URL's secrets opened), takes
-//! each message into the store and acknowledges it only once that is committed, and
-//! on any failure shows it on the trigger and connects again after a growing pause.
-//! A message whose write failed is not acknowledged: the broker delivers it again.
+//! messages into the store in batches (a message, and those the broker had delivered
+//! already behind it, in one transaction) and acknowledges a batch only once it is
+//! committed, and on any failure shows it on the trigger and connects again after a
+//! growing pause. A batch whose write failed is not acknowledged: the broker delivers
+//! its messages again.
 
 use super::message::{Action, Decision, Delivery, Trigger};
 use crate::secrets::{Secrets, referenced};
@@ -9,10 +11,12 @@ use shoal_common::broker::CONNECT_TIMEOUT;
 use shoal_common::metrics::{self, TriggerOutcome};
 use shoal_common::types::now_ms;
 use shoal_store::{
-    ConsumerState, MessageAction, MessageCounts, MessageTaken, Store, TriggerMessage,
+    ConsumerState, MessageAction, MessageCounts, MessageTaken, NewCommand, Store, TriggerMessage,
 };
 use std::future::Future;
+use std::pin::pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -22,7 +26,7 @@ const MIN_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How often, at most, a busy consumer records when its last message came.
 const NOTE_LAST_MESSAGE: Duration = Duration::from_secs(5);
-/// Messages a broker hands a consumer before it acknowledges any.
+/// Messages a broker hands a consumer before it acknowledges any; the largest batch.
 pub(super) const PREFETCH: u16 = 64;
 
 /// A connected consumer of one broker.
@@ -33,11 +37,13 @@ pub(super) trait Source: Sized + Send {
     /// Connects to the broker at `url` and starts consuming what `t` names.
     fn connect(url: &str, t: &Trigger) -> impl Future<Output = Result<Self, String>> + Send;
 
-    /// The next message; an error when the connection or the consumer ended.
+    /// The next message; an error when the connection or the consumer ended. Dropped
+    /// before it is ready, it took no message.
     fn next(&mut self) -> impl Future<Output = Result<(Delivery, Self::Ack), String>> + Send;
 
-    /// Acknowledges a message: the broker will not deliver it again.
-    fn ack(&mut self, ack: Self::Ack) -> impl Future<Output = Result<(), String>> + Send;
+    /// Acknowledges messages, in the order they came: the broker will not deliver them
+    /// again.
+    fn ack(&mut self, acks: Vec<Self::Ack>) -> impl Future<Output = Result<(), String>> + Send;
 }
 
 /// What every consumer of a master shares.
@@ -95,8 +101,10 @@ async fn consume<S: Source>(
     state: &mut State<'_>,
     stop: &CancellationToken,
 ) -> Result<(), String> {
+    let mut deliveries = Vec::with_capacity(usize::from(PREFETCH));
+    let mut acks = Vec::with_capacity(usize::from(PREFETCH));
     loop {
-        let (delivery, ack) = tokio::select! {
+        let first = tokio::select! {
             () = stop.cancelled() => return Ok(()),
             next = source.next() => next?,
             // Once messages stop, what the last ones did is written too.
@@ -105,47 +113,113 @@ async fn consume<S: Source>(
                 continue;
             }
         };
-        let outcome = take(shared, t, &delivery)
+        // Those already delivered behind it join it, waiting for none: a lone message
+        // goes at once, and while a batch is written the next one gathers.
+        let mut next = Some(first);
+        while let Some((delivery, ack)) = next.take() {
+            deliveries.push(delivery);
+            acks.push(ack);
+            if deliveries.len() < usize::from(PREFETCH) {
+                next = ready(source).await.transpose()?;
+            }
+        }
+        let outcomes = take(shared, t, &deliveries)
             .await
-            .map_err(|e| format!("cannot record a message (it will come again): {e}"))?;
+            .map_err(|e| format!("cannot record messages (they will come again): {e}"))?;
         source
-            .ack(ack)
+            .ack(std::mem::take(&mut acks))
             .await
-            .map_err(|e| format!("cannot acknowledge a message (it will come again): {e}"))?;
-        metrics::trigger_message(&t.label, outcome);
-        state.message(outcome).await;
+            .map_err(|e| format!("cannot acknowledge messages (they will come again): {e}"))?;
+        deliveries.clear();
+        for outcome in outcomes {
+            metrics::trigger_message(&t.label, outcome);
+            state.message(outcome).await;
+        }
     }
 }
 
-/// Writes what a message does; its outcome.
-async fn take(shared: &Shared, t: &Trigger, d: &Delivery) -> shoal_common::Result<TriggerOutcome> {
-    let (id, action) = match t.decide(d) {
-        Decision::Filtered => return Ok(TriggerOutcome::Filtered),
-        Decision::Take { id, action } => (id, action),
-    };
-    let message = TriggerMessage {
-        project: &t.project,
-        workflow: &t.workflow,
-        trigger: &t.def.name,
-        id: &id,
-    };
-    let command;
-    let taken = match &action {
-        Action::Start(params) => {
-            command = super::start_command(t, params.clone());
-            MessageAction::Start(&command)
+/// The message `source` has already received, if any (after letting the tasks that
+/// receive for it run once).
+async fn ready<S: Source>(source: &mut S) -> Option<Result<(Delivery, S::Ack), String>> {
+    for attempt in 0..2 {
+        if attempt > 0 {
+            tokio::task::yield_now().await;
         }
-        Action::Deliver { key, data } => MessageAction::Deliver {
-            // An event trigger has an event: it is what made this a delivery.
-            event: t.def.event.as_deref().unwrap_or_default(),
-            key,
-            data,
-            keep: shared.event_retention,
-        },
-        Action::Ignore { reason, body } => MessageAction::Ignore { reason, body },
-    };
-    let taken = shared.store.take_trigger_message(&message, taken).await?;
-    Ok(match taken {
+        let mut next = pin!(source.next());
+        let polled = std::future::poll_fn(|cx| Poll::Ready(next.as_mut().poll(cx))).await;
+        if let Poll::Ready(got) = polled {
+            return Some(got);
+        }
+    }
+    None
+}
+
+/// Writes what messages do, all in one transaction; their outcomes, in order.
+async fn take(
+    shared: &Shared,
+    t: &Trigger,
+    deliveries: &[Delivery],
+) -> shoal_common::Result<Vec<TriggerOutcome>> {
+    let decisions: Vec<Decision> = deliveries.iter().map(|d| t.decide(d)).collect();
+    let commands: Vec<Option<NewCommand>> = decisions
+        .iter()
+        .map(|d| match d {
+            Decision::Take {
+                action: Action::Start(params),
+                ..
+            } => Some(super::start_command(t, params.clone())),
+            _ => None,
+        })
+        .collect();
+    let mut batch = Vec::with_capacity(decisions.len());
+    for (decision, command) in decisions.iter().zip(&commands) {
+        let Decision::Take { id, action } = decision else {
+            continue;
+        };
+        let message = TriggerMessage {
+            project: &t.project,
+            workflow: &t.workflow,
+            trigger: &t.def.name,
+            id,
+        };
+        let taken = match (action, command) {
+            (Action::Start(_), Some(command)) => MessageAction::Start(command),
+            (Action::Start(_), None) => unreachable!("a start's command is made above"),
+            (Action::Deliver { key, data }, _) => MessageAction::Deliver {
+                // An event trigger has an event: it is what made this a delivery.
+                event: t.def.event.as_deref().unwrap_or_default(),
+                key,
+                data,
+                keep: shared.event_retention,
+            },
+            (Action::Ignore { reason, body }, _) => MessageAction::Ignore { reason, body },
+        };
+        batch.push((message, taken));
+    }
+    let mut taken = shared
+        .store
+        .take_trigger_messages(&batch)
+        .await?
+        .into_iter();
+    let mut outcomes = Vec::with_capacity(decisions.len());
+    for decision in &decisions {
+        let Decision::Take { action, .. } = decision else {
+            outcomes.push(TriggerOutcome::Filtered);
+            continue;
+        };
+        let Some(taken) = taken.next() else {
+            return Err(shoal_common::Error::Invalid(
+                "the store answered for fewer messages than it was given".into(),
+            ));
+        };
+        outcomes.push(outcome(t, action, taken));
+    }
+    Ok(outcomes)
+}
+
+/// What a message the store took did, logged.
+fn outcome(t: &Trigger, action: &Action, taken: MessageTaken) -> TriggerOutcome {
+    match taken {
         MessageTaken::Started(command_id) => {
             info!(trigger = %t.label, command_id, "broker message started a run");
             TriggerOutcome::Started
@@ -155,13 +229,13 @@ async fn take(shared: &Shared, t: &Trigger, d: &Delivery) -> shoal_common::Resul
             TriggerOutcome::Delivered
         }
         MessageTaken::Ignored => {
-            if let Action::Ignore { reason, .. } = &action {
+            if let Action::Ignore { reason, .. } = action {
                 warn!(trigger = %t.label, %reason, "broker message ignored");
             }
             TriggerOutcome::Ignored
         }
         MessageTaken::Duplicate => TriggerOutcome::Duplicate,
-    })
+    }
 }
 
 /// The trigger's URL with the project secrets it names opened.

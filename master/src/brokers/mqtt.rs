@@ -88,11 +88,15 @@ impl Source for Mqtt {
         Ok((delivery, publish))
     }
 
-    async fn ack(&mut self, publish: Publish) -> Result<(), String> {
-        self.client
-            .ack(&publish)
-            .await
-            .map_err(|e| format!("acknowledging on {}: {e}", self.shown))
+    /// A PUBACK for each: MQTT acknowledges messages one by one.
+    async fn ack(&mut self, publishes: Vec<Publish>) -> Result<(), String> {
+        for publish in &publishes {
+            self.client
+                .ack(publish)
+                .await
+                .map_err(|e| format!("acknowledging on {}: {e}", self.shown))?;
+        }
+        Ok(())
     }
 }
 

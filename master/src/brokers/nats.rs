@@ -90,10 +90,15 @@ impl Source for Nats {
         Ok((delivery, message))
     }
 
-    async fn ack(&mut self, message: jetstream::Message) -> Result<(), String> {
-        message
-            .ack_with(AckKind::Ack)
-            .await
-            .map_err(|e| format!("acknowledging on {}: {e}", self.shown))
+    /// Each message on its own: JetStream has no acknowledgement of several (an explicit
+    /// consumer's ack covers only its message).
+    async fn ack(&mut self, messages: Vec<jetstream::Message>) -> Result<(), String> {
+        for message in messages {
+            message
+                .ack_with(AckKind::Ack)
+                .await
+                .map_err(|e| format!("acknowledging on {}: {e}", self.shown))?;
+        }
+        Ok(())
     }
 }
