@@ -1,12 +1,13 @@
 //! Broker triggers and publish tasks end to end, over the real `shoal standalone` and the
 //! brokers running on the machine (RabbitMQ on 5672, NATS with JetStream on 4222,
 //! Mosquitto on 1883): messages start runs with their mapped parameters, once each (a
-//! redelivered message, and one whose consumer was killed after its run was written but
-//! before its acknowledgement reached the broker, start no second run); `when` filters;
-//! unusable messages are kept as ignored with the reason; an event trigger completes a
-//! waiting task; a consumer that cannot connect says why and heals; publish tasks reach
-//! each broker, and fail clearly (and retry) when the broker is not there. Every test uses
-//! queues, streams, subjects and topics of its own.
+//! redelivered message, one copied within a burst the consumer takes in batches, and one
+//! whose consumer was killed after its run was written but before its acknowledgement
+//! reached the broker, start no second run); `when` filters; unusable messages are kept
+//! as ignored with the reason; an event trigger completes a waiting task; a consumer that
+//! cannot connect says why and heals; publish tasks reach each broker, and fail clearly
+//! (and retry) when the broker is not there. Every test uses queues, streams, subjects and
+//! topics of its own.
 
 mod support;
 
@@ -116,7 +117,9 @@ fn recorded(file: &Path, n: usize) -> Vec<String> {
 
 /// How many runs of `workflow` there are.
 fn runs_of(e: &Env, workflow: &str) -> usize {
-    let list = e.api().get(&format!("/instances?workflow={workflow}"));
+    let list = e
+        .api()
+        .get(&format!("/instances?workflow={workflow}&limit=10000"));
     list.as_array().unwrap().len()
 }
 
@@ -173,6 +176,20 @@ mod amqp {
         o.channel.close().await.unwrap();
     }
 
+    /// Publishes `bodies` to `queue` in order, over one connection.
+    pub async fn publish_all(queue: &str, bodies: &[String]) {
+        let o = connect().await;
+        for body in bodies {
+            let args = BasicPublishArguments::new("", queue);
+            let props = BasicProperties::default();
+            o.channel
+                .basic_publish(props, body.as_bytes().to_vec(), args)
+                .await
+                .unwrap();
+        }
+        o.channel.close().await.unwrap();
+    }
+
     /// The next message of `queue`: its body and headers.
     pub async fn get(queue: &str) -> Option<(String, BTreeMap<String, String>)> {
         let o = connect().await;
@@ -222,6 +239,22 @@ mod nats {
         ack.await.unwrap();
     }
 
+    /// Publishes `bodies` to `subject` in order, once the stream stored each.
+    pub async fn publish_all(subject: &str, bodies: &[String]) {
+        let js = js().await;
+        let mut acks = Vec::new();
+        for body in bodies {
+            let ack = js
+                .publish(subject.to_string(), body.clone().into())
+                .await
+                .unwrap();
+            acks.push(ack);
+        }
+        for ack in acks {
+            ack.await.unwrap();
+        }
+    }
+
     /// The first message of stream `name`: its body and its `x-order` header.
     pub async fn first(name: &str) -> (String, Option<String>) {
         let stream = js().await.get_stream(name).await.unwrap();
@@ -260,6 +293,42 @@ mod mqtt {
                 return;
             }
         }
+    }
+
+    /// Publishes `bodies` to `topic` in order at QoS 1, until the broker acknowledged each.
+    pub async fn publish_all(topic: &str, bodies: &[String]) {
+        let (client, mut events) = AsyncClient::new(options(&super::unique("pub")), 16);
+        let n = bodies.len();
+        let acked = tokio::spawn(async move {
+            let mut acked = 0;
+            while acked < n {
+                if let Event::Incoming(Packet::PubAck(_)) = events.poll().await.unwrap() {
+                    acked += 1;
+                }
+            }
+        });
+        for body in bodies {
+            client
+                .publish(topic, QoS::AtLeastOnce, false, body.as_bytes().to_vec())
+                .await
+                .unwrap();
+        }
+        acked.await.unwrap();
+    }
+
+    /// Ends the persistent session of client `id` (connecting with a clean session does).
+    pub async fn end_session(id: &str) {
+        let mut opts = options(id);
+        opts.set_clean_session(true);
+        let (client, mut events) = AsyncClient::new(opts, 4);
+        loop {
+            if let Event::Incoming(Packet::ConnAck(_)) = events.poll().await.unwrap() {
+                break;
+            }
+        }
+        client.disconnect().await.unwrap();
+        // Sent once the event loop runs again.
+        let _ = events.poll().await;
     }
 
     /// The bodies of the messages of `topic` from now on (subscribed once this returns).
@@ -536,6 +605,128 @@ enum Kind {
     Amqp,
     Nats,
     Mqtt,
+}
+
+/// A burst of messages, waiting while the trigger is offline, reaches the consumer at
+/// once when it comes back (so it takes them in batches): with two copies of some
+/// (next to each other, as in one batch) and one that is not JSON, each order starts
+/// exactly one run, the copies count as duplicates and the bad one is kept as ignored.
+fn a_burst_starts_each_run_once(kind: Kind) {
+    const ORDERS: usize = 150;
+    let e = Env::Standalone(Standalone::start());
+    let rt = runtime();
+    let name = unique("burst");
+    // Its own workflow name: an MQTT consumer's client id is named for its trigger, and
+    // the broker drops one of two connections of one client id.
+    let workflow = name.as_str();
+    let (scheme, upstream, target) = match kind {
+        Kind::Amqp => {
+            rt.block_on(amqp::declare(&name));
+            ("amqp", AMQP, format!("queue: {name}"))
+        }
+        Kind::Nats => {
+            rt.block_on(nats::stream(&name, &name));
+            ("nats", NATS, format!("subject: {name}"))
+        }
+        Kind::Mqtt => ("mqtt", MQTT, format!("topic: shoal/{name}")),
+    };
+    let file = e.path("runs");
+    let trigger = format!(
+        "{{ name: orders, type: {scheme}, url: '{scheme}://{upstream}', {target}, \
+         key: $.id, params: {{ order: $.id }} }}"
+    );
+    e.apply(&recording_workflow(workflow, &trigger, &file));
+    // Connected once: the queue, durable consumer or session that keeps messages is there.
+    consumer_in(&e, "orders", "connected");
+    let (status, body) = e.api().post(
+        &format!("/projects/default/workflows/{workflow}/offline"),
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+    wait_for("the consumer to go", LONG, || {
+        let listed = e.api().get("/projects/default/triggers");
+        listed[0]["consumer"].is_null().then_some(())
+    });
+
+    let order = |n: usize| format!("o-{n:03}");
+    let copied = [3, 64, 100];
+    let mut bodies = Vec::new();
+    for n in 0..ORDERS {
+        let body = json!({ "id": order(n) }).to_string();
+        if copied.contains(&n) {
+            bodies.push(body.clone());
+        }
+        bodies.push(body);
+        if n == ORDERS / 2 {
+            bodies.push("{not json".to_string());
+        }
+    }
+    rt.block_on(async {
+        match kind {
+            Kind::Amqp => amqp::publish_all(&name, &bodies).await,
+            Kind::Nats => nats::publish_all(&name, &bodies).await,
+            Kind::Mqtt => mqtt::publish_all(&format!("shoal/{name}"), &bodies).await,
+        }
+    });
+    let (status, body) = e.api().post(
+        &format!("/projects/default/workflows/{workflow}/online"),
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+
+    wait_counted(
+        &e,
+        workflow,
+        "orders",
+        &[
+            ("started", ORDERS as u64),
+            ("duplicate", copied.len() as u64),
+            ("ignored", 1),
+        ],
+    );
+    let want: Vec<String> = (0..ORDERS).map(order).collect();
+    assert_eq!(recorded(&file, ORDERS), want);
+    assert_eq!(runs_of(&e, workflow), ORDERS);
+    let ignored = e.api().get(&format!(
+        "/projects/default/workflows/{workflow}/triggers/orders/ignored"
+    ));
+    assert_eq!(ignored[0]["body"], "{not json", "{ignored}");
+    // Nothing more comes: every message was acknowledged once taken.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(lines(&file).len(), ORDERS);
+    match kind {
+        Kind::Amqp => assert_eq!(rt.block_on(amqp::ready(&name)), 0),
+        Kind::Nats => rt.block_on(nats::delete_stream(&name)),
+        // The broker keeps the consumer's session (and what it queues) until told not to.
+        Kind::Mqtt => {
+            let (status, body) = e.api().post(
+                &format!("/projects/default/workflows/{workflow}/offline"),
+                "",
+            );
+            assert_eq!(status, 200, "{body}");
+            wait_for("the consumer to go", LONG, || {
+                let listed = e.api().get("/projects/default/triggers");
+                listed[0]["consumer"].is_null().then_some(())
+            });
+            let id = shoal_common::broker::durable_name("default", workflow, "orders");
+            rt.block_on(mqtt::end_session(&id));
+        }
+    }
+}
+
+#[test]
+fn an_amqp_burst_starts_each_run_once() {
+    a_burst_starts_each_run_once(Kind::Amqp);
+}
+
+#[test]
+fn a_nats_burst_starts_each_run_once() {
+    a_burst_starts_each_run_once(Kind::Nats);
+}
+
+#[test]
+fn an_mqtt_burst_starts_each_run_once() {
+    a_burst_starts_each_run_once(Kind::Mqtt);
 }
 
 /// The consumer's acknowledgement of a message is lost (a proxy swallows it) after its
