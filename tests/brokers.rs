@@ -410,12 +410,7 @@ fn amqp_messages_start_runs_with_their_params_once_each_and_when_filters() {
     );
 
     // Offline, the consumer goes; online again, it comes back.
-    let (status, body) = e.api().post("/projects/default/workflows/shop/offline", "");
-    assert_eq!(status, 200, "{body}");
-    wait_for("the consumer to go", LONG, || {
-        let listed = e.api().get("/projects/default/triggers");
-        listed[0]["consumer"].is_null().then_some(())
-    });
+    take_offline(&e, "shop");
     let (status, body) = e.api().post("/projects/default/workflows/shop/online", "");
     assert_eq!(status, 200, "{body}");
     consumer_in(&e, "orders", "connected");
@@ -599,12 +594,54 @@ tasks:
     rt.block_on(nats::delete_stream(&stream));
 }
 
-/// Which broker a fault test runs against.
+/// Which broker a burst or fault test runs against.
 #[derive(Clone, Copy, Debug)]
 enum Kind {
     Amqp,
     Nats,
     Mqtt,
+}
+
+impl Kind {
+    /// Makes what a trigger named for `name` consumes (a queue, a stream; MQTT needs
+    /// none): the trigger's type, its broker's address and the field that names it.
+    fn consumed(
+        self,
+        rt: &tokio::runtime::Runtime,
+        name: &str,
+    ) -> (&'static str, &'static str, String) {
+        match self {
+            Kind::Amqp => {
+                rt.block_on(amqp::declare(name));
+                ("amqp", AMQP, format!("queue: {name}"))
+            }
+            Kind::Nats => {
+                rt.block_on(nats::stream(name, name));
+                ("nats", NATS, format!("subject: {name}"))
+            }
+            Kind::Mqtt => ("mqtt", MQTT, format!("topic: shoal/{name}")),
+        }
+    }
+
+    /// Checks that nothing of `name` is left to deliver and removes what can go.
+    fn done(self, rt: &tokio::runtime::Runtime, name: &str) {
+        match self {
+            Kind::Amqp => assert_eq!(rt.block_on(amqp::ready(name)), 0),
+            Kind::Nats => rt.block_on(nats::delete_stream(name)),
+            Kind::Mqtt => {}
+        }
+    }
+}
+
+/// Takes `workflow` (the one with a trigger) offline, once its consumer went.
+fn take_offline(e: &Env, workflow: &str) {
+    let path = format!("/projects/default/workflows/{workflow}/offline");
+    let (status, body) = e.api().post(&path, "");
+    assert_eq!(status, 200, "{body}");
+    wait_for("the consumer to go", LONG, || {
+        let listed = e.api().get("/projects/default/triggers");
+        listed[0]["consumer"].is_null().then_some(())
+    });
 }
 
 /// A burst of messages, waiting while the trigger is offline, reaches the consumer at
@@ -619,17 +656,7 @@ fn a_burst_starts_each_run_once(kind: Kind) {
     // Its own workflow name: an MQTT consumer's client id is named for its trigger, and
     // the broker drops one of two connections of one client id.
     let workflow = name.as_str();
-    let (scheme, upstream, target) = match kind {
-        Kind::Amqp => {
-            rt.block_on(amqp::declare(&name));
-            ("amqp", AMQP, format!("queue: {name}"))
-        }
-        Kind::Nats => {
-            rt.block_on(nats::stream(&name, &name));
-            ("nats", NATS, format!("subject: {name}"))
-        }
-        Kind::Mqtt => ("mqtt", MQTT, format!("topic: shoal/{name}")),
-    };
+    let (scheme, upstream, target) = kind.consumed(&rt, &name);
     let file = e.path("runs");
     let trigger = format!(
         "{{ name: orders, type: {scheme}, url: '{scheme}://{upstream}', {target}, \
@@ -638,15 +665,7 @@ fn a_burst_starts_each_run_once(kind: Kind) {
     e.apply(&recording_workflow(workflow, &trigger, &file));
     // Connected once: the queue, durable consumer or session that keeps messages is there.
     consumer_in(&e, "orders", "connected");
-    let (status, body) = e.api().post(
-        &format!("/projects/default/workflows/{workflow}/offline"),
-        "",
-    );
-    assert_eq!(status, 200, "{body}");
-    wait_for("the consumer to go", LONG, || {
-        let listed = e.api().get("/projects/default/triggers");
-        listed[0]["consumer"].is_null().then_some(())
-    });
+    take_offline(&e, workflow);
 
     let order = |n: usize| format!("o-{n:03}");
     let copied = [3, 64, 100];
@@ -694,23 +713,12 @@ fn a_burst_starts_each_run_once(kind: Kind) {
     // Nothing more comes: every message was acknowledged once taken.
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(lines(&file).len(), ORDERS);
-    match kind {
-        Kind::Amqp => assert_eq!(rt.block_on(amqp::ready(&name)), 0),
-        Kind::Nats => rt.block_on(nats::delete_stream(&name)),
+    kind.done(&rt, &name);
+    if let Kind::Mqtt = kind {
         // The broker keeps the consumer's session (and what it queues) until told not to.
-        Kind::Mqtt => {
-            let (status, body) = e.api().post(
-                &format!("/projects/default/workflows/{workflow}/offline"),
-                "",
-            );
-            assert_eq!(status, 200, "{body}");
-            wait_for("the consumer to go", LONG, || {
-                let listed = e.api().get("/projects/default/triggers");
-                listed[0]["consumer"].is_null().then_some(())
-            });
-            let id = shoal_common::broker::durable_name("default", workflow, "orders");
-            rt.block_on(mqtt::end_session(&id));
-        }
+        take_offline(&e, workflow);
+        let id = shoal_common::broker::durable_name("default", workflow, "orders");
+        rt.block_on(mqtt::end_session(&id));
     }
 }
 
@@ -736,17 +744,7 @@ fn killed_between_commit_and_ack(kind: Kind) {
     let mut e = Env::Standalone(Standalone::start());
     let rt = runtime();
     let name = unique("orders");
-    let (upstream, scheme, target) = match kind {
-        Kind::Amqp => {
-            rt.block_on(amqp::declare(&name));
-            (AMQP, "amqp", format!("queue: {name}"))
-        }
-        Kind::Nats => {
-            rt.block_on(nats::stream(&name, &name));
-            (NATS, "nats", format!("subject: {name}"))
-        }
-        Kind::Mqtt => (MQTT, "mqtt", format!("topic: shoal/{name}")),
-    };
+    let (scheme, upstream, target) = kind.consumed(&rt, &name);
     let proxy = TcpProxy::start(upstream);
     let file = e.path("runs");
     let trigger = format!(
@@ -783,11 +781,7 @@ fn killed_between_commit_and_ack(kind: Kind) {
     assert_eq!(counted(&e, "shop", "orders", "started"), 0);
     assert_eq!(lines(&file), ["k1"], "one run");
     assert_eq!(runs_of(&e, "shop"), 1);
-    match kind {
-        Kind::Amqp => assert_eq!(rt.block_on(amqp::ready(&name)), 0),
-        Kind::Nats => rt.block_on(nats::delete_stream(&name)),
-        Kind::Mqtt => {}
-    }
+    kind.done(&rt, &name);
 }
 
 #[test]
