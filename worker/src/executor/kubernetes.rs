@@ -18,17 +18,19 @@
 //! The Job and Pod objects are JSON values with the handful of fields read and written
 //! here, not `k8s-openapi`'s types: see docs/decisions.md.
 
+mod config;
+
+use config::{Target, target};
+
 use super::kill::KillSwitch;
 use super::set_value::OutputScanner;
 use super::task_log::TaskLog;
 use super::{NO_EXIT_CODE, Outcome, set_value};
-use base64::Engine;
 use reqwest::{Certificate, Client, Identity, Method, StatusCode};
 use serde_json::{Value, json};
 use shoal_common::definition::KubernetesSpec;
 use shoal_common::params::is_value_var;
 use shoal_common::proto::TaskSpec;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How often the pod and the Job are looked at while waiting.
@@ -37,7 +39,6 @@ const POLL: Duration = Duration::from_secs(1);
 const SETTLE: Duration = Duration::from_secs(120);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-const SERVICE_ACCOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// Waiting reasons of a pod's container that it does not get out of by itself.
 const STUCK: [&str; 5] = [
     "ErrImagePull",
@@ -52,16 +53,6 @@ pub(crate) struct Api {
     base: String,
     token: Option<String>,
     client: Client,
-}
-
-/// Where the API server is and how the worker authenticates.
-struct Target {
-    server: String,
-    token: Option<String>,
-    ca: Option<Vec<u8>>,
-    /// Client certificate and key, PEM, one after the other.
-    identity: Option<Vec<u8>>,
-    insecure: bool,
 }
 
 impl Api {
@@ -138,130 +129,6 @@ fn chain(e: &dyn std::error::Error) -> String {
         source = inner.source();
     }
     s
-}
-
-/// The API server of a task: its own `api`, else in-cluster, else the kubeconfig.
-fn target(k: &KubernetesSpec) -> Result<Target, String> {
-    if let Some(api) = &k.api {
-        return Ok(Target {
-            server: api.clone(),
-            token: k.token.clone(),
-            ca: None,
-            identity: None,
-            insecure: false,
-        });
-    }
-    if let (Ok(host), Ok(port)) = (
-        std::env::var("KUBERNETES_SERVICE_HOST"),
-        std::env::var("KUBERNETES_SERVICE_PORT"),
-    ) {
-        let dir = Path::new(SERVICE_ACCOUNT);
-        let token = std::fs::read_to_string(dir.join("token"))
-            .map_err(|e| format!("in-cluster: cannot read {SERVICE_ACCOUNT}/token: {e}"))?;
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host
-        };
-        return Ok(Target {
-            server: format!("https://{host}:{port}"),
-            token: k.token.clone().or(Some(token.trim().to_string())),
-            ca: std::fs::read(dir.join("ca.crt")).ok(),
-            identity: None,
-            insecure: false,
-        });
-    }
-    let path = std::env::var_os("KUBECONFIG")
-        .and_then(|p| std::env::split_paths(&p).next())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config")))
-        .ok_or("no Kubernetes API server: the task names no api, the worker runs outside a cluster and has no KUBECONFIG")?;
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        format!(
-            "no Kubernetes API server: the task names no api, the worker runs outside a cluster, and its kubeconfig {}: {e}",
-            path.display()
-        )
-    })?;
-    let mut t = kubeconfig(&text, path.parent().unwrap_or(Path::new(".")))
-        .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?;
-    if k.token.is_some() {
-        t.token = k.token.clone();
-    }
-    Ok(t)
-}
-
-/// The current context of a kubeconfig: server, CA, the user's token or certificate.
-fn kubeconfig(text: &str, dir: &Path) -> Result<Target, String> {
-    let doc: Value = serde_norway::from_str(text).map_err(|e| e.to_string())?;
-    let current = doc["current-context"]
-        .as_str()
-        .ok_or("no current-context")?;
-    let named = |list: &str, name: &str| -> Result<Value, String> {
-        doc[list]
-            .as_array()
-            .and_then(|l| l.iter().find(|e| e["name"].as_str() == Some(name)))
-            .cloned()
-            .ok_or_else(|| format!("no {list} entry '{name}'"))
-    };
-    let context = named("contexts", current)?;
-    let cluster_name = context["context"]["cluster"]
-        .as_str()
-        .ok_or("context without cluster")?;
-    let cluster = named("clusters", cluster_name)?["cluster"].clone();
-    let user = match context["context"]["user"].as_str() {
-        Some(u) => named("users", u)?["user"].clone(),
-        None => Value::Null,
-    };
-    let data = |v: &Value, key: &str| -> Result<Option<Vec<u8>>, String> {
-        if let Some(b64) = v[format!("{key}-data")].as_str() {
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(b64.trim())
-                .map_err(|e| format!("{key}-data: {e}"))?;
-            return Ok(Some(bytes));
-        }
-        match v[key].as_str() {
-            Some(file) => {
-                let path = dir.join(file);
-                std::fs::read(&path)
-                    .map(Some)
-                    .map_err(|e| format!("{key} {}: {e}", path.display()))
-            }
-            None => Ok(None),
-        }
-    };
-    let identity = match (
-        data(&user, "client-certificate")?,
-        data(&user, "client-key")?,
-    ) {
-        (Some(mut cert), Some(key)) => {
-            cert.push(b'\n');
-            cert.extend(key);
-            Some(cert)
-        }
-        _ => None,
-    };
-    let token = match (user["token"].as_str(), user["tokenFile"].as_str()) {
-        (Some(t), _) => Some(t.to_string()),
-        (None, Some(f)) => Some(
-            std::fs::read_to_string(dir.join(f))
-                .map_err(|e| format!("tokenFile {f}: {e}"))?
-                .trim()
-                .to_string(),
-        ),
-        _ => None,
-    };
-    if user.get("exec").is_some() && token.is_none() && identity.is_none() {
-        return Err("the user's credentials come from an exec plugin, which the worker does not run; give the task a token_secret".into());
-    }
-    Ok(Target {
-        server: cluster["server"]
-            .as_str()
-            .ok_or("cluster without server")?
-            .to_string(),
-        token,
-        ca: data(&cluster, "certificate-authority")?,
-        identity,
-        insecure: cluster["insecure-skip-tls-verify"].as_bool() == Some(true),
-    })
 }
 
 /// The Job's name: one per attempt (each attempt is its own task instance).
@@ -567,34 +434,6 @@ fn stuck(pod: &Value) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_kubeconfig_s_current_context_gives_server_ca_and_token() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("tok"), "file-token\n").unwrap();
-        let text = r#"
-apiVersion: v1
-kind: Config
-current-context: b
-contexts:
-- {name: a, context: {cluster: one, user: u1}}
-- {name: b, context: {cluster: two, user: u2}}
-clusters:
-- {name: one, cluster: {server: "https://one:6443"}}
-- {name: two, cluster: {server: "https://two:6443", certificate-authority-data: "Q0E=", insecure-skip-tls-verify: false}}
-users:
-- {name: u1, user: {token: t1}}
-- {name: u2, user: {tokenFile: tok}}
-"#;
-        let t = kubeconfig(text, dir.path()).unwrap();
-        assert_eq!(t.server, "https://two:6443");
-        assert_eq!(t.token.as_deref(), Some("file-token"));
-        assert_eq!(t.ca.as_deref(), Some(&b"CA"[..]));
-        assert!(!t.insecure && t.identity.is_none());
-        let exec = text.replace("{tokenFile: tok}", "{exec: {command: aws}}");
-        let e = kubeconfig(&exec, dir.path()).err().unwrap();
-        assert!(e.contains("exec plugin"), "{e}");
-    }
 
     #[test]
     fn the_job_wraps_an_image_shorthand_or_a_pod_spec() {
