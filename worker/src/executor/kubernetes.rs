@@ -2,12 +2,13 @@
 //! by the worker itself, named `shoal-<task_instance_id>` (labels `job-name` and
 //! `shoal.io/task-instance-id`).
 //!
-//! The worker waits for the Job's pod, streams its first container's log (`follow=true`)
-//! into the task log (masked, `${setValue(k=v)}` lines read from it), then reads the Job's
-//! status: `succeeded` is success, `failed` a failure with the container's exit code. A
-//! kill or a `fail` timeout deletes the Job (`propagationPolicy: Background`, so its pod
-//! goes too). A Job of the same name that exists already (this attempt, started by a
-//! worker that died) is followed, not created again.
+//! The worker waits for the Job's pod, streams every container's log into the task log
+//! ([`logs`]: masked, `${setValue(k=v)}` lines read from it, a broken stream opened again),
+//! then reads the Job's status: `succeeded` is success, `failed` a failure naming the
+//! container that failed, with its exit code. A kill or a `fail` timeout deletes the Job
+//! (`propagationPolicy: Background`, so its pod goes too). A Job of the same name that
+//! exists already (this attempt, started by a worker that died) is followed, not created
+//! again.
 //!
 //! Where the API server is: the task's `api` (with the token of its `token_secret`); else
 //! the worker's in-cluster service account (`KUBERNETES_SERVICE_HOST`, the token and CA
@@ -19,11 +20,11 @@
 //! here, not `k8s-openapi`'s types: see docs/decisions.md.
 
 mod config;
+mod logs;
 
 use config::{Target, target};
 
 use super::kill::KillSwitch;
-use super::set_value::OutputScanner;
 use super::task_log::TaskLog;
 use super::{NO_EXIT_CODE, Outcome, set_value};
 use reqwest::{Certificate, Client, Identity, Method, StatusCode};
@@ -49,6 +50,7 @@ const STUCK: [&str; 5] = [
 ];
 
 /// An API server and how to talk to it.
+#[derive(Clone)]
 pub(crate) struct Api {
     base: String,
     token: Option<String>,
@@ -264,17 +266,16 @@ pub(crate) async fn run(
     }
 }
 
-/// Waits for the Job's pod, streams its log, then reads how the Job ended.
+/// Waits for the Job's pod, streams its logs, then reads how the Job ended.
 async fn follow(api: &Api, ns: &str, name: &str, log: &TaskLog) -> Result<Outcome, String> {
     let pods = format!("/api/v1/namespaces/{ns}/pods?labelSelector=job-name%3D{name}");
     let mut waiting_said = false;
-    // The pod, once it runs or ended.
+    // The pod, once a container of it (an init container's first) started.
     let pod = loop {
         let (_, list) = api.call(Method::GET, &pods, None).await?;
         let items = list["items"].as_array().cloned().unwrap_or_default();
         if let Some(pod) = items.last() {
-            let phase = pod["status"]["phase"].as_str().unwrap_or("Pending");
-            if phase != "Pending" {
+            if started(pod) {
                 break pod.clone();
             }
             if let Some((reason, message)) = stuck(pod) {
@@ -294,50 +295,7 @@ async fn follow(api: &Api, ns: &str, name: &str, log: &TaskLog) -> Result<Outcom
         tokio::time::sleep(POLL).await;
     };
     let pod_name = pod_name_of(&pod).to_string();
-    let container = pod["spec"]["containers"][0]["name"]
-        .as_str()
-        .unwrap_or("")
-        .to_string();
-    let container = container.as_str();
-    log.note(&format!(
-        "pod {pod_name}: streaming the log of container '{container}'"
-    ));
-    let log_path =
-        format!("/api/v1/namespaces/{ns}/pods/{pod_name}/log?follow=true&container={container}");
-    let mut mask = log.mask().stream();
-    let mut scanner = OutputScanner::default();
-    let mut response = api
-        .request(Method::GET, &log_path)
-        .send()
-        .await
-        .map_err(|e| format!("pod log: {}", chain(&e)))?;
-    if !response.status().is_success() {
-        let status = response.status();
-        let text = response.text().await.unwrap_or_default();
-        log.note(&format!(
-            "cannot read the pod's log: {status}: {}",
-            text.trim()
-        ));
-    } else {
-        loop {
-            match response.chunk().await {
-                Ok(Some(bytes)) => {
-                    let shown = mask.feed(&bytes);
-                    log.append(&shown);
-                    scanner.feed(&shown);
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    log.note(&format!("the pod's log stream broke: {}", chain(&e)));
-                    break;
-                }
-            }
-        }
-    }
-    let rest = mask.finish();
-    log.append(&rest);
-    scanner.feed(&rest);
-    let (output, truncated) = scanner.finish();
+    let (output, truncated) = logs::stream(api, ns, &pod, log).await?;
     if truncated {
         log.note(&format!(
             "output parameters beyond {} bytes were dropped",
@@ -361,24 +319,16 @@ async fn follow(api: &Api, ns: &str, name: &str, log: &TaskLog) -> Result<Outcom
         log.note(&format!("job {ns}/{name} succeeded"));
         return Ok(Outcome::Success { output });
     }
-    // The container's exit code, from the pod as it is now.
+    // The container that failed, from the pod as it is now.
     let (_, list) = api.call(Method::GET, &pods, None).await?;
     let pod = list["items"]
         .as_array()
         .and_then(|i| i.iter().find(|p| pod_name_of(p) == pod_name).cloned())
         .unwrap_or(pod);
-    let terminated = &pod["status"]["containerStatuses"]
-        .as_array()
-        .and_then(|s| {
-            s.iter()
-                .find(|c| c["name"].as_str() == Some(container))
-                .cloned()
-        })
-        .unwrap_or(Value::Null)["state"]["terminated"];
-    let (exit_code, message) = match terminated["exitCode"].as_i64() {
-        Some(code) => (
+    let (exit_code, message) = match failed_container(&pod) {
+        Some((kind, container, code)) => (
             code as i32,
-            format!("pod {pod_name} failed: container '{container}' exited with code {code}"),
+            format!("pod {pod_name} failed: {kind} '{container}' exited with code {code}"),
         ),
         None => (NO_EXIT_CODE, format!("job {ns}/{name} failed")),
     };
@@ -387,6 +337,38 @@ async fn follow(api: &Api, ns: &str, name: &str, log: &TaskLog) -> Result<Outcom
         exit_code,
         message,
         output,
+    })
+}
+
+/// The statuses of the pod's init containers, then of its containers.
+fn statuses(pod: &Value) -> impl Iterator<Item = (&'static str, &Value)> {
+    [
+        ("init container", "initContainerStatuses"),
+        ("container", "containerStatuses"),
+    ]
+    .into_iter()
+    .flat_map(move |(kind, list)| {
+        let list = pod["status"][list].as_array().map(Vec::as_slice);
+        list.unwrap_or_default().iter().map(move |s| (kind, s))
+    })
+}
+
+/// Whether the pod runs or ran a container (an init container, while it is `Pending`).
+fn started(pod: &Value) -> bool {
+    pod["status"]["phase"].as_str().unwrap_or("Pending") != "Pending"
+        || statuses(pod).any(|(_, s)| {
+            let state = &s["state"];
+            state.get("running").is_some() || state.get("terminated").is_some()
+        })
+}
+
+/// The first container (init containers first) that exited with a code other than 0: its
+/// kind, name and code.
+fn failed_container(pod: &Value) -> Option<(&'static str, String, i64)> {
+    statuses(pod).find_map(|(kind, s)| {
+        let code = s["state"]["terminated"]["exitCode"].as_i64()?;
+        let name = s["name"].as_str().unwrap_or("").to_string();
+        (code != 0).then_some((kind, name, code))
     })
 }
 
@@ -420,14 +402,16 @@ fn pod_name_of(pod: &Value) -> &str {
 
 /// A waiting reason of the pod's containers it will not get out of by itself.
 fn stuck(pod: &Value) -> Option<(String, String)> {
-    let statuses = pod["status"]["containerStatuses"].as_array()?;
-    statuses.iter().find_map(|s| {
-        let waiting = &s["state"]["waiting"];
-        let reason = waiting["reason"].as_str()?;
-        STUCK.contains(&reason).then(|| {
-            let message = waiting["message"].as_str().unwrap_or("").to_string();
-            (reason.to_string(), message)
-        })
+    statuses(pod).find_map(|(_, s)| waiting_stuck(s))
+}
+
+/// A waiting reason of a container (by its status) it will not get out of by itself.
+fn waiting_stuck(status: &Value) -> Option<(String, String)> {
+    let waiting = &status["state"]["waiting"];
+    let reason = waiting["reason"].as_str()?;
+    STUCK.contains(&reason).then(|| {
+        let message = waiting["message"].as_str().unwrap_or("").to_string();
+        (reason.to_string(), message)
     })
 }
 
