@@ -395,6 +395,13 @@ async fn fake_api() -> (String, Shared) {
     (url, cluster)
 }
 
+/// The event that ended a task that failed.
+fn failure(events: &[TaskEvent]) -> &TaskEvent {
+    let end = events.last().unwrap();
+    assert_eq!(end.kind, TaskEventKind::Failure as i32, "{events:?}");
+    end
+}
+
 /// Runs `t` to its end: its events and its log.
 async fn run(w: &mut Setup, master: &mut MasterProc, t: &TaskSpec) -> (Vec<TaskEvent>, String) {
     let id = t.task_instance_id;
@@ -475,8 +482,7 @@ async fn a_kubernetes_job_s_pod_log_and_end_become_the_task_s() {
         &master.addr,
     );
     let (events, log) = run(&mut w, &mut master, &fail).await;
-    let end = events.last().unwrap();
-    assert_eq!(end.kind, TaskEventKind::Failure as i32, "{events:?}");
+    let end = failure(&events);
     assert_eq!(end.exit_code, 3);
     assert_eq!(
         end.message,
@@ -492,8 +498,7 @@ async fn a_kubernetes_job_s_pod_log_and_end_become_the_task_s() {
     );
     assert_eq!(w.dispatch(vec![bad]).await.accepted, [4103]);
     let events = master.until_done(4103).await;
-    let end = events.last().unwrap();
-    assert_eq!(end.kind, TaskEventKind::Failure as i32);
+    let end = failure(&events);
     assert_eq!(
         end.message,
         "pod shoal-4103-abcde cannot start: ErrImagePull: pull access denied for bad"
@@ -675,8 +680,7 @@ async fn the_failed_container_is_named_and_a_pod_gone_mid_log_fails_the_task() {
         &master.addr,
     );
     let (events, log) = run(&mut w, &mut master, &t).await;
-    let end = events.last().unwrap();
-    assert_eq!(end.kind, TaskEventKind::Failure as i32, "{events:?}");
+    let end = failure(&events);
     assert_eq!(end.exit_code, 3);
     assert_eq!(
         end.message,
@@ -702,8 +706,7 @@ async fn the_failed_container_is_named_and_a_pod_gone_mid_log_fails_the_task() {
         &master.addr,
     );
     let (events, log) = run(&mut w, &mut master, &t).await;
-    let end = events.last().unwrap();
-    assert_eq!(end.kind, TaskEventKind::Failure as i32, "{events:?}");
+    let end = failure(&events);
     assert!(
         end.message
             .starts_with("the log of container 'main' of pod shoal-4402-abcde broke (")

@@ -394,7 +394,10 @@ impl Follower {
             return Err(format!("GET {}: {}", self.path, response.status()));
         }
         let pod: Value = response.json().await.map_err(|e| chain(&e))?;
-        if matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed")) {
+        if matches!(
+            pod["status"]["phase"].as_str(),
+            Some("Succeeded" | "Failed")
+        ) {
             return Ok(Container::Ended);
         }
         let mine = statuses(&pod).find(|(_, s)| s["name"].as_str() == Some(&self.container));
