@@ -17,7 +17,7 @@ use shoal_common::access::token_hash;
 use shoal_common::definition::TIMED_OUT;
 use shoal_common::start::Params;
 use shoal_common::types::{TaskState, TaskType};
-use shoal_store::Holder;
+use shoal_store::{Holder, WaitEnd};
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
 
@@ -105,26 +105,52 @@ pub async fn callback(
     end(&ctx, id, body, "by its callback").await
 }
 
-/// How a completion ends its task: the state (success unless given), the outputs as
-/// parameters, the message (how it was completed unless given).
-pub(crate) fn ending(
-    state: Option<TaskState>,
-    outputs: BTreeMap<String, Value>,
-    message: Option<String>,
-    by: &str,
-) -> Result<(TaskState, Params, String)> {
-    let state = state.unwrap_or(TaskState::Success);
-    if !matches!(state, TaskState::Success | TaskState::Failure) {
-        return Err(Error::BadRequest(format!(
-            "state '{state}' cannot complete a task: use success or failure"
-        )));
+/// A completion checked: what its conditional write ends the task with.
+pub(crate) struct Ending {
+    pub id: i64,
+    pub state: TaskState,
+    outputs: Params,
+    message: String,
+    /// The hash of the lease token it must hold (an external worker's), or none: anyone's.
+    lease: Option<String>,
+}
+
+impl Ending {
+    /// Checks a completion of task `id` (`by`: how it was completed, its message unless
+    /// given) by whoever holds `lease_token` (none: anyone): the state is success unless
+    /// given, and success or failure; the outputs become parameters.
+    pub(crate) fn new(
+        id: i64,
+        c: Completion,
+        by: &str,
+        lease_token: Option<&str>,
+    ) -> Result<Ending> {
+        let state = c.state.unwrap_or(TaskState::Success);
+        if !matches!(state, TaskState::Success | TaskState::Failure) {
+            return Err(Error::BadRequest(format!(
+                "state '{state}' cannot complete a task: use success or failure"
+            )));
+        }
+        let outputs = given_outputs(c.outputs)?;
+        let message = c.message.unwrap_or_else(|| match state {
+            TaskState::Success => format!("completed {by}"),
+            _ => format!("failed {by}"),
+        });
+        Ok(Ending {
+            id,
+            state,
+            outputs,
+            message,
+            lease: lease_token.map(token_hash),
+        })
     }
-    let outputs = given_outputs(outputs)?;
-    let message = message.unwrap_or_else(|| match state {
-        TaskState::Success => format!("completed {by}"),
-        _ => format!("failed {by}"),
-    });
-    Ok((state, outputs, message))
+
+    fn holder(&self) -> Holder<'_> {
+        match &self.lease {
+            Some(hash) => Holder::Lease(hash),
+            None => Holder::Anyone,
+        }
+    }
 }
 
 /// The outputs a completion (or an event) gives its task, as parameters.
@@ -138,33 +164,83 @@ pub(crate) fn given_outputs(outputs: BTreeMap<String, Value>) -> Result<Params> 
     Ok(outputs)
 }
 
-async fn end(ctx: &Ctx, id: i64, body: Body, by: &str) -> Result<Json<Completed>> {
-    let req: Completion = body.json_or_default()?;
-    let (state, outputs, message) = ending(req.state, req.outputs, req.message, by)?;
-    if (ctx.store)
-        .end_waiting(id, state, &outputs, &message, Holder::Anyone)
-        .await?
-    {
-        tracing::info!(task_instance_id = id, %state, by, "waiting task completed");
-        return Ok(Json(Completed { id, state }));
+/// Ends one task as `end` says, or says why it did not (404, or 409 naming why).
+pub(crate) async fn end_one(ctx: &Ctx, end: Ending) -> Result<Json<Completed>> {
+    let (id, state) = (end.id, end.state);
+    let result = end_all(ctx, &[end]).await?.into_iter().next();
+    result.expect("one result a completion")?;
+    tracing::info!(task_instance_id = id, %state, "waiting task completed");
+    Ok(Json(Completed { id, state }))
+}
+
+/// Ends the tasks of `ends` in one transaction, each by its own conditional write (under
+/// its lease, if it names one); for each, in order, nothing or why it did not end (404,
+/// or 409 naming why).
+pub(crate) async fn end_all(ctx: &Ctx, ends: &[Ending]) -> Result<Vec<Result<()>>> {
+    if ends.is_empty() {
+        return Ok(Vec::new());
     }
-    let row = find_task(ctx, id).await?;
+    let writes: Vec<WaitEnd> = ends
+        .iter()
+        .map(|e| WaitEnd {
+            id: e.id,
+            state: e.state,
+            output: &e.outputs,
+            message: &e.message,
+            holder: e.holder(),
+        })
+        .collect();
+    let ended = ctx.store.end_waits(&writes).await?;
+    let mut results = Vec::with_capacity(ends.len());
+    for (end, ended) in ends.iter().zip(ended) {
+        if ended {
+            tracing::debug!(task_instance_id = end.id, state = %end.state, "waiting task completed");
+            results.push(Ok(()));
+        } else {
+            results.push(Err(not_ended(ctx, end.id, end.lease.is_some()).await));
+        }
+    }
+    Ok(results)
+}
+
+/// Why task `id` was not ended by a completion (`by_lease`: one under a lease token, an
+/// external worker's, which heartbeats and log lines share): 404 for no such task, else
+/// 409 naming why: not a task such a completion ends, ended already, or not waiting (for
+/// a lease: not held by this token).
+pub(crate) async fn not_ended(ctx: &Ctx, id: i64, by_lease: bool) -> Error {
+    let row = match find_task(ctx, id).await {
+        Ok(row) => row,
+        Err(e) => return e,
+    };
     let kind = row.task_type.parse::<TaskType>().ok();
-    Err(Error::Conflict(match row.state {
-        _ if !matches!(
+    let takes = match by_lease {
+        true => kind == Some(TaskType::External),
+        false => matches!(
             kind,
             Some(TaskType::Wait | TaskType::Callback | TaskType::External)
-        ) =>
-        {
-            format!(
-                "task instance {id} is a {} task: only wait, callback and external tasks are completed",
-                row.task_type
-            )
-        }
-        s if s.is_terminal() => format!(
-            "task instance {id} is {s} already{}",
-            row.message.map(|m| format!(" ({m})")).unwrap_or_default()
         ),
-        s => format!("task instance {id} is {s}, not waiting yet; try again shortly"),
-    }))
+    };
+    let (s, task_type) = (row.state, &row.task_type);
+    let why = row.message.map(|m| format!(" ({m})")).unwrap_or_default();
+    Error::Conflict(match (by_lease, takes, s.is_terminal()) {
+        (true, false, _) => {
+            format!("task instance {id} is a {task_type} task, not an external one")
+        }
+        (false, false, _) => format!(
+            "task instance {id} is a {task_type} task: only wait, callback and external tasks are completed"
+        ),
+        (true, true, true) => format!("task instance {id} ended already: {s}{why}; drop it"),
+        (false, true, true) => format!("task instance {id} is {s} already{why}"),
+        (true, true, false) => format!(
+            "this lease token does not hold task instance {id}: its lease lapsed and it went back to its queue, or another poll took it; drop it"
+        ),
+        (false, true, false) => {
+            format!("task instance {id} is {s}, not waiting yet; try again shortly")
+        }
+    })
+}
+
+async fn end(ctx: &Ctx, id: i64, body: Body, by: &str) -> Result<Json<Completed>> {
+    let req: Completion = body.json_or_default()?;
+    end_one(ctx, Ending::new(id, req, by, None)?).await
 }

@@ -59,6 +59,7 @@ impl Mask {
     pub fn stream(&self) -> MaskStream {
         MaskStream {
             keep: self.0.first().map_or(0, |v| v.len() - 1),
+            whole_lines: !self.0.iter().any(|v| v.contains(&b'\n')),
             mask: self.clone(),
             held: Vec::new(),
         }
@@ -84,11 +85,14 @@ fn replace(haystack: &[u8], needle: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Holds back the last (longest value − 1) bytes of what it was fed, which may be the
-/// start of a value the next piece completes.
+/// start of a value the next piece completes; none up to a line's end when no value spans
+/// lines, so that a line is written as soon as it is whole.
 pub struct MaskStream {
     mask: Mask,
     held: Vec<u8>,
     keep: usize,
+    /// No value holds a newline: none continues past one.
+    whole_lines: bool,
 }
 
 impl MaskStream {
@@ -99,7 +103,12 @@ impl MaskStream {
         }
         self.held.extend_from_slice(piece);
         let masked = self.mask.bytes(&self.held).into_owned();
-        let split = masked.len().saturating_sub(self.keep);
+        let mut split = masked.len().saturating_sub(self.keep);
+        if self.whole_lines
+            && let Some(end) = masked.iter().rposition(|b| *b == b'\n')
+        {
+            split = split.max(end + 1);
+        }
         self.held = masked[split..].to_vec();
         masked[..split].to_vec()
     }
@@ -143,5 +152,15 @@ mod tests {
                 "pieces of {size}"
             );
         }
+        // A whole line is not held back; a value spanning lines is hidden all the same.
+        let mut stream = mask.stream();
+        assert_eq!(stream.feed(b"a s3cr3t-val"), b"a");
+        assert_eq!(stream.feed(b"ue\n"), b" ***\n");
+        let mask = Mask::new(&["two\nlines".into()]);
+        let mut stream = mask.stream();
+        let mut out = stream.feed(b"one two\n");
+        out.extend(stream.feed(b"lines\n"));
+        out.extend(stream.finish());
+        assert_eq!(out, b"one ***\n");
     }
 }

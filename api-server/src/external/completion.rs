@@ -3,47 +3,42 @@
 //! conditional write under its lease, so a completion counts once per attempt, and a
 //! batch's stale completions are answered one by one while the others count.
 
-use super::{not_held, works_in};
+use super::works_in;
 use crate::Ctx;
 use crate::access::Caller;
-use crate::completions::{Completed, ending};
+use crate::completions::{Completed, Completion, Ending, end_all, end_one};
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, Body, path};
 use axum::Json;
 use axum::extract::{Extension, State};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use shoal_common::access::{Role, token_hash};
-use shoal_common::start::Params;
+use serde_json::{Map, Value};
+use shoal_common::access::Role;
 use shoal_common::types::TaskState;
-use shoal_store::{Holder, WaitEnd, audit_object, audit_project};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use shoal_store::{audit_object, audit_project};
+use std::collections::{BTreeSet, HashSet};
 use utoipa::ToSchema;
 
 /// The most completions one batch may carry.
 pub const MAX_BATCH: usize = 100;
 
-/// How an external task ended.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
+/// How an external task ended: its lease token and the fields of any completion
+/// (`failure` fails the attempt and its retries apply; unknown fields are refused).
+// Read by `external_completion` as the token and a `Completion`, which refuses unknown
+// fields (`flatten` would not): this type describes the body for the OpenAPI document.
+#[derive(Deserialize, ToSchema)]
+#[allow(dead_code)]
 pub struct ExternalCompletion {
     lease_token: String,
-    /// `success` (the default) or `failure` (its retries apply).
-    #[serde(default)]
-    state: Option<TaskState>,
-    /// Outputs downstream tasks see as `${name}`: strings, numbers or booleans.
-    #[serde(default)]
-    #[schema(value_type = BTreeMap<String, crate::commands::StartParam>)]
-    outputs: BTreeMap<String, Value>,
-    /// Shown on the task.
-    #[serde(default)]
-    message: Option<String>,
+    #[serde(flatten)]
+    completion: Completion,
 }
 
 /// How one external task of a batch ended: its id and the fields of a single completion
 /// (unknown fields are refused).
-// Read by `batched` as the id and an `ExternalCompletion`, which refuses unknown fields
-// (`flatten` would not): this type describes an item for the OpenAPI document.
+// Read by `batched`, as `ExternalCompletion` is: this type describes an item for the
+// OpenAPI document.
 #[derive(Deserialize, ToSchema)]
 #[allow(dead_code)]
 pub struct BatchedCompletion {
@@ -71,27 +66,9 @@ pub struct BatchOutcome {
     pub error: Option<String>,
 }
 
-/// A completion checked: what its conditional write ends the task with.
-struct Ending {
-    id: i64,
-    state: TaskState,
-    outputs: Params,
-    message: String,
-    token_hash: String,
-}
-
-impl Ending {
-    fn new(id: i64, c: ExternalCompletion) -> Result<Ending> {
-        let by = "by its external worker";
-        let (state, outputs, message) = ending(c.state, c.outputs, c.message, by)?;
-        Ok(Ending {
-            id,
-            state,
-            outputs,
-            message,
-            token_hash: token_hash(&c.lease_token),
-        })
-    }
+/// How a completion by an external worker ends a task: under its lease.
+fn ending(id: i64, (token, c): (String, Completion)) -> Result<Ending> {
+    Ending::new(id, c, "by its external worker", Some(&token))
 }
 
 /// `POST /external/{id}/complete`: ends a taken task; its outputs flow downstream.
@@ -114,13 +91,9 @@ pub async fn complete(
     ApiPath(id): ApiPath<i64>,
     body: Body,
 ) -> Result<Json<Completed>> {
-    let req: ExternalCompletion = body.json()?;
-    let end = Ending::new(id, req)?;
-    let state = end.state;
-    let result = end_all(&ctx, &[end]).await?.into_iter().next();
-    result.expect("one result a completion")?;
-    tracing::info!(task_instance_id = id, %state, "external task completed");
-    Ok(Json(Completed { id, state }))
+    let req = external_completion(body.json()?)
+        .map_err(|e| Error::BadRequest(format!("invalid JSON body: {e}")))?;
+    end_one(&ctx, ending(id, req)?).await
 }
 
 /// `POST /external/complete`: ends up to 100 taken tasks at once, in one transaction; a
@@ -161,7 +134,7 @@ pub async fn complete_batch(
                 "task instance {id} is named twice in the batch: complete it once"
             )));
         }
-        let end = Ending::new(id, c)
+        let end = ending(id, c)
             .map_err(|e| Error::BadRequest(format!("completion {i} (task instance {id}): {e}")))?;
         ends.push(end);
     }
@@ -210,16 +183,36 @@ pub async fn complete_batch(
 }
 
 /// A batch's item: the task's id, and how it ended.
-fn batched(item: Value) -> std::result::Result<(i64, ExternalCompletion), String> {
-    let Value::Object(mut fields) = item else {
-        return Err(format!("{item} is not an object"));
-    };
-    let id = fields
-        .remove("task_instance_id")
-        .ok_or("missing field `task_instance_id`")?;
-    let id = serde_json::from_value(id).map_err(|e| format!("task_instance_id: {e}"))?;
+fn batched(item: Value) -> std::result::Result<(i64, (String, Completion)), String> {
+    let mut fields = object(item)?;
+    let id = take(&mut fields, "task_instance_id")?;
+    Ok((id, external_completion(Value::Object(fields))?))
+}
+
+/// An external completion's body: the lease token, and the completion.
+fn external_completion(body: Value) -> std::result::Result<(String, Completion), String> {
+    let mut fields = object(body)?;
+    let token = take(&mut fields, "lease_token")?;
     let completion = serde_json::from_value(Value::Object(fields)).map_err(|e| e.to_string())?;
-    Ok((id, completion))
+    Ok((token, completion))
+}
+
+fn object(v: Value) -> std::result::Result<Map<String, Value>, String> {
+    match v {
+        Value::Object(fields) => Ok(fields),
+        v => Err(format!("{v} is not an object")),
+    }
+}
+
+/// Field `name` of `fields`, taken out.
+fn take<T: DeserializeOwned>(
+    fields: &mut Map<String, Value>,
+    name: &str,
+) -> std::result::Result<T, String> {
+    let v = fields
+        .remove(name)
+        .ok_or_else(|| format!("missing field `{name}`"))?;
+    serde_json::from_value(v).map_err(|e| format!("{name}: {e}"))
 }
 
 fn join(ids: &[i64]) -> String {
@@ -242,33 +235,4 @@ fn outcome(id: i64, state: TaskState, result: Result<()>) -> BatchOutcome {
             error: Some(e.client_message()),
         },
     }
-}
-
-/// Ends the tasks of `ends` in one transaction, each under its lease; for each, in order,
-/// nothing or why it did not end (404, or 409 naming why).
-async fn end_all(ctx: &Ctx, ends: &[Ending]) -> Result<Vec<Result<()>>> {
-    if ends.is_empty() {
-        return Ok(Vec::new());
-    }
-    let writes: Vec<WaitEnd> = ends
-        .iter()
-        .map(|e| WaitEnd {
-            id: e.id,
-            state: e.state,
-            output: &e.outputs,
-            message: &e.message,
-            holder: Holder::Lease(&e.token_hash),
-        })
-        .collect();
-    let ended = ctx.store.end_waits(&writes).await?;
-    let mut results = Vec::with_capacity(ends.len());
-    for (end, ended) in ends.iter().zip(ended) {
-        if ended {
-            tracing::debug!(task_instance_id = end.id, state = %end.state, "external task completed");
-            results.push(Ok(()));
-        } else {
-            results.push(Err(not_held(ctx, end.id).await));
-        }
-    }
-    Ok(results)
 }

@@ -12,7 +12,6 @@ use crate::Ctx;
 use crate::access::Caller;
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, Body, check_identifier, path};
-use crate::instances::find_task;
 use axum::Json;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
@@ -21,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shoal_common::access::{random_hex, token_hash};
 use shoal_common::secret_key::external_params_context;
-use shoal_common::types::{TaskType, ms_to_rfc3339, now_ms};
+use shoal_common::types::{ms_to_rfc3339, now_ms};
 use shoal_store::Leased;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -383,25 +382,6 @@ async fn held<T>(ctx: &Ctx, id: i64, got: Option<T>) -> Result<T> {
 }
 
 /// Why a lease token does not hold task `id`: 404 for no such task, else 409 naming why.
-pub(super) async fn not_held(ctx: &Ctx, id: i64) -> Error {
-    let row = match find_task(ctx, id).await {
-        Ok(row) => row,
-        Err(e) => return e,
-    };
-    if row.task_type != TaskType::External.as_str() {
-        return Error::Conflict(format!(
-            "task instance {id} is a {} task, not an external one",
-            row.task_type
-        ));
-    }
-    if row.state.is_terminal() {
-        let why = row.message.map(|m| format!(" ({m})")).unwrap_or_default();
-        return Error::Conflict(format!(
-            "task instance {id} ended already: {}{why}; drop it",
-            row.state
-        ));
-    }
-    Error::Conflict(format!(
-        "this lease token does not hold task instance {id}: its lease lapsed and it went back to its queue, or another poll took it; drop it"
-    ))
+async fn not_held(ctx: &Ctx, id: i64) -> Error {
+    crate::completions::not_ended(ctx, id, true).await
 }

@@ -1669,16 +1669,12 @@ export interface components {
          * @enum {string}
          */
         ExecutionType: "parallel" | "serial_wait" | "serial_discard" | "serial_priority";
-        /** @description How an external task ended. */
-        ExternalCompletion: {
+        /**
+         * @description How an external task ended: its lease token and the fields of any completion
+         *     (`failure` fails the attempt and its retries apply; unknown fields are refused).
+         */
+        ExternalCompletion: components["schemas"]["Completion"] & {
             lease_token: string;
-            /** @description Shown on the task. */
-            message?: string | null;
-            /** @description Outputs downstream tasks see as `${name}`: strings, numbers or booleans. */
-            outputs?: {
-                [key: string]: components["schemas"]["StartParam"];
-            };
-            state?: components["schemas"]["TaskState"] | null;
         };
         /** @description Where an external task is offered, and who holds it. */
         ExternalOffer: {

@@ -2,12 +2,13 @@
 //! by the worker itself, named `shoal-<task_instance_id>` (labels `job-name` and
 //! `shoal.io/task-instance-id`).
 //!
-//! The worker waits for the Job's pod, streams its first container's log (`follow=true`)
-//! into the task log (masked, `${setValue(k=v)}` lines read from it), then reads the Job's
-//! status: `succeeded` is success, `failed` a failure with the container's exit code. A
-//! kill or a `fail` timeout deletes the Job (`propagationPolicy: Background`, so its pod
-//! goes too). A Job of the same name that exists already (this attempt, started by a
-//! worker that died) is followed, not created again.
+//! The worker waits for the Job's pod, streams every container's log into the task log
+//! ([`logs`]: masked, `${setValue(k=v)}` lines read from it, a broken stream opened again),
+//! then reads the Job's status: `succeeded` is success, `failed` a failure naming the
+//! container that failed, with its exit code. A kill or a `fail` timeout deletes the Job
+//! (`propagationPolicy: Background`, so its pod goes too). A Job of the same name that
+//! exists already (this attempt, started by a worker that died) is followed, not created
+//! again.
 //!
 //! Where the API server is: the task's `api` (with the token of its `token_secret`); else
 //! the worker's in-cluster service account (`KUBERNETES_SERVICE_HOST`, the token and CA
@@ -18,17 +19,19 @@
 //! The Job and Pod objects are JSON values with the handful of fields read and written
 //! here, not `k8s-openapi`'s types: see docs/decisions.md.
 
+mod config;
+mod logs;
+
+use config::{Target, target};
+
 use super::kill::KillSwitch;
-use super::set_value::OutputScanner;
 use super::task_log::TaskLog;
 use super::{NO_EXIT_CODE, Outcome, set_value};
-use base64::Engine;
 use reqwest::{Certificate, Client, Identity, Method, StatusCode};
 use serde_json::{Value, json};
 use shoal_common::definition::KubernetesSpec;
 use shoal_common::params::is_value_var;
 use shoal_common::proto::TaskSpec;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How often the pod and the Job are looked at while waiting.
@@ -37,7 +40,6 @@ const POLL: Duration = Duration::from_secs(1);
 const SETTLE: Duration = Duration::from_secs(120);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-const SERVICE_ACCOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// Waiting reasons of a pod's container that it does not get out of by itself.
 const STUCK: [&str; 5] = [
     "ErrImagePull",
@@ -48,20 +50,11 @@ const STUCK: [&str; 5] = [
 ];
 
 /// An API server and how to talk to it.
+#[derive(Clone)]
 pub(crate) struct Api {
     base: String,
     token: Option<String>,
     client: Client,
-}
-
-/// Where the API server is and how the worker authenticates.
-struct Target {
-    server: String,
-    token: Option<String>,
-    ca: Option<Vec<u8>>,
-    /// Client certificate and key, PEM, one after the other.
-    identity: Option<Vec<u8>>,
-    insecure: bool,
 }
 
 impl Api {
@@ -138,130 +131,6 @@ fn chain(e: &dyn std::error::Error) -> String {
         source = inner.source();
     }
     s
-}
-
-/// The API server of a task: its own `api`, else in-cluster, else the kubeconfig.
-fn target(k: &KubernetesSpec) -> Result<Target, String> {
-    if let Some(api) = &k.api {
-        return Ok(Target {
-            server: api.clone(),
-            token: k.token.clone(),
-            ca: None,
-            identity: None,
-            insecure: false,
-        });
-    }
-    if let (Ok(host), Ok(port)) = (
-        std::env::var("KUBERNETES_SERVICE_HOST"),
-        std::env::var("KUBERNETES_SERVICE_PORT"),
-    ) {
-        let dir = Path::new(SERVICE_ACCOUNT);
-        let token = std::fs::read_to_string(dir.join("token"))
-            .map_err(|e| format!("in-cluster: cannot read {SERVICE_ACCOUNT}/token: {e}"))?;
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host
-        };
-        return Ok(Target {
-            server: format!("https://{host}:{port}"),
-            token: k.token.clone().or(Some(token.trim().to_string())),
-            ca: std::fs::read(dir.join("ca.crt")).ok(),
-            identity: None,
-            insecure: false,
-        });
-    }
-    let path = std::env::var_os("KUBECONFIG")
-        .and_then(|p| std::env::split_paths(&p).next())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config")))
-        .ok_or("no Kubernetes API server: the task names no api, the worker runs outside a cluster and has no KUBECONFIG")?;
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        format!(
-            "no Kubernetes API server: the task names no api, the worker runs outside a cluster, and its kubeconfig {}: {e}",
-            path.display()
-        )
-    })?;
-    let mut t = kubeconfig(&text, path.parent().unwrap_or(Path::new(".")))
-        .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?;
-    if k.token.is_some() {
-        t.token = k.token.clone();
-    }
-    Ok(t)
-}
-
-/// The current context of a kubeconfig: server, CA, the user's token or certificate.
-fn kubeconfig(text: &str, dir: &Path) -> Result<Target, String> {
-    let doc: Value = serde_norway::from_str(text).map_err(|e| e.to_string())?;
-    let current = doc["current-context"]
-        .as_str()
-        .ok_or("no current-context")?;
-    let named = |list: &str, name: &str| -> Result<Value, String> {
-        doc[list]
-            .as_array()
-            .and_then(|l| l.iter().find(|e| e["name"].as_str() == Some(name)))
-            .cloned()
-            .ok_or_else(|| format!("no {list} entry '{name}'"))
-    };
-    let context = named("contexts", current)?;
-    let cluster_name = context["context"]["cluster"]
-        .as_str()
-        .ok_or("context without cluster")?;
-    let cluster = named("clusters", cluster_name)?["cluster"].clone();
-    let user = match context["context"]["user"].as_str() {
-        Some(u) => named("users", u)?["user"].clone(),
-        None => Value::Null,
-    };
-    let data = |v: &Value, key: &str| -> Result<Option<Vec<u8>>, String> {
-        if let Some(b64) = v[format!("{key}-data")].as_str() {
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(b64.trim())
-                .map_err(|e| format!("{key}-data: {e}"))?;
-            return Ok(Some(bytes));
-        }
-        match v[key].as_str() {
-            Some(file) => {
-                let path = dir.join(file);
-                std::fs::read(&path)
-                    .map(Some)
-                    .map_err(|e| format!("{key} {}: {e}", path.display()))
-            }
-            None => Ok(None),
-        }
-    };
-    let identity = match (
-        data(&user, "client-certificate")?,
-        data(&user, "client-key")?,
-    ) {
-        (Some(mut cert), Some(key)) => {
-            cert.push(b'\n');
-            cert.extend(key);
-            Some(cert)
-        }
-        _ => None,
-    };
-    let token = match (user["token"].as_str(), user["tokenFile"].as_str()) {
-        (Some(t), _) => Some(t.to_string()),
-        (None, Some(f)) => Some(
-            std::fs::read_to_string(dir.join(f))
-                .map_err(|e| format!("tokenFile {f}: {e}"))?
-                .trim()
-                .to_string(),
-        ),
-        _ => None,
-    };
-    if user.get("exec").is_some() && token.is_none() && identity.is_none() {
-        return Err("the user's credentials come from an exec plugin, which the worker does not run; give the task a token_secret".into());
-    }
-    Ok(Target {
-        server: cluster["server"]
-            .as_str()
-            .ok_or("cluster without server")?
-            .to_string(),
-        token,
-        ca: data(&cluster, "certificate-authority")?,
-        identity,
-        insecure: cluster["insecure-skip-tls-verify"].as_bool() == Some(true),
-    })
 }
 
 /// The Job's name: one per attempt (each attempt is its own task instance).
@@ -397,17 +266,16 @@ pub(crate) async fn run(
     }
 }
 
-/// Waits for the Job's pod, streams its log, then reads how the Job ended.
+/// Waits for the Job's pod, streams its logs, then reads how the Job ended.
 async fn follow(api: &Api, ns: &str, name: &str, log: &TaskLog) -> Result<Outcome, String> {
     let pods = format!("/api/v1/namespaces/{ns}/pods?labelSelector=job-name%3D{name}");
     let mut waiting_said = false;
-    // The pod, once it runs or ended.
+    // The pod, once a container of it (an init container's first) started.
     let pod = loop {
         let (_, list) = api.call(Method::GET, &pods, None).await?;
         let items = list["items"].as_array().cloned().unwrap_or_default();
         if let Some(pod) = items.last() {
-            let phase = pod["status"]["phase"].as_str().unwrap_or("Pending");
-            if phase != "Pending" {
+            if started(pod) {
                 break pod.clone();
             }
             if let Some((reason, message)) = stuck(pod) {
@@ -427,50 +295,7 @@ async fn follow(api: &Api, ns: &str, name: &str, log: &TaskLog) -> Result<Outcom
         tokio::time::sleep(POLL).await;
     };
     let pod_name = pod_name_of(&pod).to_string();
-    let container = pod["spec"]["containers"][0]["name"]
-        .as_str()
-        .unwrap_or("")
-        .to_string();
-    let container = container.as_str();
-    log.note(&format!(
-        "pod {pod_name}: streaming the log of container '{container}'"
-    ));
-    let log_path =
-        format!("/api/v1/namespaces/{ns}/pods/{pod_name}/log?follow=true&container={container}");
-    let mut mask = log.mask().stream();
-    let mut scanner = OutputScanner::default();
-    let mut response = api
-        .request(Method::GET, &log_path)
-        .send()
-        .await
-        .map_err(|e| format!("pod log: {}", chain(&e)))?;
-    if !response.status().is_success() {
-        let status = response.status();
-        let text = response.text().await.unwrap_or_default();
-        log.note(&format!(
-            "cannot read the pod's log: {status}: {}",
-            text.trim()
-        ));
-    } else {
-        loop {
-            match response.chunk().await {
-                Ok(Some(bytes)) => {
-                    let shown = mask.feed(&bytes);
-                    log.append(&shown);
-                    scanner.feed(&shown);
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    log.note(&format!("the pod's log stream broke: {}", chain(&e)));
-                    break;
-                }
-            }
-        }
-    }
-    let rest = mask.finish();
-    log.append(&rest);
-    scanner.feed(&rest);
-    let (output, truncated) = scanner.finish();
+    let (output, truncated) = logs::stream(api, ns, &pod, log).await?;
     if truncated {
         log.note(&format!(
             "output parameters beyond {} bytes were dropped",
@@ -494,24 +319,16 @@ async fn follow(api: &Api, ns: &str, name: &str, log: &TaskLog) -> Result<Outcom
         log.note(&format!("job {ns}/{name} succeeded"));
         return Ok(Outcome::Success { output });
     }
-    // The container's exit code, from the pod as it is now.
+    // The container that failed, from the pod as it is now.
     let (_, list) = api.call(Method::GET, &pods, None).await?;
     let pod = list["items"]
         .as_array()
         .and_then(|i| i.iter().find(|p| pod_name_of(p) == pod_name).cloned())
         .unwrap_or(pod);
-    let terminated = &pod["status"]["containerStatuses"]
-        .as_array()
-        .and_then(|s| {
-            s.iter()
-                .find(|c| c["name"].as_str() == Some(container))
-                .cloned()
-        })
-        .unwrap_or(Value::Null)["state"]["terminated"];
-    let (exit_code, message) = match terminated["exitCode"].as_i64() {
-        Some(code) => (
+    let (exit_code, message) = match failed_container(&pod) {
+        Some((kind, container, code)) => (
             code as i32,
-            format!("pod {pod_name} failed: container '{container}' exited with code {code}"),
+            format!("pod {pod_name} failed: {kind} '{container}' exited with code {code}"),
         ),
         None => (NO_EXIT_CODE, format!("job {ns}/{name} failed")),
     };
@@ -520,6 +337,38 @@ async fn follow(api: &Api, ns: &str, name: &str, log: &TaskLog) -> Result<Outcom
         exit_code,
         message,
         output,
+    })
+}
+
+/// The statuses of the pod's init containers, then of its containers.
+fn statuses(pod: &Value) -> impl Iterator<Item = (&'static str, &Value)> {
+    [
+        ("init container", "initContainerStatuses"),
+        ("container", "containerStatuses"),
+    ]
+    .into_iter()
+    .flat_map(move |(kind, list)| {
+        let list = pod["status"][list].as_array().map(Vec::as_slice);
+        list.unwrap_or_default().iter().map(move |s| (kind, s))
+    })
+}
+
+/// Whether the pod runs or ran a container (an init container, while it is `Pending`).
+fn started(pod: &Value) -> bool {
+    pod["status"]["phase"].as_str().unwrap_or("Pending") != "Pending"
+        || statuses(pod).any(|(_, s)| {
+            let state = &s["state"];
+            state.get("running").is_some() || state.get("terminated").is_some()
+        })
+}
+
+/// The first container (init containers first) that exited with a code other than 0: its
+/// kind, name and code.
+fn failed_container(pod: &Value) -> Option<(&'static str, String, i64)> {
+    statuses(pod).find_map(|(kind, s)| {
+        let code = s["state"]["terminated"]["exitCode"].as_i64()?;
+        let name = s["name"].as_str().unwrap_or("").to_string();
+        (code != 0).then_some((kind, name, code))
     })
 }
 
@@ -553,48 +402,22 @@ fn pod_name_of(pod: &Value) -> &str {
 
 /// A waiting reason of the pod's containers it will not get out of by itself.
 fn stuck(pod: &Value) -> Option<(String, String)> {
-    let statuses = pod["status"]["containerStatuses"].as_array()?;
-    statuses.iter().find_map(|s| {
-        let waiting = &s["state"]["waiting"];
-        let reason = waiting["reason"].as_str()?;
-        STUCK.contains(&reason).then(|| {
-            let message = waiting["message"].as_str().unwrap_or("").to_string();
-            (reason.to_string(), message)
-        })
+    statuses(pod).find_map(|(_, s)| waiting_stuck(s))
+}
+
+/// A waiting reason of a container (by its status) it will not get out of by itself.
+fn waiting_stuck(status: &Value) -> Option<(String, String)> {
+    let waiting = &status["state"]["waiting"];
+    let reason = waiting["reason"].as_str()?;
+    STUCK.contains(&reason).then(|| {
+        let message = waiting["message"].as_str().unwrap_or("").to_string();
+        (reason.to_string(), message)
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_kubeconfig_s_current_context_gives_server_ca_and_token() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("tok"), "file-token\n").unwrap();
-        let text = r#"
-apiVersion: v1
-kind: Config
-current-context: b
-contexts:
-- {name: a, context: {cluster: one, user: u1}}
-- {name: b, context: {cluster: two, user: u2}}
-clusters:
-- {name: one, cluster: {server: "https://one:6443"}}
-- {name: two, cluster: {server: "https://two:6443", certificate-authority-data: "Q0E=", insecure-skip-tls-verify: false}}
-users:
-- {name: u1, user: {token: t1}}
-- {name: u2, user: {tokenFile: tok}}
-"#;
-        let t = kubeconfig(text, dir.path()).unwrap();
-        assert_eq!(t.server, "https://two:6443");
-        assert_eq!(t.token.as_deref(), Some("file-token"));
-        assert_eq!(t.ca.as_deref(), Some(&b"CA"[..]));
-        assert!(!t.insecure && t.identity.is_none());
-        let exec = text.replace("{tokenFile: tok}", "{exec: {command: aws}}");
-        let e = kubeconfig(&exec, dir.path()).err().unwrap();
-        assert!(e.contains("exec plugin"), "{e}");
-    }
 
     #[test]
     fn the_job_wraps_an_image_shorthand_or_a_pod_spec() {
