@@ -337,6 +337,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_interpreter_is_one_bash_word_whatever_it_holds() {
+        assert_eq!(
+            shell_quoted("/opt/my py/bin/python3"),
+            "'/opt/my py/bin/python3'"
+        );
+        assert_eq!(shell_quoted("it's"), r"'it'\''s'");
+    }
+
+    #[test]
     fn bash_is_found() {
         assert!(bash().is_absolute(), "{}", bash().display());
     }
