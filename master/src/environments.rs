@@ -1,9 +1,10 @@
 //! The project environments a master sends with shell and python tasks. Like the secrets
-//! ([`crate::secrets`]) they are read from the store every [`REFRESH`], and before a
-//! claimed run that names one starts, so building a task spec never waits on the database
-//! and a run sees an environment set before it was started.
+//! ([`crate::secrets`]) they are read from the store every
+//! [`REFRESH`](crate::secrets::REFRESH), and before a claimed run that names one starts,
+//! so building a task spec never waits on the database and a run sees an environment set
+//! before it was started.
 
-use crate::secrets::REFRESH;
+use crate::secrets::refresh_every;
 use shoal_common::definition::WorkflowDef;
 use shoal_common::start::StartOptions;
 use shoal_store::Store;
@@ -11,10 +12,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use tokio_util::sync::CancellationToken;
 
+/// Environment name → config, of one project.
+type Configs = HashMap<String, Arc<str>>;
+
 /// Project → environment name → config. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Environments {
-    configs: Arc<RwLock<HashMap<String, HashMap<String, Arc<str>>>>>,
+    configs: Arc<RwLock<HashMap<String, Configs>>>,
     store: Store,
 }
 
@@ -41,7 +45,7 @@ impl Environments {
                 return;
             }
         };
-        let mut all: HashMap<String, HashMap<String, Arc<str>>> = HashMap::new();
+        let mut all: HashMap<String, Configs> = HashMap::new();
         for e in rows {
             all.entry(e.project)
                 .or_default()
@@ -50,15 +54,9 @@ impl Environments {
         *self.configs.write().expect("environments lock") = all;
     }
 
-    /// Refreshes every [`REFRESH`] until `shutdown`.
+    /// Refreshes every [`REFRESH`](crate::secrets::REFRESH) until `shutdown`.
     pub(crate) async fn run(self, shutdown: CancellationToken) {
-        loop {
-            self.refresh().await;
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(REFRESH) => {}
-            }
-        }
+        refresh_every(shutdown, || self.refresh()).await
     }
 }
 

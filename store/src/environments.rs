@@ -4,10 +4,9 @@
 use super::Store;
 use super::definitions::{decode_spec, is_latest_version};
 use super::schema::{Environment as Env, WorkflowDefinition as Def};
-use super::sql::insert_rows;
-use sea_query::{Alias, Expr, ExprTrait, OnConflict, Order, Query};
-use shoal_common::error::{Error, Result};
-use shoal_common::types::now_ms;
+use super::secrets::put_named;
+use sea_query::{Alias, Expr, ExprTrait, Order, Query};
+use shoal_common::error::Result;
 
 /// An environment, with its config.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -51,48 +50,8 @@ impl Store {
         description: &str,
         by: &str,
     ) -> Result<bool> {
-        let mut tx = self.db.begin().await?;
-        let existed: Option<(String,)> = tx
-            .fetch_optional(
-                Query::select()
-                    .column(Env::Name)
-                    .from(Env::Table)
-                    .and_where(Expr::col(Env::Project).eq(project))
-                    .and_where(Expr::col(Env::Name).eq(name)),
-            )
-            .await?;
-        let now = now_ms();
-        let mut insert = insert_rows(
-            Env::Table,
-            COLUMNS,
-            [[
-                project.into(),
-                name.into(),
-                config.into(),
-                description.into(),
-                by.into(),
-                now.into(),
-                now.into(),
-            ]],
-        );
-        insert.on_conflict(
-            OnConflict::columns([Env::Project, Env::Name])
-                .update_columns([
-                    Env::Config,
-                    Env::Description,
-                    Env::UpdatedBy,
-                    Env::UpdatedAt,
-                ])
-                .to_owned(),
-        );
-        match tx.execute(&insert).await {
-            Err(Error::Database(sqlx::Error::Database(e))) if e.is_foreign_key_violation() => {
-                return Err(Error::NotFound(format!("project '{project}'")));
-            }
-            other => other?,
-        }
-        tx.commit().await?;
-        Ok(existed.is_none())
+        let row = [project, name, config, description, by];
+        put_named(self, Env::Table, COLUMNS, row).await
     }
 
     /// The environments of `project`, by name.

@@ -338,11 +338,9 @@ pub(crate) async fn an_environment_is_kept_per_project_and_not_deleted_while_use
         ),
         (config, "java 17", "bob")
     );
-    assert_eq!(
-        store.list_environments("default").await.unwrap(),
-        [got.clone()]
-    );
-    assert_eq!(store.all_environments().await.unwrap(), [got]);
+    let listed = store.list_environments("default").await.unwrap();
+    assert_eq!(listed, store.all_environments().await.unwrap());
+    assert_eq!(listed, [got]);
     assert_eq!(
         store
             .missing_environments("default", &["jdk", "py"])
