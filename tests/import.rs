@@ -50,9 +50,36 @@ fn an_imported_dolphinscheduler_export_applies_and_runs(e: Env) {
     let file = e.path("export.json");
     std::fs::write(&file, export(&server.url)).unwrap();
     let file = file.to_str().unwrap();
+    // DolphinScheduler's environment list (its API's answer): the PYTHON task's
+    // environment comes along with its config.
+    let envs = e.path("environments.json");
+    let listed = serde_json::json!({"code": 0, "msg": "success", "data": [{
+        "id": 1, "code": 13092870001024_i64, "name": "etl venv",
+        "config": "echo \"sourced the etl venv\"\nexport ETL_HOME=/opt/etl",
+        "description": "", "workerGroups": ["default"],
+    }]});
+    std::fs::write(&envs, listed.to_string()).unwrap();
+    let envs = envs.to_str().unwrap();
 
     // A dry run prints the definitions and the report, and changes nothing.
-    let (yaml, report) = run_cli(&e, &["import", "dolphinscheduler", file, "--dry-run"]);
+    let (yaml, report) = run_cli(
+        &e,
+        &[
+            "import",
+            "dolphinscheduler",
+            file,
+            "--dry-run",
+            "--environments",
+            envs,
+        ],
+    );
+    assert!(
+        yaml.contains(
+            "# environment etl_venv (set with `shoal env set`):\n#   echo \"sourced the etl venv\""
+        ),
+        "{yaml}"
+    );
+    assert!(yaml.contains("environment: etl_venv"), "{yaml}");
     assert_eq!(
         yaml.matches("\nname: ").count() + usize::from(yaml.starts_with("name:")),
         3,
@@ -83,7 +110,15 @@ fn an_imported_dolphinscheduler_export_applies_and_runs(e: Env) {
             "7=pg",
             "--worker-group",
             "etl=default",
+            "--environments",
+            envs,
         ],
+    );
+    assert!(done.contains("environment etl_venv imported"), "{done}");
+    let env = e.api().get("/projects/default/environments/etl_venv");
+    assert_eq!(
+        env["config"],
+        "echo \"sourced the etl venv\"\nexport ETL_HOME=/opt/etl"
     );
     assert!(
         done.contains("imported default/warehouse_daily version 1 (13 tasks); schedule"),
@@ -161,6 +196,10 @@ fn an_imported_dolphinscheduler_export_applies_and_runs(e: Env) {
         !server.requests().is_empty(),
         "the HTTP task called the server"
     );
+    // The python task ran in its environment.
+    let clean = attempts(&inst, "clean_orders")[0]["id"].as_i64().unwrap();
+    let (_, log) = e.api().log(clean);
+    assert!(log.contains("sourced the etl venv"), "{log}");
     // The dependent task passed upstream_ingest's outputs on (parameterPassing).
     let extract = attempts(&inst, "extract_orders")[0]["id"].as_i64().unwrap();
     let (_, log) = e.api().log(extract);

@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use shoal_common::definition::normalize;
 use shoal_common::start::{Params, Scope, StartOptions, check_param_name};
 use shoal_common::types::{CommandKind, Priority};
 use shoal_store::{NewCommand, StoredDefinition};
@@ -38,6 +39,10 @@ pub struct StartRequest {
     /// Run this stored version instead of the latest.
     #[serde(default)]
     version: Option<i32>,
+    /// A project environment its shell and python tasks run in, over the ones their
+    /// task or workflow names.
+    #[serde(default)]
+    environment: Option<String>,
 }
 
 /// A startup parameter's value: tasks see it as a string.
@@ -60,7 +65,7 @@ pub struct StartAccepted {
 
 /// `POST /projects/{project}/workflows/{name}/start` with an optional JSON body
 /// `{"params": {...}, "priority": "high", "dry_run": true, "from_task": "b",
-/// "scope": "only|upstream|downstream", "version": 3}`. Pins the latest version (or the
+/// "scope": "only|upstream|downstream", "version": 3, "environment": "java17"}`. Pins the latest version (or the
 /// one asked for) and answers 202 with the command id; `GET /commands/{id}` tells when it
 /// became an instance.
 #[utoipa::path(
@@ -108,6 +113,10 @@ pub async fn start(
         )));
     }
     refuse_undefined(&def, &params)?;
+    let environment = req.environment.map(|e| normalize(&e));
+    if let Some(env) = &environment {
+        crate::environments::check_exist(&ctx, &project, &[env.as_str()], "the start").await?;
+    }
     let cmd = NewCommand {
         kind: CommandKind::Start,
         project,
@@ -120,6 +129,7 @@ pub async fn start(
             dry_run: req.dry_run,
             from_task: req.from_task,
             scope: req.scope,
+            environment,
             started_by: caller.user_id,
             ..Default::default()
         },

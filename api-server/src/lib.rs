@@ -18,6 +18,7 @@ mod cluster;
 mod commands;
 mod completions;
 mod drive_by;
+mod environments;
 pub mod error;
 mod events;
 mod external;
@@ -154,6 +155,12 @@ fn api_routes() -> OpenApiRouter<Ctx> {
         .routes(routes!(projects::set_member, projects::remove_member))
         .routes(routes!(secrets::list))
         .routes(routes!(secrets::set, secrets::delete))
+        .routes(routes!(environments::list))
+        .routes(routes!(
+            environments::get,
+            environments::set,
+            environments::delete
+        ))
         .routes(routes!(workflows::apply, workflows::list))
         .routes(routes!(workflows::validate))
         .routes(routes!(workflows::get, lifecycle::delete_workflow))

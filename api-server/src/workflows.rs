@@ -183,8 +183,8 @@ pub async fn validate(
     }))
 }
 
-/// Task groups and alert channels a definition names must exist when it is applied (a
-/// group deleted later fails the task that needs it, with the reason).
+/// Task groups, environments and alert channels a definition names must exist when it is
+/// applied (a group deleted later fails the task that needs it, with the reason).
 async fn check_references(ctx: &Ctx, def: &WorkflowDef) -> Result<()> {
     if let Some(group) = ctx
         .store
@@ -201,6 +201,8 @@ async fn check_references(ctx: &Ctx, def: &WorkflowDef) -> Result<()> {
             "task '{task}' uses task group '{group}', which does not exist; create it first with `shoal task-group create {group} --slots N`"
         )));
     }
+    let what = format!("workflow '{}'", def.name);
+    crate::environments::check_exist(ctx, &def.project, &def.environments(), &what).await?;
     let channels = def.alert_channels();
     if channels.is_empty() {
         return Ok(());

@@ -255,6 +255,8 @@ fn minimum(op: &str) -> &'static str {
         | "getCommand"
         | "getBackfill"
         | "listSecrets"
+        | "listEnvironments"
+        | "getEnvironment"
         | "listTriggers"
         | "listIgnoredMessages" => "viewer",
         "startWorkflow"
@@ -274,8 +276,8 @@ fn minimum(op: &str) -> &'static str {
         | "completeExternalTasks" => "operator",
         "applyWorkflow" | "validateWorkflow" | "createSchedule" | "updateSchedule"
         | "deleteSchedule" | "enableSchedule" | "disableSchedule" | "setSecret"
-        | "deleteSecret" | "onlineWorkflow" | "offlineWorkflow" | "rollbackWorkflow"
-        | "deleteWorkflow" => "editor",
+        | "deleteSecret" | "setEnvironment" | "deleteEnvironment" | "onlineWorkflow"
+        | "offlineWorkflow" | "rollbackWorkflow" | "deleteWorkflow" => "editor",
         "deleteProject" | "setMember" | "removeMember" => "owner",
         "createTaskGroup" | "deleteTaskGroup" | "createAlertChannel" | "deleteAlertChannel"
         | "listUsers" | "createUser" | "disableUser" | "enableUser" | "listAudit" => "global",
@@ -834,6 +836,75 @@ async fn a_secret_is_stored_encrypted_and_its_value_never_read_back() {
             .unwrap()
             .contains("SHOAL_SECRET_KEY")
     );
+}
+
+/// An environment is code, as a command is: who applies workflows sets and deletes it,
+/// who reads them reads it; audit rows name it, never its lines.
+#[tokio::test]
+async fn an_environment_is_set_by_editors_read_by_viewers_and_audited_by_name() {
+    let env = env().await;
+    let config = "export JAVA_HOME=/opt/jdk-secretive-17";
+    let body = json!({"config": config, "description": "java"}).to_string();
+    let uri = "/api/v1/projects/p/environments/jdk17";
+    let a = env.as_("viewer", "PUT", uri, &body).await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN, "{}", a.json);
+    let a = env.as_("operator", "PUT", uri, &body).await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN, "{}", a.json);
+    let a = env.as_("editor", "PUT", uri, &body).await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.json);
+    assert_eq!(a.json["updated_by"], "editor");
+    assert_eq!(a.json["config"], config);
+    let a = env.as_("editor", "PUT", uri, &body).await;
+    assert_eq!(a.status, StatusCode::OK, "replaced");
+    let a = env.as_("viewer", "GET", uri, "").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(a.json["config"], config);
+    let list = env
+        .as_("viewer", "GET", "/api/v1/projects/p/environments", "")
+        .await;
+    assert_eq!(list.json[0]["name"], "jdk17", "{}", list.json);
+
+    for (bad, says) in [
+        (json!({"config": "  \n"}), "1 to 65536 bytes"),
+        (json!({"config": "x".repeat(70_000)}), "1 to 65536 bytes"),
+        (json!({"config": "a\u{0}b"}), "NUL"),
+        (json!({"confi": "x"}), "invalid JSON body"),
+    ] {
+        let a = env.as_("editor", "PUT", uri, &bad.to_string()).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{bad}");
+        let error = a.json["error"].as_str().unwrap();
+        assert!(error.contains(says), "{error}");
+    }
+    let a = env
+        .as_("editor", "PUT", "/api/v1/projects/p/environments/-x", &body)
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    // A name in any script, as other names.
+    let chinese = "/api/v1/projects/p/environments/%E7%8E%AF%E5%A2%83";
+    let a = env.as_("editor", "PUT", chinese, &body).await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.json);
+    assert_eq!(a.json["name"], "环境");
+
+    let a = env.as_("viewer", "DELETE", uri, "").await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    let a = env.as_("editor", "DELETE", uri, "").await;
+    assert_eq!(a.status, StatusCode::NO_CONTENT);
+    let a = env.as_("editor", "DELETE", uri, "").await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    let a = env.as_("viewer", "GET", uri, "").await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+
+    let rows = env.audit("limit=1000").await;
+    for action in ["setEnvironment", "deleteEnvironment"] {
+        assert!(
+            rows.iter().any(|r| r["action"] == action
+                && r["object"] == "environment 'jdk17'"
+                && r["result"] == "ok"),
+            "a {action} row names the environment: {rows:?}"
+        );
+    }
+    let everything = serde_json::to_string(&rows).unwrap();
+    assert!(!everything.contains("secretive"), "{everything}");
 }
 
 #[tokio::test]

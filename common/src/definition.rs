@@ -96,6 +96,11 @@ pub struct WorkflowDef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub tenant: Option<String>,
+    /// The project environment (`shoal env set`) its shell and python tasks run in
+    /// unless they name their own: shell lines their worker runs first, in the same bash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub environment: Option<String>,
     /// A workflow started when a run fails, with that run's context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_failure: Option<ExceptionHandler>,
@@ -136,6 +141,11 @@ pub struct TaskDef {
     /// Order among the group's waiting tasks: higher first, then submit order.
     #[serde(default, skip_serializing_if = "is_zero_i32")]
     pub task_group_priority: i32,
+    /// `shell` and `python`: the project environment (`shoal env set`) it runs in, over
+    /// the workflow's `environment`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub environment: Option<String>,
     /// Task-local parameters; they win over the workflow's global ones.
     #[serde(
         default,
@@ -284,6 +294,7 @@ impl Default for TaskDef {
             worker_group: default_worker_group(),
             task_group: None,
             task_group_priority: 0,
+            environment: None,
             params: BTreeMap::new(),
             enabled: yes(),
             retries: 0,
@@ -555,6 +566,42 @@ impl WorkflowDef {
         groups.sort_unstable();
         groups.dedup();
         groups
+    }
+
+    /// Environments the workflow names (its own, its tasks', their foreach templates' and
+    /// do_while bodies'), each once.
+    pub fn environments(&self) -> Vec<&str> {
+        fn walk<'a>(tasks: impl Iterator<Item = &'a TaskDef>, into: &mut Vec<&'a str>) {
+            for t in tasks {
+                into.extend(t.environment.as_deref());
+                if let Some(each) = &t.foreach {
+                    walk(each.task.as_deref().into_iter(), into);
+                }
+                if let Some(body) = &t.do_while {
+                    walk(body.tasks.iter(), into);
+                }
+            }
+        }
+        let mut names: Vec<&str> = self.environment.iter().map(String::as_str).collect();
+        walk(self.tasks.iter(), &mut names);
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// The environment task `task` of this definition runs in under `options`: the run's,
+    /// else the task's own, else the workflow's; None for a task that is not shell or
+    /// python (no other type sources one).
+    pub fn environment_of<'a>(
+        &'a self,
+        task: &'a TaskDef,
+        options: &'a StartOptions,
+    ) -> Option<&'a str> {
+        if !matches!(task.kind(), TaskType::Shell | TaskType::Python) {
+            return None;
+        }
+        let chosen = options.environment.as_ref().or(task.environment.as_ref());
+        chosen.or(self.environment.as_ref()).map(String::as_str)
     }
 
     /// Alert channels the workflow names, each once.

@@ -48,6 +48,11 @@ pub struct StartOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub failure_strategy: Option<FailureStrategy>,
+    /// The project environment its shell and python tasks run in, over the ones their
+    /// task or workflow names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub environment: Option<String>,
     /// The failed instance whose workflow's `on_failure` started this run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]

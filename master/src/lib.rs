@@ -8,6 +8,7 @@ mod clients;
 pub mod cron;
 pub mod dispatch;
 pub mod engine;
+mod environments;
 pub mod failover;
 pub mod intake;
 pub mod overload;
@@ -139,6 +140,7 @@ pub async fn start(
     let workers = registry.watch(Role::Worker, shutdown.clone()).await?;
 
     let secrets = secrets::Secrets::new(store.clone(), config.secret_key.clone());
+    let environments = environments::Environments::new(store.clone());
     let engine = Engine::new(
         store.clone(),
         secrets.clone(),
@@ -148,7 +150,8 @@ pub async fn start(
         clients.clone(),
         workers.clone(),
     )
-    .with_api_url(config.api_url.clone());
+    .with_api_url(config.api_url.clone())
+    .with_environments(environments.clone());
     let failover = Failover {
         store: store.clone(),
         me: addr.clone(),
@@ -192,6 +195,7 @@ pub async fn start(
     let intake = Intake {
         store: store.clone(),
         secrets: secrets.clone(),
+        environments: environments.clone(),
         owner: addr.clone(),
         batch: config.claim_batch,
         poll: config.poll,
@@ -224,6 +228,7 @@ pub async fn start(
         tokio::spawn(brokers.run(shutdown.clone())),
         tokio::spawn(alert_sender.run(shutdown.clone())),
         tokio::spawn(secrets.run(shutdown.clone())),
+        tokio::spawn(environments.run(shutdown.clone())),
         tokio::spawn(async move {
             if let Err(e) = server.await {
                 tracing::error!(error = %e, "master grpc server failed");

@@ -82,12 +82,20 @@ impl Secrets {
 
     /// Refreshes every [`REFRESH`] until `shutdown`.
     pub(crate) async fn run(self, shutdown: CancellationToken) {
-        loop {
-            self.refresh().await;
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(REFRESH) => {}
-            }
+        refresh_every(shutdown, || self.refresh()).await
+    }
+}
+
+/// Runs `refresh` now and then every [`REFRESH`] until `shutdown`.
+pub(crate) async fn refresh_every<F: Future<Output = ()>>(
+    shutdown: CancellationToken,
+    mut refresh: impl FnMut() -> F,
+) {
+    loop {
+        refresh().await;
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(REFRESH) => {}
         }
     }
 }

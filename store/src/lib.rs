@@ -7,8 +7,9 @@
 //! their fires), `backfills`, `serial` (execution types), `task_groups` (slots shared
 //! across workflows), `alerts` (channels and the outbox), `users` (users and API tokens),
 //! `projects` (projects and members), `audit` (the audit log), `secrets` (sealed secrets),
-//! `triggers` (webhook calls and their idempotency keys), `external` (external tasks' offers
-//! and leases), `waits` (ending waiting attempts), `event_waits` (events that complete them).
+//! `environments` (shell lines run before a task), `triggers` (webhook calls and their
+//! idempotency keys), `external` (external tasks' offers and leases), `waits` (ending
+//! waiting attempts), `event_waits` (events that complete them).
 //!
 //! Below them, base modules that the subject modules share and that import none of them:
 //! `db` (pools and transactions), `sql` (statement builders), `schema`, `codec`, `signal`,
@@ -27,6 +28,7 @@ mod command_rows;
 mod commands;
 mod db;
 mod definitions;
+mod environments;
 mod event_waits;
 mod external;
 mod failover;
@@ -59,6 +61,7 @@ pub use broker_triggers::{
     TriggerMessage,
 };
 pub use commands::recovery_allowed;
+pub use environments::{EnvironmentDelete, EnvironmentRow};
 pub use event_waits::{Delivered, EventWait};
 pub use external::{
     EXTERNAL_LOG_BYTES, ExternalOffer, ExternalQueue, Holder, Lease, Leased, Offered, SeenWorker,

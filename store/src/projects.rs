@@ -149,7 +149,7 @@ impl Store {
 
     /// Deletes a project that has no workflows, and with it everything of its runs:
     /// instances with their task rows, kept logs, callbacks and alerts, refused commands,
-    /// backfills, trigger calls, secrets and members (audit rows stay: they are the
+    /// backfills, trigger calls, secrets, environments and members (audit rows stay: they are the
     /// record of what was done). A project made later under the same name starts empty.
     /// Err(Conflict) while it has workflows, a run that has not ended, a command not
     /// claimed yet or a running backfill; Ok(false) when there is no such project.
@@ -170,7 +170,8 @@ impl Store {
                 .and_where(Expr::col(ErrorCommand::Project).eq(name)),
         )
         .await?;
-        // Members, secrets, trigger calls and kept events go by their foreign keys.
+        // Members, secrets, environments, trigger calls and kept events go by their
+        // foreign keys.
         let deleted: Option<(String,)> = tx
             .fetch_optional(
                 Query::delete()

@@ -196,6 +196,18 @@ pub(super) enum Secret {
 }
 
 #[derive(Iden, Clone, Copy)]
+pub(super) enum Environment {
+    Table,
+    Project,
+    Name,
+    Config,
+    Description,
+    UpdatedBy,
+    CreatedAt,
+    UpdatedAt,
+}
+
+#[derive(Iden, Clone, Copy)]
 pub(super) enum TaskLog {
     Table,
     TaskInstanceId,

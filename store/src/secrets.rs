@@ -4,7 +4,7 @@
 use super::Store;
 use super::schema::Secret;
 use super::sql::insert_rows;
-use sea_query::{Expr, ExprTrait, OnConflict, Order, Query};
+use sea_query::{Expr, ExprTrait, IntoIden, OnConflict, Order, Query};
 use shoal_common::error::{Error, Result};
 use shoal_common::types::now_ms;
 
@@ -36,56 +36,17 @@ impl Store {
         description: &str,
         by: &str,
     ) -> Result<bool> {
-        let mut tx = self.db.begin().await?;
-        let existed: Option<(String,)> = tx
-            .fetch_optional(
-                Query::select()
-                    .column(Secret::Name)
-                    .from(Secret::Table)
-                    .and_where(Expr::col(Secret::Project).eq(project))
-                    .and_where(Expr::col(Secret::Name).eq(name)),
-            )
-            .await?;
-        let now = now_ms();
-        let mut insert = insert_rows(
-            Secret::Table,
-            [
-                Secret::Project,
-                Secret::Name,
-                Secret::Sealed,
-                Secret::Description,
-                Secret::UpdatedBy,
-                Secret::CreatedAt,
-                Secret::UpdatedAt,
-            ],
-            [[
-                project.into(),
-                name.into(),
-                sealed.into(),
-                description.into(),
-                by.into(),
-                now.into(),
-                now.into(),
-            ]],
-        );
-        insert.on_conflict(
-            OnConflict::columns([Secret::Project, Secret::Name])
-                .update_columns([
-                    Secret::Sealed,
-                    Secret::Description,
-                    Secret::UpdatedBy,
-                    Secret::UpdatedAt,
-                ])
-                .to_owned(),
-        );
-        match tx.execute(&insert).await {
-            Err(Error::Database(sqlx::Error::Database(e))) if e.is_foreign_key_violation() => {
-                return Err(Error::NotFound(format!("project '{project}'")));
-            }
-            other => other?,
-        }
-        tx.commit().await?;
-        Ok(existed.is_none())
+        let columns = [
+            Secret::Project,
+            Secret::Name,
+            Secret::Sealed,
+            Secret::Description,
+            Secret::UpdatedBy,
+            Secret::CreatedAt,
+            Secret::UpdatedAt,
+        ];
+        let row = [project, name, sealed, description, by];
+        put_named(self, Secret::Table, columns, row).await
     }
 
     /// The secrets of `project`, by name, without their values.
@@ -148,4 +109,53 @@ impl Store {
         tx.commit().await?;
         Ok(deleted.is_some())
     }
+}
+
+/// Sets a project's named thing (a secret, an environment), creating or replacing it: a
+/// table keyed by (project, name) whose `columns` are project, name, the value,
+/// description, updated_by, created_at and updated_at, and `row` the first five's values.
+/// Returns true when it is new; NotFound when the project does not exist.
+pub(super) async fn put_named<C: IntoIden + Copy>(
+    store: &Store,
+    table: C,
+    columns: [C; 7],
+    row: [&str; 5],
+) -> Result<bool> {
+    let [
+        project_col,
+        name_col,
+        value,
+        description,
+        updated_by,
+        _,
+        updated_at,
+    ] = columns;
+    let [project, name, ..] = row;
+    let mut tx = store.db.begin().await?;
+    let existed: Option<(String,)> = tx
+        .fetch_optional(
+            Query::select()
+                .column(name_col)
+                .from(table)
+                .and_where(Expr::col(project_col).eq(project))
+                .and_where(Expr::col(name_col).eq(name)),
+        )
+        .await?;
+    let now = now_ms();
+    let values = row.map(Expr::from);
+    let [a, b, c, d, e] = values;
+    let mut insert = insert_rows(table, columns, [[a, b, c, d, e, now.into(), now.into()]]);
+    insert.on_conflict(
+        OnConflict::columns([project_col, name_col])
+            .update_columns([value, description, updated_by, updated_at])
+            .to_owned(),
+    );
+    match tx.execute(&insert).await {
+        Err(Error::Database(sqlx::Error::Database(e))) if e.is_foreign_key_violation() => {
+            return Err(Error::NotFound(format!("project '{project}'")));
+        }
+        other => other?,
+    }
+    tx.commit().await?;
+    Ok(existed.is_none())
 }

@@ -80,6 +80,7 @@ store_suite!(
     a_mutation_and_its_audit_row_commit_together,
     a_child_run_in_another_project_needs_its_starters_role_there_now,
     secrets_are_kept_sealed_per_project,
+    an_environment_is_kept_per_project_and_not_deleted_while_used,
     a_repeated_idempotency_key_returns_the_first_run_and_starts_nothing,
     concurrent_calls_with_one_key_start_one_run,
     a_rejected_command_and_the_triggers_of_the_latest_versions_are_read,

@@ -81,13 +81,15 @@ pub fn rule(op: &str) -> Option<Need> {
         | "getSchedule"
         | "previewSchedule"
         | "listSecrets"
+        | "listEnvironments"
+        | "getEnvironment"
         | "listTriggers"
         | "listIgnoredMessages" => Project(Viewer, Path),
         "startWorkflow" | "createBackfill" | "sendEvent" => Project(Operator, Path),
         "applyWorkflow" | "validateWorkflow" | "createSchedule" | "updateSchedule"
         | "deleteSchedule" | "enableSchedule" | "disableSchedule" | "setSecret"
-        | "deleteSecret" | "onlineWorkflow" | "offlineWorkflow" | "rollbackWorkflow"
-        | "deleteWorkflow" => Project(Editor, Path),
+        | "deleteSecret" | "setEnvironment" | "deleteEnvironment" | "onlineWorkflow"
+        | "offlineWorkflow" | "rollbackWorkflow" | "deleteWorkflow" => Project(Editor, Path),
         "deleteProject" | "setMember" | "removeMember" => Project(Admin, Path),
         "getInstance" => Project(Viewer, Instance),
         "actOnInstance" | "deleteInstance" => Project(Operator, Instance),

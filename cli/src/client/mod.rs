@@ -1,7 +1,7 @@
 //! The client commands of the `shoal` binary (`apply`, `start`, `stop`, `pause`, `resume`,
 //! `rerun`, `resubmit`, `instances`, `status`, `logs`, `schedule`, `backfill`, `cluster`,
 //! `task`, `event`, `task-group`, `alert-channel`, `alerts`, `user`, `token`, `project`,
-//! `secret`, `audit`, `trigger`, `workflow`, `instance`). They talk to the api-server over
+//! `secret`, `env`, `audit`, `trigger`, `workflow`, `instance`). They talk to the api-server over
 //! HTTP, never to the database.
 
 mod access;
@@ -10,6 +10,7 @@ mod apply;
 mod backfill;
 mod control;
 mod definitions;
+mod environments;
 mod events;
 mod http;
 mod import;
@@ -144,6 +145,9 @@ pub enum ClientCommand {
     /// Manage a project's secrets (values are read from stdin and never shown).
     #[command(subcommand)]
     Secret(secrets::SecretCommand),
+    /// Manage a project's environments: shell lines run before its shell and python tasks.
+    #[command(subcommand)]
+    Env(environments::EnvCommand),
     /// The audit log: every change made through the API, newest first (global admins).
     Audit(access::AuditArgs),
     /// Webhook triggers: list a project's, or call one with its credential.
@@ -185,6 +189,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<i32> {
         ClientCommand::Token(cmd) => access::token(cmd).await,
         ClientCommand::Project(cmd) => access::project(cmd).await,
         ClientCommand::Secret(cmd) => secrets::run(cmd).await,
+        ClientCommand::Env(cmd) => environments::run(cmd).await,
         ClientCommand::Audit(args) => access::audit(args).await,
         ClientCommand::Trigger(cmd) => triggers::run(cmd).await,
         ClientCommand::Workflow(cmd) => workflows::workflow(cmd).await,

@@ -1,5 +1,5 @@
 //! `shoal start NAME [--param k=v]... [--version N] [--from-task T [--scope S]] [--dry-run]
-//! [--wait]`, and
+//! [--environment E] [--wait]`, and
 //! the waiting for a command and following of an instance that other commands share.
 
 use super::http::{Api, Body, Unreachable};
@@ -38,6 +38,10 @@ pub struct StartArgs {
     /// Let every task succeed without executing it.
     #[arg(long)]
     dry_run: bool,
+    /// Run the shell and python tasks in this project environment (`shoal env set`),
+    /// over the ones their task or workflow names.
+    #[arg(long, value_name = "NAME")]
+    environment: Option<String>,
     /// Wait for the run to end, showing progress; exit 0 only if it succeeded.
     #[arg(long)]
     wait: bool,
@@ -116,6 +120,9 @@ pub async fn run(args: StartArgs) -> anyhow::Result<i32> {
     }
     if let Some(v) = args.definition_version {
         body["version"] = json!(v);
+    }
+    if let Some(env) = args.environment {
+        body["environment"] = json!(env);
     }
     let path = ["projects", &args.project, "workflows", &args.name, "start"];
     let started: Started = api.post(&path, Body::json(&body)).await?;

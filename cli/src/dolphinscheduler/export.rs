@@ -136,8 +136,51 @@ pub struct Property {
     pub value: Option<String>,
 }
 
-/// The export: a JSON array of workflows (a single object is taken as one).
-pub fn parse(text: &str) -> anyhow::Result<Vec<DagData>> {
+/// A DolphinScheduler environment (Security → Environment Manage): shell lines by code.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Environment {
+    #[serde(deserialize_with = "number")]
+    pub code: i64,
+    pub name: String,
+    pub config: String,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// Whether an item of an export (or of an environment list) is an environment rather than
+/// a workflow: it has a config and no workflow definition.
+fn is_environment(item: &Json) -> bool {
+    item.get("config").is_some_and(Json::is_string)
+        && item.get("processDefinition").is_none()
+        && item.get("workflowDefinition").is_none()
+}
+
+/// Environments as DolphinScheduler's API lists them (`GET /environment/query-environment-list`:
+/// `{"data": [...]}`, or the paging list's `{"data": {"totalList": [...]}}`), or a bare
+/// JSON array of them.
+pub fn environments(text: &str) -> anyhow::Result<Vec<Environment>> {
+    let json: Json = serde_json::from_str(text).context("the environment list is not JSON")?;
+    let data = json.get("data").unwrap_or(&json);
+    let list = data.get("totalList").unwrap_or(data);
+    let Json::Array(items) = list else {
+        anyhow::bail!(
+            "the environment list holds no array of environments (DolphinScheduler's \
+             `GET /dolphinscheduler/environment/query-environment-list` answer)"
+        );
+    };
+    items
+        .iter()
+        .map(|item| {
+            serde_json::from_value(item.clone())
+                .context("an environment of the list has no code, name and config")
+        })
+        .collect()
+}
+
+/// The export: a JSON array of workflows (a single object is taken as one), and the
+/// environments among them (DolphinScheduler's export carries none; a file may have them
+/// added, as its API lists them).
+pub fn parse(text: &str) -> anyhow::Result<(Vec<DagData>, Vec<Environment>)> {
     let json: Json = serde_json::from_str(text).context(
         "the file is not JSON: export it from DolphinScheduler's workflow definition list (Export)",
     )?;
@@ -146,7 +189,14 @@ pub fn parse(text: &str) -> anyhow::Result<Vec<DagData>> {
         one @ Json::Object(_) => vec![one],
         _ => anyhow::bail!("the file holds no DolphinScheduler workflows (expected a JSON array)"),
     };
-    items
+    let (envs, items): (Vec<Json>, Vec<Json>) = items.into_iter().partition(is_environment);
+    let envs = envs
+        .into_iter()
+        .map(|e| {
+            serde_json::from_value(e).context("an environment of the file has no code or name")
+        })
+        .collect::<anyhow::Result<Vec<Environment>>>()?;
+    let dags = items
         .into_iter()
         .enumerate()
         .map(|(i, item)| {
@@ -162,7 +212,8 @@ pub fn parse(text: &str) -> anyhow::Result<Vec<DagData>> {
                 format!("{name} of the file is not a DolphinScheduler 3.x workflow export")
             })
         })
-        .collect()
+        .collect::<anyhow::Result<Vec<DagData>>>()?;
+    Ok((dags, envs))
 }
 
 impl DagData {

@@ -10,6 +10,7 @@ mod dependent;
 mod export;
 mod tasks;
 
+pub use export::environments;
 use export::{DagData, Property, Schedule, Task};
 use shoal_common::definition::{MAX_NAME_CHARS, TaskDef, TimeoutStrategy, WorkflowDef, normalize};
 use shoal_common::types::{ExecutionType, FailureStrategy, Priority};
@@ -21,6 +22,8 @@ use std::time::Duration;
 #[derive(Debug)]
 pub struct Imported {
     pub workflows: Vec<ImportedWorkflow>,
+    /// The environments the imported tasks use, to be set before the workflows apply.
+    pub environments: Vec<ImportedEnvironment>,
     /// One line per thing not carried over (or carried over differently), naming it.
     pub report: Vec<String>,
 }
@@ -34,6 +37,14 @@ pub struct ImportedWorkflow {
     pub schedule: Option<ImportedSchedule>,
     /// The workflow was offline in DolphinScheduler.
     pub offline: bool,
+}
+
+/// A project environment as `PUT .../environments/{name}` takes it.
+#[derive(Debug, PartialEq)]
+pub struct ImportedEnvironment {
+    pub name: String,
+    pub config: String,
+    pub description: String,
 }
 
 /// A schedule as `POST .../schedules` takes it; created disabled (an export always marks
@@ -56,6 +67,8 @@ pub struct Options {
     pub datasources: HashMap<String, String>,
     /// DolphinScheduler worker group → shoal worker group.
     pub worker_groups: HashMap<String, String>,
+    /// DolphinScheduler's environments (its API's list), besides any the export holds.
+    pub environments: Vec<export::Environment>,
 }
 
 impl Options {
@@ -72,19 +85,46 @@ pub(crate) struct Codes<'a> {
     workflows: HashMap<i64, String>,
     /// Task code → (workflow name, task name).
     tasks: HashMap<i64, (String, String)>,
+    /// Environment code → its shoal name.
+    environments: HashMap<i64, String>,
     options: &'a Options,
 }
 
 /// Converts the export `text`.
 pub fn convert(text: &str, options: &Options) -> anyhow::Result<Imported> {
     let project = options.project.as_str();
-    let dags = export::parse(text)?;
+    let (dags, mut known) = export::parse(text)?;
+    known.extend(options.environments.iter().cloned());
     let mut report = Vec::new();
     let mut codes = Codes {
         workflows: HashMap::new(),
         tasks: HashMap::new(),
+        environments: HashMap::new(),
         options,
     };
+    let mut env_names = Names::default();
+    let mut environments = Vec::new();
+    let used: std::collections::HashSet<i64> = dags
+        .iter()
+        .flat_map(|d| &d.tasks)
+        .filter(|t| tasks::takes_environment(t))
+        .map(|t| t.environment_code)
+        .collect();
+    for e in known.into_iter().filter(|e| used.contains(&e.code)) {
+        if codes.environments.contains_key(&e.code) {
+            continue;
+        }
+        let name = env_names.unique(&e.name);
+        if name != e.name {
+            report.push(format!("environment '{}' is named '{name}'", e.name));
+        }
+        codes.environments.insert(e.code, name.clone());
+        environments.push(ImportedEnvironment {
+            name,
+            config: e.config,
+            description: e.description.unwrap_or_default(),
+        });
+    }
     let mut names = Names::default();
     for dag in &dags {
         let workflow = names.workflow(&dag.workflow.name, &mut report);
@@ -102,7 +142,11 @@ pub fn convert(text: &str, options: &Options) -> anyhow::Result<Imported> {
     // An item or setting repeated in one task is said once.
     let mut seen = std::collections::HashSet::new();
     report.retain(|line| seen.insert(line.clone()));
-    Ok(Imported { workflows, report })
+    Ok(Imported {
+        workflows,
+        environments,
+        report,
+    })
 }
 
 fn workflow(
@@ -129,6 +173,7 @@ fn workflow(
         execution_type: ExecutionType::default(),
         alerts: Vec::new(),
         tenant: None,
+        environment: None,
         on_failure: None,
         triggers: Vec::new(),
         tasks: Vec::new(),

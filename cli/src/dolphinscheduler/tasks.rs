@@ -193,7 +193,18 @@ fn common(
     task.enabled = t.flag.as_deref() != Some("NO");
     let mut ignored = Vec::new();
     if t.environment_code > 0 {
-        ignored.push(format!("environment {}", t.environment_code));
+        match codes.environments.get(&t.environment_code) {
+            Some(name) if takes_environment(t) => task.environment = Some(name.clone()),
+            _ if takes_environment(t) => ignored.push(format!(
+                "environment {} (the export does not carry its config: pass DolphinScheduler's \
+                 environment list with --environments FILE)",
+                t.environment_code
+            )),
+            _ => ignored.push(format!(
+                "environment {} (shoal runs one before shell and python tasks only)",
+                t.environment_code
+            )),
+        }
     }
     if t.cpu_quota > 0 || t.memory_max > 0 {
         ignored.push("CPU and memory limits".to_string());
@@ -205,6 +216,12 @@ fn common(
         report.push(format!("{at}: not carried over: {}", ignored.join(", ")));
     }
     Ok(())
+}
+
+/// Whether the task names an environment shoal can carry over: its type is one that runs
+/// it (shell, python).
+pub(super) fn takes_environment(t: &Task) -> bool {
+    t.environment_code > 0 && matches!(t.task_type.as_str(), "SHELL" | "PYTHON")
 }
 
 fn http(p: &Json, at: &str, report: &mut Vec<String>) -> HttpSpec {

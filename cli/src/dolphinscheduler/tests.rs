@@ -456,3 +456,61 @@ fn chinese_names_are_kept_as_written() {
         child.yaml
     );
 }
+
+#[test]
+fn an_environment_whose_config_is_given_is_carried_over_and_named_by_its_task() {
+    const CODE: i64 = 13092870001024;
+    let listed = serde_json::json!({
+        "code": 0,
+        "data": [
+            {"id": 1, "code": CODE, "name": "python 3 环境", "config": "export PYTHONPATH=/opt/etl\nsource /opt/venv/bin/activate", "description": "etl venv"},
+            {"id": 2, "code": 99, "name": "unused", "config": "export X=1"},
+        ],
+    });
+    let given = Options {
+        environments: environments(&listed.to_string()).unwrap(),
+        ..options("default")
+    };
+    let imported = convert(&both(WAREHOUSE, OTHERS), &given).unwrap();
+    assert_eq!(
+        imported.environments,
+        [ImportedEnvironment {
+            name: "python_3_环境".into(),
+            config: "export PYTHONPATH=/opt/etl\nsource /opt/venv/bin/activate".into(),
+            description: "etl venv".into(),
+        }],
+        "only the environments the tasks use, named as shoal names may be"
+    );
+    let report = imported.report.join("\n");
+    assert!(
+        report.contains("environment 'python 3 环境' is named 'python_3_环境'"),
+        "{report}"
+    );
+    assert!(
+        !report.contains("not carried over: environment"),
+        "{report}"
+    );
+    let def = WorkflowDef::parse(&find(&imported, "warehouse_daily").yaml).unwrap();
+    assert_eq!(
+        task(&def, "clean_orders").environment.as_deref(),
+        Some("python_3_环境")
+    );
+
+    // The same environment among the export's own items.
+    let mut all: Vec<serde_json::Value> = serde_json::from_str(&both(WAREHOUSE, OTHERS)).unwrap();
+    all.push(listed["data"][0].clone());
+    let imported = convert(&serde_json::to_string(&all).unwrap(), &options("default")).unwrap();
+    assert_eq!(imported.environments.len(), 1);
+    assert_eq!(imported.workflows.len(), 3);
+
+    // Without it, reported with how to bring it.
+    let imported = convert(&both(WAREHOUSE, OTHERS), &options("default")).unwrap();
+    assert!(imported.environments.is_empty());
+    let report = imported.report.join("\n");
+    assert!(
+        report.contains(&format!(
+            "(PYTHON): not carried over: environment {CODE} (the export does not carry its config: pass DolphinScheduler's environment list with --environments FILE)"
+        )),
+        "{report}"
+    );
+}

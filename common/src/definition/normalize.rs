@@ -23,6 +23,7 @@ impl WorkflowDef {
         nfc(&mut self.name);
         nfc(&mut self.project);
         self.alerts.iter_mut().for_each(|a| nfc(&mut a.channel));
+        nfc_opt(&mut self.environment);
         if let Some(h) = &mut self.on_failure {
             nfc(&mut h.workflow);
             nfc_opt(&mut h.project);
@@ -37,6 +38,7 @@ impl TaskDef {
         nfc(&mut self.name);
         self.depends_on.iter_mut().for_each(nfc);
         nfc_opt(&mut self.task_group);
+        nfc_opt(&mut self.environment);
         nfc_opt(&mut self.on_timeout);
         if let Some(e) = &mut self.on_error {
             nfc_opt(&mut e.then);

@@ -320,3 +320,45 @@ fn a_wait_for_an_event_names_it_and_a_key_from_its_params() {
         "wait tasks only",
     );
 }
+
+#[test]
+fn the_run_s_environment_beats_the_task_s_which_beats_the_workflow_s() {
+    let def = WorkflowDef::parse(
+        "name: w\nenvironment: wf\ntasks:\n\
+         - {name: a, type: shell, command: 'true'}\n\
+         - {name: b, type: python, script: 'pass', environment: own}\n\
+         - {name: c, type: noop}\n\
+         - {name: d, type: foreach, foreach: {items: '[1]', task: {type: shell, command: x, environment: tpl}}}\n",
+    )
+    .unwrap();
+    assert_eq!(def.environments(), ["own", "tpl", "wf"]);
+    let none = StartOptions::default();
+    let run = StartOptions {
+        environment: Some("run".into()),
+        ..Default::default()
+    };
+    let of = |i: usize, o| def.environment_of(&def.tasks[i], o);
+    assert_eq!(
+        (of(0, &none), of(1, &none), of(2, &none)),
+        (Some("wf"), Some("own"), None)
+    );
+    assert_eq!(
+        (of(0, &run), of(1, &run), of(2, &run)),
+        (Some("run"), Some("run"), None)
+    );
+
+    let e =
+        err("name: w\ntasks:\n- {name: a, type: http, http: {url: 'http://x'}, environment: e}\n");
+    assert!(
+        e.contains("environment applies to shell and python tasks only"),
+        "{e}"
+    );
+    let e = err("name: w\nenvironment: 'a/b'\ntasks:\n- {name: a, type: noop}\n");
+    assert!(e.contains("invalid environment 'a/b'"), "{e}");
+    let def = WorkflowDef::parse("name: w\nenvironment: 环境\ntasks:\n- {name: a, type: noop}\n");
+    assert_eq!(
+        def.unwrap().environment.as_deref(),
+        Some("环境"),
+        "any script"
+    );
+}

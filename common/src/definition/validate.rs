@@ -43,6 +43,12 @@ impl WorkflowDef {
                 }
             }
         }
+        if let Some(env) = self.environment.as_ref().filter(|e| !valid_name(e)) {
+            return Err(DefinitionError::BadName {
+                what: "environment",
+                value: env.clone(),
+            });
+        }
         if let Some(alert) = self.alerts.iter().find(|a| !valid_name(&a.channel)) {
             return Err(DefinitionError::BadName {
                 what: "alert channel",
@@ -67,6 +73,14 @@ impl WorkflowDef {
                 return Err(DefinitionError::BadName {
                     what: "task group",
                     value: group.clone(),
+                });
+            }
+            if let Some(env) = &t.environment
+                && !valid_name(env)
+            {
+                return Err(DefinitionError::BadName {
+                    what: "environment",
+                    value: env.clone(),
                 });
             }
             if index.insert(t.name.as_str(), i).is_some() {
@@ -111,6 +125,15 @@ impl WorkflowDef {
                     task: t.name.clone(),
                     task_type: kind.as_str(),
                     field,
+                });
+            }
+            if t.environment.is_some() && !matches!(kind, TaskType::Shell | TaskType::Python) {
+                return Err(DefinitionError::BadBranch {
+                    task: t.name.clone(),
+                    reason: format!(
+                        "environment applies to shell and python tasks only, not {}",
+                        kind.as_str()
+                    ),
                 });
             }
             fanout::check(self, t)?;

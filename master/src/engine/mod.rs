@@ -45,6 +45,7 @@ mod waits;
 
 use crate::clients::Peers;
 use crate::dispatch::{DispatchMsg, Report};
+use crate::environments::Environments;
 use crate::runtime::{Fact, Node, Refused};
 use crate::secrets::Secrets;
 use cycle::{Cycle, Record};
@@ -217,6 +218,8 @@ struct Context {
     store: Store,
     /// The project secrets tasks may name.
     secrets: Secrets,
+    /// The project environments shell and python tasks may run in.
+    environments: Environments,
     master_addr: String,
     /// The api-server's URL outside systems reach, for callback tasks' callback URLs.
     api_url: Option<String>,
@@ -279,6 +282,7 @@ impl Engine {
     ) -> Self {
         Engine {
             ctx: Context {
+                environments: Environments::new(store.clone()),
                 store,
                 secrets,
                 master_addr,
@@ -295,6 +299,13 @@ impl Engine {
             waits: waits::Waits::default(),
             timers: timers::Timers::default(),
         }
+    }
+
+    /// The environments its tasks' specs take their shell lines from (refreshed elsewhere;
+    /// without it, none the engine read itself).
+    pub(crate) fn with_environments(mut self, environments: Environments) -> Self {
+        self.ctx.environments = environments;
+        self
     }
 
     /// Where callback tasks' callbacks go: the api-server's URL outside systems reach.

@@ -114,6 +114,7 @@ pub(super) fn build(
         expand(text, Lang::Text)?;
     }
     let definition_json = serde_json::to_string(&task).map_err(|e| e.to_string())?;
+    let (environment_name, lines) = task_environment_config(run, def, engine)?;
     Ok(QueuedTask {
         spec: TaskSpec {
             task_instance_id: id,
@@ -129,12 +130,34 @@ pub(super) fn build(
             masked: revealed.masked(),
             datasources: revealed.datasources,
             project: run.project.clone(),
+            environment_name,
+            environment: lines,
         },
         queued_at: std::time::Instant::now(),
         group: def.worker_group.clone(),
         instance_priority: run.priority,
         task_priority: def.priority,
     })
+}
+
+/// The name and shell lines of the environment a shell or python task runs in (see
+/// [`shoal_common::definition::WorkflowDef::environment_of`]), as set now: sent as set,
+/// never expanded. One the project lacks fails the task, saying how to set it.
+fn task_environment_config(
+    run: &Run,
+    def: &TaskDef,
+    engine: &EngineContext,
+) -> Result<(String, String), String> {
+    let Some(name) = run.rt.definition().environment_of(def, &run.options) else {
+        return Ok(Default::default());
+    };
+    match engine.environments.get(&run.project, name) {
+        Some(config) => Ok((name.to_string(), config.to_string())),
+        None => Err(format!(
+            "task '{}': project '{}' has no environment '{name}'; set it with `shoal env set {name} -f env.sh --project {}`",
+            def.name, run.project, run.project
+        )),
+    }
 }
 
 /// `${secret.NAME}` expands like a parameter but is not one: it joins only the expansion

@@ -3,6 +3,7 @@
 //! While the master is overloaded (see `crate::overload`) it claims nothing.
 
 use crate::engine::EngineMsg;
+use crate::environments::{self, Environments};
 use crate::secrets::{self, Secrets};
 use shoal_common::metrics;
 use shoal_store::Store;
@@ -14,6 +15,7 @@ use tracing::{debug, error};
 pub struct Intake {
     pub store: Store,
     pub(crate) secrets: Secrets,
+    pub(crate) environments: Environments,
     pub owner: String,
     pub batch: usize,
     /// Fallback poll while no signal arrives; a signal can be lost when the listener
@@ -72,6 +74,13 @@ impl Intake {
                             // A secret set just before the start is seen by the run.
                             if claimed.iter().any(|c| secrets::used_by(&c.definition)) {
                                 self.secrets.refresh().await;
+                            }
+                            // And an environment.
+                            let envs = |c: &shoal_store::ClaimedInstance| {
+                                environments::used_by(&c.definition, &c.instance.options)
+                            };
+                            if claimed.iter().any(envs) {
+                                self.environments.refresh().await;
                             }
                             if engine.send(EngineMsg::Claimed(claimed)).is_err() {
                                 return;

@@ -305,6 +305,78 @@ pub(crate) async fn secrets_are_kept_sealed_per_project(ctx: Ctx) {
     assert!(store.sealed_secrets().await.unwrap().is_empty());
 }
 
+pub(crate) async fn an_environment_is_kept_per_project_and_not_deleted_while_used(ctx: Ctx) {
+    let store = ctx.store.clone();
+    let config = "export JAVA_HOME=/opt/jdk17\nsource /opt/venv/bin/activate";
+    assert!(
+        store
+            .put_environment("default", "jdk", "echo old", "java", "ann")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .put_environment("default", "jdk", config, "java 17", "bob")
+            .await
+            .unwrap()
+    );
+    let missing = store
+        .put_environment("nowhere", "jdk", config, "", "ann")
+        .await
+        .unwrap_err();
+    assert!(matches!(missing, Error::NotFound(_)), "{missing}");
+    let got = store
+        .get_environment("default", "jdk")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            got.config.as_str(),
+            got.description.as_str(),
+            got.updated_by.as_str()
+        ),
+        (config, "java 17", "bob")
+    );
+    let listed = store.list_environments("default").await.unwrap();
+    assert_eq!(listed, store.all_environments().await.unwrap());
+    assert_eq!(listed, [got]);
+    assert_eq!(
+        store
+            .missing_environments("default", &["jdk", "py"])
+            .await
+            .unwrap(),
+        ["py"]
+    );
+
+    // A workflow's latest version names it: kept, the workflow named.
+    let uses = |v: &str| {
+        WorkflowDef::parse(&format!(
+            "name: build\ntasks:\n- {{name: a, type: shell, command: 'true'{v}}}\n"
+        ))
+        .unwrap()
+    };
+    store
+        .put_definition(&uses(", environment: jdk"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.delete_environment("default", "jdk").await.unwrap(),
+        EnvironmentDelete::InUse(vec!["build".into()])
+    );
+    // Its latest version no longer does.
+    store.put_definition(&uses("")).await.unwrap();
+    assert_eq!(
+        store.delete_environment("default", "jdk").await.unwrap(),
+        EnvironmentDelete::Deleted
+    );
+    assert_eq!(
+        store.delete_environment("default", "jdk").await.unwrap(),
+        EnvironmentDelete::Missing
+    );
+    assert!(store.all_environments().await.unwrap().is_empty());
+}
+
 pub(crate) async fn a_child_run_in_another_project_needs_its_starters_role_there_now(ctx: Ctx) {
     let store = &ctx.store;
     let ann = store.create_user("ann", false).await.unwrap();

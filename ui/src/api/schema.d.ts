@@ -503,6 +503,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/projects/{project}/environments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The environments of a project, by name. */
+        get: operations["listEnvironments"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/projects/{project}/environments/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One environment. */
+        get: operations["getEnvironment"];
+        /**
+         * Sets an environment (creating it, or replacing its config). Runs whose tasks start
+         *     after it is set use the new config.
+         */
+        put: operations["setEnvironment"];
+        post?: never;
+        /**
+         * Deletes an environment; refused while the latest version of a workflow of the project
+         *     names it.
+         */
+        delete: operations["deleteEnvironment"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/projects/{project}/events/{event}": {
         parameters: {
             query?: never;
@@ -847,7 +889,7 @@ export interface paths {
         /**
          * `POST /projects/{project}/workflows/{name}/start` with an optional JSON body
          *     `{"params": {...}, "priority": "high", "dry_run": true, "from_task": "b",
-         *     "scope": "only|upstream|downstream", "version": 3}`. Pins the latest version (or the
+         *     "scope": "only|upstream|downstream", "version": 3, "environment": "java17"}`. Pins the latest version (or the
          *     one asked for) and answers 202 with the command id; `GET /commands/{id}` tells when it
          *     became an instance.
          */
@@ -1616,6 +1658,28 @@ export interface components {
             max_iterations?: number;
             /** @description The body: tasks with `depends_on` among themselves, run once per iteration. */
             tasks: components["schemas"]["TaskDef"][];
+        };
+        /** @description An environment, with its shell lines. */
+        Environment: {
+            /** @description The shell lines, as set. */
+            config: string;
+            /** Format: date-time */
+            created_at: string;
+            description: string;
+            /** @description Named as `environment:` by a task, a workflow, or a run's start. */
+            name: string;
+            /** Format: date-time */
+            updated_at: string;
+            /** @description Who set it last. */
+            updated_by: string;
+        };
+        EnvironmentConfig: {
+            /**
+             * @description Shell lines (at most 64 KiB) run by bash before the task's own script, in the same
+             *     shell; parameters are not expanded in them (bash sees `${x}` as written).
+             */
+            config: string;
+            description?: string;
         };
         /**
          * @description What a task's failure does once its retries are spent.
@@ -2386,6 +2450,11 @@ export interface components {
         StartOptions: {
             /** @description Tasks succeed without executing. */
             dry_run?: boolean;
+            /**
+             * @description The project environment its shell and python tasks run in, over the ones their
+             *     task or workflow names.
+             */
+            environment?: string;
             /** @description Overrides the definition's failure strategy (a schedule's start option). */
             failure_strategy?: components["schemas"]["FailureStrategy"];
             /** @description Start from this task instead of the DAG's roots. */
@@ -2422,6 +2491,11 @@ export interface components {
         StartRequest: {
             /** @description Tasks succeed without executing. */
             dry_run?: boolean;
+            /**
+             * @description A project environment its shell and python tasks run in, over the ones their
+             *     task or workflow names.
+             */
+            environment?: string | null;
             /** @description Start from this task instead of the DAG's roots. */
             from_task?: string | null;
             /** @description Startup parameters; values may be strings, numbers or booleans. */
@@ -2494,6 +2568,11 @@ export interface components {
             do_while?: components["schemas"]["DoWhileSpec"] | null;
             /** @description `false` skips the task; downstream tasks treat it as passed. */
             enabled?: boolean;
+            /**
+             * @description `shell` and `python`: the project environment (`shoal env set`) it runs in, over
+             *     the workflow's `environment`.
+             */
+            environment?: string;
             /**
              * @description `wait`: the event that completes it (`POST /projects/{project}/events/{event}`,
              *     `shoal event send`), carrying `key`.
@@ -2889,6 +2968,11 @@ export interface components {
             /** @description Who is told when a run ends (or times out). */
             alerts?: components["schemas"]["AlertSpec"][];
             description?: string;
+            /**
+             * @description The project environment (`shoal env set`) its shell and python tasks run in
+             *     unless they name their own: shell lines their worker runs first, in the same bash.
+             */
+            environment?: string;
             /** @description How runs of this workflow may overlap. */
             execution_type?: components["schemas"]["ExecutionType"];
             failure_strategy?: components["schemas"]["FailureStrategy"];
@@ -5020,6 +5104,268 @@ export interface operations {
                 };
             };
             /** @description It still has workflows, a run that has not ended or is about to start, or a running backfill */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listEnvironments: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name (`default` unless a definition names another). */
+                project: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Environment"][];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    getEnvironment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description Environment name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Environment"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    setEnvironment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description Environment name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EnvironmentConfig"];
+            };
+        };
+        responses: {
+            /** @description Its config replaced */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Environment"];
+                };
+            };
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Environment"];
+                };
+            };
+            /** @description A bad name or config */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such project */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    deleteEnvironment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description Environment name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A workflow's latest version names it */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -1,5 +1,5 @@
-// A project's settings: its members and their roles, its secrets (names only), and
-// deleting it. What the caller may change follows their role in it.
+// A project's settings: its members and their roles, its secrets (names only), its
+// environments, and deleting it. What the caller may change follows their role in it.
 import { useState, type FormEvent } from "react";
 import { $api } from "../api/cache";
 import { api } from "../api/client";
@@ -7,6 +7,7 @@ import { atLeast } from "../api/session";
 import type { Role } from "../api/types";
 import { errorText, when } from "../components/format";
 import { Link, navigate, path, useTitle } from "../router";
+import { EnvironmentsPanel } from "./EnvironmentsPanel";
 
 const ROLES: Role[] = ["worker", "viewer", "operator", "editor", "admin"];
 
@@ -253,6 +254,7 @@ export function ProjectPage({ project }: { project: string }) {
           )}
         </div>
       </div>
+      <EnvironmentsPanel project={project} role={role} />
     </>
   );
 }

@@ -105,7 +105,11 @@ pub(crate) fn is_shell_identifier(name: &str) -> bool {
         && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
 }
 
-/// Writes `script` into `work_dir` and starts `program` on it ([`super::launch`]).
+/// Writes `script` into `work_dir` and starts `program` on it ([`super::launch`]). An
+/// `environment` (shell lines; empty: none) runs first in the same bash, so what it exports
+/// or activates holds for the script: a shell script begins with it; a python script runs
+/// as `bash task.sh`, which runs it and then `exec`s the interpreter on `task.py` (a
+/// virtualenv's `activate` picks the interpreter a name resolves to).
 ///
 /// The file system calls here are small and local (one short write); they run
 /// inline rather than on the blocking pool because a hop there costs more than they do and
@@ -114,22 +118,53 @@ pub(crate) fn spawn(
     program: &Program<'_>,
     work_dir: &Path,
     script: &str,
+    environment: &str,
     params: &HashMap<String, String>,
     tenant: Option<&Tenant>,
 ) -> Result<TaskProcess, String> {
-    let path = work_dir.join(program.script_name);
-    let mut text = String::with_capacity(script.len() + 1);
-    text.push_str(script);
-    text.push('\n');
-    write_script(&path, text.as_bytes(), tenant)
-        .map_err(|e| format!("cannot write script {}: {e}", path.display()))?;
-    let command = Command {
-        program: program.interpreter,
-        args: vec![OsStr::new(program.script_name)],
-        base: program.base,
-        env: program.env,
+    let write = |name: &str, parts: &[&str]| {
+        let path = work_dir.join(name);
+        let mut text = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
+        for part in parts {
+            text.push_str(part);
+            text.push('\n');
+        }
+        write_script(&path, text.as_bytes(), tenant)
+            .map_err(|e| format!("cannot write script {}: {e}", path.display()))
+    };
+    let python_in_environment = !environment.is_empty() && program.script_name != SHELL_SCRIPT;
+    let command = if python_in_environment {
+        write(program.script_name, &[script])?;
+        let exec = format!(
+            "exec {} {}",
+            shell_quoted(&program.interpreter.to_string_lossy()),
+            program.script_name
+        );
+        write(SHELL_SCRIPT, &[environment, &exec])?;
+        Command {
+            program: bash().as_os_str(),
+            args: vec![OsStr::new(SHELL_SCRIPT)],
+            base: program.base,
+            env: program.env,
+        }
+    } else {
+        match environment.is_empty() {
+            true => write(program.script_name, &[script])?,
+            false => write(program.script_name, &[environment, script])?,
+        }
+        Command {
+            program: program.interpreter,
+            args: vec![OsStr::new(program.script_name)],
+            base: program.base,
+            env: program.env,
+        }
     };
     start(&command, work_dir, params, tenant)
+}
+
+/// `text` as one bash word: single-quoted, its own single quotes spelled `'\''`.
+fn shell_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 /// A program and its arguments, each passed as it is (no shell reads them).
@@ -302,6 +337,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_interpreter_is_one_bash_word_whatever_it_holds() {
+        assert_eq!(
+            shell_quoted("/opt/my py/bin/python3"),
+            "'/opt/my py/bin/python3'"
+        );
+        assert_eq!(shell_quoted("it's"), r"'it'\''s'");
+    }
+
+    #[test]
     fn bash_is_found() {
         assert!(bash().is_absolute(), "{}", bash().display());
     }
@@ -330,7 +374,7 @@ mod tests {
             rt.block_on(async {
                 let base = TaskEnvironment::of_worker(&[]).unwrap();
                 let shell = Program::shell(&base);
-                let p = spawn(&shell, &work, "sleep 30", &HashMap::new(), None).unwrap();
+                let p = spawn(&shell, &work, "sleep 30", "", &HashMap::new(), None).unwrap();
                 p.pgid
             })
         })

@@ -26,6 +26,8 @@ pub(super) trait ProcessTask {
 struct Script<'a> {
     program: &'a Program<'a>,
     script: &'a str,
+    /// Shell lines run first, in the same bash (empty: none).
+    environment: &'a str,
     params: &'a std::collections::HashMap<String, String>,
 }
 
@@ -35,7 +37,15 @@ impl ProcessTask for Script<'_> {
     }
 
     fn start(&self, work_dir: &Path, tenant: Option<&Tenant>) -> Result<TaskProcess, String> {
-        process::spawn(self.program, work_dir, self.script, self.params, tenant)
+        let (script, environment) = (self.script, self.environment);
+        process::spawn(
+            self.program,
+            work_dir,
+            script,
+            environment,
+            self.params,
+            tenant,
+        )
     }
 }
 
@@ -52,6 +62,7 @@ impl Executor {
         let script = Script {
             program,
             script,
+            environment: &spec.environment,
             params: &spec.params,
         };
         self.run_process(spec, task, &script, log).await
