@@ -38,6 +38,7 @@ impl TaskDef {
         self.depends_on.iter_mut().for_each(nfc);
         nfc_opt(&mut self.task_group);
         nfc_opt(&mut self.on_timeout);
+        self.alerts.iter_mut().for_each(|a| nfc(&mut a.channel));
         if let Some(e) = &mut self.on_error {
             nfc_opt(&mut e.then);
         }
