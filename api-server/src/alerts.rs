@@ -11,14 +11,17 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use shoal_common::secret_key::SecretKey;
 use shoal_common::types::ms_to_rfc3339;
 use shoal_store::{
-    ALERT_FAILED, ALERT_PENDING, ALERT_SENT, AlertFilter, AlertRow, ChannelTarget, WebhookFormat,
+    ALERT_FAILED, ALERT_PENDING, ALERT_SENT, AlertFilter, AlertRow, ChannelTarget, EmailTarget,
+    WebhookFormat,
 };
 use utoipa::{IntoParams, ToSchema};
 
-/// Where alerts go: a webhook (`url`, `format`) or the master's log. The same shape is
-/// sent to create one and answered.
+/// Where alerts go: a webhook (`url`, `format`), an e-mail (`smtp`, `from`, `to`, maybe
+/// `username`, `password`, `ca`) or the master's log. The same shape is sent to create one
+/// and answered, a password as `***`.
 #[derive(Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AlertChannel {
@@ -26,58 +29,161 @@ pub struct AlertChannel {
     #[serde(rename = "type")]
     #[schema(value_type = ChannelType)]
     pub kind: String,
-    /// Where a webhook channel POSTs.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Where a webhook channel POSTs (a Telegram bot's with `?chat_id=`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// A webhook channel's body format (default json).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<WebhookFormat>,
+    /// An e-mail channel's server: `smtps://host[:465]` (TLS), `smtp://host[:587]?tls=required`
+    /// (STARTTLS) or `smtp://host[:25]` (plain, refused with a password).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smtp: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// Stored sealed with the server's secret key; answered as `***`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    /// A PEM CA certificate to trust for this SMTP server beside the system's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<String>,
 }
 
 #[derive(ToSchema)]
 #[schema(rename_all = "snake_case")]
 #[allow(dead_code)]
 pub enum ChannelType {
-    /// A JSON POST to `url`.
+    /// A POST to `url`, its body in `format`.
     Webhook,
+    /// An e-mail through `smtp`.
+    Email,
     /// A line in the master's log.
     Log,
 }
 
+impl AlertChannel {
+    fn new(name: String, kind: &str) -> AlertChannel {
+        AlertChannel {
+            name,
+            kind: kind.to_string(),
+            url: None,
+            format: None,
+            smtp: None,
+            from: None,
+            to: None,
+            username: None,
+            password: None,
+            ca: None,
+        }
+    }
+}
+
 impl From<shoal_store::AlertChannel> for AlertChannel {
     fn from(c: shoal_store::AlertChannel) -> Self {
-        let (kind, url, format) = match c.target {
-            ChannelTarget::Webhook { url, format } => ("webhook", Some(url), Some(format)),
-            ChannelTarget::Log => ("log", None, None),
-        };
-        AlertChannel {
-            name: c.name,
-            kind: kind.to_string(),
-            url,
-            format,
+        match c.target {
+            ChannelTarget::Webhook { url, format } => AlertChannel {
+                url: Some(url),
+                format: Some(format),
+                ..AlertChannel::new(c.name, "webhook")
+            },
+            ChannelTarget::Log => AlertChannel::new(c.name, "log"),
+            ChannelTarget::Email(e) => AlertChannel {
+                smtp: Some(e.smtp),
+                from: Some(e.from),
+                to: Some(e.to),
+                username: e.username,
+                password: e.password.map(|_| shoal_common::redact::MASK.to_string()),
+                ca: e.ca,
+                ..AlertChannel::new(c.name, "email")
+            },
         }
     }
 }
 
 impl AlertChannel {
-    fn into_channel(self) -> Result<shoal_store::AlertChannel> {
-        let target = match (self.kind.as_str(), self.url, self.format) {
-            ("webhook", Some(url), format) => ChannelTarget::Webhook {
-                url,
-                format: format.unwrap_or_default(),
-            },
-            ("webhook", None, _) => {
-                return Err(Error::BadRequest("a webhook channel needs \"url\"".into()));
+    /// The channel to store; an e-mail password sealed with `key`.
+    fn into_channel(self, key: Option<&SecretKey>) -> Result<shoal_store::AlertChannel> {
+        let refuse =
+            |what: &str| Error::BadRequest(format!("a {} channel takes no {what}", self.kind));
+        let email_fields = [
+            ("\"smtp\"", self.smtp.is_some()),
+            ("\"from\"", self.from.is_some()),
+            ("\"to\"", self.to.is_some()),
+            ("\"username\"", self.username.is_some()),
+            ("\"password\"", self.password.is_some()),
+            ("\"ca\"", self.ca.is_some()),
+        ];
+        let webhook_fields = [
+            ("\"url\"", self.url.is_some()),
+            ("\"format\"", self.format.is_some()),
+        ];
+        let not_for = |fields: &[(&str, bool)]| match fields.iter().find(|(_, given)| *given) {
+            Some((field, _)) => Err(refuse(field)),
+            None => Ok(()),
+        };
+        let target = match self.kind.as_str() {
+            "webhook" => {
+                not_for(&email_fields)?;
+                let Some(url) = self.url else {
+                    return Err(Error::BadRequest("a webhook channel needs \"url\"".into()));
+                };
+                let format = self.format.unwrap_or_default();
+                if format == WebhookFormat::Telegram && !url.contains("chat_id=") {
+                    return Err(Error::BadRequest(
+                        "a telegram channel's url names the chat: \
+                         https://api.telegram.org/bot<token>/sendMessage?chat_id=<chat>"
+                            .into(),
+                    ));
+                }
+                ChannelTarget::Webhook { url, format }
             }
-            ("log", None, None) => ChannelTarget::Log,
-            ("log", _, _) => {
-                return Err(Error::BadRequest(
-                    "a log channel takes no \"url\" or \"format\"".into(),
-                ));
+            "log" => {
+                not_for(&email_fields)?;
+                not_for(&webhook_fields)?;
+                ChannelTarget::Log
             }
-            (other, _, _) => {
+            "email" => {
+                not_for(&webhook_fields)?;
+                let (Some(smtp), Some(from), Some(to)) = (self.smtp, self.from, self.to) else {
+                    return Err(Error::BadRequest(
+                        "an email channel needs \"smtp\", \"from\" and \"to\"".into(),
+                    ));
+                };
+                let password = match self.password {
+                    Some(password) => {
+                        let Some(key) = key else {
+                            return Err(Error::Unavailable(
+                                "this api-server has no secret key to encrypt the password with: \
+                                 start it with SHOAL_SECRET_KEY (the same on every master)"
+                                    .into(),
+                            ));
+                        };
+                        let sealed = key
+                            .seal(&EmailTarget::password_context(&self.name), &password)
+                            .map_err(|e| {
+                                Error::Unavailable(format!("cannot encrypt the password: {e}"))
+                            })?;
+                        Some(sealed)
+                    }
+                    None => None,
+                };
+                let target = EmailTarget {
+                    smtp,
+                    from,
+                    to,
+                    username: self.username,
+                    password,
+                    ca: self.ca,
+                };
+                ChannelTarget::Email(target)
+            }
+            other => {
                 return Err(Error::BadRequest(format!(
-                    "unknown channel type '{other}' (expected webhook or log)"
+                    "unknown channel type '{other}' (expected webhook, email or log)"
                 )));
             }
         };
@@ -88,7 +194,7 @@ impl AlertChannel {
     }
 }
 
-/// `POST /alert-channels` `{"name", "type": "webhook"|"log", "url", "format": "json"|"slack"}`.
+/// `POST /alert-channels` `{"name", "type": "webhook"|"email"|"log", ...}`.
 #[utoipa::path(
     post,
     path = "/alert-channels",
@@ -97,7 +203,8 @@ impl AlertChannel {
     request_body = AlertChannel,
     responses(
         (status = 201, body = AlertChannel),
-        (status = 400, description = "A bad name, type, url or format", body = ErrorBody),
+        (status = 400, description = "A bad name, type, url, format, server or address", body = ErrorBody),
+        (status = 503, description = "A password, and no secret key to seal it with", body = ErrorBody),
         (status = 409, description = "The name is taken", body = ErrorBody),
     )
 )]
@@ -105,7 +212,9 @@ pub async fn create_channel(
     State(ctx): State<Ctx>,
     body: Body,
 ) -> Result<(StatusCode, Json<AlertChannel>)> {
-    let channel = body.json::<AlertChannel>()?.into_channel()?;
+    let channel = body
+        .json::<AlertChannel>()?
+        .into_channel(ctx.secret_key.as_ref())?;
     ctx.store.create_alert_channel(&channel).await?;
     tracing::info!(name = %channel.name, "alert channel created");
     Ok((StatusCode::CREATED, Json(channel.into())))

@@ -185,6 +185,10 @@ pub struct TaskDef {
     pub timeout: Option<Duration>,
     #[serde(default)]
     pub timeout_strategy: TimeoutStrategy,
+    /// Who is told when this task fails for good or passes its timeout (`task_failure`,
+    /// `task_timeout`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alerts: Vec<AlertSpec>,
     /// `python`: the script, run by the worker's configured interpreter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<String>,
@@ -302,6 +306,7 @@ impl Default for TaskDef {
             delay: None,
             timeout: None,
             timeout_strategy: TimeoutStrategy::default(),
+            alerts: Vec::new(),
             script: None,
             http: None,
             sql: None,
@@ -604,9 +609,15 @@ impl WorkflowDef {
         chosen.or(self.environment.as_ref()).map(String::as_str)
     }
 
-    /// Alert channels the workflow names, each once.
+    /// Alert channels the workflow and its tasks name, each once.
     pub fn alert_channels(&self) -> Vec<&str> {
-        let mut channels: Vec<&str> = self.alerts.iter().map(|a| a.channel.as_str()).collect();
+        let tasks = self.tasks.iter().flat_map(|t| &t.alerts);
+        let mut channels: Vec<&str> = self
+            .alerts
+            .iter()
+            .chain(tasks)
+            .map(|a| a.channel.as_str())
+            .collect();
         channels.sort_unstable();
         channels.dedup();
         channels

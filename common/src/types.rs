@@ -193,13 +193,16 @@ impl ExecutionType {
 }
 
 string_enum!(
-    /// What an alert of a workflow fires on; `any` is every end (success, failure,
-    /// stopped) and a timeout.
+    /// What an alert fires on: a run's end or timeout (`any` is every end, stopped too,
+    /// and a timeout), or a task that failed for good (its retries spent) or passed its
+    /// timeout.
     AlertOn {
         Failure => "failure",
         Success => "success",
         Timeout => "timeout",
         Any => "any",
+        TaskFailure => "task_failure",
+        TaskTimeout => "task_timeout",
     }
 );
 

@@ -191,6 +191,7 @@ pub async fn start(
     let alert_sender = alerts::Sender {
         store: store.clone(),
         me: addr.clone(),
+        key: config.secret_key.clone(),
     };
     let intake = Intake {
         store: store.clone(),

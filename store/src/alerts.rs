@@ -10,7 +10,7 @@ use super::codec::{from_json, to_json};
 use super::db::Tx;
 use super::schema::{Alert, AlertChannel as Chan, WorkflowInstance as Inst};
 use super::sql::insert_rows;
-use super::{AlertChannel, AlertFilter, AlertRow, ChannelTarget, NewAlert, Store};
+use super::{AlertChannel, AlertFilter, AlertRow, ChannelTarget, EmailTarget, NewAlert, Store};
 use sea_query::{Expr, ExprTrait, LockBehavior, LockType, Order, Query, SelectStatement};
 use shoal_common::definition::name_problem;
 use shoal_common::error::{Error, Result};
@@ -68,6 +68,51 @@ impl AlertRecord {
             sent_at: self.sent_at,
         })
     }
+}
+
+/// Whether an e-mail channel can be used: its server URL and addresses read, and no
+/// password over a plain connection.
+fn check_email(e: &EmailTarget) -> std::result::Result<(), String> {
+    use lettre::AsyncSmtpTransport;
+    use lettre::Tokio1Executor;
+    let url =
+        url::Url::parse(&e.smtp).map_err(|err| format!("smtp '{}' is not a URL: {err}", e.smtp))?;
+    if url.password().is_some() || !url.username().is_empty() {
+        return Err("put the smtp server's user and password in \"username\" and \"password\", not in its URL".into());
+    }
+    AsyncSmtpTransport::<Tokio1Executor>::from_url(&e.smtp).map_err(|err| {
+        format!(
+            "smtp '{}' is not an SMTP server URL ({err}): smtps://host[:465] (TLS), \
+             smtp://host[:587]?tls=required (STARTTLS) or smtp://host[:25] (plain)",
+            e.smtp
+        )
+    })?;
+    let plain = url.scheme() == "smtp"
+        && !url
+            .query_pairs()
+            .any(|(k, v)| k == "tls" && v == "required");
+    if plain && e.password.is_some() {
+        return Err(format!(
+            "smtp '{}' is a plain connection: the password would cross the network in clear; \
+             use smtps:// or add ?tls=required",
+            e.smtp
+        ));
+    }
+    if e.to.is_empty() {
+        return Err("an email channel needs at least one address in \"to\"".into());
+    }
+    for address in std::iter::once(&e.from).chain(&e.to) {
+        address
+            .parse::<lettre::message::Mailbox>()
+            .map_err(|err| format!("'{address}' is not an e-mail address: {err}"))?;
+    }
+    if let Some(ca) = &e.ca {
+        let parsed = lettre::transport::smtp::client::Certificate::from_pem(ca.as_bytes());
+        if !ca.contains("-----BEGIN CERTIFICATE-----") || parsed.is_err() {
+            return Err("\"ca\" is not a PEM certificate (-----BEGIN CERTIFICATE-----...)".into());
+        }
+    }
+    Ok(())
 }
 
 /// How one delivery attempt went, as the sender records it.
@@ -151,6 +196,10 @@ impl Store {
                 "webhook"
             }
             ChannelTarget::Log => "log",
+            ChannelTarget::Email(email) => {
+                check_email(email).map_err(Error::Invalid)?;
+                "email"
+            }
         };
         let mut tx = self.db.begin().await?;
         let insert = insert_rows(

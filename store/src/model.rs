@@ -371,6 +371,33 @@ pub enum ChannelTarget {
     },
     /// A line in the master's log.
     Log,
+    /// An e-mail through an SMTP server.
+    Email(EmailTarget),
+}
+
+/// An e-mail channel's server, sender and recipients.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmailTarget {
+    /// `smtps://host[:465]` (TLS), `smtp://host[:587]?tls=required` (STARTTLS) or
+    /// `smtp://host[:25]` (plain), as lettre reads them.
+    pub smtp: String,
+    pub from: String,
+    pub to: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// The password sealed with the servers' secret key: never stored or shown in clear.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    /// A PEM CA certificate trusted for this server beside the system's (a private relay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<String>,
+}
+
+impl EmailTarget {
+    /// What the password of channel `name` is sealed for: it opens for that channel only.
+    pub fn password_context(name: &str) -> String {
+        format!("alert-channel/{name}")
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -381,6 +408,14 @@ pub enum WebhookFormat {
     Json,
     /// `{"text": "..."}`, which Slack's incoming webhooks (and many others) accept.
     Slack,
+    /// A DingTalk group robot's text message.
+    Dingtalk,
+    /// A WeCom (WeChat Work) group robot's text message.
+    Wecom,
+    /// A Feishu (Lark) custom bot's text message.
+    Feishu,
+    /// A Telegram bot's `sendMessage`; the url carries `?chat_id=`.
+    Telegram,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -18,6 +18,15 @@ pub struct CallbackServer {
 impl CallbackServer {
     /// `reply`: the completion it POSTs to the callback URL (None: it never calls back).
     pub fn start(reply: Option<Value>) -> CallbackServer {
+        CallbackServer::serve(reply, "ok")
+    }
+
+    /// A system that answers every request 200 with `answer` (a chat robot's JSON).
+    pub fn answering(answer: &'static str) -> CallbackServer {
+        CallbackServer::serve(None, answer)
+    }
+
+    fn serve(reply: Option<Value>, answer: &'static str) -> CallbackServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/work", listener.local_addr().unwrap());
         let received = Arc::new(Mutex::new(Vec::new()));
@@ -27,7 +36,11 @@ impl CallbackServer {
                 let Ok(mut stream) = stream else { continue };
                 let body = read_body(&mut BufReader::new(&stream));
                 let _ = stream.write_all(
-                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                        answer.len()
+                    )
+                    .as_bytes(),
                 );
                 drop(stream);
                 let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);

@@ -105,6 +105,7 @@ test("task groups and alert channels are created and deleted on the cluster page
 }) => {
   const group = unique("tg");
   const channel = unique("ch");
+  const mailChannel = unique("mail");
   await page.goto("/cluster");
   const groups = page.getByRole("table", { name: "Task groups" });
   const channels = page.getByRole("table", { name: "Alert channels" });
@@ -133,6 +134,17 @@ test("task groups and alert channels are created and deleted on the cluster page
     const row = channels.getByRole("row").filter({ hasText: channel });
     await expect(row).toContainText("webhook (slack)");
     await expect(row).toContainText("https://hooks.slack.example/T1");
+
+    // An e-mail channel: its server and recipients are shown.
+    await newChannel.getByLabel("Name").fill(mailChannel);
+    await newChannel.getByLabel("Type").selectOption("email");
+    await newChannel.getByLabel("SMTP server").fill("smtps://mail.example.com");
+    await newChannel.getByLabel("From").fill("shoal@example.com");
+    await newChannel.getByLabel("To (comma-separated)").fill("oncall@example.com, lead@example.com");
+    await newChannel.getByRole("button", { name: "Create alert channel" }).click();
+    const mailRow = channels.getByRole("row").filter({ hasText: mailChannel });
+    await expect(mailRow).toContainText("email");
+    await expect(mailRow).toContainText("smtps://mail.example.com → oncall@example.com, lead@example.com");
     await shot("cluster-manage");
 
     await page.getByRole("button", { name: `Delete task group ${group}` }).click();
@@ -145,6 +157,7 @@ test("task groups and alert channels are created and deleted on the cluster page
   } finally {
     await api.delete(`/task-groups/${group}`);
     await api.delete(`/alert-channels/${channel}`);
+    await api.delete(`/alert-channels/${mailChannel}`);
   }
 });
 

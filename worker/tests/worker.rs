@@ -117,7 +117,12 @@ impl MasterProc {
                 e.task_instance_id, task_instance_id,
                 "unexpected event {e:?}"
             );
-            let terminal = e.kind != TaskEventKind::Running as i32;
+            let passing = [
+                TaskEventKind::Running,
+                TaskEventKind::Log,
+                TaskEventKind::Timeout,
+            ];
+            let terminal = !passing.iter().any(|k| e.kind == *k as i32);
             got.push(e);
             if terminal {
                 return got;

@@ -35,19 +35,20 @@ pub enum SecretCommand {
     },
 }
 
-/// The value on stdin, without the line end a shell or editor adds.
-fn read_value(name: &str) -> anyhow::Result<String> {
+/// `what` (a secret's value, a password) read from stdin, without the line end a shell or
+/// editor adds.
+pub(super) fn read_stdin(what: &str) -> anyhow::Result<String> {
     let mut stdin = std::io::stdin();
     if stdin.is_terminal() {
-        eprintln!("value of secret {name}, then Enter and Ctrl-D:");
+        eprintln!("{what}, then Enter and Ctrl-D:");
     }
     let mut value = String::new();
     stdin
         .read_to_string(&mut value)
-        .context("cannot read the secret's value from stdin")?;
+        .with_context(|| format!("cannot read {what} from stdin"))?;
     let value = value.strip_suffix('\n').unwrap_or(&value);
     let value = value.strip_suffix('\r').unwrap_or(value);
-    anyhow::ensure!(!value.is_empty(), "no value on stdin for secret {name}");
+    anyhow::ensure!(!value.is_empty(), "no {what} on stdin");
     Ok(value.to_string())
 }
 
@@ -59,7 +60,7 @@ pub async fn run(cmd: SecretCommand) -> anyhow::Result<i32> {
             description,
             conn,
         } => {
-            let value = read_value(&name)?;
+            let value = read_stdin(&format!("value of secret {name}"))?;
             let body = Body::json(&json!({ "value": value, "description": description }));
             let segments = ["projects", &project, "secrets", &name];
             Api::new(&conn)?

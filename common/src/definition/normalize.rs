@@ -40,6 +40,7 @@ impl TaskDef {
         nfc_opt(&mut self.task_group);
         nfc_opt(&mut self.environment);
         nfc_opt(&mut self.on_timeout);
+        self.alerts.iter_mut().for_each(|a| nfc(&mut a.channel));
         if let Some(e) = &mut self.on_error {
             nfc_opt(&mut e.then);
         }

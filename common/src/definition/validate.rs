@@ -6,7 +6,7 @@ use super::{
     DefinitionError, ErrorAction, LEASE_RANGE, TaskDef, WorkflowDef, container, data_tasks,
     dependent, do_while, fanout, publish,
 };
-use crate::types::TaskType;
+use crate::types::{AlertOn, TaskType};
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::DiGraph;
 use std::collections::HashMap;
@@ -85,6 +85,24 @@ impl WorkflowDef {
             }
             if index.insert(t.name.as_str(), i).is_some() {
                 return Err(DefinitionError::DuplicateTask(t.name.clone()));
+            }
+            for alert in &t.alerts {
+                if !valid_name(&alert.channel) {
+                    return Err(DefinitionError::BadName {
+                        what: "alert channel",
+                        value: alert.channel.clone(),
+                    });
+                }
+                if !matches!(alert.on, AlertOn::TaskFailure | AlertOn::TaskTimeout) {
+                    return Err(DefinitionError::BadBranch {
+                        task: t.name.clone(),
+                        reason: format!(
+                            "a task's alert fires on task_failure or task_timeout, not {} \
+                             (run alerts go in the workflow's alerts)",
+                            alert.on
+                        ),
+                    });
+                }
             }
             let kind =
                 t.task_type

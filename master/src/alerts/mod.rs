@@ -1,10 +1,14 @@
-//! Delivers the alert outbox: leases due alerts, sends each to its channel (webhook or
-//! log) and records the outcome, retrying with backoff. It runs beside the engine and
+//! Delivers the alert outbox: leases due alerts, sends each to its channel (webhook,
+//! e-mail or log) and records the outcome, retrying with backoff. It runs beside the engine and
 //! never holds it up: a slow or failing channel only delays its own alerts.
 
-use serde_json::{Value, json};
+mod email;
+mod webhook;
+
+use serde_json::Value;
+use shoal_common::secret_key::SecretKey;
 use shoal_common::types::now_ms;
-use shoal_store::{AlertChannel, AlertRow, ChannelTarget, Delivery, Store, WebhookFormat};
+use shoal_store::{AlertChannel, AlertRow, ChannelTarget, Delivery, Store};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -13,8 +17,6 @@ use tracing::{info, warn};
 const POLL: Duration = Duration::from_secs(1);
 /// Alerts leased per pass.
 const BATCH: u64 = 50;
-/// Longest a webhook may take to answer.
-const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 /// A lease outlives the slowest delivery, so only a crashed sender's alerts are retaken.
 const LEASE: Duration = Duration::from_secs(60);
 /// Attempts before an alert is given up (`failed`); waits double from the first.
@@ -25,11 +27,16 @@ pub struct Sender {
     pub store: Store,
     /// This master's address: the lease owner.
     pub me: String,
+    /// Opens e-mail channels' passwords.
+    pub key: Option<SecretKey>,
 }
 
 impl Sender {
     pub async fn run(self, shutdown: CancellationToken) {
-        let http = match reqwest::Client::builder().timeout(HTTP_TIMEOUT).build() {
+        let http = match reqwest::Client::builder()
+            .timeout(webhook::HTTP_TIMEOUT)
+            .build()
+        {
             Ok(http) => http,
             Err(e) => {
                 warn!(error = %e, "cannot set up the alert http client; alerts are not sent");
@@ -64,9 +71,10 @@ impl Sender {
         for alert in due {
             let channel = channels.iter().find(|c| c.name == alert.channel).cloned();
             let (http, store, me) = (http.clone(), self.store.clone(), self.me.clone());
+            let key = self.key.clone();
             sending.spawn(async move {
                 let result = match &channel {
-                    Some(channel) => deliver(&http, channel, &alert).await,
+                    Some(channel) => deliver(&http, key.as_ref(), channel, &alert).await,
                     None => Err(format!("alert channel '{}' does not exist", alert.channel)),
                 };
                 let outcome = match result {
@@ -104,6 +112,7 @@ fn retry_at(attempts: i32, now: i64) -> Option<i64> {
 
 async fn deliver(
     http: &reqwest::Client,
+    key: Option<&SecretKey>,
     channel: &AlertChannel,
     alert: &AlertRow,
 ) -> Result<(), String> {
@@ -119,30 +128,29 @@ async fn deliver(
             Ok(())
         }
         ChannelTarget::Webhook { url, format } => {
-            let body = match format {
-                WebhookFormat::Json => alert.payload.clone(),
-                WebhookFormat::Slack => json!({ "text": summary(&alert.payload) }),
-            };
-            let resp = http
-                .post(url)
-                .json(&body)
-                .send()
-                .await
-                // Once, in front: reqwest would repeat the URL in its error.
-                .map_err(|e| format!("POST {url}: {}", e.without_url()))?;
-            let status = resp.status();
-            if status.is_success() {
-                Ok(())
-            } else {
-                Err(format!("POST {url}: answered {status}"))
-            }
+            webhook::send(http, url, *format, &alert.payload).await
         }
+        ChannelTarget::Email(e) => email::send(&channel.name, e, key, &alert.payload).await,
     }
 }
 
-/// One line for people: what happened to which run, and which tasks failed.
+/// One line for people: what happened to which run (or task), and which tasks failed.
 fn summary(payload: &Value) -> String {
     let text = |k: &str| payload[k].as_str().unwrap_or("-").to_string();
+    if let Some(task) = payload["task"].as_str() {
+        let mut line = format!(
+            "shoal: task {task} of workflow {}/{} instance {} {} (attempt {})",
+            text("project"),
+            text("workflow"),
+            payload["workflow_instance_id"],
+            text("event"),
+            payload["attempt"],
+        );
+        if let Some(message) = payload["message"].as_str() {
+            line.push_str(&format!(": {message}"));
+        }
+        return line;
+    }
     let failed: Vec<&str> = payload["failed_tasks"]
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_str).collect())
@@ -166,6 +174,7 @@ fn summary(payload: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn retries_back_off_and_stop_after_the_last_attempt() {
@@ -185,6 +194,14 @@ mod tests {
         assert_eq!(
             summary(&payload),
             "shoal: workflow default/etl instance 7 failure (state failure, started t0, ended t1); failed tasks: load, check"
+        );
+        let task = json!({
+            "event": "task_failure", "workflow_instance_id": 7, "project": "default",
+            "workflow": "etl", "task": "load", "attempt": 3, "message": "command exited with code 4",
+        });
+        assert_eq!(
+            summary(&task),
+            "shoal: task load of workflow default/etl instance 7 task_failure (attempt 3): command exited with code 4"
         );
     }
 }

@@ -9,7 +9,7 @@ use shoal_common::definition::{ERROR_EXIT_CODE, ERROR_MESSAGE, ErrorAction};
 use shoal_common::metrics;
 use shoal_common::proto::{TaskEvent, TaskEventKind};
 use shoal_common::start::Params;
-use shoal_common::types::{TaskState, TaskType, WorkflowState};
+use shoal_common::types::{AlertOn, TaskState, TaskType, WorkflowState};
 use shoal_store::{InstanceUpdate, KeptLog, SerialEnd, TaskUpdate};
 use tracing::info;
 
@@ -55,6 +55,7 @@ impl Engine {
             TaskEventKind::Killed => Some(TaskState::Killed),
             // The log so far of a running attempt: kept, nothing else changes.
             TaskEventKind::Log => None,
+            TaskEventKind::Timeout => return self.task_timed_out(ev, cycle),
             TaskEventKind::Unspecified => return,
         };
         let instance = match self.tasks.get_mut(&ev.task_instance_id) {
@@ -100,6 +101,32 @@ impl Engine {
             cycle,
             ev.at_ms,
         );
+    }
+
+    /// A running attempt passed its timeout: its task's `task_timeout` alerts (its state
+    /// is the worker's to change, by stopping it under `fail`).
+    fn task_timed_out(&mut self, ev: TaskEvent, cycle: &mut Cycle) {
+        let Some(t) = self
+            .tasks
+            .get(&ev.task_instance_id)
+            .filter(|t| t.attempt == ev.attempt)
+        else {
+            return;
+        };
+        let Some(run) = self.runs.get(&t.instance) else {
+            return;
+        };
+        let alerts = alerts::on_task(
+            run,
+            t.node,
+            t.attempt,
+            AlertOn::TaskTimeout,
+            Some(&ev.message),
+        );
+        if !alerts.is_empty() {
+            cycle.epochs.insert(t.instance, run.epoch);
+            cycle.batch.alerts.extend(alerts);
+        }
     }
 
     /// Ends an attempt the master settles, in the state its runtime decides for `fact`.
@@ -196,6 +223,19 @@ impl Engine {
         let outcome = self.apply(instance, event, cycle, at)?;
         if !outcome.accepted {
             return None;
+        }
+        if state == TaskState::Failure
+            && let Some(run) = self.runs.get(&instance)
+            && run.rt.failed_for_good(node)
+        {
+            let failed = alerts::on_task(
+                run,
+                node,
+                attempt,
+                AlertOn::TaskFailure,
+                u.message.as_deref(),
+            );
+            cycle.batch.alerts.extend(failed);
         }
         if state == TaskState::NeedFaultTolerance {
             metrics::TASKS_LOST.inc();

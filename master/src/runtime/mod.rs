@@ -188,6 +188,17 @@ impl WorkflowRuntime {
             .collect()
     }
 
+    /// Whether `node` failed with no attempt left to come (for task alerts).
+    pub fn failed_for_good(&self, node: Node) -> bool {
+        matches!(
+            self.slots.get(node),
+            Some(Slot::Done {
+                state: TaskState::Failure,
+                ..
+            })
+        )
+    }
+
     /// Attempts still in flight (for the caller to adopt after a failover restore).
     pub fn in_flight(&self) -> Vec<(Node, i32, TaskState)> {
         self.slots

@@ -17,7 +17,7 @@ export interface paths {
          */
         get: operations["listAlertChannels"];
         put?: never;
-        /** `POST /alert-channels` `{"name", "type": "webhook"|"log", "url", "format": "json"|"slack"}`. */
+        /** `POST /alert-channels` `{"name", "type": "webhook"|"email"|"log", ...}`. */
         post: operations["createAlertChannel"];
         delete?: never;
         options?: never;
@@ -1251,22 +1251,36 @@ export interface components {
             workflow_instance_id: number;
         };
         /**
-         * @description Where alerts go: a webhook (`url`, `format`) or the master's log. The same shape is
-         *     sent to create one and answered.
+         * @description Where alerts go: a webhook (`url`, `format`), an e-mail (`smtp`, `from`, `to`, maybe
+         *     `username`, `password`, `ca`) or the master's log. The same shape is sent to create one
+         *     and answered, a password as `***`.
          */
         AlertChannel: {
+            /** @description A PEM CA certificate to trust for this SMTP server beside the system's. */
+            ca?: string | null;
             format?: components["schemas"]["WebhookFormat"] | null;
+            from?: string | null;
             name: string;
+            /** @description Stored sealed with the server's secret key; answered as `***`. */
+            password?: string | null;
+            /**
+             * @description An e-mail channel's server: `smtps://host[:465]` (TLS), `smtp://host[:587]?tls=required`
+             *     (STARTTLS) or `smtp://host[:25]` (plain, refused with a password).
+             */
+            smtp?: string | null;
+            to?: string[] | null;
             type: components["schemas"]["ChannelType"];
-            /** @description Where a webhook channel POSTs. */
+            /** @description Where a webhook channel POSTs (a Telegram bot's with `?chat_id=`). */
             url?: string | null;
+            username?: string | null;
         };
         /**
-         * @description What an alert of a workflow fires on; `any` is every end (success, failure,
-         *     stopped) and a timeout.
+         * @description What an alert fires on: a run's end or timeout (`any` is every end, stopped too,
+         *     and a timeout), or a task that failed for good (its retries spent) or passed its
+         *     timeout.
          * @enum {string}
          */
-        AlertOn: "failure" | "success" | "timeout" | "any";
+        AlertOn: "failure" | "success" | "timeout" | "any" | "task_failure" | "task_timeout";
         AlertSpec: {
             /** @description An alert channel (`shoal alert-channel create`). */
             channel: string;
@@ -1465,7 +1479,7 @@ export interface components {
             url: string;
         };
         /** @enum {string} */
-        ChannelType: "webhook" | "log";
+        ChannelType: "webhook" | "email" | "log";
         /** @enum {string} */
         CommandProgress: "pending" | "done" | "error";
         /** @description Where a command is. */
@@ -2554,6 +2568,11 @@ export interface components {
             workflow_instance_id: number;
         };
         TaskDef: {
+            /**
+             * @description Who is told when this task fails for good or passes its timeout (`task_failure`,
+             *     `task_timeout`).
+             */
+            alerts?: components["schemas"]["AlertSpec"][];
             callback?: components["schemas"]["CallbackSpec"] | null;
             command?: string | null;
             conditions?: components["schemas"]["ConditionsSpec"] | null;
@@ -2946,7 +2965,7 @@ export interface components {
             type: string;
         };
         /** @enum {string} */
-        WebhookFormat: "json" | "slack";
+        WebhookFormat: "json" | "slack" | "dingtalk" | "wecom" | "feishu" | "telegram";
         /** @description One stored version of a workflow. */
         Workflow: {
             /** @description When this version was stored. */
@@ -3099,7 +3118,7 @@ export interface operations {
                     "application/json": components["schemas"]["AlertChannel"];
                 };
             };
-            /** @description A bad name, type, url or format */
+            /** @description A bad name, type, url, format, server or address */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3137,6 +3156,15 @@ export interface operations {
             };
             /** @description Internal error (the detail is in the server's log) */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A password, and no secret key to seal it with */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

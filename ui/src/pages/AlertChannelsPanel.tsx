@@ -6,8 +6,9 @@ import { useAction } from "../api/useAction";
 import type { AlertChannel } from "../api/types";
 import { NamedTable, NewNamedForm } from "../components/NamedTable";
 
-type Kind = "webhook" | "log";
-type Format = "json" | "slack";
+type Kind = "webhook" | "email" | "log";
+type Format = NonNullable<AlertChannel["format"]>;
+const FORMATS: Format[] = ["json", "slack", "dingtalk", "wecom", "feishu", "telegram"];
 
 export function AlertChannelsPanel({ manage }: { manage: boolean }) {
   const channels = $api.useQuery("get", "/api/v1/alert-channels", {}, every(5000));
@@ -15,14 +16,37 @@ export function AlertChannelsPanel({ manage }: { manage: boolean }) {
   const [kind, setKind] = useState<Kind>("webhook");
   const [url, setUrl] = useState("");
   const [format, setFormat] = useState<Format>("json");
+  const [mail, setMail] = useState({ smtp: "", from: "", to: "", username: "", password: "" });
   const { busy, error, run } = useAction(channels.refetch);
+  const email = (): AlertChannel => ({
+    name,
+    type: "email",
+    smtp: mail.smtp,
+    from: mail.from,
+    to: mail.to.split(",").map((a) => a.trim()),
+    ...(mail.username ? { username: mail.username, password: mail.password || undefined } : {}),
+  });
   const create = async () => {
-    const body: AlertChannel = kind === "webhook" ? { name, type: kind, url, format } : { name, type: kind };
+    const body: AlertChannel =
+      kind === "webhook" ? { name, type: kind, url, format } : kind === "email" ? email() : { name, type: kind };
     if (await run(() => api.POST("/api/v1/alert-channels", { body }))) {
       setName("");
       setUrl("");
+      setMail({ smtp: "", from: "", to: "", username: "", password: "" });
     }
   };
+  const mailField = (field: keyof typeof mail, label: string, placeholder: string, type = "text") => (
+    <label>
+      {label}
+      <input
+        type={type}
+        value={mail[field]}
+        onChange={(e) => setMail({ ...mail, [field]: e.target.value })}
+        required={field === "smtp" || field === "from" || field === "to"}
+        placeholder={placeholder}
+      />
+    </label>
+  );
   return (
     <div>
       <NamedTable
@@ -37,7 +61,7 @@ export function AlertChannelsPanel({ manage }: { manage: boolean }) {
               {c.format && c.format !== "json" ? ` (${c.format})` : ""}
             </td>
             <td>
-              <code>{c.url ?? "master log"}</code>
+              <code>{c.url ?? (c.smtp ? `${c.smtp} → ${(c.to ?? []).join(", ")}` : "master log")}</code>
             </td>
           </>
         )}
@@ -56,6 +80,7 @@ export function AlertChannelsPanel({ manage }: { manage: boolean }) {
             Type
             <select value={kind} onChange={(e) => setKind(e.target.value as Kind)}>
               <option value="webhook">webhook</option>
+              <option value="email">email</option>
               <option value="log">log (the master's log)</option>
             </select>
           </label>
@@ -74,10 +99,22 @@ export function AlertChannelsPanel({ manage }: { manage: boolean }) {
               <label>
                 Format
                 <select value={format} onChange={(e) => setFormat(e.target.value as Format)}>
-                  <option value="json">json</option>
-                  <option value="slack">slack</option>
+                  {FORMATS.map((f) => (
+                    <option key={f} value={f}>
+                      {f}
+                    </option>
+                  ))}
                 </select>
               </label>
+            </>
+          )}
+          {kind === "email" && (
+            <>
+              {mailField("smtp", "SMTP server", "smtp://mail.example.com:587?tls=required")}
+              {mailField("from", "From", "shoal@example.com")}
+              {mailField("to", "To (comma-separated)", "oncall@example.com")}
+              {mailField("username", "Username", "optional")}
+              {mailField("password", "Password", "stored encrypted", "password")}
             </>
           )}
         </NewNamedForm>

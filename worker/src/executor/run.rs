@@ -314,7 +314,13 @@ impl Executor {
         let run = async {
             match body.timeout {
                 Some(limit) => {
-                    with_timeout(run, limit, body.timeout_strategy, task, &log, spec).await
+                    let passed = |message| {
+                        let mut ev = event(spec, TaskEventKind::Timeout);
+                        ev.message = message;
+                        self.report(task, ev);
+                    };
+                    let strategy = body.timeout_strategy;
+                    with_timeout(run, limit, strategy, task, &log, spec, passed).await
                 }
                 None => run.await,
             }

@@ -10,9 +10,9 @@ use shoal_common::proto::TaskSpec;
 use std::time::Duration;
 use tracing::{info, warn};
 
-/// Runs `run` under the task's timeout. `fail`: at the deadline the task is stopped (the
-/// runner then returns as if killed, and the caller turns that into a timeout failure).
-/// `warn`: one warning line in the log, and the task runs on.
+/// Runs `run` under the task's timeout; at the deadline `passed` is told (it reports it).
+/// `fail`: the task is stopped (the runner then returns as if killed, and the caller turns
+/// that into a timeout failure). `warn`: one warning line in the log, and the task runs on.
 pub(super) async fn with_timeout(
     run: impl Future<Output = Outcome>,
     limit: Duration,
@@ -20,7 +20,9 @@ pub(super) async fn with_timeout(
     task: &RunningTask,
     log: &TaskLog,
     spec: &TaskSpec,
+    passed: impl FnOnce(String),
 ) -> Outcome {
+    let mut passed = Some(passed);
     tokio::pin!(run);
     let deadline = tokio::time::sleep(limit);
     tokio::pin!(deadline);
@@ -33,6 +35,9 @@ pub(super) async fn with_timeout(
             outcome = &mut run => return outcome,
             _ = &mut deadline, if !expired => {
                 expired = true;
+                if let Some(passed) = passed.take() {
+                    passed(format!("passed its timeout of {limit_text}"));
+                }
                 match strategy {
                     TimeoutStrategy::Warn => {
                         log.note(&format!("warning: task exceeded its timeout of {limit_text}"));

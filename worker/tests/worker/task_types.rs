@@ -421,9 +421,14 @@ async fn http_task_timeout_fail_cancels_the_request() {
     let events = master.until_done(119).await;
     assert_eq!(
         kinds(&events),
-        [TaskEventKind::Running, TaskEventKind::Failure]
+        [
+            TaskEventKind::Running,
+            TaskEventKind::Timeout,
+            TaskEventKind::Failure
+        ]
     );
-    assert_eq!(events[1].message, "timed out after 1s");
+    assert_eq!(events[1].message, "passed its timeout of 1s");
+    assert_eq!(events[2].message, "timed out after 1s");
     let took = sent.elapsed();
     assert!(
         took >= Duration::from_secs(1) && took < Duration::from_secs(4),
@@ -682,9 +687,13 @@ async fn timeout_fail_kills_the_process_group() {
     let took = sent.elapsed();
     assert_eq!(
         kinds(&events),
-        [TaskEventKind::Running, TaskEventKind::Failure]
+        [
+            TaskEventKind::Running,
+            TaskEventKind::Timeout,
+            TaskEventKind::Failure
+        ]
     );
-    assert_eq!(events[1].message, "timed out after 1s");
+    assert_eq!(events[2].message, "timed out after 1s");
     assert!(
         took >= Duration::from_secs(1) && took < Duration::from_secs(3),
         "{took:?}"
@@ -714,10 +723,15 @@ async fn timeout_warn_logs_once_and_lets_the_task_finish() {
     let events = master.until_done(142).await;
     assert_eq!(
         kinds(&events),
-        [TaskEventKind::Running, TaskEventKind::Success],
+        [
+            TaskEventKind::Running,
+            TaskEventKind::Timeout,
+            TaskEventKind::Success
+        ],
         "{events:?}"
     );
-    assert_eq!(outputs(&events[1]), BTreeMap::from([("finished", "yes")]));
+    assert_eq!(events[1].message, "passed its timeout of 1s");
+    assert_eq!(outputs(&events[2]), BTreeMap::from([("finished", "yes")]));
     let log = log_text(&mut w, &t).await;
     let warning = "[shoal] warning: task exceeded its timeout of 1s\n";
     assert_eq!(log.matches(warning).count(), 1, "{log}");
