@@ -46,12 +46,7 @@ fn setup(test: &'static str) -> Option<(Cluster, PathBuf)> {
 fn diamonds(c: &Cluster, n: usize, tenths: u32) -> Vec<i64> {
     let t = tenths.to_string();
     let commands: Vec<i64> = (0..n)
-        .map(|_| {
-            c.submit(
-                "diamond",
-                json!({ "t_a": t, "t_b": t, "t_c": t, "t_d": t }),
-            )
-        })
+        .map(|_| c.submit("diamond", json!({ "t_a": t, "t_b": t, "t_c": t, "t_d": t })))
         .collect();
     commands.iter().map(|cmd| c.instance_of(*cmd)).collect()
 }
@@ -105,9 +100,7 @@ fn a_master_cut_from_etcd_is_fenced_by_the_owner_epoch() {
             let now = c.owned(&other.addr, "running");
             let mine = c.owned(&victim.addr, "running");
             let ended = |id: &i64| c.instance(*id)["state"] != "running";
-            let all = before
-                .keys()
-                .all(|id| now.contains_key(id) || ended(id));
+            let all = before.keys().all(|id| now.contains_key(id) || ended(id));
             (mine.is_empty() && all).then_some(now)
         },
     );
@@ -138,7 +131,10 @@ fn a_master_cut_from_etcd_is_fenced_by_the_owner_epoch() {
     assert!(
         late.is_empty(),
         "the cut master wrote after it was fenced:\n{}",
-        late.iter().map(|r| r.as_str()).collect::<Vec<_>>().join("\n")
+        late.iter()
+            .map(|r| r.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     let writes = rows
         .iter()
@@ -176,7 +172,9 @@ fn a_master_cut_from_postgres_resumes_or_is_taken_over() {
         .keys()
         .map(|id| c.instance(*id)["master"].to_string())
         .collect();
-    c.log(&format!("the cut master's instances ended driven by {after:?}"));
+    c.log(&format!(
+        "the cut master's instances ended driven by {after:?}"
+    ));
 }
 
 /// A worker cut from both masters (not from etcd) while its tasks run: the masters
@@ -198,11 +196,17 @@ fn a_worker_cut_from_its_masters_reports_its_ends_once_after_the_heal() {
         .iter()
         .map(|m| Peer::host(&c.host(&m.name)))
         .collect();
-    let on_it = c.rows_in(&ids, "running").into_iter().filter(|r| r["worker"] == addr.as_str()).count();
+    let on_it = c
+        .rows_in(&ids, "running")
+        .into_iter()
+        .filter(|r| r["worker"] == addr.as_str())
+        .count();
     for m in &masters {
         c.net().cut(&host, *m, Way::Both);
     }
-    c.log(&format!("cut {addr} from both masters while it runs {on_it} tasks"));
+    c.log(&format!(
+        "cut {addr} from both masters while it runs {on_it} tasks"
+    ));
     std::thread::sleep(Duration::from_secs(8));
     for m in &masters {
         c.net().heal(&host, *m, Way::Both);
@@ -229,7 +233,9 @@ fn an_api_server_cut_from_everything_errs_and_keeps_what_it_accepted() {
     for p in &peers {
         c.net().cut(&host, *p, Way::Both);
     }
-    c.log(&format!("cut the api-server from {peers:?}; command {accepted} accepted before"));
+    c.log(&format!(
+        "cut the api-server from {peers:?}; command {accepted} accepted before"
+    ));
 
     // Its client still reaches it: an answer, an error one, within the bound.
     let http = reqwest::blocking::Client::builder()
@@ -260,7 +266,14 @@ fn an_api_server_cut_from_everything_errs_and_keeps_what_it_accepted() {
     assert!(took < Duration::from_secs(45), "answered after {took:?}");
 
     // Cut from its clients too: the CLI fails, and says so, within its connect timeout.
-    c.net().cut(&host, Peer { ip: c.net().gateway(), port: None }, Way::Both);
+    c.net().cut(
+        &host,
+        Peer {
+            ip: c.net().gateway(),
+            port: None,
+        },
+        Way::Both,
+    );
     let t = Instant::now();
     let out = support::cli(&c.api, &["start", "diamond"]);
     let took = t.elapsed();
@@ -269,7 +282,10 @@ fn an_api_server_cut_from_everything_errs_and_keeps_what_it_accepted() {
         out.status.code(),
         support::text(&out.stderr).trim()
     ));
-    assert!(!out.status.success(), "shoal start succeeded on a cut api-server");
+    assert!(
+        !out.status.success(),
+        "shoal start succeeded on a cut api-server"
+    );
     assert!(took < Duration::from_secs(20), "shoal start took {took:?}");
 
     c.net().heal_all();

@@ -41,19 +41,19 @@ pub fn start_etcd_in(
     let mut args = host.map_or(vec![], |h| h.wrap("etcd"));
     let program = if host.is_some() { "ip" } else { "etcd" };
     args.extend([
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--listen-client-urls",
-            &url,
-            "--advertise-client-urls",
-            &url,
-            "--listen-peer-urls",
-            &peer_url,
-            "--initial-advertise-peer-urls",
-            &peer_url,
-            "--initial-cluster",
-            &cluster,
-        ]);
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--listen-client-urls",
+        &url,
+        "--advertise-client-urls",
+        &url,
+        "--listen-peer-urls",
+        &peer_url,
+        "--initial-advertise-peer-urls",
+        &peer_url,
+        "--initial-cluster",
+        &cluster,
+    ]);
     let mut etcd = Proc::spawn(name, dir, program, &args, &[]);
     // etcd 3.4: "serving insecure client requests on <addr>"; 3.5: "serving client
     // traffic insecurely" with the address in a field of the same line.

@@ -7,8 +7,8 @@
 //! Names start with `shnp<n>` (the bridge `shnp<n>`, namespaces `shnp<n>-<host>`); `<n>` is
 //! claimed by creating the bridge, so tests in parallel processes never share one. The
 //! bridge's alias records the owner's pid: a run removes what a crashed run left (its pid
-//! gone) before it claims its own. Everything goes in Drop; rules live in the namespaces
-//! and go with them.
+//! gone), its processes killed, before it claims its own. Everything goes in Drop; rules
+//! live in the namespaces and go with them.
 //!
 //! Needs root (CAP_NET_ADMIN) and a kernel with network namespaces: [`Net::new`] says
 //! why not otherwise, and the test skips with that reason ([`Net::or_skip`]).
@@ -147,7 +147,10 @@ impl Net {
         }
         let n = hosts.len() as u8 + 2;
         let ns = format!("{}-{name}", self.bridge);
-        let (outer, inner) = (format!("{}h{n}", self.bridge), format!("{}p{n}", self.bridge));
+        let (outer, inner) = (
+            format!("{}h{n}", self.bridge),
+            format!("{}p{n}", self.bridge),
+        );
         let ip_addr = Ipv4Addr::new(10, 213, self.octet, n);
         let addr = format!("{ip_addr}/24");
         // A link of a crashed run's host may outlive its namespace for a moment.
@@ -221,9 +224,12 @@ impl Net {
             format!("{}ms", jitter.as_millis()),
         );
         let loss = format!("{loss_pct}%");
-        ip_tc(&host.ns, &[
-            "qdisc", "replace", "dev", "eth0", "root", "netem", "delay", &d, &j, "loss", &loss,
-        ])
+        ip_tc(
+            &host.ns,
+            &[
+                "qdisc", "replace", "dev", "eth0", "root", "netem", "delay", &d, &j, "loss", &loss,
+            ],
+        )
     }
 
     /// `host`'s link back to normal speed.
@@ -236,7 +242,13 @@ impl Drop for Net {
     fn drop(&mut self) {
         // The veth first: a deleted namespace's links go only later, asynchronously, and
         // the next test to claim this bridge's number would meet them.
-        for (i, h) in self.hosts.lock().unwrap_or_else(|e| e.into_inner()).iter().enumerate() {
+        for (i, h) in self
+            .hosts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .enumerate()
+        {
             let _ = ip(&["link", "del", &format!("{}h{}", self.bridge, i + 2)]);
             let _ = ip(&["netns", "del", &h.ns]);
         }
@@ -291,7 +303,11 @@ fn ip(args: &[&str]) -> Result<(), String> {
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!("ip {}: {}", args.join(" "), text(&out.stderr).trim()))
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            text(&out.stderr).trim()
+        ))
     }
 }
 
@@ -321,6 +337,13 @@ fn remove_stale() {
         .filter(|n| n.starts_with(PREFIX))
         .map(str::to_string)
         .collect();
+    let links: Vec<String> = ip_out(&["-o", "link", "show"])
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .map(|n| n.split('@').next().unwrap_or(n).to_string())
+        .filter(|n| n.starts_with(PREFIX))
+        .collect();
+    let mut removed = vec![];
     for line in ip_out(&["-o", "link", "show", "type", "bridge"]).lines() {
         // "7: shnp3: <...> ... alias pid=123 test=x"
         let Some(name) = line.split(": ").nth(1) else {
@@ -339,15 +362,30 @@ fn remove_stale() {
         if alive(pid) {
             continue;
         }
-        for ns in namespaces.iter().filter(|n| n.starts_with(&format!("{name}-"))) {
+        for ns in namespaces
+            .iter()
+            .filter(|n| n.starts_with(&format!("{name}-")))
+        {
+            // The crashed run's nodes outlived it (nothing killed them).
+            for pid in ip_out(&["netns", "pids", ns]).split_whitespace() {
+                let _ = Command::new("kill").args(["-KILL", pid]).output();
+            }
             let _ = ip(&["netns", "del", ns]);
         }
-        for n in 2..=255 {
-            if ip(&["link", "del", &format!("{name}h{n}")]).is_err() {
-                break;
-            }
-        }
         let _ = ip(&["link", "del", name]);
+        removed.push(name.to_string());
+    }
+    // Host links (`shnp<n>h<m>`) of a bridge that is gone: a deleted namespace's links
+    // outlive it for a while.
+    for link in &links {
+        let bridge = link[PREFIX.len()..]
+            .split_once('h')
+            .map(|(n, _)| format!("{PREFIX}{n}"));
+        if let Some(bridge) = bridge
+            && (removed.contains(&bridge) || !links.contains(&bridge))
+        {
+            let _ = ip(&["link", "del", link]);
+        }
     }
     // Probes of runs that died while probing.
     for ns in &namespaces {

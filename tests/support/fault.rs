@@ -161,7 +161,11 @@ impl Cluster {
             workers: vec![],
             _api_server: api_server,
             etcd: std::sync::Mutex::new(etcd),
-            hosts: Some(Hosts { net, pg_port: pg.port, _pg: pg }),
+            hosts: Some(Hosts {
+                net,
+                pg_port: pg.port,
+                _pg: pg,
+            }),
             api,
             etcd_ports,
             etcd_url,
@@ -264,7 +268,9 @@ impl Cluster {
         // Callback tasks hand out callback URLs on the api-server.
         let mut env = env.to_vec();
         env.push(("SHOAL_API_URL", &self.api.base));
-        let ip = host.as_ref().map_or("127.0.0.1".to_string(), |h| h.ip.to_string());
+        let ip = host
+            .as_ref()
+            .map_or("127.0.0.1".to_string(), |h| h.ip.to_string());
         if host.is_some() {
             env.push(("SHOAL_ADVERTISE_HOST", &ip));
         }
@@ -329,7 +335,11 @@ impl Cluster {
     /// etcd's host:port.
     pub fn etcd_addr(&self) -> String {
         let host = self.hosts.as_ref().map(|h| h.net.host("etcd").ip);
-        format!("{}:{}", host.unwrap_or([127, 0, 0, 1].into()), self.etcd_ports.0)
+        format!(
+            "{}:{}",
+            host.unwrap_or([127, 0, 0, 1].into()),
+            self.etcd_ports.0
+        )
     }
 
     /// SIGKILL etcd, and later start it again on the same ports and data dir.
