@@ -215,6 +215,33 @@ fn a_worker_cut_from_its_masters_reports_its_ends_once_after_the_heal() {
     check_end(&c, &markers, &ids);
 }
 
+/// A worker cut from everything (etcd and both masters) while its tasks run: its lease
+/// lapses and the masters run its tasks again elsewhere; it must have killed them first,
+/// on its own clock (no two executions of a task overlap), and each task completes once.
+#[test]
+fn a_worker_cut_from_everything_kills_its_tasks_before_they_run_elsewhere() {
+    let Some((c, markers)) = setup("worker_all_cut") else {
+        return;
+    };
+    let ids = diamonds(&c, 4, 40);
+    let running = c.wait_running(&ids);
+    let addr = running[0]["worker"].as_str().unwrap().to_string();
+    let worker = c.workers.iter().find(|w| w.addr == addr).unwrap();
+    let host = c.host(&worker.name);
+    let mut peers = vec![c.etcd_peer()];
+    peers.extend(c.masters.iter().map(|m| Peer::host(&c.host(&m.name))));
+    for p in &peers {
+        c.net().cut(&host, *p, Way::Both);
+    }
+    c.log(&format!("cut {addr} from etcd and both masters"));
+    std::thread::sleep(Duration::from_secs(10));
+    c.net().heal_all();
+    c.log("healed");
+    check_end(&c, &markers, &ids);
+    let log = worker.proc.log_text();
+    assert!(log.contains("tasks of the lost lease killed"), "{log}");
+}
+
 /// The api-server cut from Postgres, etcd and the masters: a start call answers with an
 /// error within a bound (not a hang); cut from its clients too, the CLI fails within its
 /// connect timeout; a command it accepted just before the cut is not lost.
