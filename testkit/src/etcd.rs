@@ -1,6 +1,6 @@
 //! A real single-member etcd (`etcd` on the PATH) per test.
 
-use crate::{Proc, free_port, wait_for};
+use crate::{Host, Proc, free_port, wait_for};
 use std::path::Path;
 use std::time::Duration;
 
@@ -22,32 +22,42 @@ pub fn start_etcd(dir: &Path) -> (Proc, String) {
 /// another process (another test's etcd) makes it exit, and the test would otherwise talk
 /// to that other process.
 pub fn start_etcd_on(dir: &Path, name: &str, client: u16, peer: u16) -> (Proc, String) {
-    let url = format!("http://127.0.0.1:{client}");
-    let peer_url = format!("http://127.0.0.1:{peer}");
+    start_etcd_in(None, dir, name, client, peer)
+}
+
+/// The same on `host` (its address, in its network namespace) when given.
+pub fn start_etcd_in(
+    host: Option<&Host>,
+    dir: &Path,
+    name: &str,
+    client: u16,
+    peer: u16,
+) -> (Proc, String) {
+    let ip = host.map_or("127.0.0.1".to_string(), |h| h.ip.to_string());
+    let url = format!("http://{ip}:{client}");
+    let peer_url = format!("http://{ip}:{peer}");
     let data = dir.join("etcd");
-    let mut etcd = Proc::spawn(
-        name,
-        dir,
-        "etcd",
-        &[
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--listen-client-urls",
-            &url,
-            "--advertise-client-urls",
-            &url,
-            "--listen-peer-urls",
-            &peer_url,
-            "--initial-advertise-peer-urls",
-            &peer_url,
-            "--initial-cluster",
-            &format!("default={peer_url}"),
-        ],
-        &[],
-    );
+    let cluster = format!("default={peer_url}");
+    let mut args = host.map_or(vec![], |h| h.wrap("etcd"));
+    let program = if host.is_some() { "ip" } else { "etcd" };
+    args.extend([
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--listen-client-urls",
+        &url,
+        "--advertise-client-urls",
+        &url,
+        "--listen-peer-urls",
+        &peer_url,
+        "--initial-advertise-peer-urls",
+        &peer_url,
+        "--initial-cluster",
+        &cluster,
+    ]);
+    let mut etcd = Proc::spawn(name, dir, program, &args, &[]);
     // etcd 3.4: "serving insecure client requests on <addr>"; 3.5: "serving client
     // traffic insecurely" with the address in a field of the same line.
-    let addr = format!("127.0.0.1:{client}");
+    let addr = format!("{ip}:{client}");
     wait_for(
         &format!("{name} to serve on {addr}"),
         Duration::from_secs(60),

@@ -5,6 +5,7 @@
 //! clients send.
 
 mod etcd;
+mod netns;
 mod pg_proxy;
 mod postgres;
 mod rng;
@@ -13,7 +14,8 @@ mod spans;
 mod tcp_hole;
 mod tcp_proxy;
 
-pub use etcd::{start_etcd, start_etcd_on};
+pub use etcd::{start_etcd, start_etcd_in, start_etcd_on};
+pub use netns::{Host, Net, Peer, Way};
 pub use pg_proxy::PgProxy;
 pub use postgres::{PrivatePostgres, TestDb};
 pub use rng::Lcg;

@@ -16,7 +16,13 @@ pub struct TcpProxy {
 impl TcpProxy {
     /// Listens on a free local port and forwards to `upstream` (`host:port`).
     pub fn start(upstream: &str) -> TcpProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        TcpProxy::start_on("127.0.0.1", upstream)
+    }
+
+    /// The same on a free port of the local address `bind` (e.g. a test bridge's, for
+    /// hosts in network namespaces).
+    pub fn start_on(bind: &str, upstream: &str) -> TcpProxy {
+        let listener = TcpListener::bind((bind, 0)).unwrap();
         let port = listener.local_addr().unwrap().port();
         let swallow = Arc::new(AtomicBool::new(false));
         let (upstream, accepting) = (upstream.to_string(), swallow.clone());

@@ -48,9 +48,14 @@ pub struct Cluster {
     /// Replaced when etcd restarts (behind a lock, so that a test can restart it while
     /// other threads use the cluster).
     etcd: std::sync::Mutex<Proc>,
+    /// The network hosts of a cluster on separate hosts ([`Cluster::start_hosts`]); after
+    /// the processes, so that their namespaces go once they are dead.
+    pub hosts: Option<Hosts>,
     pub api: Api,
     etcd_ports: (u16, u16),
     etcd_url: String,
+    /// The database URL of the nodes (through the proxy of a cluster on hosts).
+    node_db: String,
     etcd_starts: std::sync::atomic::AtomicUsize,
     pub db: TestDb,
     /// The execution log every task appends to.
@@ -86,9 +91,11 @@ impl Cluster {
             workers: vec![],
             _api_server: api_server,
             etcd: std::sync::Mutex::new(etcd),
+            hosts: None,
             api,
             etcd_ports,
             etcd_url,
+            node_db: db.url.clone(),
             etcd_starts: std::sync::atomic::AtomicUsize::new(1),
             db,
             execs,
@@ -110,6 +117,110 @@ impl Cluster {
         c
     }
 
+    /// The same cluster on separate network hosts ([`testkit::Net`]): etcd, the
+    /// api-server, each master and each worker in a network namespace of its own on the
+    /// test's bridge; Postgres (the machine's) through a proxy on the bridge's address in
+    /// the root namespace. None, after printing why, where this machine makes no
+    /// namespaces.
+    pub fn start_hosts(test: &'static str, worker_groups: &[&str]) -> Option<Cluster> {
+        let net = support::Net::or_skip(test)?;
+        let t0 = Instant::now();
+        let db = TestDb::create("shoal_part");
+        let mut dir = tempfile::tempdir().unwrap();
+        if std::env::var_os("SHOAL_FAULT_KEEP").is_some() {
+            dir.disable_cleanup(true);
+            eprintln!("[{test}] keeping {}", dir.path().display());
+        }
+        let gw = net.gateway();
+        let pg = support::TcpProxy::start_on(&gw.to_string(), &server_of(&db.url));
+        let node_db = with_server(&db.url, &format!("{gw}:{}", pg.port));
+        let etcd_host = net.host("etcd");
+        let etcd_ports = (2379, 2380);
+        let (etcd, etcd_url) = support::start_etcd_in(
+            Some(&etcd_host),
+            dir.path(),
+            "etcd",
+            etcd_ports.0,
+            etcd_ports.1,
+        );
+        let api_host = net.host("api-server");
+        let api_db = format!("{node_db}?application_name=api-server");
+        let env: Vec<(&str, &str)> = [("SHOAL_TOKEN", support::API_TOKEN)]
+            .into_iter()
+            .chain(node_env(&api_db, &etcd_url))
+            .collect();
+        let bind = api_host.ip.to_string();
+        let mut args = api_host.wrap(SHOAL);
+        args.extend(["api-server", "--port", "8080", "--bind", &bind]);
+        let api_server = Proc::spawn("api-server", dir.path(), "ip", &args, &env);
+        let api = Api::on(&bind, 8080);
+        api.wait_healthy(&[&api_server]);
+        let mut c = Cluster {
+            test,
+            masters: vec![],
+            workers: vec![],
+            _api_server: api_server,
+            etcd: std::sync::Mutex::new(etcd),
+            hosts: Some(Hosts {
+                net,
+                pg_port: pg.port,
+                _pg: pg,
+            }),
+            api,
+            etcd_ports,
+            etcd_url,
+            node_db,
+            etcd_starts: std::sync::atomic::AtomicUsize::new(1),
+            db,
+            execs: dir.path().join("executions"),
+            t0,
+            dir,
+        };
+        for i in 0..2 {
+            let m = c.spawn_node_on(5678, &format!("master{i}"), &["master"]);
+            c.masters.push(m);
+        }
+        for (i, groups) in worker_groups.iter().enumerate() {
+            let w = c.spawn_worker(1234, &format!("worker{i}"), groups);
+            c.workers.push(w);
+        }
+        c.log(&format!(
+            "cluster up on hosts: api-server {}, etcd {}, masters {:?}, workers {:?}",
+            c.api.base,
+            c.etcd_url,
+            c.masters.iter().map(|n| &n.addr).collect::<Vec<_>>(),
+            c.workers.iter().map(|n| &n.addr).collect::<Vec<_>>()
+        ));
+        Some(c)
+    }
+
+    /// The network of a cluster on hosts.
+    pub fn net(&self) -> &support::Net {
+        &self.hosts.as_ref().expect("a cluster on hosts").net
+    }
+
+    /// The network host of node `name` (`etcd`, `api-server`, `master0`, `worker1`, ...).
+    pub fn host(&self, name: &str) -> support::Host {
+        self.net().host(name)
+    }
+
+    /// Postgres as the nodes reach it: the proxy on the bridge.
+    pub fn postgres_peer(&self) -> support::Peer {
+        let h = self.hosts.as_ref().expect("a cluster on hosts");
+        support::Peer {
+            ip: h.net.gateway(),
+            port: Some(h.pg_port),
+        }
+    }
+
+    /// etcd's client port on its host.
+    pub fn etcd_peer(&self) -> support::Peer {
+        support::Peer {
+            ip: self.host("etcd").ip,
+            port: Some(self.etcd_ports.0),
+        }
+    }
+
     pub fn log(&self, msg: &str) {
         eprintln!(
             "[{} +{:.1}s] {msg}",
@@ -124,7 +235,7 @@ impl Cluster {
     }
 
     pub fn spawn_node_on(&self, port: u16, name: &str, role_args: &[&str]) -> Node {
-        self.spawn_on_db(port, name, role_args, &self.db.url)
+        self.spawn_on_db(port, name, role_args, &self.node_db)
     }
 
     /// A node that reaches the database at `db_url` (e.g. through a [`PgProxy`]).
@@ -142,14 +253,29 @@ impl Cluster {
         db_url: &str,
         etcd_url: &str,
     ) -> Node {
-        let mut args: Vec<&str> = role_args.to_vec();
+        // On separate hosts: the node's own namespace, its address advertised, and its
+        // name on its database sessions (the store's audit tells the nodes apart).
+        let host = self.hosts.as_ref().map(|h| h.net.host(name));
+        let db_url = match &host {
+            Some(_) => format!("{db_url}?application_name={name}"),
+            None => db_url.to_string(),
+        };
+        let mut args: Vec<&str> = host.as_ref().map_or(vec![], |h| h.wrap(SHOAL));
+        args.extend(role_args);
         let port_s = port.to_string();
         args.extend(["--port", &port_s]);
-        let env = node_env(db_url, etcd_url);
+        let env = node_env(&db_url, etcd_url);
         // Callback tasks hand out callback URLs on the api-server.
         let mut env = env.to_vec();
         env.push(("SHOAL_API_URL", &self.api.base));
-        let proc = Proc::spawn(name, self.dir.path(), SHOAL, &args, &env);
+        let ip = host
+            .as_ref()
+            .map_or("127.0.0.1".to_string(), |h| h.ip.to_string());
+        if host.is_some() {
+            env.push(("SHOAL_ADVERTISE_HOST", &ip));
+        }
+        let program = if host.is_some() { "ip" } else { SHOAL };
+        let proc = Proc::spawn(name, self.dir.path(), program, &args, &env);
         let started = if role_args[0] == "master" {
             "master started"
         } else {
@@ -162,7 +288,7 @@ impl Cluster {
         );
         Node {
             name: name.to_string(),
-            addr: format!("127.0.0.1:{port}"),
+            addr: format!("{ip}:{port}"),
             proc,
         }
     }
@@ -201,14 +327,19 @@ impl Cluster {
                 // Tasks run as the test's user, writing where the tests read.
                 "--single-team",
             ],
-            &self.db.url,
+            &self.node_db,
             etcd_url,
         )
     }
 
     /// etcd's host:port.
     pub fn etcd_addr(&self) -> String {
-        format!("127.0.0.1:{}", self.etcd_ports.0)
+        let host = self.hosts.as_ref().map(|h| h.net.host("etcd").ip);
+        format!(
+            "{}:{}",
+            host.unwrap_or([127, 0, 0, 1].into()),
+            self.etcd_ports.0
+        )
     }
 
     /// SIGKILL etcd, and later start it again on the same ports and data dir.
@@ -220,7 +351,9 @@ impl Cluster {
         let n = 1 + self
             .etcd_starts
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let (etcd, url) = start_etcd_on(
+        let host = self.hosts.as_ref().map(|h| h.net.host("etcd"));
+        let (etcd, url) = support::start_etcd_in(
+            host.as_ref(),
             self.dir.path(),
             &format!("etcd{n}"),
             self.etcd_ports.0,
@@ -681,6 +814,26 @@ impl Cluster {
         }
         insts
     }
+}
+
+/// What a cluster on separate hosts has beyond a cluster on loopback.
+pub struct Hosts {
+    pub net: support::Net,
+    /// The proxy to Postgres on the bridge's address, and its port.
+    _pg: support::TcpProxy,
+    pub pg_port: u16,
+}
+
+/// `host:port` of the Postgres URL `url`.
+fn server_of(url: &str) -> String {
+    let (_, rest) = url.split_once("://").expect("a URL");
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    rest.split('/').next().unwrap_or(rest).to_string()
+}
+
+/// The Postgres URL `url` with its server replaced by `server` (`host:port`).
+fn with_server(url: &str, server: &str) -> String {
+    url.replacen(&server_of(url), server, 1)
 }
 
 /// The environment of every shoal node.

@@ -33,6 +33,14 @@ impl Api {
         )
     }
 
+    /// An API on `host` (an address of a test network host).
+    pub fn on(host: &str, port: u16) -> Api {
+        Api::at(
+            format!("http://{host}:{port}"),
+            reqwest::blocking::Client::builder(),
+        )
+    }
+
     /// An API served over HTTPS with a certificate of the CA `ca`, trusting only that CA.
     pub fn https(port: u16, ca: &Path) -> Api {
         let ca = reqwest::Certificate::from_pem(&std::fs::read(ca).unwrap()).unwrap();

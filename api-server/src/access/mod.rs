@@ -359,6 +359,14 @@ pub(crate) async fn audit(
         return response;
     }
     let (response, result) = outcome(response).await;
+    if response.status().is_server_error() {
+        // Most likely the store failed (unreachable: the answer took its pool's acquire
+        // timeout already); the caller gets the error now, not after the audit row's own
+        // wait on the same store.
+        let ctx = ctx.clone();
+        tokio::spawn(async move { record(&ctx, &entry, row, &result).await });
+        return response;
+    }
     record(ctx, &entry, row, &result).await;
     response
 }
