@@ -488,8 +488,11 @@ fn mqtt_messages_start_one_run_per_key() {
     let rt = runtime();
     let topic = format!("shoal/{}", unique("orders"));
     let file = e.path("runs");
+    // Its own workflow name: an MQTT consumer's client id is named for its trigger, and
+    // the broker drops one of two connections of one client id.
+    let shop = unique("shop");
     e.apply(&recording_workflow(
-        "shop",
+        &shop,
         &format!(
             "{{ name: orders, type: mqtt, url: 'mqtt://{MQTT}', topic: '{topic}/+', \
              key: $.id, params: {{ order: $.id }}, when: \"headers.topic.endsWith('/new')\" }}"
@@ -505,7 +508,7 @@ fn mqtt_messages_start_one_run_per_key() {
     });
     wait_counted(
         &e,
-        "shop",
+        &shop,
         "orders",
         &[("started", 2), ("duplicate", 1), ("filtered", 1)],
     );
@@ -746,6 +749,8 @@ fn killed_between_commit_and_ack(kind: Kind) {
     let mut e = Env::Standalone(Standalone::start());
     let rt = runtime();
     let name = unique("orders");
+    // Its own workflow name, as for a burst.
+    let shop = name.as_str();
     let (scheme, upstream, target) = kind.consumed(&rt, &name);
     let proxy = TcpProxy::start(upstream);
     let file = e.path("runs");
@@ -754,7 +759,7 @@ fn killed_between_commit_and_ack(kind: Kind) {
          params: {{ order: $.id }} }}",
         proxy.port
     );
-    e.apply(&recording_workflow("shop", &trigger, &file));
+    e.apply(&recording_workflow(shop, &trigger, &file));
     consumer_in(&e, "orders", "connected");
     proxy.swallow_requests(true);
     let body = json!({"id": "k1"}).to_string();
@@ -768,7 +773,7 @@ fn killed_between_commit_and_ack(kind: Kind) {
     // The run ran: its start was committed, and the acknowledgement sent since is lost.
     // It ends before the kill (which would make its task run again, as any task's).
     assert_eq!(recorded(&file, 1), ["k1"]);
-    let list = e.api().get("/instances?workflow=shop");
+    let list = e.api().get(&format!("/instances?workflow={shop}"));
     e.wait_state(list[0]["id"].as_i64().unwrap(), &["success"]);
     proxy.swallow_requests(false);
     let Env::Standalone(s) = &mut e else {
@@ -778,11 +783,11 @@ fn killed_between_commit_and_ack(kind: Kind) {
     wait_for(
         &format!("{kind:?} to deliver the message again"),
         LONG,
-        || (counted(&e, "shop", "orders", "duplicate") == 1).then_some(()),
+        || (counted(&e, shop, "orders", "duplicate") == 1).then_some(()),
     );
-    assert_eq!(counted(&e, "shop", "orders", "started"), 0);
+    assert_eq!(counted(&e, shop, "orders", "started"), 0);
     assert_eq!(lines(&file), ["k1"], "one run");
-    assert_eq!(runs_of(&e, "shop"), 1);
+    assert_eq!(runs_of(&e, shop), 1);
     kind.done(&rt, &name);
 }
 
