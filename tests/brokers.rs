@@ -10,6 +10,8 @@
 //! topics of its own.
 
 mod support;
+#[path = "support/tls_proxy.rs"]
+mod tls_proxy;
 
 use serde_json::{Value, json};
 use std::path::Path;
@@ -486,8 +488,11 @@ fn mqtt_messages_start_one_run_per_key() {
     let rt = runtime();
     let topic = format!("shoal/{}", unique("orders"));
     let file = e.path("runs");
+    // Its own workflow name: an MQTT consumer's client id is named for its trigger, and
+    // the broker drops one of two connections of one client id.
+    let shop = unique("shop");
     e.apply(&recording_workflow(
-        "shop",
+        &shop,
         &format!(
             "{{ name: orders, type: mqtt, url: 'mqtt://{MQTT}', topic: '{topic}/+', \
              key: $.id, params: {{ order: $.id }}, when: \"headers.topic.endsWith('/new')\" }}"
@@ -503,7 +508,7 @@ fn mqtt_messages_start_one_run_per_key() {
     });
     wait_counted(
         &e,
-        "shop",
+        &shop,
         "orders",
         &[("started", 2), ("duplicate", 1), ("filtered", 1)],
     );
@@ -744,6 +749,8 @@ fn killed_between_commit_and_ack(kind: Kind) {
     let mut e = Env::Standalone(Standalone::start());
     let rt = runtime();
     let name = unique("orders");
+    // Its own workflow name, as for a burst.
+    let shop = name.as_str();
     let (scheme, upstream, target) = kind.consumed(&rt, &name);
     let proxy = TcpProxy::start(upstream);
     let file = e.path("runs");
@@ -752,7 +759,7 @@ fn killed_between_commit_and_ack(kind: Kind) {
          params: {{ order: $.id }} }}",
         proxy.port
     );
-    e.apply(&recording_workflow("shop", &trigger, &file));
+    e.apply(&recording_workflow(shop, &trigger, &file));
     consumer_in(&e, "orders", "connected");
     proxy.swallow_requests(true);
     let body = json!({"id": "k1"}).to_string();
@@ -766,7 +773,7 @@ fn killed_between_commit_and_ack(kind: Kind) {
     // The run ran: its start was committed, and the acknowledgement sent since is lost.
     // It ends before the kill (which would make its task run again, as any task's).
     assert_eq!(recorded(&file, 1), ["k1"]);
-    let list = e.api().get("/instances?workflow=shop");
+    let list = e.api().get(&format!("/instances?workflow={shop}"));
     e.wait_state(list[0]["id"].as_i64().unwrap(), &["success"]);
     proxy.swallow_requests(false);
     let Env::Standalone(s) = &mut e else {
@@ -776,11 +783,11 @@ fn killed_between_commit_and_ack(kind: Kind) {
     wait_for(
         &format!("{kind:?} to deliver the message again"),
         LONG,
-        || (counted(&e, "shop", "orders", "duplicate") == 1).then_some(()),
+        || (counted(&e, shop, "orders", "duplicate") == 1).then_some(()),
     );
-    assert_eq!(counted(&e, "shop", "orders", "started"), 0);
+    assert_eq!(counted(&e, shop, "orders", "started"), 0);
     assert_eq!(lines(&file), ["k1"], "one run");
-    assert_eq!(runs_of(&e, "shop"), 1);
+    assert_eq!(runs_of(&e, shop), 1);
     kind.done(&rt, &name);
 }
 
@@ -863,6 +870,146 @@ tasks:
         let error = body["error"].as_str().unwrap();
         assert!(error.contains(says), "{error}\n  want: {says}");
     }
+}
+
+/// A nats-server of its own with JetStream and TLS on a free port (the machine's has no
+/// TLS listener), and a JetStream context on it that trusts `certs`' CA.
+fn nats_with_tls(dir: &Path, certs: &support::Certs) -> (support::Proc, u16) {
+    let port = support::free_port();
+    let store = dir.join("nats-store");
+    let proc = support::Proc::spawn(
+        "nats-server",
+        dir,
+        "nats-server",
+        &[
+            "-a",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-js",
+            "-sd",
+            store.to_str().unwrap(),
+            "--tls",
+            "--tlscert",
+            certs.cert.to_str().unwrap(),
+            "--tlskey",
+            certs.key.to_str().unwrap(),
+        ],
+        &[],
+    );
+    wait_for("nats-server to listen", LONG, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    (proc, port)
+}
+
+/// A stream capturing `subject` on the TLS nats-server at `port`.
+async fn tls_stream(port: u16, ca: &Path, subject: &str) {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(ca).unwrap())
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let client = async_nats::ConnectOptions::new()
+        .require_tls(true)
+        .tls_client_config(tls)
+        .connect(format!("tls://127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    let config = async_nats::jetstream::stream::Config {
+        name: subject.replace('.', "_"),
+        subjects: vec![subject.to_string()],
+        ..Default::default()
+    };
+    async_nats::jetstream::new(client)
+        .create_stream(config)
+        .await
+        .unwrap();
+}
+
+#[test]
+fn triggers_and_publish_tasks_reach_each_broker_over_tls_and_check_its_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = support::make_certs(dir.path(), "brokers");
+    let rogue = support::make_certs(dir.path(), "rogue");
+    let amqps = tls_proxy::TlsProxy::start(AMQP, &certs);
+    let mqtts = tls_proxy::TlsProxy::start(MQTT, &certs);
+    let untrusted = tls_proxy::TlsProxy::start(AMQP, &rogue);
+    let (_nats, nats_port) = nats_with_tls(dir.path(), &certs);
+    let rt = runtime();
+    let (queue, subject, topic) = (unique("tls"), unique("tls"), unique("tls"));
+    rt.block_on(amqp::declare(&queue));
+    rt.block_on(tls_stream(nats_port, &certs.ca, &subject));
+
+    // The brokers' CA is trusted the way a private CA is: through SSL_CERT_FILE.
+    let e = Env::Standalone(Standalone::start_with(&[(
+        "SSL_CERT_FILE",
+        certs.ca.to_str().unwrap(),
+    )]));
+    let file = e.path("orders");
+    let urls = [
+        (
+            "amqp",
+            format!("amqps://127.0.0.1:{}/", amqps.port),
+            "queue",
+            &queue,
+        ),
+        (
+            "nats",
+            format!("tls://127.0.0.1:{nats_port}"),
+            "subject",
+            &subject,
+        ),
+        (
+            "mqtt",
+            format!("mqtts://127.0.0.1:{}", mqtts.port),
+            "topic",
+            &topic,
+        ),
+    ];
+    for (kind, url, field, target) in &urls {
+        let trigger = format!(
+            "{{ name: in_{kind}, type: {kind}, url: '{url}', {field}: {target}, params: {{ order: $.id }} }}"
+        );
+        e.apply(&recording_workflow(&format!("tls_{kind}"), &trigger, &file));
+    }
+    for (kind, ..) in &urls {
+        consumer_in(&e, &format!("in_{kind}"), "connected");
+    }
+    let publishes: Vec<String> = urls
+        .iter()
+        .map(|(kind, url, field, target)| {
+            format!(
+                "  - {{ name: to_{kind}, type: publish, publish: {{ broker: {kind}, url: '{url}', {field}: {target}, body: '{{\"id\": \"{kind}-1\"}}' }} }}"
+            )
+        })
+        .collect();
+    e.apply(&format!(
+        "name: tls_out\ntasks:\n{}\n",
+        publishes.join("\n")
+    ));
+    let run = e.start("tls_out", "{}");
+    assert_eq!(e.end(run)["state"], "success");
+    assert_eq!(recorded(&file, 3), ["amqp-1", "mqtt-1", "nats-1"]);
+
+    // A broker whose certificate no trusted CA signed is refused, and the trigger says so.
+    let trigger = format!(
+        "{{ name: rogue, type: amqp, url: 'amqps://127.0.0.1:{}/', queue: {queue} }}",
+        untrusted.port
+    );
+    e.apply(&recording_workflow("tls_rogue", &trigger, &file));
+    let error = consumer_in(&e, "rogue", "failed")["consumer"]["error"].to_string();
+    assert!(
+        error.contains("amqps://127.0.0.1:") && error.contains("certificate"),
+        "{error}"
+    );
 }
 
 // ---- publish tasks ----

@@ -7,6 +7,7 @@
 pub mod amqp;
 pub mod mqtt;
 pub mod nats;
+mod tls;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -44,11 +45,23 @@ impl BrokerKind {
         }
     }
 
-    fn default_port(self) -> u16 {
+    /// The URL scheme of a TLS connection (`nats` and `tls` as the NATS clients write
+    /// them).
+    fn tls_scheme(self) -> &'static str {
         match self {
-            BrokerKind::Amqp => 5672,
-            BrokerKind::Nats => 4222,
-            BrokerKind::Mqtt => 1883,
+            BrokerKind::Amqp => "amqps",
+            BrokerKind::Nats => "tls",
+            BrokerKind::Mqtt => "mqtts",
+        }
+    }
+
+    fn default_port(self, tls: bool) -> u16 {
+        match (self, tls) {
+            (BrokerKind::Amqp, false) => 5672,
+            (BrokerKind::Amqp, true) => 5671,
+            (BrokerKind::Nats, _) => 4222,
+            (BrokerKind::Mqtt, false) => 1883,
+            (BrokerKind::Mqtt, true) => 8883,
         }
     }
 
@@ -76,6 +89,9 @@ pub struct BrokerAddr {
     pub password: Option<String>,
     /// AMQP's virtual host (the URL's path without its `/`; `/` when empty).
     pub vhost: String,
+    /// Over TLS (`amqps://`, `tls://`, `mqtts://`), the broker's certificate checked
+    /// against the system's trust store.
+    pub tls: bool,
 }
 
 impl BrokerAddr {
@@ -85,28 +101,38 @@ impl BrokerAddr {
             true => format!("[{}]", self.host),
             false => self.host.clone(),
         };
+        let scheme = match self.tls {
+            true => kind.tls_scheme(),
+            false => kind.as_str(),
+        };
         match kind {
             BrokerKind::Amqp => format!(
-                "amqp://{host}:{}/{}",
+                "{scheme}://{host}:{}/{}",
                 self.port,
                 self.vhost.trim_start_matches('/')
             ),
-            _ => format!("{}://{host}:{}", kind.as_str(), self.port),
+            _ => format!("{scheme}://{host}:{}", self.port),
         }
     }
 }
 
 /// Parses a broker URL (`amqp://user:pass@host:5672/vhost`, `nats://host:4222`,
-/// `mqtt://host:1883`); the error names what is wrong without repeating a password.
+/// `mqtt://host:1883`, or over TLS `amqps://`, `tls://`, `mqtts://`); the error names what
+/// is wrong without repeating a password.
 pub fn parse_url(kind: BrokerKind, text: &str) -> Result<BrokerAddr, String> {
     let shown = crate::redact::without_password(text);
     let url = Url::parse(text.trim()).map_err(|e| format!("url '{shown}' is not a URL: {e}"))?;
-    if url.scheme() != kind.as_str() {
-        return Err(format!(
-            "url '{shown}' must start with {}:// (TLS to brokers is not supported yet)",
-            kind.as_str()
-        ));
-    }
+    let tls = match url.scheme() {
+        s if s == kind.as_str() => false,
+        s if s == kind.tls_scheme() => true,
+        _ => {
+            return Err(format!(
+                "url '{shown}' must start with {}:// or, over TLS, {}://",
+                kind.as_str(),
+                kind.tls_scheme()
+            ));
+        }
+    };
     let host = match url.host_str() {
         Some(h) if !h.is_empty() => h.trim_start_matches('[').trim_end_matches(']'),
         _ => return Err(format!("url '{shown}' names no host")),
@@ -126,13 +152,14 @@ pub fn parse_url(kind: BrokerKind, text: &str) -> Result<BrokerAddr, String> {
     }
     Ok(BrokerAddr {
         host: host.to_string(),
-        port: url.port().unwrap_or(kind.default_port()),
+        port: url.port().unwrap_or(kind.default_port(tls)),
         user: user.map(decode).transpose()?,
         password: url.password().map(decode).transpose()?,
         vhost: match path {
             "" => "/".to_string(),
             path => decode(path)?,
         },
+        tls,
     })
 }
 
@@ -253,6 +280,7 @@ mod tests {
                 user: Some("us@er".into()),
                 password: Some("p:ss".into()),
                 vhost: "prod/x".into(),
+                tls: false,
             }
         );
         let n = parse_url(BrokerKind::Nats, "nats://127.0.0.1").unwrap();
@@ -262,15 +290,41 @@ mod tests {
             "::1"
         );
 
-        let e = parse_url(BrokerKind::Amqp, "amqps://u:secret@h").unwrap_err();
+        let e = parse_url(BrokerKind::Amqp, "nats://u:secret@h").unwrap_err();
         assert!(
-            e.contains("must start with amqp://") && !e.contains("secret"),
+            e.contains("must start with amqp:// or, over TLS, amqps://") && !e.contains("secret"),
             "{e}"
         );
         let e = parse_url(BrokerKind::Mqtt, "mqtt://h/x").unwrap_err();
         assert!(e.contains("has a path"), "{e}");
         assert!(parse_url(BrokerKind::Nats, "nats://").is_err());
         assert!(parse_url(BrokerKind::Nats, "not a url").is_err());
+    }
+
+    #[test]
+    fn tls_schemes_take_the_tls_ports_and_say_so() {
+        let cases = [
+            (
+                BrokerKind::Amqp,
+                "amqps://rabbit/prod",
+                5671,
+                "amqps://rabbit:5671/prod",
+            ),
+            (BrokerKind::Nats, "tls://nats", 4222, "tls://nats:4222"),
+            (
+                BrokerKind::Mqtt,
+                "mqtts://mosquitto",
+                8883,
+                "mqtts://mosquitto:8883",
+            ),
+        ];
+        for (kind, url, port, shown) in cases {
+            let a = parse_url(kind, url).unwrap();
+            assert!(a.tls, "{url}");
+            assert_eq!((a.port, a.shown(kind).as_str()), (port, shown));
+        }
+        assert!(!parse_url(BrokerKind::Mqtt, "mqtt://m").unwrap().tls);
+        assert!(parse_url(BrokerKind::Mqtt, "amqps://m").is_err());
     }
 
     #[test]

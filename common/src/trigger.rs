@@ -87,7 +87,8 @@ pub struct TriggerDef {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outputs: Vec<String>,
     /// Broker triggers: the broker (`amqp://host:5672/vhost`, `nats://host:4222`,
-    /// `mqtt://host:1883`), or `${secret.NAME}` naming a project secret that holds it.
+    /// `mqtt://host:1883`; over TLS `amqps://`, `tls://`, `mqtts://`), or `${secret.NAME}`
+    /// naming a project secret that holds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// `amqp`: the queue consumed (it must exist).

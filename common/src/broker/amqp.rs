@@ -6,6 +6,7 @@ use super::{BrokerKind, parse_url};
 use amqprs::callbacks::{ChannelCallback, DefaultConnectionCallback};
 use amqprs::channel::Channel;
 use amqprs::connection::{Connection, OpenConnectionArguments};
+use amqprs::tls::TlsAdaptor;
 use amqprs::{Ack, BasicProperties, Cancel, CloseChannel, Nack, Return};
 use tokio::sync::mpsc;
 
@@ -55,8 +56,8 @@ impl Opened {
     }
 }
 
-/// Connects to the broker at `url` (`amqp://user:password@host:port/vhost`; guest/guest
-/// when the URL names no user) as `name`, and opens a channel.
+/// Connects to the broker at `url` (`amqp://user:password@host:port/vhost`, `amqps://`
+/// over TLS; guest/guest when the URL names no user) as `name`, and opens a channel.
 pub async fn open(url: &str, name: &str) -> Result<Opened, String> {
     let addr = parse_url(BrokerKind::Amqp, url)?;
     let shown = addr.shown(BrokerKind::Amqp);
@@ -67,6 +68,10 @@ pub async fn open(url: &str, name: &str) -> Result<Opened, String> {
         addr.password.as_deref().unwrap_or("guest"),
     );
     args.virtual_host(&addr.vhost).connection_name(name);
+    if addr.tls {
+        let connector = tokio_rustls::TlsConnector::from(super::tls::client_config()?);
+        args.tls_adaptor(TlsAdaptor::new(connector, addr.host.clone()));
+    }
     let connection = Connection::open(&args)
         .await
         .map_err(|e| format!("cannot connect to {shown}: {e}"))?;

@@ -3,11 +3,19 @@
 use super::{BrokerKind, CONNECT_TIMEOUT, parse_url};
 use async_nats::{Client, ConnectOptions};
 
-/// Connects to the server at `url` (`nats://user:password@host:4222`) as `name`; the
-/// client and the server as messages name it.
+/// Connects to the server at `url` (`nats://user:password@host:4222`, `tls://` for TLS)
+/// as `name`; the client and the server as messages name it.
 pub async fn connect(url: &str, name: &str) -> Result<(Client, String), String> {
-    let shown = parse_url(BrokerKind::Nats, url)?.shown(BrokerKind::Nats);
-    let client = ConnectOptions::new()
+    let addr = parse_url(BrokerKind::Nats, url)?;
+    let shown = addr.shown(BrokerKind::Nats);
+    let mut options = ConnectOptions::new();
+    if addr.tls {
+        let config = super::tls::client_config()?;
+        options = options
+            .require_tls(true)
+            .tls_client_config((*config).clone());
+    }
+    let client = options
         .name(name)
         .connection_timeout(CONNECT_TIMEOUT)
         .connect(url.trim())

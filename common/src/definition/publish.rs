@@ -14,8 +14,9 @@ use std::collections::BTreeMap;
 #[serde(deny_unknown_fields)]
 pub struct PublishSpec {
     pub broker: BrokerKind,
-    /// `amqp://host:5672/vhost`, `nats://host:4222`, `mqtt://host:1883`; a password in it
-    /// only through a secret (`${secret.BROKER_URL}`).
+    /// `amqp://host:5672/vhost`, `nats://host:4222`, `mqtt://host:1883` (over TLS:
+    /// `amqps://`, `tls://`, `mqtts://`); a password in it only through a secret
+    /// (`${secret.BROKER_URL}`).
     pub url: String,
     /// `amqp`: a queue, sent to through the default exchange (or give `exchange`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

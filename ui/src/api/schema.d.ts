@@ -2233,8 +2233,9 @@ export interface components {
             /** @description `mqtt`: the topic (QoS 1). */
             topic?: string | null;
             /**
-             * @description `amqp://host:5672/vhost`, `nats://host:4222`, `mqtt://host:1883`; a password in it
-             *     only through a secret (`${secret.BROKER_URL}`).
+             * @description `amqp://host:5672/vhost`, `nats://host:4222`, `mqtt://host:1883` (over TLS:
+             *     `amqps://`, `tls://`, `mqtts://`); a password in it only through a secret
+             *     (`${secret.BROKER_URL}`).
              */
             url: string;
         };
@@ -2833,7 +2834,8 @@ export interface components {
             type?: string;
             /**
              * @description Broker triggers: the broker (`amqp://host:5672/vhost`, `nats://host:4222`,
-             *     `mqtt://host:1883`), or `${secret.NAME}` naming a project secret that holds it.
+             *     `mqtt://host:1883`; over TLS `amqps://`, `tls://`, `mqtts://`), or `${secret.NAME}`
+             *     naming a project secret that holds it.
              */
             url?: string | null;
             /**
