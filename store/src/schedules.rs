@@ -422,6 +422,7 @@ impl Store {
                     options: row.spec.start_options(),
                     parent_task_id: None,
                     schedule_time: Some(time),
+                    due_at: None,
                 };
                 let (command_id,): (i64,) = tx
                     .fetch_one(&insert_command_statement(&command, now)?)

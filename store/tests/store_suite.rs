@@ -256,6 +256,7 @@ fn command(project: &str, workflow: &str, version: i32) -> NewCommand {
         options: Default::default(),
         parent_task_id: None,
         schedule_time: None,
+        due_at: None,
     }
 }
 
