@@ -345,3 +345,36 @@ fn a_run_at_a_later_time_survives_a_restart_and_runs_once() {
     assert_eq!(support::lines(&f), ["ran"]);
     assert_eq!(e.api().get("/instances").as_array().unwrap().len(), 1);
 }
+
+#[test]
+fn a_backfill_s_runs_take_its_start_options() {
+    let e = env(standalone());
+    set_env(&e, "run_env", "export WHO=backfill");
+    e.apply("name: past\ntasks:\n- { name: who, type: shell, command: 'echo \"who=$WHO\"' }\n");
+    let body = json!({
+        "dates": ["2026-01-01"],
+        "environment": "run_env",
+        "failure_strategy": "continue",
+        "timeout": "5m",
+    });
+    let (status, answer) = e.api().post(
+        "/projects/default/workflows/past/backfill",
+        &body.to_string(),
+    );
+    assert_eq!(status, 201, "{answer}");
+    let id = wait_for("the backfill's run", LONG, || {
+        e.api().get("/instances?workflow=past")[0]["id"].as_i64()
+    });
+    let inst = e.end(id);
+    assert_eq!(inst["options"]["timeout"], "300s", "{inst:#}");
+    assert_eq!(inst["options"]["failure_strategy"], "continue");
+    assert!(log_of(&e, &inst, "who").contains("who=backfill"));
+    // Unknown names are refused as at a start.
+    let body = json!({"dates": ["2026-01-02"], "alert_channels": ["ghost"]});
+    let (status, answer) = e.api().post(
+        "/projects/default/workflows/past/backfill",
+        &body.to_string(),
+    );
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("'ghost'"));
+}
