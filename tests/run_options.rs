@@ -38,6 +38,31 @@ fn set_env(e: &Env, name: &str, config: &str) {
     assert!(status == 201 || status == 200, "{status} {body}");
 }
 
+/// A webhook alert channel `name` and the server it posts to.
+fn webhook_channel(e: &Env, name: &str) -> CallbackServer {
+    let hook = CallbackServer::start(None);
+    let channel = json!({"name": name, "type": "webhook", "url": hook.url});
+    let (status, body) = e.api().post("/alert-channels", &channel.to_string());
+    assert_eq!(status, 201, "{body}");
+    hook
+}
+
+/// A 400 whose error says `says`.
+fn refused(answer: (u16, Value), says: &str) {
+    let (status, body) = answer;
+    assert_eq!(status, 400, "{body}");
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(error.contains(says), "{error}");
+}
+
+/// The first run of `workflow` (a schedule's or backfill's), once it ended.
+fn first_run_of(e: &Env, workflow: &str) -> Value {
+    let id = wait_for(&format!("a run of {workflow}"), LONG, || {
+        e.api().get(&format!("/instances?workflow={workflow}"))[0]["id"].as_i64()
+    });
+    e.end(id)
+}
+
 /// The log of the first attempt of `task`.
 fn log_of(e: &Env, inst: &Value, task: &str) -> String {
     let id = attempts(inst, task)[0]["id"].as_i64().unwrap();
@@ -89,13 +114,8 @@ fn failure_strategy_and_timeout_of_the_run_win_over_the_definition() {
 #[test]
 fn the_run_s_alert_channels_replace_the_workflow_s() {
     let e = env(standalone());
-    let workflow_hook = CallbackServer::start(None);
-    let run_hook = CallbackServer::start(None);
-    for (name, hook) in [("wf-hook", &workflow_hook), ("run-hook", &run_hook)] {
-        let channel = json!({"name": name, "type": "webhook", "url": hook.url});
-        let (status, body) = e.api().post("/alert-channels", &channel.to_string());
-        assert_eq!(status, 201, "{body}");
-    }
+    let workflow_hook = webhook_channel(&e, "wf-hook");
+    let run_hook = webhook_channel(&e, "run-hook");
     e.apply("name: alerted\nalerts: [{on: failure, channel: wf-hook}]\ntasks:\n- { name: t, type: shell, command: 'exit 1' }\n");
     let out = cli(
         e.api(),
@@ -152,27 +172,16 @@ fn unknown_names_and_bad_options_are_refused_and_write_nothing() {
             "unknown variant `retry`",
         ),
     ] {
-        let (status, answer) = e
-            .api()
-            .post("/projects/default/workflows/w/start", &body.to_string());
-        assert_eq!(status, 400, "{body}: {answer}");
-        let error = answer["error"].as_str().unwrap_or_default();
-        assert!(error.contains(says), "{body}: {error}");
+        let start = "/projects/default/workflows/w/start";
+        refused(e.api().post(start, &body.to_string()), says);
     }
     assert!(pending(&e).is_empty());
     assert_eq!(e.api().get("/instances"), json!([]));
     // A task alert inside a foreach template is checked at apply like any other.
-    let (status, body) = e.api().post(
-        "/projects/default/workflows",
-        "name: fan\ntasks:\n- {name: each, type: foreach, foreach: {items: '[1]', task: {type: noop, alerts: [{on: task_failure, channel: ghost}]}}}\n",
-    );
-    assert_eq!(status, 400, "{body}");
-    assert!(
-        body["error"]
-            .as_str()
-            .unwrap()
-            .contains("alert channel 'ghost'"),
-        "{body}"
+    let fan = "name: fan\ntasks:\n- {name: each, type: foreach, foreach: {items: '[1]', task: {type: noop, alerts: [{on: task_failure, channel: ghost}]}}}\n";
+    refused(
+        e.api().post("/projects/default/workflows", fan),
+        "alert channel 'ghost'",
     );
     // The CLI says the same.
     let out = cli(e.api(), &["start", "w", "--worker-group", "gpu"]);
@@ -184,9 +193,7 @@ fn unknown_names_and_bad_options_are_refused_and_write_nothing() {
 fn a_child_run_inherits_the_run_s_options() {
     let e = env(standalone());
     set_env(&e, "run_env", "export WHO=run");
-    let hook = CallbackServer::start(None);
-    let channel = json!({"name": "run-hook", "type": "webhook", "url": hook.url});
-    assert_eq!(e.api().post("/alert-channels", &channel.to_string()).0, 201);
+    let hook = webhook_channel(&e, "run-hook");
     e.apply("name: kid\ntasks:\n- { name: who, type: shell, command: 'echo \"who=$WHO\"' }\n");
     e.apply(
         "name: mom\ntasks:\n- { name: sub, type: sub_workflow, sub_workflow: { workflow: kid } }\n",
@@ -225,14 +232,10 @@ fn a_worker_group_of_the_run_routes_its_tasks() {
     assert_eq!(attempts(&inst, "any")[0]["worker_group"], "gpu", "{inst:#}");
     // A task that names the default group explicitly counts as naming none.
     assert_eq!(attempts(&inst, "pinned")[0]["worker_group"], "gpu");
-    let (status, body) = e.api().post(
-        "/projects/default/workflows/routed/start",
-        r#"{"worker_group": "cpu"}"#,
-    );
-    assert_eq!(status, 400, "{body}");
-    assert!(
-        body["error"].as_str().unwrap().contains("default, gpu"),
-        "{body}"
+    let start = "/projects/default/workflows/routed/start";
+    refused(
+        e.api().post(start, r#"{"worker_group": "cpu"}"#),
+        "default, gpu",
     );
 }
 
@@ -362,19 +365,50 @@ fn a_backfill_s_runs_take_its_start_options() {
         &body.to_string(),
     );
     assert_eq!(status, 201, "{answer}");
-    let id = wait_for("the backfill's run", LONG, || {
-        e.api().get("/instances?workflow=past")[0]["id"].as_i64()
-    });
-    let inst = e.end(id);
+    let inst = first_run_of(&e, "past");
     assert_eq!(inst["options"]["timeout"], "300s", "{inst:#}");
     assert_eq!(inst["options"]["failure_strategy"], "continue");
     assert!(log_of(&e, &inst, "who").contains("who=backfill"));
     // Unknown names are refused as at a start.
     let body = json!({"dates": ["2026-01-02"], "alert_channels": ["ghost"]});
-    let (status, answer) = e.api().post(
-        "/projects/default/workflows/past/backfill",
-        &body.to_string(),
+    let backfill = "/projects/default/workflows/past/backfill";
+    refused(e.api().post(backfill, &body.to_string()), "'ghost'");
+}
+
+#[test]
+fn a_schedule_s_runs_take_its_start_options() {
+    let e = env(standalone());
+    set_env(&e, "run_env", "export WHO=cron");
+    let hook = webhook_channel(&e, "cron-hook");
+    e.apply("name: ticking\ntasks:\n- { name: who, type: shell, command: 'echo \"who=$WHO\"' }\n");
+    let schedules = "/projects/default/workflows/ticking/schedules";
+    let ghost = json!({"cron": "* * * * * *", "alert_channels": ["ghost"]});
+    refused(e.api().post(schedules, &ghost.to_string()), "'ghost'");
+    let out = cli(
+        e.api(),
+        &[
+            "schedule",
+            "create",
+            "ticking",
+            "--cron",
+            "* * * * * *",
+            "--environment",
+            "run_env",
+            "--timeout",
+            "10m",
+            "--alert-channel",
+            "cron-hook",
+        ],
     );
-    assert_eq!(status, 400, "{answer}");
-    assert!(answer["error"].as_str().unwrap().contains("'ghost'"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed = e.api().get(schedules);
+    assert_eq!(listed[0]["timeout"], "600s", "{listed}");
+    assert_eq!(listed[0]["alert_channels"], json!(["cron-hook"]));
+    let inst = first_run_of(&e, "ticking");
+    assert_eq!(inst["options"]["environment"], "run_env", "{inst:#}");
+    assert_eq!(inst["options"]["timeout"], "600s");
+    assert!(log_of(&e, &inst, "who").contains("who=cron"));
+    wait_for("its alert on the schedule's channel", LONG, || {
+        (!hook.requests().is_empty()).then_some(())
+    });
 }

@@ -2344,10 +2344,12 @@ export interface components {
         };
         /** @description A workflow's cron schedule. */
         Schedule: {
+            alert_channels: string[];
             created_at: string;
             cron: string;
             enabled: boolean;
             end_time: string | null;
+            environment: string | null;
             failure_strategy: components["schemas"]["FailureStrategy"] | null;
             /** Format: int64 */
             id: number;
@@ -2361,6 +2363,8 @@ export interface components {
             priority: components["schemas"]["Priority"] | null;
             project: string;
             start_time: string | null;
+            /** @description e.g. `90s`. */
+            timeout: string | null;
             timezone: string;
             updated_at: string;
             worker_group: string | null;
@@ -2386,6 +2390,8 @@ export interface components {
         };
         /** @description A schedule to create, or to replace one with. */
         ScheduleRequest: {
+            /** @description Alert channels that get its runs' alerts instead of the workflow's. */
+            alert_channels?: string[];
             /**
              * @description 5 fields (`minute hour day-of-month month day-of-week`) or 6 with a leading second.
              * @example 30 2 * * *
@@ -2395,6 +2401,8 @@ export interface components {
             enabled?: boolean;
             /** @description No fire after this time (RFC 3339). */
             end_time?: string | null;
+            /** @description A project environment its runs' shell and python tasks run in. */
+            environment?: string | null;
             failure_strategy?: components["schemas"]["FailureStrategy"] | null;
             misfire?: components["schemas"]["Misfire"];
             /** @description Startup parameters of every run it fires. */
@@ -2404,6 +2412,8 @@ export interface components {
             priority?: components["schemas"]["Priority"] | null;
             /** @description No fire before this time (RFC 3339). */
             start_time?: string | null;
+            /** @description Each run's timeout over the definition's, e.g. `30m`. */
+            timeout?: string | null;
             /** @description IANA zone the cron is read in (default UTC). */
             timezone?: string;
             worker_group?: string | null;
