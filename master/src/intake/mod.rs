@@ -1,6 +1,7 @@
 //! Claims commands and hands the instances they became to the engine; on its fallback
 //! tick it also starts waiting serial runs that nothing woke (see `wake_stranded_runs`).
-//! While the master is overloaded (see `crate::overload`) it claims nothing.
+//! While the master is overloaded (see `crate::overload`) it claims nothing. Runs at a
+//! later time (commands with `due_at`) are claimed when due: it sleeps until the earliest.
 
 use crate::engine::EngineMsg;
 use crate::environments::{self, Environments};
