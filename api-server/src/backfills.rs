@@ -5,7 +5,7 @@
 
 use crate::Ctx;
 use crate::access::Caller;
-use crate::commands::{latest_definition, refuse_undefined, startup_params};
+use crate::commands::{RunOptions, latest_definition, refuse_undefined, startup_params};
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, ApiQuery, Body, path};
 use axum::extract::State;
@@ -15,11 +15,13 @@ use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shoal_common::access::Role;
-use shoal_common::definition::dependent_stages;
+use shoal_common::definition::{dependent_stages, normalize};
 use shoal_common::schedule::{backfill_times, parse_timezone};
 use shoal_common::start::Params;
 use shoal_common::start::StartOptions;
-use shoal_common::types::{BackfillRunState, BackfillState, Priority, ms_to_rfc3339};
+use shoal_common::types::{
+    BackfillRunState, BackfillState, FailureStrategy, Priority, ms_to_rfc3339,
+};
 use shoal_store::{BackfillRow, Cancel, Chained, NewBackfill};
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
@@ -65,6 +67,21 @@ pub struct BackfillRequest {
     /// one, and of theirs in turn: each stage starts when the one before it has ended.
     #[serde(default)]
     with_dependents: bool,
+    /// This workflow's runs' failure strategy, over its schedule's and definition's.
+    #[serde(default)]
+    failure_strategy: Option<FailureStrategy>,
+    /// Worker group of its runs' tasks that name none, over its schedule's.
+    #[serde(default)]
+    worker_group: Option<String>,
+    /// Alert channels that get its runs' alerts instead of the workflow's.
+    #[serde(default)]
+    alert_channels: Vec<String>,
+    /// Each run's timeout over the definition's, e.g. `30m`.
+    #[serde(default)]
+    timeout: Option<String>,
+    /// A project environment its runs' shell and python tasks run in.
+    #[serde(default)]
+    environment: Option<String>,
 }
 
 fn one() -> u32 {
@@ -134,7 +151,25 @@ pub async fn create(
         days: &days,
         caller: &caller,
     };
-    let root = plan(&ctx, &asked, &project, &name, params, None).await?;
+    let mut root = plan(&ctx, &asked, &project, &name, params, None).await?;
+    // The start options asked for, for this workflow's runs (not its dependents').
+    let run = RunOptions::check(
+        &ctx,
+        req.worker_group.clone(),
+        req.alert_channels.clone(),
+        req.timeout.as_deref(),
+    )
+    .await?;
+    let environment = req.environment.as_deref().map(normalize);
+    if let Some(env) = &environment {
+        crate::environments::check_exist(&ctx, &project, &[env.as_str()], "the backfill").await?;
+    }
+    let options = &mut root.options;
+    options.failure_strategy = req.failure_strategy.or(options.failure_strategy);
+    options.worker_group = run.worker_group.or(options.worker_group.take());
+    options.alert_channels = run.alert_channels;
+    options.timeout = run.timeout;
+    options.environment = environment;
     // Planned first and stored in one transaction: all of them or none.
     let mut followers = Vec::new();
     let mut left_out = Vec::new();

@@ -379,6 +379,7 @@ pub(crate) fn start_command(def: &StoredDefinition, params: Params) -> NewComman
         options: Default::default(),
         parent_task_id: None,
         schedule_time: None,
+        due_at: None,
     }
 }
 

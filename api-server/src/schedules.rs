@@ -3,7 +3,7 @@
 //! Times are RFC 3339; fire times in previews carry the schedule zone's offset.
 
 use crate::Ctx;
-use crate::commands::{latest_definition, refuse_undefined, startup_params};
+use crate::commands::{RunOptions, latest_definition, refuse_undefined, startup_params};
 use crate::error::{Error, ErrorBody, Result};
 use crate::extract::{ApiPath, ApiQuery, Body, path};
 use crate::times::{next_fire, parse_optional_time, parse_time, time};
@@ -12,6 +12,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use shoal_common::definition::normalize;
 use shoal_common::schedule::{CronSchedule, Misfire, Window};
 use shoal_common::types::{FailureStrategy, Priority, ms_to_rfc3339, now_ms};
 use shoal_store::{ScheduleRow, ScheduleSpec, audit_object};
@@ -48,6 +49,13 @@ pub struct ScheduleRequest {
     priority: Option<Priority>,
     worker_group: Option<String>,
     failure_strategy: Option<FailureStrategy>,
+    /// Alert channels that get its runs' alerts instead of the workflow's.
+    #[serde(default)]
+    alert_channels: Vec<String>,
+    /// Each run's timeout over the definition's, e.g. `30m`.
+    timeout: Option<String>,
+    /// A project environment its runs' shell and python tasks run in.
+    environment: Option<String>,
 }
 
 fn utc() -> String {
@@ -82,6 +90,9 @@ impl ScheduleRequest {
             priority: self.priority,
             worker_group: self.worker_group,
             failure_strategy: self.failure_strategy,
+            alert_channels: Vec::new(),
+            timeout: None,
+            environment: self.environment.as_deref().map(normalize),
         })
     }
 }
@@ -92,7 +103,14 @@ async fn checked_spec(ctx: &Ctx, project: &str, name: &str, body: &Body) -> Resu
     let req: ScheduleRequest = serde_json::from_slice(&body.0)
         .map_err(|e| Error::BadRequest(format!("invalid JSON body: {e}")))?;
     let def = latest_definition(ctx, project, name).await?;
-    let spec = req.into_spec()?;
+    // A schedule outlives today's workers: its worker group is not checked against them.
+    let (channels, timeout) = (req.alert_channels.clone(), req.timeout.clone());
+    let run = RunOptions::check(ctx, None, channels, timeout.as_deref()).await?;
+    let mut spec = req.into_spec()?;
+    (spec.alert_channels, spec.timeout) = (run.alert_channels, run.timeout);
+    if let Some(env) = &spec.environment {
+        crate::environments::check_exist(ctx, project, &[env.as_str()], "the schedule").await?;
+    }
     spec.check()?;
     refuse_undefined(&def, &spec.params)?;
     Ok(spec)
@@ -436,6 +454,12 @@ pub struct Schedule {
     pub worker_group: Option<String>,
     #[schema(required = true)]
     pub failure_strategy: Option<FailureStrategy>,
+    pub alert_channels: Vec<String>,
+    /// e.g. `90s`.
+    #[schema(required = true)]
+    pub timeout: Option<String>,
+    #[schema(required = true)]
+    pub environment: Option<String>,
     /// The next fire time, in the schedule's zone; null when disabled or past its end.
     #[schema(required = true)]
     pub next_fire: Option<String>,
@@ -458,6 +482,9 @@ fn schedule_json(s: &ScheduleRow) -> Schedule {
         priority: s.spec.priority,
         worker_group: s.spec.worker_group.clone(),
         failure_strategy: s.spec.failure_strategy,
+        alert_channels: s.spec.alert_channels.clone(),
+        timeout: s.spec.timeout.map(shoal_common::duration::format),
+        environment: s.spec.environment.clone(),
         next_fire: next_fire(s),
         created_at: ms_to_rfc3339(s.created_at),
         updated_at: ms_to_rfc3339(s.updated_at),

@@ -253,6 +253,7 @@ fn minimum(op: &str) -> &'static str {
         | "getTaskInstance"
         | "getTaskLog"
         | "getCommand"
+        | "listCommands"
         | "getBackfill"
         | "listSecrets"
         | "listEnvironments"
@@ -266,6 +267,7 @@ fn minimum(op: &str) -> &'static str {
         | "cancelBackfill"
         | "completeTaskInstance"
         | "actOnTaskInstance"
+        | "cancelCommand"
         | "sendEvent" => "operator",
         // And the worker role, outside this line of roles (see the worker's own test).
         "pollExternalTasks"
@@ -1017,7 +1019,7 @@ async fn a_user_racing_the_next_ids_never_reaches_another_project_s_objects() {
     let requests = id_scoped_requests();
     // Every id-scoped operation the matrix knows is raced (the instance and task actions
     // once per action).
-    assert_eq!(requests.len(), 20, "{requests:?}");
+    assert_eq!(requests.len(), 21, "{requests:?}");
     let frontier = Arc::new(Frontier::default());
     frontier.instance.store(env.instance, Release);
     frontier.task.store(env.task, Release);

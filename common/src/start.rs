@@ -4,6 +4,7 @@
 use crate::types::FailureStrategy;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// Named string parameters: a run's start parameters, a task's outputs.
 pub type Params = BTreeMap<String, String>;
@@ -53,6 +54,18 @@ pub struct StartOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub environment: Option<String>,
+    /// Alert channels that get the run's alerts instead of the workflow's (each for the
+    /// events the workflow's alerts subscribe to; every end when they subscribe to none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alert_channels: Vec<String>,
+    /// The run's timeout, over the definition's (its `timeout_strategy` still applies).
+    #[serde(
+        default,
+        with = "crate::duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<String>, nullable = false, example = "30m")]
+    pub timeout: Option<Duration>,
     /// The failed instance whose workflow's `on_failure` started this run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
@@ -73,12 +86,20 @@ pub struct StartOptions {
 
 impl StartOptions {
     /// What a run that this run starts (a sub_workflow or foreach child, its exception
-    /// workflow) takes from it: its schedule time's zone, and a dry run, so that no run
-    /// below a dry run executes anything (as in DolphinScheduler).
-    pub fn inherited(&self) -> StartOptions {
+    /// workflow) takes from it, as a DolphinScheduler sub-process takes its parent's
+    /// failure strategy, alert group, worker group, environment and dry run: its schedule
+    /// time's zone; a dry run, so that no run below a dry run executes anything; the
+    /// failure strategy, worker group and alert channels it was started with; and its
+    /// environment when the child is in the same project (`same_project`; environments
+    /// are a project's). Not its timeout: a child keeps its own definition's.
+    pub fn inherited(&self, same_project: bool) -> StartOptions {
         StartOptions {
             dry_run: self.dry_run,
             timezone: self.timezone.clone(),
+            failure_strategy: self.failure_strategy,
+            worker_group: self.worker_group.clone(),
+            alert_channels: self.alert_channels.clone(),
+            environment: self.environment.clone().filter(|_| same_project),
             ..Default::default()
         }
     }
@@ -113,4 +134,65 @@ pub enum Scope {
     Upstream,
     /// The task and everything that depends on it (the default).
     Downstream,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_inherits_what_shapes_how_it_runs_not_where_it_starts() {
+        let parent = StartOptions {
+            dry_run: true,
+            from_task: Some("b".into()),
+            scope: Some(Scope::Only),
+            timezone: Some("Asia/Shanghai".into()),
+            worker_group: Some("gpu".into()),
+            failure_strategy: Some(FailureStrategy::Continue),
+            environment: Some("java17".into()),
+            alert_channels: vec!["ops".into()],
+            timeout: Some(Duration::from_secs(60)),
+            handles_failure_of: Some(3),
+            rerun_task: None,
+            started_by: Some(7),
+        };
+        let child = parent.inherited(true);
+        assert_eq!(
+            child,
+            StartOptions {
+                dry_run: true,
+                timezone: Some("Asia/Shanghai".into()),
+                worker_group: Some("gpu".into()),
+                failure_strategy: Some(FailureStrategy::Continue),
+                environment: Some("java17".into()),
+                alert_channels: vec!["ops".into()],
+                ..Default::default()
+            }
+        );
+        let elsewhere = parent.inherited(false);
+        assert_eq!(
+            elsewhere.environment, None,
+            "another project's environments"
+        );
+        assert_eq!(elsewhere.worker_group.as_deref(), Some("gpu"));
+    }
+
+    #[test]
+    fn a_timeout_round_trips_as_a_duration_string() {
+        let o = StartOptions {
+            timeout: Some(Duration::from_secs(90)),
+            alert_channels: vec!["a".into()],
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&o).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"timeout": "90s", "alert_channels": ["a"]})
+        );
+        assert_eq!(serde_json::from_value::<StartOptions>(json).unwrap(), o);
+        assert_eq!(
+            serde_json::from_str::<StartOptions>("{}").unwrap(),
+            StartOptions::default()
+        );
+    }
 }

@@ -282,6 +282,7 @@ async fn start_run(tx: &mut Tx, backfill: &BackfillRecord, run: &RunRecord) -> R
         options: from_json(&row, "options", &backfill.options)?,
         parent_task_id: None,
         schedule_time: Some(run.schedule_time),
+        due_at: None,
     };
     let (command_id,): (i64,) = tx
         .fetch_one(&insert_command_statement(&command, now_ms())?)

@@ -458,6 +458,7 @@ impl ChildStart {
             options: self.options.clone(),
             parent_task_id: Some(self.parent_task_id),
             schedule_time: self.schedule_time,
+            due_at: None,
         }
     }
 }

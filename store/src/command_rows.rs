@@ -42,7 +42,7 @@ pub(super) async fn insert_command_in(tx: &mut Tx, cmd: &NewCommand) -> Result<i
 
 /// The command table's columns but the id, in the order [`insert_command_statement`]
 /// writes them.
-const COMMAND_FIELDS: [Cmd; 11] = [
+const COMMAND_FIELDS: [Cmd; 12] = [
     Cmd::Kind,
     Cmd::Project,
     Cmd::Workflow,
@@ -54,10 +54,11 @@ const COMMAND_FIELDS: [Cmd; 11] = [
     Cmd::Options,
     Cmd::ParentTaskId,
     Cmd::ScheduleTime,
+    Cmd::DueAt,
 ];
 
 /// The columns a [`CommandRecord`] is read from.
-const COMMAND_COLUMNS: [Cmd; 12] = with_id(Cmd::Id, COMMAND_FIELDS);
+const COMMAND_COLUMNS: [Cmd; 13] = with_id(Cmd::Id, COMMAND_FIELDS);
 
 /// A command row as stored.
 #[derive(sqlx::FromRow)]
@@ -74,6 +75,7 @@ pub(super) struct CommandRecord {
     pub(super) options: String,
     pub(super) parent_task_id: Option<i64>,
     pub(super) schedule_time: Option<i64>,
+    pub(super) due_at: Option<i64>,
 }
 
 /// Selects [`CommandRecord`]s (add the conditions).
@@ -100,6 +102,7 @@ pub(super) fn insert_command_statement(cmd: &NewCommand, now: i64) -> Result<Ins
             to_json(&cmd.options)?.into(),
             cmd.parent_task_id.into(),
             cmd.schedule_time.into(),
+            cmd.due_at.into(),
         ]],
     );
     insert.returning_col(Cmd::Id);

@@ -14,8 +14,10 @@ use super::schema::TaskInstance as Task;
 use super::schema::{Command as Cmd, ErrorCommand as ErrCmd, WorkflowInstance as Inst};
 use super::serial;
 use super::signal::{COMMAND_CHANNEL, Signal};
-use super::{ClaimedInstance, CommandStatus, InstanceRow, NewCommand, Store};
-use sea_query::{Expr, ExprTrait, LockBehavior, LockType, Order, Query};
+use super::{
+    CancelRefused, ClaimedInstance, CommandStatus, InstanceRow, NewCommand, PendingCommand, Store,
+};
+use sea_query::{Cond, Expr, ExprTrait, LockBehavior, LockType, Order, Query};
 use shoal_common::definition::WorkflowDef;
 use shoal_common::error::{Error, Result};
 use shoal_common::start::{Params, StartOptions};
@@ -75,6 +77,109 @@ impl Store {
         Ok(error.map(|(error,)| CommandStatus::Error { error }))
     }
 
+    /// The commands of `project` no master has claimed yet, those due soonest first
+    /// (a command due at once counts as due when it was written).
+    pub async fn pending_commands(&self, project: &str) -> Result<Vec<PendingCommand>> {
+        let mut select = select_commands();
+        select.and_where(Expr::col(Cmd::Project).eq(project));
+        let records: Vec<CommandRecord> = self.db.fetch_all(&select).await?;
+        let mut pending = records
+            .into_iter()
+            .map(|c| {
+                let row = format!("command {}", c.id);
+                Ok(PendingCommand {
+                    id: c.id,
+                    kind: parse(&row, &c.kind)?,
+                    version: c.version,
+                    params: from_json(&row, "params", &c.params)?,
+                    priority: c.priority.as_deref().map(|p| parse(&row, p)).transpose()?,
+                    options: from_json(&row, "options", &c.options)?,
+                    workflow_instance_id: c.workflow_instance_id,
+                    created_at: c.created_at,
+                    due_at: c.due_at,
+                    project: c.project,
+                    workflow: c.workflow,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        pending.sort_by_key(|c| (c.due_at.unwrap_or(c.created_at), c.id));
+        Ok(pending)
+    }
+
+    /// Cancels a command no master has claimed: it moves to the error-command table as
+    /// cancelled (by `by`), so `command_status` says so, and never runs. Refused with
+    /// what became of it when it was claimed (or cancelled) already.
+    pub async fn cancel_command(
+        &self,
+        id: i64,
+        by: &str,
+    ) -> Result<std::result::Result<(), CancelRefused>> {
+        let mut tx = self.db.begin().await?;
+        // Waits for a master claiming it right now; then it is gone, and its instance shows.
+        let command: Option<CommandRecord> = tx
+            .fetch_optional(
+                select_commands()
+                    .and_where(Expr::col(Cmd::Id).eq(id))
+                    .lock(LockType::Update),
+            )
+            .await?;
+        let Some(command) = command else {
+            drop(tx);
+            return Ok(Err(match self.command_status(id).await? {
+                Some(CommandStatus::Done {
+                    workflow_instance_id,
+                }) => CancelRefused::Started {
+                    workflow_instance_id,
+                },
+                Some(CommandStatus::Error { error }) => CancelRefused::Ended { error },
+                Some(CommandStatus::Pending) | None => CancelRefused::Missing,
+            }));
+        };
+        let now = now_ms();
+        let reason = format!("cancelled by {by} before it started");
+        insert_error_commands(
+            &mut tx,
+            &[ErrorCommandRow {
+                id: command.id,
+                kind: &command.kind,
+                project: &command.project,
+                workflow: &command.workflow,
+                version: command.version,
+                params: &command.params,
+                created_at: command.created_at,
+                workflow_instance_id: command.workflow_instance_id,
+                parent_task_id: command.parent_task_id,
+                error: &reason,
+            }],
+            now,
+        )
+        .await?;
+        tx.execute(
+            Query::delete()
+                .from_table(Cmd::Table)
+                .and_where(Expr::col(Cmd::Id).eq(id)),
+        )
+        .await?;
+        super::audit_object(&format!("command {id}"));
+        tx.commit().await?;
+        Ok(Ok(()))
+    }
+
+    /// When the earliest command that is not due yet becomes due (ms), if any: a master
+    /// sleeps until then rather than polling.
+    pub async fn next_due_at(&self) -> Result<Option<i64>> {
+        let next: Option<(Option<i64>,)> = self
+            .db
+            .fetch_optional(
+                Query::select()
+                    .expr(Expr::col(Cmd::DueAt).min())
+                    .from(Cmd::Table)
+                    .and_where(Expr::col(Cmd::DueAt).gt(now_ms())),
+            )
+            .await?;
+        Ok(next.and_then(|(at,)| at))
+    }
+
     /// Wakes when commands were written (on Postgres over a connection of its own).
     pub async fn command_signal(&self) -> Result<Signal> {
         match &self.db {
@@ -110,6 +215,12 @@ impl Store {
         }
         let mut select = select_commands();
         select
+            // A run at a later time waits until it is due.
+            .cond_where(
+                Cond::any()
+                    .add(Expr::col(Cmd::DueAt).is_null())
+                    .add(Expr::col(Cmd::DueAt).lte(now_ms())),
+            )
             .order_by(Cmd::Id, Order::Asc)
             .limit(u64::try_from(limit).unwrap_or(u64::MAX))
             // FOR UPDATE SKIP LOCKED on Postgres: concurrent masters take disjoint batches.

@@ -43,6 +43,8 @@ pub struct NewCommand {
     pub parent_task_id: Option<i64>,
     /// The instant a cron or backfill run stands for (ms).
     pub schedule_time: Option<i64>,
+    /// A run at a later time (ms): no master claims the command before it.
+    pub due_at: Option<i64>,
 }
 
 impl NewCommand {
@@ -60,6 +62,7 @@ impl NewCommand {
             options: instance.options.clone(),
             parent_task_id: None,
             schedule_time: None,
+            due_at: None,
         }
     }
 }
@@ -73,6 +76,34 @@ pub enum CommandStatus {
     Done { workflow_instance_id: i64 },
     /// Could not be turned into an instance; kept in the error-command table.
     Error { error: String },
+}
+
+/// A command no master has claimed yet (a run at a later time waits here until it is due).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingCommand {
+    pub id: i64,
+    pub kind: CommandKind,
+    pub project: String,
+    pub workflow: String,
+    pub version: i32,
+    pub params: Params,
+    pub priority: Option<Priority>,
+    pub options: StartOptions,
+    pub workflow_instance_id: Option<i64>,
+    pub created_at: i64,
+    /// When it becomes due (ms); None: at once.
+    pub due_at: Option<i64>,
+}
+
+/// Why a command could not be cancelled.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CancelRefused {
+    /// A master already turned it into this instance.
+    Started { workflow_instance_id: i64 },
+    /// It already could not become an instance (or was cancelled before).
+    Ended { error: String },
+    /// No such command.
+    Missing,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -18,6 +18,7 @@ use shoal_common::error::{Error, Result};
 use shoal_common::schedule::{CronSchedule, Misfire, Window};
 use shoal_common::start::{Params, StartOptions};
 use shoal_common::types::{CommandKind, FailureStrategy, Priority, now_ms};
+use std::time::Duration;
 
 #[derive(Iden, Clone, Copy)]
 enum Schedule {
@@ -35,6 +36,9 @@ enum Schedule {
     Priority,
     WorkerGroup,
     FailureStrategy,
+    AlertChannels,
+    TimeoutMs,
+    Environment,
     FiredUntil,
     CreatedAt,
     UpdatedAt,
@@ -51,7 +55,7 @@ enum ScheduleFire {
     CommandId,
 }
 
-const COLUMNS: [Schedule; 16] = [
+const COLUMNS: [Schedule; 19] = [
     Schedule::Id,
     Schedule::Project,
     Schedule::Workflow,
@@ -65,6 +69,9 @@ const COLUMNS: [Schedule; 16] = [
     Schedule::Priority,
     Schedule::WorkerGroup,
     Schedule::FailureStrategy,
+    Schedule::AlertChannels,
+    Schedule::TimeoutMs,
+    Schedule::Environment,
     Schedule::FiredUntil,
     Schedule::CreatedAt,
     Schedule::UpdatedAt,
@@ -84,6 +91,9 @@ pub struct ScheduleSpec {
     pub priority: Option<Priority>,
     pub worker_group: Option<String>,
     pub failure_strategy: Option<FailureStrategy>,
+    pub alert_channels: Vec<String>,
+    pub timeout: Option<Duration>,
+    pub environment: Option<String>,
 }
 
 impl ScheduleSpec {
@@ -107,6 +117,9 @@ impl ScheduleSpec {
             timezone: Some(self.timezone.clone()),
             worker_group: self.worker_group.clone(),
             failure_strategy: self.failure_strategy,
+            alert_channels: self.alert_channels.clone(),
+            timeout: self.timeout,
+            environment: self.environment.clone(),
             ..Default::default()
         }
     }
@@ -139,6 +152,9 @@ struct ScheduleRecord {
     priority: Option<String>,
     worker_group: Option<String>,
     failure_strategy: Option<String>,
+    alert_channels: String,
+    timeout_ms: Option<i64>,
+    environment: Option<String>,
     fired_until: i64,
     created_at: i64,
     updated_at: i64,
@@ -153,6 +169,11 @@ impl ScheduleRecord {
                 params: from_json(&row, "params", &self.params)?,
                 priority: self.priority.map(|p| parse(&row, &p)).transpose()?,
                 failure_strategy: self.failure_strategy.map(|f| parse(&row, &f)).transpose()?,
+                alert_channels: from_json(&row, "alert_channels", &self.alert_channels)?,
+                timeout: self
+                    .timeout_ms
+                    .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or_default())),
+                environment: self.environment,
                 cron: self.cron,
                 timezone: self.timezone,
                 start_time: self.start_time,
@@ -171,7 +192,7 @@ impl ScheduleRecord {
 }
 
 /// The spec's columns with their values, for inserts and updates alike.
-fn spec_values(spec: &ScheduleSpec) -> Result<[(Schedule, Expr); 10]> {
+fn spec_values(spec: &ScheduleSpec) -> Result<[(Schedule, Expr); 13]> {
     Ok([
         (Schedule::Cron, spec.cron.as_str().into()),
         (Schedule::Timezone, spec.timezone.as_str().into()),
@@ -189,6 +210,17 @@ fn spec_values(spec: &ScheduleSpec) -> Result<[(Schedule, Expr); 10]> {
             Schedule::FailureStrategy,
             spec.failure_strategy.map(FailureStrategy::as_str).into(),
         ),
+        (
+            Schedule::AlertChannels,
+            to_json(&spec.alert_channels)?.into(),
+        ),
+        (
+            Schedule::TimeoutMs,
+            spec.timeout
+                .map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX))
+                .into(),
+        ),
+        (Schedule::Environment, spec.environment.as_deref().into()),
     ])
 }
 
@@ -422,6 +454,7 @@ impl Store {
                     options: row.spec.start_options(),
                     parent_task_id: None,
                     schedule_time: Some(time),
+                    due_at: None,
                 };
                 let (command_id,): (i64,) = tx
                     .fetch_one(&insert_command_statement(&command, now)?)

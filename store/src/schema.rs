@@ -27,6 +27,7 @@ pub(super) enum Command {
     Options,
     ParentTaskId,
     ScheduleTime,
+    DueAt,
 }
 
 #[derive(Iden, Clone, Copy)]

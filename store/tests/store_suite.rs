@@ -41,6 +41,7 @@ store_suite!(
     definitions_are_versioned,
     concurrent_puts_never_collide,
     a_command_becomes_exactly_one_instance,
+    a_command_due_later_waits_and_a_pending_one_is_cancelled_once,
     command_priority_overrides_the_definition,
     concurrent_claimers_take_disjoint_commands,
     a_missing_definition_version_becomes_an_error_command,
@@ -256,6 +257,7 @@ fn command(project: &str, workflow: &str, version: i32) -> NewCommand {
         options: Default::default(),
         parent_task_id: None,
         schedule_time: None,
+        due_at: None,
     }
 }
 
@@ -497,6 +499,68 @@ async fn a_command_becomes_exactly_one_instance(ctx: Ctx) {
         1
     );
     assert!(store.claim_commands("m", 1, 0).await.unwrap().is_empty());
+}
+
+async fn a_command_due_later_waits_and_a_pending_one_is_cancelled_once(ctx: Ctx) {
+    let store = ctx.store;
+    let (version, _) = store.put_definition(&workflow("p", "w", "")).await.unwrap();
+    let due = now_ms() + 1500;
+    let later = store
+        .insert_command(&NewCommand {
+            due_at: Some(due),
+            ..command("p", "w", version)
+        })
+        .await
+        .unwrap();
+    let now = store
+        .insert_command(&command("p", "w", version))
+        .await
+        .unwrap();
+    assert_eq!(store.next_due_at().await.unwrap(), Some(due));
+    let listed = store.pending_commands("p").await.unwrap();
+    let ids: Vec<(i64, Option<i64>)> = listed.iter().map(|c| (c.id, c.due_at)).collect();
+    assert_eq!(ids, [(now, None), (later, Some(due))], "soonest due first");
+    assert!(store.pending_commands("other").await.unwrap().is_empty());
+
+    let claimed = store.claim_commands("m", 1, 10).await.unwrap();
+    assert_eq!(claimed.len(), 1, "only the one due now");
+    assert_eq!(claimed[0].instance.command_id, now);
+    assert_eq!(
+        store.cancel_command(now, "ann").await.unwrap(),
+        Err(CancelRefused::Started {
+            workflow_instance_id: claimed[0].instance.id
+        })
+    );
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    assert_eq!(store.next_due_at().await.unwrap(), None);
+    let claimed = store.claim_commands("m", 1, 10).await.unwrap();
+    assert_eq!(claimed.len(), 1, "due now");
+    assert_eq!(claimed[0].instance.command_id, later);
+
+    let doomed = store
+        .insert_command(&NewCommand {
+            due_at: Some(now_ms() + 60_000),
+            ..command("p", "w", version)
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.cancel_command(doomed, "ann").await.unwrap(), Ok(()));
+    match store.command_status(doomed).await.unwrap() {
+        Some(CommandStatus::Error { error }) => {
+            assert!(error.contains("cancelled by ann"), "{error}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        store.cancel_command(doomed, "ann").await.unwrap(),
+        Err(CancelRefused::Ended { .. })
+    ));
+    assert_eq!(
+        store.cancel_command(999_999, "ann").await.unwrap(),
+        Err(CancelRefused::Missing)
+    );
+    assert!(store.pending_commands("p").await.unwrap().is_empty());
+    assert_eq!(store.next_due_at().await.unwrap(), None);
 }
 
 async fn command_priority_overrides_the_definition(ctx: Ctx) {

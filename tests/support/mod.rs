@@ -95,6 +95,10 @@ impl Api {
         self.send(reqwest::Method::PUT, path, body)
     }
 
+    pub fn delete(&self, path: &str) -> (u16, Value) {
+        self.send(reqwest::Method::DELETE, path, "")
+    }
+
     fn send(&self, method: reqwest::Method, path: &str, body: &str) -> (u16, Value) {
         let resp = self
             .http

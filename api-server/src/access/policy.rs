@@ -84,7 +84,8 @@ pub fn rule(op: &str) -> Option<Need> {
         | "listEnvironments"
         | "getEnvironment"
         | "listTriggers"
-        | "listIgnoredMessages" => Project(Viewer, Path),
+        | "listIgnoredMessages"
+        | "listCommands" => Project(Viewer, Path),
         "startWorkflow" | "createBackfill" | "sendEvent" => Project(Operator, Path),
         "applyWorkflow" | "validateWorkflow" | "createSchedule" | "updateSchedule"
         | "deleteSchedule" | "enableSchedule" | "disableSchedule" | "setSecret"
@@ -104,6 +105,7 @@ pub fn rule(op: &str) -> Option<Need> {
         | "completeExternalTask" => Project(Worker, TaskInstance),
         "getTaskInstance" | "getTaskLog" => Project(Viewer, TaskInstance),
         "getCommand" => Project(Viewer, Command),
+        "cancelCommand" => Project(Operator, Command),
         "getBackfill" => Project(Viewer, Backfill),
         "cancelBackfill" => Project(Operator, Backfill),
         _ => return None,

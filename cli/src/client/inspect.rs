@@ -76,6 +76,24 @@ fn workflow_name(i: &Value) -> String {
     }
 }
 
+/// The start options a run was started with, as `key=value` words (a list joined by
+/// commas); None when it has none.
+fn start_options(options: &Value) -> Option<String> {
+    let map = options.as_object().filter(|m| !m.is_empty())?;
+    let words: Vec<String> = map
+        .iter()
+        .map(|(k, v)| match v {
+            Value::Bool(true) => k.clone(),
+            Value::Array(items) => {
+                let items: Vec<String> = items.iter().map(cell).collect();
+                format!("{k}={}", items.join(","))
+            }
+            other => format!("{k}={}", cell(other)),
+        })
+        .collect();
+    Some(words.join(" "))
+}
+
 pub async fn status(args: StatusArgs) -> anyhow::Result<i32> {
     let api = Api::new(&args.conn)?;
     let i: Value = api.get(&["instances", &args.id.to_string()], &[]).await?;
@@ -106,6 +124,9 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<i32> {
         time(&i["started_at"]),
         time(&i["ended_at"]),
     );
+    if let Some(options) = start_options(&i["options"]) {
+        out.push_str(&format!("options   {options}\n"));
+    }
     if let Some(message) = i["message"].as_str() {
         out.push_str(&format!("message   {message}\n"));
     }

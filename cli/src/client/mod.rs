@@ -8,6 +8,7 @@ mod access;
 mod alerts;
 mod apply;
 mod backfill;
+mod commands;
 mod control;
 mod definitions;
 mod environments;
@@ -160,6 +161,9 @@ pub enum ClientCommand {
     /// Delete an ended instance.
     #[command(subcommand)]
     Instance(workflows::InstanceCommand),
+    /// Commands no master has claimed yet: list runs at a later time, cancel one.
+    #[command(subcommand)]
+    Command(commands::CommandCommand),
 }
 
 /// Runs a client command and returns the process exit code. Errors are printed here, as
@@ -194,6 +198,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<i32> {
         ClientCommand::Trigger(cmd) => triggers::run(cmd).await,
         ClientCommand::Workflow(cmd) => workflows::workflow(cmd).await,
         ClientCommand::Instance(cmd) => workflows::instance(cmd).await,
+        ClientCommand::Command(cmd) => commands::run(cmd).await,
     };
     match result {
         Ok(code) => Ok(code),

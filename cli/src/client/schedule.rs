@@ -65,6 +65,15 @@ pub struct CreateArgs {
     /// end | continue [default: the workflow's].
     #[arg(long)]
     failure_strategy: Option<String>,
+    /// Send its runs' alerts to this channel instead of the workflow's; repeat for more.
+    #[arg(long = "alert-channel", value_name = "CHANNEL")]
+    alert_channels: Vec<String>,
+    /// Each run's timeout, e.g. 30m, over the definition's.
+    #[arg(long, value_name = "DURATION")]
+    timeout: Option<String>,
+    /// Run its shell and python tasks in this project environment.
+    #[arg(long, value_name = "NAME")]
+    environment: Option<String>,
     /// Create it switched off.
     #[arg(long)]
     disabled: bool,
@@ -145,10 +154,15 @@ async fn create(args: CreateArgs) -> anyhow::Result<i32> {
         ("priority", args.priority),
         ("worker_group", args.worker_group),
         ("failure_strategy", args.failure_strategy),
+        ("timeout", args.timeout),
+        ("environment", args.environment),
     ] {
         if let Some(v) = value {
             body[key] = json!(v);
         }
+    }
+    if !args.alert_channels.is_empty() {
+        body["alert_channels"] = json!(args.alert_channels);
     }
     let created: Value = api
         .post(&path(&args.workflow, &[]), Body::json(&body))

@@ -1,5 +1,6 @@
 //! `shoal start NAME [--param k=v]... [--version N] [--from-task T [--scope S]] [--dry-run]
-//! [--environment E] [--wait]`, and
+//! [--environment E] [--failure-strategy S] [--worker-group G] [--alert-channel C]...
+//! [--timeout D] [--at TIME | --wait]`, and
 //! the waiting for a command and following of an instance that other commands share.
 
 use super::http::{Api, Body, Unreachable};
@@ -42,6 +43,23 @@ pub struct StartArgs {
     /// over the ones their task or workflow names.
     #[arg(long, value_name = "NAME")]
     environment: Option<String>,
+    /// What a failed task does to the rest of this run: end it, or let independent
+    /// branches continue [default: the definition's].
+    #[arg(long, value_parser = ["end", "continue"])]
+    failure_strategy: Option<String>,
+    /// Worker group of the tasks that name none [default: default].
+    #[arg(long, value_name = "GROUP")]
+    worker_group: Option<String>,
+    /// Send this run's alerts to this channel instead of the workflow's; repeat for more.
+    #[arg(long = "alert-channel", value_name = "CHANNEL")]
+    alert_channels: Vec<String>,
+    /// The run's timeout, e.g. 30m, over the definition's.
+    #[arg(long, value_name = "DURATION")]
+    timeout: Option<String>,
+    /// Start at this time (RFC 3339, e.g. 2026-12-01T02:00:00+08:00) instead of now; the
+    /// run waits as a pending command (`shoal command list`, `shoal command cancel ID`).
+    #[arg(long, value_name = "TIME", conflicts_with = "wait")]
+    at: Option<String>,
     /// Wait for the run to end, showing progress; exit 0 only if it succeeded.
     #[arg(long)]
     wait: bool,
@@ -124,8 +142,31 @@ pub async fn run(args: StartArgs) -> anyhow::Result<i32> {
     if let Some(env) = args.environment {
         body["environment"] = json!(env);
     }
+    if let Some(strategy) = args.failure_strategy {
+        body["failure_strategy"] = json!(strategy);
+    }
+    if let Some(group) = args.worker_group {
+        body["worker_group"] = json!(group);
+    }
+    if !args.alert_channels.is_empty() {
+        body["alert_channels"] = json!(args.alert_channels);
+    }
+    if let Some(timeout) = args.timeout {
+        body["timeout"] = json!(timeout);
+    }
+    if let Some(at) = &args.at {
+        body["at"] = json!(at);
+    }
     let path = ["projects", &args.project, "workflows", &args.name, "start"];
     let started: Started = api.post(&path, Body::json(&body)).await?;
+    if let Some(at) = args.at {
+        let id = started.command_id;
+        print_out(format!(
+            "command {id} starts {}/{} at {at}; `shoal command cancel {id}` cancels it\n",
+            args.project, args.name
+        ))?;
+        return Ok(0);
+    }
     let instance = wait_for_instance(&api, started.command_id).await?;
     print_out(format!("{instance}\n"))?;
     if !args.wait {

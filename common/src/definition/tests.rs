@@ -362,3 +362,62 @@ fn the_run_s_environment_beats_the_task_s_which_beats_the_workflow_s() {
         "any script"
     );
 }
+
+#[test]
+fn one_walk_reaches_foreach_templates_and_do_while_bodies() {
+    let def = WorkflowDef::parse(concat!(
+        "name: deep\nenvironment: wf\nalerts: [{on: failure, channel: top}]\ntasks:\n",
+        "- {name: each, type: foreach, foreach: {items: '[1, 2]', task: {type: shell, command: 'true', ",
+        "environment: tmpl, alerts: [{on: task_failure, channel: in_template}]}}}\n",
+        "- name: loop\n  type: do_while\n  do_while:\n    condition: 'false'\n    tasks:\n",
+        "    - {name: body, type: shell, command: 'true', environment: body, worker_group: gpu, ",
+        "alerts: [{on: task_timeout, channel: in_body}]}\n",
+    ))
+    .unwrap();
+    let names: Vec<&str> = def.all_tasks().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["each", "", "loop", "body"],
+        "parents before what they hold"
+    );
+    assert_eq!(
+        def.alert_channels(),
+        ["in_body", "in_template", "top"],
+        "what apply checks exists"
+    );
+    assert_eq!(def.environments(), ["body", "tmpl", "wf"]);
+
+    // A run's worker group reaches every task that names none, templates too.
+    let mut run = def.clone();
+    run.apply_start(&StartOptions {
+        worker_group: Some("big".into()),
+        alert_channels: vec!["mine".into()],
+        timeout: Some(std::time::Duration::from_secs(5)),
+        ..Default::default()
+    });
+    let groups: Vec<&str> = run
+        .all_tasks()
+        .iter()
+        .map(|t| t.worker_group.as_str())
+        .collect();
+    assert_eq!(groups, ["big", "big", "big", "gpu"]);
+    assert_eq!(run.timeout, Some(std::time::Duration::from_secs(5)));
+    // The run's channels replace the workflow's, for the events it subscribed to; the
+    // tasks' own stay.
+    assert_eq!(run.alerts.len(), 1);
+    assert_eq!(
+        (run.alerts[0].on, run.alerts[0].channel.as_str()),
+        (AlertOn::Failure, "mine")
+    );
+    assert_eq!(run.alert_channels(), ["in_body", "in_template", "mine"]);
+    let mut bare = WorkflowDef::parse("name: b\ntasks:\n- {name: a, type: noop}\n").unwrap();
+    bare.apply_start(&StartOptions {
+        alert_channels: vec!["mine".into()],
+        ..Default::default()
+    });
+    assert_eq!(
+        bare.alerts[0].on,
+        AlertOn::Any,
+        "every end when it named none"
+    );
+}

@@ -179,5 +179,6 @@ fn start_command(t: &Trigger, params: Params) -> NewCommand {
         options: Default::default(),
         parent_task_id: None,
         schedule_time: None,
+        due_at: None,
     }
 }

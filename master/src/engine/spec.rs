@@ -537,7 +537,7 @@ fn task_environment(
 
 /// The child run a sub_workflow task starts: the named workflow (in the parent's project
 /// unless given) with the task's `params` expanded, and for a foreach's child its element,
-/// under the options a child inherits (a dry run's child is dry); nothing else of the
+/// under the options a child inherits (`StartOptions::inherited`); nothing else of the
 /// parent's (its start parameters reach a child only when passed).
 pub(super) fn child_start(run: &Run, node: Node, id: i64) -> Result<ChildStart, String> {
     let def = &run.rt.definition().tasks[node];
@@ -557,15 +557,16 @@ pub(super) fn child_start(run: &Run, node: Node, id: i64) -> Result<ChildStart, 
         let v = expand(v, &ctx).map_err(|e| format!("task '{}': {e}", def.name))?;
         params.insert(k.clone(), v);
     }
+    let project = sub.project.clone().unwrap_or_else(|| run.project.clone());
     Ok(ChildStart {
         parent_instance_id: run.instance_id,
         parent_task_id: id,
-        project: sub.project.clone().unwrap_or_else(|| run.project.clone()),
+        options: run.options.inherited(project == run.project),
+        project,
         workflow: sub.workflow.clone(),
         params,
         priority: run.priority,
         schedule_time: run.schedule_time,
-        options: run.options.inherited(),
     })
 }
 
@@ -601,23 +602,25 @@ pub(super) fn exception_run(run: &Run, state: WorkflowState) -> Option<NewComman
         ),
     ];
     params.extend(failed.map(|(k, v)| (k.to_string(), v)));
+    let project = handler
+        .project
+        .clone()
+        .unwrap_or_else(|| run.project.clone());
     Some(NewCommand {
         kind: CommandKind::Start,
-        project: handler
-            .project
-            .clone()
-            .unwrap_or_else(|| run.project.clone()),
+        options: StartOptions {
+            handles_failure_of: Some(run.instance_id),
+            ..run.options.inherited(project == run.project)
+        },
+        project,
         workflow: handler.workflow.clone(),
         version: 0, // the latest, looked up as it is written
         params,
         priority: Some(run.priority),
         workflow_instance_id: None,
-        options: StartOptions {
-            handles_failure_of: Some(run.instance_id),
-            ..run.options.inherited()
-        },
         parent_task_id: None,
         schedule_time: run.schedule_time,
+        due_at: None,
     })
 }
 

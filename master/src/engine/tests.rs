@@ -171,6 +171,7 @@ impl Harness {
                 options: StartOptions::default(),
                 parent_task_id: None,
                 schedule_time: None,
+                due_at: None,
             })
             .await
             .unwrap();

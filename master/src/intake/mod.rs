@@ -1,14 +1,18 @@
 //! Claims commands and hands the instances they became to the engine; on its fallback
 //! tick it also starts waiting serial runs that nothing woke (see `wake_stranded_runs`).
-//! While the master is overloaded (see `crate::overload`) it claims nothing.
+//! While the master is overloaded (see `crate::overload`) it claims nothing. Runs at a
+//! later time (commands with `due_at`) are claimed when due: it sleeps until the earliest.
 
 use crate::engine::EngineMsg;
 use crate::environments::{self, Environments};
 use crate::secrets::{self, Secrets};
 use shoal_common::metrics;
+use shoal_common::types::now_ms;
 use shoal_store::Store;
+use std::pin::Pin;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
+use tokio::time::Sleep;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error};
 
@@ -39,6 +43,9 @@ impl Intake {
             }
         };
         let mut tick = tokio::time::interval(self.poll);
+        // A timer to the earliest run at a later time, set again on every pass: a new
+        // command's signal re-arms it for a sooner one.
+        let mut due: Option<Pin<Box<Sleep>>> = None;
         loop {
             // Cancellation-safe: a signal or tick that loses the race only causes one more
             // claim pass, which is harmless.
@@ -48,6 +55,21 @@ impl Intake {
                 _ = tick.tick() => true,
                 // Recovered from an overload: claim what waited meanwhile.
                 Ok(()) = self.overloaded.changed() => false,
+                // A run at a later time became due.
+                () = async { due.as_mut().expect("guarded").await }, if due.is_some() => false,
+            };
+            due = match self.store.next_due_at().await {
+                Ok(Some(at)) => {
+                    // Milliseconds are what the claim compares; one more never wakes early.
+                    let wait = u64::try_from(at - now_ms() + 1).unwrap_or(0);
+                    debug!(due_in_ms = wait, "next run at a later time");
+                    Some(Box::pin(tokio::time::sleep(Duration::from_millis(wait))))
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    error!(error = %e, "reading when the next command is due failed");
+                    None
+                }
             };
             if ticked {
                 match self.store.wake_stranded_runs(&self.owner).await {

@@ -20,6 +20,9 @@ fn spec(cron: &str) -> ScheduleSpec {
         priority: Some(Priority::High),
         worker_group: Some("etl".to_string()),
         failure_strategy: Some(FailureStrategy::Continue),
+        alert_channels: vec!["ops".to_string()],
+        timeout: Some(Duration::from_secs(90)),
+        environment: Some("java17".to_string()),
     }
 }
 

@@ -184,7 +184,11 @@ export interface paths {
         get: operations["getCommand"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * `DELETE /commands/{id}`: cancels a command no master has claimed yet (a run at a later
+         *     time, usually); it never runs, and `GET /commands/{id}` says it was cancelled.
+         */
+        delete: operations["cancelCommand"];
         options?: never;
         head?: never;
         patch?: never;
@@ -498,6 +502,26 @@ export interface paths {
          *     secrets and members: a project made later under the same name starts empty.
          */
         delete: operations["deleteProject"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/projects/{project}/commands": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * `GET /projects/{project}/commands`: the project's commands no master has claimed yet,
+         *     those due soonest first; runs at a later time (`"at"` at start) wait here until due.
+         */
+        get: operations["listCommands"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -889,9 +913,12 @@ export interface paths {
         /**
          * `POST /projects/{project}/workflows/{name}/start` with an optional JSON body
          *     `{"params": {...}, "priority": "high", "dry_run": true, "from_task": "b",
-         *     "scope": "only|upstream|downstream", "version": 3, "environment": "java17"}`. Pins the latest version (or the
+         *     "scope": "only|upstream|downstream", "version": 3, "environment": "java17",
+         *     "failure_strategy": "continue", "worker_group": "gpu", "alert_channels": ["ops"],
+         *     "timeout": "30m", "at": "2026-12-01T02:00:00+08:00"}`. Pins the latest version (or the
          *     one asked for) and answers 202 with the command id; `GET /commands/{id}` tells when it
-         *     became an instance.
+         *     became an instance. Unknown environments, worker groups and alert channels, and an
+         *     `at` in the past, are refused and write nothing.
          */
         post: operations["startWorkflow"];
         delete?: never;
@@ -1321,6 +1348,9 @@ export interface components {
             /** @description Method and path. */
             target: string;
         };
+        BTreeMap: {
+            [key: string]: string;
+        };
         /** @description A backfill with its progress and every run. */
         Backfill: {
             created_at: string;
@@ -1383,8 +1413,13 @@ export interface components {
         };
         /** @description Runs to start for past dates: `from` and `to`, or `dates`. */
         BackfillRequest: {
+            /** @description Alert channels that get its runs' alerts instead of the workflow's. */
+            alert_channels?: string[];
             /** @description Single days instead of a range. */
             dates?: string[];
+            /** @description A project environment its runs' shell and python tasks run in. */
+            environment?: string | null;
+            failure_strategy?: components["schemas"]["FailureStrategy"] | null;
             /** @description First and last day (YYYY-MM-DD, inclusive). */
             from?: string | null;
             order?: components["schemas"]["Order"];
@@ -1400,6 +1435,8 @@ export interface components {
             priority?: components["schemas"]["Priority"] | null;
             /** @description A failed run stops the runs not yet started. */
             stop_on_failure?: boolean;
+            /** @description Each run's timeout over the definition's, e.g. `30m`. */
+            timeout?: string | null;
             /** @description Zone of the days when the workflow has no schedule (its schedule's zone otherwise). */
             timezone?: string | null;
             to?: string | null;
@@ -1408,6 +1445,8 @@ export interface components {
              *     one, and of theirs in turn: each stage starts when the one before it has ended.
              */
             with_dependents?: boolean;
+            /** @description Worker group of its runs' tasks that name none, over its schedule's. */
+            worker_group?: string | null;
         };
         /** @description One schedule time of a backfill. */
         BackfillRun: {
@@ -1480,6 +1519,11 @@ export interface components {
         };
         /** @enum {string} */
         ChannelType: "webhook" | "email" | "log";
+        /**
+         * @description Why a command was written; the vocabulary follows DolphinScheduler's command types.
+         * @enum {string}
+         */
+        CommandKind: "start" | "start_from_node" | "resubmit_failed" | "resume" | "rerun" | "rerun_task" | "backfill" | "scheduled" | "recover_failover";
         /** @enum {string} */
         CommandProgress: "pending" | "done" | "error";
         /** @description Where a command is. */
@@ -2165,6 +2209,26 @@ export interface components {
             name: string;
             value: string;
         };
+        /** @description A command no master has claimed yet: a run at a later time, or one about to start. */
+        PendingCommandView: {
+            created_at: string;
+            /** @description When it becomes due (RFC 3339); null: at once. */
+            due_at: string | null;
+            /** Format: int64 */
+            id: number;
+            kind: components["schemas"]["CommandKind"];
+            options: components["schemas"]["StartOptions"];
+            params: components["schemas"]["BTreeMap"];
+            project: string;
+            /** Format: int32 */
+            version: number;
+            workflow: string;
+            /**
+             * Format: int64
+             * @description The instance a resume, rerun or resubmit acts on.
+             */
+            workflow_instance_id: number | null;
+        };
         /** @description What an external worker asks for. */
         Poll: {
             /**
@@ -2281,10 +2345,12 @@ export interface components {
         };
         /** @description A workflow's cron schedule. */
         Schedule: {
+            alert_channels: string[];
             created_at: string;
             cron: string;
             enabled: boolean;
             end_time: string | null;
+            environment: string | null;
             failure_strategy: components["schemas"]["FailureStrategy"] | null;
             /** Format: int64 */
             id: number;
@@ -2298,6 +2364,8 @@ export interface components {
             priority: components["schemas"]["Priority"] | null;
             project: string;
             start_time: string | null;
+            /** @description e.g. `90s`. */
+            timeout: string | null;
             timezone: string;
             updated_at: string;
             worker_group: string | null;
@@ -2323,6 +2391,8 @@ export interface components {
         };
         /** @description A schedule to create, or to replace one with. */
         ScheduleRequest: {
+            /** @description Alert channels that get its runs' alerts instead of the workflow's. */
+            alert_channels?: string[];
             /**
              * @description 5 fields (`minute hour day-of-month month day-of-week`) or 6 with a leading second.
              * @example 30 2 * * *
@@ -2332,6 +2402,8 @@ export interface components {
             enabled?: boolean;
             /** @description No fire after this time (RFC 3339). */
             end_time?: string | null;
+            /** @description A project environment its runs' shell and python tasks run in. */
+            environment?: string | null;
             failure_strategy?: components["schemas"]["FailureStrategy"] | null;
             misfire?: components["schemas"]["Misfire"];
             /** @description Startup parameters of every run it fires. */
@@ -2341,6 +2413,8 @@ export interface components {
             priority?: components["schemas"]["Priority"] | null;
             /** @description No fire before this time (RFC 3339). */
             start_time?: string | null;
+            /** @description Each run's timeout over the definition's, e.g. `30m`. */
+            timeout?: string | null;
             /** @description IANA zone the cron is read in (default UTC). */
             timezone?: string;
             worker_group?: string | null;
@@ -2463,6 +2537,11 @@ export interface components {
         };
         /** @description How a run starts, beyond its parameters. */
         StartOptions: {
+            /**
+             * @description Alert channels that get the run's alerts instead of the workflow's (each for the
+             *     events the workflow's alerts subscribe to; every end when they subscribe to none).
+             */
+            alert_channels?: string[];
             /** @description Tasks succeed without executing. */
             dry_run?: boolean;
             /**
@@ -2494,6 +2573,11 @@ export interface components {
              */
             started_by?: number;
             /**
+             * @description The run's timeout, over the definition's (its `timeout_strategy` still applies).
+             * @example 30m
+             */
+            timeout?: string;
+            /**
              * @description IANA zone of the run's schedule time: `${system.biz.date}`, time expressions and
              *     a dependent task's day are local to it (UTC when unset).
              */
@@ -2504,6 +2588,13 @@ export interface components {
         /** @description A startup parameter's value: tasks see it as a string. */
         StartParam: string | number | boolean;
         StartRequest: {
+            /** @description Alert channels that get this run's alerts instead of the workflow's. */
+            alert_channels?: string[];
+            /**
+             * @description Start at this instant (RFC 3339, e.g. `2026-12-01T02:00:00+08:00`), not now: the
+             *     command waits, cancellable, until it is due.
+             */
+            at?: string | null;
             /** @description Tasks succeed without executing. */
             dry_run?: boolean;
             /**
@@ -2511,6 +2602,7 @@ export interface components {
              *     task or workflow names.
              */
             environment?: string | null;
+            failure_strategy?: components["schemas"]["FailureStrategy"] | null;
             /** @description Start from this task instead of the DAG's roots. */
             from_task?: string | null;
             /** @description Startup parameters; values may be strings, numbers or booleans. */
@@ -2519,11 +2611,15 @@ export interface components {
             };
             priority?: components["schemas"]["Priority"] | null;
             scope?: components["schemas"]["Scope"] | null;
+            /** @description The run's timeout over the definition's, e.g. `30m`. */
+            timeout?: string | null;
             /**
              * Format: int32
              * @description Run this stored version instead of the latest.
              */
             version?: number | null;
+            /** @description Worker group of the tasks that name none (a live worker must serve it). */
+            worker_group?: string | null;
         };
         SubWorkflowSpec: {
             /**
@@ -3711,6 +3807,72 @@ export interface operations {
             };
             /** @description No such command */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    cancelCommand: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Id of the object the path names. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Cancelled */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller is not an operator of the command's project */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such command */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A master already claimed it (its instance named), or it already ended */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5135,6 +5297,64 @@ export interface operations {
             };
             /** @description It still has workflows, a run that has not ended or is about to start, or a running backfill */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error (the detail is in the server's log) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listCommands: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Project name (`default` unless a definition names another). */
+                project: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PendingCommandView"][];
+                };
+            };
+            /** @description Auth is on and the request carries no valid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller lacks the role this needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such project */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -172,6 +172,7 @@ export function InstancePage({ id }: { id: number }) {
         {duration(inst.started_at, inst.ended_at)}
         {inst.master && ` · driven by master ${inst.master}`}
       </p>
+      <StartOptionsLine options={inst.options} />
       {inst.message && <p className="message-box">{inst.message}</p>}
       <Actions instance={inst} onDone={reload} />
       <WaitingTasks tasks={inst.tasks} onDone={reload} />
@@ -239,5 +240,24 @@ export function InstancePage({ id }: { id: number }) {
       </table>
       {shown && <TaskLog key={shown.id} task={shown} />}
     </>
+  );
+}
+
+/** The options the run was started with that change how it runs, when it has any. */
+function StartOptionsLine({ options }: { options: InstanceDetail["options"] }) {
+  const shown: [string, string | undefined][] = [
+    ["failure strategy", options.failure_strategy],
+    ["worker group", options.worker_group],
+    ["alert channels", options.alert_channels?.join(", ")],
+    ["timeout", options.timeout],
+    ["environment", options.environment],
+    ["dry run", options.dry_run ? "yes" : undefined],
+  ];
+  const set = shown.filter(([, v]) => v);
+  if (set.length === 0) return null;
+  return (
+    <p className="muted" aria-label="Start options">
+      Started with {set.map(([k, v]) => `${k} ${v}`).join(" · ")}
+    </p>
   );
 }

@@ -116,6 +116,61 @@ function Versions({
   );
 }
 
+/** Runs at a later time of this workflow, not yet started, each with a Cancel button. */
+function Scheduled({ project, name }: { project: string; name: string }) {
+  const { data, refetch } = $api.useQuery(
+    "get",
+    "/api/v1/projects/{project}/commands",
+    { params: { path: { project } } },
+    every(2000),
+  );
+  const { error, run } = useAction(() => refetch());
+  const later = (data ?? []).filter((c) => c.workflow === name && c.due_at);
+  if (later.length === 0 && !error) return null;
+  return (
+    <section className="card">
+      <h2>Scheduled for later</h2>
+      <table aria-label="Scheduled runs">
+        <thead>
+          <tr>
+            <th>Command</th>
+            <th>Starts at</th>
+            <th>Version</th>
+            <th>Written</th>
+            <th>
+              <span className="sr-only">Actions</span>
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {later.map((c) => (
+            <tr key={c.id}>
+              <td>{c.id}</td>
+              <td>{when(c.due_at)}</td>
+              <td>v{c.version}</td>
+              <td>{when(c.created_at)}</td>
+              <td>
+                <button
+                  className="secondary small"
+                  title="Cancel this run before it starts"
+                  onClick={() => run(() => api.DELETE("/api/v1/commands/{id}", { params: { path: { id: c.id } } }))}
+                >
+                  Cancel
+                </button>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {error && (
+        <p role="alert" className="error">
+          {error}
+        </p>
+      )}
+    </section>
+  );
+}
+
 function Runs({ project, name }: { project: string; name: string }) {
   const query = { project, workflow: name, limit: 20 };
   const { data } = $api.useQuery("get", "/api/v1/instances", { params: { query } }, every(2000));
@@ -244,7 +299,12 @@ export function WorkflowPage({ project, name, tab }: { project: string; name: st
       {wf && tab === "schedule" && <SchedulePanel project={project} name={name} />}
       {wf && tab === "backfill" && <BackfillPanel project={project} name={name} />}
       {wf && tab === "triggers" && <TriggersPanel project={project} name={name} />}
-      {tab === "runs" && <Runs project={project} name={name} />}
+      {tab === "runs" && (
+        <>
+          <Scheduled project={project} name={name} />
+          <Runs project={project} name={name} />
+        </>
+      )}
       {starting && <StartDialog project={project} workflow={name} onClose={() => setStarting(false)} />}
     </>
   );
