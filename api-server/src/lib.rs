@@ -170,7 +170,7 @@ fn api_routes() -> OpenApiRouter<Ctx> {
         .routes(routes!(lifecycle::rollback))
         .routes(routes!(commands::start))
         .routes(routes!(hooks::call, hooks::call_get, hooks::call_put))
-        .routes(routes!(hooks::list))
+        .routes(routes!(hooks::listing::list))
         .routes(routes!(hooks::ignored::list))
         .routes(routes!(schedules::create, schedules::list))
         .routes(routes!(
