@@ -1,4 +1,5 @@
 use super::*;
+use crate::start::StartOptions;
 
 const DIAMOND: &str = r#"
 name: etl_daily

@@ -1,5 +1,6 @@
 //! Turns a runtime's task into what a worker receives: parameters resolved, every text
-//! field the task runs expanded.
+//! field the task runs expanded; and what the master itself resolves from a task's values:
+//! waits, logic branches ([`choices`]) and the runs a run starts ([`children`]).
 
 use super::waits::{Dependency, Expiry, Item, Wait};
 use super::{Context as EngineContext, Run, callback};
@@ -8,10 +9,9 @@ use crate::runtime::Node;
 use crate::secrets::{self, Secrets};
 use chrono::NaiveDateTime;
 use shoal_common::definition::{
-    CALLBACK_URL, DEFAULT_CHECK_INTERVAL, DEFAULT_DEPENDENT_TIMEOUT, ITERATION, MAX_EVENT_KEY,
-    MAX_ITEMS, TaskDef, is_identifier,
+    CALLBACK_URL, DEFAULT_CHECK_INTERVAL, DEFAULT_DEPENDENT_TIMEOUT, MAX_EVENT_KEY, TaskDef,
+    is_identifier,
 };
-use shoal_common::expr;
 use shoal_common::mask::Mask;
 use shoal_common::params::{
     Context, Guard, Lang, Outside, Source, builtins, environment, evaluate, expand, expand_guarded,
@@ -20,12 +20,17 @@ use shoal_common::proto::TaskSpec;
 use shoal_common::schedule::local_time;
 use shoal_common::secret_key::external_params_context;
 use shoal_common::start::Params;
-use shoal_common::start::StartOptions;
-use shoal_common::types::{CommandKind, TaskType, WorkflowState, now_ms};
-use shoal_store::{ChildStart, EventWait, ExternalOffer, NewCommand};
+use shoal_common::types::{TaskType, now_ms};
+use shoal_store::{EventWait, ExternalOffer};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;
+
+mod children;
+mod choices;
+
+pub(super) use children::{child_start, exception_run};
+pub(super) use choices::{conditions_choice, foreach_items, loop_condition, switch_choice};
 
 pub(super) fn build(
     run: &Run,
@@ -390,120 +395,6 @@ fn reveal(secrets: &Secrets, project: &str, def: &TaskDef) -> Result<Revealed, S
     Ok(revealed)
 }
 
-/// The downstream task a switch task picks: the `then` of the first case whose `when`
-/// holds, else its default (else nothing).
-pub(super) fn switch_choice(run: &Run, node: Node, id: i64) -> Result<Vec<String>, String> {
-    let def = &run.rt.definition().tasks[node];
-    let Some(sw) = &def.switch else {
-        return Ok(vec![]);
-    };
-    let vars = expr_vars(run, node, id);
-    for case in &sw.cases {
-        let holds = expr::holds(&case.when, &vars)
-            .map_err(|e| format!("switch '{}', case '{}': {e}", def.name, case.when))?;
-        if holds {
-            return Ok(vec![case.then.clone()]);
-        }
-    }
-    Ok(sw.default.iter().cloned().collect())
-}
-
-/// The branch a conditions task with `when` takes: `success` when every upstream task
-/// passed and the expression holds; `None` for one without `when`.
-pub(super) fn conditions_choice(
-    run: &Run,
-    node: Node,
-    id: i64,
-) -> Result<Option<Vec<String>>, String> {
-    let def = &run.rt.definition().tasks[node];
-    let Some((spec, when)) = def
-        .conditions
-        .as_ref()
-        .and_then(|c| Some((c, c.when.as_ref()?)))
-    else {
-        return Ok(None);
-    };
-    // A failed upstream task takes the failure branch without reading outputs it lacks.
-    let holds = run.rt.upstream_passed(node)
-        && expr::holds(when, &expr_vars(run, node, id))
-            .map_err(|e| format!("conditions '{}', when '{when}': {e}", def.name))?;
-    Ok(Some(match holds {
-        true => spec.success.clone(),
-        false => spec.failure.clone(),
-    }))
-}
-
-/// The elements a foreach task fans out over: its `items` expression's list (or a string
-/// holding a JSON array).
-pub(super) fn foreach_items(
-    run: &Run,
-    node: Node,
-    id: i64,
-) -> Result<Vec<serde_json::Value>, String> {
-    let def = &run.rt.definition().tasks[node];
-    let Some(spec) = &def.foreach else {
-        return Err(format!("task '{}' has no foreach", def.name));
-    };
-    let what = || format!("foreach '{}', items '{}'", def.name, spec.items);
-    let value = expr::eval(&spec.items, &expr_vars(run, node, id))
-        .map_err(|e| format!("{}: {e}", what()))?;
-    let value = match value {
-        serde_json::Value::String(text) => serde_json::from_str(&text).map_err(|_| {
-            format!(
-                "{}: gave the text {text:?}, which is not a JSON array",
-                what()
-            )
-        })?,
-        other => other,
-    };
-    let serde_json::Value::Array(items) = value else {
-        return Err(format!("{}: gave {value}, which is not a list", what()));
-    };
-    if items.len() > MAX_ITEMS {
-        return Err(format!(
-            "{}: {} elements; a foreach takes at most {MAX_ITEMS} (split the list upstream)",
-            what(),
-            items.len()
-        ));
-    }
-    Ok(items)
-}
-
-/// What an expression of a task can name: its parameters and the run's outputs so far.
-/// Whether a do_while task's condition holds after `iteration`: it sees the task's
-/// parameters, the run's outputs with those of the iteration's tasks by their body names,
-/// and `iteration`.
-pub(super) fn loop_condition(
-    run: &Run,
-    node: Node,
-    id: i64,
-    iteration: u32,
-) -> Result<bool, String> {
-    let def = &run.rt.definition().tasks[node];
-    let Some(spec) = &def.do_while else {
-        return Err(format!("task '{}' has no do_while", def.name));
-    };
-    let (params, _) = task_params(run, node, id);
-    let outputs = run
-        .rt
-        .outputs_by_task()
-        .chain(run.rt.iteration_outputs(node));
-    let vars = expr::Vars::with_params(&params)
-        .outputs(outputs)
-        .with(ITERATION, &serde_json::json!(iteration));
-    expr::holds(&spec.condition, &vars).map_err(|e| {
-        format!(
-            "do_while '{}', condition '{}': {e}",
-            def.name, spec.condition
-        )
-    })
-}
-
-fn expr_vars(run: &Run, node: Node, id: i64) -> expr::Vars {
-    let (params, _) = task_params(run, node, id);
-    expr::Vars::with_params(&params).outputs(run.rt.outputs_by_task())
-}
-
 /// The parameters a task sees, and the schedule time its time expressions use: the run's
 /// schedule time on the wall clock of its schedule's zone (manual runs are "scheduled" at
 /// their start, in UTC).
@@ -533,95 +424,6 @@ fn task_environment(
         .map(|(k, v)| (k.clone(), evaluate(v, k, ctx).unwrap_or_else(|_| v.clone())))
         .collect();
     environment(&evaluated, outside)
-}
-
-/// The child run a sub_workflow task starts: the named workflow (in the parent's project
-/// unless given) with the task's `params` expanded, and for a foreach's child its element,
-/// under the options a child inherits (`StartOptions::inherited`); nothing else of the
-/// parent's (its start parameters reach a child only when passed).
-pub(super) fn child_start(run: &Run, node: Node, id: i64) -> Result<ChildStart, String> {
-    let def = &run.rt.definition().tasks[node];
-    let Some(sub) = &def.sub_workflow else {
-        return Err(format!("task '{}' has no sub_workflow", def.name));
-    };
-    let (seen, outside, schedule_time) = task_values(run, node, id);
-    let ctx = Context {
-        params: &seen,
-        schedule_time,
-    };
-    let element = outside.iter().filter(|(_, s)| **s == Source::Item);
-    let mut params: Params = element
-        .filter_map(|(k, _)| Some((k.clone(), seen.get(k)?.clone())))
-        .collect();
-    for (k, v) in &sub.params {
-        let v = expand(v, &ctx).map_err(|e| format!("task '{}': {e}", def.name))?;
-        params.insert(k.clone(), v);
-    }
-    let project = sub.project.clone().unwrap_or_else(|| run.project.clone());
-    Ok(ChildStart {
-        parent_instance_id: run.instance_id,
-        parent_task_id: id,
-        options: run.options.inherited(project == run.project),
-        project,
-        workflow: sub.workflow.clone(),
-        params,
-        priority: run.priority,
-        schedule_time: run.schedule_time,
-    })
-}
-
-/// The run of the workflow's exception workflow (`on_failure`) when the run ended in
-/// `state`: only a failed run has one, and not a run that handles a failure itself (a
-/// failing handler would start handlers without end).
-pub(super) fn exception_run(run: &Run, state: WorkflowState) -> Option<NewCommand> {
-    let def = run.rt.definition();
-    let handler = def.on_failure.as_ref()?;
-    if state != WorkflowState::Failure || run.options.handles_failure_of.is_some() {
-        return None;
-    }
-    // The handler gets its `params`, expanded with the failed run's parameters; not
-    // those themselves (it may run in another project).
-    let mut seen = def.params.clone();
-    seen.extend(run.start_params.clone());
-    let ctx = Context {
-        params: &seen,
-        schedule_time: local_time(run.stands_for(), run.options.timezone.as_deref()),
-    };
-    let mut params = Params::new();
-    for (k, v) in &handler.params {
-        params.insert(k.clone(), expand(v, &ctx).unwrap_or_else(|_| v.clone()));
-    }
-    let failed = [
-        ("failed.instance_id", run.instance_id.to_string()),
-        ("failed.project", run.project.clone()),
-        ("failed.workflow", def.name.clone()),
-        ("failed.tasks", run.rt.failed_tasks().join(",")),
-        (
-            "failed.message",
-            run.rt.end_message().unwrap_or_default().to_string(),
-        ),
-    ];
-    params.extend(failed.map(|(k, v)| (k.to_string(), v)));
-    let project = handler
-        .project
-        .clone()
-        .unwrap_or_else(|| run.project.clone());
-    Some(NewCommand {
-        kind: CommandKind::Start,
-        options: StartOptions {
-            handles_failure_of: Some(run.instance_id),
-            ..run.options.inherited(project == run.project)
-        },
-        project,
-        workflow: handler.workflow.clone(),
-        version: 0, // the latest, looked up as it is written
-        params,
-        priority: Some(run.priority),
-        workflow_instance_id: None,
-        parent_task_id: None,
-        schedule_time: run.schedule_time,
-        due_at: None,
-    })
 }
 
 /// What a dependent task recorded at `since_ms` waits for: its items' date cycles resolved
