@@ -126,6 +126,24 @@ pub(super) struct ErrorCommandRow<'a> {
     pub(super) error: &'a str,
 }
 
+impl<'a> ErrorCommandRow<'a> {
+    /// `command`, refused or cancelled for `error`.
+    pub(super) fn of(command: &'a CommandRecord, error: &'a str) -> ErrorCommandRow<'a> {
+        ErrorCommandRow {
+            id: command.id,
+            kind: &command.kind,
+            project: &command.project,
+            workflow: &command.workflow,
+            version: command.version,
+            params: &command.params,
+            created_at: command.created_at,
+            workflow_instance_id: command.workflow_instance_id,
+            parent_task_id: command.parent_task_id,
+            error,
+        }
+    }
+}
+
 /// The error-command table's columns, in the order [`insert_error_commands`] writes them.
 const ERROR_COMMAND_COLUMNS: [ErrCmd; 11] = [
     ErrCmd::Id,

@@ -137,23 +137,7 @@ impl Store {
         };
         let now = now_ms();
         let reason = format!("cancelled by {by} before it started");
-        insert_error_commands(
-            &mut tx,
-            &[ErrorCommandRow {
-                id: command.id,
-                kind: &command.kind,
-                project: &command.project,
-                workflow: &command.workflow,
-                version: command.version,
-                params: &command.params,
-                created_at: command.created_at,
-                workflow_instance_id: command.workflow_instance_id,
-                parent_task_id: command.parent_task_id,
-                error: &reason,
-            }],
-            now,
-        )
-        .await?;
+        insert_error_commands(&mut tx, &[ErrorCommandRow::of(&command, &reason)], now).await?;
         tx.execute(
             Query::delete()
                 .from_table(Cmd::Table)
@@ -286,18 +270,7 @@ impl Store {
 
         let rejected: Vec<ErrorCommandRow> = rejected
             .iter()
-            .map(|(command, reason)| ErrorCommandRow {
-                id: command.id,
-                kind: &command.kind,
-                project: &command.project,
-                workflow: &command.workflow,
-                version: command.version,
-                params: &command.params,
-                created_at: command.created_at,
-                workflow_instance_id: command.workflow_instance_id,
-                parent_task_id: command.parent_task_id,
-                error: reason,
-            })
+            .map(|(command, reason)| ErrorCommandRow::of(command, reason))
             .collect();
         insert_error_commands(&mut tx, &rejected, now).await?;
 
