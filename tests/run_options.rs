@@ -356,17 +356,22 @@ fn a_backfill_s_runs_take_its_start_options() {
     let e = env(standalone());
     set_env(&e, "run_env", "export WHO=backfill");
     e.apply("name: past\ntasks:\n- { name: who, type: shell, command: 'echo \"who=$WHO\"' }\n");
-    let body = json!({
-        "dates": ["2026-01-01"],
-        "environment": "run_env",
-        "failure_strategy": "continue",
-        "timeout": "5m",
-    });
-    let (status, answer) = e.api().post(
-        "/projects/default/workflows/past/backfill",
-        &body.to_string(),
+    let out = cli(
+        e.api(),
+        &[
+            "backfill",
+            "past",
+            "--dates",
+            "2026-01-01",
+            "--environment",
+            "run_env",
+            "--failure-strategy",
+            "continue",
+            "--timeout",
+            "5m",
+        ],
     );
-    assert_eq!(status, 201, "{answer}");
+    assert!(out.status.success(), "{}", text(&out.stderr));
     let inst = first_run_of(&e, "past");
     assert_eq!(inst["options"]["timeout"], "300s", "{inst:#}");
     assert_eq!(inst["options"]["failure_strategy"], "continue");

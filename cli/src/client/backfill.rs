@@ -3,7 +3,7 @@
 //! date's run); the CLI only asks and, with `--wait`, watches.
 
 use super::http::{Api, Body, Unreachable};
-use super::start::parse_param;
+use super::start::{RunOptionArgs, parse_param};
 use super::table::{cell, render, time};
 use super::{Connection, Output, ProjectListArgs, print_out};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -92,6 +92,8 @@ struct StartArgs {
     /// each after the one it waits for (DolphinScheduler's complement-dependent mode).
     #[arg(long)]
     with_dependents: bool,
+    #[command(flatten)]
+    options: RunOptionArgs,
     /// Wait until every date ran, showing dates done/total; exit 0 only if all succeeded.
     #[arg(long)]
     wait: bool,
@@ -180,6 +182,7 @@ async fn start(args: StartArgs) -> anyhow::Result<i32> {
     if let Some(tz) = args.timezone {
         body["timezone"] = json!(tz);
     }
+    args.options.add_to(&mut body);
     let path = ["projects", &args.project, "workflows", &name, "backfill"];
     let created: Value = api.post(&path, Body::json(&body)).await?;
     let id = created["id"].as_i64().unwrap_or_default();

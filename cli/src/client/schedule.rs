@@ -2,7 +2,7 @@
 //! workflow (a workflow has at most one, so its name is enough to address it).
 
 use super::http::{Api, Body};
-use super::start::parse_param;
+use super::start::{RunOptionArgs, parse_param};
 use super::table::{cell, render};
 use super::{Output, ProjectListArgs, print_out};
 use anyhow::anyhow;
@@ -59,21 +59,8 @@ pub struct CreateArgs {
     params: Vec<(String, String)>,
     #[arg(long)]
     priority: Option<String>,
-    /// Worker group of the tasks that do not name their own.
-    #[arg(long)]
-    worker_group: Option<String>,
-    /// end | continue [default: the workflow's].
-    #[arg(long)]
-    failure_strategy: Option<String>,
-    /// Send its runs' alerts to this channel instead of the workflow's; repeat for more.
-    #[arg(long = "alert-channel", value_name = "CHANNEL")]
-    alert_channels: Vec<String>,
-    /// Each run's timeout, e.g. 30m, over the definition's.
-    #[arg(long, value_name = "DURATION")]
-    timeout: Option<String>,
-    /// Run its shell and python tasks in this project environment.
-    #[arg(long, value_name = "NAME")]
-    environment: Option<String>,
+    #[command(flatten)]
+    options: RunOptionArgs,
     /// Create it switched off.
     #[arg(long)]
     disabled: bool,
@@ -152,18 +139,12 @@ async fn create(args: CreateArgs) -> anyhow::Result<i32> {
         ("start_time", args.start),
         ("end_time", args.end),
         ("priority", args.priority),
-        ("worker_group", args.worker_group),
-        ("failure_strategy", args.failure_strategy),
-        ("timeout", args.timeout),
-        ("environment", args.environment),
     ] {
         if let Some(v) = value {
             body[key] = json!(v);
         }
     }
-    if !args.alert_channels.is_empty() {
-        body["alert_channels"] = json!(args.alert_channels);
-    }
+    args.options.add_to(&mut body);
     let created: Value = api
         .post(&path(&args.workflow, &[]), Body::json(&body))
         .await?;

@@ -39,23 +39,8 @@ pub struct StartArgs {
     /// Let every task succeed without executing it.
     #[arg(long)]
     dry_run: bool,
-    /// Run the shell and python tasks in this project environment (`shoal env set`),
-    /// over the ones their task or workflow names.
-    #[arg(long, value_name = "NAME")]
-    environment: Option<String>,
-    /// What a failed task does to the rest of this run: end it, or let independent
-    /// branches continue [default: the definition's].
-    #[arg(long, value_parser = ["end", "continue"])]
-    failure_strategy: Option<String>,
-    /// Worker group of the tasks that name none [default: default].
-    #[arg(long, value_name = "GROUP")]
-    worker_group: Option<String>,
-    /// Send this run's alerts to this channel instead of the workflow's; repeat for more.
-    #[arg(long = "alert-channel", value_name = "CHANNEL")]
-    alert_channels: Vec<String>,
-    /// The run's timeout, e.g. 30m, over the definition's.
-    #[arg(long, value_name = "DURATION")]
-    timeout: Option<String>,
+    #[command(flatten)]
+    options: RunOptionArgs,
     /// Start at this time (RFC 3339, e.g. 2026-12-01T02:00:00+08:00) instead of now; the
     /// run waits as a pending command (`shoal command list`, `shoal command cancel ID`).
     #[arg(long, value_name = "TIME", conflicts_with = "wait")]
@@ -65,6 +50,48 @@ pub struct StartArgs {
     wait: bool,
     #[command(flatten)]
     conn: Connection,
+}
+
+/// How runs go, beyond their parameters: the options `shoal start`, `shoal schedule
+/// create` and `shoal backfill` share (each over the definition's).
+#[derive(clap::Args, Debug)]
+pub(super) struct RunOptionArgs {
+    /// Run the shell and python tasks in this project environment (`shoal env set`),
+    /// over the ones their task or workflow names.
+    #[arg(long, value_name = "NAME")]
+    environment: Option<String>,
+    /// What a failed task does to the rest of a run: end it, or let independent
+    /// branches continue [default: the definition's].
+    #[arg(long, value_parser = ["end", "continue"])]
+    failure_strategy: Option<String>,
+    /// Worker group of the tasks that name none [default: default].
+    #[arg(long, value_name = "GROUP")]
+    worker_group: Option<String>,
+    /// Send the alerts to this channel instead of the workflow's; repeat for more.
+    #[arg(long = "alert-channel", value_name = "CHANNEL")]
+    alert_channels: Vec<String>,
+    /// A run's timeout, e.g. 30m, over the definition's.
+    #[arg(long, value_name = "DURATION")]
+    timeout: Option<String>,
+}
+
+impl RunOptionArgs {
+    /// Sets the options given in a start, schedule or backfill request body.
+    pub(super) fn add_to(self, body: &mut serde_json::Value) {
+        for (key, value) in [
+            ("environment", self.environment),
+            ("failure_strategy", self.failure_strategy),
+            ("worker_group", self.worker_group),
+            ("timeout", self.timeout),
+        ] {
+            if let Some(v) = value {
+                body[key] = json!(v);
+            }
+        }
+        if !self.alert_channels.is_empty() {
+            body["alert_channels"] = json!(self.alert_channels);
+        }
+    }
 }
 
 pub(super) fn parse_param(s: &str) -> Result<(String, String), String> {
@@ -139,21 +166,7 @@ pub async fn run(args: StartArgs) -> anyhow::Result<i32> {
     if let Some(v) = args.definition_version {
         body["version"] = json!(v);
     }
-    if let Some(env) = args.environment {
-        body["environment"] = json!(env);
-    }
-    if let Some(strategy) = args.failure_strategy {
-        body["failure_strategy"] = json!(strategy);
-    }
-    if let Some(group) = args.worker_group {
-        body["worker_group"] = json!(group);
-    }
-    if !args.alert_channels.is_empty() {
-        body["alert_channels"] = json!(args.alert_channels);
-    }
-    if let Some(timeout) = args.timeout {
-        body["timeout"] = json!(timeout);
-    }
+    args.options.add_to(&mut body);
     if let Some(at) = &args.at {
         body["at"] = json!(at);
     }
