@@ -1,6 +1,7 @@
 // Start options from the start dialog: a run with its own failure strategy and timeout
 // shows them on its instance page; a run at a later time shows on the workflow's Runs tab
-// as scheduled and is cancelled there, never running.
+// as scheduled and is cancelled there, never running; backfills and schedules take the same
+// options on their tabs.
 import { expect, instanceIdFromUrl, readTable, test, unique } from "./fixtures";
 
 test("a run's own failure strategy and timeout are set in the start dialog and shown on its page", async ({
@@ -53,4 +54,54 @@ test("a run at a later time shows as scheduled and a Cancel removes it before it
   expect(status.status).toBe("error");
   expect(status.error).toContain("cancelled by");
   await expect(page.getByText("No runs yet.")).toBeVisible();
+});
+
+test("a backfill's runs take the options set on the Backfill tab", async ({ page, api, shot }) => {
+  const wf = unique("bfopts");
+  await api.apply("default", `name: ${wf}\ntasks:\n  - { name: t, type: noop }\n`);
+  await page.goto(`/projects/default/workflows/${wf}/backfill`);
+  await page.getByLabel("Dates (instead of a range)").fill("2026-01-01");
+  const options = page.getByRole("group", { name: "Its runs" });
+  await options.getByLabel("Failure strategy").selectOption("continue");
+  await options.getByLabel("Timeout").fill("5m");
+  await shot("backfill-options");
+  await page.getByRole("button", { name: "Start backfill" }).click();
+  await expect
+    .poll(async () => (await api.json<unknown[]>(`/instances?workflow=${wf}&project=default`)).length)
+    .toBe(1);
+  const [run] = await api.json<{ id: number }[]>(`/instances?workflow=${wf}&project=default`);
+  const inst = await api.json<{ options: Record<string, unknown> }>(`/instances/${run.id}`);
+  expect(inst.options).toMatchObject({ failure_strategy: "continue", timeout: "300s" });
+});
+
+test("saving a schedule on its tab keeps what the form does not show and its run options", async ({ page, api }) => {
+  const wf = unique("schedkeep");
+  await api.apply("default", `name: ${wf}\ntasks:\n  - { name: t, type: noop }\n`);
+  const schedules = `/projects/default/workflows/${wf}/schedules`;
+  const created = await api.post(schedules, {
+    cron: "0 0 3 * * *",
+    enabled: false,
+    params: { region: "eu" },
+    priority: "high",
+    misfire: "skip",
+    failure_strategy: "continue",
+    timeout: "10m",
+  });
+  expect(created.status()).toBe(201);
+  await page.goto(`/projects/default/workflows/${wf}/schedule`);
+  const options = page.getByRole("group", { name: "Its runs" });
+  await expect(options.getByLabel("Failure strategy")).toHaveValue("continue");
+  await expect(options.getByLabel("Timeout")).toHaveValue("600s");
+  await options.getByLabel("Failure strategy").selectOption("end");
+  await page.getByLabel("Cron", { exact: true }).fill("0 30 3 * * *");
+  await page.getByRole("button", { name: "Save schedule" }).click();
+  await expect.poll(async () => (await api.json<{ cron: string }[]>(schedules))[0].cron).toBe("0 30 3 * * *");
+  const [saved] = await api.json<Record<string, unknown>[]>(schedules);
+  expect(saved).toMatchObject({
+    params: { region: "eu" },
+    priority: "high",
+    misfire: "skip",
+    failure_strategy: "end",
+    timeout: "600s",
+  });
 });

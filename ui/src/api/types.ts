@@ -43,4 +43,5 @@ export type TriggerInfo = S["TriggerInfo"];
 export type StartRequest = S["StartRequest"];
 export type BackfillRequest = S["BackfillRequest"];
 export type Priority = S["Priority"];
+export type FailureStrategy = S["FailureStrategy"];
 export type Scope = S["Scope"];

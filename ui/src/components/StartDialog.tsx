@@ -5,10 +5,10 @@
 // instance; a run at a later time shows on the workflow's Runs tab until it starts.
 import { useEffect, useRef, useState, type FormEvent } from "react";
 import { answer, api } from "../api/client";
-import { $api } from "../api/cache";
 import type { Priority, Scope, StartRequest, StoredWorkflow, WorkflowVersion } from "../api/types";
 import { navigate, path } from "../router";
 import { errorText } from "./format";
+import { cleanRunOptions, RunOptionsFields, type RunOptions } from "./RunOptions";
 
 const PRIORITIES: Priority[] = ["highest", "high", "medium", "low", "lowest"];
 
@@ -29,17 +29,8 @@ export function StartDialog({
   const [dryRun, setDryRun] = useState(false);
   const [fromTask, setFromTask] = useState("");
   const [scope, setScope] = useState<Scope>("downstream");
-  const [failureStrategy, setFailureStrategy] = useState<"" | "end" | "continue">("");
-  const [workerGroup, setWorkerGroup] = useState("");
-  const [channels, setChannels] = useState<string[]>([]);
-  const [timeout, setTimeout_] = useState("");
-  const [environment, setEnvironment] = useState("");
+  const [options, setOptions] = useState<RunOptions>({});
   const [at, setAt] = useState("");
-  const envs = $api.useQuery("get", "/api/v1/projects/{project}/environments", { params: { path: { project } } });
-  const alertChannels = $api.useQuery("get", "/api/v1/alert-channels");
-  // Without a registry the api-server lists no nodes: the group is then typed freely.
-  const nodes = $api.useQuery("get", "/api/v1/cluster", {}, { retry: false });
-  const groups = [...new Set((nodes.data ?? []).filter((n) => n.role === "worker").flatMap((n) => n.groups))];
   const [error, setError] = useState("");
   const [busy, setBusy] = useState("");
 
@@ -67,17 +58,12 @@ export function StartDialog({
     setError("");
     setBusy("Submitting…");
     try {
-      const body: StartRequest = { params, dry_run: dryRun, version: def?.version };
+      const body: StartRequest = { params, dry_run: dryRun, version: def?.version, ...cleanRunOptions(options) };
       if (priority) body.priority = priority;
       if (fromTask) {
         body.from_task = fromTask;
         body.scope = scope;
       }
-      if (failureStrategy) body.failure_strategy = failureStrategy;
-      if (workerGroup.trim()) body.worker_group = workerGroup.trim();
-      if (channels.length > 0) body.alert_channels = channels;
-      if (timeout.trim()) body.timeout = timeout.trim();
-      if (environment) body.environment = environment;
       // The browser's local time, sent with its offset.
       if (at) body.at = new Date(at).toISOString();
       const start = api.POST("/api/v1/projects/{project}/workflows/{name}/start", { params: where, body });
@@ -169,77 +155,23 @@ export function StartDialog({
             </select>
           </label>
         </div>
-        <fieldset>
-          <legend>This run</legend>
-          <div className="row">
-            <label>
-              Failure strategy
-              <select
-                value={failureStrategy}
-                onChange={(e) => setFailureStrategy(e.target.value as "" | "end" | "continue")}
-              >
-                <option value="">the workflow's ({def?.definition.failure_strategy ?? "end"})</option>
-                <option value="end">end</option>
-                <option value="continue">continue</option>
-              </select>
-            </label>
-            <label>
-              Worker group
-              <input
-                value={workerGroup}
-                onChange={(e) => setWorkerGroup(e.target.value)}
-                placeholder="the tasks' own"
-                list="start-worker-groups"
-              />
-              <datalist id="start-worker-groups">
-                {groups.map((g) => (
-                  <option key={g} value={g} />
-                ))}
-              </datalist>
-            </label>
-            <label>
-              Timeout
-              <input
-                value={timeout}
-                onChange={(e) => setTimeout_(e.target.value)}
-                placeholder={def?.definition.timeout ?? "e.g. 30m"}
-              />
-            </label>
-          </div>
-          <div className="row">
-            <label>
-              Environment
-              <select value={environment} onChange={(e) => setEnvironment(e.target.value)}>
-                <option value="">the tasks' or workflow's</option>
-                {envs.data?.map((e) => (
-                  <option key={e.name}>{e.name}</option>
-                ))}
-              </select>
-            </label>
-            <label>
-              Alert channels
-              <select
-                multiple
-                value={channels}
-                onChange={(e) => setChannels([...e.target.selectedOptions].map((o) => o.value))}
-                title="Replace the workflow's alert channels for this run"
-              >
-                {alertChannels.data?.map((c) => (
-                  <option key={c.name}>{c.name}</option>
-                ))}
-              </select>
-            </label>
-            <label>
-              Start at
-              <input
-                type="datetime-local"
-                value={at}
-                onChange={(e) => setAt(e.target.value)}
-                title="Leave empty to start now"
-              />
-            </label>
-          </div>
-        </fieldset>
+        <RunOptionsFields
+          project={project}
+          legend="This run"
+          value={options}
+          onChange={setOptions}
+          definition={def?.definition}
+        >
+          <label>
+            Start at
+            <input
+              type="datetime-local"
+              value={at}
+              onChange={(e) => setAt(e.target.value)}
+              title="Leave empty to start now"
+            />
+          </label>
+        </RunOptionsFields>
         <label className="check">
           <input type="checkbox" checked={dryRun} onChange={(e) => setDryRun(e.target.checked)} /> Dry run
         </label>

@@ -3,6 +3,7 @@ import { useState, type FormEvent } from "react";
 import { $api, every } from "../api/cache";
 import { answer, api } from "../api/client";
 import type { Backfill, BackfillCreated, BackfillRequest } from "../api/types";
+import { cleanRunOptions, RunOptionsFields, type RunOptions } from "../components/RunOptions";
 import { StateBadge } from "../components/StateBadge";
 import { errorText, when } from "../components/format";
 import { Link, path } from "../router";
@@ -68,6 +69,7 @@ export function BackfillPanel({ project, name }: { project: string; name: string
   const [order, setOrder] = useState<BackfillRequest["order"]>("asc");
   const [stopOnFailure, setStopOnFailure] = useState(false);
   const [withDependents, setWithDependents] = useState(false);
+  const [options, setOptions] = useState<RunOptions>({});
   const [created, setCreated] = useState<BackfillCreated | null>(null);
   const [error, setError] = useState("");
   const query = { project, workflow: name, limit: 20 };
@@ -77,7 +79,13 @@ export function BackfillPanel({ project, name }: { project: string; name: string
     e.preventDefault();
     setError("");
     const list = dates.split(/[\s,]+/).filter(Boolean);
-    const common = { parallel, order, stop_on_failure: stopOnFailure, with_dependents: withDependents };
+    const common = {
+      parallel,
+      order,
+      stop_on_failure: stopOnFailure,
+      with_dependents: withDependents,
+      ...cleanRunOptions(options),
+    };
     const body: BackfillRequest = list.length ? { dates: list, ...common } : { from, to, ...common };
     try {
       const backfill = api.POST("/api/v1/projects/{project}/workflows/{name}/backfill", {
@@ -137,6 +145,7 @@ export function BackfillPanel({ project, name }: { project: string; name: string
             (also the workflows whose dependent tasks wait for this one, each stage after the one before)
           </span>
         </label>
+        <RunOptionsFields project={project} legend="Its runs" value={options} onChange={setOptions} />
         {created && (created.dependents.length > 0 || created.left_out.length > 0) && (
           <div className="message-box" aria-label="Dependent backfills">
             {created.dependents.map((d) => (

@@ -4,6 +4,7 @@ import { useEffect, useState, type FormEvent } from "react";
 import { $api } from "../api/cache";
 import { ApiError, api } from "../api/client";
 import { errorText } from "../components/format";
+import { cleanRunOptions, RunOptionsFields, runOptionsOf, type RunOptions } from "../components/RunOptions";
 
 const browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
 
@@ -51,6 +52,7 @@ export function SchedulePanel({ project, name }: { project: string; name: string
   const [enabled, setEnabled] = useState(true);
   const [startTime, setStartTime] = useState("");
   const [endTime, setEndTime] = useState("");
+  const [options, setOptions] = useState<RunOptions>({});
   const [error, setError] = useState("");
   const [status, setStatus] = useState("");
 
@@ -63,6 +65,7 @@ export function SchedulePanel({ project, name }: { project: string; name: string
     setEnabled(current.enabled);
     setStartTime(current.start_time ?? "");
     setEndTime(current.end_time ?? "");
+    setOptions(runOptionsOf(current));
   }
 
   const act = async (what: string, run: () => Promise<unknown>) => {
@@ -79,7 +82,18 @@ export function SchedulePanel({ project, name }: { project: string; name: string
 
   const submit = (e: FormEvent) => {
     e.preventDefault();
-    const body = { cron, timezone, enabled, start_time: startTime || null, end_time: endTime || null };
+    // A save replaces the whole schedule: what the form does not show (set with the CLI
+    // or the API) is sent back as stored.
+    const kept = current ? { params: current.params, priority: current.priority, misfire: current.misfire } : {};
+    const body = {
+      ...kept,
+      cron,
+      timezone,
+      enabled,
+      start_time: startTime || null,
+      end_time: endTime || null,
+      ...cleanRunOptions(options),
+    };
     if (current)
       act("Schedule saved", () =>
         api.PUT("/api/v1/projects/{project}/workflows/{name}/schedules/{id}", { ...one(current.id), body }),
@@ -119,6 +133,7 @@ export function SchedulePanel({ project, name }: { project: string; name: string
             <input value={endTime} onChange={(e) => setEndTime(e.target.value)} placeholder="optional" />
           </label>
         </div>
+        <RunOptionsFields project={project} legend="Its runs" value={options} onChange={setOptions} />
         <label className="check">
           <input type="checkbox" checked={enabled} onChange={(e) => setEnabled(e.target.checked)} /> Enabled
         </label>
