@@ -373,7 +373,7 @@ fn a_backfill_s_runs_take_its_start_options() {
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let inst = first_run_of(&e, "past");
-    assert_eq!(inst["options"]["timeout"], "300s", "{inst:#}");
+    assert_eq!(inst["options"]["timeout"], "5m", "{inst:#}");
     assert_eq!(inst["options"]["failure_strategy"], "continue");
     assert!(log_of(&e, &inst, "who").contains("who=backfill"));
     // Unknown names are refused as at a start.
@@ -409,11 +409,11 @@ fn a_schedule_s_runs_take_its_start_options() {
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let listed = e.api().get(schedules);
-    assert_eq!(listed[0]["timeout"], "600s", "{listed}");
+    assert_eq!(listed[0]["timeout"], "10m", "{listed}");
     assert_eq!(listed[0]["alert_channels"], json!(["cron-hook"]));
     let inst = first_run_of(&e, "ticking");
     assert_eq!(inst["options"]["environment"], "run_env", "{inst:#}");
-    assert_eq!(inst["options"]["timeout"], "600s");
+    assert_eq!(inst["options"]["timeout"], "10m");
     assert!(log_of(&e, &inst, "who").contains("who=cron"));
     wait_for("its alert on the schedule's channel", LONG, || {
         (!hook.requests().is_empty()).then_some(())

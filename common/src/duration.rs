@@ -30,13 +30,19 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// Renders whole seconds as `Ns` and anything finer as `Nms`.
+/// Renders `d` in the largest unit that holds it exactly (`30m`, `2h`, `1d`, `90s`,
+/// `1500ms`), as people write durations; [`parse`] reads it back.
 pub fn format(d: Duration) -> String {
-    if d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{}ms", d.as_millis())
+    if d.subsec_millis() != 0 {
+        return format!("{}ms", d.as_millis());
     }
+    let secs = d.as_secs();
+    let units = [(86_400, "d"), (3_600, "h"), (60, "m")];
+    let (size, name) = units
+        .into_iter()
+        .find(|(size, _)| secs != 0 && secs % size == 0)
+        .unwrap_or((1, "s"));
+    format!("{}{name}", secs / size)
 }
 
 /// serde for `Option<Duration>` fields written as duration strings or numbers.
@@ -81,7 +87,17 @@ mod tests {
         assert!(parse("soon").unwrap_err().contains("soon"));
         assert!(parse("3 weeks").unwrap_err().contains("weeks"));
         assert!(parse("999d").is_err());
-        assert_eq!(format(Duration::from_secs(30)), "30s");
-        assert_eq!(format(Duration::from_millis(1500)), "1500ms");
+        for (d, text) in [
+            (Duration::from_secs(30), "30s"),
+            (Duration::from_secs(90), "90s"),
+            (Duration::from_secs(1800), "30m"),
+            (Duration::from_secs(7200), "2h"),
+            (Duration::from_secs(86_400), "1d"),
+            (Duration::from_millis(1500), "1500ms"),
+            (Duration::ZERO, "0s"),
+        ] {
+            assert_eq!(format(d), text);
+            assert_eq!(parse(text).unwrap(), d, "{text} reads back");
+        }
     }
 }

@@ -556,7 +556,7 @@ mod tests {
             ),
             (
                 format!("- {{name: t, mode: sync, {token}, timeout: 11m}}"),
-                "timeout must be more than 0 and at most 600s",
+                "timeout must be more than 0 and at most 10m",
             ),
             (
                 format!("- {{name: t, mode: sync, {token}, timeout: 0s}}"),

@@ -20,7 +20,7 @@ test("a run's own failure strategy and timeout are set in the start dialog and s
   await dialog.getByRole("button", { name: "Start run" }).click();
   const id = await instanceIdFromUrl(page);
   await expect(page.getByRole("heading", { name: `Instance ${id}`, level: 1 })).toBeVisible();
-  await expect(page.getByLabel("Start options")).toHaveText("Started with failure strategy continue · timeout 3600s");
+  await expect(page.getByLabel("Start options")).toHaveText("Started with failure strategy continue · timeout 1h");
 });
 
 test("a run at a later time shows as scheduled and a Cancel removes it before it runs", async ({ page, api, shot }) => {
@@ -71,7 +71,7 @@ test("a backfill's runs take the options set on the Backfill tab", async ({ page
     .toBe(1);
   const [run] = await api.json<{ id: number }[]>(`/instances?workflow=${wf}&project=default`);
   const inst = await api.json<{ options: Record<string, unknown> }>(`/instances/${run.id}`);
-  expect(inst.options).toMatchObject({ failure_strategy: "continue", timeout: "300s" });
+  expect(inst.options).toMatchObject({ failure_strategy: "continue", timeout: "5m" });
 });
 
 test("saving a schedule on its tab keeps what the form does not show and its run options", async ({ page, api }) => {
@@ -91,7 +91,7 @@ test("saving a schedule on its tab keeps what the form does not show and its run
   await page.goto(`/projects/default/workflows/${wf}/schedule`);
   const options = page.getByRole("group", { name: "Its runs" });
   await expect(options.getByLabel("Failure strategy")).toHaveValue("continue");
-  await expect(options.getByLabel("Timeout")).toHaveValue("600s");
+  await expect(options.getByLabel("Timeout")).toHaveValue("10m");
   await options.getByLabel("Failure strategy").selectOption("end");
   await page.getByLabel("Cron", { exact: true }).fill("0 30 3 * * *");
   await page.getByRole("button", { name: "Save schedule" }).click();
@@ -102,6 +102,6 @@ test("saving a schedule on its tab keeps what the form does not show and its run
     priority: "high",
     misfire: "skip",
     failure_strategy: "end",
-    timeout: "600s",
+    timeout: "10m",
   });
 });
