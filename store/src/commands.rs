@@ -10,6 +10,7 @@ use super::definitions::{DefinitionLookup, load_definition};
 use super::instance_rows::{
     INSTANCE_COLUMNS, InstanceRecord, TaskRecord, insert_instances, select_tasks,
 };
+use super::offline::is_offline;
 use super::schema::TaskInstance as Task;
 use super::schema::{Command as Cmd, ErrorCommand as ErrCmd, WorkflowInstance as Inst};
 use super::serial;
@@ -242,7 +243,17 @@ impl Store {
                     entry.insert(lookup)
                 }
             };
+            // A run at a later time whose workflow went offline meanwhile is refused, as a
+            // start of it would be then.
+            let went_offline = command.workflow_instance_id.is_none()
+                && command.due_at.is_some()
+                && is_offline(&mut tx, &command.project, &command.workflow).await?;
             let outcome = match command.workflow_instance_id {
+                _ if went_offline => Err(format!(
+                    "workflow '{}/{}' was taken offline before this run became due: bring it \
+                     online and start it again",
+                    command.project, command.workflow
+                )),
                 Some(instance) => recover_instance(&mut tx, command, instance, definition, owner)
                     .await?
                     .map(|claimed| recovered.push(claimed)),

@@ -41,11 +41,16 @@ fn offline_error(project: &str, workflow: &str) -> Error {
 
 /// Refuses, inside `tx`, what an offline workflow may not do (enable its schedule).
 pub(super) async fn refuse_if_offline(tx: &mut Tx, project: &str, workflow: &str) -> Result<()> {
-    let row: Option<(i64,)> = tx.fetch_optional(&offline(project, workflow)).await?;
-    match row {
-        None => Ok(()),
-        Some(_) => Err(offline_error(project, workflow)),
+    match is_offline(tx, project, workflow).await? {
+        false => Ok(()),
+        true => Err(offline_error(project, workflow)),
     }
+}
+
+/// Whether the workflow is offline, read inside `tx`.
+pub(super) async fn is_offline(tx: &mut Tx, project: &str, workflow: &str) -> Result<bool> {
+    let row: Option<(i64,)> = tx.fetch_optional(&offline(project, workflow)).await?;
+    Ok(row.is_some())
 }
 
 /// The offline workflows of `project`.

@@ -42,6 +42,7 @@ store_suite!(
     concurrent_puts_never_collide,
     a_command_becomes_exactly_one_instance,
     a_command_due_later_waits_and_a_pending_one_is_cancelled_once,
+    a_command_due_after_its_workflow_went_offline_is_refused,
     command_priority_overrides_the_definition,
     concurrent_claimers_take_disjoint_commands,
     a_missing_definition_version_becomes_an_error_command,
@@ -499,6 +500,34 @@ async fn a_command_becomes_exactly_one_instance(ctx: Ctx) {
         1
     );
     assert!(store.claim_commands("m", 1, 0).await.unwrap().is_empty());
+}
+
+async fn a_command_due_after_its_workflow_went_offline_is_refused(ctx: Ctx) {
+    let store = ctx.store;
+    let (version, _) = store.put_definition(&workflow("p", "w", "")).await.unwrap();
+    let due = |ms| NewCommand {
+        due_at: Some(now_ms() + ms),
+        ..command("p", "w", version)
+    };
+    let later = store.insert_command(&due(300)).await.unwrap();
+    store.set_online("p", "w", false).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(store.claim_commands("m", 1, 10).await.unwrap().is_empty());
+    match store.command_status(later).await.unwrap() {
+        Some(CommandStatus::Error { error }) => {
+            assert!(
+                error.contains("taken offline before this run became due"),
+                "{error}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    // Online again, a run at a later time runs as usual.
+    store.set_online("p", "w", true).await.unwrap();
+    let again = store.insert_command(&due(0)).await.unwrap();
+    let claimed = store.claim_commands("m", 1, 10).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].instance.command_id, again);
 }
 
 async fn a_command_due_later_waits_and_a_pending_one_is_cancelled_once(ctx: Ctx) {
