@@ -40,7 +40,7 @@ pub fn format(d: Duration) -> String {
     let units = [(86_400, "d"), (3_600, "h"), (60, "m")];
     let (size, name) = units
         .into_iter()
-        .find(|(size, _)| secs != 0 && secs % size == 0)
+        .find(|(size, _)| secs != 0 && secs.is_multiple_of(*size))
         .unwrap_or((1, "s"));
     format!("{}{name}", secs / size)
 }
