@@ -253,6 +253,19 @@ impl Cluster {
         db_url: &str,
         etcd_url: &str,
     ) -> Node {
+        self.spawn_with_env(port, name, role_args, db_url, etcd_url, &[])
+    }
+
+    /// [`Cluster::spawn_via`] with `extra` in the node's environment (e.g. libfaketime's).
+    pub fn spawn_with_env(
+        &self,
+        port: u16,
+        name: &str,
+        role_args: &[&str],
+        db_url: &str,
+        etcd_url: &str,
+        extra: &[(&str, &str)],
+    ) -> Node {
         // On separate hosts: the node's own namespace, its address advertised, and its
         // name on its database sessions (the store's audit tells the nodes apart).
         let host = self.hosts.as_ref().map(|h| h.net.host(name));
@@ -274,6 +287,7 @@ impl Cluster {
         if host.is_some() {
             env.push(("SHOAL_ADVERTISE_HOST", &ip));
         }
+        env.extend_from_slice(extra);
         let program = if host.is_some() { "ip" } else { SHOAL };
         let proc = Proc::spawn(name, self.dir.path(), program, &args, &env);
         let started = if role_args[0] == "master" {
@@ -333,6 +347,11 @@ impl Cluster {
     }
 
     /// etcd's host:port.
+    /// The etcd URL and database URL of the nodes.
+    pub fn urls(&self) -> (&str, &str) {
+        (&self.etcd_url, &self.node_db)
+    }
+
     pub fn etcd_addr(&self) -> String {
         let host = self.hosts.as_ref().map(|h| h.net.host("etcd").ip);
         format!(
