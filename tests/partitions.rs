@@ -20,6 +20,7 @@ mod support;
 use fault::*;
 use partition::*;
 use serde_json::json;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use support::{Peer, Way};
@@ -29,7 +30,11 @@ const TASKS: [&str; 4] = DIAMOND_TASKS;
 /// A cluster on hosts with two workers, the audit installed and the ticking diamond
 /// applied; None where the test skips.
 fn setup(test: &'static str) -> Option<(Cluster, PathBuf)> {
-    let c = Cluster::start_hosts(test, &["default", "default"])?;
+    prepare(Cluster::start_hosts(test, &["default", "default"])?)
+}
+
+/// The audit installed and the ticking diamond applied on `c`.
+fn prepare(c: Cluster) -> Option<(Cluster, PathBuf)> {
     let markers = c.dir.path().join("markers");
     std::fs::create_dir(&markers).unwrap();
     install_audit(&c);
@@ -222,6 +227,65 @@ fn a_worker_whose_answers_to_its_masters_are_dropped_runs_each_task_once() {
     c.net().heal_all();
     c.log("healed");
     check_end(&c, &markers, &ids);
+}
+
+/// etcd killed and started again on its data dir on another host (a new address) while a
+/// master is cut from it (from the old address and the new): the nodes reach etcd by a
+/// name, which every host resolves to the new address from then on. Once healed, every
+/// node is registered again (the api-server lists them), every run succeeds, each task
+/// completes once and nothing overlaps, and new runs go on.
+#[test]
+fn etcd_started_again_on_a_new_address_while_a_master_is_cut_is_found_by_its_name() {
+    let Some((c, markers)) =
+        Cluster::start_hosts_by_name("etcd_moved", &["default", "default"]).and_then(prepare)
+    else {
+        return;
+    };
+    let ids = diamonds(&c, 6, 20);
+    let v = busiest_master(&c, &ids);
+    let victim = &c.masters[v];
+    let host = c.host(&victim.name);
+    let old = c.etcd_peer();
+    c.net().cut(&host, old, Way::Both);
+    c.log(&format!("cut {} from etcd at {old:?}", victim.addr));
+    std::thread::sleep(Duration::from_secs(1));
+    c.move_etcd("etcd-b");
+    let new = c.etcd_peer();
+    c.net().cut(&host, new, Way::Both);
+    c.log(&format!(
+        "etcd moved to {new:?}; the master is cut from it there too"
+    ));
+    std::thread::sleep(Duration::from_secs(5));
+    c.net().heal_all();
+    c.log("healed");
+    check_end(&c, &markers, &ids);
+    let want: BTreeSet<String> = c
+        .masters
+        .iter()
+        .chain(&c.workers)
+        .map(|n| n.addr.clone())
+        .collect();
+    let nodes = c.wait_until(
+        "every node to register with etcd at its new address",
+        Duration::from_secs(30),
+        &[],
+        || {
+            if c.api.status("/cluster") != 200 {
+                return None;
+            }
+            let nodes = c.api.get("/cluster");
+            let have: BTreeSet<String> = nodes
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|n| n["addr"].as_str().map(str::to_string))
+                .collect();
+            want.is_subset(&have).then_some(have)
+        },
+    );
+    c.log(&format!("registered at etcd's new address: {nodes:?}"));
+    let more = diamonds(&c, 2, 5);
+    check_end(&c, &markers, &more);
 }
 
 /// A master cut from Postgres (both ways) but not from etcd while it drives runs: its
