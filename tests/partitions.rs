@@ -20,6 +20,7 @@ mod support;
 use fault::*;
 use partition::*;
 use serde_json::json;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use support::{Peer, Way};
@@ -29,7 +30,11 @@ const TASKS: [&str; 4] = DIAMOND_TASKS;
 /// A cluster on hosts with two workers, the audit installed and the ticking diamond
 /// applied; None where the test skips.
 fn setup(test: &'static str) -> Option<(Cluster, PathBuf)> {
-    let c = Cluster::start_hosts(test, &["default", "default"])?;
+    prepare(Cluster::start_hosts(test, &["default", "default"])?)
+}
+
+/// The audit installed and the ticking diamond applied on `c`.
+fn prepare(c: Cluster) -> Option<(Cluster, PathBuf)> {
     let markers = c.dir.path().join("markers");
     std::fs::create_dir(&markers).unwrap();
     install_audit(&c);
@@ -127,17 +132,26 @@ fn a_master_cut_from_etcd_is_fenced_by_the_owner_epoch() {
     c.log("healed");
     check_end(&c, &markers, &ids);
 
-    // From the store: after the commit that moved an instance to the other master, no
-    // write of the cut master to that instance or its tasks.
-    let rows = audit(&c);
+    assert_fenced(&c, victim, other, before.keys());
+}
+
+/// From the store: after the commit that moved an instance of `before` to `other`, no
+/// write of `victim` to that instance or its tasks.
+fn assert_fenced<'a>(
+    c: &Cluster,
+    victim: &Node,
+    other: &Node,
+    before: impl Iterator<Item = &'a i64>,
+) {
+    let rows = audit(c);
     let mut late = vec![];
-    for id in before.keys() {
+    for id in before {
         let bumped = rows.iter().position(|r| {
             let f: Vec<&str> = r.split('|').collect();
             f[2] == "workflow_instance" && f[3] == id.to_string() && f[6] == other.addr
         });
         let Some(bumped) = bumped else {
-            continue; // it ended before the takeover
+            continue; // it ended before a takeover, or none happened
         };
         late.extend(rows[bumped..].iter().filter(|r| {
             let f: Vec<&str> = r.split('|').collect();
@@ -157,8 +171,121 @@ fn a_master_cut_from_etcd_is_fenced_by_the_owner_epoch() {
         .filter(|r| r.split('|').nth(1) == Some(victim.name.as_str()))
         .count();
     c.log(&format!(
-        "the cut master made {writes} writes in all, none after its takeover"
+        "the cut master made {writes} writes in all, none after a takeover"
     ));
+}
+
+/// One way: a master whose packets reach etcd but who hears nothing back (its lease
+/// renewals arrive, their answers do not) while it drives runs. etcd may keep its lease
+/// alive the whole time, so nobody need take over; or it lapses and the other master does.
+/// Either way: every run succeeds after the heal, each task completes once, no two
+/// executions of a task overlap, and the cut master writes nothing to an instance after
+/// another master took it over.
+#[test]
+fn a_master_that_hears_nothing_from_etcd_is_fenced_or_keeps_its_runs() {
+    let Some((c, markers)) = setup("master_etcd_oneway") else {
+        return;
+    };
+    let ids = diamonds(&c, 6, 25);
+    let v = busiest_master(&c, &ids);
+    let (victim, other) = (&c.masters[v], &c.masters[1 - v]);
+    let before = c.owned(&victim.addr, "running");
+    let host = c.host(&victim.name);
+    c.net().cut(&host, c.etcd_peer(), Way::In);
+    c.log(&format!(
+        "{} hears nothing from etcd (its packets still arrive) while it drives {before:?}",
+        victim.addr
+    ));
+    std::thread::sleep(Duration::from_secs(8));
+    let moved: Vec<i64> = c.owned(&other.addr, "running").into_keys().collect();
+    c.net().heal(&host, c.etcd_peer(), Way::In);
+    c.log(&format!("healed; the other master drove {moved:?} by then"));
+    check_end(&c, &markers, &ids);
+    assert_fenced(&c, victim, other, before.keys());
+}
+
+/// One way: a worker whose packets to its masters are all dropped (its answers, its
+/// acks, its reports) while the masters' calls still reach it, and it stays registered
+/// in etcd. A dispatch it receives runs there; the master, hearing no answer, must not
+/// run the task again beside it. Every run succeeds after the heal, each task completes
+/// once and no two executions overlap.
+#[test]
+fn a_worker_whose_answers_to_its_masters_are_dropped_runs_each_task_once() {
+    let Some((c, markers)) = setup("worker_master_oneway") else {
+        return;
+    };
+    let ids = diamonds(&c, 6, 30);
+    let (addr, host) = busy_worker(&c, &ids);
+    let masters = master_peers(&c);
+    for m in &masters {
+        c.net().cut(&host, *m, Way::Out);
+    }
+    c.log(&format!(
+        "{addr} cannot answer its masters (their calls still reach it)"
+    ));
+    std::thread::sleep(Duration::from_secs(8));
+    c.net().heal_all();
+    c.log("healed");
+    check_end(&c, &markers, &ids);
+}
+
+/// etcd killed and started again on its data dir on another host (a new address) while a
+/// master is cut from it (from the old address and the new): the nodes reach etcd by a
+/// name, which every host resolves to the new address from then on. Once healed, every
+/// node is registered again (the api-server lists them), every run succeeds, each task
+/// completes once and nothing overlaps, and new runs go on.
+#[test]
+fn etcd_started_again_on_a_new_address_while_a_master_is_cut_is_found_by_its_name() {
+    let Some((c, markers)) =
+        Cluster::start_hosts_by_name("etcd_moved", &["default", "default"]).and_then(prepare)
+    else {
+        return;
+    };
+    let ids = diamonds(&c, 6, 20);
+    let v = busiest_master(&c, &ids);
+    let victim = &c.masters[v];
+    let host = c.host(&victim.name);
+    let old = c.etcd_peer();
+    c.net().cut(&host, old, Way::Both);
+    c.log(&format!("cut {} from etcd at {old:?}", victim.addr));
+    std::thread::sleep(Duration::from_secs(1));
+    c.move_etcd("etcd-b");
+    let new = c.etcd_peer();
+    c.net().cut(&host, new, Way::Both);
+    c.log(&format!(
+        "etcd moved to {new:?}; the master is cut from it there too"
+    ));
+    std::thread::sleep(Duration::from_secs(5));
+    c.net().heal_all();
+    c.log("healed");
+    check_end(&c, &markers, &ids);
+    let want: BTreeSet<String> = c
+        .masters
+        .iter()
+        .chain(&c.workers)
+        .map(|n| n.addr.clone())
+        .collect();
+    let nodes = c.wait_until(
+        "every node to register with etcd at its new address",
+        Duration::from_secs(30),
+        &[],
+        || {
+            if c.api.status("/cluster") != 200 {
+                return None;
+            }
+            let nodes = c.api.get("/cluster");
+            let have: BTreeSet<String> = nodes
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|n| n["addr"].as_str().map(str::to_string))
+                .collect();
+            want.is_subset(&have).then_some(have)
+        },
+    );
+    c.log(&format!("registered at etcd's new address: {nodes:?}"));
+    let more = diamonds(&c, 2, 5);
+    check_end(&c, &markers, &more);
 }
 
 /// A master cut from Postgres (both ways) but not from etcd while it drives runs: its

@@ -79,6 +79,8 @@ pub struct Net {
     octet: u8,
     hosts: Mutex<Vec<Host>>,
     rules: Mutex<Vec<Rule>>,
+    /// Names every host resolves ([`Net::set_name`]).
+    names: Mutex<Vec<(String, Ipv4Addr)>>,
 }
 
 impl Net {
@@ -101,6 +103,7 @@ impl Net {
                 octet,
                 hosts: Mutex::new(vec![]),
                 rules: Mutex::new(vec![]),
+                names: Mutex::new(vec![]),
             };
             let alias = format!("pid={} test={test}", std::process::id());
             let gw = format!("{}/24", net.gateway());
@@ -174,8 +177,22 @@ impl Net {
             ns,
             ip: ip_addr,
         };
+        write_hosts_file(&h.ns, &self.names.lock().unwrap_or_else(|e| e.into_inner()));
         hosts.push(h.clone());
         h
+    }
+
+    /// Every host, those made from now on too, resolves `name` to `ip`: the
+    /// `/etc/netns/<ns>/hosts` that `ip netns exec` mounts on `/etc/hosts`, rewritten in
+    /// place, so that running processes see the change on their next lookup.
+    pub fn set_name(&self, name: &str, ip: Ipv4Addr) {
+        let hosts = self.hosts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        names.retain(|(n, _)| n != name);
+        names.push((name.to_string(), ip));
+        for h in hosts.iter() {
+            write_hosts_file(&h.ns, &names);
+        }
     }
 
     /// Drops the packets of `way` between `host` and `peer` (in `host`'s namespace), until
@@ -251,9 +268,31 @@ impl Drop for Net {
         {
             let _ = ip(&["link", "del", &format!("{}h{}", self.bridge, i + 2)]);
             let _ = ip(&["netns", "del", &h.ns]);
+            let _ = std::fs::remove_dir_all(etc_dir(&h.ns));
         }
         let _ = ip(&["link", "del", &self.bridge]);
     }
+}
+
+/// The directory of a namespace's own files under /etc (`ip netns exec` mounts them).
+fn etc_dir(ns: &str) -> std::path::PathBuf {
+    std::path::Path::new("/etc/netns").join(ns)
+}
+
+/// `ns`'s /etc/hosts: localhost and `names`; nothing where no name was set.
+fn write_hosts_file(ns: &str, names: &[(String, Ipv4Addr)]) {
+    if names.is_empty() {
+        return;
+    }
+    let mut text = String::from("127.0.0.1 localhost\n");
+    for (name, ip) in names {
+        text.push_str(&format!("{ip} {name}\n"));
+    }
+    let dir = etc_dir(ns);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    // Truncated and written in place: the file mounted on a running process's /etc/hosts
+    // is this inode.
+    std::fs::write(dir.join("hosts"), text).unwrap_or_else(|e| panic!("{ns} hosts: {e}"));
 }
 
 fn rules_of(host: &Host, peer: Peer, way: Way) -> Vec<Rule> {
@@ -371,6 +410,7 @@ fn remove_stale() {
                 let _ = Command::new("kill").args(["-KILL", pid]).output();
             }
             let _ = ip(&["netns", "del", ns]);
+            let _ = std::fs::remove_dir_all(etc_dir(ns));
         }
         let _ = ip(&["link", "del", name]);
         removed.push(name.to_string());

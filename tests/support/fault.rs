@@ -23,6 +23,8 @@ pub const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest wait for every instance of a scenario to end.
 pub const END_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DIAMOND_TASKS: [&str; 4] = ["a", "b", "c", "d"];
+/// The name the nodes of [`Cluster::start_hosts_by_name`] reach etcd by.
+pub const ETCD_NAME: &str = "etcd.shoal";
 /// Instances of short tasks started around a fault, so that it lands while the masters
 /// claim commands and dispatch tasks at full speed.
 pub const STORM: usize = 120;
@@ -57,6 +59,9 @@ pub struct Cluster {
     /// The database URL of the nodes (through the proxy of a cluster on hosts).
     node_db: String,
     etcd_starts: std::sync::atomic::AtomicUsize,
+    /// The network host etcd runs on (a cluster on hosts), which [`Cluster::move_etcd`]
+    /// changes.
+    etcd_host: std::sync::Mutex<String>,
     pub db: TestDb,
     /// The execution log every task appends to.
     pub execs: PathBuf,
@@ -97,6 +102,7 @@ impl Cluster {
             etcd_url,
             node_db: db.url.clone(),
             etcd_starts: std::sync::atomic::AtomicUsize::new(1),
+            etcd_host: std::sync::Mutex::new("etcd".into()),
             db,
             execs,
             t0,
@@ -123,6 +129,21 @@ impl Cluster {
     /// the root namespace. None, after printing why, where this machine makes no
     /// namespaces.
     pub fn start_hosts(test: &'static str, worker_groups: &[&str]) -> Option<Cluster> {
+        Self::start_hosts_as(test, worker_groups, false)
+    }
+
+    /// [`Cluster::start_hosts`] with the nodes reaching etcd by the name [`ETCD_NAME`]
+    /// (each host's /etc/hosts), so that etcd can move to another address
+    /// ([`Cluster::move_etcd`]).
+    pub fn start_hosts_by_name(test: &'static str, worker_groups: &[&str]) -> Option<Cluster> {
+        Self::start_hosts_as(test, worker_groups, true)
+    }
+
+    fn start_hosts_as(
+        test: &'static str,
+        worker_groups: &[&str],
+        by_name: bool,
+    ) -> Option<Cluster> {
         let net = support::Net::or_skip(test)?;
         let t0 = Instant::now();
         let db = TestDb::create("shoal_part");
@@ -143,6 +164,12 @@ impl Cluster {
             etcd_ports.0,
             etcd_ports.1,
         );
+        let etcd_url = if by_name {
+            net.set_name(ETCD_NAME, etcd_host.ip);
+            format!("http://{ETCD_NAME}:{}", etcd_ports.0)
+        } else {
+            etcd_url
+        };
         let api_host = net.host("api-server");
         let api_db = format!("{node_db}?application_name=api-server");
         let env: Vec<(&str, &str)> = [("SHOAL_TOKEN", support::API_TOKEN)]
@@ -171,6 +198,7 @@ impl Cluster {
             etcd_url,
             node_db,
             etcd_starts: std::sync::atomic::AtomicUsize::new(1),
+            etcd_host: std::sync::Mutex::new("etcd".into()),
             db,
             execs: dir.path().join("executions"),
             t0,
@@ -216,7 +244,7 @@ impl Cluster {
     /// etcd's client port on its host.
     pub fn etcd_peer(&self) -> support::Peer {
         support::Peer {
-            ip: self.host("etcd").ip,
+            ip: self.host(&self.etcd_host.lock().unwrap()).ip,
             port: Some(self.etcd_ports.0),
         }
     }
@@ -253,6 +281,19 @@ impl Cluster {
         db_url: &str,
         etcd_url: &str,
     ) -> Node {
+        self.spawn_with_env(port, name, role_args, db_url, etcd_url, &[])
+    }
+
+    /// [`Cluster::spawn_via`] with `extra` in the node's environment (e.g. libfaketime's).
+    pub fn spawn_with_env(
+        &self,
+        port: u16,
+        name: &str,
+        role_args: &[&str],
+        db_url: &str,
+        etcd_url: &str,
+        extra: &[(&str, &str)],
+    ) -> Node {
         // On separate hosts: the node's own namespace, its address advertised, and its
         // name on its database sessions (the store's audit tells the nodes apart).
         let host = self.hosts.as_ref().map(|h| h.net.host(name));
@@ -274,6 +315,7 @@ impl Cluster {
         if host.is_some() {
             env.push(("SHOAL_ADVERTISE_HOST", &ip));
         }
+        env.extend_from_slice(extra);
         let program = if host.is_some() { "ip" } else { SHOAL };
         let proc = Proc::spawn(name, self.dir.path(), program, &args, &env);
         let started = if role_args[0] == "master" {
@@ -333,8 +375,14 @@ impl Cluster {
     }
 
     /// etcd's host:port.
+    /// The etcd URL and database URL of the nodes.
+    pub fn urls(&self) -> (&str, &str) {
+        (&self.etcd_url, &self.node_db)
+    }
+
     pub fn etcd_addr(&self) -> String {
-        let host = self.hosts.as_ref().map(|h| h.net.host("etcd").ip);
+        let etcd = self.etcd_host.lock().unwrap().clone();
+        let host = self.hosts.as_ref().map(|h| h.net.host(&etcd).ip);
         format!(
             "{}:{}",
             host.unwrap_or([127, 0, 0, 1].into()),
@@ -351,7 +399,8 @@ impl Cluster {
         let n = 1 + self
             .etcd_starts
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let host = self.hosts.as_ref().map(|h| h.net.host("etcd"));
+        let etcd = self.etcd_host.lock().unwrap().clone();
+        let host = self.hosts.as_ref().map(|h| h.net.host(&etcd));
         let (etcd, url) = support::start_etcd_in(
             host.as_ref(),
             self.dir.path(),
@@ -359,8 +408,24 @@ impl Cluster {
             self.etcd_ports.0,
             self.etcd_ports.1,
         );
-        assert_eq!(url, self.etcd_url);
+        if !self.etcd_url.contains(ETCD_NAME) {
+            assert_eq!(url, self.etcd_url);
+        }
         *self.etcd.lock().unwrap() = etcd;
+    }
+
+    /// etcd killed and started again on its data dir on another host `to` (another
+    /// address); [`ETCD_NAME`] then resolves to it on every host. Only for a cluster
+    /// started with [`Cluster::start_hosts_by_name`].
+    pub fn move_etcd(&self, to: &str) {
+        assert!(
+            self.etcd_url.contains(ETCD_NAME),
+            "nodes reach etcd by address"
+        );
+        self.kill_etcd();
+        *self.etcd_host.lock().unwrap() = to.to_string();
+        self.restart_etcd();
+        self.net().set_name(ETCD_NAME, self.host(to).ip);
     }
 
     pub fn apply(&self, yaml: &str) {

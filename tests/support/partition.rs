@@ -83,22 +83,10 @@ pub fn check_markers(
     instances: &[i64],
     tasks: &[&str],
 ) -> Vec<Execution> {
-    let all = executions(markers);
+    let all = check_no_overlap(c, markers);
     let mut by_task: BTreeMap<(i64, &str), Vec<&Execution>> = BTreeMap::new();
     for e in &all {
         by_task.entry((e.instance, &e.task)).or_default().push(e);
-    }
-    for runs in by_task.values_mut() {
-        runs.sort_by(|a, b| a.start.total_cmp(&b.start));
-        for w in runs.windows(2) {
-            assert!(
-                w[1].start > w[0].last,
-                "two executions of one task overlap: {:?} and {:?}:{}",
-                w[0],
-                w[1],
-                c.describe(&[w[0].instance])
-            );
-        }
     }
     for id in instances {
         for task in tasks {
@@ -153,4 +141,71 @@ pub fn audit(c: &Cluster) -> Vec<String> {
     .filter(|l| !l.is_empty())
     .map(str::to_string)
     .collect()
+}
+
+/// As [`check_markers`], for a campaign where a worker may be cut off while its task
+/// ends: no two executions of one task overlap, each task of `instances` has exactly one
+/// completed execution of its successful attempt, and any other completed execution is of
+/// an attempt the master counted lost with its worker (`need_fault_tolerance`: it ended
+/// unreported on a worker whose lease lapsed, at-least-once). Returns how many of those.
+pub fn check_markers_unreported(
+    c: &Cluster,
+    markers: &Path,
+    instances: &[i64],
+    tasks: &[&str],
+) -> usize {
+    let all = check_no_overlap(c, markers);
+    let mut unreported = 0;
+    for id in instances {
+        let inst = c.instance(*id);
+        let rows = inst["tasks"].as_array().unwrap();
+        let state_of = |tid: i64| {
+            rows.iter()
+                .find(|r| r["id"] == tid)
+                .and_then(|r| r["state"].as_str())
+                .unwrap_or("?")
+                .to_string()
+        };
+        for task in tasks {
+            let done: Vec<_> = all
+                .iter()
+                .filter(|e| e.instance == *id && e.task == *task && e.completed)
+                .collect();
+            let ok = done.iter().filter(|e| state_of(e.tid) == "success").count();
+            let lost = done
+                .iter()
+                .filter(|e| state_of(e.tid) == "need_fault_tolerance")
+                .count();
+            assert!(
+                ok == 1 && ok + lost == done.len(),
+                "instance {id}: task {task} must have completed once, besides attempts lost \
+                 with their worker: {done:?}:{}",
+                c.describe(&[*id])
+            );
+            unreported += lost;
+        }
+    }
+    unreported
+}
+
+/// No two executions of one task overlap; returns every execution.
+fn check_no_overlap(c: &Cluster, markers: &Path) -> Vec<Execution> {
+    let all = executions(markers);
+    let mut by_task: BTreeMap<(i64, &str), Vec<&Execution>> = BTreeMap::new();
+    for e in &all {
+        by_task.entry((e.instance, &e.task)).or_default().push(e);
+    }
+    for runs in by_task.values_mut() {
+        runs.sort_by(|a, b| a.start.total_cmp(&b.start));
+        for w in runs.windows(2) {
+            assert!(
+                w[1].start > w[0].last,
+                "two executions of one task overlap: {:?} and {:?}:{}",
+                w[0],
+                w[1],
+                c.describe(&[w[0].instance])
+            );
+        }
+    }
+    all
 }

@@ -9,7 +9,7 @@ use shoal_common::definition::{ERROR_EXIT_CODE, ERROR_MESSAGE, ErrorAction};
 use shoal_common::metrics;
 use shoal_common::proto::{TaskEvent, TaskEventKind};
 use shoal_common::start::Params;
-use shoal_common::types::{AlertOn, TaskState, TaskType, WorkflowState};
+use shoal_common::types::{AlertOn, TaskState, TaskType, WorkflowState, now_ms};
 use shoal_store::{InstanceUpdate, KeptLog, SerialEnd, TaskUpdate};
 use tracing::info;
 
@@ -83,10 +83,15 @@ impl Engine {
         let Some(state) = state else { return };
         let mut u = TaskUpdate::state(ev.task_instance_id, state);
         u.worker = Some(worker.to_string());
+        // The row keeps the worker's times; what follows from the event (a retry's
+        // `submitted_at`, which its interval's timer counts from) takes this master's
+        // clock, on which the timer runs: a worker's clock off from it would make the
+        // interval shorter or longer by the difference.
+        let now = now_ms();
         if state == TaskState::Running {
             u.started_at = Some(ev.at_ms);
             // A short task's start is written with its end.
-            self.task_record(instance, u, cycle, ev.at_ms);
+            self.task_record(instance, u, cycle, now);
             return;
         }
         u.ended_at = Some(ev.at_ms);
@@ -99,7 +104,7 @@ impl Engine {
             ev.output.into_iter().collect(),
             None,
             cycle,
-            ev.at_ms,
+            now,
         );
     }
 

@@ -800,3 +800,44 @@ tasks:
         serde_json::json!(["-c", r#"echo "${SHOAL_PARAM_p}""#])
     );
 }
+
+#[tokio::test]
+async fn a_retry_waits_its_interval_on_this_masters_clock_whatever_the_workers_says() {
+    let mut h = Harness::new().await;
+    let yaml = "name: flaky\nproject: p\ntasks:\n\
+        - {name: a, type: shell, command: 'false', retries: 1, retry_interval: 60s}\n";
+    let instance = h.start(yaml).await;
+    let a = *h.engine.tasks.keys().next().unwrap();
+    // The worker's clock is 30 s behind this master's: its failure is stamped 30 s ago.
+    let (msg, _) = report(instance, a, TaskEventKind::Failure, "exit 1");
+    let EngineMsg::WorkerEvents {
+        worker,
+        mut events,
+        ack,
+    } = msg
+    else {
+        unreachable!()
+    };
+    events[0].at_ms -= 30_000;
+    let msg = EngineMsg::WorkerEvents {
+        worker,
+        events,
+        ack,
+    };
+    h.cycle(vec![msg]).await;
+
+    tokio::time::pause();
+    tokio::time::advance(Duration::from_secs(59)).await;
+    assert!(
+        h.engine.timers.due().is_empty(),
+        "the interval counts from when this master took the failure in, not 30 s earlier"
+    );
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let ready = h.engine.timers.due();
+    tokio::time::resume();
+    assert!(
+        matches!(ready[..], [EngineMsg::Ready { attempt: 2, .. }]),
+        "{}",
+        ready.len()
+    );
+}
