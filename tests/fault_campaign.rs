@@ -330,11 +330,11 @@ fn a_randomized_partition_campaign_runs_each_task_once() {
         "diamond",
         &c.execs,
         &markers,
-        &[("a", &[]), ("b", &["a"]), ("c", &["a"]), ("d", &["b", "c"])],
+        &partition::DIAMOND,
     ));
     // A tick runs 0.3 s.
     c.apply(
-        &partition::ticking("tick", &c.execs, &markers, &[("tick", &[])])
+        &partition::ticking("tick", &c.execs, &markers, &partition::TICK)
             .replace("t_tick: '20'", "t_tick: '3'"),
     );
     let (status, schedule) = c.api.post(
@@ -368,10 +368,11 @@ fn a_randomized_partition_campaign_runs_each_task_once() {
             *faults.entry(kind).or_default() += 1;
         }
         c.check_runs(&round_ids, &DIAMOND_TASKS, false);
-        unreported += partition::check_markers_unreported(&c, &markers, &round_ids, &DIAMOND_TASKS);
+        unreported +=
+            partition::check_markers_unreported(&c, &markers, &round_ids, &partition::DIAMOND);
         let ticks = c.instances_after("tick", ticks_checked);
         c.check_runs(&ticks, &["tick"], false);
-        unreported += partition::check_markers_unreported(&c, &markers, &ticks, &["tick"]);
+        unreported += partition::check_markers_unreported(&c, &markers, &ticks, &partition::TICK);
         ticks_checked = ticks.iter().copied().max().unwrap_or(ticks_checked);
         instances += round_ids.len() + ticks.len();
         commands.extend(cmds);

@@ -25,8 +25,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use support::{Peer, Way};
 
-const TASKS: [&str; 4] = DIAMOND_TASKS;
-
 /// A cluster on hosts with two workers, the audit installed and the ticking diamond
 /// applied; None where the test skips.
 fn setup(test: &'static str) -> Option<(Cluster, PathBuf)> {
@@ -38,12 +36,7 @@ fn prepare(c: Cluster) -> Option<(Cluster, PathBuf)> {
     let markers = c.dir.path().join("markers");
     std::fs::create_dir(&markers).unwrap();
     install_audit(&c);
-    c.apply(&ticking(
-        "diamond",
-        &c.execs,
-        &markers,
-        &[("a", &[]), ("b", &["a"]), ("c", &["a"]), ("d", &["b", "c"])],
-    ));
+    c.apply(&ticking("diamond", &c.execs, &markers, &DIAMOND));
     Some((c, markers))
 }
 
@@ -84,8 +77,8 @@ fn master_peers(c: &Cluster) -> Vec<Peer> {
 /// The end every test checks: every run succeeded, each task once (rows and executions),
 /// no two executions of a task overlap.
 fn check_end(c: &Cluster, markers: &std::path::Path, ids: &[i64]) {
-    c.check_runs(ids, &TASKS, false);
-    let execs = check_markers(c, markers, ids, &TASKS);
+    c.check_runs(ids, &DIAMOND_TASKS, false);
+    let execs = check_markers(c, markers, ids, &DIAMOND);
     c.log(&format!(
         "{} runs ended success; {} executions, {} completed, none overlapping",
         ids.len(),

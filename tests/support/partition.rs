@@ -9,10 +9,20 @@ use crate::fault::{Cluster, recorded};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// A workflow's tasks, each with its upstream tasks, as [`ticking`] takes them.
+pub type Dag<'a> = [(&'a str, &'a [&'a str])];
+
+/// a → b, c → d.
+pub const DIAMOND: [(&str, &[&str]); 4] =
+    [("a", &[]), ("b", &["a"]), ("c", &["a"]), ("d", &["b", "c"])];
+
+/// One task.
+pub const TICK: [(&str, &[&str]); 1] = [("tick", &[])];
+
 /// A workflow whose tasks (name, upstream tasks) each run `t_<task>` tenths of a second,
 /// recording their execution in the execution log (as [`recorded`]) and in a marker file
 /// `<instance>-<task>-<task instance>-<pid>` under `markers`.
-pub fn ticking(name: &str, execs: &Path, markers: &Path, tasks: &[(&str, &[&str])]) -> String {
+pub fn ticking(name: &str, execs: &Path, markers: &Path, tasks: &Dag) -> String {
     let params: Vec<String> = tasks.iter().map(|t| format!("t_{}: '20'", t.0)).collect();
     let mut yaml = format!(
         "name: {name}\nparams: {{ {} }}\ntasks:\n",
@@ -75,21 +85,19 @@ pub fn executions(markers: &Path) -> Vec<Execution> {
     out
 }
 
-/// No two executions of one task overlap, and each task of `instances` has exactly one
-/// completed execution. Returns the executions.
-pub fn check_markers(
-    c: &Cluster,
-    markers: &Path,
-    instances: &[i64],
-    tasks: &[&str],
-) -> Vec<Execution> {
+/// No two executions of one task overlap, none started before its upstream tasks ended,
+/// and each task of `instances` has exactly one completed execution. Returns the
+/// executions.
+pub fn check_markers(c: &Cluster, markers: &Path, instances: &[i64], dag: &Dag) -> Vec<Execution> {
     let all = check_no_overlap(c, markers);
+    check_order(c, &all, instances, dag);
+    let tasks: Vec<&str> = dag.iter().map(|(task, _)| *task).collect();
     let mut by_task: BTreeMap<(i64, &str), Vec<&Execution>> = BTreeMap::new();
     for e in &all {
         by_task.entry((e.instance, &e.task)).or_default().push(e);
     }
     for id in instances {
-        for task in tasks {
+        for task in &tasks {
             let done: Vec<_> = by_task
                 .get(&(*id, task))
                 .into_iter()
@@ -152,9 +160,10 @@ pub fn check_markers_unreported(
     c: &Cluster,
     markers: &Path,
     instances: &[i64],
-    tasks: &[&str],
+    dag: &Dag,
 ) -> usize {
     let all = check_no_overlap(c, markers);
+    check_order(c, &all, instances, dag);
     let mut unreported = 0;
     for id in instances {
         let inst = c.instance(*id);
@@ -166,7 +175,7 @@ pub fn check_markers_unreported(
                 .unwrap_or("?")
                 .to_string()
         };
-        for task in tasks {
+        for (task, _) in dag {
             let done: Vec<_> = all
                 .iter()
                 .filter(|e| e.instance == *id && e.task == *task && e.completed)
@@ -208,4 +217,35 @@ fn check_no_overlap(c: &Cluster, markers: &Path) -> Vec<Execution> {
         }
     }
     all
+}
+
+/// No execution of a task of `instances` started before a completed execution of each of
+/// its upstream tasks had ended.
+fn check_order(c: &Cluster, all: &[Execution], instances: &[i64], dag: &Dag) {
+    for id in instances {
+        let of = |task: &str| -> Vec<&Execution> {
+            all.iter()
+                .filter(|e| e.instance == *id && e.task == task)
+                .collect()
+        };
+        for (task, upstream) in dag {
+            for up in *upstream {
+                // The first end of the upstream task (it may have completed twice).
+                let ended = of(up)
+                    .iter()
+                    .filter(|e| e.completed)
+                    .map(|e| e.last)
+                    .fold(f64::INFINITY, f64::min);
+                for e in of(task) {
+                    assert!(
+                        e.start > ended,
+                        "instance {id}: task {task} started at {} before its upstream task {up} \
+                         ended ({ended}): {e:?}:{}",
+                        e.start,
+                        c.describe(&[*id])
+                    );
+                }
+            }
+        }
+    }
 }
