@@ -3,9 +3,11 @@
 // and the run's own failure strategy, worker group, alert channels, timeout, environment
 // and start time. The run pins the version the form shows. On success it opens the new
 // instance; a run at a later time shows on the workflow's Runs tab until it starts.
+import { keepPreviousData } from "@tanstack/react-query";
 import { useEffect, useRef, useState, type FormEvent } from "react";
+import { $api } from "../api/cache";
 import { answer, api } from "../api/client";
-import type { Priority, Scope, StartRequest, StoredWorkflow, WorkflowVersion } from "../api/types";
+import type { Priority, Scope, StartRequest } from "../api/types";
 import { navigate, path } from "../router";
 import { errorText } from "./format";
 import { cleanRunOptions, RunOptionsFields, type RunOptions } from "./RunOptions";
@@ -22,8 +24,8 @@ export function StartDialog({
   onClose: () => void;
 }) {
   const ref = useRef<HTMLDialogElement>(null);
-  const [def, setDef] = useState<StoredWorkflow>();
-  const [versions, setVersions] = useState<WorkflowVersion[]>([]);
+  // The version chosen (the latest when undefined).
+  const [version, setVersion] = useState<number>();
   const [params, setParams] = useState<Record<string, string>>({});
   const [priority, setPriority] = useState<Priority | "">("");
   const [dryRun, setDryRun] = useState(false);
@@ -35,23 +37,28 @@ export function StartDialog({
   const [busy, setBusy] = useState("");
 
   const where = { path: { project, name: workflow } };
-  /** Shows `version` (the latest when undefined): its params' defaults, its tasks. */
-  const load = (version?: number) =>
-    answer(api.GET("/api/v1/projects/{project}/workflows/{name}", { params: { ...where, query: { version } } }))
-      .then((d) => {
-        setDef(d);
-        setParams({ ...(d.definition.params ?? {}) });
-        setFromTask("");
-      })
-      .catch((e) => setError(errorText(e)));
+  // The latest is asked for as the workflow page asks for it (one cached answer).
+  const shown = $api.useQuery(
+    "get",
+    "/api/v1/projects/{project}/workflows/{name}",
+    { params: version === undefined ? where : { ...where, query: { version } } },
+    { placeholderData: keepPreviousData },
+  );
+  const def = shown.data;
+  const versions = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}/versions", { params: where });
+  const loadError = shown.error ?? versions.error;
+
+  // A version shown fills in its params' defaults and forgets the task to start from.
+  const [filled, setFilled] = useState<number>();
+  if (def && !shown.isPlaceholderData && def.version !== filled) {
+    setFilled(def.version);
+    setParams({ ...(def.definition.params ?? {}) });
+    setFromTask("");
+  }
 
   useEffect(() => {
     ref.current?.showModal();
-    load();
-    answer(api.GET("/api/v1/projects/{project}/workflows/{name}/versions", { params: where }))
-      .then(setVersions)
-      .catch((e) => setError(errorText(e)));
-  }, [project, workflow]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, []);
 
   const submit = async (e: FormEvent) => {
     e.preventDefault();
@@ -74,7 +81,8 @@ export function StartDialog({
         return;
       }
       setBusy(`Command ${command_id} written; waiting for a master to take it…`);
-      // The master turns the command into an instance within moments.
+      // The master turns the command into an instance within moments. Asked imperatively:
+      // the status of this one submission, polled until it settles, is no shown read.
       for (let i = 0; i < 600; i++) {
         const st = await answer(api.GET("/api/v1/commands/{id}", { params: { path: { id: command_id } } }));
         if (st.status === "done" && st.workflow_instance_id) {
@@ -100,10 +108,10 @@ export function StartDialog({
           Version
           <select
             value={def?.version ?? ""}
-            onChange={(e) => load(Number(e.target.value))}
-            disabled={versions.length < 2}
+            onChange={(e) => setVersion(Number(e.target.value))}
+            disabled={(versions.data?.length ?? 0) < 2}
           >
-            {versions.map((v, i) => (
+            {versions.data?.map((v, i) => (
               <option key={v.version} value={v.version}>
                 v{v.version}
                 {i === 0 ? " (latest)" : ""}
@@ -175,9 +183,9 @@ export function StartDialog({
         <label className="check">
           <input type="checkbox" checked={dryRun} onChange={(e) => setDryRun(e.target.checked)} /> Dry run
         </label>
-        {error && (
+        {(error || loadError) && (
           <p role="alert" className="error">
-            {error}
+            {error || errorText(loadError)}
           </p>
         )}
         {busy && <p role="status">{busy}</p>}

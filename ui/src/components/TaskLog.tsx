@@ -24,6 +24,8 @@ export function TaskLog({ task }: { task: TaskInstance }) {
     if (!started) return;
     const ctl = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;
+    // Read imperatively, not through the query cache: each read asks from the offset the
+    // last one reached and appends, state a cached answer per key cannot hold.
     const read = async () => {
       try {
         for (;;) {

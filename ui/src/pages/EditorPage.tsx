@@ -2,6 +2,7 @@
 // (nothing is stored): its error is shown beside the editor and on the offending line, and
 // the DAG preview follows. Apply stores a new version.
 import { useEffect, useState } from "react";
+import { $api } from "../api/cache";
 import { ApiError, answer, api, yaml } from "../api/client";
 import type { Validated } from "../api/types";
 import { Dag } from "../components/Dag";
@@ -43,21 +44,25 @@ export default function EditorPage({ project, name }: { project: string; name?: 
   useTitle(name ? `Edit ${name}` : "New workflow");
   const [seed, setSeed] = useState(name ? "" : TEMPLATE);
   const [text, setText] = useState(seed);
-  const [loadError, setLoadError] = useState("");
   const [problem, setProblem] = useState<Problem | null>(null);
   const [preview, setPreview] = useState<Validated | null>(null);
   const [applying, setApplying] = useState(false);
 
-  useEffect(() => {
-    if (!name) return;
-    answer(api.GET("/api/v1/projects/{project}/workflows/{name}", { params: { path: { project, name } } }))
-      .then((wf) => {
-        const y = wf.yaml;
-        setSeed(y);
-        setText(y);
-      })
-      .catch((e) => setLoadError(errorText(e)));
-  }, [project, name]);
+  // The stored workflow (shared with its page) seeds the editor once, as fetched now (not
+  // a cached answer that may be older); a later refetch does not overwrite the typing.
+  const stored = $api.useQuery(
+    "get",
+    "/api/v1/projects/{project}/workflows/{name}",
+    { params: { path: { project, name: name ?? "" } } },
+    { enabled: !!name },
+  );
+  const loadError = stored.error ? errorText(stored.error) : "";
+  const [seeded, setSeeded] = useState(false);
+  if (stored.data && stored.isFetchedAfterMount && !seeded) {
+    setSeeded(true);
+    setSeed(stored.data.yaml);
+    setText(stored.data.yaml);
+  }
 
   useEffect(() => {
     if (!text.trim()) return;
