@@ -21,6 +21,25 @@ export const queryClient = new QueryClient({
 export const $api = createQueryHooks(api);
 
 /**
+ * After a write: every cached read whose path (the OpenAPI template, `key[1]` of
+ * openapi-react-query's `["get", path, init]`) starts with one of `paths` is fetched again
+ * at once, shown or not, so every component showing what changed follows, not only the one
+ * that wrote, and a page navigated to next shows the change on its first render rather
+ * than the old answer until its own fetch returns. Templates, not concrete paths: a
+ * workflow's write refetches the cached reads of every workflow, a few cheap requests
+ * that never miss one.
+ */
+export function invalidate(...paths: string[]): Promise<void> {
+  return queryClient.invalidateQueries({
+    refetchType: "all",
+    predicate: ({ queryKey }) => {
+      const path = queryKey[1];
+      return typeof path === "string" && paths.some((p) => path.startsWith(p));
+    },
+  });
+}
+
+/**
  * Options that poll a query every `ms` while the tab is visible, and at once when it is
  * shown again (live pages poll at ≤ 1 s).
  */

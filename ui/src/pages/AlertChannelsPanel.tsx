@@ -1,6 +1,6 @@
 // Alert channels on the cluster page: where alerts go, and (global admins) create and delete.
 import { useState } from "react";
-import { $api, every } from "../api/cache";
+import { $api, every, invalidate } from "../api/cache";
 import { api } from "../api/client";
 import { useAction } from "../api/useAction";
 import type { AlertChannel } from "../api/types";
@@ -17,7 +17,8 @@ export function AlertChannelsPanel({ manage }: { manage: boolean }) {
   const [url, setUrl] = useState("");
   const [format, setFormat] = useState<Format>("json");
   const [mail, setMail] = useState({ smtp: "", from: "", to: "", username: "", password: "" });
-  const { busy, error, run } = useAction(channels.refetch);
+  // The channels are offered by the run forms too.
+  const { busy, error, run } = useAction(() => invalidate("/api/v1/alert-channels"));
   const email = (): AlertChannel => ({
     name,
     type: "email",

@@ -1,6 +1,6 @@
 // Backfill a range of days (or a list of dates) and follow each backfill's progress.
 import { useState, type FormEvent } from "react";
-import { $api, every } from "../api/cache";
+import { $api, every, invalidate } from "../api/cache";
 import { answer, api } from "../api/client";
 import type { Backfill, BackfillCreated, BackfillRequest } from "../api/types";
 import { cleanRunOptions, RunOptionsFields, type RunOptions } from "../components/RunOptions";
@@ -26,7 +26,10 @@ function Progress({ b }: { b: Backfill }) {
           <button
             className="secondary"
             onClick={() =>
-              api.POST("/api/v1/backfills/{id}/cancel", { params: { path: { id: b.id } } }).catch(() => undefined)
+              api
+                .POST("/api/v1/backfills/{id}/cancel", { params: { path: { id: b.id } } })
+                .then(() => invalidate("/api/v1/backfills", "/api/v1/instances"))
+                .catch(() => undefined)
             }
           >
             Cancel backfill {b.id}
@@ -73,7 +76,7 @@ export function BackfillPanel({ project, name }: { project: string; name: string
   const [created, setCreated] = useState<BackfillCreated | null>(null);
   const [error, setError] = useState("");
   const query = { project, workflow: name, limit: 20 };
-  const { data, refetch: reload } = $api.useQuery("get", "/api/v1/backfills", { params: { query } }, every(1000));
+  const { data } = $api.useQuery("get", "/api/v1/backfills", { params: { query } }, every(1000));
 
   const submit = async (e: FormEvent) => {
     e.preventDefault();
@@ -93,7 +96,8 @@ export function BackfillPanel({ project, name }: { project: string; name: string
         body,
       });
       setCreated(await answer(backfill));
-      reload();
+      // Its runs show on the instances pages too.
+      invalidate("/api/v1/backfills", "/api/v1/instances");
     } catch (err) {
       setError(errorText(err));
     }

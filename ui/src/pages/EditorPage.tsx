@@ -2,7 +2,7 @@
 // (nothing is stored): its error is shown beside the editor and on the offending line, and
 // the DAG preview follows. Apply stores a new version.
 import { useEffect, useState } from "react";
-import { $api } from "../api/cache";
+import { $api, invalidate } from "../api/cache";
 import { ApiError, answer, api, yaml } from "../api/client";
 import type { Validated } from "../api/types";
 import { Dag } from "../components/Dag";
@@ -95,6 +95,8 @@ export default function EditorPage({ project, name }: { project: string; name?: 
       const res = await answer(
         api.POST("/api/v1/projects/{project}/workflows", { params: { path: { project } }, ...yaml(text) }),
       );
+      // A new version (or workflow): its page and the workflows list show it.
+      invalidate("/api/v1/projects/{project}/workflows");
       navigate(path.workflow(project, res.name));
     } catch (e) {
       setProblem(e instanceof ApiError && e.status === 400 ? locate(text, e) : { message: errorText(e) });

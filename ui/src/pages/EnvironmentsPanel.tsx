@@ -2,7 +2,7 @@
 // python task that names one (`environment: NAME` on the task or workflow, or a run's
 // start). Everyone who sees the project reads them; editors set, change and delete them.
 import { useState, type FormEvent } from "react";
-import { $api } from "../api/cache";
+import { $api, invalidate } from "../api/cache";
 import { api } from "../api/client";
 import { atLeast } from "../api/session";
 import type { Role } from "../api/types";
@@ -22,7 +22,8 @@ export function EnvironmentsPanel({ project, role }: { project: string; role: Ro
     setError("");
     try {
       await what();
-      await envs.refetch();
+      // Also offered by the run forms (start, schedule, backfill).
+      await invalidate("/api/v1/projects/{project}/environments");
       return true;
     } catch (e) {
       setError(errorText(e));

@@ -1,7 +1,7 @@
 // One workflow instance, live: its DAG coloured by task state, the attempts' timeline,
 // the task table with logs, and the operator actions the state allows.
 import { useEffect, useMemo, useState } from "react";
-import { $api, every } from "../api/cache";
+import { $api, every, invalidate } from "../api/cache";
 import { api } from "../api/client";
 import type { ActionOffer, InstanceDetail, TaskInstance } from "../api/types";
 import { Dag } from "../components/Dag";
@@ -100,11 +100,14 @@ function Actions({ instance, onDone }: { instance: InstanceDetail; onDone: () =>
 export function InstancePage({ id }: { id: number }) {
   useTitle(`Instance ${id}`);
   const [selected, setSelected] = useState<number | null>(null);
-  const {
-    data: inst,
-    error,
-    refetch: reload,
-  } = $api.useQuery("get", "/api/v1/instances/{id}", { params: { path: { id } } }, every(1000));
+  const { data: inst, error } = $api.useQuery(
+    "get",
+    "/api/v1/instances/{id}",
+    { params: { path: { id } } },
+    every(1000),
+  );
+  // An action changes the instance here and its row on every list of instances.
+  const reload = () => invalidate("/api/v1/instances");
   // The definition the instance runs (its version), for the DAG.
   const { data: wf } = $api.useQuery(
     "get",

@@ -40,9 +40,10 @@ export function InstancesPage() {
   // The state filter is one of STATES (the select offers no other), or none.
   const state = (filters.state || undefined) as WorkflowState | undefined;
   const query = { ...filters, state, from: rfc3339(filters.from), to: rfc3339(filters.to), limit: PAGE, offset };
-  // A page of rows and the total the server counted (a header, so not $api.useQuery).
+  // A page of rows and the total the server counted (a header, so not $api.useQuery). Keyed
+  // like $api's reads (plus a marker: the answer differs), so `invalidate` reaches it.
   const { data, error } = useQuery({
-    queryKey: ["instances page", query],
+    queryKey: ["get", "/api/v1/instances", { params: { query } }, "with total"],
     queryFn: async ({ signal }) => {
       const { data, response } = await api.GET("/api/v1/instances", { params: { query }, signal });
       const rows = data ?? [];

@@ -1,7 +1,7 @@
 // A project's settings: its members and their roles, its secrets (names only), its
 // environments, and deleting it. What the caller may change follows their role in it.
 import { useState, type FormEvent } from "react";
-import { $api } from "../api/cache";
+import { $api, invalidate, queryClient } from "../api/cache";
 import { api } from "../api/client";
 import { atLeast } from "../api/session";
 import type { Role } from "../api/types";
@@ -26,15 +26,23 @@ export function ProjectPage({ project }: { project: string }) {
   const secrets = $api.useQuery("get", "/api/v1/projects/{project}/secrets", { params: where });
   const [error, setError] = useState("");
   const role = detail.data?.role;
-  const act = async (what: () => Promise<unknown>, reload: () => void) => {
+  /** Runs a write, then refreshes the cached reads it changed. */
+  const act = async (what: () => Promise<unknown>, changed: () => void) => {
     setError("");
     try {
       await what();
-      reload();
+      changed();
     } catch (e) {
       setError(errorText(e));
     }
   };
+  // Members show here and (the caller's role) on the list of projects; not every read
+  // under the project, which a member removing themselves may no longer make.
+  const membersChanged = () =>
+    ["/api/v1/projects", "/api/v1/projects/{project}"].forEach((p) =>
+      queryClient.invalidateQueries({ queryKey: ["get", p], refetchType: "all" }),
+    );
+  const secretsChanged = () => invalidate("/api/v1/projects/{project}/secrets");
   const member = (user: string) => ({ params: { path: { project, user } } });
   const setRole = (user: string, role: Role) =>
     api.PUT("/api/v1/projects/{project}/members/{user}", { ...member(user), body: { role } });
@@ -44,7 +52,7 @@ export function ProjectPage({ project }: { project: string }) {
   const [newRole, setNewRole] = useState<Role>("viewer");
   const addMember = (e: FormEvent) => {
     e.preventDefault();
-    act(() => setRole(newUser, newRole), detail.refetch).then(() => setNewUser(""));
+    act(() => setRole(newUser, newRole), membersChanged).then(() => setNewUser(""));
   };
   const [secretName, setSecretName] = useState("");
   const [secretValue, setSecretValue] = useState("");
@@ -54,7 +62,7 @@ export function ProjectPage({ project }: { project: string }) {
     const body = { value: secretValue, description: secretDescription };
     act(
       () => api.PUT("/api/v1/projects/{project}/secrets/{name}", { ...secret(secretName), body }),
-      secrets.refetch,
+      secretsChanged,
     ).then(() => {
       setSecretName("");
       setSecretValue("");
@@ -66,6 +74,8 @@ export function ProjectPage({ project }: { project: string }) {
     try {
       await api.DELETE("/api/v1/projects/{project}", { params: where });
       navigate("/projects");
+      // The list of projects only (queries under a deleted project would answer 404).
+      queryClient.invalidateQueries({ queryKey: ["get", "/api/v1/projects"], refetchType: "all" });
     } catch (e) {
       setError(errorText(e));
     }
@@ -129,7 +139,7 @@ export function ProjectPage({ project }: { project: string }) {
                       <select
                         aria-label={`Role of ${m.user}`}
                         value={m.role}
-                        onChange={(e) => act(() => setRole(m.user, e.target.value as Role), detail.refetch)}
+                        onChange={(e) => act(() => setRole(m.user, e.target.value as Role), membersChanged)}
                       >
                         {ROLES.map((r) => (
                           <option key={r}>{r}</option>
@@ -146,7 +156,7 @@ export function ProjectPage({ project }: { project: string }) {
                         onClick={() =>
                           act(
                             () => api.DELETE("/api/v1/projects/{project}/members/{user}", member(m.user)),
-                            detail.refetch,
+                            membersChanged,
                           )
                         }
                       >
@@ -212,7 +222,7 @@ export function ProjectPage({ project }: { project: string }) {
                         onClick={() =>
                           act(
                             () => api.DELETE("/api/v1/projects/{project}/secrets/{name}", secret(s.name)),
-                            secrets.refetch,
+                            secretsChanged,
                           )
                         }
                       >

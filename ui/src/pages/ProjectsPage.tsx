@@ -1,6 +1,6 @@
 // The projects the caller may see, and a form to create one (its creator becomes its admin).
 import { useState, type FormEvent } from "react";
-import { $api } from "../api/cache";
+import { $api, invalidate } from "../api/cache";
 import { api } from "../api/client";
 import { errorText } from "../components/format";
 import { Link, navigate, path, useTitle } from "../router";
@@ -16,6 +16,7 @@ export function ProjectsPage() {
     setError("");
     try {
       await api.POST("/api/v1/projects", { body: { name, description } });
+      invalidate("/api/v1/projects");
       navigate(path.project(name));
     } catch (err) {
       setError(errorText(err));

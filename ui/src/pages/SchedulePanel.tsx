@@ -1,7 +1,7 @@
 // Create, edit, switch and delete the workflow's cron schedule; the next 5 fire times in
 // its zone are previewed (by the server's own cron math) as you type.
 import { useEffect, useState, type FormEvent } from "react";
-import { $api } from "../api/cache";
+import { $api, invalidate } from "../api/cache";
 import { ApiError, api } from "../api/client";
 import { errorText } from "../components/format";
 import { cleanRunOptions, RunOptionsFields, runOptionsOf, type RunOptions } from "../components/RunOptions";
@@ -37,13 +37,9 @@ function FirePreview({ cron, timezone }: { cron: string; timezone: string }) {
 
 export function SchedulePanel({ project, name }: { project: string; name: string }) {
   const where = { path: { project, name } };
-  const { data: list, refetch: reload } = $api.useQuery(
-    "get",
-    "/api/v1/projects/{project}/workflows/{name}/schedules",
-    {
-      params: where,
-    },
-  );
+  const { data: list } = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}/schedules", {
+    params: where,
+  });
   /** The path of the stored schedule `id`. */
   const one = (id: number) => ({ params: { path: { project, name, id } } });
   const current = list?.[0];
@@ -74,7 +70,8 @@ export function SchedulePanel({ project, name }: { project: string; name: string
     try {
       await run();
       setStatus(what);
-      reload();
+      // The schedule shows here and with its workflow (on the workflows list too).
+      invalidate("/api/v1/projects/{project}/workflows");
     } catch (e) {
       setError(e instanceof ApiError ? e.message : errorText(e));
     }

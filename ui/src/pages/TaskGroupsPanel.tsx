@@ -1,6 +1,6 @@
 // Task groups on the cluster page: their slots in use, and (global admins) create and delete.
 import { useState } from "react";
-import { $api, every } from "../api/cache";
+import { $api, every, invalidate } from "../api/cache";
 import { api } from "../api/client";
 import { useAction } from "../api/useAction";
 import { NamedTable, NewNamedForm } from "../components/NamedTable";
@@ -10,7 +10,7 @@ export function TaskGroupsPanel({ manage }: { manage: boolean }) {
   const [name, setName] = useState("");
   const [slots, setSlots] = useState("1");
   const [description, setDescription] = useState("");
-  const { busy, error, run } = useAction(groups.refetch);
+  const { busy, error, run } = useAction(() => invalidate("/api/v1/task-groups"));
   const create = async () => {
     if (await run(() => api.POST("/api/v1/task-groups", { body: { name, slots: Number(slots), description } }))) {
       setName("");

@@ -1,5 +1,5 @@
 import { useState } from "react";
-import { $api, every } from "../api/cache";
+import { $api, every, invalidate } from "../api/cache";
 import { api } from "../api/client";
 import { Dag } from "../components/Dag";
 import { Diff } from "../components/Diff";
@@ -16,25 +16,13 @@ type Tab = "overview" | "schedule" | "backfill" | "triggers" | "runs";
 
 const where = (project: string, name: string) => ({ path: { project, name } });
 
-function Versions({
-  project,
-  name,
-  latest,
-  onChange,
-}: {
-  project: string;
-  name: string;
-  latest: number;
-  onChange: () => void;
-}) {
+function Versions({ project, name, latest }: { project: string; name: string; latest: number }) {
   const versions = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}/versions", {
     params: where(project, name),
   });
-  // A rollback stores a new version: the workflow (its latest) and this list change.
-  const { error: rollbackError, run } = useAction(() => {
-    onChange();
-    versions.refetch();
-  });
+  // A rollback stores a new version: the workflow (its latest), this list and the
+  // workflows list change.
+  const { error: rollbackError, run } = useAction(() => invalidate("/api/v1/projects/{project}/workflows"));
   const rollBack = (version: number) =>
     run(() =>
       api.POST("/api/v1/projects/{project}/workflows/{name}/versions/{version}/rollback", {
@@ -118,13 +106,13 @@ function Versions({
 
 /** Runs at a later time of this workflow, not yet started, each with a Cancel button. */
 function Scheduled({ project, name }: { project: string; name: string }) {
-  const { data, refetch } = $api.useQuery(
+  const { data } = $api.useQuery(
     "get",
     "/api/v1/projects/{project}/commands",
     { params: { path: { project } } },
     every(2000),
   );
-  const { error, run } = useAction(() => refetch());
+  const { error, run } = useAction(() => invalidate("/api/v1/projects/{project}/commands", "/api/v1/commands"));
   const later = (data ?? []).filter((c) => c.workflow === name && c.due_at);
   if (later.length === 0 && !error) return null;
   return (
@@ -209,14 +197,11 @@ function Runs({ project, name }: { project: string; name: string }) {
 export function WorkflowPage({ project, name, tab }: { project: string; name: string; tab: Tab }) {
   useTitle(name);
   const [starting, setStarting] = useState(false);
-  const {
-    data: wf,
-    error,
-    refetch: reload,
-  } = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}", {
+  const { data: wf, error } = $api.useQuery("get", "/api/v1/projects/{project}/workflows/{name}", {
     params: where(project, name),
   });
-  const { error: releaseError, run } = useAction(reload);
+  // The release state shows here and on the workflows list (and a start is refused).
+  const { error: releaseError, run } = useAction(() => invalidate("/api/v1/projects/{project}/workflows"));
   const release = (state: "online" | "offline") =>
     run(() =>
       state === "online"
@@ -293,7 +278,7 @@ export function WorkflowPage({ project, name, tab }: { project: string; name: st
               <pre className="code">{wf.yaml}</pre>
             </section>
           </div>
-          <Versions project={project} name={name} latest={wf.version} onChange={reload} />
+          <Versions project={project} name={name} latest={wf.version} />
         </>
       )}
       {wf && tab === "schedule" && <SchedulePanel project={project} name={name} />}
