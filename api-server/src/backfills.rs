@@ -15,7 +15,7 @@ use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shoal_common::access::Role;
-use shoal_common::definition::{dependent_stages, normalize};
+use shoal_common::definition::dependent_stages;
 use shoal_common::schedule::{backfill_times, parse_timezone};
 use shoal_common::start::Params;
 use shoal_common::start::StartOptions;
@@ -160,10 +160,9 @@ pub async fn create(
         req.timeout.as_deref(),
     )
     .await?;
-    let environment = req.environment.as_deref().map(normalize);
-    if let Some(env) = &environment {
-        crate::environments::check_exist(&ctx, &project, &[env.as_str()], "the backfill").await?;
-    }
+    let environment =
+        crate::environments::chosen(&ctx, &project, req.environment.as_deref(), "the backfill")
+            .await?;
     let options = &mut root.options;
     options.failure_strategy = req.failure_strategy.or(options.failure_strategy);
     options.worker_group = run.worker_group.or(options.worker_group.take());

@@ -133,10 +133,9 @@ pub async fn start(
         )));
     }
     refuse_undefined(&def, &params)?;
-    let environment = req.environment.map(|e| normalize(&e));
-    if let Some(env) = &environment {
-        crate::environments::check_exist(&ctx, &project, &[env.as_str()], "the start").await?;
-    }
+    let environment =
+        crate::environments::chosen(&ctx, &project, req.environment.as_deref(), "the start")
+            .await?;
     let run = RunOptions::check(
         &ctx,
         req.worker_group,

@@ -193,6 +193,21 @@ pub async fn delete(
     }
 }
 
+/// The environment a start, backfill or schedule asks for, normalised, once `project`
+/// is known to have it (see [`check_exist`]).
+pub(crate) async fn chosen(
+    ctx: &Ctx,
+    project: &str,
+    asked: Option<&str>,
+    what: &str,
+) -> Result<Option<String>> {
+    let Some(name) = asked.map(shoal_common::definition::normalize) else {
+        return Ok(None);
+    };
+    check_exist(ctx, project, &[name.as_str()], what).await?;
+    Ok(Some(name))
+}
+
 /// 400 naming the first of `names` that `project` has no environment of, and how to
 /// create it; `what` names what asks for it (a workflow, the start).
 pub(crate) async fn check_exist(

@@ -108,9 +108,9 @@ async fn checked_spec(ctx: &Ctx, project: &str, name: &str, body: &Body) -> Resu
     let run = RunOptions::check(ctx, None, channels, timeout.as_deref()).await?;
     let mut spec = req.into_spec()?;
     (spec.alert_channels, spec.timeout) = (run.alert_channels, run.timeout);
-    if let Some(env) = &spec.environment {
-        crate::environments::check_exist(ctx, project, &[env.as_str()], "the schedule").await?;
-    }
+    let asked = spec.environment.take();
+    spec.environment =
+        crate::environments::chosen(ctx, project, asked.as_deref(), "the schedule").await?;
     spec.check()?;
     refuse_undefined(&def, &spec.params)?;
     Ok(spec)
