@@ -61,6 +61,10 @@ fn database_failure(e: &sqlx::Error) -> Failure {
                 // Busy or locked: primary codes 5 and 6 (extended codes keep them in the
                 // low byte).
                 code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6))
+            } else if let Some(my) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+                // MySQL/MariaDB: too many connections (1040), server shutdown (1053), lock
+                // wait timeout (1205), deadlock (1213), connection killed (1927).
+                matches!(my.number(), 1040 | 1053 | 1205 | 1213 | 1927)
             } else {
                 // Postgres: connection exception (08), insufficient resources (53),
                 // serialization failure and deadlock (40001, 40P01), a server restart or

@@ -245,15 +245,14 @@ impl Store {
 
     pub async fn delete_alert_channel(&self, name: &str) -> Result<()> {
         let mut tx = self.db.begin().await?;
-        let deleted: Option<(String,)> = tx
-            .fetch_optional(
+        let deleted = tx
+            .execute_counted(
                 Query::delete()
                     .from_table(Chan::Table)
-                    .and_where(Expr::col(Chan::Name).eq(name))
-                    .returning_col(Chan::Name),
+                    .and_where(Expr::col(Chan::Name).eq(name)),
             )
             .await?;
-        if deleted.is_none() {
+        if deleted == 0 {
             return Err(Error::NotFound(format!(
                 "alert channel '{name}' does not exist"
             )));
@@ -329,8 +328,7 @@ impl Store {
             .value(Alert::LeaseOwner, Option::<String>::None)
             .value(Alert::LeaseUntil, Option::<i64>::None)
             .and_where(Expr::col(Alert::Id).eq(id))
-            .and_where(Expr::col(Alert::LeaseOwner).eq(owner))
-            .returning_col(Alert::Id);
+            .and_where(Expr::col(Alert::LeaseOwner).eq(owner));
         match outcome {
             Delivery::Sent => update
                 .value(Alert::State, ALERT_SENT)
@@ -348,9 +346,9 @@ impl Store {
                 .value(Alert::NextAttemptAt, retry_at.unwrap_or(now)),
         };
         let mut tx = self.db.begin().await?;
-        let updated: Option<(i64,)> = tx.fetch_optional(&update).await?;
+        let updated = tx.execute_counted(&update).await?;
         tx.commit().await?;
-        Ok(updated.is_some())
+        Ok(updated > 0)
     }
 
     /// Alerts, newest first.

@@ -325,18 +325,17 @@ impl Store {
         let later = later.into_iter().map(|(id, _)| (id,));
         let mut ids = vec![id];
         ids.extend(later.into_iter().map(|(id,)| id));
-        let skipped: Vec<(i32,)> = tx
-            .fetch_all(
+        let skipped = tx
+            .execute_counted(
                 Query::update()
                     .table(BackfillRun::Table)
                     .value(BackfillRun::State, BackfillRunState::Skipped.as_str())
                     .and_where(Expr::col(BackfillRun::BackfillId).is_in(ids))
-                    .and_where(Expr::col(BackfillRun::State).eq(BackfillRunState::Pending.as_str()))
-                    .returning_col(BackfillRun::Position),
+                    .and_where(Expr::col(BackfillRun::State).eq(BackfillRunState::Pending.as_str())),
             )
             .await?;
         tx.commit().await?;
-        Ok(Cancel::Skipped(skipped.len()))
+        Ok(Cancel::Skipped(skipped as usize))
     }
 }
 
@@ -372,7 +371,7 @@ async fn insert_backfill(
             chained.map_or(0, |c| c.stage).into(),
         ])
         .returning_col(Backfill::Id);
-    let (id,): (i64,) = tx.fetch_one(&insert).await?;
+    let id = tx.insert_id(&insert).await?;
     let runs: Vec<(i32, i64)> = (0..).zip(backfill.times.iter().copied()).collect();
     for chunk in runs.chunks(tx.rows_per_statement(4)) {
         tx.execute(&insert_rows(

@@ -4,7 +4,7 @@
 //! record and does nothing twice), the messages that could not be used, and the state of
 //! each consumer.
 
-use super::Store;
+use super::{Backend, Store};
 use super::command_rows::{insert_command_statement, notify_masters};
 use super::db::Tx;
 use super::definitions::{decode_spec, is_latest_version};
@@ -34,7 +34,7 @@ const CONSUMER_COLUMNS: [Consumer; 13] = [
     Consumer::Duplicate,
     Consumer::Delivered,
 ];
-use shoal_common::error::Result;
+use shoal_common::error::{Error, Result};
 use shoal_common::start::Params;
 use shoal_common::types::now_ms;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -338,9 +338,8 @@ async fn claim(
     }
     let mut ids: Vec<_> = first.keys().copied().collect();
     ids.sort_unstable();
-    let mut recorded = HashSet::new();
-    for chunk in ids.chunks(tx.rows_per_statement(6)) {
-        let mut insert = insert_rows(
+    let record = |chunk: &[(&str, &str, &str, &str)]| {
+        insert_rows(
             Seen::Table,
             [
                 Seen::Project,
@@ -360,11 +359,30 @@ async fn claim(
                     now.into(),
                 ]
             }),
-        );
-        insert.on_conflict(OnConflict::columns(SEEN_KEY).do_nothing().to_owned());
-        insert.returning(Query::returning().columns(SEEN_KEY));
-        let rows: Vec<(String, String, String, String)> = tx.fetch_all(&insert).await?;
-        recorded.extend(rows);
+        )
+    };
+    let mut recorded = HashSet::new();
+    if tx.backend() == Backend::Mysql {
+        // MySQL says nothing of which rows an insert added: one insert per identity, a
+        // duplicate's error (after which a MySQL transaction goes on) meaning it was
+        // recorded before.
+        for &(project, workflow, trigger, id) in &ids {
+            match tx.execute(&record(&[(project, workflow, trigger, id)])).await {
+                Ok(()) => {
+                    recorded.insert((project.into(), workflow.into(), trigger.into(), id.into()));
+                }
+                Err(Error::Database(sqlx::Error::Database(e))) if e.is_unique_violation() => {}
+                Err(e) => return Err(e),
+            }
+        }
+    } else {
+        for chunk in ids.chunks(tx.rows_per_statement(6)) {
+            let mut insert = record(chunk);
+            insert.on_conflict(OnConflict::columns(SEEN_KEY).do_nothing().to_owned());
+            insert.returning(Query::returning().columns(SEEN_KEY));
+            let rows: Vec<(String, String, String, String)> = tx.fetch_all(&insert).await?;
+            recorded.extend(rows);
+        }
     }
     Ok(batch
         .iter()

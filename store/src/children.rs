@@ -219,15 +219,15 @@ impl Store {
     /// command if no master has claimed it yet, else says where the child instance is.
     pub async fn withdraw_child(&self, parent_task_id: i64) -> Result<ChildRun> {
         let mut tx = self.db.begin().await?;
-        let withdrawn: Vec<(i64,)> = tx
-            .fetch_all(
+        let withdrawn = tx
+            .execute_counted(
                 Query::delete()
                     .from_table(Cmd::Table)
-                    .and_where(Expr::col(Cmd::ParentTaskId).eq(parent_task_id))
-                    .returning_col(Cmd::Id),
+                    .and_where(Expr::col(Cmd::ParentTaskId).eq(parent_task_id)),
             )
-            .await?;
-        let instance: Option<(i64, Option<String>, String)> = if withdrawn.is_empty() {
+            .await?
+            > 0;
+        let instance: Option<(i64, Option<String>, String)> = if !withdrawn {
             tx.fetch_optional(
                 Query::select()
                     .columns([Inst::Id, Inst::Owner, Inst::State])
@@ -239,14 +239,14 @@ impl Store {
             None
         };
         tx.commit().await?;
-        Ok(match (withdrawn.is_empty(), instance) {
-            (false, _) => ChildRun::Withdrawn,
-            (true, Some((id, owner, state))) => ChildRun::Instance {
+        Ok(match (withdrawn, instance) {
+            (true, _) => ChildRun::Withdrawn,
+            (false, Some((id, owner, state))) => ChildRun::Instance {
                 id,
                 owner,
                 state: parse(&format!("workflow_instance {id}"), &state)?,
             },
-            (true, None) => ChildRun::None,
+            (false, None) => ChildRun::None,
         })
     }
 

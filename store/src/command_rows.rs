@@ -3,9 +3,9 @@
 //! them back; and the error-command rows of those that will not run.
 
 use super::codec::to_json;
-use super::db::{Db, Tx};
+use super::db::Tx;
 use super::schema::{Command as Cmd, ErrorCommand as ErrCmd};
-use super::signal::COMMAND_CHANNEL;
+use super::signal::{COMMAND_CHANNEL, Written};
 use super::sql::{insert_rows, with_id};
 use super::{Backend, NewCommand, Store};
 use sea_query::{Func, InsertStatement, Query, SelectStatement};
@@ -13,12 +13,10 @@ use shoal_common::error::{Error, Result};
 use shoal_common::types::{Priority, now_ms};
 
 impl Store {
-    /// Wakes standalone's master after a commit that wrote commands (Postgres masters are
-    /// woken by the NOTIFY of the transaction).
+    /// Wakes this process' master after a commit that wrote commands (Postgres masters are
+    /// woken by the NOTIFY of the transaction; MySQL masters elsewhere poll).
     pub(super) fn commands_written(&self) {
-        if let Db::Sqlite { commands, .. } = &self.db {
-            commands.wake();
-        }
+        self.db.written(Written::Commands);
     }
 }
 
@@ -27,7 +25,7 @@ impl Store {
 /// [`Store::commands_written`]). A second pending action on one instance is a conflict.
 pub(super) async fn insert_command_in(tx: &mut Tx, cmd: &NewCommand) -> Result<i64> {
     let insert = insert_command_statement(cmd, now_ms())?;
-    let (id,): (i64,) = match tx.fetch_one(&insert).await {
+    let id = match tx.insert_id(&insert).await {
         Err(Error::Database(sqlx::Error::Database(e))) if e.is_unique_violation() => {
             let instance = cmd.workflow_instance_id.unwrap_or_default();
             return Err(Error::Conflict(format!(

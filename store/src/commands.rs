@@ -5,7 +5,7 @@ use super::codec::{from_json, parse, to_json};
 use super::command_rows::{
     CommandRecord, ErrorCommandRow, insert_command_in, insert_error_commands, select_commands,
 };
-use super::db::{Db, Tx};
+use super::db::Tx;
 use super::definitions::{DefinitionLookup, load_definition};
 use super::instance_rows::{
     INSTANCE_COLUMNS, InstanceRecord, TaskRecord, insert_instances, select_tasks,
@@ -14,7 +14,7 @@ use super::offline::is_offline;
 use super::schema::TaskInstance as Task;
 use super::schema::{Command as Cmd, ErrorCommand as ErrCmd, WorkflowInstance as Inst};
 use super::serial;
-use super::signal::{COMMAND_CHANNEL, Signal};
+use super::signal::{Signal, Written};
 use super::{
     CancelRefused, ClaimedInstance, CommandStatus, InstanceRow, NewCommand, PendingCommand, Store,
 };
@@ -167,10 +167,7 @@ impl Store {
 
     /// Wakes when commands were written (on Postgres over a connection of its own).
     pub async fn command_signal(&self) -> Result<Signal> {
-        match &self.db {
-            Db::Postgres(pool) => Signal::postgres(pool, COMMAND_CHANNEL).await,
-            Db::Sqlite { commands, .. } => Ok(Signal::local(commands.clone())),
-        }
+        self.db.signal(Written::Commands).await
     }
 
     /// Claims up to `limit` commands and turns each into a running workflow instance owned

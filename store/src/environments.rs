@@ -145,19 +145,18 @@ impl Store {
         if !users.is_empty() {
             return Ok(EnvironmentDelete::InUse(users));
         }
-        let deleted: Option<(String,)> = tx
-            .fetch_optional(
+        let deleted = tx
+            .execute_counted(
                 Query::delete()
                     .from_table(Env::Table)
                     .and_where(Expr::col(Env::Project).eq(project))
-                    .and_where(Expr::col(Env::Name).eq(name))
-                    .returning_col(Env::Name),
+                    .and_where(Expr::col(Env::Name).eq(name)),
             )
             .await?;
         tx.commit().await?;
         Ok(match deleted {
-            Some(_) => EnvironmentDelete::Deleted,
-            None => EnvironmentDelete::Missing,
+            0 => EnvironmentDelete::Missing,
+            _ => EnvironmentDelete::Deleted,
         })
     }
 }

@@ -140,13 +140,18 @@ pub(super) async fn deliver_in(
     data: &Params,
     keep: Duration,
 ) -> Result<Delivered> {
-    let mut ending = end_update(TaskState::Success, data, &completed_by(event, key))?;
-    ending.and_where(
-        Expr::col(super::schema::TaskInstance::Id).in_subquery(waits_for(project, event, key)),
-    );
-    let rows: Vec<(i64,)> = tx.fetch_all(&ending).await?;
-    let mut completed: Vec<i64> = rows.into_iter().map(|(id,)| id).collect();
-    completed.sort_unstable();
+    // Each wait ended on its own, by id: the ones still waiting count (MySQL returns no
+    // ids from an update).
+    let mut waits: Vec<(i64,)> = tx.fetch_all(&waits_for(project, event, key)).await?;
+    waits.sort_unstable();
+    let mut completed = Vec::with_capacity(waits.len());
+    for (id,) in waits {
+        let mut ending = end_update(TaskState::Success, data, &completed_by(event, key))?;
+        ending.and_where(Expr::col(super::schema::TaskInstance::Id).eq(id));
+        if tx.execute_counted(&ending).await? > 0 {
+            completed.push(id);
+        }
+    }
     let now = now_ms();
     let keep_ms = i64::try_from(keep.as_millis()).unwrap_or(i64::MAX);
     let kept_until = (completed.is_empty() && keep_ms > 0).then(|| now.saturating_add(keep_ms));
@@ -263,24 +268,28 @@ impl Store {
         now: i64,
     ) -> Result<bool> {
         let mut tx = self.db.begin().await?;
-        let taken: Option<(i64, String)> = tx
-            .fetch_optional(
-                Query::delete()
-                    .from_table(Kept::Table)
-                    .and_where(
-                        Expr::col(Kept::Id).in_subquery(oldest_kept(project, event, key, now)),
-                    )
-                    .returning(Query::returning().columns([Kept::Id, Kept::Data])),
-            )
+        // Read, then deleted by id: MySQL can neither return what it deleted nor delete
+        // by a subquery of the same table. Of two takers of one event, one deletes it.
+        let oldest: Option<(i64, String)> = tx
+            .fetch_optional(oldest_kept(project, event, key, now).column(Kept::Data))
             .await?;
-        let Some((kept_id, data)) = taken else {
+        let Some((kept_id, data)) = oldest else {
             return Ok(false);
         };
+        let taken = tx
+            .execute_counted(
+                Query::delete()
+                    .from_table(Kept::Table)
+                    .and_where(Expr::col(Kept::Id).eq(kept_id)),
+            )
+            .await?;
+        if taken == 0 {
+            return Ok(false);
+        }
         let data: Params = from_json(&format!("kept_event {kept_id}"), "data", &data)?;
         let mut ending = end_update(TaskState::Success, &data, &completed_by(event, key))?;
         ending.and_where(Expr::col(super::schema::TaskInstance::Id).eq(id));
-        let hit: Option<(i64,)> = tx.fetch_optional(&ending).await?;
-        if hit.is_none() {
+        if tx.execute_counted(&ending).await? == 0 {
             // Dropped without a commit: the event stays kept.
             return Ok(false);
         }

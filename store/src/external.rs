@@ -3,15 +3,17 @@
 //! ended like any waiting attempt by one conditional write (`Store::end_waiting`): its
 //! worker's completion, or the master's when the lease lapsed or the timeout passed.
 
-use super::db::{Db, Tx};
+use super::db::Tx;
 use super::schema::{
     ExternalTask as Ext, ExternalWorker as Seen, TaskInstance as Task, TaskLog as Log,
     WorkflowInstance as Inst,
 };
-use super::signal::{EXTERNAL_CHANNEL, Signal};
+use super::signal::{EXTERNAL_CHANNEL, Signal, Written};
 use super::sql::insert_rows;
 use super::{Backend, Store};
-use sea_query::{Expr, ExprTrait, LockBehavior, LockType, OnConflict, Order, Query};
+use sea_query::{
+    Expr, ExprTrait, LockBehavior, LockType, OnConflict, Order, Query, SelectStatement,
+};
 use shoal_common::error::Result;
 use shoal_common::types::{TaskState, now_ms};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -189,6 +191,15 @@ async fn notify(tx: &mut Tx) -> Result<()> {
     Ok(())
 }
 
+/// `columns` of the offer of attempt `id`.
+fn select_offer<const N: usize>(id: i64, columns: [Ext; N]) -> SelectStatement {
+    Query::select()
+        .columns(columns)
+        .from(Ext::Table)
+        .and_where(Expr::col(Ext::TaskInstanceId).eq(id))
+        .to_owned()
+}
+
 /// Deletes the offers of attempts `ids`, which ended.
 pub(super) async fn withdraw(tx: &mut Tx, ids: &[i64]) -> Result<()> {
     for chunk in ids.chunks(tx.rows_per_statement(1)) {
@@ -203,20 +214,15 @@ pub(super) async fn withdraw(tx: &mut Tx, ids: &[i64]) -> Result<()> {
 }
 
 impl Store {
-    /// Wakes standalone's polls after a commit that offered external tasks (Postgres
-    /// polls are woken by the NOTIFY of the transaction).
+    /// Wakes this process' polls after a commit that offered external tasks (Postgres
+    /// polls are woken by the NOTIFY of the transaction; MySQL ones elsewhere poll).
     pub(super) fn external_offered(&self) {
-        if let Db::Sqlite { external, .. } = &self.db {
-            external.wake();
-        }
+        self.db.written(Written::External);
     }
 
     /// Wakes when external tasks were offered (on Postgres over a connection of its own).
     pub async fn external_signal(&self) -> Result<Signal> {
-        match &self.db {
-            Db::Postgres(pool) => Signal::postgres(pool, EXTERNAL_CHANNEL).await,
-            Db::Sqlite { external, .. } => Ok(Signal::local(external.clone())),
-        }
+        self.db.signal(Written::External).await
     }
 
     /// Takes up to `max` untaken external tasks of `queues` (of `projects` only, when
@@ -247,12 +253,20 @@ impl Store {
         if let Some(projects) = projects {
             ready.and_where(Expr::col((Ext::Table, Ext::Project)).is_in(projects.iter().cloned()));
         }
-        if tx.backend() == Backend::Postgres {
-            ready.lock_with_tables_behavior(
-                LockType::Update,
-                [Ext::Table],
-                LockBehavior::SkipLocked,
-            );
+        match tx.backend() {
+            Backend::Postgres => {
+                ready.lock_with_tables_behavior(
+                    LockType::Update,
+                    [Ext::Table],
+                    LockBehavior::SkipLocked,
+                );
+            }
+            // MariaDB has no `FOR UPDATE OF`: the attempts' rows are locked too, briefly.
+            Backend::Mysql => {
+                ready.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+            }
+            // Its write transaction is exclusive.
+            Backend::Sqlite => {}
         }
         let ids: Vec<(i64,)> = tx.fetch_all(&ready).await?;
         if ids.is_empty() {
@@ -338,20 +352,17 @@ impl Store {
     pub async fn renew_lease(&self, id: i64, token_hash: &str) -> Result<Option<i64>> {
         let mut tx = self.db.begin().await?;
         let now = now_ms();
+        let columns = [Ext::LeaseExpiresAt, Ext::Project, Ext::Queue, Ext::Worker];
         let renewed: Option<(i64, String, String, String)> = tx
-            .fetch_optional(
+            .update_returning(
                 Query::update()
                     .table(Ext::Table)
                     .value(Ext::LeaseExpiresAt, Expr::col(Ext::LeaseMs).add(now))
                     .and_where(Expr::col(Ext::TaskInstanceId).eq(id))
                     .and_where(Expr::col(Ext::TokenHash).eq(token_hash))
                     .and_where(waiting(id))
-                    .returning(Query::returning().columns([
-                        Ext::LeaseExpiresAt,
-                        Ext::Project,
-                        Ext::Queue,
-                        Ext::Worker,
-                    ])),
+                    .returning(Query::returning().columns(columns)),
+                &select_offer(id, columns),
             )
             .await?;
         let Some((at, project, queue, worker)) = renewed else {
@@ -368,7 +379,7 @@ impl Store {
     pub async fn release_lease(&self, id: i64, token_hash: &str) -> Result<Option<String>> {
         let mut tx = self.db.begin().await?;
         let released: Option<(String,)> = tx
-            .fetch_optional(
+            .update_returning(
                 Query::update()
                     .table(Ext::Table)
                     .value(Ext::Worker, Option::<String>::None)
@@ -378,6 +389,7 @@ impl Store {
                     .and_where(Expr::col(Ext::TokenHash).eq(token_hash))
                     .and_where(waiting(id))
                     .returning(Query::returning().column(Ext::Queue)),
+                &select_offer(id, [Ext::Queue]),
             )
             .await?;
         let Some((queue,)) = released else {

@@ -6,7 +6,9 @@
 //! taking master dies right after, the instance is orphaned again and the next one takes it.
 
 use super::definitions::pinned_definition;
-use super::instance_rows::{INSTANCE_COLUMNS, InstanceRecord, TaskRecord, select_tasks};
+use super::instance_rows::{
+    INSTANCE_COLUMNS, InstanceRecord, TaskRecord, select_instance, select_tasks,
+};
 use super::schema::{TaskInstance as Task, WorkflowInstance as Inst};
 use super::{ClaimedInstance, Store};
 use sea_query::{Expr, ExprTrait, Order, Query};
@@ -64,7 +66,7 @@ impl Store {
     ) -> Result<Option<ClaimedInstance>> {
         let mut tx = self.db.begin().await?;
         let record: Option<InstanceRecord> = tx
-            .fetch_optional(
+            .update_returning(
                 Query::update()
                     .table(Inst::Table)
                     .value(Inst::Owner, owner)
@@ -73,6 +75,7 @@ impl Store {
                     .and_where(Expr::col(Inst::OwnerEpoch).eq(epoch))
                     .and_where(Expr::col(Inst::State).is_in(DRIVEN.iter().map(|s| s.as_str())))
                     .returning(Query::returning().columns(INSTANCE_COLUMNS)),
+                &select_instance(id),
             )
             .await?;
         let Some(record) = record else {

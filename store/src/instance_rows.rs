@@ -4,8 +4,8 @@ use super::codec::{from_json, parse, to_json};
 use super::db::Tx;
 use super::schema::{TaskInstance as Task, WorkflowInstance as Inst};
 use super::sql::{insert_rows, with_id};
-use super::{InstanceRow, TaskInstanceRow};
-use sea_query::{Query, SelectStatement};
+use super::{Backend, InstanceRow, TaskInstanceRow};
+use sea_query::{Expr, ExprTrait, Query, SelectStatement};
 use shoal_common::error::Result;
 use std::collections::HashMap;
 
@@ -151,6 +151,15 @@ impl TaskRecord {
     }
 }
 
+/// Instance `id`'s row, as [`InstanceRecord`] reads it.
+pub(super) fn select_instance(id: i64) -> SelectStatement {
+    Query::select()
+        .columns(INSTANCE_COLUMNS)
+        .from(Inst::Table)
+        .and_where(Expr::col(Inst::Id).eq(id))
+        .to_owned()
+}
+
 pub(super) fn select_tasks() -> SelectStatement {
     Query::select()
         .columns(TASK_COLUMNS)
@@ -194,9 +203,20 @@ pub(super) async fn insert_instances(
                 .collect::<Result<Vec<_>>>()?,
         );
         // Matched by command_id (unique) rather than by the order RETURNING happens
-        // to produce.
+        // to produce. MySQL returns nothing: the rows are read back by command id.
         insert.returning(Query::returning().columns([Inst::Id, Inst::CommandId]));
-        let returned: Vec<(i64, i64)> = tx.fetch_all(&insert).await?;
+        let returned: Vec<(i64, i64)> = if tx.backend() == Backend::Mysql {
+            tx.execute(&insert).await?;
+            tx.fetch_all(
+                Query::select()
+                    .columns([Inst::Id, Inst::CommandId])
+                    .from(Inst::Table)
+                    .and_where(Expr::col(Inst::CommandId).is_in(chunk.iter().map(|r| r.command_id))),
+            )
+            .await?
+        } else {
+            tx.fetch_all(&insert).await?
+        };
         ids.extend(
             returned
                 .into_iter()

@@ -6,12 +6,12 @@ use super::instance_rows::{INSTANCE_COLUMNS, InstanceRecord, TaskRecord, select_
 use super::schema::{TaskInstance as Task, WorkflowDefinition as Def, WorkflowInstance as Inst};
 use super::sql::insert_rows;
 use super::{
-    InstanceFilter, InstanceRow, InstanceUpdate, NewAlert, NewTaskInstance, Store, TaskInstanceRow,
+    Backend, InstanceFilter, InstanceRow, InstanceUpdate, NewAlert, NewTaskInstance, Store, TaskInstanceRow,
     TaskUpdate, WriteBatch, WriteResult,
 };
 use sea_query::{
     Alias, Expr, ExprTrait, Func, Iden, IntoColumnRef, IntoIden, LockType, OnConflict, Order,
-    Query, SelectStatement, TableRef, ValueTuple,
+    Query, SelectStatement, TableRef, UnionType, ValueTuple,
 };
 use shoal_common::error::Result;
 use shoal_common::types::{WorkflowState, now_ms};
@@ -111,8 +111,8 @@ impl Store {
     /// committed; fenced like every engine write (false: the epoch moved on, or it ended).
     pub async fn fail_instance(&self, id: i64, owner_epoch: i64, reason: &str) -> Result<bool> {
         let mut tx = self.db.begin().await?;
-        let failed: Vec<(i64,)> = tx
-            .fetch_all(
+        let failed = tx
+            .execute_counted(
                 Query::update()
                     .table(Inst::Table)
                     .value(Inst::State, WorkflowState::Failure.as_str())
@@ -120,12 +120,11 @@ impl Store {
                     .value(Inst::Message, reason)
                     .and_where(Expr::col(Inst::Id).eq(id))
                     .and_where(Expr::col(Inst::OwnerEpoch).eq(owner_epoch))
-                    .and_where(Expr::col(Inst::EndedAt).is_null())
-                    .returning_col(Inst::Id),
+                    .and_where(Expr::col(Inst::EndedAt).is_null()),
             )
             .await?;
         tx.commit().await?;
-        Ok(!failed.is_empty())
+        Ok(failed > 0)
     }
 
     /// Instances matching `filter`, newest first (created_at, then id), `filter.offset`
@@ -261,7 +260,7 @@ fn filter_instances<'a>(
 
 /// The `VALUES` list that carries a batch of updates into one `UPDATE ... FROM`. Its
 /// columns keep their default names, column1.., which Postgres and SQLite share (SQLite
-/// cannot rename them in the alias).
+/// cannot rename them in the alias); MySQL's are given those names ([`batch_rows`]).
 #[derive(Iden, Clone, Copy)]
 enum Batch {
     Table,
@@ -283,6 +282,27 @@ enum Batch {
     C8,
 }
 
+/// The rows of a batch update as a table named `batch`: a `VALUES` list, or on MySQL
+/// (whose `VALUES ROW(..)` MariaDB lacks, and whose column names differ) a `UNION ALL` of
+/// one-row selects, which both MySQL and MariaDB join in `UPDATE ... JOIN`.
+fn batch_rows(tx: &Tx, rows: Vec<ValueTuple>) -> TableRef {
+    if tx.backend() != Backend::Mysql {
+        return TableRef::ValuesList(rows, Batch::Table.into_iden());
+    }
+    let mut selects = rows.into_iter().map(|row| {
+        let mut select = Query::select();
+        for (i, value) in row.into_iter().enumerate() {
+            select.expr_as(Expr::val(value), Alias::new(format!("column{}", i + 1)));
+        }
+        select
+    });
+    let mut union = selects.next().unwrap_or_else(Query::select);
+    for select in selects {
+        union.union(UnionType::All, select);
+    }
+    TableRef::SubQuery(Box::new(union), Batch::Table.into_iden())
+}
+
 fn batch(column: Batch) -> Expr {
     Expr::col((Batch::Table, column))
 }
@@ -295,7 +315,7 @@ fn batch_or_keep(column: Batch, current: impl IntoColumnRef) -> Expr {
 /// One multi-row `INSERT ... RETURNING id` per chunk; ids come back in input order.
 /// Inserts new attempts and returns their ids in input order. An attempt already there
 /// (same instance, run, task and attempt: a write retried after its outcome was lost) is
-/// not added again; its id is returned.
+/// not added again; its id is returned. MySQL returns nothing: every id is read back.
 async fn insert_tasks(tx: &mut Tx, tasks: &[NewTaskInstance]) -> Result<Vec<i64>> {
     let mut ids = Vec::with_capacity(tasks.len());
     for chunk in tasks.chunks(tx.rows_per_statement(12)) {
@@ -332,7 +352,13 @@ async fn insert_tasks(tx: &mut Tx, tasks: &[NewTaskInstance]) -> Result<Vec<i64>
                 ]
             }),
         );
-        insert.on_conflict(OnConflict::columns(ATTEMPT_KEY).do_nothing().to_owned());
+        // `_on`: MySQL's "do nothing" is an update of the id to itself (not IGNORE, which
+        // would also pass over other errors).
+        insert.on_conflict(
+            OnConflict::columns(ATTEMPT_KEY)
+                .do_nothing_on([Task::Id])
+                .to_owned(),
+        );
         let mut returning = ATTEMPT_KEY.to_vec();
         returning.push(Task::Id);
         insert.returning(Query::returning().columns(returning));
@@ -374,23 +400,30 @@ async fn existing_attempts(
     tx: &mut Tx,
     chunk: &[NewTaskInstance],
 ) -> Result<Vec<(AttemptKey, i64)>> {
-    let mut found = Vec::new();
-    for t in chunk {
-        let row: Option<(i64,)> = tx
-            .fetch_optional(
-                Query::select()
-                    .column(Task::Id)
-                    .from(Task::Table)
-                    .and_where(Expr::col(Task::WorkflowInstanceId).eq(t.workflow_instance_id))
-                    .and_where(Expr::col(Task::Run).eq(t.run))
-                    .and_where(Expr::col(Task::Name).eq(t.name.as_str()))
-                    .and_where(Expr::col(Task::Attempt).eq(t.attempt)),
-            )
-            .await?;
-        let key = (t.workflow_instance_id, t.run, t.name.clone(), t.attempt);
-        found.extend(row.map(|(id,)| (key, id)));
-    }
-    Ok(found)
+    let wanted: HashSet<AttemptKey> = chunk
+        .iter()
+        .map(|t| (t.workflow_instance_id, t.run, t.name.clone(), t.attempt))
+        .collect();
+    let instances: HashSet<i64> = chunk.iter().map(|t| t.workflow_instance_id).collect();
+    let names: HashSet<&str> = chunk.iter().map(|t| t.name.as_str()).collect();
+    // The chunk's instances and names may pair up into more attempts than it holds: those
+    // are read too and left out here.
+    let mut columns = ATTEMPT_KEY.to_vec();
+    columns.push(Task::Id);
+    let rows: Vec<(i64, i32, String, i32, i64)> = tx
+        .fetch_all(
+            Query::select()
+                .columns(columns)
+                .from(Task::Table)
+                .and_where(Expr::col(Task::WorkflowInstanceId).is_in(instances))
+                .and_where(Expr::col(Task::Name).is_in(names)),
+        )
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(instance, run, name, attempt, id)| ((instance, run, name, attempt), id))
+        .filter(|(key, _)| wanted.contains(key))
+        .collect())
 }
 
 /// One `UPDATE task_instance ... FROM (VALUES ...)` per chunk; a `None` field is sent as
@@ -445,7 +478,7 @@ async fn update_tasks(tx: &mut Tx, updates: &[TaskUpdate], fenced: &HashSet<i64>
                     Task::Message,
                     batch_or_keep(Batch::C8, (Task::Table, Task::Message)),
                 )
-                .from(TableRef::ValuesList(rows, Batch::Table.into_iden()))
+                .from(batch_rows(tx, rows))
                 .and_where(Expr::col((Task::Table, Task::Id)).eq(batch(Batch::C1)))
                 .and_where(Expr::col((Task::Table, Task::Id)).is_in(chunk.iter().map(|u| u.id)))
                 .and_where_option((!fenced.is_empty()).then(|| {
@@ -464,18 +497,7 @@ async fn update_tasks(tx: &mut Tx, updates: &[TaskUpdate], fenced: &HashSet<i64>
 async fn lost_instances(tx: &mut Tx, epochs: &[(i64, i64)]) -> Result<HashSet<i64>> {
     let mut lost = HashSet::new();
     for chunk in epochs.chunks(tx.rows_per_statement(1)) {
-        let current: HashMap<i64, i64> = tx
-            .fetch_all::<(i64, i64)>(
-                Query::select()
-                    .columns([Inst::Id, Inst::OwnerEpoch])
-                    .from(Inst::Table)
-                    .and_where(Expr::col(Inst::Id).is_in(chunk.iter().map(|(id, _)| *id)))
-                    .order_by(Inst::Id, Order::Asc)
-                    .lock(LockType::Update),
-            )
-            .await?
-            .into_iter()
-            .collect();
+        let current = current_epochs(tx, chunk.iter().map(|(id, _)| *id)).await?;
         lost.extend(
             chunk
                 .iter()
@@ -484,6 +506,26 @@ async fn lost_instances(tx: &mut Tx, epochs: &[(i64, i64)]) -> Result<HashSet<i6
         );
     }
     Ok(lost)
+}
+
+/// The owner epochs of instances `ids`, their rows locked until commit (in id order, so
+/// that concurrent writers lock alike).
+async fn current_epochs(
+    tx: &mut Tx,
+    ids: impl IntoIterator<Item = i64>,
+) -> Result<HashMap<i64, i64>> {
+    Ok(tx
+        .fetch_all::<(i64, i64)>(
+            Query::select()
+                .columns([Inst::Id, Inst::OwnerEpoch])
+                .from(Inst::Table)
+                .and_where(Expr::col(Inst::Id).is_in(ids))
+                .order_by(Inst::Id, Order::Asc)
+                .lock(LockType::Update),
+        )
+        .await?
+        .into_iter()
+        .collect())
 }
 
 /// Applies instance updates where `owner_epoch` still matches, one statement per chunk
@@ -512,17 +554,27 @@ async fn update_instances(tx: &mut Tx, updates: &[InstanceUpdate]) -> Result<Vec
                 Inst::EndedAt,
                 batch_or_keep(Batch::C4, (Inst::Table, Inst::EndedAt)),
             )
-            .from(TableRef::ValuesList(rows, Batch::Table.into_iden()))
+            .from(batch_rows(tx, rows))
             .and_where(Expr::col((Inst::Table, Inst::Id)).eq(batch(Batch::C1)))
             .and_where(Expr::col((Inst::Table, Inst::Id)).is_in(chunk.iter().map(|u| u.id)))
             .and_where(Expr::col((Inst::Table, Inst::OwnerEpoch)).eq(batch(Batch::C2)))
             .returning_col(Inst::Id);
-        let applied: HashSet<i64> = tx
-            .fetch_all::<(i64,)>(&update)
-            .await?
-            .into_iter()
-            .map(|(id,)| id)
-            .collect();
+        let applied: HashSet<i64> = if tx.backend() == Backend::Mysql {
+            // No RETURNING: the rows whose epoch matches, locked, are the ones updated.
+            let current = current_epochs(tx, chunk.iter().map(|u| u.id)).await?;
+            tx.execute(&update).await?;
+            chunk
+                .iter()
+                .filter(|u| current.get(&u.id) == Some(&u.owner_epoch))
+                .map(|u| u.id)
+                .collect()
+        } else {
+            tx.fetch_all::<(i64,)>(&update)
+                .await?
+                .into_iter()
+                .map(|(id,)| id)
+                .collect()
+        };
         fenced.extend(
             chunk
                 .iter()

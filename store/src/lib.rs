@@ -1,7 +1,8 @@
-//! The one store API over Postgres (cluster) and SQLite (standalone).
+//! The one store API over Postgres or MySQL/MariaDB (cluster) and SQLite (standalone).
 //!
 //! Statements are built once with sea-query and rendered for the backend in use; values
-//! are always bound. Migrations in `sql/postgres` and `sql/sqlite` run in `connect`.
+//! are always bound. Migrations in `sql/postgres`, `sql/mysql` and `sql/sqlite` run in
+//! `connect`.
 //! The methods live by subject: `definitions`, `commands` (intake and claim), `instances`
 //! (the master's write batch and the run-state reads), `schedules` (cron schedules and
 //! their fires), `backfills`, `serial` (execution types), `task_groups` (slots shared
@@ -87,6 +88,7 @@ use shoal_common::error::Result;
 pub enum Backend {
     Postgres,
     Sqlite,
+    Mysql,
 }
 
 /// Cheap to clone: clones share the pools (and, on SQLite, the command signal).
@@ -96,7 +98,8 @@ pub struct Store {
 }
 
 impl Store {
-    /// `postgres://...` or `sqlite://PATH` (the file is created). Runs the migrations.
+    /// `postgres://...`, `mysql://...` or `sqlite://PATH` (the file is created). Runs the
+    /// migrations.
     pub async fn connect(url: &str) -> Result<Store> {
         Ok(Store {
             db: Db::connect(url, true).await?,

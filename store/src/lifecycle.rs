@@ -41,7 +41,7 @@ impl Store {
                 .values_panic([project.into(), workflow.into(), now_ms().into()])
                 .on_conflict(
                     OnConflict::columns([WorkflowOffline::Project, WorkflowOffline::Workflow])
-                        .do_nothing()
+                        .do_nothing_on([WorkflowOffline::Since])
                         .to_owned(),
                 );
             tx.execute(&insert).await?;

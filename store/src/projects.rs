@@ -56,7 +56,11 @@ pub(super) async fn ensure_project(tx: &mut Tx, project: &str, by: &str) -> Resu
         [Project::Name, Project::CreatedBy, Project::CreatedAt],
         [[project.into(), by.into(), now_ms().into()]],
     );
-    insert.on_conflict(OnConflict::column(Project::Name).do_nothing().to_owned());
+    insert.on_conflict(
+        OnConflict::column(Project::Name)
+            .do_nothing_on([Project::Name])
+            .to_owned(),
+    );
     tx.execute(&insert).await
 }
 
@@ -172,16 +176,15 @@ impl Store {
         .await?;
         // Members, secrets, environments, trigger calls and kept events go by their
         // foreign keys.
-        let deleted: Option<(String,)> = tx
-            .fetch_optional(
+        let deleted = tx
+            .execute_counted(
                 Query::delete()
                     .from_table(Project::Table)
-                    .and_where(Expr::col(Project::Name).eq(name))
-                    .returning_col(Project::Name),
+                    .and_where(Expr::col(Project::Name).eq(name)),
             )
             .await?;
         tx.commit().await?;
-        Ok(deleted.is_some())
+        Ok(deleted > 0)
     }
 
     /// Members of `project`, by user name.
@@ -222,17 +225,16 @@ impl Store {
     pub async fn remove_member(&self, project: &str, user: &str) -> Result<bool> {
         let mut tx = self.db.begin().await?;
         let user_id = user_id(&mut tx, user).await?;
-        let removed: Option<(String,)> = tx
-            .fetch_optional(
+        let removed = tx
+            .execute_counted(
                 Query::delete()
                     .from_table(Member::Table)
                     .and_where(Expr::col(Member::Project).eq(project))
-                    .and_where(Expr::col(Member::UserId).eq(user_id))
-                    .returning_col(Member::Role),
+                    .and_where(Expr::col(Member::UserId).eq(user_id)),
             )
             .await?;
         tx.commit().await?;
-        Ok(removed.is_some())
+        Ok(removed > 0)
     }
 
     /// The project an instance, task attempt, command or backfill belongs to; None when

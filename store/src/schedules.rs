@@ -13,7 +13,7 @@ use super::db::Tx;
 use super::schema::WorkflowDefinition as Def;
 use super::sql::insert_rows;
 use super::{NewCommand, Store};
-use sea_query::{Cond, Expr, ExprTrait, Func, Iden, Order, Query};
+use sea_query::{Cond, Expr, ExprTrait, Func, Iden, Order, Query, SelectStatement};
 use shoal_common::error::{Error, Result};
 use shoal_common::schedule::{CronSchedule, Misfire, Window};
 use shoal_common::start::{Params, StartOptions};
@@ -277,8 +277,9 @@ impl Store {
             .into_table(Schedule::Table)
             .columns(columns)
             .values_panic(values)
-            .returning(Query::returning().columns(COLUMNS));
-        let record: ScheduleRecord = tx.fetch_one(&insert).await?;
+            .returning_col(Schedule::Id);
+        let id = tx.insert_id(&insert).await?;
+        let record: ScheduleRecord = tx.fetch_one(&select_schedule(id)).await?;
         super::audit_object(&format!("schedule {}", record.id));
         tx.commit().await?;
         record.decode()
@@ -381,7 +382,8 @@ impl Store {
     ) -> Result<ScheduleRow> {
         update.returning(Query::returning().columns(COLUMNS));
         let mut tx = self.db.begin().await?;
-        let record: Option<ScheduleRecord> = tx.fetch_optional(&update).await?;
+        let record: Option<ScheduleRecord> =
+            tx.update_returning(&update, &select_schedule(id)).await?;
         let row = record
             .ok_or_else(|| Error::NotFound(format!("schedule {id}")))?
             .decode()?;
@@ -401,16 +403,15 @@ impl Store {
                 .and_where(Expr::col(ScheduleFire::ScheduleId).eq(id)),
         )
         .await?;
-        let deleted: Option<(i64,)> = tx
-            .fetch_optional(
+        let deleted = tx
+            .execute_counted(
                 Query::delete()
                     .from_table(Schedule::Table)
-                    .and_where(Expr::col(Schedule::Id).eq(id))
-                    .returning_col(Schedule::Id),
+                    .and_where(Expr::col(Schedule::Id).eq(id)),
             )
             .await?;
         tx.commit().await?;
-        Ok(deleted.is_some())
+        Ok(deleted > 0)
     }
 
     /// Moves the cursor of `schedule` from `cursor` to `new_cursor` and writes one command
@@ -426,7 +427,7 @@ impl Store {
     ) -> Result<bool> {
         let mut tx = self.db.begin().await?;
         let moved: Option<ScheduleRecord> = tx
-            .fetch_optional(
+            .update_returning(
                 Query::update()
                     .table(Schedule::Table)
                     .value(Schedule::FiredUntil, new_cursor)
@@ -434,6 +435,7 @@ impl Store {
                     .and_where(Expr::col(Schedule::FiredUntil).eq(cursor))
                     .and_where(Expr::col(Schedule::Enabled).eq(true))
                     .returning(Query::returning().columns(COLUMNS)),
+                &select_schedule(schedule),
             )
             .await?;
         let Some(row) = moved.map(ScheduleRecord::decode).transpose()? else {
@@ -490,6 +492,15 @@ impl Store {
 }
 
 /// The latest version of a workflow; NotFound when it has none.
+/// Schedule `id`'s row, as [`ScheduleRecord`] reads it.
+fn select_schedule(id: i64) -> SelectStatement {
+    Query::select()
+        .columns(COLUMNS)
+        .from(Schedule::Table)
+        .and_where(Expr::col(Schedule::Id).eq(id))
+        .to_owned()
+}
+
 pub(super) async fn latest_version(tx: &mut Tx, project: &str, workflow: &str) -> Result<i32> {
     let (version,): (Option<i32>,) = tx
         .fetch_one(

@@ -97,17 +97,16 @@ impl Store {
     /// Deletes a secret; false when there was none.
     pub async fn delete_secret(&self, project: &str, name: &str) -> Result<bool> {
         let mut tx = self.db.begin().await?;
-        let deleted: Option<(String,)> = tx
-            .fetch_optional(
+        let deleted = tx
+            .execute_counted(
                 Query::delete()
                     .from_table(Secret::Table)
                     .and_where(Expr::col(Secret::Project).eq(project))
-                    .and_where(Expr::col(Secret::Name).eq(name))
-                    .returning_col(Secret::Name),
+                    .and_where(Expr::col(Secret::Name).eq(name)),
             )
             .await?;
         tx.commit().await?;
-        Ok(deleted.is_some())
+        Ok(deleted > 0)
     }
 }
 

@@ -10,7 +10,7 @@
 use super::db::Tx;
 use super::definitions::load_definition;
 use super::instance_rows::insert_instances;
-use super::instance_rows::{INSTANCE_COLUMNS, InstanceRecord};
+use super::instance_rows::{INSTANCE_COLUMNS, InstanceRecord, select_instance};
 use super::schema::WorkflowInstance as Inst;
 use super::{ClaimedInstance, InstanceRow, Store};
 use sea_query::{Alias, Expr, ExprTrait, Order, Query};
@@ -156,7 +156,7 @@ pub(super) async fn wake_next(
         };
         let now = now_ms();
         let record: Option<InstanceRecord> = tx
-            .fetch_optional(
+            .update_returning(
                 Query::update()
                     .table(Inst::Table)
                     .value(Inst::State, WorkflowState::Running.as_str())
@@ -167,6 +167,7 @@ pub(super) async fn wake_next(
                     .and_where(Expr::col(Inst::Id).eq(*next))
                     .and_where(Expr::col(Inst::State).eq(WorkflowState::SerialWait.as_str()))
                     .returning(Query::returning().columns(INSTANCE_COLUMNS)),
+                &select_instance(*next),
             )
             .await?;
         let Some(record) = record else {
@@ -255,19 +256,18 @@ impl Store {
     /// Discards a run that waits its turn (an operator's stop); false if it no longer waits.
     pub async fn discard_waiting_run(&self, id: i64, message: &str) -> Result<bool> {
         let mut tx = self.db.begin().await?;
-        let updated: Option<(i64,)> = tx
-            .fetch_optional(
+        let updated = tx
+            .execute_counted(
                 Query::update()
                     .table(Inst::Table)
                     .value(Inst::State, WorkflowState::Stopped.as_str())
                     .value(Inst::EndedAt, now_ms())
                     .value(Inst::Message, message)
                     .and_where(Expr::col(Inst::Id).eq(id))
-                    .and_where(Expr::col(Inst::State).eq(WorkflowState::SerialWait.as_str()))
-                    .returning_col(Inst::Id),
+                    .and_where(Expr::col(Inst::State).eq(WorkflowState::SerialWait.as_str())),
             )
             .await?;
         tx.commit().await?;
-        Ok(updated.is_some())
+        Ok(updated > 0)
     }
 }

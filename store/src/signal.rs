@@ -1,6 +1,7 @@
 //! Waking masters when commands are written, and external workers' polls when tasks are
 //! offered: LISTEN/NOTIFY on Postgres, an in-process signal on SQLite (standalone runs the
-//! API and the master in one process).
+//! API and the master in one process), and on MySQL, which has no NOTIFY, the in-process
+//! signal or a short poll, whichever comes first.
 
 use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgPoolOptions};
@@ -13,6 +14,31 @@ use tokio::sync::Notify;
 pub(super) const COMMAND_CHANNEL: &str = "shoal_command";
 /// The Postgres channel a commit that offers external tasks notifies.
 pub(super) const EXTERNAL_CHANNEL: &str = "shoal_external";
+
+/// What was written.
+#[derive(Clone, Copy)]
+pub(super) enum Written {
+    Commands,
+    /// External tasks offered.
+    External,
+}
+
+impl Written {
+    pub(super) fn channel(self) -> &'static str {
+        match self {
+            Written::Commands => COMMAND_CHANNEL,
+            Written::External => EXTERNAL_CHANNEL,
+        }
+    }
+
+    /// Of the in-process signals of commands and of external offers, this one's.
+    pub(super) fn pick<T>(self, commands: T, external: T) -> T {
+        match self {
+            Written::Commands => commands,
+            Written::External => external,
+        }
+    }
+}
 
 /// Counts writes (of commands, or of external offers); a receiver remembers the count it last saw, so a write that
 /// happens while nobody is waiting is still seen by the next `recv`.
@@ -41,7 +67,12 @@ pub struct Signal {
 
 enum Inner {
     Postgres(PgListener),
-    Local { signal: Arc<LocalSignal>, seen: u64 },
+    Local {
+        signal: Arc<LocalSignal>,
+        seen: u64,
+        /// Also returns after this long: other processes' writes are not signalled.
+        poll: Option<Duration>,
+    },
 }
 
 impl Signal {
@@ -63,10 +94,10 @@ impl Signal {
         })
     }
 
-    pub(super) fn local(signal: Arc<LocalSignal>) -> Self {
+    pub(super) fn local(signal: Arc<LocalSignal>, poll: Option<Duration>) -> Self {
         let seen = signal.generation();
         Signal {
-            inner: Inner::Local { signal, seen },
+            inner: Inner::Local { signal, seen, poll },
         }
     }
 
@@ -88,7 +119,7 @@ impl Signal {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             },
-            Inner::Local { signal, seen } => loop {
+            Inner::Local { signal, seen, poll } => loop {
                 // Register interest before reading the counter, so a wake between the read
                 // and the await is not missed. `seen` only moves on return: cancel-safe.
                 let notified = signal.notify.notified();
@@ -99,7 +130,14 @@ impl Signal {
                     *seen = now;
                     return;
                 }
-                notified.await;
+                match poll {
+                    Some(every) => {
+                        if tokio::time::timeout(*every, notified).await.is_err() {
+                            return;
+                        }
+                    }
+                    None => notified.await,
+                }
             },
         }
     }

@@ -1,7 +1,7 @@
 //! The ends of finished attempts' logs, kept so a log stays readable when its worker is
 //! gone (the worker sends them with the attempt's end; see `TaskEvent.log`).
 
-use super::Store;
+use super::{Backend, Store};
 use super::db::Tx;
 use super::schema::TaskLog as Log;
 use super::sql::insert_rows;
@@ -49,14 +49,30 @@ pub(super) async fn insert_logs(tx: &mut Tx, logs: &[&KeptLog]) -> Result<()> {
             ]
         }),
     );
-    insert.on_conflict(
+    let on_conflict = if tx.backend() == Backend::Mysql {
+        // MySQL's upsert takes no condition: each column takes the proposed value where
+        // it is longer. Content first: MySQL assigns left to right, so the size compared
+        // is still the stored one.
+        let longer = || Expr::col(Log::Size).lt(Expr::cust("VALUES(`size`)"));
+        OnConflict::column(Log::TaskInstanceId)
+            .value(
+                Log::Content,
+                Expr::case(longer(), Expr::cust("VALUES(`content`)")).finally(Expr::col(Log::Content)),
+            )
+            .value(
+                Log::Size,
+                Expr::case(longer(), Expr::cust("VALUES(`size`)")).finally(Expr::col(Log::Size)),
+            )
+            .to_owned()
+    } else {
         OnConflict::column(Log::TaskInstanceId)
             .update_columns([Log::Content, Log::Size])
             .action_and_where(
                 Expr::col((Log::Table, Log::Size)).lt(Expr::col((Excluded, Log::Size))),
             )
-            .to_owned(),
-    );
+            .to_owned()
+    };
+    insert.on_conflict(on_conflict);
     tx.execute(&insert).await?;
     Ok(())
 }

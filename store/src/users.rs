@@ -4,7 +4,7 @@ use super::Store;
 use super::db::Tx;
 use super::schema::{ApiToken as Tok, AppUser as User, ProjectMember as Member};
 use super::sql::{insert_rows, with_id};
-use sea_query::{Expr, ExprTrait, Order, Query};
+use sea_query::{Expr, ExprTrait, Order, Query, SelectStatement};
 use shoal_common::access::Role;
 use shoal_common::error::{Error, Result};
 use shoal_common::types::now_ms;
@@ -51,18 +51,29 @@ const USER_FIELDS: [User; 4] = [User::Name, User::Admin, User::Disabled, User::C
 /// The columns a [`UserRow`] is read from.
 const USER_COLUMNS: [User; 5] = with_id(User::Id, USER_FIELDS);
 
+/// User `name`'s row.
+fn select_user(name: &str) -> SelectStatement {
+    Query::select()
+        .columns(USER_COLUMNS)
+        .from(User::Table)
+        .and_where(Expr::col(User::Name).eq(name))
+        .to_owned()
+}
+
 async fn insert_user(tx: &mut Tx, name: &str, admin: bool) -> Result<UserRow> {
     let mut insert = insert_rows(
         User::Table,
         USER_FIELDS,
         [[name.into(), admin.into(), false.into(), now_ms().into()]],
     );
-    insert.returning(Query::returning().columns(USER_COLUMNS));
-    match tx.fetch_one(&insert).await {
+    insert.returning_col(User::Id);
+    match tx.insert_id(&insert).await {
         Err(Error::Database(sqlx::Error::Database(e))) if e.is_unique_violation() => {
             Err(Error::Conflict(format!("user '{name}' exists already")))
         }
-        other => other,
+        Err(e) => Err(e),
+        // Read back (MySQL returns only the id).
+        Ok(_) => tx.fetch_one(&select_user(name)).await,
     }
 }
 
@@ -91,11 +102,11 @@ async fn insert_token(
         ]],
     );
     insert.returning_col(Tok::Id);
-    match tx.fetch_one::<(i64,)>(&insert).await {
+    match tx.insert_id(&insert).await {
         Err(Error::Database(sqlx::Error::Database(e))) if e.is_unique_violation() => Err(
             Error::Conflict(format!("the user has a token named '{name}' already")),
         ),
-        other => Ok(other?.0),
+        other => other,
     }
 }
 
@@ -172,12 +183,13 @@ impl Store {
     pub async fn set_user_disabled(&self, name: &str, disabled: bool) -> Result<Option<UserRow>> {
         let mut tx = self.db.begin().await?;
         let user: Option<UserRow> = tx
-            .fetch_optional(
+            .update_returning(
                 Query::update()
                     .table(User::Table)
                     .value(User::Disabled, disabled)
                     .and_where(Expr::col(User::Name).eq(name))
                     .returning(Query::returning().columns(USER_COLUMNS)),
+                &select_user(name),
             )
             .await?;
         tx.commit().await?;

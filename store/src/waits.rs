@@ -62,9 +62,11 @@ impl Store {
             if let Some(held) = end.holder.condition(end.id) {
                 update.and_where(held);
             }
-            let hit: Option<(i64,)> = tx.fetch_optional(&update).await?;
-            ended.push(hit.is_some());
-            hits.extend(hit.map(|(id,)| id));
+            let hit = tx.execute_counted(&update).await? > 0;
+            ended.push(hit);
+            if hit {
+                hits.push(end.id);
+            }
         }
         if !hits.is_empty() {
             super::external::withdraw(&mut tx, &hits).await?;
@@ -166,7 +168,6 @@ pub(super) fn end_update(
         .value(Task::Output, output)
         .value(Task::Message, message)
         .value(Task::EndedAt, now_ms())
-        .and_where(Expr::col(Task::State).eq(TaskState::Waiting.as_str()))
-        .returning_col(Task::Id);
+        .and_where(Expr::col(Task::State).eq(TaskState::Waiting.as_str()));
     Ok(update)
 }

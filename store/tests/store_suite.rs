@@ -1,7 +1,7 @@
-//! The store suite: every test runs against SQLite (a temp file) and against Postgres (a
-//! fresh database of the test kit on 127.0.0.1:5432, dropped afterwards), like quickwit's
-//! `metastore_test_suite!`. Postgres being unreachable fails the Postgres half; it is never
-//! skipped.
+//! The store suite: every test runs against SQLite (a temp file), against Postgres (a
+//! fresh database of the test kit on 127.0.0.1:5432) and against MySQL/MariaDB (a fresh
+//! database on 127.0.0.1:3306), each dropped afterwards, like quickwit's
+//! `metastore_test_suite!`. A server being unreachable fails its part; none is skipped.
 
 use shoal_common::Error;
 use shoal_common::definition::WorkflowDef;
@@ -31,6 +31,14 @@ macro_rules! store_suite {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $test() {
                     crate::run(crate::Backend::Postgres, crate::$test).await;
+                }
+            )*
+        }
+        mod mysql {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    crate::run(crate::Backend::Mysql, crate::$test).await;
                 }
             )*
         }
@@ -173,6 +181,13 @@ impl Ctx {
                     .await
                     .unwrap()
             }
+            Backend::Mysql => {
+                let mut conn = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
+                sqlx::query_scalar::<_, i64>(sql)
+                    .fetch_optional(&mut conn)
+                    .await
+                    .unwrap()
+            }
         }
     }
 
@@ -189,6 +204,7 @@ enum Cleanup {
     Sqlite(tempfile::TempDir),
     /// Dropping it drops the database.
     Postgres(shoal_testkit::TestDb),
+    Mysql(shoal_testkit::TestMysqlDb),
 }
 
 async fn open(backend: Backend) -> (Ctx, Cleanup) {
@@ -206,6 +222,12 @@ async fn open(backend: Backend) -> (Ctx, Cleanup) {
             let store = Store::connect(&url).await.unwrap();
             (Ctx { store, url }, Cleanup::Postgres(db))
         }
+        Backend::Mysql => {
+            let db = shoal_testkit::TestMysqlDb::create("shoal_test");
+            let url = db.url.clone();
+            let store = Store::connect(&url).await.unwrap();
+            (Ctx { store, url }, Cleanup::Mysql(db))
+        }
     }
 }
 
@@ -217,6 +239,7 @@ async fn cleanup(cleanup: Cleanup) {
         }
         // DROP ... WITH (FORCE): it ends the connections the store's pool still holds.
         Cleanup::Postgres(db) => drop(db),
+        Cleanup::Mysql(db) => drop(db),
     }
 }
 

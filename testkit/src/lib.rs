@@ -5,6 +5,7 @@
 //! clients send.
 
 mod etcd;
+mod mysql;
 mod netns;
 mod pg_proxy;
 mod postgres;
@@ -17,6 +18,7 @@ mod tcp_proxy;
 pub use etcd::{start_etcd, start_etcd_in, start_etcd_on};
 pub use netns::{Host, Net, Peer, Way};
 pub use pg_proxy::PgProxy;
+pub use mysql::TestMysqlDb;
 pub use postgres::{PrivatePostgres, TestDb};
 pub use rng::Lcg;
 pub use small_disk::SmallDisk;
