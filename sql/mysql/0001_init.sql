@@ -219,6 +219,9 @@ CREATE TABLE project (
     created_at BIGINT NOT NULL
 ) ENGINE = InnoDB;
 
+-- Every installation starts with the project `default` (Postgres' 0008).
+INSERT INTO project (name, created_at) VALUES ('default', UNIX_TIMESTAMP() * 1000);
+
 CREATE TABLE project_member (
     project VARCHAR(128) NOT NULL,
     user_id BIGINT NOT NULL,
@@ -418,7 +421,22 @@ CREATE TABLE kept_event (
 CREATE INDEX kept_event_by_key ON kept_event (project, event, event_key, id);
 CREATE INDEX kept_event_expiry ON kept_event (expires_at);
 
--- MySQL only: Tx::lock_key's rows (a transaction-scoped named lock, which MySQL lacks).
+-- MySQL only: Tx::lock_key's rows, one per bucket of lock keys, made here so that taking
+-- a lock is a row lock on a row that exists (inserting one would deadlock its racers).
 CREATE TABLE key_lock (
-    hash BIGINT NOT NULL PRIMARY KEY
+    bucket INT NOT NULL PRIMARY KEY
 ) ENGINE = InnoDB;
+INSERT INTO key_lock (bucket)
+SELECT a.i * 256 + b.i * 16 + c.i
+FROM (SELECT 0 AS i UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
+      UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8
+      UNION ALL SELECT 9 UNION ALL SELECT 10 UNION ALL SELECT 11 UNION ALL SELECT 12
+      UNION ALL SELECT 13 UNION ALL SELECT 14 UNION ALL SELECT 15) a,
+     (SELECT 0 AS i UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
+      UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8
+      UNION ALL SELECT 9 UNION ALL SELECT 10 UNION ALL SELECT 11 UNION ALL SELECT 12
+      UNION ALL SELECT 13 UNION ALL SELECT 14 UNION ALL SELECT 15) b,
+     (SELECT 0 AS i UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
+      UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8
+      UNION ALL SELECT 9 UNION ALL SELECT 10 UNION ALL SELECT 11 UNION ALL SELECT 12
+      UNION ALL SELECT 13 UNION ALL SELECT 14 UNION ALL SELECT 15) c;

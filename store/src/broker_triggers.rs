@@ -199,7 +199,7 @@ impl Store {
             }
             taken.push(match *action {
                 MessageAction::Start(cmd) => {
-                    let (id,): (i64,) = tx.fetch_one(&insert_command_statement(cmd, now)?).await?;
+                    let id = tx.insert_id(&insert_command_statement(cmd, now)?).await?;
                     started.push((*m, id));
                     MessageTaken::Started(id)
                 }
@@ -473,19 +473,25 @@ async fn keep_ignored(
             .and_where(Expr::col(Ignored::Workflow).eq(m.workflow))
             .and_where(Expr::col(Ignored::TriggerName).eq(m.trigger));
     };
-    let mut latest = Query::select();
-    latest.column(Ignored::Id).from(Ignored::Table);
-    of_trigger(&mut latest);
-    latest
+    // The newest record past the kept ones, then it and all older go (MySQL deletes by
+    // neither a LIMIT subquery nor a subquery of the same table).
+    let mut past_kept = Query::select();
+    past_kept.column(Ignored::Id).from(Ignored::Table);
+    of_trigger(&mut past_kept);
+    past_kept
         .order_by(Ignored::Id, Order::Desc)
-        .limit(KEPT_IGNORED);
+        .limit(1)
+        .offset(KEPT_IGNORED);
+    let Some((oldest_dropped,)) = tx.fetch_optional::<(i64,)>(&past_kept).await? else {
+        return Ok(());
+    };
     tx.execute(
         Query::delete()
             .from_table(Ignored::Table)
             .and_where(Expr::col(Ignored::Project).eq(m.project))
             .and_where(Expr::col(Ignored::Workflow).eq(m.workflow))
             .and_where(Expr::col(Ignored::TriggerName).eq(m.trigger))
-            .and_where(Expr::col(Ignored::Id).not_in_subquery(latest)),
+            .and_where(Expr::col(Ignored::Id).lte(oldest_dropped)),
     )
     .await
 }

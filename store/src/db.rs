@@ -5,8 +5,8 @@ use super::Backend;
 use super::pending_audit;
 use super::signal::{LocalSignal, Signal, Written};
 use sea_query::{
-    Expr, Func, InsertStatement, MysqlQueryBuilder, OnConflict, PostgresQueryBuilder, Query,
-    SelectStatement, SqliteQueryBuilder, UpdateStatement,
+    Expr, ExprTrait, Func, InsertStatement, LockType, MysqlQueryBuilder, PostgresQueryBuilder,
+    Query, SelectStatement, SqliteQueryBuilder, UpdateStatement,
 };
 use sea_query_sqlx::SqlxBinder;
 use shoal_common::error::{Error, Result};
@@ -270,9 +270,9 @@ impl Tx {
 
     /// Serializes this transaction with every other one that locks `key`, until commit
     /// (a Postgres advisory transaction lock; on MySQL, which has no transaction-scoped
-    /// named lock, the row lock of an upsert into `key_lock`). SQLite's write transaction
-    /// is exclusive already. A hash collision only makes two unrelated keys wait for each
-    /// other.
+    /// named lock, the row lock of the key's bucket in `key_lock`). SQLite's write
+    /// transaction is exclusive already. A hash collision only makes two unrelated keys
+    /// wait for each other.
     pub(super) async fn lock_key(&mut self, key: &str) -> Result<()> {
         match self.backend() {
             Backend::Postgres => {
@@ -286,15 +286,11 @@ impl Tx {
             }
             Backend::Mysql => {
                 self.execute(
-                    Query::insert()
-                        .into_table(KeyLock::Table)
-                        .columns([KeyLock::Hash])
-                        .values_panic([Expr::val(key_hash(key))])
-                        .on_conflict(
-                            OnConflict::column(KeyLock::Hash)
-                                .update_column(KeyLock::Hash)
-                                .to_owned(),
-                        ),
+                    Query::select()
+                        .column(KeyLock::Bucket)
+                        .from(KeyLock::Table)
+                        .and_where(Expr::col(KeyLock::Bucket).eq(key_bucket(key)))
+                        .lock(LockType::Update),
                 )
                 .await?
             }
@@ -482,14 +478,17 @@ async fn mysql_collation(pool: &MySqlPool) -> Result<()> {
 #[derive(sea_query::Iden, Clone, Copy)]
 enum KeyLock {
     Table,
-    Hash,
+    Bucket,
 }
 
-/// A stable 64-bit hash of a lock key (the first 8 bytes of its SHA-256).
-fn key_hash(key: &str) -> i64 {
+/// How many rows `key_lock` has (sql/mysql/0001_init.sql).
+const KEY_LOCK_BUCKETS: u16 = 4096;
+
+/// A lock key's row in `key_lock`: a stable hash of it (SHA-256) into the buckets.
+fn key_bucket(key: &str) -> i32 {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(key.as_bytes());
-    i64::from_be_bytes(digest[..8].try_into().expect("a SHA-256 has 8 bytes"))
+    i32::from(u16::from_be_bytes([digest[0], digest[1]]) % KEY_LOCK_BUCKETS)
 }
 
 // Statements run through this macro rather than through functions generic over

@@ -157,7 +157,8 @@ impl Store {
     }
 
     /// The latest run (by created_at, then id) of each workflow of `project` that has
-    /// one; one statement, an index seek per workflow.
+    /// one; an index seek per workflow, then the rows by id (in two statements: MariaDB
+    /// loses the outer reference when the first is an `IN` subquery).
     pub async fn latest_instances(&self, project: &str) -> Result<Vec<InstanceRow>> {
         let (w, d) = (Alias::new("w"), Alias::new("d"));
         let latest = Query::select()
@@ -179,13 +180,18 @@ impl Store {
             .expr(Expr::SubQuery(None, Box::new(latest.into())))
             .from_subquery(workflows, d)
             .take();
+        let ids: Vec<(Option<i64>,)> = self.db.fetch_all(&ids).await?;
+        let ids: Vec<i64> = ids.into_iter().filter_map(|(id,)| id).collect();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
         let records: Vec<InstanceRecord> = self
             .db
             .fetch_all(
                 Query::select()
                     .columns(INSTANCE_COLUMNS)
                     .from(Inst::Table)
-                    .and_where(Expr::col(Inst::Id).in_subquery(ids)),
+                    .and_where(Expr::col(Inst::Id).is_in(ids)),
             )
             .await?;
         records.into_iter().map(InstanceRecord::decode).collect()

@@ -357,19 +357,20 @@ impl Store {
     pub async fn set_schedule_enabled(&self, id: i64, enabled: bool) -> Result<ScheduleRow> {
         let now = now_ms();
         let mut update = Query::update();
-        update
-            .table(Schedule::Table)
-            .value(Schedule::Enabled, enabled)
-            .value(Schedule::UpdatedAt, now)
-            .and_where(Expr::col(Schedule::Id).eq(id));
+        update.table(Schedule::Table);
         if enabled {
-            // Only when it was off, so enabling twice keeps the cursor.
+            // Only when it was off, so enabling twice keeps the cursor. Before `enabled`
+            // changes: MySQL assigns left to right, each seeing the ones before.
             update.value(
                 Schedule::FiredUntil,
                 Expr::case(Expr::col(Schedule::Enabled).eq(false), now)
                     .finally(Expr::col(Schedule::FiredUntil)),
             );
         }
+        update
+            .value(Schedule::Enabled, enabled)
+            .value(Schedule::UpdatedAt, now)
+            .and_where(Expr::col(Schedule::Id).eq(id));
         self.change_schedule(id, update).await
     }
 
@@ -458,9 +459,7 @@ impl Store {
                     schedule_time: Some(time),
                     due_at: None,
                 };
-                let (command_id,): (i64,) = tx
-                    .fetch_one(&insert_command_statement(&command, now)?)
-                    .await?;
+                let command_id = tx.insert_id(&insert_command_statement(&command, now)?).await?;
                 tx.execute(&insert_rows(
                     ScheduleFire::Table,
                     [

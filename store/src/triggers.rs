@@ -91,7 +91,7 @@ impl Store {
                 });
             }
         }
-        let (command_id,): (i64,) = tx.fetch_one(&insert_command_statement(cmd, now)?).await?;
+        let command_id = tx.insert_id(&insert_command_statement(cmd, now)?).await?;
         if let Some(k) = key {
             tx.execute(&insert_rows(
                 Call::Table,

@@ -195,8 +195,22 @@ impl Ctx {
         self.raw(sql).await.expect("a number")
     }
 
+    /// Runs one statement behind the store's back, whatever it answers.
     async fn exec_raw(&self, sql: &'static str) {
-        self.raw(sql).await;
+        match self.store.backend() {
+            Backend::Sqlite => {
+                let mut conn = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+                sqlx::query(sql).execute(&mut conn).await.unwrap();
+            }
+            Backend::Postgres => {
+                let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
+                sqlx::query(sql).execute(&mut conn).await.unwrap();
+            }
+            Backend::Mysql => {
+                let mut conn = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
+                sqlx::query(sql).execute(&mut conn).await.unwrap();
+            }
+        }
     }
 }
 

@@ -121,8 +121,10 @@ pub(crate) async fn a_page_of_100000_instances_is_read_quickly(ctx: Ctx) {
         }
     };
     ctx.exec_raw(sql).await;
-    if ctx.store.backend() == Backend::Postgres {
-        ctx.exec_raw("ANALYZE workflow_instance").await;
+    match ctx.store.backend() {
+        Backend::Postgres => ctx.exec_raw("ANALYZE workflow_instance").await,
+        Backend::Mysql => ctx.exec_raw("ANALYZE TABLE workflow_instance").await,
+        Backend::Sqlite => {}
     }
     let store = &ctx.store;
     for w in 0..50 {

@@ -1,5 +1,5 @@
-//! The Postgres and SQLite migrations stay in step: applied to fresh databases, they make
-//! the same tables with the same columns, and the same named indexes.
+//! The Postgres, SQLite and MySQL migrations stay in step: applied to fresh databases,
+//! they make the same tables with the same columns, and the same named indexes.
 
 use super::*;
 use std::collections::BTreeSet;
@@ -52,6 +52,38 @@ async fn sqlite_shape(url: &str) -> Shape {
     )
 }
 
+async fn mysql_shape(url: &str) -> Shape {
+    let mut conn = sqlx::MySqlConnection::connect(url).await.unwrap();
+    // CAST: information_schema's names come back as binary strings otherwise.
+    let columns: Vec<(String, String)> = sqlx::query_as(
+        "SELECT CAST(TABLE_NAME AS CHAR), CAST(COLUMN_NAME AS CHAR) \
+         FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() \
+         AND TABLE_NAME NOT IN ('_sqlx_migrations', 'key_lock')",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    // Named indexes as Postgres lists them: not the primary key, not a foreign key's
+    // (MySQL makes one named as the constraint), and not a UNIQUE constraint's (named
+    // `<table>_<columns>_key` after Postgres'; MySQL lists CREATE UNIQUE INDEX as a
+    // constraint too, so the suffix tells them apart).
+    let indexes: Vec<(String,)> = sqlx::query_as(
+        "SELECT DISTINCT CAST(s.INDEX_NAME AS CHAR) FROM information_schema.STATISTICS s \
+         WHERE s.TABLE_SCHEMA = DATABASE() AND s.INDEX_NAME <> 'PRIMARY' \
+         AND NOT (s.NON_UNIQUE = 0 AND s.INDEX_NAME LIKE '%\\_key') \
+         AND s.INDEX_NAME NOT IN (SELECT c.CONSTRAINT_NAME \
+             FROM information_schema.TABLE_CONSTRAINTS c \
+             WHERE c.TABLE_SCHEMA = DATABASE() AND c.CONSTRAINT_TYPE = 'FOREIGN KEY')",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    (
+        columns.into_iter().collect(),
+        indexes.into_iter().map(|(i,)| i).collect(),
+    )
+}
+
 /// What `a` has that `b` lacks.
 fn only<T: Ord + Clone>(a: &BTreeSet<T>, b: &BTreeSet<T>) -> Vec<T> {
     a.difference(b).cloned().collect()
@@ -82,5 +114,27 @@ async fn postgres_and_sqlite_migrations_make_the_same_tables_columns_and_indexes
         ),
         (vec![], vec![]),
         "indexes only in Postgres, only in SQLite"
+    );
+}
+
+#[tokio::test]
+async fn postgres_and_mysql_migrations_make_the_same_tables_columns_and_indexes() {
+    let (pg, pg_cleanup) = open(Backend::Postgres).await;
+    let (my, my_cleanup) = open(Backend::Mysql).await;
+    let (pg_shape, my_shape) = (postgres_shape(&pg.url).await, mysql_shape(&my.url).await);
+    drop((pg, my));
+    cleanup(pg_cleanup).await;
+    cleanup(my_cleanup).await;
+
+    assert!(pg_shape.0.len() > 50, "{:?}", pg_shape.0);
+    assert_eq!(
+        (only(&pg_shape.0, &my_shape.0), only(&my_shape.0, &pg_shape.0)),
+        (vec![], vec![]),
+        "columns only in Postgres, only in MySQL"
+    );
+    assert_eq!(
+        (only(&pg_shape.1, &my_shape.1), only(&my_shape.1, &pg_shape.1)),
+        (vec![], vec![]),
+        "indexes only in Postgres, only in MySQL"
     );
 }
