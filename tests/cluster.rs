@@ -1,12 +1,12 @@
 //! A real cluster: api-server, two masters and two workers as separate processes on
-//! Postgres and etcd.
+//! Postgres (one test: MariaDB) and etcd.
 
 mod support;
 
 use serde_json::Value;
 use std::collections::HashSet;
 use std::time::Duration;
-use support::{MiniCluster, intervals, max_overlap, timed, wait_for};
+use support::{LONG, MiniCluster, intervals, max_overlap, timed, wait_for};
 
 #[test]
 fn fifty_instances_started_at_once_all_succeed_across_both_workers() {
@@ -425,4 +425,68 @@ fn an_api_server_always_needs_a_token_and_its_first_start_prints_the_admins() {
         err.contains("the standalone listens on 0.0.0.0 without auth") && err.contains("--auth"),
         "{err}"
     );
+}
+
+/// The cluster on MariaDB (`--database-url mysql://...`): two masters, two workers and
+/// etcd; the master that drives a running instance is killed. The other takes its
+/// instances over, every run succeeds, and each task ran exactly once (no task that
+/// finished, or was running on a worker, is run again).
+#[test]
+fn a_cluster_on_mariadb_takes_a_killed_master_s_runs_over_and_runs_each_task_once() {
+    let mut c = MiniCluster::start_mysql(2, 2);
+    let log = c.dir.path().join("executions");
+    let task = |name: &str, deps: &str| {
+        format!(
+            "- {{ name: {name}, type: shell, {deps}command: 'echo {name} \
+             ${{system.workflow.instance.id}} >> {}; sleep 1' }}\n",
+            log.display()
+        )
+    };
+    let yaml = format!(
+        "name: chain\ntasks:\n{}{}{}",
+        task("a", ""),
+        task("b", "depends_on: [a], "),
+        task("c", "depends_on: [b], ")
+    );
+    let (status, body) = c.api.post("/projects/default/workflows", &yaml);
+    assert_eq!(status, 201, "{body}");
+    let instances: Vec<i64> = (0..6)
+        .map(|_| {
+            let (status, body) = c.api.post("/projects/default/workflows/chain/start", "{}");
+            assert_eq!(status, 202, "{body}");
+            let command = body["command_id"].as_i64().unwrap();
+            wait_for("the command to become an instance", LONG, || {
+                c.api.get(&format!("/commands/{command}"))["workflow_instance_id"].as_i64()
+            })
+        })
+        .collect();
+    // The master driving the first run, by the address it registered.
+    let owner = wait_for("the first run to have a master", LONG, || {
+        let inst = c.api.get(&format!("/instances/{}", instances[0]));
+        inst["master"].as_str().map(str::to_string)
+    });
+    let victim = c
+        .procs
+        .iter()
+        .position(|p| p.name.starts_with("master") && p.log_text().contains(&owner))
+        .unwrap_or_else(|| panic!("no master logged its address {owner}"));
+    c.procs[victim].kill();
+
+    for id in &instances {
+        let inst = c.api.wait_instance(*id, Duration::from_secs(120));
+        assert_eq!(inst["state"], "success", "{inst}");
+    }
+    // Three one-second tasks: the first run was still running when its master died.
+    let first = c.api.get(&format!("/instances/{}", instances[0]));
+    assert_ne!(first["master"], owner.as_str(), "taken over: {first}");
+    let ran = std::fs::read_to_string(&log).unwrap();
+    for id in &instances {
+        for name in ["a", "b", "c"] {
+            let times = ran.lines().filter(|l| *l == format!("{name} {id}")).count();
+            assert_eq!(
+                times, 1,
+                "task {name} of run {id} ran {times} times:\n{ran}"
+            );
+        }
+    }
 }

@@ -284,7 +284,9 @@ async fn start_run(tx: &mut Tx, backfill: &BackfillRecord, run: &RunRecord) -> R
         schedule_time: Some(run.schedule_time),
         due_at: None,
     };
-    let command_id = tx.insert_id(&insert_command_statement(&command, now_ms())?).await?;
+    let command_id = tx
+        .insert_id(&insert_command_statement(&command, now_ms())?)
+        .await?;
     tx.execute(
         Query::update()
             .table(BackfillRun::Table)

@@ -331,7 +331,9 @@ impl Store {
                     .table(BackfillRun::Table)
                     .value(BackfillRun::State, BackfillRunState::Skipped.as_str())
                     .and_where(Expr::col(BackfillRun::BackfillId).is_in(ids))
-                    .and_where(Expr::col(BackfillRun::State).eq(BackfillRunState::Pending.as_str())),
+                    .and_where(
+                        Expr::col(BackfillRun::State).eq(BackfillRunState::Pending.as_str()),
+                    ),
             )
             .await?;
         tx.commit().await?;

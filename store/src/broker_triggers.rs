@@ -4,7 +4,6 @@
 //! record and does nothing twice), the messages that could not be used, and the state of
 //! each consumer.
 
-use super::{Backend, Store};
 use super::command_rows::{insert_command_statement, notify_masters};
 use super::db::Tx;
 use super::definitions::{decode_spec, is_latest_version};
@@ -15,6 +14,7 @@ use super::schema::{
     WorkflowDefinition as Def,
 };
 use super::sql::insert_rows;
+use super::{Backend, Store};
 use super::{NewCommand, StoredDefinition};
 use sea_query::{Alias, Expr, ExprTrait, OnConflict, Order, Query};
 
@@ -367,7 +367,10 @@ async fn claim(
         // duplicate's error (after which a MySQL transaction goes on) meaning it was
         // recorded before.
         for &(project, workflow, trigger, id) in &ids {
-            match tx.execute(&record(&[(project, workflow, trigger, id)])).await {
+            match tx
+                .execute(&record(&[(project, workflow, trigger, id)]))
+                .await
+            {
                 Ok(()) => {
                     recorded.insert((project.into(), workflow.into(), trigger.into(), id.into()));
                 }

@@ -182,12 +182,15 @@ async fn start_latest(tx: &mut Tx, mut command: NewCommand, what: &str, now: i64
         return Ok(false);
     }
     command.version = version;
-    tx.insert_id(&insert_command_statement(&command, now)?).await?;
+    tx.insert_id(&insert_command_statement(&command, now)?)
+        .await?;
     Ok(true)
 }
 
 async fn reject(tx: &mut Tx, command: &NewCommand, error: &str, now: i64) -> Result<()> {
-    let id = tx.insert_id(&insert_command_statement(command, now)?).await?;
+    let id = tx
+        .insert_id(&insert_command_statement(command, now)?)
+        .await?;
     tx.execute(
         Query::delete()
             .from_table(Cmd::Table)

@@ -211,7 +211,9 @@ pub(super) async fn insert_instances(
                 Query::select()
                     .columns([Inst::Id, Inst::CommandId])
                     .from(Inst::Table)
-                    .and_where(Expr::col(Inst::CommandId).is_in(chunk.iter().map(|r| r.command_id))),
+                    .and_where(
+                        Expr::col(Inst::CommandId).is_in(chunk.iter().map(|r| r.command_id)),
+                    ),
             )
             .await?
         } else {

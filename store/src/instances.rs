@@ -6,8 +6,8 @@ use super::instance_rows::{INSTANCE_COLUMNS, InstanceRecord, TaskRecord, select_
 use super::schema::{TaskInstance as Task, WorkflowDefinition as Def, WorkflowInstance as Inst};
 use super::sql::insert_rows;
 use super::{
-    Backend, InstanceFilter, InstanceRow, InstanceUpdate, NewAlert, NewTaskInstance, Store, TaskInstanceRow,
-    TaskUpdate, WriteBatch, WriteResult,
+    Backend, InstanceFilter, InstanceRow, InstanceUpdate, NewAlert, NewTaskInstance, Store,
+    TaskInstanceRow, TaskUpdate, WriteBatch, WriteResult,
 };
 use sea_query::{
     Alias, Expr, ExprTrait, Func, Iden, IntoColumnRef, IntoIden, LockType, OnConflict, Order,

@@ -459,7 +459,9 @@ impl Store {
                     schedule_time: Some(time),
                     due_at: None,
                 };
-                let command_id = tx.insert_id(&insert_command_statement(&command, now)?).await?;
+                let command_id = tx
+                    .insert_id(&insert_command_statement(&command, now)?)
+                    .await?;
                 tx.execute(&insert_rows(
                     ScheduleFire::Table,
                     [

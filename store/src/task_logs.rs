@@ -1,10 +1,10 @@
 //! The ends of finished attempts' logs, kept so a log stays readable when its worker is
 //! gone (the worker sends them with the attempt's end; see `TaskEvent.log`).
 
-use super::{Backend, Store};
 use super::db::Tx;
 use super::schema::TaskLog as Log;
 use super::sql::insert_rows;
+use super::{Backend, Store};
 use sea_query::{Expr, ExprTrait, Iden, OnConflict, Query};
 use shoal_common::error::Result;
 use std::collections::BTreeMap;
@@ -57,7 +57,8 @@ pub(super) async fn insert_logs(tx: &mut Tx, logs: &[&KeptLog]) -> Result<()> {
         OnConflict::column(Log::TaskInstanceId)
             .value(
                 Log::Content,
-                Expr::case(longer(), Expr::cust("VALUES(`content`)")).finally(Expr::col(Log::Content)),
+                Expr::case(longer(), Expr::cust("VALUES(`content`)"))
+                    .finally(Expr::col(Log::Content)),
             )
             .value(
                 Log::Size,

@@ -16,9 +16,9 @@ mod tcp_hole;
 mod tcp_proxy;
 
 pub use etcd::{start_etcd, start_etcd_in, start_etcd_on};
+pub use mysql::TestMysqlDb;
 pub use netns::{Host, Net, Peer, Way};
 pub use pg_proxy::PgProxy;
-pub use mysql::TestMysqlDb;
 pub use postgres::{PrivatePostgres, TestDb};
 pub use rng::Lcg;
 pub use small_disk::SmallDisk;

@@ -317,15 +317,30 @@ impl Standalone {
     }
 }
 
-/// A cluster of separate processes on a fresh Postgres database and a real etcd: an
-/// api-server, `masters` masters and `workers` workers (4 slots unless `SHOAL_SLOTS` is in
-/// the extra environment, group `default`).
+/// A cluster of separate processes on a fresh Postgres (or MariaDB) database and a real
+/// etcd: an api-server, `masters` masters and `workers` workers (4 slots unless
+/// `SHOAL_SLOTS` is in the extra environment, group `default`).
 pub struct MiniCluster {
     /// Dropped first: nodes, then etcd (last in the list).
-    procs: Vec<Proc>,
+    pub procs: Vec<Proc>,
     pub api: Api,
-    pub db: TestDb,
+    pub db: ClusterDb,
     pub dir: tempfile::TempDir,
+}
+
+/// The database a [`MiniCluster`]'s nodes share, dropped with it.
+pub enum ClusterDb {
+    Postgres(TestDb),
+    Mysql(TestMysqlDb),
+}
+
+impl ClusterDb {
+    pub fn url(&self) -> &str {
+        match self {
+            ClusterDb::Postgres(db) => &db.url,
+            ClusterDb::Mysql(db) => &db.url,
+        }
+    }
 }
 
 impl MiniCluster {
@@ -344,20 +359,29 @@ impl MiniCluster {
             .into_iter()
             .chain(extra.iter().copied())
             .collect();
-        MiniCluster::start_with(masters, workers, dir, &env)
+        let db = ClusterDb::Postgres(TestDb::create("shoal_cluster"));
+        MiniCluster::start_with(masters, workers, dir, db, &env)
     }
 
-    /// A cluster in `dir` whose every node also gets `extra` in its environment.
+    /// [`MiniCluster::start`] on a fresh MySQL/MariaDB database.
+    pub fn start_mysql(masters: usize, workers: usize) -> MiniCluster {
+        let dir = tempfile::tempdir().unwrap();
+        let certs = make_certs(dir.path(), "cluster");
+        let db = ClusterDb::Mysql(TestMysqlDb::create("shoal_cluster"));
+        MiniCluster::start_with(masters, workers, dir, db, &certs.env())
+    }
+
+    /// A cluster in `dir` on `db` whose every node also gets `extra` in its environment.
     fn start_with(
         masters: usize,
         workers: usize,
         dir: tempfile::TempDir,
+        db: ClusterDb,
         extra: &[(&str, &str)],
     ) -> MiniCluster {
-        let db = TestDb::create("shoal_cluster");
         let (etcd, etcd_url) = start_etcd(dir.path());
         let mut env = vec![
-            ("SHOAL_DATABASE_URL", db.url.as_str()),
+            ("SHOAL_DATABASE_URL", db.url()),
             ("SHOAL_ETCD", etcd_url.as_str()),
             ("SHOAL_LEASE_TTL", "5"),
             ("SHOAL_CLUSTER_SECRET", CLUSTER_SECRET),

@@ -128,12 +128,18 @@ async fn postgres_and_mysql_migrations_make_the_same_tables_columns_and_indexes(
 
     assert!(pg_shape.0.len() > 50, "{:?}", pg_shape.0);
     assert_eq!(
-        (only(&pg_shape.0, &my_shape.0), only(&my_shape.0, &pg_shape.0)),
+        (
+            only(&pg_shape.0, &my_shape.0),
+            only(&my_shape.0, &pg_shape.0)
+        ),
         (vec![], vec![]),
         "columns only in Postgres, only in MySQL"
     );
     assert_eq!(
-        (only(&pg_shape.1, &my_shape.1), only(&my_shape.1, &pg_shape.1)),
+        (
+            only(&pg_shape.1, &my_shape.1),
+            only(&my_shape.1, &pg_shape.1)
+        ),
         (vec![], vec![]),
         "indexes only in Postgres, only in MySQL"
     );
