@@ -103,7 +103,8 @@ pub struct StandaloneArgs {
 
 #[derive(Args, Serialize, Debug)]
 pub struct ApiServerArgs {
-    /// Postgres URL, e.g. postgres://postgres@127.0.0.1:5432/shoal
+    /// Postgres or MySQL/MariaDB URL, e.g. postgres://postgres@127.0.0.1:5432/shoal or
+    /// mysql://root@127.0.0.1:3306/shoal
     #[arg(long, env = "SHOAL_DATABASE_URL")]
     #[serde(serialize_with = "masked_url")]
     pub database_url: String,
