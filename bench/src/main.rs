@@ -65,6 +65,10 @@ struct Args {
     /// section of its own ("cluster, N masters"), to set instances/s side by side.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=8))]
     masters: u8,
+    /// The database of the cluster --spawn cluster starts; other than postgres, --write
+    /// writes a section of its own ("cluster on mysql").
+    #[arg(long, value_enum, default_value = "postgres")]
+    database: spawn::Database,
     /// The section --write replaces when the bench drives a shoal it did not spawn.
     #[arg(long, value_enum, default_value = "standalone")]
     mode: Mode,
@@ -88,7 +92,8 @@ async fn main() -> Result<()> {
             (rows, args.mode, spawn::SLOTS)
         }
         Some(mode) => {
-            let shoal = spawn::spawn(mode, &args.shoal_bin, args.masters.into()).await?;
+            let shoal =
+                spawn::spawn(mode, &args.shoal_bin, args.masters.into(), args.database).await?;
             let slots = shoal.slots;
             let rows = bench(
                 &args,
@@ -123,6 +128,10 @@ async fn main() -> Result<()> {
                 _ if args.scenarios == [Scenario::Broker] => (
                     format!("broker-{}", mode.name()),
                     format!("broker triggers ({})", mode.name()),
+                ),
+                (Mode::Cluster, _) if args.database == spawn::Database::Mysql => (
+                    "cluster-mysql".to_string(),
+                    "cluster on MySQL/MariaDB".to_string(),
                 ),
                 (Mode::Cluster, n) if n != 2 => (
                     format!("cluster-{n}-masters"),

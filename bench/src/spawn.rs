@@ -1,6 +1,6 @@
 //! Starting a shoal for the bench to drive: `standalone` (one process, SQLite) or
-//! `cluster` (etcd, a fresh Postgres database, an api-server, two masters or as many as
-//! asked, two workers).
+//! `cluster` (etcd, a fresh Postgres or MariaDB database, an api-server, two masters or as
+//! many as asked, two workers).
 //! Every process logs to a file in a temporary directory, kept when the bench fails.
 
 use anyhow::{Context, Result, bail};
@@ -24,9 +24,19 @@ impl Mode {
     }
 }
 
+/// The database a cluster runs on, on this machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Database {
+    /// 127.0.0.1:5432, trust auth, user postgres.
+    Postgres,
+    /// MySQL or MariaDB on 127.0.0.1:3306, user root without a password.
+    Mysql,
+}
+
 /// Where the cluster's Postgres lives (trust auth, user postgres).
 const PG_HOST: &str = "127.0.0.1";
 const PG_PORT: u16 = 5432;
+const MYSQL_URL: &str = "mysql://root@127.0.0.1:3306";
 const ETCD_BIN: &str = "/usr/bin/etcd";
 /// Tasks each worker runs at once (the default of `shoal standalone` and `shoal worker`),
 /// given explicitly because the shell fan-out's floor runs as many spawns at once.
@@ -39,11 +49,17 @@ pub struct Spawned {
     pub slots: usize,
     dir: tempfile::TempDir,
     children: Vec<(String, Child)>,
-    database: Option<String>,
+    /// The database made for a cluster, dropped on stop.
+    database: Option<(Database, String)>,
 }
 
-/// Starts a shoal of `mode`; a cluster gets `masters` masters.
-pub async fn spawn(mode: Mode, shoal: &Path, masters: usize) -> Result<Spawned> {
+/// Starts a shoal of `mode`; a cluster gets `masters` masters, on `database`.
+pub async fn spawn(
+    mode: Mode,
+    shoal: &Path,
+    masters: usize,
+    database: Database,
+) -> Result<Spawned> {
     let shoal = std::fs::canonicalize(shoal).with_context(|| {
         format!(
             "no shoal binary at {} (build it with `cargo build --release -p shoal` or pass --shoal-bin)",
@@ -60,7 +76,7 @@ pub async fn spawn(mode: Mode, shoal: &Path, masters: usize) -> Result<Spawned> 
     };
     let started = match mode {
         Mode::Standalone => s.standalone(&shoal).await,
-        Mode::Cluster => s.cluster(&shoal, masters).await,
+        Mode::Cluster => s.cluster(&shoal, masters, database).await,
     };
     if let Err(e) = started {
         let logs = s.stop(false).await;
@@ -92,7 +108,7 @@ impl Spawned {
             .await
     }
 
-    async fn cluster(&mut self, shoal: &Path, masters: usize) -> Result<()> {
+    async fn cluster(&mut self, shoal: &Path, masters: usize, database: Database) -> Result<()> {
         let (client, peer) = (free_port()?, free_port()?);
         let etcd_url = format!("http://127.0.0.1:{client}");
         self.start(
@@ -112,9 +128,12 @@ impl Spawned {
         self.wait_healthy(&format!("{etcd_url}/health")).await?;
 
         let db = format!("shoal_bench_{}", std::process::id());
-        psql(&format!("CREATE DATABASE {db}")).await?;
-        self.database = Some(db.clone());
-        let db_url = format!("postgres://postgres@{PG_HOST}:{PG_PORT}/{db}");
+        admin(database, &format!("CREATE DATABASE {db}")).await?;
+        self.database = Some((database, db.clone()));
+        let db_url = match database {
+            Database::Postgres => format!("postgres://postgres@{PG_HOST}:{PG_PORT}/{db}"),
+            Database::Mysql => format!("{MYSQL_URL}/{db}"),
+        };
 
         let port = free_port()?;
         self.api_url = format!("http://127.0.0.1:{port}");
@@ -241,10 +260,15 @@ impl Spawned {
             }
             let _ = child.kill().await;
         }
-        if let Some(db) = self.database.take()
-            && let Err(e) = psql(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)")).await
-        {
-            eprintln!("warning: {e:#}");
+        if let Some((database, db)) = self.database.take() {
+            let drop = match database {
+                // FORCE: the killed nodes' sessions may linger.
+                Database::Postgres => format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
+                Database::Mysql => format!("DROP DATABASE IF EXISTS {db}"),
+            };
+            if let Err(e) = admin(database, &drop).await {
+                eprintln!("warning: {e:#}");
+            }
         }
         if clean {
             return "(removed)".into();
@@ -262,27 +286,38 @@ fn free_port() -> Result<u16> {
         .port())
 }
 
-async fn psql(sql: &str) -> Result<()> {
+/// Runs `sql` on the server of `database` with its command-line client.
+async fn admin(database: Database, sql: &str) -> Result<()> {
     let port = PG_PORT.to_string();
-    let out = Command::new("psql")
-        .args([
-            "-h",
-            PG_HOST,
-            "-p",
-            &port,
-            "-U",
-            "postgres",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-c",
-            sql,
-        ])
+    let (client, args) = match database {
+        Database::Postgres => (
+            "psql",
+            vec![
+                "-h",
+                PG_HOST,
+                "-p",
+                &port,
+                "-U",
+                "postgres",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-c",
+                sql,
+            ],
+        ),
+        Database::Mysql => (
+            "mariadb",
+            vec!["--host=127.0.0.1", "--port=3306", "--user=root", "-e", sql],
+        ),
+    };
+    let out = Command::new(client)
+        .args(args)
         .output()
         .await
-        .context("cannot run psql")?;
+        .with_context(|| format!("cannot run {client}"))?;
     if !out.status.success() {
         bail!(
-            "psql `{sql}` failed: {}",
+            "{client} `{sql}` failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
