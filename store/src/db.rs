@@ -74,7 +74,8 @@ pub(super) enum Db {
         /// Woken after a commit that offered external tasks.
         external: Arc<LocalSignal>,
     },
-    /// MySQL 8 or MariaDB 10.6+ (both have `SKIP LOCKED`). No `RETURNING` is used on it
+    /// MySQL 8 or MariaDB 10.10+ (`SKIP LOCKED`, and a case-sensitive Unicode collation:
+    /// `mysql_collation`). No `RETURNING` is used on it
     /// (MySQL has none, MariaDB none on UPDATE): the store reads back what it wrote.
     Mysql {
         pool: MySqlPool,

@@ -1,9 +1,9 @@
 //! Real MySQL/MariaDB for tests: a fresh database per test on the machine's server, through
 //! the `mariadb` (or `mysql`) client, so that the kit needs no driver.
 
+use crate::postgres::unique_name;
 use crate::text;
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The shared server, without a database: `SHOAL_TEST_MYSQL` or the local one.
 fn server() -> String {
@@ -19,13 +19,7 @@ pub struct TestMysqlDb {
 impl TestMysqlDb {
     /// A new database `<prefix>_<pid>_<nanos>_<n>` on the shared server.
     pub fn create(prefix: &str) -> TestMysqlDb {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let name = format!("{prefix}_{}_{nanos}_{n}", std::process::id());
+        let name = unique_name(prefix);
         let out = client(&format!("CREATE DATABASE {name}"));
         assert!(
             out.status.success(),

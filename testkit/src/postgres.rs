@@ -24,14 +24,7 @@ pub struct TestDb {
 impl TestDb {
     /// A new database `<prefix>_<pid>_<nanos>_<n>` on the shared server.
     pub fn create(prefix: &str) -> TestDb {
-        // Unique within the process too: tests of one binary run in parallel threads.
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let name = format!("{prefix}_{}_{nanos}_{n}", std::process::id());
+        let name = unique_name(prefix);
         // A generated identifier: CREATE DATABASE cannot take a parameter.
         admin(&format!("CREATE DATABASE {name}"));
         TestDb {
@@ -79,6 +72,18 @@ impl Drop for TestDb {
             ])
             .output();
     }
+}
+
+/// `<prefix>_<pid>_<nanos>_<n>`: a database name no other test of any process takes.
+pub(crate) fn unique_name(prefix: &str) -> String {
+    // Unique within the process too: tests of one binary run in parallel threads.
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}_{}_{nanos}_{n}", std::process::id())
 }
 
 /// Runs `sql` on the shared server's `postgres` database.

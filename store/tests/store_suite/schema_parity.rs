@@ -89,58 +89,44 @@ fn only<T: Ord + Clone>(a: &BTreeSet<T>, b: &BTreeSet<T>) -> Vec<T> {
     a.difference(b).cloned().collect()
 }
 
-#[tokio::test]
-async fn postgres_and_sqlite_migrations_make_the_same_tables_columns_and_indexes() {
+/// The shape `other`'s migrations make (read by `read`) is Postgres'.
+async fn same_shape_as_postgres<F: Future<Output = Shape>>(
+    other: Backend,
+    read: impl FnOnce(String) -> F,
+) {
     let (pg, pg_cleanup) = open(Backend::Postgres).await;
-    let (lite, lite_cleanup) = open(Backend::Sqlite).await;
-    let (pg_shape, lite_shape) = (postgres_shape(&pg.url).await, sqlite_shape(&lite.url).await);
-    drop((pg, lite));
+    let (them, their_cleanup) = open(other).await;
+    let pg_shape = postgres_shape(&pg.url).await;
+    let their_shape = read(them.url.clone()).await;
+    drop((pg, them));
     cleanup(pg_cleanup).await;
-    cleanup(lite_cleanup).await;
+    cleanup(their_cleanup).await;
 
     assert!(pg_shape.0.len() > 50, "{:?}", pg_shape.0);
     assert_eq!(
         (
-            only(&pg_shape.0, &lite_shape.0),
-            only(&lite_shape.0, &pg_shape.0)
+            only(&pg_shape.0, &their_shape.0),
+            only(&their_shape.0, &pg_shape.0)
         ),
         (vec![], vec![]),
-        "columns only in Postgres, only in SQLite"
+        "columns only in Postgres, only in {other:?}"
     );
     assert_eq!(
         (
-            only(&pg_shape.1, &lite_shape.1),
-            only(&lite_shape.1, &pg_shape.1)
+            only(&pg_shape.1, &their_shape.1),
+            only(&their_shape.1, &pg_shape.1)
         ),
         (vec![], vec![]),
-        "indexes only in Postgres, only in SQLite"
+        "indexes only in Postgres, only in {other:?}"
     );
 }
 
 #[tokio::test]
-async fn postgres_and_mysql_migrations_make_the_same_tables_columns_and_indexes() {
-    let (pg, pg_cleanup) = open(Backend::Postgres).await;
-    let (my, my_cleanup) = open(Backend::Mysql).await;
-    let (pg_shape, my_shape) = (postgres_shape(&pg.url).await, mysql_shape(&my.url).await);
-    drop((pg, my));
-    cleanup(pg_cleanup).await;
-    cleanup(my_cleanup).await;
+async fn postgres_and_sqlite_migrations_make_the_same_tables_columns_and_indexes() {
+    same_shape_as_postgres(Backend::Sqlite, |url| async move { sqlite_shape(&url).await }).await;
+}
 
-    assert!(pg_shape.0.len() > 50, "{:?}", pg_shape.0);
-    assert_eq!(
-        (
-            only(&pg_shape.0, &my_shape.0),
-            only(&my_shape.0, &pg_shape.0)
-        ),
-        (vec![], vec![]),
-        "columns only in Postgres, only in MySQL"
-    );
-    assert_eq!(
-        (
-            only(&pg_shape.1, &my_shape.1),
-            only(&my_shape.1, &pg_shape.1)
-        ),
-        (vec![], vec![]),
-        "indexes only in Postgres, only in MySQL"
-    );
+#[tokio::test]
+async fn postgres_and_mysql_migrations_make_the_same_tables_columns_and_indexes() {
+    same_shape_as_postgres(Backend::Mysql, |url| async move { mysql_shape(&url).await }).await;
 }
