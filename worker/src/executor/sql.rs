@@ -632,6 +632,8 @@ mod tests {
             Datasources::new(
                 &urls(&[
                     ("pg", "postgres://u:p@127.0.0.1:5432/db"),
+                    ("my", "mysql://u:p@127.0.0.1:3306/db?timezone=%2B08:00"),
+                    ("maria", "mariadb://u@127.0.0.1/db"),
                     ("lite", "sqlite:///tmp/x.db?mode=rwc"),
                 ]),
                 &BTreeMap::new(),
@@ -645,10 +647,18 @@ mod tests {
                 .err()
                 .unwrap()
         };
-        let e = single(&[("my", "mysql://h/db")]);
-        assert!(e.contains("'my'") && e.contains("'mysql'"), "{e}");
-        let e = single(&[("pg", "postgres://u:secret@h:notaport/db")]);
-        assert!(e.contains("'pg'") && !e.contains("secret"), "{e}");
+        let e = single(&[("ora", "oracle://h/db")]);
+        assert!(
+            e.contains("'ora'") && e.contains("'oracle'") && e.contains("mysql://"),
+            "{e}"
+        );
+        for url in [
+            "postgres://u:secret@h:notaport/db",
+            "mysql://u:secret@h:notaport/db",
+        ] {
+            let e = single(&[("db", url)]);
+            assert!(e.contains("'db'") && !e.contains("secret"), "{e}");
+        }
     }
 
     #[tokio::test]
@@ -704,5 +714,7 @@ mod tests {
         );
         assert_eq!(Cell::Null.into_json(), serde_json::Value::Null);
         assert_eq!(Cell::Text("a".into()).into_json(), serde_json::json!("a"));
+        assert_eq!(Cell::bytes("上海".as_bytes()), Cell::Text("上海".into()));
+        assert_eq!(Cell::bytes(&[0xff, 0x00]), Cell::Text("0xff00".into()));
     }
 }
