@@ -1,7 +1,7 @@
 //! Sql tasks: the task's query runs against a datasource configured on the worker
-//! (`--datasource NAME@PROJECTS=URL`, Postgres, MySQL/MariaDB or SQLite) and granted to the task's
-//! project, or one the project defines as a secret. One pool per datasource is created on
-//! first use and kept.
+//! (`--datasource NAME@PROJECTS=URL`, Postgres, MySQL/MariaDB or SQLite) and granted to the
+//! task's project, or one the project defines as a secret. One pool per datasource is
+//! created on first use and kept.
 //!
 //! The query text is sent as it is (`raw_sql`; on Postgres the simple query protocol, on
 //! MySQL the text protocol), so a script of several statements works too. Output parameters
