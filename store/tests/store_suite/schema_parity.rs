@@ -123,11 +123,7 @@ async fn same_shape_as_postgres<F: Future<Output = Shape>>(
 
 #[tokio::test]
 async fn postgres_and_sqlite_migrations_make_the_same_tables_columns_and_indexes() {
-    same_shape_as_postgres(
-        Backend::Sqlite,
-        |url| async move { sqlite_shape(&url).await },
-    )
-    .await;
+    same_shape_as_postgres(Backend::Sqlite, |url| async move { sqlite_shape(&url).await }).await;
 }
 
 #[tokio::test]
