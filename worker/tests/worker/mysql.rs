@@ -16,6 +16,7 @@ async fn sql_task_on_mysql_returns_typed_rows_and_server_errors() {
     let datasources = BTreeMap::from([
         ("my".to_string(), db.url.clone()),
         ("maria".to_string(), maria),
+        ("tz".to_string(), format!("{}?timezone=%2B08:00", db.url)),
     ]);
     let mut w = start_worker_with(4, datasources).await;
 
@@ -108,6 +109,16 @@ async fn sql_task_on_mysql_returns_typed_rows_and_server_errors() {
     );
     let log = log_text(&mut w, &t).await;
     assert!(log.contains("2 rows returned, 1 rows affected"), "{log}");
+    // A time zone the URL names is the session's.
+    let t = sql_task(
+        157,
+        "tz",
+        "SELECT @@session.time_zone AS tz",
+        "first_row",
+        &master.addr,
+    );
+    let done = run_one(&mut w, &mut master, &t).await;
+    assert_eq!(outputs(&done), BTreeMap::from([("tz", "+08:00")]));
 
     // A server error: its message in the event and the log; the statements after it in
     // the script do not run.
