@@ -193,6 +193,45 @@ tasks:
     assert_eq!(attempts(&inst, "py")[0]["state"], "success", "{inst}");
 }
 
+/// On MySQL (a project's datasource secret) too: a quote stays in its literal, and after a
+/// `\'` in the query, which MySQL reads unlike Postgres, a value is refused rather than
+/// run as code.
+#[test]
+fn sql_on_mysql_keeps_a_quote_in_its_literal_and_a_value_out_of_its_code() {
+    let e = standalone();
+    let db = shoal_testkit::TestMysqlDb::create("shoal_values");
+    set_secret(&e, "shop", &db.url);
+    e.apply(
+        r#"
+name: on_mysql
+params: { name: n }
+failure_strategy: continue
+tasks:
+  - name: q
+    type: sql
+    sql:
+      datasource: shop
+      output: first_row
+      query: "create table t (v text); insert into t values ('${name}'); select v as got, (select count(*) from t) as n from t"
+  - { name: esc, type: sql, sql: { datasource: shop, query: "select 'a\\'' as q, ${name}" } }
+"#,
+    );
+    let name = "x'); drop table t; select ('";
+    let body = json!({"params": {"name": name}}).to_string();
+    let inst = e.end(e.start("on_mysql", &body));
+    let q = attempts(&inst, "q")[0];
+    assert_eq!(q["state"], "success", "{inst}");
+    let id = q["id"].as_i64().unwrap();
+    let (_, log) = e.api().log(id);
+    assert!(log.contains("1 rows returned"), "{log}");
+    assert_eq!(q["output"]["got"], name, "{q}");
+    assert_eq!(q["output"]["n"], "1", "{q}");
+    let esc = attempts(&inst, "esc")[0];
+    assert_eq!(esc["state"], "failure");
+    let message = esc["message"].as_str().unwrap();
+    assert!(message.contains("for MySQL or for Postgres"), "{message}");
+}
+
 #[test]
 fn a_child_run_sees_only_the_params_its_parent_task_passes() {
     let e = standalone();

@@ -136,6 +136,14 @@ mod tests {
             without_password("postgres://u@h/db?sslmode=verify-full&sslpassword=keypw&sslkey=/k"),
             "postgres://u@h/db?sslmode=verify-full&sslpassword=***&sslkey=%2Fk"
         );
+        assert_eq!(
+            without_password("mysql://u:pw@h:3306/db?ssl-mode=REQUIRED"),
+            "mysql://u:***@h:3306/db?ssl-mode=REQUIRED"
+        );
+        assert_eq!(
+            passwords_in("cannot reach mariadb://u:pw@h/db."),
+            "cannot reach mariadb://u:***@h/db."
+        );
         assert_eq!(without_password("sqlite:///tmp/x.db"), "sqlite:///tmp/x.db");
         assert_eq!(without_password("not a url: pw"), "***");
         for masked in [

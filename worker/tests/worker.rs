@@ -1,7 +1,8 @@
 //! A real worker (gRPC server, bash processes, log files) against an in-test master that
 //! records the events it receives and acks them. The task types beyond shell and noop, and
-//! timeouts, are in `worker/task_types.rs`, spark and notebook in `worker/data_tasks.rs`;
-//! shutdown, crashes and lease loss in `worker/ha.rs`.
+//! timeouts, are in `worker/task_types.rs` (sql on MySQL/MariaDB in `worker/mysql.rs`),
+//! spark and notebook in `worker/data_tasks.rs`; shutdown, crashes and lease loss in
+//! `worker/ha.rs`.
 
 #[path = "worker/container.rs"]
 mod container;
@@ -11,6 +12,8 @@ mod data_tasks;
 mod ha;
 #[path = "worker/kubernetes.rs"]
 mod kubernetes;
+#[path = "worker/mysql.rs"]
+mod mysql;
 #[path = "worker/task_types.rs"]
 mod task_types;
 

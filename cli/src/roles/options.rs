@@ -34,11 +34,11 @@ pub struct ExecArgs {
     )]
     #[serde(rename = "task_env", skip_serializing_if = "Vec::is_empty")]
     pub task_env: Vec<String>,
-    /// A datasource sql tasks can name: NAME@PROJECTS=URL (postgres://… or sqlite://…),
-    /// PROJECTS the projects that may use it, comma separated, or * for every project;
-    /// NAME=URL serves every project on a --single-team worker (or a standalone without
-    /// auth) and is refused on another. Repeat the flag for more (URLs may contain commas,
-    /// so there is no list syntax).
+    /// A datasource sql tasks can name: NAME@PROJECTS=URL (postgres://…, mysql://… or
+    /// sqlite://…), PROJECTS the projects that may use it, comma separated, or * for every
+    /// project; NAME=URL serves every project on a --single-team worker (or a standalone
+    /// without auth) and is refused on another. Repeat the flag for more (URLs may contain
+    /// commas, so there is no list syntax).
     #[arg(long = "datasource", value_parser = parse_datasource)]
     #[serde(
         rename = "datasource",

@@ -219,6 +219,47 @@ fn sql_escapes_a_value_in_a_literal_and_refuses_one_outside() {
     );
 }
 
+/// The master expands a query before it knows the server: a value goes into a literal
+/// only where Postgres and MySQL both see one.
+#[test]
+fn sql_puts_a_value_in_a_literal_only_where_mysql_and_postgres_both_see_it() {
+    let sql = |text: &str, v: &str| guarded(text, v, Lang::Sql).0.map_err(|e| e.to_string());
+    for text in [
+        // MySQL: `\'` is a quote in the literal, so the third quote closes it.
+        "select 'a\\'' as q, '${v}'",
+        "select 'a\\'' as q, ${v}",
+        "select \"a\\\"\" as q, ${v}",
+        // MySQL: `#` starts a comment, and the quote in it opens nothing.
+        "# don't\nselect ${v}",
+        // MySQL: `--` without a space is two minus signs; `/*!` is code.
+        "select 1--'\n, '${v}'",
+        "select 1 /*! , 'x */ , '${v}'",
+        "select 1 /*M! , 'x */ , '${v}'",
+    ] {
+        let e = sql(text, "1 or 1=1").unwrap_err();
+        assert!(e.contains("for MySQL or for Postgres"), "{text:?}: {e}");
+    }
+    // Where they agree, a value still goes into its literal.
+    for (text, want) in [
+        ("-- it's\nselect '${v}'", "-- it's\nselect 'a''b'"),
+        ("select 'a\\\\', '${v}'", "select 'a\\\\', 'a''b'"),
+        ("select '${v}' # it's", "select 'a''b' # it's"),
+        ("select `it's`, '${v}'", "select `it's`, 'a''b'"),
+        ("/* it's */ select '${v}'", "/* it's */ select 'a''b'"),
+        (
+            "select 1 /*!50000 , 'x' */, '${v}'",
+            "select 1 /*!50000 , 'x' */, 'a''b'",
+        ),
+    ] {
+        assert_eq!(sql(text, "a'b").unwrap(), want, "{text:?}");
+    }
+    // A number or a name goes anywhere.
+    assert_eq!(
+        sql("# don't\nselect ${v}", "42").unwrap(),
+        "# don't\nselect 42"
+    );
+}
+
 #[test]
 fn every_value_is_in_the_environment_an_outside_one_never_under_a_system_name() {
     let values = BTreeMap::from(

@@ -1,25 +1,28 @@
 //! Sql tasks: the task's query runs against a datasource configured on the worker
-//! (`--datasource NAME@PROJECTS=URL`, Postgres or SQLite) and granted to the task's
-//! project, or one the project defines as a secret. One pool per datasource is created on
-//! first use and kept.
+//! (`--datasource NAME@PROJECTS=URL`, Postgres, MySQL/MariaDB or SQLite) and granted to the
+//! task's project, or one the project defines as a secret. One pool per datasource is
+//! created on first use and kept.
 //!
-//! The query text is sent as it is (`raw_sql`; on Postgres the simple query protocol), so a
-//! script of several statements works too. Output parameters come from the first statement
-//! that returns rows. On Postgres every value comes back as the server's own text
-//! rendering, so any column type (numeric, timestamp, uuid, json, ...) can be output.
+//! The query text is sent as it is (`raw_sql`; on Postgres the simple query protocol, on
+//! MySQL the text protocol), so a script of several statements works too. Output parameters
+//! come from the first statement that returns rows. On Postgres and MySQL every value comes
+//! back as the server's own text rendering, so any column type (numeric, timestamp, uuid,
+//! json, ...) can be output.
 //!
-//! A stop (kill or timeout) drops the query and closes its connection; on Postgres the
-//! server-side statement is also cancelled with `pg_cancel_backend`, so it does not run on
-//! holding locks. (SQLite has no cancel through sqlx: a stopped statement finishes in the
-//! background on its connection thread before the connection closes.)
+//! A stop (kill or timeout) drops the query and closes its connection; on Postgres and MySQL
+//! the server-side statement is also cancelled (`pg_cancel_backend`, `KILL QUERY`) from
+//! another connection, so it does not run on holding locks. (SQLite has no cancel through
+//! sqlx: a stopped statement finishes in the background on its connection thread before the
+//! connection closes.)
 
 use super::kill::KillSwitch;
 use super::task_log::TaskLog;
 use super::{NO_EXIT_CODE, Outcome};
 use shoal_common::definition::{SqlOutput, SqlSpec};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
-use sqlx::{Column, Database, Either, Executor, Postgres, Row, Sqlite, TypeInfo};
+use sqlx::{Column, Database, Either, Executor, MySql, Postgres, Row, Sqlite, TypeInfo};
 use sqlx::{Pool, ValueRef};
 use std::collections::{BTreeMap, HashMap};
 use std::str::FromStr;
@@ -41,12 +44,14 @@ const MAX_OUTPUT: usize = super::set_value::MAX_OUTPUT;
 #[derive(Clone, Debug)]
 enum Target {
     Postgres(PgConnectOptions),
+    Mysql(MySqlConnectOptions),
     Sqlite(SqliteConnectOptions),
 }
 
 #[derive(Clone)]
 enum DsPool {
     Postgres(PgPool),
+    Mysql(MySqlPool),
     Sqlite(SqlitePool),
 }
 
@@ -150,6 +155,12 @@ impl Datasources {
                     .acquire_timeout(ACQUIRE_TIMEOUT)
                     .connect_lazy_with(options),
             ),
+            Target::Mysql(options) => DsPool::Mysql(
+                MySqlPoolOptions::new()
+                    .max_connections(self.pool_size)
+                    .acquire_timeout(ACQUIRE_TIMEOUT)
+                    .connect_lazy_with(options),
+            ),
             Target::Sqlite(options) => DsPool::Sqlite(
                 SqlitePoolOptions::new()
                     .max_connections(self.pool_size)
@@ -170,6 +181,7 @@ impl Datasources {
         for pool in pools {
             match pool {
                 DsPool::Postgres(p) => p.close().await,
+                DsPool::Mysql(p) => p.close().await,
                 DsPool::Sqlite(p) => p.close().await,
             }
         }
@@ -182,15 +194,34 @@ fn target(name: &str, url: &str) -> Result<Target, String> {
     let scheme = url.split_once(':').map_or("", |(s, _)| s);
     match scheme {
         "postgres" | "postgresql" => PgConnectOptions::from_str(url).map(Target::Postgres),
+        "mysql" | "mariadb" => MySqlConnectOptions::from_str(url)
+            .map(|options| Target::Mysql(server_session(options, url))),
         "sqlite" => SqliteConnectOptions::from_str(url).map(Target::Sqlite),
         _ => {
             return Err(format!(
                 "datasource '{name}': unsupported url scheme '{scheme}' \
-                 (use postgres://... or sqlite://...)"
+                 (use postgres://..., mysql://... or sqlite://...)"
             ));
         }
     }
     .map_err(|e| format!("datasource '{name}': invalid url: {e}"))
+}
+
+/// MySQL sessions set up the way the server sets them up for any client (and for the JDBC
+/// connections of DolphinScheduler's sql tasks): sqlx would otherwise add PIPES_AS_CONCAT
+/// to the `sql_mode` (`a || b` would concatenate instead of OR) and NO_ENGINE_SUBSTITUTION,
+/// and set the session's time zone to UTC (`NOW()` would change), unless the URL names one
+/// (`?timezone=...`).
+fn server_session(options: MySqlConnectOptions, url: &str) -> MySqlConnectOptions {
+    let options = options.pipes_as_concat(false).no_engine_substitution(false);
+    let names_time_zone = url::Url::parse(url).is_ok_and(|u| {
+        u.query_pairs()
+            .any(|(k, _)| k == "timezone" || k == "time-zone")
+    });
+    match names_time_zone {
+        true => options,
+        false => options.timezone(None),
+    }
 }
 
 /// Runs the task's query for a task of `project`; `given` are the datasources the
@@ -216,8 +247,9 @@ pub(crate) async fn run(
         spec.datasource, spec.query
     ));
     let result = match pool {
-        DsPool::Postgres(pool) => run_postgres(&pool, spec, kill).await,
-        DsPool::Sqlite(pool) => run_on(&pool, spec, kill, |_| async {}).await,
+        DsPool::Postgres(pool) => run_on(&pool, spec, kill).await,
+        DsPool::Mysql(pool) => run_on(&pool, spec, kill).await,
+        DsPool::Sqlite(pool) => run_on(&pool, spec, kill).await,
     };
     match result {
         Ok(Some(done)) => {
@@ -249,43 +281,23 @@ struct Done {
     output: HashMap<String, String>,
 }
 
-/// Postgres: remembers the backend's pid first, so that a stop can cancel the statement.
-async fn run_postgres(
-    pool: &PgPool,
-    spec: &SqlSpec,
-    kill: &KillSwitch,
-) -> Result<Option<Done>, String> {
-    let cancel_pool = pool.clone();
-    run_on(pool, spec, kill, move |pid| async move {
-        let Some(pid) = pid else { return };
-        let cancel = sqlx::query("SELECT pg_cancel_backend($1)")
-            .bind(pid)
-            .execute(&cancel_pool);
-        match tokio::time::timeout(CANCEL_WAIT, cancel).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => warn!(pid, error = %e, "cannot cancel a stopped sql statement"),
-            Err(_) => warn!(pid, "cancelling a stopped sql statement timed out"),
-        }
-    })
-    .await
-}
-
 /// What differs between the backends.
 trait Backend: Database {
-    /// Server-side id of the session, to cancel a stopped statement with.
-    fn session_id(
+    /// The statement that cancels what this session runs, sent from another connection
+    /// when the task is stopped (asked for first: a running session cannot be asked).
+    fn canceller(
         conn: &mut Self::Connection,
-    ) -> impl Future<Output = Result<Option<i32>, sqlx::Error>> + Send;
+    ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send;
     fn affected(result: &Self::QueryResult) -> u64;
     fn cell(row: &Self::Row, index: usize) -> Result<Cell, sqlx::Error>;
 }
 
 impl Backend for Postgres {
-    async fn session_id(conn: &mut Self::Connection) -> Result<Option<i32>, sqlx::Error> {
-        sqlx::query_scalar("SELECT pg_backend_pid()")
+    async fn canceller(conn: &mut Self::Connection) -> Result<Option<String>, sqlx::Error> {
+        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
             .fetch_one(conn)
-            .await
-            .map(Some)
+            .await?;
+        Ok(Some(format!("SELECT pg_cancel_backend({pid})")))
     }
 
     fn affected(result: &Self::QueryResult) -> u64 {
@@ -308,8 +320,54 @@ impl Backend for Postgres {
     }
 }
 
+impl Backend for MySql {
+    async fn canceller(conn: &mut Self::Connection) -> Result<Option<String>, sqlx::Error> {
+        let id: i64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS SIGNED)")
+            .fetch_one(conn)
+            .await?;
+        Ok(Some(format!("KILL QUERY {id}")))
+    }
+
+    fn affected(result: &Self::QueryResult) -> u64 {
+        result.rows_affected()
+    }
+
+    /// Values arrive in text format (the text protocol): the server's rendering, but for
+    /// BIT (its bits as bytes, shown as the number) and binary strings ([`Cell::bytes`]).
+    /// BOOLEAN is how MySQL declares TINYINT(1), which comes out as true/false as it does
+    /// through JDBC.
+    fn cell(row: &Self::Row, index: usize) -> Result<Cell, sqlx::Error> {
+        if row.try_get_raw(index)?.is_null() {
+            return Ok(Cell::Null);
+        }
+        let bytes: &[u8] = row.try_get_unchecked(index)?;
+        let name = row.column(index).type_info().name();
+        let number = matches!(
+            name.trim_end_matches(" UNSIGNED"),
+            "TINYINT"
+                | "SMALLINT"
+                | "MEDIUMINT"
+                | "INT"
+                | "BIGINT"
+                | "FLOAT"
+                | "DOUBLE"
+                | "DECIMAL"
+        );
+        Ok(match (name, std::str::from_utf8(bytes)) {
+            ("BOOLEAN", Ok(text)) => Cell::Bool(text != "0"),
+            ("BIT", _) => {
+                // At most 64 bits, most significant byte first.
+                let n = bytes.iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
+                Cell::Number(n.to_string())
+            }
+            (_, Ok(text)) if number => Cell::Number(text.to_string()),
+            _ => Cell::bytes(bytes),
+        })
+    }
+}
+
 impl Backend for Sqlite {
-    async fn session_id(_: &mut Self::Connection) -> Result<Option<i32>, sqlx::Error> {
+    async fn canceller(_: &mut Self::Connection) -> Result<Option<String>, sqlx::Error> {
         Ok(None)
     }
 
@@ -336,10 +394,7 @@ impl Backend for Sqlite {
                 }
             }
             "REAL" => Cell::float(row.try_get_unchecked(index)?),
-            "BLOB" => {
-                let bytes: Vec<u8> = row.try_get_unchecked(index)?;
-                Cell::Text(String::from_utf8_lossy(&bytes).into_owned())
-            }
+            "BLOB" => Cell::bytes(row.try_get_unchecked(index)?),
             _ => Cell::Text(row.try_get_unchecked(index)?),
         })
     }
@@ -361,6 +416,16 @@ impl Cell {
             // serde_json prints the shortest form that reads back the same, keeping `.0`.
             Some(n) => Cell::Number(n.to_string()),
             None => Cell::Text(f.to_string()),
+        }
+    }
+
+    /// Bytes of a binary value: as text when they are UTF-8 (as what is stored in a blob
+    /// often is), else in hex as MySQL and SQLite write a blob literal (`0x00ff`), which
+    /// reads back as the same bytes where text with replacement characters would not.
+    fn bytes(bytes: &[u8]) -> Cell {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Cell::Text(text.to_string()),
+            Err(_) => Cell::Text(format!("0x{}", hex::encode(bytes))),
         }
     }
 
@@ -390,17 +455,14 @@ impl Cell {
 
 /// Acquires a connection and runs the query on it, giving up (and cleaning up) on a stop.
 /// `Ok(None)` means stopped.
-async fn run_on<DB, C, F>(
+async fn run_on<DB>(
     pool: &Pool<DB>,
     spec: &SqlSpec,
     kill: &KillSwitch,
-    cancel: C,
 ) -> Result<Option<Done>, String>
 where
     DB: Backend,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    C: FnOnce(Option<i32>) -> F,
-    F: Future<Output = ()>,
 {
     // Each select below is cancellation-safe on the side that is dropped: an unfinished
     // acquire gives nothing back, and a connection whose statement was dropped mid-way is
@@ -409,8 +471,8 @@ where
         conn = pool.acquire() => conn.map_err(|e| format!("datasource '{}': {e}", spec.datasource))?,
         _ = kill.stopped() => return Ok(None),
     };
-    let session = tokio::select! {
-        id = DB::session_id(&mut conn) => id.map_err(|e| format!("datasource '{}': {e}", spec.datasource))?,
+    let canceller = tokio::select! {
+        c = DB::canceller(&mut conn) => c.map_err(|e| format!("datasource '{}': {e}", spec.datasource))?,
         _ = kill.stopped() => {
             conn.close_on_drop();
             return Ok(None);
@@ -425,9 +487,26 @@ where
         None => {
             conn.close_on_drop();
             drop(conn);
-            cancel(session).await;
+            if let Some(statement) = canceller {
+                cancel(pool, &statement).await;
+            }
             Ok(None)
         }
+    }
+}
+
+/// Runs `statement` (a [`Backend::canceller`]) on another connection of the pool, within
+/// [`CANCEL_WAIT`]: a failure is only logged, as the task has stopped all the same.
+async fn cancel<DB>(pool: &Pool<DB>, statement: &str)
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    let cancel = sqlx::raw_sql(statement).execute(pool);
+    match tokio::time::timeout(CANCEL_WAIT, cancel).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => warn!(statement, error = %e, "cannot cancel a stopped sql statement"),
+        Err(_) => warn!(statement, "cancelling a stopped sql statement timed out"),
     }
 }
 
@@ -553,6 +632,8 @@ mod tests {
             Datasources::new(
                 &urls(&[
                     ("pg", "postgres://u:p@127.0.0.1:5432/db"),
+                    ("my", "mysql://u:p@127.0.0.1:3306/db?timezone=%2B08:00"),
+                    ("maria", "mariadb://u@127.0.0.1/db"),
                     ("lite", "sqlite:///tmp/x.db?mode=rwc"),
                 ]),
                 &BTreeMap::new(),
@@ -566,10 +647,18 @@ mod tests {
                 .err()
                 .unwrap()
         };
-        let e = single(&[("my", "mysql://h/db")]);
-        assert!(e.contains("'my'") && e.contains("'mysql'"), "{e}");
-        let e = single(&[("pg", "postgres://u:secret@h:notaport/db")]);
-        assert!(e.contains("'pg'") && !e.contains("secret"), "{e}");
+        let e = single(&[("ora", "oracle://h/db")]);
+        assert!(
+            e.contains("'ora'") && e.contains("'oracle'") && e.contains("mysql://"),
+            "{e}"
+        );
+        for url in [
+            "postgres://u:secret@h:notaport/db",
+            "mysql://u:secret@h:notaport/db",
+        ] {
+            let e = single(&[("db", url)]);
+            assert!(e.contains("'db'") && !e.contains("secret"), "{e}");
+        }
     }
 
     #[tokio::test]
@@ -625,5 +714,7 @@ mod tests {
         );
         assert_eq!(Cell::Null.into_json(), serde_json::Value::Null);
         assert_eq!(Cell::Text("a".into()).into_json(), serde_json::json!("a"));
+        assert_eq!(Cell::bytes("上海".as_bytes()), Cell::Text("上海".into()));
+        assert_eq!(Cell::bytes(&[0xff, 0x00]), Cell::Text("0xff00".into()));
     }
 }

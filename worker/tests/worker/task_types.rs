@@ -30,11 +30,11 @@ pub(super) fn def_task(id: i64, definition: Value, master: &str) -> TaskSpec {
     }
 }
 
-async fn log_text(w: &mut Setup, t: &TaskSpec) -> String {
+pub(super) async fn log_text(w: &mut Setup, t: &TaskSpec) -> String {
     String::from_utf8(w.read_log(t, 0, 0).await.expect("log found")).unwrap()
 }
 
-fn outputs(e: &TaskEvent) -> BTreeMap<&str, &str> {
+pub(super) fn outputs(e: &TaskEvent) -> BTreeMap<&str, &str> {
     e.output
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
@@ -443,7 +443,13 @@ async fn http_task_timeout_fail_cancels_the_request() {
 
 // ---------------------------------------------------------------- sql
 
-fn sql_task(id: i64, datasource: &str, query: &str, output: &str, master: &str) -> TaskSpec {
+pub(super) fn sql_task(
+    id: i64,
+    datasource: &str,
+    query: &str,
+    output: &str,
+    master: &str,
+) -> TaskSpec {
     def_task(
         id,
         json!({
@@ -455,7 +461,7 @@ fn sql_task(id: i64, datasource: &str, query: &str, output: &str, master: &str) 
 }
 
 /// Runs one task to its end and returns its terminal event.
-async fn run_one(w: &mut Setup, master: &mut MasterProc, t: &TaskSpec) -> TaskEvent {
+pub(super) async fn run_one(w: &mut Setup, master: &mut MasterProc, t: &TaskSpec) -> TaskEvent {
     assert_eq!(
         w.dispatch(vec![t.clone()]).await.accepted,
         [t.task_instance_id]
@@ -463,7 +469,7 @@ async fn run_one(w: &mut Setup, master: &mut MasterProc, t: &TaskSpec) -> TaskEv
     master.until_done(t.task_instance_id).await.pop().unwrap()
 }
 
-fn json_output(e: &TaskEvent, name: &str) -> Value {
+pub(super) fn json_output(e: &TaskEvent, name: &str) -> Value {
     serde_json::from_str(&e.output[name]).unwrap_or_else(|err| panic!("{name}: {err}"))
 }
 
@@ -649,7 +655,7 @@ async fn sql_task_timeout_fail_cancels_the_statement_on_the_server() {
     pool.close().await;
 }
 
-fn now_nanos() -> u128 {
+pub(super) fn now_nanos() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
