@@ -21,8 +21,8 @@ interface TaskNodeData extends Record<string, unknown> {
   state?: string;
 }
 
-const WIDTH = 180;
-const HEIGHT = 48;
+export const WIDTH = 180;
+export const HEIGHT = 48;
 const GAP_X = 24;
 const GAP_Y = 48;
 /**
@@ -100,7 +100,7 @@ function withStates(base: Layout, states: Record<string, string> | undefined, be
 }
 
 /** Top-left corner of each node, laid out top-down by dagre. */
-function withDagre(count: number, links: [number, number][]): { x: number; y: number }[] {
+export function withDagre(count: number, links: [number, number][]): { x: number; y: number }[] {
   const g = new dagre.graphlib.Graph();
   g.setGraph({ rankdir: "TB", nodesep: GAP_X, ranksep: GAP_Y });
   g.setDefaultEdgeLabel(() => ({}));

@@ -1,0 +1,143 @@
+// The side form of the visual editor: a task's name, type and dependencies, the fields its
+// type has of its own, then those every task has; or, with no task chosen, the workflow's.
+import { useState } from "react";
+import type { Task } from "./definition";
+import { Fields, type SetField } from "./Fields";
+import type { WorkflowSchema } from "./schema";
+
+/** Fields with a control of their own in the task form. */
+const HEAD = new Set(["name", "type", "depends_on"]);
+
+/** The fields most definitions set come first; the others follow by name. */
+const FIRST = [
+  "name",
+  "description",
+  "params",
+  "retries",
+  "retry_interval",
+  "timeout",
+  "timeout_strategy",
+  "priority",
+  "worker_group",
+  "on_error",
+];
+const rank = (k: string) => (FIRST.includes(k) ? FIRST.indexOf(k) : FIRST.length);
+const ordered = (keys: string[]) => [...keys].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+
+export function TaskForm({
+  root,
+  task,
+  tasks,
+  problem,
+  set,
+  rename,
+  retype,
+  depend,
+  remove,
+}: {
+  root: WorkflowSchema;
+  task: Task;
+  tasks: Task[];
+  /** The server's error about this task. */
+  problem?: string;
+  set: SetField;
+  rename: (from: string, to: string) => void;
+  retype: (type: string) => void;
+  /** Makes the task depend on `on`, or not. */
+  depend: (on: string, yes: boolean) => void;
+  remove: () => void;
+}) {
+  const schema = root.$defs.TaskDef;
+  const byType = root["x-task-fields"];
+  const own = byType[task.type] ?? [];
+  const ofTypes = new Set(Object.values(byType).flat());
+  const common = ordered(Object.keys(schema.properties ?? {}).filter((k) => !HEAD.has(k) && !ofTypes.has(k)));
+  const [nameError, setNameError] = useState("");
+
+  const commitName = (to: string) => {
+    to = to.trim();
+    if (to === task.name) return setNameError("");
+    if (!to) return setNameError("A task needs a name.");
+    if (tasks.some((t) => t.name === to)) return setNameError(`Another task is named ${to}.`);
+    setNameError("");
+    rename(task.name, to);
+  };
+
+  return (
+    <form aria-label={`Task ${task.name}`} onSubmit={(e) => e.preventDefault()}>
+      <h2>Task {task.name}</h2>
+      {problem && (
+        <p className="error" id="task-problem">
+          {problem}
+        </p>
+      )}
+      <label>
+        name
+        <input
+          key={task.name}
+          defaultValue={task.name}
+          aria-invalid={!!nameError}
+          onBlur={(e) => commitName(e.target.value)}
+          onKeyDown={(e) => e.key === "Enter" && (e.preventDefault(), e.currentTarget.blur())}
+        />
+      </label>
+      {nameError && <p className="error">{nameError}</p>}
+      <label>
+        type
+        <select value={task.type} onChange={(e) => retype(e.target.value)}>
+          {(schema.properties?.type.enum ?? []).map((t) => (
+            <option key={t}>{t}</option>
+          ))}
+        </select>
+      </label>
+      <fieldset>
+        <legend>depends on</legend>
+        {tasks.length < 2 && <p className="muted">No other task yet.</p>}
+        {tasks
+          .filter((t) => t.name !== task.name)
+          .map((t) => (
+            <label key={t.name} className="check">
+              <input
+                type="checkbox"
+                checked={(task.depends_on ?? []).includes(t.name)}
+                onChange={(e) => depend(t.name, e.target.checked)}
+              />
+              {t.name}
+            </label>
+          ))}
+      </fieldset>
+      {own.length > 0 && (
+        <fieldset>
+          <legend>{task.type} settings</legend>
+          <Fields root={root} schema={schema} keys={own} value={task} path={[]} set={set} />
+        </fieldset>
+      )}
+      <fieldset>
+        <legend>every task</legend>
+        <Fields root={root} schema={schema} keys={common} value={task} path={[]} set={set} />
+      </fieldset>
+      <button type="button" className="danger" onClick={remove}>
+        Delete task {task.name}
+      </button>
+    </form>
+  );
+}
+
+export function WorkflowForm({
+  root,
+  def,
+  set,
+}: {
+  root: WorkflowSchema;
+  def: Record<string, unknown>;
+  set: SetField;
+}) {
+  const keys = ordered(Object.keys(root.properties ?? {}).filter((k) => k !== "tasks"));
+  return (
+    <form aria-label="Workflow" onSubmit={(e) => e.preventDefault()}>
+      <h2>Workflow</h2>
+      <p className="muted">Select a task on the canvas (Tab to it, then Enter) or above to edit it.</p>
+      <Fields root={root} schema={root} keys={keys} value={def} path={[]} set={set} />
+    </form>
+  );
+}
