@@ -29,7 +29,7 @@ const GAP_Y = 48;
  * Above this many tasks the layout is `layered` (a few milliseconds for 1,000 tasks)
  * instead of dagre (most of a second, BENCHMARKS.md); dagre draws small DAGs tidier.
  */
-const FAST_LAYOUT_ABOVE = 200;
+export const FAST_LAYOUT_ABOVE = 200;
 
 const TaskNode = memo(function TaskNode({ data }: NodeProps<Node<TaskNodeData>>) {
   return (
@@ -67,10 +67,7 @@ function layout(all: DagTask[]): Layout {
       edges.push({ id: `${d}->${t.name}`, source: d, target: t.name, focusable: false });
     }
   });
-  const corners =
-    tasks.length > FAST_LAYOUT_ABOVE
-      ? layered(tasks.length, links, { width: WIDTH, height: HEIGHT, gapX: GAP_X, gapY: GAP_Y })
-      : withDagre(tasks.length, links);
+  const corners = place(tasks.length, links);
   const nodes = tasks.map((t, i) => ({
     id: t.name,
     type: "task",
@@ -99,8 +96,15 @@ function withStates(base: Layout, states: Record<string, string> | undefined, be
   });
 }
 
+/** Top-left corner of each of `count` nodes linked by `links` (from, to), laid out top-down. */
+export function place(count: number, links: [number, number][]): { x: number; y: number }[] {
+  return count > FAST_LAYOUT_ABOVE
+    ? layered(count, links, { width: WIDTH, height: HEIGHT, gapX: GAP_X, gapY: GAP_Y })
+    : withDagre(count, links);
+}
+
 /** Top-left corner of each node, laid out top-down by dagre. */
-export function withDagre(count: number, links: [number, number][]): { x: number; y: number }[] {
+function withDagre(count: number, links: [number, number][]): { x: number; y: number }[] {
   const g = new dagre.graphlib.Graph();
   g.setGraph({ rankdir: "TB", nodesep: GAP_X, ranksep: GAP_Y });
   g.setDefaultEdgeLabel(() => ({}));

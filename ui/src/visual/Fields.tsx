@@ -224,7 +224,12 @@ function MapField({
         </div>
       ))}
       <div className="row kv">
-        <input aria-label={`New ${name} name`} value={adding} onChange={(e) => setAdding(e.target.value)} />
+        <input
+          aria-label={`New ${name} name`}
+          placeholder="name"
+          value={adding}
+          onChange={(e) => setAdding(e.target.value)}
+        />
         <button
           type="button"
           className="small secondary"

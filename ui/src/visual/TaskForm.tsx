@@ -53,6 +53,7 @@ export function TaskForm({
   const ofTypes = new Set(Object.values(byType).flat());
   const common = ordered(Object.keys(schema.properties ?? {}).filter((k) => !HEAD.has(k) && !ofTypes.has(k)));
   const [nameError, setNameError] = useState("");
+  const deps = task.depends_on ?? [];
 
   const commitName = (to: string) => {
     to = to.trim();
@@ -92,19 +93,21 @@ export function TaskForm({
       </label>
       <fieldset>
         <legend>depends on</legend>
-        {tasks.length < 2 && <p className="muted">No other task yet.</p>}
-        {tasks
-          .filter((t) => t.name !== task.name)
-          .map((t) => (
-            <label key={t.name} className="check">
-              <input
-                type="checkbox"
-                checked={(task.depends_on ?? []).includes(t.name)}
-                onChange={(e) => depend(t.name, e.target.checked)}
-              />
-              {t.name}
-            </label>
-          ))}
+        {deps.map((d) => (
+          <label key={d} className="check">
+            <input type="checkbox" checked onChange={() => depend(d, false)} />
+            {d}
+          </label>
+        ))}
+        {/* A list, not a checkbox per task: a workflow may have thousands. */}
+        <select aria-label="Add dependency" value="" onChange={(e) => e.target.value && depend(e.target.value, true)}>
+          <option value="">add a dependency…</option>
+          {tasks
+            .filter((t) => t.name !== task.name && !deps.includes(t.name))
+            .map((t) => (
+              <option key={t.name}>{t.name}</option>
+            ))}
+        </select>
       </fieldset>
       {own.length > 0 && (
         <fieldset>

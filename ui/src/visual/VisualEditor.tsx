@@ -23,7 +23,7 @@ import "@xyflow/react/dist/style.css";
 import { memo, useMemo, useState, type DragEvent, type KeyboardEvent } from "react";
 import { $api } from "../api/cache";
 import { ApiError, api, yaml } from "../api/client";
-import { HEIGHT, WIDTH, withDagre } from "../components/Dag";
+import { FAST_LAYOUT_ABOVE, HEIGHT, WIDTH, place as layOut } from "../components/Dag";
 import type { Problem } from "../components/YamlEditor";
 import { errorText } from "../components/format";
 import {
@@ -90,14 +90,14 @@ function starter(type: string, name: string): Task {
   return { name, type };
 }
 
-/** Top-left corners of the tasks laid out top-down by dagre. */
+/** Top-left corners of the tasks laid out top-down, as the workflow page draws them. */
 function autoLayout(tasks: Task[]): Map<string, { x: number; y: number }> {
   const index = new Map(tasks.map((t, i) => [t.name, i]));
   const links: [number, number][] = [];
   tasks.forEach((t, i) =>
     (t.depends_on ?? []).forEach((d) => index.has(d) && links.push([index.get(d)!, i] as [number, number])),
   );
-  const corners = withDagre(tasks.length, links);
+  const corners = layOut(tasks.length, links);
   return new Map(tasks.map((t, i) => [t.name, corners[i]]));
 }
 
@@ -122,6 +122,17 @@ function drawn(
       lowest += HEIGHT + 48;
     }
     const bad = problem?.task === t.name ? problem.message : undefined;
+    const data: TaskData = { name: t.name, type: t.type, problem: bad, body: bodyOf(t) };
+    const isSelected = t.name === selected;
+    // An unchanged node keeps its object, so React Flow redraws only the nodes that changed
+    // (every edit parses the whole definition again).
+    if (
+      was &&
+      was.position === position &&
+      !!was.selected === isSelected &&
+      (Object.keys(data) as (keyof TaskData)[]).every((k) => was.data[k] === data[k])
+    )
+      return was;
     return {
       ...was,
       id: t.name,
@@ -129,9 +140,9 @@ function drawn(
       position,
       width: WIDTH,
       height: HEIGHT,
-      selected: t.name === selected,
+      selected: isSelected,
       ariaLabel: `${t.name} (${t.type})${bad ? `: ${bad}` : ""}`,
-      data: { name: t.name, type: t.type, problem: bad, body: bodyOf(t) },
+      data,
     };
   });
 }
@@ -217,14 +228,17 @@ function Canvas({ project, text, onChange, problem }: Props) {
     setNodes(drawn(nodes, tasks, problem, selected));
   }
   const [selectedEdge, setSelectedEdge] = useState<string | null>(null);
-  const edges: Edge[] = tasks.flatMap((t) =>
-    (t.depends_on ?? [])
-      .filter((d) => tasks.some((s) => s.name === d))
-      .map((d) => {
-        const id = `${d}->${t.name}`;
-        return { id, source: d, target: t.name, ariaLabel: `${d} → ${t.name}`, selected: id === selectedEdge };
-      }),
-  );
+  const edges: Edge[] = useMemo(() => {
+    const names = new Set(tasks.map((t) => t.name));
+    return tasks.flatMap((t) =>
+      (t.depends_on ?? [])
+        .filter((d) => names.has(d))
+        .map((d) => {
+          const id = `${d}->${t.name}`;
+          return { id, source: d, target: t.name, ariaLabel: `${d} → ${t.name}`, selected: id === selectedEdge };
+        }),
+    );
+  }, [tasks, selectedEdge]);
 
   const onNodesChange = (changes: NodeChange<Node<TaskData>>[]) => {
     for (const c of changes) if (c.type === "select") setSelected(c.selected ? c.id : (s) => (s === c.id ? null : s));
@@ -395,6 +409,7 @@ function Canvas({ project, text, onChange, problem }: Props) {
             fitViewOptions={{ maxZoom: 1 }}
             minZoom={0.05}
             maxZoom={1.5}
+            onlyRenderVisibleElements={tasks.length > FAST_LAYOUT_ABOVE}
           >
             <Background gap={16} size={1} />
             <Controls showInteractive={false} />
