@@ -1,6 +1,6 @@
 // The side form of the visual editor: a task's name, type and dependencies, the fields its
 // type has of its own, then those every task has; or, with no task chosen, the workflow's.
-import { useState } from "react";
+import { memo, useState } from "react";
 import type { Task } from "./definition";
 import { Fields, type SetField } from "./Fields";
 import type { WorkflowSchema } from "./schema";
@@ -23,6 +23,21 @@ const FIRST = [
 ];
 const rank = (k: string) => (FIRST.includes(k) ? FIRST.indexOf(k) : FIRST.length);
 const ordered = (keys: string[]) => [...keys].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+
+/**
+ * An option per task name, the names joined by newlines: an edit that keeps them (most do)
+ * does not redraw a thousand options.
+ */
+export const TaskOptions = memo(function TaskOptions({ names, prefix = "" }: { names: string; prefix?: string }) {
+  return names
+    ? names.split("\n").map((n) => (
+        <option key={n} value={n}>
+          {prefix}
+          {n}
+        </option>
+      ))
+    : null;
+});
 
 export function TaskForm({
   root,
@@ -102,11 +117,12 @@ export function TaskForm({
         {/* A list, not a checkbox per task: a workflow may have thousands. */}
         <select aria-label="Add dependency" value="" onChange={(e) => e.target.value && depend(e.target.value, true)}>
           <option value="">add a dependency…</option>
-          {tasks
-            .filter((t) => t.name !== task.name && !deps.includes(t.name))
-            .map((t) => (
-              <option key={t.name}>{t.name}</option>
-            ))}
+          <TaskOptions
+            names={tasks
+              .filter((t) => t.name !== task.name && !deps.includes(t.name))
+              .map((t) => t.name)
+              .join("\n")}
+          />
         </select>
       </fieldset>
       {own.length > 0 && (

@@ -40,7 +40,7 @@ import {
   type Task,
 } from "./definition";
 import type { WorkflowSchema } from "./schema";
-import { TaskForm, WorkflowForm } from "./TaskForm";
+import { TaskForm, TaskOptions, WorkflowForm } from "./TaskForm";
 
 /** The drag payload of a palette entry: the task type. */
 const MIME = "application/x-shoal-task-type";
@@ -147,6 +147,23 @@ function drawn(
   });
 }
 
+/** The edges of `tasks` (dependency → task); an unchanged edge keeps its object from `before`. */
+function linked(before: Edge[], tasks: Task[], selectedEdge: string | null): Edge[] {
+  const old = new Map(before.map((e) => [e.id, e]));
+  const names = new Set(tasks.map((t) => t.name));
+  return tasks.flatMap((t) =>
+    (t.depends_on ?? [])
+      .filter((d) => names.has(d))
+      .map((d) => {
+        const id = `${d}->${t.name}`;
+        const selected = id === selectedEdge;
+        const was = old.get(id);
+        if (was && !!was.selected === selected) return was;
+        return { id, source: d, target: t.name, ariaLabel: `${d} → ${t.name}`, selected };
+      }),
+  );
+}
+
 /** Why the server refuses `text`, or null when it takes it. */
 async function refusal(project: string, text: string): Promise<string | null> {
   try {
@@ -228,17 +245,12 @@ function Canvas({ project, text, onChange, problem }: Props) {
     setNodes(drawn(nodes, tasks, problem, selected));
   }
   const [selectedEdge, setSelectedEdge] = useState<string | null>(null);
-  const edges: Edge[] = useMemo(() => {
-    const names = new Set(tasks.map((t) => t.name));
-    return tasks.flatMap((t) =>
-      (t.depends_on ?? [])
-        .filter((d) => names.has(d))
-        .map((d) => {
-          const id = `${d}->${t.name}`;
-          return { id, source: d, target: t.name, ariaLabel: `${d} → ${t.name}`, selected: id === selectedEdge };
-        }),
-    );
-  }, [tasks, selectedEdge]);
+  const [edges, setEdges] = useState<Edge[]>([]);
+  const [linkedFor, setLinkedFor] = useState<{ tasks: Task[]; selectedEdge: string | null }>();
+  if (linkedFor?.tasks !== tasks || linkedFor.selectedEdge !== selectedEdge) {
+    setLinkedFor({ tasks, selectedEdge });
+    setEdges(linked(edges, tasks, selectedEdge));
+  }
 
   const onNodesChange = (changes: NodeChange<Node<TaskData>>[]) => {
     for (const c of changes) if (c.type === "select") setSelected(c.selected ? c.id : (s) => (s === c.id ? null : s));
@@ -283,10 +295,18 @@ function Canvas({ project, text, onChange, problem }: Props) {
     place(type, { x: p.x - WIDTH / 2, y: p.y - HEIGHT / 2 });
   };
 
+  // A large workflow opens on its first tasks at full size rather than on all of them as
+  // specks: only the nodes in view are drawn, and each change redraws only those.
+  const large = tasks.length > FAST_LAYOUT_ABOVE;
+  const [fitOptions] = useState(() => ({
+    maxZoom: 1,
+    nodes: large ? tasks.slice(0, 20).map((t) => ({ id: t.name })) : undefined,
+  }));
+
   const relayout = () => {
     const at = autoLayout(tasks);
     setNodes((ns) => ns.map((n) => ({ ...n, position: at.get(n.id) ?? n.position })));
-    window.requestAnimationFrame(() => flow.fitView({ maxZoom: 1 }));
+    window.requestAnimationFrame(() => flow.fitView(fitOptions));
   };
 
   const keys = (e: KeyboardEvent) => {
@@ -406,10 +426,10 @@ function Canvas({ project, text, onChange, problem }: Props) {
             }}
             deleteKeyCode={["Delete", "Backspace"]}
             fitView
-            fitViewOptions={{ maxZoom: 1 }}
+            fitViewOptions={fitOptions}
             minZoom={0.05}
             maxZoom={1.5}
-            onlyRenderVisibleElements={tasks.length > FAST_LAYOUT_ABOVE}
+            onlyRenderVisibleElements={large}
           >
             <Background gap={16} size={1} />
             <Controls showInteractive={false} />
@@ -421,11 +441,7 @@ function Canvas({ project, text, onChange, problem }: Props) {
           Edit
           <select value={current?.name ?? ""} onChange={(e) => setSelected(e.target.value || null)}>
             <option value="">the workflow</option>
-            {tasks.map((t) => (
-              <option key={t.name} value={t.name}>
-                task {t.name}
-              </option>
-            ))}
+            <TaskOptions names={tasks.map((t) => t.name).join("\n")} prefix="task " />
           </select>
         </label>
         {!root ? (
