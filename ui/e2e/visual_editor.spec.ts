@@ -2,7 +2,7 @@
 // between handles, Apply, a run that succeeds; a form edit seen in the YAML; an edge that
 // would close a cycle refused with the server's reason; keyboard paths (delete, undo,
 // connect through the form).
-import { expect, instanceIdFromUrl, test, unique, type Api } from "./fixtures";
+import { expect, instanceIdFromUrl, test, typeYaml, unique, type Api } from "./fixtures";
 import type { Locator, Page } from "@playwright/test";
 
 const canvas = (page: Page) => page.getByRole("region", { name: "Workflow canvas" });
@@ -189,4 +189,39 @@ test("an edge that closes a cycle is refused on the canvas with the server's rea
   await expect(canvas(page).getByLabel(/^load \(shell\): task 'load' of type shell needs 'command'$/)).toBeVisible();
   await expect(taskNode(page, "load").locator(".dag-node")).toHaveClass(/tone-bad/);
   await shot("visual-invalid-task");
+});
+
+test("a do_while's body is drawn inside it, read-only, and edited in its form", async ({ page, shot }) => {
+  await page.goto("/projects/default/workflows/new");
+  await typeYaml(
+    page,
+    `name: ${unique("looped")}
+tasks:
+  - { name: poll, type: do_while,
+      do_while: { condition: "outputs.check.ready != 'yes'", max_iterations: 3,
+                  tasks: [ { name: check, type: shell, command: echo check },
+                           { name: rest, type: delay, delay: 1s, depends_on: [check] } ] } }
+  - { name: load, type: shell, depends_on: [poll], command: echo loaded }
+`,
+  );
+  await expect(page.getByRole("status")).toHaveText(/^Valid: 2 tasks/);
+  await page.getByRole("button", { name: "Visual" }).click();
+  await expect(canvas(page).getByLabel("poll (do_while)", { exact: true })).toBeVisible();
+  await expect(canvas(page).getByLabel("check (shell) in poll", { exact: true })).toBeVisible();
+  await expect(canvas(page).getByLabel("rest (delay) in poll", { exact: true })).toBeVisible();
+  await expect(canvas(page).getByLabel("check → rest in poll", { exact: true })).toHaveCount(1);
+  await expect(canvas(page).getByLabel("poll → load", { exact: true })).toHaveCount(1);
+
+  // The body is edited in poll's form, as YAML: a change there redraws the group.
+  await page.getByRole("combobox", { name: "Edit" }).selectOption("poll");
+  const body = page.getByRole("form", { name: "Task poll" }).getByRole("textbox", { name: "do_while.tasks (YAML)" });
+  await expect(body).toHaveValue(/name: check/);
+  await body.fill(
+    `- { name: check, type: shell, command: echo checked }\n- { name: wait_more, type: delay, delay: 1s, depends_on: [check] }`,
+  );
+  await body.press("Control+Enter");
+  await expect(canvas(page).getByLabel("wait_more (delay) in poll", { exact: true })).toBeVisible();
+  await expect(canvas(page).getByLabel("rest (delay) in poll", { exact: true })).toHaveCount(0);
+  await shot("visual-loop");
+  await expect(page.getByRole("status")).toHaveText(/^Valid: 2 tasks/);
 });

@@ -125,11 +125,16 @@ export function TaskForm({
           />
         </select>
       </fieldset>
-      {own.length > 0 && (
-        <fieldset>
-          <legend>{task.type} settings</legend>
-          <Fields root={root} schema={schema} keys={own} value={task} path={[]} set={set} />
-        </fieldset>
+      {own.length === 1 && own[0] === task.type ? (
+        // The type's one section (`http`, `do_while`, …) is a fieldset of its own.
+        <Fields root={root} schema={schema} keys={own} value={task} path={[]} set={set} />
+      ) : (
+        own.length > 0 && (
+          <fieldset>
+            <legend>{task.type} settings</legend>
+            <Fields root={root} schema={schema} keys={own} value={task} path={[]} set={set} />
+          </fieldset>
+        )
       )}
       <fieldset>
         <legend>every task</legend>

@@ -23,7 +23,7 @@ import "@xyflow/react/dist/style.css";
 import { memo, useMemo, useState, type DragEvent, type KeyboardEvent } from "react";
 import { $api } from "../api/cache";
 import { ApiError, api, yaml } from "../api/client";
-import { FAST_LAYOUT_ABOVE, HEIGHT, WIDTH, place as layOut } from "../components/Dag";
+import { FAST_LAYOUT_ABOVE, HEIGHT, WIDTH } from "../components/Dag";
 import type { Problem } from "../components/YamlEditor";
 import { errorText } from "../components/format";
 import {
@@ -39,129 +39,52 @@ import {
   type FieldPath,
   type Task,
 } from "./definition";
+import { autoLayout, drawn, linked, type TaskData } from "./nodes";
 import type { WorkflowSchema } from "./schema";
 import { TaskForm, TaskOptions, WorkflowForm } from "./TaskForm";
 
 /** The drag payload of a palette entry: the task type. */
 const MIME = "application/x-shoal-task-type";
 
-interface TaskData extends Record<string, unknown> {
-  name: string;
-  type: string;
-  /** The server's error about this task. */
-  problem?: string;
-  /** What a foreach or do_while task runs, shown on its node. */
-  body?: string;
-}
-
-const TaskNode = memo(function TaskNode({ data, selected }: NodeProps<Node<TaskData>>) {
+function TaskNode({ data, selected }: NodeProps<Node<TaskData>>) {
   return (
     <div
-      className={`dag-node tone-${data.problem ? "bad" : "none"}${selected ? " selected" : ""}`}
+      className={`dag-node tone-${data.problem ? "bad" : "none"}${selected ? " selected" : ""}${data.inner ? " inner" : ""}`}
       title={data.problem}
     >
-      <Handle type="target" position={Position.Top} aria-label={`${data.name} input`} />
+      <Handle type="target" position={Position.Top} isConnectable={!data.inner} aria-label={`${data.name} input`} />
       <div className="dag-node-name">{data.name}</div>
       <div className="dag-node-meta">
         {data.type}
         {data.body ? ` · ${data.body}` : ""}
       </div>
+      <Handle type="source" position={Position.Bottom} isConnectable={!data.inner} aria-label={`${data.name} output`} />
+    </div>
+  );
+}
+
+/** A do_while or foreach: its body's tasks are drawn inside it (as nodes of their own). */
+function LoopNode({ data, selected }: NodeProps<Node<TaskData>>) {
+  return (
+    <div
+      className={`dag-node loop tone-${data.problem ? "bad" : "none"}${selected ? " selected" : ""}`}
+      title={data.problem}
+    >
+      <Handle type="target" position={Position.Top} aria-label={`${data.name} input`} />
+      <div className="dag-node-name">{data.name}</div>
+      <div className="dag-node-meta">{data.type} · body read-only here</div>
       <Handle type="source" position={Position.Bottom} aria-label={`${data.name} output`} />
     </div>
   );
-});
-
-const nodeTypes = { task: TaskNode };
-
-/** What a foreach or do_while task runs (its body is edited in the form, as YAML). */
-function bodyOf(t: Task): string | undefined {
-  const loop = t.do_while as { tasks?: Task[] } | undefined;
-  if (loop?.tasks) return `${loop.tasks.length} tasks: ${loop.tasks.map((b) => b.name).join(", ")}`;
-  const each = t.foreach as { task?: Task; workflow?: string } | undefined;
-  if (each?.workflow) return `runs ${each.workflow}`;
-  if (each?.task) return `each: ${each.task.type}`;
-  return undefined;
 }
+
+const nodeTypes = { task: memo(TaskNode), loop: memo(LoopNode) };
 
 /** Fields a new task of `type` starts with: a runnable placeholder where one is short. */
 function starter(type: string, name: string): Task {
   if (type === "shell") return { name, type, command: `echo ${name}` };
   if (type === "python") return { name, type, script: `print("${name}")` };
   return { name, type };
-}
-
-/** Top-left corners of the tasks laid out top-down, as the workflow page draws them. */
-function autoLayout(tasks: Task[]): Map<string, { x: number; y: number }> {
-  const index = new Map(tasks.map((t, i) => [t.name, i]));
-  const links: [number, number][] = [];
-  tasks.forEach((t, i) =>
-    (t.depends_on ?? []).forEach((d) => index.has(d) && links.push([index.get(d)!, i] as [number, number])),
-  );
-  const corners = layOut(tasks.length, links);
-  return new Map(tasks.map((t, i) => [t.name, corners[i]]));
-}
-
-/**
- * The nodes of `tasks`: where a node was (`before`) it stays; the first drawing is laid
- * out by dagre, and a task added without a place goes below the others.
- */
-function drawn(
-  before: Node<TaskData>[],
-  tasks: Task[],
-  problem: Problem | null,
-  selected: string | null,
-): Node<TaskData>[] {
-  const old = new Map(before.map((n) => [n.id, n]));
-  const placeAll = before.length === 0 ? autoLayout(tasks) : null;
-  let lowest = Math.max(0, ...before.map((n) => n.position.y + HEIGHT + 48));
-  return tasks.map((t) => {
-    const was = old.get(t.name);
-    let position = was?.position ?? placeAll?.get(t.name);
-    if (!position) {
-      position = { x: 0, y: lowest };
-      lowest += HEIGHT + 48;
-    }
-    const bad = problem?.task === t.name ? problem.message : undefined;
-    const data: TaskData = { name: t.name, type: t.type, problem: bad, body: bodyOf(t) };
-    const isSelected = t.name === selected;
-    // An unchanged node keeps its object, so React Flow redraws only the nodes that changed
-    // (every edit parses the whole definition again).
-    if (
-      was &&
-      was.position === position &&
-      !!was.selected === isSelected &&
-      (Object.keys(data) as (keyof TaskData)[]).every((k) => was.data[k] === data[k])
-    )
-      return was;
-    return {
-      ...was,
-      id: t.name,
-      type: "task",
-      position,
-      width: WIDTH,
-      height: HEIGHT,
-      selected: isSelected,
-      ariaLabel: `${t.name} (${t.type})${bad ? `: ${bad}` : ""}`,
-      data,
-    };
-  });
-}
-
-/** The edges of `tasks` (dependency → task); an unchanged edge keeps its object from `before`. */
-function linked(before: Edge[], tasks: Task[], selectedEdge: string | null): Edge[] {
-  const old = new Map(before.map((e) => [e.id, e]));
-  const names = new Set(tasks.map((t) => t.name));
-  return tasks.flatMap((t) =>
-    (t.depends_on ?? [])
-      .filter((d) => names.has(d))
-      .map((d) => {
-        const id = `${d}->${t.name}`;
-        const selected = id === selectedEdge;
-        const was = old.get(id);
-        if (was && !!was.selected === selected) return was;
-        return { id, source: d, target: t.name, ariaLabel: `${d} → ${t.name}`, selected };
-      }),
-  );
 }
 
 /** Why the server refuses `text`, or null when it takes it. */
@@ -236,8 +159,8 @@ function Canvas({ project, text, onChange, problem }: Props) {
     show(future[0]);
   };
 
-  // Node positions are the canvas's own (not in the definition): kept by name, laid out by
-  // dagre for tasks without one.
+  // Node positions are the canvas's own (not in the definition): kept by name, laid out as
+  // the workflow page lays them out when the canvas opens.
   const [nodes, setNodes] = useState<Node<TaskData>[]>([]);
   const [drawnFor, setDrawnFor] = useState<{ tasks: Task[]; problem: Problem | null; selected: string | null }>();
   if (drawnFor?.tasks !== tasks || drawnFor.problem !== problem || drawnFor.selected !== selected) {
@@ -420,7 +343,7 @@ function Canvas({ project, text, onChange, problem }: Props) {
             onDelete={({ nodes: gone, edges: cut }) => {
               let next = text;
               for (const e of cut) next = disconnect(next, e.source, e.target);
-              for (const n of gone) next = removeTask(next, n.id);
+              for (const n of gone) if (!n.data.inner) next = removeTask(next, n.id);
               if (gone.some((n) => n.id === selected)) setSelected(null);
               change(next);
             }}
