@@ -4,6 +4,7 @@
 // connect through the form).
 import { expect, instanceIdFromUrl, test, typeYaml, unique, type Api } from "./fixtures";
 import type { Locator, Page } from "@playwright/test";
+import { parse } from "yaml";
 
 const canvas = (page: Page) => page.getByRole("region", { name: "Workflow canvas" });
 const taskNode = (page: Page, name: string) => canvas(page).locator(`.react-flow__node[data-id="${name}"]`);
@@ -191,7 +192,12 @@ test("an edge that closes a cycle is refused on the canvas with the server's rea
   await shot("visual-invalid-task");
 });
 
-test("a do_while's body is drawn inside it, read-only, and edited in its form", async ({ page, shot }) => {
+test("a do_while's body is drawn inside it and edited there: drop, connect, form", async ({
+  page,
+  shot,
+  consoleErrors,
+}) => {
+  consoleErrors.allow(/status of 400/);
   await page.goto("/projects/default/workflows/new");
   await typeYaml(
     page,
@@ -208,20 +214,38 @@ tasks:
   await page.getByRole("button", { name: "Visual" }).click();
   await expect(canvas(page).getByLabel("poll (do_while)", { exact: true })).toBeVisible();
   await expect(canvas(page).getByLabel("check (shell) in poll", { exact: true })).toBeVisible();
-  await expect(canvas(page).getByLabel("rest (delay) in poll", { exact: true })).toBeVisible();
   await expect(canvas(page).getByLabel("check → rest in poll", { exact: true })).toHaveCount(1);
   await expect(canvas(page).getByLabel("poll → load", { exact: true })).toHaveCount(1);
 
-  // The body is edited in poll's form, as YAML: a change there redraws the group.
-  await page.getByRole("combobox", { name: "Edit" }).selectOption("poll");
-  const body = page.getByRole("form", { name: "Task poll" }).getByRole("textbox", { name: "do_while.tasks (YAML)" });
-  await expect(body).toHaveValue(/name: check/);
-  await body.fill(
-    `- { name: check, type: shell, command: echo checked }\n- { name: wait_more, type: delay, delay: 1s, depends_on: [check] }`,
+  // A shell task dropped on the group goes into the body; an edge drawn inside it stays there.
+  const group = await taskNode(page, "poll").boundingBox();
+  const area = (await canvas(page).boundingBox())!;
+  await drop(page, "shell", group!.x - area.x + group!.width / 2, group!.y - area.y + group!.height - 8);
+  await expect(canvas(page).getByLabel("shell_1 (shell) in poll", { exact: true })).toBeVisible();
+  await draw(page, "poll/rest", "poll/shell_1");
+  await expect(canvas(page).getByLabel("rest → shell_1 in poll", { exact: true })).toHaveCount(1);
+
+  // An edge from the body to a task outside it is refused.
+  await draw(page, "poll/shell_1", "load");
+  await expect(page.getByRole("alert")).toContainText(
+    "Edge poll in shell_1 → load refused: tasks connect only within one list",
   );
-  await body.press("Control+Enter");
-  await expect(canvas(page).getByLabel("wait_more (delay) in poll", { exact: true })).toBeVisible();
-  await expect(canvas(page).getByLabel("rest (delay) in poll", { exact: true })).toHaveCount(0);
-  await shot("visual-loop");
+
+  // The body's task in the form: its command, edited, lands in the do_while's tasks.
+  await page.getByRole("combobox", { name: "Edit" }).selectOption({ label: "task shell_1 in poll" });
+  const command = page.getByRole("form", { name: "Task shell_1" }).getByRole("textbox", { name: "command" });
+  await command.fill("echo polled");
+  await command.press("Control+Enter");
   await expect(page.getByRole("status")).toHaveText(/^Valid: 2 tasks/);
+  await shot("visual-loop");
+  const def = parse(await yamlText(page)) as { tasks: Record<string, unknown>[] };
+  expect(def.tasks[0].do_while).toMatchObject({
+    tasks: [
+      { name: "check", type: "shell", command: "echo check" },
+      { name: "rest", type: "delay", delay: "1s", depends_on: ["check"] },
+      { name: "shell_1", type: "shell", command: "echo polled", depends_on: ["rest"] },
+    ],
+  });
+  // The body's edits left the workflow's own tasks as they were.
+  expect(def.tasks[1]).toEqual({ name: "load", type: "shell", depends_on: ["poll"], command: "echo loaded" });
 });

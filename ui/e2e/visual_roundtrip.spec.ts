@@ -1,12 +1,13 @@
 // The visual editor keeps every field: each example workflow of docs/reference.md is taken
-// apart into the canvas's model (its tasks, their edges, the workflow's own fields) and
-// put together again by the editor's own operations (add each task, draw each edge). The
+// apart into the canvas's model (its tasks, their edges, the workflow's own fields, a
+// do_while's body) and put together again by the editor's own operations (add each task,
+// draw each edge). The
 // server must find the result equal to the original: applying it after the original
 // stores no new version (the store compares the parsed, normalized definitions).
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse } from "yaml";
-import { addTask, connect, fragment, read } from "../src/visual/definition";
+import { addTask, connect, fragment, read, TOP, type FieldPath, type Task } from "../src/visual/definition";
 import { expect, test, unique, type Api } from "./fixtures";
 
 /** The YAML examples of the reference that define tasks, as complete definitions. */
@@ -28,17 +29,24 @@ function examples(testDir: string): { title: string; text: string }[] {
   return out;
 }
 
-/** The definition rebuilt from the canvas's model by the editor's operations. */
+/**
+ * The definition rebuilt from the canvas's model by the editor's operations: each task
+ * added, then each edge drawn, in the workflow's list and in each do_while's body.
+ */
 function throughCanvas(text: string): string {
   const model = read(text);
   if ("error" in model) throw new Error(model.error);
-  const { tasks, def } = model;
-  let out = fragment({ ...def, tasks: [] });
-  for (const { depends_on, ...task } of tasks) {
-    void depends_on;
-    out = addTask(out, task);
-  }
-  for (const t of tasks) for (const d of t.depends_on ?? []) out = connect(out, d, t.name);
+  let out = fragment({ ...model.def, tasks: [] });
+  const build = (tasks: Task[], scope: FieldPath) => {
+    tasks.forEach(({ depends_on, ...task }, i) => {
+      void depends_on;
+      const loop = task.do_while as { tasks?: Task[] } | undefined;
+      out = addTask(out, loop?.tasks ? { ...task, do_while: { ...loop, tasks: [] } } : task, scope);
+      if (loop?.tasks) build(loop.tasks, [...scope, i, "do_while", "tasks"]);
+    });
+    for (const t of tasks) for (const d of t.depends_on ?? []) out = connect(out, d, t.name, scope);
+  };
+  build(model.tasks, TOP);
   return out;
 }
 

@@ -43,6 +43,7 @@ export function TaskForm({
   root,
   task,
   tasks,
+  place,
   problem,
   set,
   rename,
@@ -52,11 +53,14 @@ export function TaskForm({
 }: {
   root: WorkflowSchema;
   task: Task;
+  /** The tasks of its list (the workflow's, or its do_while's body). */
   tasks: Task[];
+  /** The do_while whose body it is in. */
+  place?: string;
   /** The server's error about this task. */
   problem?: string;
   set: SetField;
-  rename: (from: string, to: string) => void;
+  rename: (to: string) => void;
   retype: (type: string) => void;
   /** Makes the task depend on `on`, or not. */
   depend: (on: string, yes: boolean) => void;
@@ -76,12 +80,15 @@ export function TaskForm({
     if (!to) return setNameError("A task needs a name.");
     if (tasks.some((t) => t.name === to)) return setNameError(`Another task is named ${to}.`);
     setNameError("");
-    rename(task.name, to);
+    rename(to);
   };
 
   return (
     <form aria-label={`Task ${task.name}`} onSubmit={(e) => e.preventDefault()}>
-      <h2>Task {task.name}</h2>
+      <h2>
+        Task {task.name}
+        {place && <span className="muted"> in {place}</span>}
+      </h2>
       {problem && (
         <p className="error" id="task-problem">
           {problem}

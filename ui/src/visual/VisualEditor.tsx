@@ -36,10 +36,11 @@ import {
   removeTask,
   renameTask,
   setField,
+  TOP,
   type FieldPath,
   type Task,
 } from "./definition";
-import { autoLayout, drawn, linked, type TaskData } from "./nodes";
+import { autoLayout, drawn, linked, loopBody, type TaskData } from "./nodes";
 import type { WorkflowSchema } from "./schema";
 import { TaskForm, TaskOptions, WorkflowForm } from "./TaskForm";
 
@@ -49,16 +50,16 @@ const MIME = "application/x-shoal-task-type";
 function TaskNode({ data, selected }: NodeProps<Node<TaskData>>) {
   return (
     <div
-      className={`dag-node tone-${data.problem ? "bad" : "none"}${selected ? " selected" : ""}${data.inner ? " inner" : ""}`}
+      className={`dag-node tone-${data.problem ? "bad" : "none"}${selected ? " selected" : ""}${data.parent ? " inner" : ""}`}
       title={data.problem}
     >
-      <Handle type="target" position={Position.Top} isConnectable={!data.inner} aria-label={`${data.name} input`} />
+      <Handle type="target" position={Position.Top} isConnectable={!data.fixed} aria-label={`${data.name} input`} />
       <div className="dag-node-name">{data.name}</div>
       <div className="dag-node-meta">
         {data.type}
         {data.body ? ` · ${data.body}` : ""}
       </div>
-      <Handle type="source" position={Position.Bottom} isConnectable={!data.inner} aria-label={`${data.name} output`} />
+      <Handle type="source" position={Position.Bottom} isConnectable={!data.fixed} aria-label={`${data.name} output`} />
     </div>
   );
 }
@@ -72,7 +73,9 @@ function LoopNode({ data, selected }: NodeProps<Node<TaskData>>) {
     >
       <Handle type="target" position={Position.Top} aria-label={`${data.name} input`} />
       <div className="dag-node-name">{data.name}</div>
-      <div className="dag-node-meta">{data.type} · body read-only here</div>
+      <div className="dag-node-meta">
+        {data.type === "do_while" ? "do_while · drop tasks in here" : `${data.type} · its task, read-only`}
+      </div>
       <Handle type="source" position={Position.Bottom} aria-label={`${data.name} output`} />
     </div>
   );
@@ -85,6 +88,27 @@ function starter(type: string, name: string): Task {
   if (type === "shell") return { name, type, command: `echo ${name}` };
   if (type === "python") return { name, type, script: `print("${name}")` };
   return { name, type };
+}
+
+/** A node's task and the list it is in (the workflow's, or a do_while's body). */
+interface Where {
+  name: string;
+  scope: FieldPath;
+  siblings: Task[];
+  /** The do_while whose body it is in. */
+  parent?: string;
+}
+
+/** Where the task of node `id` is (`{do_while}/{task}` for a body's); null for none. */
+function where(id: string, tasks: Task[]): Where | null {
+  const cut = id.indexOf("/");
+  if (cut < 0) return tasks.some((t) => t.name === id) ? { name: id, scope: TOP, siblings: tasks } : null;
+  const parent = id.slice(0, cut);
+  const i = tasks.findIndex((t) => t.name === parent);
+  const body = i < 0 ? undefined : loopBody(tasks[i]);
+  const name = id.slice(cut + 1);
+  if (!body?.some((b) => b.name === name)) return null;
+  return { name, scope: ["tasks", i, "do_while", "tasks"], siblings: body, parent };
 }
 
 /** Why the server refuses `text`, or null when it takes it. */
@@ -133,7 +157,8 @@ function Canvas({ project, text, onChange, problem }: Props) {
   }
   const [refused, setRefused] = useState("");
   const [selected, setSelected] = useState<string | null>(null);
-  const current = tasks.find((t) => t.name === selected) ?? null;
+  const at = selected ? where(selected, tasks) : null;
+  const current = at?.siblings.find((t) => t.name === at.name) ?? null;
 
   const show = (next: string) => {
     setOurs(next);
@@ -186,17 +211,26 @@ function Canvas({ project, text, onChange, problem }: Props) {
     );
   };
 
-  const place = (type: string, position?: { x: number; y: number }) => {
+  /** Adds a task of `type`: to the workflow (where dropped, or below the others), or into a do_while's body. */
+  const place = (type: string, position?: { x: number; y: number }, loop?: string) => {
+    const i = tasks.findIndex((t) => t.name === loop);
+    if (loop && i >= 0) {
+      const name = freshName(loopBody(tasks[i]) ?? [], type);
+      change(addTask(text, starter(type, name), ["tasks", i, "do_while", "tasks"]));
+      setSelected(`${loop}/${name}`);
+      return;
+    }
     const name = freshName(tasks, type);
     if (position) setNodes((ns) => [...ns, { id: name, type: "task", position, data: { name, type } }]);
     change(addTask(text, starter(type, name)));
     setSelected(name);
   };
 
-  const tryConnect = async (source: string, target: string) => {
-    const next = connect(text, source, target);
+  /** Draws source → target, both in one task list, unless the edge is refused. */
+  const tryConnect = async (source: string, target: string, scope: FieldPath, siblings: Task[]) => {
+    const next = connect(text, source, target, scope);
     if (next === text) return;
-    const cycle = cycleThrough(tasks, source, target);
+    const cycle = cycleThrough(siblings, source, target);
     // A cycle is refused whatever else is wrong; otherwise the server decides, when it
     // took the workflow before the edge (else its reason could be about something else).
     if (cycle || !problem) {
@@ -210,12 +244,30 @@ function Canvas({ project, text, onChange, problem }: Props) {
     change(next);
   };
 
+  /** An edge drawn on the canvas between nodes `source` and `target`. */
+  const drawEdge = (source: string, target: string) => {
+    const from = where(source, tasks);
+    const to = where(target, tasks);
+    if (!from || !to || from.parent !== to.parent) {
+      const label = (id: string) => id.replace("/", " in ");
+      setRefused(
+        `Edge ${label(source)} → ${label(target)} refused: tasks connect only within one list (the workflow's, or one do_while's body)`,
+      );
+      return;
+    }
+    void tryConnect(from.name, to.name, from.scope, from.siblings);
+  };
+
   const onDrop = (e: DragEvent) => {
     const type = e.dataTransfer.getData(MIME);
     if (!type) return;
     e.preventDefault();
     const p = flow.screenToFlowPosition({ x: e.clientX, y: e.clientY });
-    place(type, { x: p.x - WIDTH / 2, y: p.y - HEIGHT / 2 });
+    // Dropped on a do_while: into its body.
+    const loop = flow
+      .getIntersectingNodes({ x: p.x, y: p.y, width: 1, height: 1 })
+      .find((n) => n.type === "loop" && (n.data as TaskData).type === "do_while");
+    place(type, { x: p.x - WIDTH / 2, y: p.y - HEIGHT / 2 }, loop?.id);
   };
 
   // A large workflow opens on its first tasks at full size rather than on all of them as
@@ -248,19 +300,34 @@ function Canvas({ project, text, onChange, problem }: Props) {
       </p>
     );
 
-  const set = (task: string | null) => (path: FieldPath, value: unknown) => change(setField(text, task, path, value));
-  const retype = (task: Task, type: string) => {
+  const setWorkflow = (path: FieldPath, value: unknown) => change(setField(text, null, path, value));
+  const retype = (w: Where, task: Task, type: string) => {
     // The old type's own fields do not apply to the new one.
     const fields = root?.["x-task-fields"] ?? {};
     let next = text;
     for (const f of fields[task.type] ?? [])
-      if (task[f] !== undefined && !(fields[type] ?? []).includes(f)) next = setField(next, task.name, [f], undefined);
-    change(setField(next, task.name, ["type"], type));
+      if (task[f] !== undefined && !(fields[type] ?? []).includes(f))
+        next = setField(next, w.name, [f], undefined, w.scope);
+    change(setField(next, w.name, ["type"], type, w.scope));
   };
-  const rename = (from: string, to: string) => {
-    setNodes((ns) => ns.map((n) => (n.id === from ? { ...n, id: to } : n)));
-    setSelected(to);
-    change(renameTask(text, from, to));
+  const rename = (w: Where, to: string) => {
+    const id = w.parent ? `${w.parent}/${to}` : to;
+    setNodes((ns) => ns.map((n) => (n.id === w.name && !w.parent ? { ...n, id } : n)));
+    setSelected(id);
+    change(renameTask(text, w.name, to, w.scope));
+  };
+  /** Removes the nodes' tasks and the edges': a body's before the workflow's, whose removal renumbers the bodies. */
+  const remove = (gone: string[], cut: Edge[]) => {
+    let next = text;
+    for (const e of cut) {
+      const from = where(e.source, tasks);
+      if (from) next = disconnect(next, from.name, where(e.target, tasks)?.name ?? "", from.scope);
+    }
+    const places = gone.map((id) => where(id, tasks)).filter((w) => w !== null);
+    for (const w of [...places.filter((w) => w.parent), ...places.filter((w) => !w.parent)])
+      next = removeTask(next, w.name, w.scope);
+    if (selected && gone.includes(selected)) setSelected(null);
+    change(next);
   };
 
   return (
@@ -339,14 +406,13 @@ function Canvas({ project, text, onChange, problem }: Props) {
               for (const c of changes)
                 if (c.type === "select") setSelectedEdge(c.selected ? c.id : (s) => (s === c.id ? null : s));
             }}
-            onConnect={(c: Connection) => void tryConnect(c.source, c.target)}
-            onDelete={({ nodes: gone, edges: cut }) => {
-              let next = text;
-              for (const e of cut) next = disconnect(next, e.source, e.target);
-              for (const n of gone) if (!n.data.inner) next = removeTask(next, n.id);
-              if (gone.some((n) => n.id === selected)) setSelected(null);
-              change(next);
-            }}
+            onConnect={(c: Connection) => drawEdge(c.source, c.target)}
+            onDelete={({ nodes: gone, edges: cut }) =>
+              remove(
+                gone.filter((n) => !n.data.fixed).map((n) => n.id),
+                cut,
+              )
+            }
             deleteKeyCode={["Delete", "Backspace"]}
             fitView
             fitViewOptions={fitOptions}
@@ -362,31 +428,40 @@ function Canvas({ project, text, onChange, problem }: Props) {
       <section className="taskform" aria-label="Properties">
         <label>
           Edit
-          <select value={current?.name ?? ""} onChange={(e) => setSelected(e.target.value || null)}>
+          <select value={current ? selected! : ""} onChange={(e) => setSelected(e.target.value || null)}>
             <option value="">the workflow</option>
             <TaskOptions names={tasks.map((t) => t.name).join("\n")} prefix="task " />
+            {tasks.flatMap((t) =>
+              (loopBody(t) ?? []).map((b) => (
+                <option key={`${t.name}/${b.name}`} value={`${t.name}/${b.name}`}>
+                  task {b.name} in {t.name}
+                </option>
+              )),
+            )}
           </select>
         </label>
         {!root ? (
           <p className="muted">Loading the definition&apos;s schema…</p>
-        ) : current ? (
+        ) : current && at ? (
           <TaskForm
-            key={current.name}
+            key={selected}
             root={root}
             task={current}
-            tasks={tasks}
+            tasks={at.siblings}
+            place={at.parent}
             problem={problem?.task === current.name ? problem.message : undefined}
-            set={set(current.name)}
-            rename={rename}
-            retype={(type) => retype(current, type)}
-            depend={(on, yes) => (yes ? void tryConnect(on, current.name) : change(disconnect(text, on, current.name)))}
-            remove={() => {
-              setSelected(null);
-              change(removeTask(text, current.name));
-            }}
+            set={(path, value) => change(setField(text, at.name, path, value, at.scope))}
+            rename={(to) => rename(at, to)}
+            retype={(type) => retype(at, current, type)}
+            depend={(on, yes) =>
+              yes
+                ? void tryConnect(on, at.name, at.scope, at.siblings)
+                : change(disconnect(text, on, at.name, at.scope))
+            }
+            remove={() => remove([selected!], [])}
           />
         ) : (
-          <WorkflowForm root={root} def={model.def} set={set(null)} />
+          <WorkflowForm root={root} def={model.def} set={setWorkflow} />
         )}
       </section>
     </div>

@@ -16,6 +16,12 @@ export interface Task {
 export type FieldPath = (string | number)[];
 
 /**
+ * The task list an operation works in: the workflow's (`["tasks"]`), or a do_while's body
+ * (`["tasks", i, "do_while", "tasks"]`). Dependencies stay within one list.
+ */
+export const TOP: FieldPath = ["tasks"];
+
+/**
  * The last text parsed or printed, with its document: an edit changes that document in
  * place and prints it, and reading the printed text takes it from here, so an edit of a
  * 1,000-task definition does not parse it twice (some 70 ms each).
@@ -42,19 +48,27 @@ export function read(text: string): { def: Record<string, unknown>; tasks: Task[
   return { def: def as Record<string, unknown>, tasks };
 }
 
+/**
+ * Whether `text` mostly writes flow collections with spaces inside (`{ a: 1 }`, not
+ * `{a: 1}`): the printer takes one style for the whole document.
+ */
+function padded(text: string): boolean {
+  return (text.match(/[[{] /g)?.length ?? 0) > (text.match(/[[{][^\s\]}]/g)?.length ?? 0);
+}
+
 /** `text` changed by `change`, printed again. */
 function edit(text: string, change: (doc: Document) => void): string {
   const doc = documentOf(text);
   if (doc.errors.length) throw new Error(doc.errors[0].message);
   last = null; // changed below: it no longer is `text`'s
   change(doc);
-  const out = doc.toString({ lineWidth: 0, flowCollectionPadding: false });
+  const out = doc.toString({ lineWidth: 0, flowCollectionPadding: padded(text) });
   last = { text: out, doc };
   return out;
 }
 
-function taskIndex(doc: Document, name: string): number {
-  const tasks = doc.get("tasks");
+function taskIndex(doc: Document, name: string, scope: FieldPath): number {
+  const tasks = doc.getIn(scope);
   if (!isSeq(tasks)) return -1;
   return tasks.items.findIndex((t) => isMap(t) && String(t.get("name")) === name);
 }
@@ -66,53 +80,54 @@ export function freshName(tasks: Task[], base: string): string {
 }
 
 /** Appends a task (its fields in the given order). */
-export function addTask(text: string, task: Task): string {
+export function addTask(text: string, task: Task, scope = TOP): string {
   return edit(text, (doc) => {
-    if (!isSeq(doc.get("tasks"))) doc.set("tasks", doc.createNode([]));
-    doc.addIn(["tasks"], doc.createNode(task));
+    if (!isSeq(doc.getIn(scope))) doc.setIn(scope, doc.createNode([]));
+    doc.addIn(scope, doc.createNode(task));
   });
 }
 
 /** Removes a task and every dependency on it. */
-export function removeTask(text: string, name: string): string {
+export function removeTask(text: string, name: string, scope = TOP): string {
   return edit(text, (doc) => {
-    const i = taskIndex(doc, name);
+    const i = taskIndex(doc, name, scope);
     if (i < 0) return;
-    doc.deleteIn(["tasks", i]);
-    const tasks = doc.get("tasks");
+    doc.deleteIn([...scope, i]);
+    const tasks = doc.getIn(scope);
     if (!isSeq(tasks)) return;
-    tasks.items.forEach((_, j) => dropDependency(doc, j, name));
+    tasks.items.forEach((_, j) => dropDependency(doc, [...scope, j], name));
   });
 }
 
-function dependencies(doc: Document, i: number): string[] {
-  const d = doc.getIn(["tasks", i, "depends_on"]);
+function dependencies(doc: Document, task: FieldPath): string[] {
+  const d = doc.getIn([...task, "depends_on"]);
   return isSeq(d) ? d.items.map((x) => String(isScalar(x) ? x.value : x)) : [];
 }
 
-function dropDependency(doc: Document, i: number, name: string) {
-  const deps = dependencies(doc, i);
+function dropDependency(doc: Document, task: FieldPath, name: string) {
+  const deps = dependencies(doc, task);
   const at = deps.indexOf(name);
   if (at < 0) return;
-  if (deps.length === 1) doc.deleteIn(["tasks", i, "depends_on"]);
-  else doc.deleteIn(["tasks", i, "depends_on", at]);
+  if (deps.length === 1) doc.deleteIn([...task, "depends_on"]);
+  else doc.deleteIn([...task, "depends_on", at]);
 }
 
 /** `target` depends on `source` (an edge source → target); unchanged if it already does. */
-export function connect(text: string, source: string, target: string): string {
+export function connect(text: string, source: string, target: string, scope = TOP): string {
   return edit(text, (doc) => {
-    const i = taskIndex(doc, target);
-    if (i < 0 || dependencies(doc, i).includes(source)) return;
-    if (isSeq(doc.getIn(["tasks", i, "depends_on"]))) doc.addIn(["tasks", i, "depends_on"], source);
-    else doc.setIn(["tasks", i, "depends_on"], doc.createNode([source], { flow: true }));
+    const i = taskIndex(doc, target, scope);
+    if (i < 0 || dependencies(doc, [...scope, i]).includes(source)) return;
+    const deps = [...scope, i, "depends_on"];
+    if (isSeq(doc.getIn(deps))) doc.addIn(deps, source);
+    else doc.setIn(deps, doc.createNode([source], { flow: true }));
   });
 }
 
 /** `target` no longer depends on `source`. */
-export function disconnect(text: string, source: string, target: string): string {
+export function disconnect(text: string, source: string, target: string, scope = TOP): string {
   return edit(text, (doc) => {
-    const i = taskIndex(doc, target);
-    if (i >= 0) dropDependency(doc, i, source);
+    const i = taskIndex(doc, target, scope);
+    if (i >= 0) dropDependency(doc, [...scope, i], source);
   });
 }
 
@@ -127,13 +142,13 @@ function empty(value: unknown): boolean {
  * Sets a field of task `name` (or of the workflow when `name` is null); an empty value
  * removes it, and a section left empty by that goes too.
  */
-export function setField(text: string, name: string | null, path: FieldPath, value: unknown): string {
+export function setField(text: string, name: string | null, path: FieldPath, value: unknown, scope = TOP): string {
   return edit(text, (doc) => {
     let base: FieldPath = [];
     if (name !== null) {
-      const i = taskIndex(doc, name);
+      const i = taskIndex(doc, name, scope);
       if (i < 0) return;
-      base = ["tasks", i];
+      base = [...scope, i];
     }
     const full = [...base, ...path];
     if (!empty(value)) {
@@ -153,24 +168,25 @@ export function setField(text: string, name: string | null, path: FieldPath, val
  * Renames a task, and every reference to it: dependencies, branch targets (conditions,
  * switch, on_timeout) and catch handlers.
  */
-export function renameTask(text: string, from: string, to: string): string {
+export function renameTask(text: string, from: string, to: string, scope = TOP): string {
   return edit(text, (doc) => {
-    const tasks = doc.get("tasks");
+    const tasks = doc.getIn(scope);
     if (!isSeq(tasks)) return;
     const swap = (path: FieldPath) => {
       if (doc.getIn(path) === from) doc.setIn(path, to);
     };
     tasks.items.forEach((_, i) => {
-      swap(["tasks", i, "name"]);
+      const task = [...scope, i];
+      swap([...task, "name"]);
       for (const list of [["depends_on"], ["conditions", "success"], ["conditions", "failure"]]) {
-        const seq = doc.getIn(["tasks", i, ...list]);
-        if (isSeq(seq)) seq.items.forEach((_, j) => swap(["tasks", i, ...list, j]));
+        const seq = doc.getIn([...task, ...list]);
+        if (isSeq(seq)) seq.items.forEach((_, j) => swap([...task, ...list, j]));
       }
-      const cases = doc.getIn(["tasks", i, "switch", "cases"]);
-      if (isSeq(cases)) cases.items.forEach((_, j) => swap(["tasks", i, "switch", "cases", j, "then"]));
-      swap(["tasks", i, "switch", "default"]);
-      swap(["tasks", i, "on_timeout"]);
-      swap(["tasks", i, "on_error", "then"]);
+      const cases = doc.getIn([...task, "switch", "cases"]);
+      if (isSeq(cases)) cases.items.forEach((_, j) => swap([...task, "switch", "cases", j, "then"]));
+      swap([...task, "switch", "default"]);
+      swap([...task, "on_timeout"]);
+      swap([...task, "on_error", "then"]);
     });
   });
 }

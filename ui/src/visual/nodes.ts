@@ -1,6 +1,8 @@
-// The canvas's nodes and edges from the definition's tasks. A do_while's body and a
-// foreach's task template are drawn inside their task as a group, read-only: they are
-// edited in the task's form (as YAML). Positions are the canvas's own, kept by name.
+// The canvas's nodes and edges from the definition's tasks. A do_while's body is drawn
+// inside its task as a group whose tasks are edited as the workflow's are (their node ids
+// are `{do_while}/{task}`); a foreach's task template is drawn inside its task read-only
+// (edited in the foreach's form). Positions are the canvas's own, kept by name; a group's
+// tasks are laid out inside it.
 import type { Edge, Node } from "@xyflow/react";
 import { HEIGHT, WIDTH, place, type Size } from "../components/Dag";
 import type { Problem } from "../components/YamlEditor";
@@ -13,8 +15,10 @@ export interface TaskData extends Record<string, unknown> {
   problem?: string;
   /** What a foreach runs when it is not drawn inside it (another workflow). */
   body?: string;
-  /** A task of a group's body: shown, not edited on the canvas. */
-  inner?: boolean;
+  /** The do_while or foreach whose body the task is in. */
+  parent?: string;
+  /** A foreach's task template: shown, not edited on the canvas. */
+  fixed?: boolean;
 }
 
 type XY = { x: number; y: number };
@@ -23,12 +27,20 @@ type XY = { x: number; y: number };
 const PAD = 12;
 const TITLE = 40;
 
+/** A do_while's body: tasks edited on the canvas like the workflow's. */
+export function loopBody(t: Task): Task[] | undefined {
+  const loop = t.do_while as { tasks?: Task[] } | undefined;
+  return Array.isArray(loop?.tasks) ? named(loop.tasks) : undefined;
+}
+
+function named(tasks: Task[]): Task[] {
+  return tasks.map((b) => ({ ...b, name: String(b?.name ?? ""), type: String(b?.type ?? "") }));
+}
+
 /** The tasks drawn inside `t`: a do_while's body, or a foreach's template (named `each`). */
 function body(t: Task): Task[] {
-  const loop = t.do_while as { tasks?: Task[] } | undefined;
   const each = t.foreach as { task?: Task } | undefined;
-  const inner = Array.isArray(loop?.tasks) ? loop.tasks : each?.task ? [{ ...each.task, name: "each" }] : [];
-  return inner.map((b) => ({ ...b, name: String(b?.name ?? ""), type: String(b?.type ?? "") }));
+  return loopBody(t) ?? (each?.task ? named([{ ...each.task, name: "each" }]) : []);
 }
 
 /** Corners of `tasks` (linked by their depends_on) laid out top-down from (0, 0). */
@@ -73,16 +85,27 @@ export function drawn(
   selected: string | null,
 ): Node<TaskData>[] {
   const old = new Map(before.map((n) => [n.id, n]));
+  const groups = new Map(tasks.map((t) => [t.name, group(t)]));
+  // A group that grew (or shrank) moves the nodes below it by as much.
+  const resized = tasks.flatMap((t) => {
+    const was = old.get(t.name);
+    const by = (groups.get(t.name)?.size.height ?? HEIGHT) - (was?.height ?? HEIGHT);
+    return was && by ? [{ below: was.position.y + (was.height ?? HEIGHT), by }] : [];
+  });
+  const moved = (p: XY) => {
+    const by = resized.filter((r) => p.y >= r.below).reduce((sum, r) => sum + r.by, 0);
+    return by ? { x: p.x, y: p.y + by } : p;
+  };
   const placeAll = before.length === 0 ? autoLayout(tasks) : null;
   let lowest = Math.max(0, ...before.map((n) => n.position.y + (n.height ?? HEIGHT) + 48));
   return tasks.flatMap((t) => {
     const was = old.get(t.name);
-    let position = was?.position ?? placeAll?.get(t.name);
+    let position = was ? moved(was.position) : placeAll?.get(t.name);
     if (!position) {
       position = { x: 0, y: lowest };
       lowest += HEIGHT + 48;
     }
-    const g = group(t);
+    const g = groups.get(t.name);
     const size = g?.size ?? { width: WIDTH, height: HEIGHT };
     const bad = problem?.task === t.name ? problem.message : undefined;
     const workflow = (t.foreach as { workflow?: string } | undefined)?.workflow;
@@ -108,24 +131,30 @@ export function drawn(
           data,
         };
     if (!g) return [node];
+    const fixed = t.type !== "do_while";
     return [
       node,
-      ...g.inner.map((b, i) => ({
-        id: `${t.name}/${b.name}`,
-        type: "task",
-        parentId: t.name,
-        extent: "parent" as const,
-        position: g.at[i],
-        width: WIDTH,
-        height: HEIGHT,
-        draggable: false,
-        selectable: false,
-        connectable: false,
-        deletable: false,
-        focusable: false,
-        ariaLabel: `${b.name} (${b.type}) in ${t.name}`,
-        data: { name: b.name, type: b.type, inner: true },
-      })),
+      ...g.inner.map((b, i) => {
+        const id = `${t.name}/${b.name}`;
+        const bad = problem?.task === b.name ? problem.message : undefined;
+        return {
+          id,
+          type: "task",
+          parentId: t.name,
+          extent: "parent" as const,
+          position: g.at[i],
+          width: WIDTH,
+          height: HEIGHT,
+          draggable: false,
+          selectable: !fixed,
+          connectable: !fixed,
+          deletable: !fixed,
+          focusable: !fixed,
+          selected: id === selected,
+          ariaLabel: `${b.name} (${b.type}) in ${t.name}${bad ? `: ${bad}` : ""}`,
+          data: { name: b.name, type: b.type, problem: bad, parent: t.name, fixed },
+        };
+      }),
     ];
   });
 }
@@ -151,7 +180,9 @@ export function linked(before: Edge[], tasks: Task[], selectedEdge: string | nul
     ...body(t).flatMap((b, _, inner) =>
       (b.depends_on ?? [])
         .filter((d) => inner.some((o) => o.name === d))
-        .map((d) => edge(`${t.name}/${d}`, `${t.name}/${b.name}`, `${d} → ${b.name} in ${t.name}`, true)),
+        .map((d) =>
+          edge(`${t.name}/${d}`, `${t.name}/${b.name}`, `${d} → ${b.name} in ${t.name}`, t.type !== "do_while"),
+        ),
     ),
   ]);
 }
