@@ -142,6 +142,14 @@ test("a form edit changes the YAML, every other field kept; undo and redo by key
   // Nothing else changed: the lines of the template are all still there.
   for (const line of before.split("\n").filter((l) => l.trim())) expect(after).toContain(line);
 
+  // A palette entry by keyboard: Enter adds the task (below the others) and opens its form.
+  await page.getByRole("button", { name: "Add noop task" }).focus();
+  await page.keyboard.press("Enter");
+  await expect(page.getByRole("form", { name: "Task noop_1" })).toBeVisible();
+  await expect(taskNode(page, "noop_1")).toBeVisible();
+  await page.keyboard.press("Control+z"); // focus is on the palette, inside the editor
+  await expect(taskNode(page, "noop_1")).toHaveCount(0);
+
   // Undo three times by keyboard: the YAML is the template again; redo once.
   await canvas(page).click({ position: { x: 5, y: 5 } });
   for (let i = 0; i < 3; i++) await page.keyboard.press("Control+z");

@@ -211,7 +211,7 @@ function Canvas({ project, text, onChange, problem }: Props) {
     );
   };
 
-  /** Adds a task of `type`: to the workflow (where dropped, or below the others), or into a do_while's body. */
+  /** Adds a task of `type` to the workflow (where dropped, or below the others), or to a do_while's body. */
   const place = (type: string, position?: { x: number; y: number }, loop?: string) => {
     const i = tasks.findIndex((t) => t.name === loop);
     if (loop && i >= 0) {
@@ -279,8 +279,8 @@ function Canvas({ project, text, onChange, problem }: Props) {
   }));
 
   const relayout = () => {
-    const at = autoLayout(tasks);
-    setNodes((ns) => ns.map((n) => ({ ...n, position: at.get(n.id) ?? n.position })));
+    const corners = autoLayout(tasks);
+    setNodes((ns) => ns.map((n) => ({ ...n, position: corners.get(n.id) ?? n.position })));
     window.requestAnimationFrame(() => flow.fitView(fitOptions));
   };
 
@@ -316,7 +316,7 @@ function Canvas({ project, text, onChange, problem }: Props) {
     setSelected(id);
     change(renameTask(text, w.name, to, w.scope));
   };
-  /** Removes the nodes' tasks and the edges': a body's before the workflow's, whose removal renumbers the bodies. */
+  /** Removes tasks and edges: a body's tasks first, as removing a workflow's task renumbers the bodies. */
   const remove = (gone: string[], cut: Edge[]) => {
     let next = text;
     for (const e of cut) {
