@@ -168,10 +168,10 @@ export default function EditorPage({ project, name }: { project: string; name?: 
         <div hidden={!visual}>
           <Suspense fallback={<p className="muted">Loading the visual editor…</p>}>
             <VisualEditor project={project} text={text} onChange={setText} problem={problem} />
-            {status}
           </Suspense>
         </div>
       )}
+      {visual && status}
       {!visual && (
         <div className="split">
           <div>
