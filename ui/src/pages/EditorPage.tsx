@@ -59,6 +59,10 @@ export default function EditorPage({ project, name }: { project: string; name?: 
   // history survive a look at the YAML.
   const [opened, setOpened] = useState(visual);
   if (visual && !opened) setOpened(true);
+  // While hidden it keeps the text it last showed: typing YAML does not re-parse a large
+  // definition for a view no one sees.
+  const [canvasText, setCanvasText] = useState(text);
+  if (visual && canvasText !== text) setCanvasText(text);
   const show = (view: "yaml" | "visual") => {
     // The YAML editor is made again from the text the canvas left.
     if (view === "yaml") setSeed(text);
@@ -167,7 +171,7 @@ export default function EditorPage({ project, name }: { project: string; name?: 
       {opened && (!name || seeded) && (
         <div hidden={!visual}>
           <Suspense fallback={<p className="muted">Loading the visual editor…</p>}>
-            <VisualEditor project={project} text={text} onChange={setText} problem={problem} />
+            <VisualEditor project={project} text={canvasText} onChange={setText} problem={problem} />
           </Suspense>
         </div>
       )}
