@@ -211,6 +211,7 @@ test("a do_while's body is drawn inside it and edited there: drop, connect, form
     page,
     `name: ${unique("looped")}
 tasks:
+  # polled until ready
   - { name: poll, type: do_while,
       do_while: { condition: "outputs.check.ready != 'yes'", max_iterations: 3,
                   tasks: [ { name: check, type: shell, command: echo check },
@@ -246,7 +247,9 @@ tasks:
   await command.press("Control+Enter");
   await expect(page.getByRole("status")).toHaveText(/^Valid: 2 tasks/);
   await shot("visual-loop");
-  const def = parse(await yamlText(page)) as { tasks: Record<string, unknown>[] };
+  const text = await yamlText(page);
+  expect(text).toContain("# polled until ready"); // comments survive canvas edits
+  const def = parse(text) as { tasks: Record<string, unknown>[] };
   expect(def.tasks[0].do_while).toMatchObject({
     tasks: [
       { name: "check", type: "shell", command: "echo check" },
@@ -256,4 +259,32 @@ tasks:
   });
   // The body's edits left the workflow's own tasks as they were.
   expect(def.tasks[1]).toEqual({ name: "load", type: "shell", depends_on: ["poll"], command: "echo loaded" });
+});
+
+test("edit a stored workflow in the visual editor: Apply stores version 2 with the change", async ({ page, api }) => {
+  const wf = unique("revisited");
+  await api.apply(
+    "default",
+    `name: ${wf}
+tasks:
+  - { name: first, type: shell, command: echo first }
+`,
+  );
+  await page.goto(`/projects/default/workflows/${wf}/edit?view=visual`);
+  await expect(taskNode(page, "first")).toBeVisible();
+  await page.getByRole("combobox", { name: "Edit" }).selectOption("first");
+  const retries = page
+    .getByRole("form", { name: "Task first" })
+    .getByRole("spinbutton", { name: "retries", exact: true });
+  await retries.fill("2");
+  await retries.press("Enter");
+  await expect(page.getByRole("status")).toHaveText(/^Valid: 1 tasks/);
+  expect(await yamlText(page)).toMatch(/name: first\s+type: shell\s+command: echo first\s+retries: 2/);
+  await page.getByRole("button", { name: "Apply" }).click();
+  await expect(page).toHaveURL(new RegExp(`/projects/default/workflows/${wf}$`));
+  const stored = await api.json<{ version: number; yaml: string; definition: { tasks: { retries?: number }[] } }>(
+    `/projects/default/workflows/${wf}`,
+  );
+  expect(stored.version).toBe(2);
+  expect(stored.definition.tasks[0].retries).toBe(2);
 });
