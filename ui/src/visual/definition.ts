@@ -37,8 +37,9 @@ function documentOf(text: string): Document {
 export function read(text: string): { def: Record<string, unknown>; tasks: Task[] } | { error: string } {
   const doc = documentOf(text);
   if (doc.errors.length) return { error: doc.errors[0].message };
-  const def = doc.toJS() as unknown;
-  if (!def || typeof def !== "object" || Array.isArray(def)) return { error: "the definition is not a YAML mapping" };
+  // An empty text is an empty definition, to draw one from scratch.
+  const def = (doc.toJS() ?? {}) as unknown;
+  if (typeof def !== "object" || Array.isArray(def)) return { error: "the definition is not a YAML mapping" };
   const raw = (def as Record<string, unknown>).tasks ?? [];
   if (!Array.isArray(raw)) return { error: "`tasks` is not a list" };
   const tasks = raw.map((t) => {
