@@ -234,6 +234,17 @@ tasks:
   await draw(page, "poll/rest", "poll/shell_1");
   await expect(canvas(page).getByLabel("rest → shell_1 in poll", { exact: true })).toHaveCount(1);
 
+  // By keyboard: poll's form adds a task to its body.
+  await page.getByRole("combobox", { name: "Edit" }).selectOption("poll");
+  await page
+    .getByRole("form", { name: "Task poll" })
+    .getByRole("combobox", { name: "add a task to its body" })
+    .selectOption("noop");
+  await expect(canvas(page).getByLabel("noop_1 (noop) in poll", { exact: true })).toBeVisible();
+  await expect(page.getByRole("form", { name: "Task noop_1" })).toBeVisible();
+  await page.getByRole("button", { name: "Undo" }).click();
+  await expect(canvas(page).getByLabel("noop_1 (noop) in poll", { exact: true })).toHaveCount(0);
+
   // An edge from the body to a task outside it is refused.
   await draw(page, "poll/shell_1", "load");
   await expect(page.getByRole("alert")).toContainText(

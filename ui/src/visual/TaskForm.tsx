@@ -49,6 +49,7 @@ export function TaskForm({
   rename,
   retype,
   depend,
+  addInside,
   remove,
 }: {
   root: WorkflowSchema;
@@ -64,6 +65,8 @@ export function TaskForm({
   retype: (type: string) => void;
   /** Makes the task depend on `on`, or not. */
   depend: (on: string, yes: boolean) => void;
+  /** A do_while's: adds a task of a type to its body (what dropping one on it does). */
+  addInside?: (type: string) => void;
   remove: () => void;
 }) {
   const schema = root.$defs.TaskDef;
@@ -147,6 +150,17 @@ export function TaskForm({
         <legend>every task</legend>
         <Fields root={root} schema={schema} keys={common} value={task} path={[]} set={set} />
       </fieldset>
+      {addInside && (
+        <label>
+          add a task to its body
+          <select value="" onChange={(e) => e.target.value && addInside(e.target.value)}>
+            <option value="">type…</option>
+            {(schema.properties?.type.enum ?? []).map((t) => (
+              <option key={t}>{t}</option>
+            ))}
+          </select>
+        </label>
+      )}
       <button type="button" className="danger" onClick={remove}>
         Delete task {task.name}
       </button>

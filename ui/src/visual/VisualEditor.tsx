@@ -458,6 +458,9 @@ function Canvas({ project, text, onChange, problem }: Props) {
                 ? void tryConnect(on, at.name, at.scope, at.siblings)
                 : change(disconnect(text, on, at.name, at.scope))
             }
+            addInside={
+              current.type === "do_while" && !at.parent ? (type) => place(type, undefined, at.name) : undefined
+            }
             remove={() => remove([selected!], [])}
           />
         ) : (
