@@ -74,6 +74,8 @@ function Field({
   const hint = schema.description;
   // Inside a section the key alone is ambiguous (`retries`, `on_error.retries`).
   const aria = nested ? path.filter((p) => typeof p === "string").join(".") : undefined;
+  // The field's path as the control's name (`on_error.retries`), as a form would post it.
+  const id = path.join(".");
   const commit = (v: unknown) => {
     if (JSON.stringify(v ?? "") !== JSON.stringify(value ?? "")) set(path, v);
   };
@@ -85,6 +87,7 @@ function Field({
           {w.multiline ? (
             <textarea
               aria-label={aria}
+              name={id}
               key={text(value)}
               defaultValue={text(value)}
               rows={3}
@@ -94,6 +97,7 @@ function Field({
           ) : (
             <input
               aria-label={aria}
+              name={id}
               key={text(value)}
               defaultValue={text(value)}
               onBlur={(e) => commit(e.target.value)}
@@ -108,6 +112,7 @@ function Field({
           {name}
           <input
             aria-label={aria}
+            name={id}
             type="number"
             key={text(value)}
             defaultValue={text(value)}
@@ -122,6 +127,7 @@ function Field({
           {/* Unset is the definition's default; only `enabled` defaults to true. */}
           <input
             aria-label={aria}
+            name={id}
             type="checkbox"
             checked={value === undefined ? name === "enabled" : value === true}
             onChange={(e) => set(path, e.target.checked === (name === "enabled") ? undefined : e.target.checked)}
@@ -133,7 +139,12 @@ function Field({
       return (
         <label title={hint}>
           {name}
-          <select aria-label={aria} value={text(value)} onChange={(e) => set(path, e.target.value || undefined)}>
+          <select
+            aria-label={aria}
+            name={id}
+            value={text(value)}
+            onChange={(e) => set(path, e.target.value || undefined)}
+          >
             <option value="">(default)</option>
             {w.options.map((o) => (
               <option key={o}>{o}</option>
@@ -147,6 +158,7 @@ function Field({
           {name} (one a line)
           <textarea
             aria-label={aria}
+            name={id}
             key={text(value)}
             rows={2}
             defaultValue={Array.isArray(value) ? value.join("\n") : text(value)}
