@@ -74,7 +74,11 @@ export function TaskForm({
   const own = byType[task.type] ?? [];
   const ofTypes = new Set(Object.values(byType).flat());
   const common = ordered(Object.keys(schema.properties ?? {}).filter((k) => !HEAD.has(k) && !ofTypes.has(k)));
-  const [nameError, setNameError] = useState("");
+  // The form stays mounted from one task to the next (a thousand options are not made
+  // again); an error about a name belongs to the task it was typed for.
+  const [named, setNamed] = useState({ task: task.name, error: "" });
+  const nameError = named.task === task.name ? named.error : "";
+  const setNameError = (error: string) => setNamed({ task: task.name, error });
   const deps = task.depends_on ?? [];
 
   const commitName = (to: string) => {
@@ -137,18 +141,42 @@ export function TaskForm({
       </fieldset>
       {own.length === 1 && own[0] === task.type ? (
         // The type's one section (`http`, `do_while`, …) is a fieldset of its own.
-        <Fields root={root} schema={schema} keys={own} value={task} path={[]} set={set} />
+        <Fields
+          key={`${place ?? ""}/${task.name}`}
+          root={root}
+          schema={schema}
+          keys={own}
+          value={task}
+          path={[]}
+          set={set}
+        />
       ) : (
         own.length > 0 && (
           <fieldset>
             <legend>{task.type} settings</legend>
-            <Fields root={root} schema={schema} keys={own} value={task} path={[]} set={set} />
+            <Fields
+              key={`${place ?? ""}/${task.name}`}
+              root={root}
+              schema={schema}
+              keys={own}
+              value={task}
+              path={[]}
+              set={set}
+            />
           </fieldset>
         )
       )}
       <fieldset>
         <legend>every task</legend>
-        <Fields root={root} schema={schema} keys={common} value={task} path={[]} set={set} />
+        <Fields
+          key={`${place ?? ""}/${task.name}`}
+          root={root}
+          schema={schema}
+          keys={common}
+          value={task}
+          path={[]}
+          set={set}
+        />
       </fieldset>
       {addInside && (
         <label>

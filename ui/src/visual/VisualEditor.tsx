@@ -444,7 +444,6 @@ function Canvas({ project, text, onChange, problem }: Props) {
           <p className="muted">Loading the definition&apos;s schema…</p>
         ) : current && at ? (
           <TaskForm
-            key={selected}
             root={root}
             task={current}
             tasks={at.siblings}
