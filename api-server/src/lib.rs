@@ -34,6 +34,7 @@ mod nfc_path;
 mod openapi;
 mod projects;
 mod schedules;
+mod schema;
 mod secrets;
 mod security_headers;
 mod server;
@@ -163,6 +164,7 @@ fn api_routes() -> OpenApiRouter<Ctx> {
         ))
         .routes(routes!(workflows::apply, workflows::list))
         .routes(routes!(workflows::validate))
+        .routes(routes!(schema::workflow))
         .routes(routes!(workflows::get, lifecycle::delete_workflow))
         .routes(routes!(workflows::versions))
         .routes(routes!(lifecycle::online))

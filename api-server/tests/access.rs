@@ -231,7 +231,7 @@ async fn add_task(store: &Store, instance: i64, task_type: &str, state: TaskStat
 /// The least privileged caller each operation lets through. `nobody` marks the open ones.
 fn minimum(op: &str) -> &'static str {
     match op {
-        "health" | "getOpenApi" | "getMetrics" => "nobody",
+        "health" | "getOpenApi" | "getWorkflowSchema" | "getMetrics" => "nobody",
         // Open to the guard; it checks the trigger's own credential (no such trigger here).
         "callTrigger" | "callTriggerGet" | "callTriggerPut" => "nobody",
         // Open to the guard: the callback URL's one-time token is the credential.

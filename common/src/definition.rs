@@ -23,6 +23,7 @@ pub(crate) mod name;
 mod normalize;
 mod publish;
 mod specs;
+mod type_fields;
 mod validate;
 mod walk;
 mod yaml;

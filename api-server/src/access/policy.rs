@@ -62,7 +62,7 @@ pub fn rule(op: &str) -> Option<Need> {
     use Scope::*;
     Some(match op {
         // Metrics are aggregate counters without names, like the masters' and workers'.
-        "health" | "getOpenApi" | "getSession" | "getMetrics" => Open,
+        "health" | "getOpenApi" | "getWorkflowSchema" | "getSession" | "getMetrics" => Open,
         // The trigger's own token or password, and its address allowlist (see `hooks`).
         "callTrigger" | "callTriggerGet" | "callTriggerPut" => Open,
         // Its one-time token is the credential (see `completions`).

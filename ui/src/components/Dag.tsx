@@ -21,15 +21,15 @@ interface TaskNodeData extends Record<string, unknown> {
   state?: string;
 }
 
-const WIDTH = 180;
-const HEIGHT = 48;
+export const WIDTH = 180;
+export const HEIGHT = 48;
 const GAP_X = 24;
 const GAP_Y = 48;
 /**
  * Above this many tasks the layout is `layered` (a few milliseconds for 1,000 tasks)
  * instead of dagre (most of a second, BENCHMARKS.md); dagre draws small DAGs tidier.
  */
-const FAST_LAYOUT_ABOVE = 200;
+export const FAST_LAYOUT_ABOVE = 200;
 
 const TaskNode = memo(function TaskNode({ data }: NodeProps<Node<TaskNodeData>>) {
   return (
@@ -67,10 +67,7 @@ function layout(all: DagTask[]): Layout {
       edges.push({ id: `${d}->${t.name}`, source: d, target: t.name, focusable: false });
     }
   });
-  const corners =
-    tasks.length > FAST_LAYOUT_ABOVE
-      ? layered(tasks.length, links, { width: WIDTH, height: HEIGHT, gapX: GAP_X, gapY: GAP_Y })
-      : withDagre(tasks.length, links);
+  const corners = place(tasks.length, links);
   const nodes = tasks.map((t, i) => ({
     id: t.name,
     type: "task",
@@ -99,17 +96,38 @@ function withStates(base: Layout, states: Record<string, string> | undefined, be
   });
 }
 
+/** A node's size where it is not the usual WIDTH × HEIGHT (the visual editor's groups). */
+export interface Size {
+  width: number;
+  height: number;
+}
+
+/**
+ * Top-left corner of each of `count` nodes linked by `links` (from, to), laid out
+ * top-down; `sizes` are heeded by dagre (up to FAST_LAYOUT_ABOVE nodes).
+ */
+export function place(
+  count: number,
+  links: [number, number][],
+  sizes?: (Size | undefined)[],
+): { x: number; y: number }[] {
+  return count > FAST_LAYOUT_ABOVE
+    ? layered(count, links, { width: WIDTH, height: HEIGHT, gapX: GAP_X, gapY: GAP_Y })
+    : withDagre(count, links, sizes);
+}
+
 /** Top-left corner of each node, laid out top-down by dagre. */
-function withDagre(count: number, links: [number, number][]): { x: number; y: number }[] {
+function withDagre(count: number, links: [number, number][], sizes?: (Size | undefined)[]) {
   const g = new dagre.graphlib.Graph();
   g.setGraph({ rankdir: "TB", nodesep: GAP_X, ranksep: GAP_Y });
   g.setDefaultEdgeLabel(() => ({}));
-  for (let i = 0; i < count; i++) g.setNode(String(i), { width: WIDTH, height: HEIGHT });
+  const size = (i: number) => sizes?.[i] ?? { width: WIDTH, height: HEIGHT };
+  for (let i = 0; i < count; i++) g.setNode(String(i), size(i));
   for (const [a, b] of links) g.setEdge(String(a), String(b));
   dagre.layout(g);
   return Array.from({ length: count }, (_, i) => {
     const p = g.node(String(i));
-    return { x: p.x - WIDTH / 2, y: p.y - HEIGHT / 2 };
+    return { x: p.x - size(i).width / 2, y: p.y - size(i).height / 2 };
   });
 }
 

@@ -11,6 +11,8 @@ export interface Problem {
   message: string;
   /** 1-based line, when known. */
   line?: number;
+  /** The task it is about, when known. */
+  task?: string;
 }
 
 export function YamlEditor({
