@@ -3,7 +3,7 @@
 
 use super::Backend;
 use super::pending_audit;
-use super::signal::{LocalSignal, Signal, Written};
+use super::signal::{LocalSignal, Probe, Signal, Written};
 use sea_query::{
     Expr, ExprTrait, Func, InsertStatement, LockType, MysqlQueryBuilder, PostgresQueryBuilder,
     Query, SelectStatement, SqliteQueryBuilder, UpdateStatement,
@@ -33,10 +33,9 @@ const SQLITE_MAX_BINDS: usize = 32_766;
 /// MySQL's prepared statements count placeholders in a u16 too.
 const MYSQL_MAX_BINDS: usize = 65_535;
 
-/// How often a MySQL master looks for commands another process wrote: MySQL has no
-/// LISTEN/NOTIFY, so a wake-up from another process is a poll (one in this process
-/// still wakes at once).
-const MYSQL_POLL: Duration = Duration::from_millis(50);
+/// How often a MySQL waiter probes for writes of another process: MySQL has no
+/// LISTEN/NOTIFY (one in this process still wakes at once). A probe is one cheap query.
+const MYSQL_PROBE: Duration = Duration::from_millis(10);
 
 /// A row type decoded the same way from every backend (`#[derive(sqlx::FromRow)]` structs
 /// and tuples qualify).
@@ -175,7 +174,7 @@ impl Db {
 
     /// Wakes when writes of `kind` may have happened: on Postgres by LISTEN over a
     /// connection of its own; elsewhere by this process' own writes, and on MySQL also
-    /// every [`MYSQL_POLL`] for other processes' writes.
+    /// when a probe every [`MYSQL_PROBE`] sees another process' write.
     pub(super) async fn signal(&self, kind: Written) -> Result<Signal> {
         match self {
             Db::Postgres(pool) => Signal::postgres(pool, kind.channel()).await,
@@ -183,10 +182,12 @@ impl Db {
                 commands, external, ..
             } => Ok(Signal::local(kind.pick(commands, external).clone(), None)),
             Db::Mysql {
-                commands, external, ..
+                pool,
+                commands,
+                external,
             } => Ok(Signal::local(
                 kind.pick(commands, external).clone(),
-                Some(MYSQL_POLL),
+                Some(Probe::new(pool.clone(), kind.probe(), MYSQL_PROBE)),
             )),
         }
     }

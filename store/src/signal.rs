@@ -1,9 +1,11 @@
 //! Waking masters when commands are written, and external workers' polls when tasks are
 //! offered: LISTEN/NOTIFY on Postgres, an in-process signal on SQLite (standalone runs the
 //! API and the master in one process), and on MySQL, which has no NOTIFY, the in-process
-//! signal or a short poll, whichever comes first.
+//! signal or a probe: a one-row query every few milliseconds whose answer changes with a
+//! write of another process.
 
 use sqlx::PgPool;
+use sqlx::mysql::MySqlPool;
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +26,18 @@ pub(super) enum Written {
 }
 
 impl Written {
+    /// MySQL's probe of these writes: its answer changes when one happened (a command's
+    /// id is never reused; an offer made or handed back changes the count of untaken ones).
+    /// One index read, or a count of the few offers waiting.
+    pub(super) fn probe(self) -> &'static str {
+        match self {
+            Written::Commands => "SELECT CAST(COALESCE(MAX(id), 0) AS SIGNED) FROM command",
+            Written::External => {
+                "SELECT CAST(COUNT(*) AS SIGNED) FROM external_task WHERE token_hash IS NULL"
+            }
+        }
+    }
+
     pub(super) fn channel(self) -> &'static str {
         match self {
             Written::Commands => COMMAND_CHANNEL,
@@ -70,9 +84,53 @@ enum Inner {
     Local {
         signal: Arc<LocalSignal>,
         seen: u64,
-        /// Also returns after this long: other processes' writes are not signalled.
-        poll: Option<Duration>,
+        /// Other processes' writes are not signalled: also returns when this sees one.
+        probe: Option<Probe>,
     },
+}
+
+/// A query run every `every` whose answer changes with a write (MySQL).
+pub(super) struct Probe {
+    pool: MySqlPool,
+    sql: &'static str,
+    every: Duration,
+    /// The answer last seen; None before the first.
+    last: Option<i64>,
+}
+
+impl Probe {
+    pub(super) fn new(pool: MySqlPool, sql: &'static str, every: Duration) -> Probe {
+        Probe {
+            pool,
+            sql,
+            every,
+            last: None,
+        }
+    }
+
+    /// Returns once the answer differs from the one last seen (at once the first time),
+    /// or the query failed (so that the caller looks at the table).
+    async fn changed(&mut self) {
+        loop {
+            match sqlx::query_scalar::<_, i64>(self.sql)
+                .fetch_one(&self.pool)
+                .await
+            {
+                Ok(now) if self.last == Some(now) => {}
+                Ok(now) => {
+                    self.last = Some(now);
+                    return;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "polling for other processes' writes failed");
+                    // Keeps a persistent failure from turning the caller's loop busy.
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    return;
+                }
+            }
+            tokio::time::sleep(self.every).await;
+        }
+    }
 }
 
 impl Signal {
@@ -94,10 +152,14 @@ impl Signal {
         })
     }
 
-    pub(super) fn local(signal: Arc<LocalSignal>, poll: Option<Duration>) -> Self {
+    pub(super) fn local(signal: Arc<LocalSignal>, probe: Option<Probe>) -> Self {
         let seen = signal.generation();
         Signal {
-            inner: Inner::Local { signal, seen, poll },
+            inner: Inner::Local {
+                signal,
+                seen,
+                probe,
+            },
         }
     }
 
@@ -119,7 +181,11 @@ impl Signal {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             },
-            Inner::Local { signal, seen, poll } => loop {
+            Inner::Local {
+                signal,
+                seen,
+                probe,
+            } => loop {
                 // Register interest before reading the counter, so a wake between the read
                 // and the await is not missed. `seen` only moves on return: cancel-safe.
                 let notified = signal.notify.notified();
@@ -130,12 +196,12 @@ impl Signal {
                     *seen = now;
                     return;
                 }
-                match poll {
-                    Some(every) => {
-                        if tokio::time::timeout(*every, notified).await.is_err() {
-                            return;
-                        }
-                    }
+                match probe {
+                    // Cancellation-safe: `last` moves only once a changed answer is read.
+                    Some(probe) => tokio::select! {
+                        () = notified => {}
+                        () = probe.changed() => return,
+                    },
                     None => notified.await,
                 }
             },
