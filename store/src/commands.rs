@@ -5,7 +5,7 @@ use super::codec::{from_json, parse, to_json};
 use super::command_rows::{
     CommandRecord, ErrorCommandRow, insert_command_in, insert_error_commands, select_commands,
 };
-use super::db::Tx;
+use super::db::{DEADLOCK_RETRIES, Tx, is_deadlock};
 use super::definitions::{DefinitionLookup, load_definition};
 use super::instance_rows::{
     INSTANCE_COLUMNS, InstanceRecord, TaskRecord, insert_instances, select_tasks,
@@ -187,6 +187,21 @@ impl Store {
     /// `claim_commands`, also saying how many commands the batch took (a caller drains
     /// the queue while batches come back full, whatever became of their commands).
     pub async fn claim_batch(
+        &self,
+        owner: &str,
+        owner_epoch: i64,
+        limit: usize,
+    ) -> Result<(Vec<ClaimedInstance>, usize)> {
+        let mut again = DEADLOCK_RETRIES;
+        loop {
+            match self.claim_batch_once(owner, owner_epoch, limit).await {
+                Err(e) if again > 0 && is_deadlock(&e) => again -= 1,
+                done => return done,
+            }
+        }
+    }
+
+    async fn claim_batch_once(
         &self,
         owner: &str,
         owner_epoch: i64,

@@ -476,6 +476,23 @@ async fn mysql_collation(pool: &MySqlPool) -> Result<()> {
     )))
 }
 
+/// How many times a transaction that lost a deadlock is run again before the error goes
+/// to the caller.
+pub(super) const DEADLOCK_RETRIES: u32 = 3;
+
+/// Whether `e` is a deadlock the server broke by rolling this transaction back whole, so
+/// that running it again is safe. InnoDB declares them where Postgres would make one
+/// transaction wait (its locks on index gaps and inserted keys): concurrent claimers of
+/// commands meet them on MySQL.
+pub(super) fn is_deadlock(e: &Error) -> bool {
+    match e {
+        Error::Database(sqlx::Error::Database(db)) => db
+            .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .is_some_and(|my| my.number() == 1213),
+        _ => false,
+    }
+}
+
 /// MySQL's table of `lock_key` rows (in its migrations only).
 #[derive(sea_query::Iden, Clone, Copy)]
 enum KeyLock {
