@@ -368,7 +368,12 @@ async fn insert_tasks(tx: &mut Tx, tasks: &[NewTaskInstance]) -> Result<Vec<i64>
         let mut returning = ATTEMPT_KEY.to_vec();
         returning.push(Task::Id);
         insert.returning(Query::returning().columns(returning));
-        let returned: Vec<(i64, i32, String, i32, i64)> = tx.fetch_all(&insert).await?;
+        let returned: Vec<(i64, i32, String, i32, i64)> = if tx.backend() == Backend::Mysql {
+            tx.execute(&insert).await?;
+            Vec::new()
+        } else {
+            tx.fetch_all(&insert).await?
+        };
         let mut by_key: HashMap<AttemptKey, i64> = returned
             .into_iter()
             .map(|(instance, run, name, attempt, id)| ((instance, run, name, attempt), id))

@@ -162,33 +162,35 @@ struct Ctx {
     url: String,
 }
 
+/// Runs `$body` with `$conn` a fresh connection of `$ctx`'s backend (each backend's
+/// connection is its own type, so the body is written once and typed three times).
+macro_rules! on_connection {
+    ($ctx:expr, |$conn:ident| $body:expr) => {
+        match $ctx.store.backend() {
+            Backend::Sqlite => {
+                let mut $conn = sqlx::SqliteConnection::connect(&$ctx.url).await.unwrap();
+                $body
+            }
+            Backend::Postgres => {
+                let mut $conn = sqlx::PgConnection::connect(&$ctx.url).await.unwrap();
+                $body
+            }
+            Backend::Mysql => {
+                let mut $conn = sqlx::MySqlConnection::connect(&$ctx.url).await.unwrap();
+                $body
+            }
+        }
+    };
+}
+
 impl Ctx {
     /// Runs one statement behind the store's back (to plant corrupt data, or to read a
     /// number the store does not expose); its first column of its first row, if any.
     async fn raw(&self, sql: &'static str) -> Option<i64> {
-        match self.store.backend() {
-            Backend::Sqlite => {
-                let mut conn = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
-                sqlx::query_scalar::<_, i64>(sql)
-                    .fetch_optional(&mut conn)
-                    .await
-                    .unwrap()
-            }
-            Backend::Postgres => {
-                let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
-                sqlx::query_scalar::<_, i64>(sql)
-                    .fetch_optional(&mut conn)
-                    .await
-                    .unwrap()
-            }
-            Backend::Mysql => {
-                let mut conn = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
-                sqlx::query_scalar::<_, i64>(sql)
-                    .fetch_optional(&mut conn)
-                    .await
-                    .unwrap()
-            }
-        }
+        on_connection!(self, |conn| sqlx::query_scalar::<_, i64>(sql)
+            .fetch_optional(&mut conn)
+            .await
+            .unwrap())
     }
 
     async fn count_raw(&self, sql: &'static str) -> i64 {
@@ -197,20 +199,9 @@ impl Ctx {
 
     /// Runs one statement behind the store's back, whatever it answers.
     async fn exec_raw(&self, sql: &'static str) {
-        match self.store.backend() {
-            Backend::Sqlite => {
-                let mut conn = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
-                sqlx::query(sql).execute(&mut conn).await.unwrap();
-            }
-            Backend::Postgres => {
-                let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
-                sqlx::query(sql).execute(&mut conn).await.unwrap();
-            }
-            Backend::Mysql => {
-                let mut conn = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
-                sqlx::query(sql).execute(&mut conn).await.unwrap();
-            }
-        }
+        on_connection!(self, |conn| {
+            sqlx::query(sql).execute(&mut conn).await.unwrap();
+        })
     }
 }
 
